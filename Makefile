@@ -1,0 +1,167 @@
+# tokentop: make | make run | make test | make SANITIZE=1 test | make CUDA=1 | make install
+#
+# Objects go under build/ (build/asan/ with SANITIZE=1). Library flags come from pkg-config and are
+# cached in $(BUILD)/config.mk, which is made (after tools/deps.sh installs what is missing) before
+# anything else is built. V=1 shows the commands.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+SANITIZE ?=
+ifeq ($(SANITIZE),1)
+BUILD   ?= build/asan
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD   ?= build
+SANFLAGS =
+endif
+
+OPT      ?= -O2
+CFLAGS   += -std=gnu11 -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wshadow -Wvla \
+            -D_GNU_SOURCE -pthread -MMD -MP $(SANFLAGS) -I.
+LDFLAGS  += -pthread $(SANFLAGS)
+LDLIBS   += -lm
+
+# Files named *_avx512.c / *_avx2.c hold SIMD kernels chosen at run time; only they get these flags,
+# so the rest of the binary runs on any x86-64 (and non-x86 builds simply leave them out).
+AVX512_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512fp16 -mfma -mf16c
+AVX2_FLAGS   = -mavx2 -mfma -mf16c
+
+ifeq ($(V),1)
+Q =
+else
+Q = @
+endif
+
+ARCH := $(shell uname -m)
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+CORE_SRC := $(wildcard core/*.c)
+ifneq ($(ARCH),x86_64)
+CORE_SRC := $(filter-out %_avx512.c %_avx2.c,$(CORE_SRC))
+endif
+UI_SRC   := $(wildcard ui/*.c)
+REPL_SRC := $(filter-out repl/main.c,$(wildcard repl/*.c))
+LIB_SRC  := $(CORE_SRC) $(UI_SRC) $(REPL_SRC)
+TEST_SRC := $(wildcard tests/check_*.c)
+TOOL_SRC := $(wildcard tools/*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOLS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
+LIB      := $(BUILD)/libtokentop.a
+BIN      := $(BUILD)/tokentop
+
+# The GPU backend adds its objects and rules here (CUDA=1 for nvcc, or the host emulation).
+GPU_OBJ :=
+-include gpu/gpu.mk
+
+# Keep objects that only feed test and tool binaries.
+.SECONDARY:
+
+.PHONY: all run test check-tests e2e tools install uninstall clean deps layering
+all: tokentop
+
+# ---------------------------------------------------------------------------------------------
+# Dependencies: tools/deps.sh installs missing Debian packages, then pkg-config's answers are cached.
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+-include $(BUILD)/config.mk
+endif
+
+$(BUILD)/config.mk: tools/deps.sh
+	@mkdir -p $(@D)
+	@tools/deps.sh
+	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags libcjson libpcre2-8 ncursesw)"; \
+	   echo "PKG_LIBS := $$(pkg-config --libs libcjson libpcre2-8 ncursesw)"; \
+	   echo "CORE_CFLAGS := $$(pkg-config --cflags libcjson libpcre2-8)"; \
+	   echo "CHECK_CFLAGS := $$(pkg-config --cflags check)"; \
+	   echo "CHECK_LIBS := $$(pkg-config --libs check)"; } > $@.tmp && mv $@.tmp $@
+
+deps:
+	@tools/deps.sh
+
+# ---------------------------------------------------------------------------------------------
+# Build
+tokentop: $(BIN)
+ifneq ($(SANITIZE),1)
+	$(Q)cp $(BIN) $@
+endif
+
+# core/ is compiled without ncurses or CUDA include flags; `make layering` also checks the includes.
+$(BUILD)/core/%_avx512.o: core/%_avx512.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(AVX512_FLAGS) $(CORE_CFLAGS) -c $< -o $@
+
+$(BUILD)/core/%_avx2.o: core/%_avx2.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(AVX2_FLAGS) $(CORE_CFLAGS) -c $< -o $@
+
+$(BUILD)/core/%.o: core/%.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(CORE_CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%.o: tests/%.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ) $(GPU_OBJ)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(BUILD)/repl/main.o $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
+
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
+
+tools: $(TOOLS)
+
+# ---------------------------------------------------------------------------------------------
+# Tests: every tests/check_<module>.c is its own Check program; tests/e2e/*.sh drive the binary.
+# TOKENTOP_GPT2_DIR points at the GPT-2 tokenizer conformance files (../shared/gpt2 in CI).
+TOKENTOP_GPT2_DIR ?= $(abspath ../shared/gpt2)
+export TOKENTOP_GPT2_DIR
+
+$(BUILD)/tests/check_%: $(BUILD)/tests/check_%.o $(BUILD)/tests/testutil.o $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/tests/testutil.o $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(CHECK_LIBS) $(LDLIBS)
+
+test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS)
+	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh $(TESTS)
+
+layering:
+	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*.[ch] ; then \
+	   echo "layering: core/ must not include ncurses or CUDA headers (see ARCHITECTURE.md)"; exit 1; fi
+	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|gpu)/' core/*.[ch] ; then \
+	   echo "layering: core/ must not include ui/, repl/ or gpu/ headers"; exit 1; fi
+
+# ---------------------------------------------------------------------------------------------
+# Run, install, clean
+DEFAULT_MODEL ?= models/default
+run: tokentop
+	./tokentop --model $(DEFAULT_MODEL)
+
+install: tokentop
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 tokentop $(DESTDIR)$(PREFIX)/bin/tokentop
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tokentop
+
+clean:
+	rm -rf build tokentop
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,71 @@
+/* engine.h: the backend-agnostic engine interface: span-based forward over a per-engine KV cache.
+ * A backend is a table of functions plus its own state (the CPU one in cpu.c, CUDA in gpu/). */
+#ifndef TOKENTOP_ENGINE_H
+#define TOKENTOP_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/model.h"
+#include "core/status.h"
+
+typedef struct engine engine;
+
+typedef struct {
+    const char *name;   /* "cpu", "cuda" */
+    /* See engine_forward. pos <= e->n_past is guaranteed by the wrapper; ids are in range. */
+    tt_status (*forward)(engine *e, const int32_t *ids, int n, int pos, bool all_logits,
+                         tt_error *err);
+    /* Drops cache entries at positions >= pos (pos <= n_past). */
+    void (*truncate)(engine *e, int pos);
+    void (*destroy)(engine *e);
+} engine_ops;
+
+struct engine {
+    const engine_ops *ops;
+    const model *model;        /* not owned; must outlive the engine */
+    const gpt2_config *config; /* == &model->config */
+    int n_past;                /* tokens in the KV cache (positions 0 .. n_past-1) */
+    int n_ctx;                 /* cache capacity (<= config->maxT) */
+    float *logits;             /* (n_logits, V) host memory, owned by the engine */
+    int n_logits;              /* rows valid in logits after the last forward */
+    tt_dtype dtype;            /* precision the weights are held in */
+    char description[160];     /* e.g. "cpu: 2 threads, AVX-512, bf16 weights" */
+    size_t weight_bytes;       /* bytes of weights one decode step reads */
+    size_t memory_bytes;       /* weights + cache + activations this engine holds */
+};
+
+typedef struct {
+    tt_dtype dtype;            /* precision to hold weights in */
+    int n_threads;             /* CPU threads; <= 0 means one per online core */
+    int n_ctx;                 /* KV cache positions; <= 0 means the model's maxT */
+} engine_options;
+
+void engine_options_default(engine_options *o);
+
+/* Appends the n tokens ids[0..n-1] at positions pos .. pos+n-1 and computes logits for the last
+ * position, or for all n when all_logits. If pos < n_past the cache is first truncated to pos
+ * (prefix reuse, rejected drafts). Fails without computing when n < 1, pos > n_past,
+ * pos + n > n_ctx (TT_ERR_CONTEXT) or an id is outside [0, V); on any failure the cache holds
+ * positions 0 .. pos-1 only. Logits stay valid until the next call. */
+tt_status engine_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits,
+                         tt_error *err);
+
+/* Logits row i (0 <= i < e->n_logits) of the last forward: V floats. */
+static inline const float *engine_logits(const engine *e, int i)
+{
+    return e->logits + (size_t)i * (size_t)e->config->V;
+}
+
+/* Rolls the cache back to pos tokens (pos >= n_past is a no-op). */
+void engine_truncate(engine *e, int pos);
+
+/* NULL is safe. */
+void engine_free(engine *e);
+
+/* The CPU backend (cpu.c). */
+tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err);
+
+#endif

