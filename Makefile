@@ -57,6 +57,8 @@ BIN      := $(BUILD)/tokentop
 # The GPU backend adds its objects and rules here (CUDA=1 for nvcc, or the host emulation).
 GPU_OBJ :=
 -include gpu/gpu.mk
+# Training the embedded models (make models) lives with its scripts.
+-include tools/train/train.mk
 
 # Keep objects that only feed test and tool binaries.
 .SECONDARY:
