@@ -1,9 +1,486 @@
-/* main.c: tokentop's entry point: argument parsing and subcommands. */
+/* main.c: tokentop's entry point: subcommands (generate, tokenize, score, bench) and the REPL. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/text.h"
+#include "repl/cli.h"
+#include "repl/jsonw.h"
+#include "repl/session.h"
+
+#define TOKENTOP_VERSION "0.1.0"
+
+/* Provided by repl/bench.c and repl/repl.c. */
+int bench_main(int argc, char **argv) __attribute__((weak));
+int repl_main(int argc, char **argv) __attribute__((weak));
+
+static volatile sig_atomic_t g_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+}
+
+static void install_sigint(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+static uint64_t random_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40)) %
+           1000000000ull;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * generate */
+
+typedef struct {
+    const cli_options *o;
+    const tokenizer *tok;
+} gen_ctx;
+
+static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
+{
+    size_t n = 0;
+    const char *b = tokenizer_token_bytes(tok, id, &n);
+    char buf[512];
+    size_t len = text_token_display(b ? b : "", b ? n : 0, TEXT_ESCAPE_BYTES, buf, sizeof buf);
+    jsonw_string(f, buf, len);
+}
+
+static bool on_event_json(const gen_ctx *g, const session_event *ev)
+{
+    FILE *f = stdout;
+    fprintf(f, "{\"step\":%d,", ev->step);
+    if (ev->flush) {
+        fputs("\"id\":null,\"flush\":true,\"text\":", f);
+        jsonw_string(f, ev->text, ev->text_len);
+        fputs("}\n", f);
+        return true;
+    }
+    const sampler_snapshot *s = ev->snap;
+    fprintf(f, "\"id\":%d,\"token\":", (int)ev->token);
+    json_token_text(f, g->tok, ev->token);
+    fputs(",\"text\":", f);
+    jsonw_string(f, ev->text, ev->text_len);
+    fprintf(f, ",\"origin\":\"%s\"", token_origin_name(ev->origin));
+    if (s) {
+        fputs(",\"p\":", f);
+        jsonw_number(f, s->token_p);
+        fputs(",\"raw_p\":", f);
+        jsonw_number(f, s->token_raw_p);
+        fputs(",\"u\":", f);
+        if (s->u < 0)
+            fputs("null", f);
+        else
+            jsonw_number(f, s->u);
+        fputs(",\"entropy_raw\":", f);
+        jsonw_number(f, s->entropy_raw);
+        fputs(",\"entropy\":", f);
+        jsonw_number(f, s->entropy_final);
+        fprintf(f, ",\"kept\":%d,\"top\":[", s->n_kept);
+        for (int i = 0; i < s->n_top; i++) {
+            const sampler_entry *e = &s->top[i];
+            fprintf(f, "%s{\"id\":%d,\"text\":", i ? "," : "", (int)e->id);
+            json_token_text(f, g->tok, e->id);
+            fputs(",\"logit\":", f);
+            jsonw_number(f, e->logit);
+            fputs(",\"raw_p\":", f);
+            jsonw_number(f, e->raw_p);
+            fputs(",\"p\":", f);
+            jsonw_number(f, e->p);
+            const char *cut = sampler_cut_name((sampler_cut)e->cut);
+            if (cut)
+                fprintf(f, ",\"cut\":\"%s\"", cut);
+            else
+                fputs(",\"cut\":null", f);
+            if (e->penalized)
+                fputs(",\"penalized\":true", f);
+            fputc('}', f);
+        }
+        fputc(']', f);
+    }
+    if (ev->context_shifted)
+        fprintf(f, ",\"context_shift\":{\"dropped\":%d}", ev->shift_dropped);
+    fputs("}\n", f);
+    fflush(f);
+    return true;
+}
+
+static bool on_event(void *user, const session_event *ev)
+{
+    const gen_ctx *g = user;
+    if (g->o->json)
+        return on_event_json(g, ev);
+    if (ev->context_shifted && !g->o->quiet)
+        fprintf(stderr, "\n[context full: dropped the oldest %d tokens and re-prefilled the rest]\n",
+                ev->shift_dropped);
+    if (ev->text_len) {
+        fwrite(ev->text, 1, ev->text_len, stdout);
+        fflush(stdout);
+    }
+    return true;
+}
+
+static void print_summary(const cli_options *o, const session *s, uint64_t seed)
+{
+    const session_stats *st = &s->last;
+    if (o->json) {
+        printf("{\"done\":true,\"stop_reason\":\"%s\",\"prompt_tokens\":%d,\"reused_tokens\":%d,"
+               "\"prefilled_tokens\":%d,\"generated_tokens\":%d,\"ttft_ms\":",
+               session_stop_name(st->stop), st->prompt_tokens, st->reused_tokens,
+               st->prefilled_tokens, st->generated_tokens);
+        jsonw_number(stdout, st->ttft_ms);
+        fputs(",\"prefill_tok_s\":", stdout);
+        jsonw_number(stdout, st->prefill_tok_s);
+        fputs(",\"decode_tok_s\":", stdout);
+        jsonw_number(stdout, st->decode_tok_s);
+        printf(",\"context_shifts\":%d,\"seed\":%llu", st->context_shifts,
+               (unsigned long long)seed);
+        if (st->stop == SESSION_STOP_ERROR) {
+            fputs(",\"error\":", stdout);
+            jsonw_string(stdout, st->error.msg, strlen(st->error.msg));
+        }
+        fputs("}\n", stdout);
+        fflush(stdout);
+        return;
+    }
+    if (o->quiet)
+        return;
+    fprintf(stderr, "\n[%d tokens, stop: %s | prompt %d tokens (%d reused) | ttft %.1f ms | "
+            "prefill %.1f tok/s | decode %.1f tok/s | seed %llu]\n",
+            st->generated_tokens, session_stop_name(st->stop), st->prompt_tokens,
+            st->reused_tokens, st->ttft_ms, st->prefill_tok_s, st->decode_tok_s,
+            (unsigned long long)seed);
+}
+
+static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
+{
+    tt_error err = {0};
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        return strdup(o->prompt);
+    }
+    const char *path = o->prompt_file;
+    if (!path && allow_stdin && !isatty(STDIN_FILENO))
+        path = "-";
+    if (!path)
+        return NULL;
+    char *text = cli_read_file(path, len, &err);
+    if (!text)
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+    return text;
+}
+
+static int cmd_generate(int argc, char **argv)
+{
+    cli_options o;
+    cli_options_default(&o);
+    int r = cli_parse(&o, "generate", argc, argv, 2);
+    if (r)
+        return r > 0 ? 0 : 2;
+    if (!o.prompt && !o.prompt_file && isatty(STDIN_FILENO)) {
+        fprintf(stderr, "tokentop generate: give a prompt with -p TEXT or -f FILE (-p \"\" "
+                "generates from the beginning-of-text token)\n");
+        return 2;
+    }
+    size_t plen = 0;
+    char *prompt = read_prompt(&o, &plen, true);
+    if (!prompt)
+        return 1;
+    cli_app app;
+    if (cli_app_load(&app, &o, false) != TT_OK) {
+        free(prompt);
+        return 1;
+    }
+    if (!o.seed_set)
+        o.set.seed = random_seed();
+    session s;
+    tt_error err = {0};
+    int rc = 0;
+    if (session_init(&s, app.model, app.tok, app.eng, &o.set, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        cli_app_free(&app);
+        free(prompt);
+        return 1;
+    }
+    for (int i = 0; i < o.n_stops && rc == 0; i++)
+        if (session_add_stop(&s, o.stops[i], &err) != TT_OK) {
+            fprintf(stderr, "tokentop: %s\n", err.msg);
+            rc = 2;
+        }
+    if (rc == 0 && session_add_user_text(&s, prompt, plen, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        rc = 1;
+    }
+    if (rc == 0) {
+        if (o.echo && !o.json) {
+            fwrite(prompt, 1, plen, stdout);
+            fflush(stdout);
+        }
+        install_sigint();
+        s.interrupt = &g_interrupted;
+        gen_ctx g = {.o = &o, .tok = app.tok};
+        tt_status st = session_generate(&s, on_event, &g, &err);
+        print_summary(&o, &s, o.set.seed);
+        if (st != TT_OK) {
+            if (!o.json)
+                fprintf(stderr, "tokentop: %s\n", err.msg);
+            rc = 1;
+        }
+    }
+    session_free(&s);
+    cli_app_free(&app);
+    free(prompt);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * tokenize */
+
+static int cmd_tokenize(int argc, char **argv)
+{
+    cli_options o;
+    cli_options_default(&o);
+    int r = cli_parse(&o, "tokenize", argc, argv, 2);
+    if (r)
+        return r > 0 ? 0 : 2;
+    size_t len = 0;
+    char *text = read_prompt(&o, &len, true);
+    if (!text) {
+        if (!o.prompt_file)
+            fprintf(stderr, "tokentop tokenize: give text with -p TEXT, -f FILE or on stdin\n");
+        return 2;
+    }
+    cli_app app;
+    if (cli_app_load(&app, &o, true) != TT_OK) {
+        free(text);
+        return 1;
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    tt_error err = {0};
+    int rc = 0;
+    if (tokenizer_encode(app.tok, text, len, &ids, &n, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        rc = 1;
+    } else if (o.json) {
+        putchar('[');
+        for (int i = 0; i < n; i++)
+            printf(i ? ",%d" : "%d", (int)ids[i]);
+        puts("]");
+    } else {
+        for (int i = 0; i < n; i++) {
+            size_t nb = 0;
+            const char *b = tokenizer_token_bytes(app.tok, ids[i], &nb);
+            char buf[512];
+            text_token_display(b ? b : "", b ? nb : 0, TEXT_ESCAPE_WHITESPACE, buf, sizeof buf);
+            printf("%d\t%s\n", (int)ids[i], buf);
+        }
+    }
+    free(ids);
+    free(text);
+    cli_app_free(&app);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * score: perplexity of a file */
+
+static int cmd_score(int argc, char **argv)
+{
+    cli_options o;
+    cli_options_default(&o);
+    int r = cli_parse(&o, "score", argc, argv, 2);
+    if (r)
+        return r > 0 ? 0 : 2;
+    if (!o.prompt_file && !o.prompt) {
+        fprintf(stderr, "tokentop score: give the text with -f FILE\n");
+        return 2;
+    }
+    size_t len = 0;
+    char *text = read_prompt(&o, &len, false);
+    if (!text)
+        return 1;
+    cli_app app;
+    if (cli_app_load(&app, &o, false) != TT_OK) {
+        free(text);
+        return 1;
+    }
+    int rc = 0;
+    tt_error err = {0};
+    int32_t *ids = NULL;
+    int n = 0;
+    FILE *dump = NULL;
+    if (tokenizer_encode(app.tok, text, len, &ids, &n, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        rc = 1;
+        goto done;
+    }
+    if (o.bos) {
+        int32_t bos = app.model->config.bos_id >= 0 ? app.model->config.bos_id
+                                                    : tokenizer_eot_id(app.tok);
+        int32_t *w = malloc(((size_t)n + 1) * sizeof *w);
+        if (!w || bos < 0) {
+            fprintf(stderr, "tokentop: %s\n", w ? "the model has no beginning-of-text token"
+                                                : "out of memory");
+            free(w);
+            rc = 1;
+            goto done;
+        }
+        w[0] = bos;
+        memcpy(w + 1, ids, (size_t)n * sizeof *w);
+        free(ids);
+        ids = w;
+        n++;
+    }
+    if (n < 2) {
+        fprintf(stderr, "tokentop score: %s has %d token(s); at least 2 are needed\n",
+                o.prompt_file ? o.prompt_file : "the text", n);
+        rc = 2;
+        goto done;
+    }
+    int chunk = o.window > 0 ? o.window : app.eng->n_ctx;
+    if (chunk > app.eng->n_ctx) {
+        fprintf(stderr, "tokentop score: --chunk %d is larger than the context (%d)\n", chunk,
+                app.eng->n_ctx);
+        rc = 2;
+        goto done;
+    }
+    if (o.dump_logits && !(dump = fopen(o.dump_logits, "wb"))) {
+        fprintf(stderr, "tokentop: %s: %s\n", o.dump_logits, strerror(errno));
+        rc = 1;
+        goto done;
+    }
+    install_sigint();
+    int V = app.model->config.V;
+    double nll = 0;
+    long predicted = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int start = 0; start + 1 < n && !g_interrupted; start += chunk) {
+        int len_in = n - 1 - start < chunk ? n - 1 - start : chunk;
+        if (engine_forward(app.eng, ids + start, len_in, 0, true, &err) != TT_OK) {
+            fprintf(stderr, "tokentop: %s\n", err.msg);
+            rc = 1;
+            goto done;
+        }
+        for (int i = 0; i < len_in; i++) {
+            const float *l = engine_logits(app.eng, i);
+            double mx = -INFINITY;
+            for (int v = 0; v < V; v++)
+                mx = l[v] > mx ? l[v] : mx;
+            double sum = 0;
+            for (int v = 0; v < V; v++)
+                sum += exp((double)l[v] - mx);
+            double lp = (double)l[ids[start + i + 1]] - mx - log(sum);
+            if (!isfinite(lp)) {
+                fprintf(stderr, "tokentop: non-finite log-probability at token %d\n",
+                        start + i + 1);
+                rc = 1;
+                goto done;
+            }
+            nll -= lp;
+            predicted++;
+            if (dump && fwrite(l, sizeof *l, (size_t)V, dump) != (size_t)V) {
+                fprintf(stderr, "tokentop: %s: write error\n", o.dump_logits);
+                rc = 1;
+                goto done;
+            }
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double mean = nll / (double)predicted;
+    if (o.json) {
+        printf("{\"tokens\":%d,\"predicted\":%ld,\"chunk\":%d,\"mean_nll\":%.9g,"
+               "\"perplexity\":%.9g,\"tok_s\":%.6g%s}\n",
+               n, predicted, chunk, mean, exp(mean), predicted / secs,
+               g_interrupted ? ",\"interrupted\":true" : "");
+    } else {
+        printf("tokens %d, predicted %ld (chunks of %d), mean NLL %.6f nats, perplexity %.4f "
+               "(%.0f tok/s)%s\n", n, predicted, chunk, mean, exp(mean), predicted / secs,
+               g_interrupted ? " [interrupted]" : "");
+    }
+done:
+    if (dump && fclose(dump) != 0 && rc == 0) {
+        fprintf(stderr, "tokentop: %s: write error\n", o.dump_logits);
+        rc = 1;
+    }
+    free(ids);
+    free(text);
+    cli_app_free(&app);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * main */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"tokentop %s: run GPT-2-family models in a terminal and see how they decide.\n"
+"\n"
+"usage: tokentop [options]                 the interactive REPL (line mode when piped)\n"
+"       tokentop generate [options] -p TEXT  generate a continuation (--json: per-token records)\n"
+"       tokentop tokenize [-p TEXT|-f FILE]  print token ids\n"
+"       tokentop score -f FILE             perplexity of a file\n"
+"       tokentop bench [options]           prefill/decode speed, memory, bandwidth use\n"
+"       tokentop COMMAND --help            options of a command\n",
+            TOKENTOP_VERSION);
+}
 
 int main(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "tokentop: not built yet\n");
-    return 1;
+    if (argc >= 2 && argv[1][0] != '-') {
+        const char *cmd = argv[1];
+        if (strcmp(cmd, "generate") == 0)
+            return cmd_generate(argc, argv);
+        if (strcmp(cmd, "tokenize") == 0)
+            return cmd_tokenize(argc, argv);
+        if (strcmp(cmd, "score") == 0)
+            return cmd_score(argc, argv);
+        if (strcmp(cmd, "bench") == 0) {
+            if (!bench_main) {
+                fprintf(stderr, "tokentop: bench is not part of this build\n");
+                return 1;
+            }
+            return bench_main(argc - 1, argv + 1);
+        }
+        if (strcmp(cmd, "help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        fprintf(stderr, "tokentop: unknown command '%s'\n", cmd);
+        usage(stderr);
+        return 2;
+    }
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        fputc('\n', stdout);
+        cli_usage(stdout, "");
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("tokentop %s\n", TOKENTOP_VERSION);
+        return 0;
+    }
+    if (!repl_main) {
+        fprintf(stderr, "tokentop: the REPL is not part of this build yet; use tokentop generate\n");
+        return 1;
+    }
+    return repl_main(argc, argv);
 }

@@ -1,0 +1,441 @@
+/* cli.c: shared command-line options, and loading the model, tokenizer and engine they name. */
+#include "repl/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
+#include "gpu/cuda_engine.h"
+#endif
+
+#define DEFAULT_MODEL_NAME "models/kjv-target"
+
+void cli_options_default(cli_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->backend = "auto";
+    o->dtype = TT_F32;
+    o->gamma = 4;
+    session_settings_default(&o->set);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Option table: one row per option; sampler options go through sampler_params_set so the CLI and
+ * the slash-commands validate the same way. */
+
+enum {
+    OPT_MODEL = 'm', OPT_PROMPT = 'p', OPT_FILE = 'f', OPT_MAX = 'n', OPT_THREADS = 't',
+    OPT_SEED = 's', OPT_QUIET = 'q', OPT_HELP = 'h',
+    OPT_DRAFT = 256, OPT_BACKEND, OPT_DTYPE, OPT_CTX, OPT_GAMMA, OPT_NO_GRAPHS,
+    OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_FREQUENCY,
+    OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
+    OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
+};
+
+static const struct option long_options[] = {
+    {"model", required_argument, 0, OPT_MODEL},
+    {"draft", required_argument, 0, OPT_DRAFT},
+    {"backend", required_argument, 0, OPT_BACKEND},
+    {"dtype", required_argument, 0, OPT_DTYPE},
+    {"threads", required_argument, 0, OPT_THREADS},
+    {"ctx", required_argument, 0, OPT_CTX},
+    {"gamma", required_argument, 0, OPT_GAMMA},
+    {"no-graphs", no_argument, 0, OPT_NO_GRAPHS},
+    {"temp", required_argument, 0, OPT_TEMP},
+    {"temperature", required_argument, 0, OPT_TEMP},
+    {"top-k", required_argument, 0, OPT_TOP_K},
+    {"top-p", required_argument, 0, OPT_TOP_P},
+    {"min-p", required_argument, 0, OPT_MIN_P},
+    {"repeat", required_argument, 0, OPT_REPEAT},
+    {"repeat-penalty", required_argument, 0, OPT_REPEAT},
+    {"presence", required_argument, 0, OPT_PRESENCE},
+    {"presence-penalty", required_argument, 0, OPT_PRESENCE},
+    {"frequency", required_argument, 0, OPT_FREQUENCY},
+    {"frequency-penalty", required_argument, 0, OPT_FREQUENCY},
+    {"window", required_argument, 0, OPT_WINDOW},
+    {"order", required_argument, 0, OPT_ORDER},
+    {"greedy", no_argument, 0, OPT_GREEDY},
+    {"seed", required_argument, 0, OPT_SEED},
+    {"max-tokens", required_argument, 0, OPT_MAX},
+    {"min-tokens", required_argument, 0, OPT_MIN_TOKENS},
+    {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+    {"stop", required_argument, 0, OPT_STOP},
+    {"context-keep", required_argument, 0, OPT_CONTEXT_KEEP},
+    {"no-context-shift", no_argument, 0, OPT_NO_SHIFT},
+    {"prompt", required_argument, 0, OPT_PROMPT},
+    {"file", required_argument, 0, OPT_FILE},
+    {"json", no_argument, 0, OPT_JSON},
+    {"echo", no_argument, 0, OPT_ECHO},
+    {"quiet", no_argument, 0, OPT_QUIET},
+    {"dump-logits", required_argument, 0, OPT_DUMP_LOGITS},
+    {"bos", no_argument, 0, OPT_BOS},
+    {"chunk", required_argument, 0, OPT_CHUNK},
+    {"help", no_argument, 0, OPT_HELP},
+    {0, 0, 0, 0},
+};
+
+void cli_usage(FILE *f, const char *cmd)
+{
+    if (strcmp(cmd, "tokenize") == 0) {
+        fprintf(f,
+"usage: tokentop tokenize [--model DIR] [-p TEXT | -f FILE] [--json]\n"
+"  Prints the token ids of TEXT, FILE or standard input (only the model's vocab.json and\n"
+"  merges.txt are read). --json: a JSON array of ids; otherwise one line per token: id, bytes.\n");
+        return;
+    }
+    if (strcmp(cmd, "score") == 0) {
+        fprintf(f,
+"usage: tokentop score [--model DIR] -f FILE [--chunk N] [--bos] [--json] [--dump-logits OUT]\n"
+"  Mean negative log-likelihood and perplexity of FILE under the model. The tokens are cut into\n"
+"  consecutive chunks of N+1 tokens overlapping by one (default N = the context size): each chunk\n"
+"  is run from position 0 and predicts its last N tokens. --bos prepends the beginning-of-text\n"
+"  token. --dump-logits writes the logits of every predicted position as raw float32 rows of\n"
+"  vocab_size values (little-endian), in order.\n"
+"  Also: --dtype, --threads, --backend, --ctx.\n");
+        return;
+    }
+    fprintf(f,
+"usage: tokentop %s [options]\n"
+"Model and engine:\n"
+"  -m, --model DIR        Hugging Face GPT-2 directory (default: the embedded %s)\n"
+"      --dtype T          precision weights are held in: fp32 | fp16 | bf16 (default: the file's)\n"
+"      --backend B        cpu | cuda | auto (default auto)\n"
+"  -t, --threads N        CPU threads (default: one per core)\n"
+"      --ctx N            KV cache positions (default: the model's n_positions)\n"
+"      --draft DIR        draft model for speculative decoding; --gamma N draft tokens per round\n"
+"Sampling (Hugging Face order by default: penalties, temperature, top-k, top-p, min-p):\n"
+"      --temp X           temperature >= 0 (0 = greedy)       --greedy      always the argmax\n"
+"      --top-k N          keep the N most likely (0 = off)    --top-p X     nucleus mass in [0,1]\n"
+"      --min-p X          keep p >= X * p_max, X in [0,1]     --order O     hf | llama\n"
+"      --repeat X         repetition penalty > 0 (1 = off)    --presence X  --frequency X\n"
+"      --window N         tokens the penalties look back (-1 = all, default 64)\n"
+"  -s, --seed N           PRNG seed (same seed and settings, same tokens)\n"
+"Generation:\n"
+"  -p, --prompt TEXT      prompt text                         -f, --file F  prompt from a file\n"
+"  -n, --max-tokens N     new tokens at most (default 128)    --min-tokens N  no EOS before N\n"
+"      --stop S           stop string (repeatable, excluded from the output)\n"
+"      --ignore-eos       keep generating past the end-of-text token\n"
+"      --context-keep F   fraction of the context kept when it fills (default 0.5)\n"
+"      --no-context-shift stop when the context is full instead\n"
+"      --json             one JSON object per token, then a summary object\n"
+"      --echo             print the prompt before the continuation\n"
+"  -q, --quiet            no summary line on stderr\n",
+            cmd, DEFAULT_MODEL_NAME);
+}
+
+static int parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "tokentop %s: %s: '%s' is not an integer in [%ld, %ld]\n", cmd, opt, s,
+                lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                       float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "tokentop %s: %s: '%s' is not a number in [%g, %g]\n", cmd, opt, s, lo,
+                hi);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+static int set_sampler(cli_options *o, const char *cmd, const char *name, const char *value)
+{
+    tt_error err;
+    if (sampler_params_set(&o->set.sampler, name, value, &err) != TT_OK) {
+        fprintf(stderr, "tokentop %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
+{
+    optind = first;
+    opterr = 0;
+    int c, idx;
+    while ((c = getopt_long(argc, argv, ":m:p:f:n:t:s:qh", long_options, &idx)) != -1) {
+        const char *a = optarg;
+        int r = 0;
+        switch (c) {
+        case OPT_MODEL: o->model_dir = a; break;
+        case OPT_DRAFT: o->draft_dir = a; break;
+        case OPT_BACKEND:
+            if (strcmp(a, "cpu") && strcmp(a, "cuda") && strcmp(a, "auto")) {
+                fprintf(stderr, "tokentop %s: --backend: '%s' is not cpu, cuda or auto\n", cmd, a);
+                return -1;
+            }
+            o->backend = a;
+            break;
+        case OPT_DTYPE:
+            if (tt_dtype_parse(a, &o->dtype) != 0) {
+                fprintf(stderr, "tokentop %s: --dtype: '%s' is not fp32, fp16 or bf16\n", cmd, a);
+                return -1;
+            }
+            o->dtype_set = true;
+            break;
+        case OPT_THREADS: r = parse_int(cmd, "--threads", a, 1, 1024, &o->n_threads); break;
+        case OPT_CTX: r = parse_int(cmd, "--ctx", a, 2, 1 << 20, &o->n_ctx); break;
+        case OPT_GAMMA: r = parse_int(cmd, "--gamma", a, 1, 64, &o->gamma); break;
+        case OPT_NO_GRAPHS: o->no_graphs = true; break;
+        case OPT_TEMP: r = set_sampler(o, cmd, "temp", a); break;
+        case OPT_TOP_K: r = set_sampler(o, cmd, "top_k", a); break;
+        case OPT_TOP_P: r = set_sampler(o, cmd, "top_p", a); break;
+        case OPT_MIN_P: r = set_sampler(o, cmd, "min_p", a); break;
+        case OPT_REPEAT: r = set_sampler(o, cmd, "repeat", a); break;
+        case OPT_PRESENCE: r = set_sampler(o, cmd, "presence", a); break;
+        case OPT_FREQUENCY: r = set_sampler(o, cmd, "frequency", a); break;
+        case OPT_WINDOW: r = set_sampler(o, cmd, "window", a); break;
+        case OPT_ORDER: r = set_sampler(o, cmd, "order", a); break;
+        case OPT_GREEDY: o->set.sampler.greedy = true; break;
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(a, &end, 10);
+            if (errno || end == a || *end || a[0] == '-') {
+                fprintf(stderr, "tokentop %s: --seed: '%s' is not a non-negative integer\n", cmd, a);
+                return -1;
+            }
+            o->set.seed = v;
+            o->seed_set = true;
+            break;
+        }
+        case OPT_MAX: r = parse_int(cmd, "--max-tokens", a, 1, 1 << 24, &o->set.max_new_tokens); break;
+        case OPT_MIN_TOKENS: r = parse_int(cmd, "--min-tokens", a, 0, 1 << 24, &o->set.min_tokens); break;
+        case OPT_IGNORE_EOS: o->set.stop_at_eos = false; break;
+        case OPT_STOP:
+            if (!*a) {
+                fprintf(stderr, "tokentop %s: --stop: the stop string must not be empty\n", cmd);
+                return -1;
+            }
+            if (o->n_stops >= SESSION_MAX_STOPS) {
+                fprintf(stderr, "tokentop %s: --stop: at most %d stop strings\n", cmd,
+                        SESSION_MAX_STOPS);
+                return -1;
+            }
+            o->stops[o->n_stops++] = a;
+            break;
+        case OPT_CONTEXT_KEEP:
+            r = parse_float(cmd, "--context-keep", a, 0.01, 0.99, &o->set.context_keep);
+            break;
+        case OPT_NO_SHIFT: o->set.context_shift = false; break;
+        case OPT_PROMPT: o->prompt = a; break;
+        case OPT_FILE: o->prompt_file = a; break;
+        case OPT_JSON: o->json = true; break;
+        case OPT_ECHO: o->echo = true; break;
+        case OPT_QUIET: o->quiet = true; break;
+        case OPT_DUMP_LOGITS: o->dump_logits = a; break;
+        case OPT_BOS: o->bos = true; break;
+        case OPT_CHUNK: r = parse_int(cmd, "--chunk", a, 1, 1 << 20, &o->window); break;
+        case OPT_HELP: cli_usage(stdout, cmd); return 1;
+        case ':':
+            fprintf(stderr, "tokentop %s: %s needs a value\n", cmd, argv[optind - 1]);
+            return -1;
+        default:
+            fprintf(stderr, "tokentop %s: unknown option '%s' (see tokentop %s --help)\n", cmd,
+                    argv[optind - 1], cmd);
+            return -1;
+        }
+        if (r)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tokentop %s: unexpected argument '%s' (prompts go after -p)\n", cmd,
+                argv[optind]);
+        return -1;
+    }
+    if (o->prompt && o->prompt_file) {
+        fprintf(stderr, "tokentop %s: give either -p or -f, not both\n", cmd);
+        return -1;
+    }
+    tt_error err;
+    if (sampler_params_validate(&o->set.sampler, &err) != TT_OK) {
+        fprintf(stderr, "tokentop %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loading */
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *cli_model_dir(const cli_options *o)
+{
+    if (o->model_dir)
+        return o->model_dir;
+    const char *env = getenv("TOKENTOP_MODEL");
+    if (env && *env)
+        return env;
+    static char path[2 * PATH_MAX];
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            /* ./tokentop at the repository root, or build/tokentop one level down */
+            snprintf(path, sizeof path, "%s/%s", exe, DEFAULT_MODEL_NAME);
+            if (is_dir(path))
+                return path;
+            snprintf(path, sizeof path, "%s/../%s", exe, DEFAULT_MODEL_NAME);
+            if (is_dir(path))
+                return path;
+            snprintf(path, sizeof path, "%s/../../%s", exe, DEFAULT_MODEL_NAME);
+            if (is_dir(path))
+                return path;
+        }
+    }
+    if (is_dir(DEFAULT_MODEL_NAME))
+        return DEFAULT_MODEL_NAME;
+    return NULL;
+}
+
+tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err)
+{
+    char vocab[PATH_MAX], merges[PATH_MAX];
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+    snprintf(merges, sizeof merges, "%s/merges.txt", dir);
+    return tokenizer_load(vocab, merges, out, err);
+}
+
+tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, char *note,
+                            size_t note_cap, tt_error *err)
+{
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.dtype = o->dtype_set ? o->dtype : m->file_dtype;
+    eo.n_threads = o->n_threads;
+    eo.n_ctx = o->n_ctx;
+    if (note_cap)
+        note[0] = 0;
+    bool want_cuda = strcmp(o->backend, "cuda") == 0;
+    bool want_auto = strcmp(o->backend, "auto") == 0;
+#if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
+    if (want_cuda || want_auto) {
+        char why[200] = "";
+        if (cuda_backend_available(why, sizeof why)) {
+            cuda_engine_options co;
+            cuda_engine_options_default(&co);
+            co.use_graphs = !o->no_graphs;
+            tt_status st = cuda_engine_create(m, &eo, &co, out, err);
+            if (st == TT_OK)
+                return TT_OK;
+            snprintf(note, note_cap, "cuda: %s; using the CPU", err ? err->msg : "failed");
+        } else if (want_cuda) {
+            return tt_fail(err, TT_ERR_DEVICE, "--backend cuda: %s", why);
+        } else {
+            snprintf(note, note_cap, "cuda: %s; using the CPU", why);
+        }
+    }
+#else
+    if (want_cuda)
+        return tt_fail(err, TT_ERR_UNSUPPORTED, "--backend cuda: this build has no CUDA backend "
+                       "(build with make CUDA=1 where nvcc is installed)");
+    (void)want_auto;
+#endif
+    return cpu_engine_create(m, &eo, out, err);
+}
+
+tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
+{
+    memset(app, 0, sizeof *app);
+    tt_error err = {0};
+    const char *dir = cli_model_dir(o);
+    if (!dir) {
+        fprintf(stderr, "tokentop: no model: pass --model DIR (a Hugging Face GPT-2 directory); "
+                "the embedded default %s was not found\n", DEFAULT_MODEL_NAME);
+        return TT_ERR_ARG;
+    }
+    tt_status st = cli_load_tokenizer(dir, &app->tok, &err);
+    if (st == TT_OK && !tokenizer_only) {
+        st = model_load(dir, &app->model, &err);
+        if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
+            st = tt_fail(&err, TT_ERR_CONFIG, "%s: vocab.json has %d tokens but the model's "
+                         "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),
+                         app->model->config.V);
+        if (st == TT_OK)
+            st = cli_create_engine(app->model, o, &app->eng, app->backend_note,
+                                   sizeof app->backend_note, &err);
+        if (st == TT_OK && app->backend_note[0])
+            fprintf(stderr, "tokentop: %s\n", app->backend_note);
+    }
+    if (st != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg[0] ? err.msg : tt_status_str(st));
+        cli_app_free(app);
+    }
+    return st;
+}
+
+void cli_app_free(cli_app *app)
+{
+    engine_free(app->eng);
+    model_free(app->model);
+    tokenizer_free(app->tok);
+    memset(app, 0, sizeof *app);
+}
+
+char *cli_read_file(const char *path, size_t *len, tt_error *err)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        tt_fail(err, TT_ERR_IO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    bool bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        tt_fail(err, buf ? TT_ERR_IO : TT_ERR_NOMEM, "%s: %s", path,
+                bad ? "read error" : "out of memory");
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}

@@ -1,0 +1,76 @@
+/* cli.h: command-line options shared by the REPL and the subcommands, and loading what they name
+ * (model, tokenizer, engine, session). */
+#ifndef TOKENTOP_CLI_H
+#define TOKENTOP_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/tokenizer.h"
+#include "repl/session.h"
+
+typedef struct {
+    const char *model_dir;     /* --model */
+    const char *draft_dir;     /* --draft */
+    const char *backend;       /* --backend cpu|cuda|auto */
+    tt_dtype dtype;            /* --dtype */
+    bool dtype_set;
+    int n_threads;             /* --threads */
+    int n_ctx;                 /* --ctx */
+    int gamma;                 /* --gamma (speculative draft length) */
+    bool no_graphs;            /* --no-graphs (CUDA) */
+    session_settings set;      /* sampler, -n, --min-tokens, --stop, --seed, --context-keep */
+    const char *stops[SESSION_MAX_STOPS];
+    int n_stops;
+    bool seed_set;
+    const char *prompt;        /* -p */
+    const char *prompt_file;   /* -f */
+    bool json;                 /* --json */
+    bool echo;                 /* --echo: print the prompt before the continuation */
+    bool quiet;                /* -q: no summary line */
+    const char *dump_logits;   /* score --dump-logits */
+    bool bos;                  /* score --bos: prepend the beginning-of-text token */
+    int window;                /* score --window */
+} cli_options;
+
+/* Defaults: embedded model, auto backend, dtype from the file, sampler defaults. */
+void cli_options_default(cli_options *o);
+
+/* Parses argv[first..]; on error prints "tokentop <cmd>: <message>" to stderr and returns -1.
+ * Returns 1 when --help was printed, 0 otherwise. allow_positional: bare words are an error. */
+int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first);
+
+/* Prints the option reference for cmd. */
+void cli_usage(FILE *f, const char *cmd);
+
+/* The model directory to use: --model, else the embedded default found next to the binary or in
+ * the working directory; NULL (with a message) when none. */
+const char *cli_model_dir(const cli_options *o);
+
+/* Everything a run needs, loaded from the options. */
+typedef struct {
+    model *model;
+    tokenizer *tok;
+    engine *eng;
+    char backend_note[256];    /* e.g. "cuda: no CUDA device found; using the CPU" */
+} cli_app;
+
+/* Loads model + tokenizer (+ engine unless tokenizer_only). On failure prints the message to
+ * stderr and returns the status; everything loaded so far is freed. */
+tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only);
+void cli_app_free(cli_app *app);
+
+/* Loads dir's vocab.json + merges.txt. */
+tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err);
+
+/* Creates the engine for backend "cpu" | "cuda" | "auto" (auto: CUDA when a device is usable,
+ * otherwise the CPU, with the reason in note). */
+tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, char *note,
+                            size_t note_cap, tt_error *err);
+
+/* Reads a whole file (or stdin for "-") into a malloc'd NUL-terminated buffer. */
+char *cli_read_file(const char *path, size_t *len, tt_error *err);
+
+#endif

@@ -1,0 +1,693 @@
+/* session.c: the conversation as one token sequence, kept in step with the engine's KV cache. */
+#include "repl/session.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PREFILL_CHUNK 256   /* prefill in spans of this size, so Ctrl-C is seen between them */
+
+/* ---------------------------------------------------------------------------------------------
+ * Names */
+
+const char *session_stop_name(session_stop s)
+{
+    switch (s) {
+    case SESSION_STOP_NONE: return "none";
+    case SESSION_STOP_EOS: return "eos";
+    case SESSION_STOP_MAX_TOKENS: return "max_tokens";
+    case SESSION_STOP_STRING: return "stop_string";
+    case SESSION_STOP_CONTEXT: return "context";
+    case SESSION_STOP_INTERRUPTED: return "interrupted";
+    case SESSION_STOP_ERROR: return "error";
+    }
+    return "none";
+}
+
+const char *token_origin_name(token_origin o)
+{
+    switch (o) {
+    case TOKEN_USER: return "user";
+    case TOKEN_SAMPLED: return "sampled";
+    case TOKEN_FORCED: return "forced";
+    case TOKEN_DRAFT_ACCEPTED: return "draft_accepted";
+    case TOKEN_TARGET_RESAMPLE: return "target_resample";
+    case TOKEN_BONUS: return "bonus";
+    }
+    return "user";
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Settings and lifetime */
+
+void session_settings_default(session_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    sampler_params_default(&s->sampler);
+    s->max_new_tokens = 128;
+    s->min_tokens = 0;
+    s->stop_at_eos = true;
+    s->seed = 0;
+    s->context_keep = 0.5f;
+    s->context_shift = true;
+}
+
+static tt_status grow(session *s, int need, tt_error *err)
+{
+    if (need <= s->cap)
+        return TT_OK;
+    int cap = s->cap ? s->cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
+    if (!t)
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory for %d tokens", cap);
+    s->tokens = t;
+    token_info *in = realloc(s->info, (size_t)cap * sizeof *in);
+    if (!in)
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory for %d tokens", cap);
+    s->info = in;
+    int *ts = realloc(s->turn_start, (size_t)cap * sizeof *ts);
+    if (!ts)
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory for %d turns", cap);
+    s->turn_start = ts;
+    s->cap = cap;
+    return TT_OK;
+}
+
+tt_status session_init(session *s, const model *m, const tokenizer *tok, engine *eng,
+                       const session_settings *set, tt_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->model = m;
+    s->tok = tok;
+    s->eng = eng;
+    if (set) {
+        s->set = *set;
+        for (int i = 0; i < set->n_stops; i++)
+            s->set.stops[i] = NULL;
+        s->set.n_stops = 0;
+    } else {
+        session_settings_default(&s->set);
+    }
+    s->smp = sampler_create(m->config.V);
+    s->cached = calloc((size_t)eng->n_ctx, sizeof *s->cached);
+    if (!s->smp || !s->cached || grow(s, 1024, err) != TT_OK) {
+        session_free(s);
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
+    }
+    if (set)
+        for (int i = 0; i < set->n_stops; i++)
+            if (session_add_stop(s, set->stops[i], err) != TT_OK) {
+                session_free(s);
+                return err ? err->status : TT_ERR_ARG;
+            }
+    rng_seed(&s->rng, s->set.seed);
+    engine_truncate(eng, 0);
+    return TT_OK;
+}
+
+void session_free(session *s)
+{
+    if (!s)
+        return;
+    session_clear_stops(s);
+    sampler_free(s->smp);
+    free(s->tokens);
+    free(s->info);
+    free(s->turn_start);
+    free(s->cached);
+    memset(s, 0, sizeof *s);
+}
+
+tt_status session_add_stop(session *s, const char *stop, tt_error *err)
+{
+    if (!stop || !*stop)
+        return tt_fail(err, TT_ERR_ARG, "stop string: must not be empty");
+    if (s->set.n_stops >= SESSION_MAX_STOPS)
+        return tt_fail(err, TT_ERR_ARG, "stop string: at most %d can be set", SESSION_MAX_STOPS);
+    char *c = strdup(stop);
+    if (!c)
+        return tt_fail(err, TT_ERR_NOMEM, "stop string: out of memory");
+    s->set.stops[s->set.n_stops++] = c;
+    return TT_OK;
+}
+
+void session_clear_stops(session *s)
+{
+    for (int i = 0; i < s->set.n_stops; i++)
+        free(s->set.stops[i]);
+    s->set.n_stops = 0;
+}
+
+void session_set_seed(session *s, uint64_t seed)
+{
+    s->set.seed = seed;
+    rng_seed(&s->rng, seed);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The conversation */
+
+static tt_status append_token(session *s, int32_t id, token_origin origin, float p, tt_error *err)
+{
+    if (grow(s, s->n_tokens + 1, err) != TT_OK)
+        return TT_ERR_NOMEM;
+    s->tokens[s->n_tokens] = id;
+    s->info[s->n_tokens] = (token_info){.origin = (uint8_t)origin, .p = p,
+                                        .turn = s->n_turns > 0 ? s->n_turns - 1 : 0};
+    s->n_tokens++;
+    return TT_OK;
+}
+
+static tt_status begin_turn(session *s, tt_error *err)
+{
+    if (grow(s, s->n_turns + 1, err) != TT_OK)
+        return TT_ERR_NOMEM;
+    s->turn_start[s->n_turns++] = s->n_tokens;
+    return TT_OK;
+}
+
+tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_error *err)
+{
+    int V = s->model->config.V;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return tt_fail(err, TT_ERR_ARG, "token id %d is outside the vocabulary [0, %d)",
+                           (int)ids[i], V);
+    if (grow(s, s->n_tokens + n, err) != TT_OK || begin_turn(s, err) != TT_OK)
+        return TT_ERR_NOMEM;
+    for (int i = 0; i < n; i++)
+        append_token(s, ids[i], TOKEN_USER, 1.0f, NULL);
+    return TT_OK;
+}
+
+tt_status session_add_user_text(session *s, const char *text, size_t len, tt_error *err)
+{
+    int32_t *ids = NULL;
+    int n = 0;
+    tt_status st = tokenizer_encode(s->tok, text, len, &ids, &n, err);
+    if (st != TT_OK)
+        return st;
+    st = session_add_user_tokens(s, ids, n, err);
+    free(ids);
+    return st;
+}
+
+static int keep_count(const session *s)
+{
+    int keep = (int)((double)s->eng->n_ctx * s->set.context_keep);
+    if (keep < 1)
+        keep = 1;
+    if (keep > s->eng->n_ctx - 1)
+        keep = s->eng->n_ctx - 1;
+    return keep > 0 ? keep : 1;
+}
+
+int session_cached_prefix(const session *s)
+{
+    int wlen = s->n_tokens - s->window_start;
+    int n = s->eng->n_past < wlen ? s->eng->n_past : wlen;
+    int c = 0;
+    while (c < n && s->cached[c] == s->tokens[s->window_start + c])
+        c++;
+    return c;
+}
+
+/* Brings the engine cache in line with the window and leaves logits for its last token.
+ * reused/prefilled receive the counts. Honors s->interrupt between chunks. */
+static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shifted, int *dropped,
+                            tt_error *err)
+{
+    *reused = *prefilled = 0;
+    if (s->window_start > s->n_tokens)
+        s->window_start = s->n_tokens;
+    int wlen = s->n_tokens - s->window_start;
+    if (wlen > s->eng->n_ctx) {
+        if (!s->set.context_shift)
+            return tt_fail(err, TT_ERR_CONTEXT, "the conversation (%d tokens) does not fit the "
+                           "context of %d and context shifting is off", wlen, s->eng->n_ctx);
+        int old = s->window_start;
+        s->window_start = s->n_tokens - keep_count(s);
+        *shifted = true;
+        *dropped += s->window_start - old;
+        wlen = s->n_tokens - s->window_start;
+    }
+    if (wlen == 0)
+        return tt_fail(err, TT_ERR_ARG, "nothing to run the model on");
+    int c = session_cached_prefix(s);
+    if (c == wlen)
+        c = wlen - 1;            /* logits are needed for the last token: recompute it */
+    engine_truncate(s->eng, c);
+    *reused = c;
+    const int32_t *w = s->tokens + s->window_start;
+    for (int pos = c; pos < wlen;) {
+        if (s->interrupt && *s->interrupt)
+            return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
+        int n = wlen - pos < PREFILL_CHUNK ? wlen - pos : PREFILL_CHUNK;
+        tt_status st = engine_forward(s->eng, w + pos, n, pos, false, err);
+        if (st != TT_OK)
+            return st;
+        memcpy(s->cached + pos, w + pos, (size_t)n * sizeof *w);
+        pos += n;
+        *prefilled += n;
+    }
+    return TT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Generation */
+
+/* Output text of the running generation: bytes pass the UTF-8 stream, then are held back while
+ * they could still become a stop string. */
+typedef struct {
+    utf8_stream utf8;
+    char *buf;              /* all text produced this generation (after the UTF-8 stream) */
+    size_t len, cap, emitted;
+    bool stopped;           /* a stop string matched: nothing more is emitted */
+} out_text;
+
+
+struct session_gen {
+    out_text out;
+    int step;                /* events so far */
+    int generated;
+    double t_begin, t_first;
+    bool pending_shift;      /* report a context shift with the next event */
+    int pending_dropped;
+};
+
+static bool out_reserve(out_text *o, size_t extra)
+{
+    if (o->len + extra + 1 <= o->cap)
+        return true;
+    size_t cap = o->cap ? o->cap : 256;
+    while (cap < o->len + extra + 1)
+        cap *= 2;
+    char *b = realloc(o->buf, cap);
+    if (!b)
+        return false;
+    o->buf = b;
+    o->cap = cap;
+    return true;
+}
+
+/* Adds bytes and returns how many bytes from o->emitted may be shown now. *hit is set when a stop
+ * string completed: only the text before it is shown, and nothing after. */
+static size_t out_push(out_text *o, const char *bytes, size_t n, bool flush, char *const *stops,
+                       int n_stops, bool *hit)
+{
+    *hit = false;
+    if (o->stopped || !out_reserve(o, 3 * (n + 8)))
+        return 0;
+    o->len += utf8_stream_push(&o->utf8, bytes, n, o->buf + o->len, o->cap - o->len);
+    if (flush)
+        o->len += utf8_stream_flush(&o->utf8, o->buf + o->len, o->cap - o->len);
+    o->buf[o->len] = 0;
+    size_t cut = o->len;
+    for (int i = 0; i < n_stops; i++) {
+        size_t sl = strlen(stops[i]);
+        const char *p = memmem(o->buf + o->emitted, o->len - o->emitted, stops[i], sl);
+        if (p && (size_t)(p - o->buf) < cut) {
+            cut = (size_t)(p - o->buf);
+            *hit = true;
+        }
+    }
+    if (*hit) {
+        o->stopped = true;
+        return cut - o->emitted;
+    }
+    if (flush)
+        return o->len - o->emitted;
+    /* Hold back the longest tail that is a proper prefix of some stop string. */
+    size_t hold = 0, avail = o->len - o->emitted;
+    for (int i = 0; i < n_stops; i++) {
+        size_t sl = strlen(stops[i]);
+        for (size_t k = sl - 1 < avail ? sl - 1 : avail; k > hold; k--)
+            if (memcmp(o->buf + o->len - k, stops[i], k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    return avail - hold;
+}
+
+/* Sends one event whose text is what out_push releases; returns the callback's answer. */
+static bool emit(session *s, session_event_fn fn, void *user, session_event *ev,
+                 const char *bytes, size_t n, bool flush, bool *hit)
+{
+    struct session_gen *g = s->gen;
+    size_t show = out_push(&g->out, bytes, n, flush, s->set.stops, s->set.n_stops, hit);
+    ev->text = g->out.buf ? g->out.buf + g->out.emitted : "";
+    ev->text_len = show;
+    g->out.emitted += show;
+    if (g->pending_shift) {
+        ev->context_shifted = true;
+        ev->shift_dropped = g->pending_dropped;
+        g->pending_shift = false;
+        g->pending_dropped = 0;
+    }
+    ev->step = g->step++;
+    return fn ? fn(user, ev) : true;
+}
+
+static int32_t eos_id(const session *s)
+{
+    if (s->model->gen.eos_id >= 0)
+        return s->model->gen.eos_id;
+    if (s->model->config.eos_id >= 0)
+        return s->model->config.eos_id;
+    return tokenizer_eot_id(s->tok);
+}
+
+static int32_t bos_id(const session *s)
+{
+    if (s->model->config.bos_id >= 0)
+        return s->model->config.bos_id;
+    int32_t eot = tokenizer_eot_id(s->tok);
+    return eot >= 0 ? eot : 0;
+}
+
+tt_status session_gen_begin(session *s, tt_error *err)
+{
+    memset(&s->last, 0, sizeof s->last);
+    tt_status st = sampler_params_validate(&s->set.sampler, err);
+    if (st != TT_OK)
+        return st;
+    if (s->set.max_new_tokens < 1)
+        return tt_fail(err, TT_ERR_ARG, "max new tokens: %d must be at least 1",
+                       s->set.max_new_tokens);
+    free(s->gen ? s->gen->out.buf : NULL);
+    free(s->gen);
+    s->gen = calloc(1, sizeof *s->gen);
+    if (!s->gen)
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
+    struct session_gen *g = s->gen;
+    utf8_stream_init(&g->out.utf8);
+    g->t_begin = now_ms();
+    /* An empty conversation starts from the beginning-of-text token, as GPT-2 was trained. */
+    if (s->n_tokens == 0) {
+        int32_t bos = bos_id(s);
+        if ((st = session_add_user_tokens(s, &bos, 1, err)) != TT_OK)
+            return st;
+    }
+    bool shifted = false;
+    int dropped = 0;
+    st = sync_cache(s, &s->last.reused_tokens, &s->last.prefilled_tokens, &shifted, &dropped, err);
+    s->last.prompt_tokens = s->n_tokens - s->window_start;
+    s->last.prefill_ms = now_ms() - g->t_begin;
+    if (shifted) {
+        g->pending_shift = true;
+        g->pending_dropped = dropped;
+        s->last.context_shifts++;
+    }
+    if (st != TT_OK) {
+        s->last.stop = st == TT_ERR_INTERRUPTED ? SESSION_STOP_INTERRUPTED
+                     : st == TT_ERR_CONTEXT ? SESSION_STOP_CONTEXT : SESSION_STOP_ERROR;
+        if (err)
+            s->last.error = *err;
+    }
+    return st;
+}
+
+/* After a token was appended: make its logits available (forward it, shifting the window when the
+ * context is full). Sets *stop to CONTEXT when full and shifting is off. */
+static tt_status advance(session *s, session_stop *stop, tt_error *err)
+{
+    struct session_gen *g = s->gen;
+    int wlen = s->n_tokens - s->window_start;
+    if (wlen > s->eng->n_ctx) {
+        if (!s->set.context_shift) {
+            *stop = SESSION_STOP_CONTEXT;
+            return TT_OK;
+        }
+        int reused, prefilled, dropped = 0;
+        bool shifted = false;
+        tt_status st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
+        if (shifted) {
+            g->pending_shift = true;
+            g->pending_dropped += dropped;
+            s->last.context_shifts++;
+        }
+        return st;
+    }
+    int pos = wlen - 1;
+    int32_t tok = s->tokens[s->n_tokens - 1];
+    tt_status st = engine_forward(s->eng, &tok, 1, pos, false, err);
+    if (st == TT_OK)
+        s->cached[pos] = tok;
+    return st;
+}
+
+tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
+                           session_stop *stop, tt_error *err)
+{
+    struct session_gen *g = s->gen;
+    *stop = SESSION_STOP_NONE;
+    if (!g)
+        return tt_fail(err, TT_ERR_ARG, "session: no generation in progress");
+    if (s->interrupt && *s->interrupt) {
+        *stop = SESSION_STOP_INTERRUPTED;
+        return TT_OK;
+    }
+    int V = s->model->config.V;
+    if (force_id >= V)
+        return tt_fail(err, TT_ERR_ARG, "token id %d is outside the vocabulary [0, %d)",
+                       (int)force_id, V);
+    int32_t eos = eos_id(s);
+    sampler_context ctx = {
+        .history = s->tokens + s->window_start,
+        .n_history = s->n_tokens - s->window_start,
+        .banned = (g->generated < s->set.min_tokens && eos >= 0) ? eos : -1,
+    };
+    sampler_snapshot snap;
+    const float *logits = engine_logits(s->eng, s->eng->n_logits - 1);
+    tt_status st = sampler_apply(s->smp, &s->set.sampler, logits, &ctx, &snap, err);
+    if (st != TT_OK) {
+        *stop = SESSION_STOP_ERROR;
+        return st;
+    }
+    double u = rng_uniform(&s->rng);   /* drawn every step, so modes do not shift the stream */
+    int32_t tok;
+    token_origin origin;
+    if (force_id >= 0) {
+        sampler_force(s->smp, force_id, &snap);
+        tok = force_id;
+        origin = TOKEN_FORCED;
+    } else {
+        tok = sampler_draw(s->smp, u, &snap);
+        origin = TOKEN_SAMPLED;
+    }
+    if ((st = append_token(s, tok, origin, snap.token_p, err)) != TT_OK) {
+        *stop = SESSION_STOP_ERROR;
+        return st;
+    }
+    if (g->generated++ == 0) {
+        g->t_first = now_ms();
+        s->last.ttft_ms = g->t_first - g->t_begin;
+    }
+    s->last.generated_tokens = g->generated;
+
+    bool is_eos = s->set.stop_at_eos && tok == eos;
+    size_t nb = 0;
+    const char *bytes = is_eos ? "" : tokenizer_token_bytes(s->tok, tok, &nb);
+    if (!bytes)
+        bytes = "";
+    session_event ev = {.token = tok, .origin = origin, .snap = &snap};
+    bool hit = false;
+    bool go_on = emit(s, fn, user, &ev, bytes, nb, false, &hit);
+    if (hit)
+        *stop = SESSION_STOP_STRING;
+    else if (is_eos)
+        *stop = SESSION_STOP_EOS;
+    else if (!go_on)
+        *stop = SESSION_STOP_INTERRUPTED;
+    else if (g->generated >= s->set.max_new_tokens)
+        *stop = SESSION_STOP_MAX_TOKENS;
+    if (*stop != SESSION_STOP_NONE)
+        return TT_OK;
+    st = advance(s, stop, err);
+    if (st == TT_ERR_INTERRUPTED) {
+        *stop = SESSION_STOP_INTERRUPTED;
+        return TT_OK;
+    }
+    if (st != TT_OK)
+        *stop = SESSION_STOP_ERROR;
+    return st;
+}
+
+void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user)
+{
+    struct session_gen *g = s->gen;
+    if (!g)
+        return;
+    if (!g->out.stopped) {
+        bool hit;
+        session_event ev = {.token = -1, .flush = true};
+        size_t before = g->out.emitted;
+        size_t show = out_push(&g->out, "", 0, true, s->set.stops, s->set.n_stops, &hit);
+        if (show > 0 || g->pending_shift) {
+            ev.text = g->out.buf + before;
+            ev.text_len = show;
+            g->out.emitted += show;
+            ev.step = g->step++;
+            if (fn)
+                fn(user, &ev);
+        }
+    }
+    double t_end = now_ms();
+    s->last.stop = stop;
+    if (g->generated > 0) {
+        s->last.decode_ms = t_end - g->t_first;
+        if (g->generated > 1 && s->last.decode_ms > 0)
+            s->last.decode_tok_s = (g->generated - 1) / (s->last.decode_ms / 1e3);
+    }
+    if (s->last.prefill_ms > 0)
+        s->last.prefill_tok_s = s->last.prefilled_tokens / (s->last.prefill_ms / 1e3);
+    free(g->out.buf);
+    free(g);
+    s->gen = NULL;
+}
+
+tt_status session_generate(session *s, session_event_fn fn, void *user, tt_error *err)
+{
+    tt_status st = session_gen_begin(s, err);
+    session_stop stop = s->last.stop;
+    while (st == TT_OK && stop == SESSION_STOP_NONE)
+        st = session_gen_step(s, -1, fn, user, &stop, err);
+    if (st != TT_OK && stop == SESSION_STOP_NONE)
+        stop = SESSION_STOP_ERROR;
+    tt_error keep = s->last.error;
+    if (st != TT_OK && err)
+        keep = *err;
+    session_gen_end(s, stop, fn, user);
+    s->last.error = keep;
+    return st == TT_ERR_INTERRUPTED ? TT_OK : st;
+}
+
+tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
+{
+    if (!s->gen) {
+        if (s->n_tokens == 0)
+            return tt_fail(err, TT_ERR_ARG, "nothing to run the model on");
+        int reused, prefilled, dropped = 0;
+        bool shifted = false;
+        tt_status st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
+        if (st != TT_OK)
+            return st;
+    }
+    int32_t eos = eos_id(s);
+    int generated = s->gen ? s->gen->generated : 0;
+    sampler_context ctx = {
+        .history = s->tokens + s->window_start,
+        .n_history = s->n_tokens - s->window_start,
+        .banned = (generated < s->set.min_tokens && eos >= 0) ? eos : -1,
+    };
+    return sampler_apply(s->smp, &s->set.sampler, engine_logits(s->eng, s->eng->n_logits - 1),
+                         &ctx, snap, err);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Editing the past (the cache is brought back in line lazily, reusing the common prefix) */
+
+static void truncate_to(session *s, int n)
+{
+    if (n < 0)
+        n = 0;
+    if (n >= s->n_tokens)
+        return;
+    s->n_tokens = n;
+    while (s->n_turns > 0 && s->turn_start[s->n_turns - 1] >= n)
+        s->n_turns--;
+    if (s->window_start >= n) {
+        int keep = keep_count(s);
+        s->window_start = n > keep ? n - keep : 0;
+    }
+}
+
+int session_undo_turn(session *s)
+{
+    if (s->n_turns == 0)
+        return 0;
+    int before = s->n_tokens;
+    truncate_to(s, s->turn_start[s->n_turns - 1]);
+    return before - s->n_tokens;
+}
+
+int session_undo_tokens(session *s, int n)
+{
+    int before = s->n_tokens;
+    truncate_to(s, s->n_tokens - (n < 0 ? 0 : n));
+    return before - s->n_tokens;
+}
+
+int session_drop_reply(session *s)
+{
+    if (s->n_turns == 0)
+        return 0;
+    int i = s->turn_start[s->n_turns - 1];
+    while (i < s->n_tokens && s->info[i].origin == TOKEN_USER)
+        i++;
+    int before = s->n_tokens;
+    if (i < s->n_tokens) {
+        s->n_tokens = i;
+        if (s->window_start >= i)
+            truncate_to(s, i);
+    }
+    return before - s->n_tokens;
+}
+
+void session_reset(session *s)
+{
+    s->n_tokens = 0;
+    s->n_turns = 0;
+    s->window_start = 0;
+    engine_truncate(s->eng, 0);
+}
+
+tt_status session_set_tokens(session *s, const int32_t *ids, const token_info *info, int n,
+                             tt_error *err)
+{
+    int V = s->model->config.V;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return tt_fail(err, TT_ERR_ARG, "token %d: id %d is outside the vocabulary [0, %d)",
+                           i, (int)ids[i], V);
+    if (grow(s, n + 1, err) != TT_OK)
+        return TT_ERR_NOMEM;
+    memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
+    s->n_tokens = n;
+    s->n_turns = 0;
+    for (int i = 0; i < n; i++) {
+        s->info[i] = info ? info[i] : (token_info){.origin = TOKEN_USER, .p = 1.0f, .turn = 0};
+        if (i == 0 || s->info[i].turn != s->info[i - 1].turn)
+            s->turn_start[s->n_turns++] = i;
+        s->info[i].turn = s->n_turns - 1;
+    }
+    int keep = keep_count(s);
+    s->window_start = n > s->eng->n_ctx ? n - keep : 0;
+    return TT_OK;
+}
+
+char *session_text(const session *s, int from, int to)
+{
+    if (from < 0)
+        from = 0;
+    if (to > s->n_tokens)
+        to = s->n_tokens;
+    char *out = NULL;
+    size_t len = 0;
+    if (from >= to || tokenizer_decode(s->tok, s->tokens + from, to - from, &out, &len, NULL)
+                          != TT_OK)
+        return strdup("");
+    return out;
+}

@@ -1,0 +1,176 @@
+/* session.h: one conversation: the token sequence, the engine cache kept in step with it, the
+ * sampler settings, turns (undo/regen) and generation one token (or one speculative round) at a
+ * time. The REPL, line mode and `tokentop generate` all drive generation through this. */
+#ifndef TOKENTOP_SESSION_H
+#define TOKENTOP_SESSION_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "core/sampler.h"
+#include "core/status.h"
+#include "core/tokenizer.h"
+
+#define SESSION_MAX_STOPS 8
+
+/* Why a generation ended. */
+typedef enum {
+    SESSION_STOP_NONE = 0,
+    SESSION_STOP_EOS,          /* the model produced its end-of-text token */
+    SESSION_STOP_MAX_TOKENS,   /* max_new_tokens reached */
+    SESSION_STOP_STRING,       /* a stop string appeared (it is not part of the output) */
+    SESSION_STOP_CONTEXT,      /* the context is full and context shifting is off */
+    SESSION_STOP_INTERRUPTED,  /* Ctrl-C, or a callback asked to stop */
+    SESSION_STOP_ERROR,        /* engine or sampler failure: see the turn's error */
+} session_stop;
+
+/* "eos", "max_tokens", "stop_string", "context", "interrupted", "error" (or "none"). */
+const char *session_stop_name(session_stop s);
+
+/* Where a token came from. */
+typedef enum {
+    TOKEN_USER = 0,            /* typed by the user (prompt) */
+    TOKEN_SAMPLED,             /* drawn from the target (plain decoding) */
+    TOKEN_FORCED,              /* chosen with /pick in step mode */
+    TOKEN_DRAFT_ACCEPTED,      /* speculative: a draft token the target accepted */
+    TOKEN_TARGET_RESAMPLE,     /* speculative: drawn from the residual after a rejection */
+    TOKEN_BONUS,               /* speculative: drawn from the target after all drafts passed */
+} token_origin;
+
+/* "user", "sampled", "forced", "draft_accepted", "target_resample", "bonus". */
+const char *token_origin_name(token_origin o);
+
+typedef struct {
+    sampler_params sampler;
+    int max_new_tokens;        /* per turn; > 0 */
+    int min_tokens;            /* EOS is masked until this many were generated */
+    bool stop_at_eos;          /* default true */
+    char *stops[SESSION_MAX_STOPS]; /* owned (session_set_stop / session_clear_stops) */
+    int n_stops;
+    uint64_t seed;
+    float context_keep;        /* fraction of n_ctx kept when the context fills (0 < f < 1) */
+    bool context_shift;        /* false: stop with SESSION_STOP_CONTEXT instead */
+} session_settings;
+
+void session_settings_default(session_settings *s);
+
+/* Per-token metadata, parallel to the token sequence. */
+typedef struct {
+    uint8_t origin;            /* token_origin */
+    float p;                   /* final probability it was drawn with (1 for user tokens) */
+    int turn;                  /* index of the turn it belongs to */
+} token_info;
+
+/* What one generated token looks like to a front end. */
+typedef struct {
+    int step;                       /* 0-based index within this generation */
+    int32_t token;
+    token_origin origin;
+    const sampler_snapshot *snap;   /* the chain's view of this step (NULL for some spec tokens) */
+    bool flush;                     /* the last event of a generation: token -1, only text */
+    const char *text;               /* output bytes this step adds (complete UTF-8, stop strings
+                                       held back until resolved); not NUL-terminated */
+    size_t text_len;
+    bool context_shifted;           /* the context was full and got re-prefilled before this step */
+    int shift_dropped;              /* tokens dropped from the window by that shift */
+} session_event;
+
+/* Called for every generated token (and, for speculative rounds, also for rejected drafts, see
+ * speculative.h). Return false to stop the generation (SESSION_STOP_INTERRUPTED). */
+typedef bool (*session_event_fn)(void *user, const session_event *ev);
+
+typedef struct {
+    int prompt_tokens;         /* tokens in the window when generation began */
+    int reused_tokens;         /* of those, already in the KV cache */
+    int prefilled_tokens;      /* of those, computed now */
+    int generated_tokens;
+    double ttft_ms;            /* from the call to the first sampled token */
+    double prefill_ms;
+    double decode_ms;          /* all generation after the first token */
+    double prefill_tok_s, decode_tok_s;
+    int context_shifts;
+    session_stop stop;
+    tt_error error;            /* when stop == SESSION_STOP_ERROR */
+} session_stats;
+
+typedef struct session {
+    const model *model;        /* not owned */
+    const tokenizer *tok;      /* not owned */
+    engine *eng;               /* not owned */
+    sampler *smp;              /* owned */
+    rng rng;
+    session_settings set;
+
+    int32_t *tokens;           /* (n_tokens) the whole conversation, oldest first */
+    token_info *info;          /* (n_tokens) */
+    int n_tokens, cap;
+    int window_start;          /* tokens[window_start ..] are the model's view (positions 0 ..) */
+    int32_t *cached;           /* (eng->n_ctx) tokens the engine cache holds, by position */
+    int n_turns;
+    int *turn_start;           /* (n_turns) index in tokens where each turn began */
+
+    session_stats last;        /* the last generation */
+    struct session_gen *gen;   /* the generation in progress (session.c), NULL between turns */
+    volatile sig_atomic_t *interrupt;  /* set by a signal handler; checked every step */
+} session;
+
+/* Prepares a session over an engine and tokenizer (not owned; they outlive it). */
+tt_status session_init(session *s, const model *m, const tokenizer *tok, engine *eng,
+                       const session_settings *set, tt_error *err);
+void session_free(session *s);
+
+/* Adds a stop string (copied); fails when empty or SESSION_MAX_STOPS are set. */
+tt_status session_add_stop(session *s, const char *stop, tt_error *err);
+void session_clear_stops(session *s);
+
+/* Reseeds the PRNG. */
+void session_set_seed(session *s, uint64_t seed);
+
+/* Appends text (tokenized) to the conversation as a new user turn. Empty text starts a turn that
+ * continues from the current context. The engine is not run until generation. */
+tt_status session_add_user_text(session *s, const char *text, size_t len, tt_error *err);
+
+/* Appends token ids as a new user turn (ids checked against the vocabulary). */
+tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_error *err);
+
+/* Generates until a stop condition, calling fn for every token. Prefill reuses the longest prefix
+ * the cache already holds. Fills s->last. Returns TT_OK unless the engine or sampler failed
+ * (then s->last.stop == SESSION_STOP_ERROR and the cache is consistent with s->tokens). */
+tt_status session_generate(session *s, session_event_fn fn, void *user, tt_error *err);
+
+/* Step-wise generation for step mode: begin prefills; each step produces exactly one token
+ * (force_id >= 0 chooses it instead of drawing, as /pick does); end finishes the turn. */
+tt_status session_gen_begin(session *s, tt_error *err);
+tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
+                           session_stop *stop, tt_error *err);
+void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user);
+
+/* The next-token distribution at the current end of the conversation without drawing (for the
+ * histogram before a step): fills snap. */
+tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err);
+
+/* Drops the last turn (user text and reply); returns tokens dropped. */
+int session_undo_turn(session *s);
+/* Drops the last n tokens (turn boundaries adjusted); returns tokens dropped. */
+int session_undo_tokens(session *s, int n);
+/* Drops the model's reply of the last turn so it can be generated again; returns tokens dropped. */
+int session_drop_reply(session *s);
+/* Clears the conversation and the cache. */
+void session_reset(session *s);
+
+/* Replaces the conversation with ids (e.g. /load); the cache keeps the longest common prefix. */
+tt_status session_set_tokens(session *s, const int32_t *ids, const token_info *info, int n,
+                             tt_error *err);
+
+/* Decoded text of tokens[from .. to) (malloc'd, NUL-terminated). */
+char *session_text(const session *s, int from, int to);
+
+/* Number of leading positions the engine cache shares with the current window. */
+int session_cached_prefix(const session *s);
+
+#endif
