@@ -1,0 +1,1070 @@
+/* tokenizer.c: GPT-2 byte-level BPE: vocab.json/merges.txt loading, encode, decode, and the
+ * streaming UTF-8 decoder.
+ *
+ * Encoding follows OpenAI's encoder.py exactly: the pre-tokenizer regex splits the text into
+ * pieces, each piece's bytes become byte-level symbols (bytes_to_unicode), and merges are applied
+ * by rank: the lowest-ranked adjacent pair first, all its occurrences left to right in one pass,
+ * before the next rank is considered. A binary heap over a linked list of symbols makes this
+ * O(n log n) in the piece length, so one huge piece (100,000 copies of a letter) stays fast.
+ *
+ * Invalid UTF-8 policy (lossless): the regex is compiled with PCRE2_MATCH_INVALID_UTF, so a match
+ * never contains an invalid sequence (a truncated sequence, a stray continuation byte, an
+ * overlong form, a surrogate, a code point above U+10FFFF, the bytes 0xC0, 0xC1, 0xF5..0xFF).
+ * Every byte the regex leaves uncovered becomes a piece of its own and so encodes to its
+ * single-byte token. Nothing is replaced or dropped: decoding the ids gives back the exact input
+ * bytes, valid or not. Valid UTF-8 encodes exactly as in the reference (which only sees valid
+ * text). The streaming decoder, not the encoder, is where invalid bytes turn into U+FFFD.
+ *
+ * "<|endoftext|>" in the text is plain text: it goes through the regex like anything else.
+ *
+ * TOKENTOP_PCRE2_JIT=0 in the environment disables the PCRE2 JIT (tests use it to exercise the
+ * interpreter fallback, which is also taken when JIT compilation is unavailable). */
+#include "core/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Ids at or above this are refused: real BPE vocabularies stay far below (GPT-2: 50,257; the
+ * largest in common use: ~256k), and a stray huge id would otherwise size every per-id array. */
+#define TOKENIZER_MAX_ID (1 << 21)
+
+#define GPT2_PATTERN \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+
+/* Pieces up to this many bytes are remembered per encode call (repeated words are common). */
+#define PIECE_CACHE_MAX_LEN 64
+
+typedef struct {
+    int32_t left, right, result; /* token ids */
+} tokenizer_merge;
+
+typedef struct {
+    uint64_t key; /* (left << 32) | right; PAIR_EMPTY when unused */
+    int32_t rank;
+    int32_t result;
+} pair_slot;
+
+#define PAIR_EMPTY UINT64_MAX
+
+struct tokenizer {
+    int vocab_size;          /* largest id + 1 */
+    int n_tokens;            /* ids in use (vocab_size minus gaps) */
+    const char **tok_str;    /* (vocab_size) vocab.json spelling, NUL-terminated; NULL for gaps */
+    uint32_t *tok_str_len;   /* (vocab_size) */
+    const char **tok_bytes;  /* (vocab_size) raw bytes (byte-level mapping undone) */
+    uint32_t *tok_bytes_len; /* (vocab_size) */
+    char *arena;             /* backs tok_str and tok_bytes */
+
+    int32_t *str_slots;      /* open addressing: spelling -> id, -1 when unused */
+    uint32_t str_mask;
+
+    tokenizer_merge *merges; /* (n_merges) in file order; rank = index */
+    int n_merges;
+    pair_slot *pair_slots;   /* open addressing: (left, right) -> rank, result */
+    uint32_t pair_mask;
+
+    int32_t byte_id[256];    /* the single-byte token of each byte */
+    int eot_id;
+
+    pcre2_code *re;
+    bool jit;
+};
+
+/* ============================================================================================
+ * The byte-level alphabet (bytes_to_unicode): printable bytes stand for themselves, the other 68
+ * map to U+0100, U+0101, ... in byte order, so every token is printable text. */
+
+static bool byte_is_printable(int b)
+{
+    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+static void byte_alphabet(uint32_t cp_of_byte[256], int16_t byte_of_cp[324])
+{
+    for (int cp = 0; cp < 324; cp++)
+        byte_of_cp[cp] = -1;
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = byte_is_printable(b) ? (uint32_t)b : (uint32_t)next++;
+        cp_of_byte[b] = cp;
+        byte_of_cp[cp] = (int16_t)b;
+    }
+}
+
+/* Writes the UTF-8 form of cp (< 0x800 here) and returns its length. */
+static int utf8_put_small(char *out, uint32_t cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xC0 | (cp >> 6));
+    out[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+/* Length of the valid UTF-8 sequence starting at s (at most n bytes), or 0 when invalid.
+ * *cp receives the code point. Rejects overlongs, surrogates and values above U+10FFFF. */
+static int utf8_decode_one(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    int len;
+    uint32_t v, min;
+    if (c >= 0xC2 && c <= 0xDF) { len = 2; v = c & 0x1F; min = 0x80; }
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; v = c & 0x0F; min = 0x800; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; v = c & 0x07; min = 0x10000; }
+    else return 0;
+    if ((size_t)len > n)
+        return 0;
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+/* Undoes the byte-level mapping of a spelling into out (capacity >= len). Characters outside the
+ * alphabet (an added token such as "<|im_start|>" is plain ASCII and inside it; others are rare)
+ * and invalid UTF-8 keep their own bytes, so every token still decodes to something. */
+static uint32_t spelling_to_bytes(const char *s, uint32_t len, const int16_t byte_of_cp[324],
+                                  char *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    uint32_t i = 0, w = 0;
+    while (i < len) {
+        uint32_t cp;
+        int k = utf8_decode_one(u + i, len - i, &cp);
+        if (k == 0) {
+            out[w++] = (char)u[i++];
+            continue;
+        }
+        if (cp < 324 && byte_of_cp[cp] >= 0) {
+            out[w++] = (char)byte_of_cp[cp];
+        } else {
+            memcpy(out + w, u + i, (size_t)k);
+            w += (uint32_t)k;
+        }
+        i += (uint32_t)k;
+    }
+    return w;
+}
+
+/* ============================================================================================
+ * Small helpers: files, quoting for messages, hashing */
+
+static tt_status read_whole_file(const char *path, char **buf, size_t *len, tt_error *err)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    for (;;) {
+        if (!b) {
+            fclose(f);
+            return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory reading the file", path);
+        }
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *nb = realloc(b, 2 * cap + 1);
+        if (!nb)
+            free(b);
+        b = nb;
+        cap *= 2;
+    }
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(b);
+        return tt_fail(err, TT_ERR_IO, "%s: read error", path);
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return TT_OK;
+}
+
+/* A short, printable rendering of len bytes for error messages (quotes included). */
+static const char *quote(char *out, size_t cap, const char *s, size_t len)
+{
+    size_t w = 0;
+    out[w++] = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (w + 8 >= cap) {
+            memcpy(out + w, "...", 3);
+            w += 3;
+            break;
+        }
+        if (c == '"' || c == '\\')
+            w += (size_t)snprintf(out + w, cap - w, "\\%c", c);
+        else if (c < 0x20 || c == 0x7F)
+            w += (size_t)snprintf(out + w, cap - w, "\\x%02x", c);
+        else
+            out[w++] = (char)c;
+    }
+    out[w++] = '"';
+    out[w] = 0;
+    return out;
+}
+
+static uint64_t hash_bytes(const char *s, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, then a final mix for the low bits */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hash_pair(uint64_t key)
+{
+    key *= 0x9e3779b97f4a7c15ull;
+    return key ^ (key >> 32);
+}
+
+static uint32_t table_capacity(size_t n)
+{
+    uint32_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    return cap;
+}
+
+/* The id spelled s, or -1. */
+static int32_t vocab_lookup(const tokenizer *t, const char *s, size_t len)
+{
+    for (uint32_t i = (uint32_t)hash_bytes(s, len) & t->str_mask;; i = (i + 1) & t->str_mask) {
+        int32_t id = t->str_slots[i];
+        if (id < 0)
+            return -1;
+        if (t->tok_str_len[id] == len && memcmp(t->tok_str[id], s, len) == 0)
+            return id;
+    }
+}
+
+static const pair_slot *pair_lookup(const tokenizer *t, int32_t left, int32_t right)
+{
+    uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    for (uint32_t i = (uint32_t)hash_pair(key) & t->pair_mask;; i = (i + 1) & t->pair_mask) {
+        const pair_slot *p = &t->pair_slots[i];
+        if (p->key == key)
+            return p;
+        if (p->key == PAIR_EMPTY)
+            return NULL;
+    }
+}
+
+/* ============================================================================================
+ * Loading vocab.json */
+
+static const char *json_type_name(const cJSON *v)
+{
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsNumber(v)) return "a number";
+    return "an invalid value";
+}
+
+static int line_of_offset(const char *buf, size_t off)
+{
+    int line = 1;
+    for (size_t i = 0; i < off; i++)
+        line += buf[i] == '\n';
+    return line;
+}
+
+static tt_status load_vocab(tokenizer *t, const char *path, tt_error *err)
+{
+    char *buf;
+    size_t len;
+    tt_status st = read_whole_file(path, &buf, &len, err);
+    if (st != TT_OK)
+        return st;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, false);
+    if (!root) {
+        size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
+        st = tt_fail(err, TT_ERR_FORMAT, "%s:%d: invalid JSON (near byte %zu)", path,
+                     line_of_offset(buf, off), off);
+        free(buf);
+        return st;
+    }
+    free(buf);
+    char q[96];
+    if (!cJSON_IsObject(root)) {
+        st = tt_fail(err, TT_ERR_FORMAT, "%s: expected a JSON object of token -> id, got %s",
+                     path, json_type_name(root));
+        goto done;
+    }
+
+    /* Pass 1: ids are integers in range; find the largest and the arena size. */
+    int max_id = -1, n = 0;
+    size_t arena_size = 0;
+    for (const cJSON *e = root->child; e; e = e->next, n++) {
+        const char *key = e->string;
+        if (!key) {
+            st = tt_fail(err, TT_ERR_FORMAT, "%s: entry %d has no string key", path, n);
+            goto done;
+        }
+        size_t klen = strlen(key);
+        if (klen == 0) {
+            st = tt_fail(err, TT_ERR_FORMAT, "%s: entry %d: empty token string (id %g)", path, n,
+                         cJSON_IsNumber(e) ? e->valuedouble : -1.0);
+            goto done;
+        }
+        if (klen > UINT32_MAX / 4) {
+            st = tt_fail(err, TT_ERR_FORMAT, "%s: entry %d: token too long (%zu bytes)", path,
+                         n, klen);
+            goto done;
+        }
+        if (!cJSON_IsNumber(e)) {
+            st = tt_fail(err, TT_ERR_FORMAT, "%s: token %s: id must be an integer, got %s", path,
+                         quote(q, sizeof q, key, klen), json_type_name(e));
+            goto done;
+        }
+        double v = e->valuedouble;
+        if (!isfinite(v) || v != floor(v) || v < 0 || v >= TOKENIZER_MAX_ID) {
+            st = tt_fail(err, TT_ERR_FORMAT,
+                         "%s: token %s: id must be an integer in [0, %d), got %g", path,
+                         quote(q, sizeof q, key, klen), TOKENIZER_MAX_ID, v);
+            goto done;
+        }
+        if ((int)v > max_id)
+            max_id = (int)v;
+        arena_size += 2 * (klen + 1);
+    }
+    if (n == 0) {
+        st = tt_fail(err, TT_ERR_FORMAT, "%s: the vocabulary is empty", path);
+        goto done;
+    }
+
+    /* Pass 2: fill the per-id arrays; catch repeated ids and repeated tokens. */
+    t->vocab_size = max_id + 1;
+    t->n_tokens = n;
+    t->tok_str = calloc((size_t)t->vocab_size, sizeof *t->tok_str);
+    t->tok_str_len = calloc((size_t)t->vocab_size, sizeof *t->tok_str_len);
+    t->tok_bytes = calloc((size_t)t->vocab_size, sizeof *t->tok_bytes);
+    t->tok_bytes_len = calloc((size_t)t->vocab_size, sizeof *t->tok_bytes_len);
+    t->arena = malloc(arena_size);
+    uint32_t cap = table_capacity((size_t)n);
+    t->str_slots = malloc(cap * sizeof *t->str_slots);
+    t->str_mask = cap - 1;
+    if (!t->tok_str || !t->tok_str_len || !t->tok_bytes || !t->tok_bytes_len || !t->arena ||
+        !t->str_slots) {
+        st = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %d tokens", path, n);
+        goto done;
+    }
+    memset(t->str_slots, 0xFF, cap * sizeof *t->str_slots);
+    uint32_t cp_of_byte[256];
+    int16_t byte_of_cp[324];
+    byte_alphabet(cp_of_byte, byte_of_cp);
+    char *a = t->arena;
+    for (const cJSON *e = root->child; e; e = e->next) {
+        const char *key = e->string;
+        uint32_t klen = (uint32_t)strlen(key);
+        int32_t id = (int32_t)e->valuedouble;
+        if (t->tok_str[id]) {
+            char q2[96];
+            st = tt_fail(err, TT_ERR_FORMAT, "%s: id %d is used twice: by %s and by %s", path,
+                         id, quote(q, sizeof q, t->tok_str[id], t->tok_str_len[id]),
+                         quote(q2, sizeof q2, key, klen));
+            goto done;
+        }
+        int32_t *slot;
+        for (uint32_t i = (uint32_t)hash_bytes(key, klen) & t->str_mask;;
+             i = (i + 1) & t->str_mask) {
+            slot = &t->str_slots[i];
+            if (*slot < 0)
+                break;
+            if (t->tok_str_len[*slot] == klen && memcmp(t->tok_str[*slot], key, klen) == 0) {
+                st = tt_fail(err, TT_ERR_FORMAT, "%s: token %s appears twice (ids %d and %d)",
+                             path, quote(q, sizeof q, key, klen), *slot, id);
+                goto done;
+            }
+        }
+        *slot = id;
+        memcpy(a, key, klen + 1);
+        t->tok_str[id] = a;
+        t->tok_str_len[id] = klen;
+        a += klen + 1;
+        uint32_t blen = spelling_to_bytes(key, klen, byte_of_cp, a);
+        a[blen] = 0;
+        t->tok_bytes[id] = a;
+        t->tok_bytes_len[id] = blen;
+        a += blen + 1;
+    }
+
+    /* Byte-level BPE needs every single byte as a token, or some text could not be encoded. */
+    for (int b = 0; b < 256; b++) {
+        char s[2];
+        int slen = utf8_put_small(s, cp_of_byte[b]);
+        t->byte_id[b] = vocab_lookup(t, s, (size_t)slen);
+        if (t->byte_id[b] < 0) {
+            st = tt_fail(err, TT_ERR_FORMAT,
+                         "%s: no token for byte 0x%02x (spelled %s): not a byte-level BPE "
+                         "vocabulary", path, b, quote(q, sizeof q, s, (size_t)slen));
+            goto done;
+        }
+    }
+    t->eot_id = vocab_lookup(t, "<|endoftext|>", 13);
+    st = TT_OK;
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* ============================================================================================
+ * Loading merges.txt */
+
+static tt_status load_merges(tokenizer *t, const char *path, tt_error *err)
+{
+    char *buf;
+    size_t len;
+    tt_status st = read_whole_file(path, &buf, &len, err);
+    if (st != TT_OK)
+        return st;
+    size_t n_lines = 1;
+    for (size_t i = 0; i < len; i++)
+        n_lines += buf[i] == '\n';
+    if (n_lines > (size_t)INT32_MAX / 2) {
+        free(buf);
+        return tt_fail(err, TT_ERR_FORMAT, "%s: too many lines (%zu)", path, n_lines);
+    }
+    t->merges = malloc(n_lines * sizeof *t->merges);
+    uint32_t cap = table_capacity(n_lines);
+    t->pair_slots = malloc(cap * sizeof *t->pair_slots);
+    t->pair_mask = cap - 1;
+    size_t max_sym = 0;
+    char *joined = NULL;
+    if (!t->merges || !t->pair_slots) {
+        st = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %zu lines", path, n_lines);
+        goto done;
+    }
+    for (uint32_t i = 0; i < cap; i++)
+        t->pair_slots[i].key = PAIR_EMPTY;
+    for (int id = 0; id < t->vocab_size; id++)
+        if (t->tok_str_len[id] > max_sym)
+            max_sym = t->tok_str_len[id];
+    joined = malloc(2 * max_sym + 1);
+    if (!joined) {
+        st = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+
+    char q[96], q2[96], q3[96];
+    int line_no = 0;
+    for (char *line = buf; line < buf + len;) {
+        char *nl = memchr(line, '\n', (size_t)(buf + len - line));
+        char *next = nl ? nl + 1 : buf + len;
+        size_t llen = (size_t)((nl ? nl : buf + len) - line);
+        line_no++;
+        if (llen > 0 && line[llen - 1] == '\r')
+            llen--;
+        if (llen == 0 || (line_no == 1 && llen >= 8 && memcmp(line, "#version", 8) == 0)) {
+            line = next;
+            continue;
+        }
+        char *sp = memchr(line, ' ', llen);
+        size_t l1 = sp ? (size_t)(sp - line) : llen;
+        size_t l2 = sp ? llen - l1 - 1 : 0;
+        if (!sp || l1 == 0 || l2 == 0 || memchr(sp + 1, ' ', l2)) {
+            st = tt_fail(err, TT_ERR_FORMAT,
+                         "%s:%d: expected two symbols separated by one space, got %s", path,
+                         line_no, quote(q, sizeof q, line, llen));
+            goto done;
+        }
+        int32_t left = vocab_lookup(t, line, l1);
+        int32_t right = vocab_lookup(t, sp + 1, l2);
+        if (left < 0 || right < 0) {
+            st = tt_fail(err, TT_ERR_FORMAT, "%s:%d: symbol %s is not in the vocabulary", path,
+                         line_no, left < 0 ? quote(q, sizeof q, line, l1)
+                                           : quote(q, sizeof q, sp + 1, l2));
+            goto done;
+        }
+        memcpy(joined, line, l1);
+        memcpy(joined + l1, sp + 1, l2);
+        int32_t result = vocab_lookup(t, joined, l1 + l2);
+        if (result < 0) {
+            st = tt_fail(err, TT_ERR_FORMAT,
+                         "%s:%d: merge of %s and %s gives %s, which is not in the vocabulary",
+                         path, line_no, quote(q, sizeof q, line, l1),
+                         quote(q2, sizeof q2, sp + 1, l2), quote(q3, sizeof q3, joined, l1 + l2));
+            goto done;
+        }
+        int rank = t->n_merges++;
+        t->merges[rank] = (tokenizer_merge){left, right, result};
+        /* A repeated pair takes its later rank, as the dict in encoder.py does. */
+        uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+        for (uint32_t i = (uint32_t)hash_pair(key) & t->pair_mask;; i = (i + 1) & t->pair_mask) {
+            pair_slot *p = &t->pair_slots[i];
+            if (p->key == key || p->key == PAIR_EMPTY) {
+                *p = (pair_slot){key, rank, result};
+                break;
+            }
+        }
+        line = next;
+    }
+    st = TT_OK;
+done:
+    free(joined);
+    free(buf);
+    return st;
+}
+
+/* ============================================================================================
+ * Load, free, accessors */
+
+static tt_status compile_pretokenizer(tokenizer *t, tt_error *err)
+{
+    int code;
+    PCRE2_SIZE offset;
+    t->re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset, NULL);
+    if (!t->re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return tt_fail(err, TT_ERR_UNSUPPORTED,
+                       "tokenizer: PCRE2 cannot compile the GPT-2 pattern at offset %zu: %s "
+                       "(a PCRE2 without Unicode support?)", (size_t)offset, (const char *)msg);
+    }
+    const char *env = getenv("TOKENTOP_PCRE2_JIT");
+    bool want_jit = !(env && strcmp(env, "0") == 0);
+    /* Without JIT (not built in, or refused by the platform) the interpreter gives the same
+     * matches, only slower. */
+    t->jit = want_jit && pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
+    return TT_OK;
+}
+
+tt_status tokenizer_load(const char *vocab_path, const char *merges_path, tokenizer **out,
+                         tt_error *err)
+{
+    *out = NULL;
+    if (!vocab_path || !merges_path)
+        return tt_fail(err, TT_ERR_ARG, "tokenizer: vocab and merges paths are required");
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        return tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory");
+    t->eot_id = -1;
+    tt_status st = load_vocab(t, vocab_path, err);
+    if (st == TT_OK)
+        st = load_merges(t, merges_path, err);
+    if (st == TT_OK)
+        st = compile_pretokenizer(t, err);
+    if (st != TT_OK) {
+        tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return TT_OK;
+}
+
+void tokenizer_free(tokenizer *t)
+{
+    if (!t)
+        return;
+    free(t->tok_str);
+    free(t->tok_str_len);
+    free(t->tok_bytes);
+    free(t->tok_bytes_len);
+    free(t->arena);
+    free(t->str_slots);
+    free(t->merges);
+    free(t->pair_slots);
+    pcre2_code_free(t->re);
+    free(t);
+}
+
+int tokenizer_vocab_size(const tokenizer *t) { return t->vocab_size; }
+
+int tokenizer_eot_id(const tokenizer *t) { return t->eot_id; }
+
+const char *tokenizer_token_bytes(const tokenizer *t, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= t->vocab_size || !t->tok_bytes[id]) {
+        if (len)
+            *len = 0;
+        return NULL;
+    }
+    if (len)
+        *len = t->tok_bytes_len[id];
+    return t->tok_bytes[id];
+}
+
+const char *tokenizer_token_str(const tokenizer *t, int32_t id)
+{
+    if (id < 0 || id >= t->vocab_size)
+        return NULL;
+    return t->tok_str[id];
+}
+
+bool tokenizer_equal(const tokenizer *a, const tokenizer *b)
+{
+    if (a == b)
+        return true;
+    if (!a || !b || a->vocab_size != b->vocab_size || a->n_tokens != b->n_tokens ||
+        a->n_merges != b->n_merges)
+        return false;
+    for (int id = 0; id < a->vocab_size; id++) {
+        if (!a->tok_str[id] != !b->tok_str[id])
+            return false;
+        if (a->tok_str[id] && (a->tok_str_len[id] != b->tok_str_len[id] ||
+                               memcmp(a->tok_str[id], b->tok_str[id], a->tok_str_len[id]) != 0))
+            return false;
+    }
+    for (int i = 0; i < a->n_merges; i++)
+        if (a->merges[i].left != b->merges[i].left || a->merges[i].right != b->merges[i].right)
+            return false;
+    return true;
+}
+
+/* ============================================================================================
+ * BPE over one piece: symbols in a linked list, candidate pairs in a min-heap on (rank, left
+ * position). Entries are never removed when a merge invalidates them; a popped entry is checked
+ * against the current symbols instead (ids only grow by merging, so a match is never stale). */
+
+typedef struct {
+    int32_t rank;
+    int32_t pos;      /* left symbol's index (its first byte in the piece) */
+    int32_t right;    /* right symbol's index */
+    int32_t left_id, right_id, result;
+} bpe_pair;
+
+typedef struct {
+    int32_t *sym;     /* (n) token id of the symbol starting at each byte, -1 once merged away */
+    int32_t *prev, *next; /* (n) neighbours, -1 at the ends */
+    bpe_pair *heap;   /* (3n) */
+    bpe_pair *deferred; /* (2n) pairs made during the current rank's pass */
+    size_t cap;
+} bpe_scratch;
+
+typedef struct {
+    int32_t *ids;
+    size_t n, cap;
+} id_vec;
+
+static bool id_vec_reserve(id_vec *v, size_t extra)
+{
+    if (v->n + extra <= v->cap)
+        return true;
+    size_t cap = v->cap ? v->cap : 64;
+    while (cap < v->n + extra)
+        cap *= 2;
+    int32_t *ids = realloc(v->ids, cap * sizeof *ids);
+    if (!ids)
+        return false;
+    v->ids = ids;
+    v->cap = cap;
+    return true;
+}
+
+static bool bpe_scratch_reserve(bpe_scratch *w, size_t n)
+{
+    if (n <= w->cap)
+        return true;
+    size_t cap = w->cap ? w->cap : 64;
+    while (cap < n)
+        cap *= 2;
+    free(w->sym); free(w->prev); free(w->next); free(w->heap); free(w->deferred);
+    w->sym = malloc(cap * sizeof *w->sym);
+    w->prev = malloc(cap * sizeof *w->prev);
+    w->next = malloc(cap * sizeof *w->next);
+    w->heap = malloc(3 * cap * sizeof *w->heap);
+    w->deferred = malloc(2 * cap * sizeof *w->deferred);
+    w->cap = cap;
+    if (!w->sym || !w->prev || !w->next || !w->heap || !w->deferred) {
+        w->cap = 0;
+        return false;
+    }
+    return true;
+}
+
+static void bpe_scratch_free(bpe_scratch *w)
+{
+    free(w->sym); free(w->prev); free(w->next); free(w->heap); free(w->deferred);
+}
+
+static bool pair_before(const bpe_pair *a, const bpe_pair *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void heap_push(bpe_pair *h, size_t *n, bpe_pair p)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!pair_before(&p, &h[up]))
+            break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = p;
+}
+
+static bpe_pair heap_pop(bpe_pair *h, size_t *n)
+{
+    bpe_pair top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && pair_before(&h[c + 1], &h[c]))
+            c++;
+        if (!pair_before(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = last;
+    return top;
+}
+
+/* Fills *p for the symbols at i and j; false when they have no merge. */
+static bool bpe_make_pair(const tokenizer *t, const bpe_scratch *w, int32_t i, int32_t j,
+                          bpe_pair *p)
+{
+    const pair_slot *m = pair_lookup(t, w->sym[i], w->sym[j]);
+    if (!m)
+        return false;
+    *p = (bpe_pair){m->rank, i, j, w->sym[i], w->sym[j], m->result};
+    return true;
+}
+
+/* Appends the ids of piece s[0..n) (n >= 1) to out. */
+static bool bpe_encode_piece(const tokenizer *t, const unsigned char *s, size_t n,
+                             bpe_scratch *w, id_vec *out)
+{
+    if (n == 1) {
+        if (!id_vec_reserve(out, 1))
+            return false;
+        out->ids[out->n++] = t->byte_id[s[0]];
+        return true;
+    }
+    if (!bpe_scratch_reserve(w, n) || !id_vec_reserve(out, n))
+        return false;
+    int32_t *sym = w->sym, *prev = w->prev, *next = w->next;
+    size_t hn = 0, nd = 0;
+    bpe_pair p;
+    for (size_t i = 0; i < n; i++) {
+        sym[i] = t->byte_id[s[i]];
+        prev[i] = (int32_t)i - 1;
+        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        if (bpe_make_pair(t, w, (int32_t)i, (int32_t)i + 1, &p))
+            heap_push(w->heap, &hn, p);
+
+    /* encoder.py merges every occurrence of the best pair in one left-to-right pass before it
+     * looks at the pairs that pass created; deferring new pairs to the end of the pass keeps
+     * that order even for merge lists whose ranks are not monotone. */
+    int32_t cur_rank = -1;
+    for (;;) {
+        if (hn == 0 || w->heap[0].rank != cur_rank) {
+            for (size_t k = 0; k < nd; k++)
+                heap_push(w->heap, &hn, w->deferred[k]);
+            nd = 0;
+            if (hn == 0)
+                break;
+            cur_rank = w->heap[0].rank;
+        }
+        bpe_pair e = heap_pop(w->heap, &hn);
+        int32_t i = e.pos, j = e.right;
+        if (sym[i] != e.left_id || next[i] != j || sym[j] != e.right_id)
+            continue; /* stale: one side was merged since this entry was pushed */
+        sym[i] = e.result;
+        sym[j] = -1;
+        int32_t after = next[j];
+        next[i] = after;
+        if (after >= 0)
+            prev[after] = i;
+        if (prev[i] >= 0 && bpe_make_pair(t, w, prev[i], i, &p))
+            w->deferred[nd++] = p;
+        if (after >= 0 && bpe_make_pair(t, w, i, after, &p))
+            w->deferred[nd++] = p;
+    }
+    for (int32_t i = 0; i >= 0; i = next[i])
+        out->ids[out->n++] = sym[i];
+    return true;
+}
+
+/* ============================================================================================
+ * Encode: regex pieces, bytes between matches (invalid UTF-8) as single-byte pieces, and a
+ * per-call cache of short pieces whose ids are already in the output. */
+
+typedef struct {
+    uint64_t hash;
+    size_t text_off, out_off;
+    uint32_t len, n_ids; /* len == 0: unused */
+} piece_entry;
+
+typedef struct {
+    piece_entry *slots;
+    size_t cap, used;
+} piece_cache;
+
+static piece_entry *piece_cache_find(piece_cache *c, const char *text, size_t off, size_t len,
+                                     uint64_t h)
+{
+    for (size_t i = h & (c->cap - 1);; i = (i + 1) & (c->cap - 1)) {
+        piece_entry *e = &c->slots[i];
+        if (e->len == 0 ||
+            (e->hash == h && e->len == len && memcmp(text + e->text_off, text + off, len) == 0))
+            return e;
+    }
+}
+
+static bool piece_cache_grow(piece_cache *c)
+{
+    size_t cap = c->cap ? 2 * c->cap : 1024;
+    piece_entry *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return false;
+    for (size_t k = 0; k < c->cap; k++) {
+        piece_entry *e = &c->slots[k];
+        if (e->len == 0)
+            continue;
+        size_t i = e->hash & (cap - 1);
+        while (slots[i].len != 0)
+            i = (i + 1) & (cap - 1);
+        slots[i] = *e;
+    }
+    free(c->slots);
+    c->slots = slots;
+    c->cap = cap;
+    return true;
+}
+
+static bool encode_piece_cached(const tokenizer *t, const char *text, size_t off, size_t len,
+                                piece_cache *c, bpe_scratch *w, id_vec *out)
+{
+    const unsigned char *s = (const unsigned char *)text + off;
+    if (len < 2 || len > PIECE_CACHE_MAX_LEN)
+        return bpe_encode_piece(t, s, len, w, out);
+    if (2 * (c->used + 1) > c->cap && !piece_cache_grow(c))
+        return bpe_encode_piece(t, s, len, w, out); /* still correct, only slower */
+    uint64_t h = hash_bytes(text + off, len);
+    piece_entry *e = piece_cache_find(c, text, off, len, h);
+    if (e->len != 0) {
+        if (!id_vec_reserve(out, e->n_ids))
+            return false;
+        memcpy(out->ids + out->n, out->ids + e->out_off, e->n_ids * sizeof *out->ids);
+        out->n += e->n_ids;
+        return true;
+    }
+    size_t before = out->n;
+    if (!bpe_encode_piece(t, s, len, w, out))
+        return false;
+    *e = (piece_entry){h, off, before, (uint32_t)len, (uint32_t)(out->n - before)};
+    c->used++;
+    return true;
+}
+
+tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,
+                           int *n, tt_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!text && len > 0)
+        return tt_fail(err, TT_ERR_ARG, "tokenizer: text is NULL but its length is %zu", len);
+    /* Every byte gives at most one id, and the count must fit an int. */
+    if (len > (size_t)INT32_MAX / 2)
+        return tt_fail(err, TT_ERR_ARG, "tokenizer: text too long to encode (%zu bytes)", len);
+    if (len == 0)
+        return TT_OK;
+
+    tt_status st = TT_OK;
+    id_vec out = {0};
+    bpe_scratch w = {0};
+    piece_cache cache = {0};
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md || !id_vec_reserve(&out, len / 3 + 16)) {
+        st = tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", len);
+        goto done;
+    }
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    size_t pos = 0;
+    while (pos < len) {
+        int rc = pcre2_match(t->re, (PCRE2_SPTR)text, len, pos, 0, md, NULL);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(t->re, (PCRE2_SPTR)text, len, pos, PCRE2_NO_JIT, md, NULL);
+        size_t start = len, end = len;
+        if (rc >= 0) {
+            start = ov[0];
+            end = ov[1];
+        } else if (rc != PCRE2_ERROR_NOMATCH) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            st = tt_fail(err, TT_ERR_ARG, "tokenizer: pre-tokenizer failed at byte %zu: %s",
+                         pos, (const char *)msg);
+            goto done;
+        }
+        if (start < pos || start > len || end < start || end > len) {
+            st = tt_fail(err, TT_ERR_ARG, "tokenizer: pre-tokenizer returned [%zu, %zu) at %zu",
+                         start, end, pos);
+            goto done;
+        }
+        /* Bytes the regex skipped are invalid UTF-8: one piece each (see the policy above). */
+        if (!id_vec_reserve(&out, start - pos))
+            goto nomem;
+        for (; pos < start; pos++)
+            out.ids[out.n++] = t->byte_id[(unsigned char)text[pos]];
+        if (end == start) {
+            if (start < len) { /* the GPT-2 pattern never matches empty; stay safe if it did */
+                out.ids[out.n++] = t->byte_id[(unsigned char)text[start]];
+                pos = start + 1;
+            }
+            continue;
+        }
+        if (!encode_piece_cached(t, text, start, end - start, &cache, &w, &out))
+            goto nomem;
+        pos = end;
+    }
+    *ids = out.ids;
+    *n = (int)out.n;
+    out.ids = NULL;
+    goto done;
+nomem:
+    st = tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", len);
+done:
+    free(out.ids);
+    free(cache.slots);
+    bpe_scratch_free(&w);
+    pcre2_match_data_free(md);
+    return st;
+}
+
+/* ============================================================================================
+ * Decode */
+
+tt_status tokenizer_decode(const tokenizer *t, const int32_t *ids, int n, char **out,
+                           size_t *len, tt_error *err)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if (n < 0 || (!ids && n > 0))
+        return tt_fail(err, TT_ERR_ARG, "tokenizer: invalid id array (n = %d)", n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->vocab_size || !t->tok_bytes[ids[i]])
+            return tt_fail(err, TT_ERR_ARG,
+                           "tokenizer: unknown token id %d at position %d (vocab size %d)",
+                           (int)ids[i], i, t->vocab_size);
+        total += t->tok_bytes_len[ids[i]];
+    }
+    char *s = malloc(total + 1);
+    if (!s)
+        return tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory decoding %d ids", n);
+    size_t w = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(s + w, t->tok_bytes[ids[i]], t->tok_bytes_len[ids[i]]);
+        w += t->tok_bytes_len[ids[i]];
+    }
+    s[w] = 0;
+    *out = s;
+    if (len)
+        *len = w;
+    return TT_OK;
+}
+
+/* ============================================================================================
+ * Streaming UTF-8 decoder. "Maximal subpart" as in Unicode ch. 3 (U+FFFD substitution): a lead
+ * byte followed by valid continuations that stops short is one U+FFFD; a byte that cannot start
+ * a sequence (80..BF, C0, C1, F5..FF) is one U+FFFD on its own; the byte that broke a sequence is
+ * looked at again as a possible start. */
+
+static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
+
+static int utf8_lead_len(unsigned char c)
+{
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c >= 0xF0 && c <= 0xF4) return 4;
+    return 0;
+}
+
+/* Valid range of the byte after lead (excludes overlongs, surrogates, > U+10FFFF). */
+static void utf8_second_range(unsigned char lead, unsigned char *lo, unsigned char *hi)
+{
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (lead == 0xE0) *lo = 0xA0;
+    else if (lead == 0xED) *hi = 0x9F;
+    else if (lead == 0xF0) *lo = 0x90;
+    else if (lead == 0xF4) *hi = 0x8F;
+}
+
+/* Output that does not fit in cap is dropped, never written past the end. */
+static void stream_emit(char *out, size_t cap, size_t *w, const void *bytes, size_t k)
+{
+    if (*w + k > cap)
+        return;
+    memcpy(out + *w, bytes, k);
+    *w += k;
+}
+
+void utf8_stream_init(utf8_stream *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+size_t utf8_stream_push(utf8_stream *s, const char *bytes, size_t n, char *out, size_t cap)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)bytes[i];
+        if (s->n_pending > 0) {
+            unsigned char lo = 0x80, hi = 0xBF;
+            if (s->n_pending == 1)
+                utf8_second_range(s->pending[0], &lo, &hi);
+            if (c >= lo && c <= hi) {
+                s->pending[s->n_pending++] = c;
+                if (s->n_pending == utf8_lead_len(s->pending[0])) {
+                    stream_emit(out, cap, &w, s->pending, (size_t)s->n_pending);
+                    s->n_pending = 0;
+                }
+                continue;
+            }
+            stream_emit(out, cap, &w, REPLACEMENT, 3);
+            s->n_pending = 0; /* and c starts afresh below */
+        }
+        if (c < 0x80)
+            stream_emit(out, cap, &w, &c, 1);
+        else if (utf8_lead_len(c) > 0)
+            s->pending[s->n_pending++] = c;
+        else
+            stream_emit(out, cap, &w, REPLACEMENT, 3);
+    }
+    return w;
+}
+
+size_t utf8_stream_flush(utf8_stream *s, char *out, size_t cap)
+{
+    size_t w = 0;
+    if (s->n_pending > 0)
+        stream_emit(out, cap, &w, REPLACEMENT, 3);
+    s->n_pending = 0;
+    return w;
+}
