@@ -27,13 +27,23 @@ typedef struct {
     float ln_eps;           /* layer_norm_epsilon */
     gpt2_activation act;    /* "gelu_new"/"gelu_pytorch_tanh" -> TANH, "gelu" -> ERF */
     int bos_id, eos_id;     /* -1 when the config has none */
+    bool tie_word_embeddings; /* true (the default): lm_head is wte, as in transformers, even if
+                                 the file holds an lm_head.weight; false: lm_head.weight required */
 } gpt2_config;
 
 /* Parses and validates config.json text: required fields present with the right JSON types,
  * positive and below sanity limits, C % NH == 0, unsupported options refused by name. Nothing is
- * allocated before validation succeeds. name is used in messages ("config.json: n_head: ..."). */
+ * allocated before validation succeeds. name is used in messages ("config.json: n_head: ...").
+ * Limits: V <= 1,000,000, maxT <= 65,536, C <= 16,384, L <= 512, NH <= 512, FF <= 131,072, and
+ * at most 20e9 parameters in all. Missing n_positions falls back to n_ctx; n_inner null/absent
+ * means 4C; layer_norm_epsilon defaults to 1e-5 and must be finite, > 0 and < 1. On failure *out
+ * is left unspecified. */
 tt_status gpt2_config_parse(const char *json, size_t len, const char *name, gpt2_config *out,
                             tt_error *err);
+
+/* Parameters of a model with config c (wte, wpe, L layers, ln_f, plus V*C more when the lm_head
+ * is not tied). c must have passed gpt2_config_parse (or hold values within its limits). */
+uint64_t gpt2_config_n_params(const gpt2_config *c, bool lm_head_tied);
 
 /* Optional generation_config.json values (absent fields keep has_* false). */
 typedef struct {
@@ -47,7 +57,18 @@ typedef struct {
     int eos_id;             /* -1 when absent; overrides the config's when present */
 } gpt2_generation_defaults;
 
-/* A view of one weight tensor inside the mapping, row-major with the shape its field states. */
+/* Parses generation_config.json text into out (every has_* false and eos_id -1 first). Types are
+ * checked per field (temperature >= 0, top_k >= 0, 0 <= top_p <= 1, do_sample a boolean,
+ * max_new_tokens >= 0, repetition_penalty > 0, eos_token_id an integer in [0, V) or an array whose
+ * first element is taken); null counts as absent; other fields are ignored. V <= 0 skips the
+ * vocabulary check. Errors name the file (name) and the field. */
+tt_status gpt2_generation_parse(const char *json, size_t len, const char *name, int V,
+                                gpt2_generation_defaults *out, tt_error *err);
+
+/* A view of one weight tensor inside the mapping, row-major with the shape its field states.
+ * data may be unaligned for its dtype (safetensors offsets are byte offsets): read it with
+ * tensor_ref_to_f32 or memcpy, never through a float or uint16_t pointer. Files written by Hugging
+ * Face and by modelgen are aligned in practice. */
 typedef struct {
     const void *data;
     tt_dtype dtype;         /* the file's dtype */
@@ -89,18 +110,27 @@ typedef struct model {
 
 /* Loads dir/config.json, dir/model.safetensors (validated, then every tensor GPT-2 needs checked
  * against the config: names with or without "transformer.", extra buffers such as h.N.attn.bias
- * ignored, lm_head tied to wte when absent) and the optional dir/generation_config.json.
- * A directory with only pytorch_model.bin is refused with a message saying to use safetensors.
+ * ignored, lm_head tied to wte unless config.json says "tie_word_embeddings": false, which is
+ * what transformers does) and the optional dir/generation_config.json.
+ * Weight tensors must be F32, F16 or BF16 (they may differ from each other); shapes must match
+ * the config exactly ("DIR/model.safetensors: tensor h.3.mlp.c_fc.weight: expected [768,3072],
+ * got [3072,768]"). A directory with only pytorch_model.bin (or another .bin, .pt, .pth or
+ * .ckpt file) is refused with TT_ERR_UNSUPPORTED and a message saying how to convert to
+ * safetensors; a sharded checkpoint (model.safetensors.index.json) is refused the same way.
  * The tokenizer files are loaded separately (tokenizer.h). On failure *out is NULL. */
 tt_status model_load(const char *dir, model **out, tt_error *err);
 
 /* NULL is safe. Engines created from the model must be freed first. */
 void model_free(model *m);
 
-/* Converts n elements starting at element offset of t into dst as float. */
+/* Converts n elements starting at element offset of t into dst as float, exactly (F16 and BF16
+ * widen without rounding); the source may be unaligned. */
 void tensor_ref_to_f32(tensor_ref t, size_t offset, size_t n, float *dst);
 
-/* Bytes of weights one decode step reads when held in dtype d (all matrices, the lm_head once). */
+/* Bytes of weights one decode step reads when every weight is held in dtype d: all layer tensors
+ * (matrices, biases and LayerNorm parameters), ln_f, the lm_head once (tied or not), and one row
+ * each of wte and wpe (the token's embedding). Backends that keep small vectors in F32 read a few
+ * kilobytes more; the figure is for bandwidth estimates (tokens/s ceilings), not for allocation. */
 size_t model_weight_bytes(const model *m, tt_dtype d);
 
 #endif
