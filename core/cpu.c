@@ -1,0 +1,465 @@
+/* cpu.c: the CPU backend: GPT-2's forward pass over a token span with a KV cache, multithreaded,
+ * on the kernel set kernels_select() picks (SIMD when the CPU has it, the portable reference
+ * otherwise).
+ *
+ * The weights are repacked at creation into the dtype asked for (fp32, fp16 or bf16: every
+ * parameter, biases and LayerNorm included, is rounded to it once) and the layout the kernels
+ * stream (kernels.h); everything is computed and accumulated in fp32. A span is processed in
+ * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
+ * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/gpt2_math.h"
+#include "core/kernels.h"
+#include "core/kvcache.h"
+#include "core/threads.h"
+
+/* Tokens per chunk: large enough that a weight panel is reused across many rows, small enough
+ * that the activations stay in L2-sized pieces. */
+#define CPU_CHUNK 256
+
+/* ---------------------------------------------------------------------------------------------
+ * State */
+
+typedef struct {
+    float *ln_1_w, *ln_1_b;        /* (C) */
+    float *attn_b;                 /* (3C) */
+    float *attn_proj_b;            /* (C) */
+    float *ln_2_w, *ln_2_b;        /* (C) */
+    float *fc_b;                   /* (FF) */
+    float *fc_proj_b;              /* (C) */
+    packed_matrix attn_w;          /* (C, 3C) */
+    packed_matrix attn_proj_w;     /* (C, C) */
+    packed_matrix fc_w;            /* (C, FF) */
+    packed_matrix fc_proj_w;       /* (FF, C) */
+} cpu_layer;
+
+typedef struct {
+    engine base;                   /* first: an engine * is a cpu_engine * */
+    const kernels *kern;
+    threadpool *pool;
+    kvcache cache;
+
+    cpu_layer *layers;             /* (L) */
+    float *ln_f_w, *ln_f_b;        /* (C) */
+    packed_matrix lm_head;         /* (C, V) */
+    float *vectors;                /* one block holding every bias and LayerNorm vector above */
+    size_t vectors_len;
+
+    /* Activations for one chunk of up to TB tokens. */
+    int TB;
+    float *x;                      /* (TB, C) the residual stream */
+    float *xn;                     /* (TB, C) LayerNorm output */
+    float *qkv;                    /* (TB, 3C) */
+    float *att;                    /* (TB, C) attention output, heads side by side */
+    float *fc;                     /* (TB, FF) */
+    float *scratch;                /* (nth, n_ctx) attention scores, one row per thread */
+    float *embed_row;              /* (C) */
+    int logits_rows;               /* rows allocated in base.logits */
+} cpu_engine;
+
+/* ---------------------------------------------------------------------------------------------
+ * Parallel jobs */
+
+typedef struct {
+    matmul_args args;
+    const kernels *kern;
+    threadpool_chunks chunks;
+    int panels_per_chunk;
+} matmul_job;
+
+static void matmul_job_run(void *varg, int ith, int nth)
+{
+    matmul_job *j = varg;
+    int c;
+    while ((c = threadpool_next_chunk(&j->chunks)) >= 0) {
+        int p0 = c * j->panels_per_chunk;
+        int p1 = p0 + j->panels_per_chunk;
+        if (p1 > j->args.w->n_panels)
+            p1 = j->args.w->n_panels;
+        j->kern->matmul(&j->args, p0, p1);
+    }
+}
+
+/* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads. Chunks of panels are handed out
+ * dynamically: about six per thread keeps every stream long and still evens out a thread that
+ * another process slowed down. */
+static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
+                       const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
+{
+    matmul_job j = {
+        .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
+                 .epilogue = ep},
+        .kern = ce->kern,
+    };
+    int nth = threadpool_size(ce->pool);
+    int ppc = w->n_panels / (nth * 6);
+    j.panels_per_chunk = ppc < 1 ? 1 : ppc;
+    threadpool_chunks_init(&j.chunks, (w->n_panels + j.panels_per_chunk - 1) / j.panels_per_chunk);
+    threadpool_run(ce->pool, matmul_job_run, &j);
+}
+
+typedef struct {
+    cpu_engine *ce;
+    attention_args args;
+    int layer;
+    const float *qkv;              /* (T, 3C): keys at column C, values at 2C */
+    threadpool_chunks heads;
+} attention_job;
+
+/* One head at a time: store the chunk's keys and values of that head in the cache, then attend. */
+static void attention_job_run(void *varg, int ith, int nth)
+{
+    attention_job *j = varg;
+    cpu_engine *ce = j->ce;
+    const gpt2_config *cfg = ce->base.config;
+    const int C = cfg->C, HS = C / cfg->NH;
+    float *scratch = ce->scratch + (size_t)ith * (size_t)ce->cache.n_ctx;
+    int h;
+    while ((h = threadpool_next_chunk(&j->heads)) >= 0) {
+        for (int t = 0; t < j->args.T; t++) {
+            const float *row = j->qkv + (size_t)t * 3 * (size_t)C + (size_t)h * (size_t)HS;
+            kvcache_store(&ce->cache, j->layer, h, j->args.pos + t, row + C, row + 2 * C);
+        }
+        ce->kern->attention(&j->args, h, 0, j->args.T, scratch);
+    }
+}
+
+typedef struct {
+    float *out;
+    const float *x, *w, *b;
+    int C, T;
+    float eps;
+} layernorm_job;
+
+static void layernorm_job_run(void *varg, int ith, int nth)
+{
+    layernorm_job *j = varg;
+    int t0 = (int)((long)j->T * ith / nth), t1 = (int)((long)j->T * (ith + 1) / nth);
+    kernels_layernorm(j->out, j->x, j->w, j->b, j->C, j->eps, t0, t1);
+}
+
+static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const float *w,
+                          const float *b, int T)
+{
+    const gpt2_config *cfg = ce->base.config;
+    if (T < 16) {                  /* a decode row: a microsecond, not worth a wake-up */
+        kernels_layernorm(out, x, w, b, cfg->C, cfg->ln_eps, 0, T);
+        return;
+    }
+    layernorm_job j = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .T = T,
+                       .eps = cfg->ln_eps};
+    threadpool_run(ce->pool, layernorm_job_run, &j);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward */
+
+/* A parameter value as the engine holds it: rounded to the weight dtype once. */
+static inline float held_value(tt_dtype d, float v)
+{
+    if (d == TT_F16)
+        return tt_f16_to_f32(tt_f32_to_f16(v));
+    if (d == TT_BF16)
+        return tt_bf16_to_f32(tt_f32_to_bf16(v));
+    return v;
+}
+
+/* x[t] = wte[id] + wpe[pos + t], read from the model's mapping (one row each) and rounded to the
+ * held dtype like every other parameter. */
+static void cpu_embed(cpu_engine *ce, const int32_t *ids, int T, int pos)
+{
+    const model *m = ce->base.model;
+    const int C = ce->base.config->C;
+    const tt_dtype d = ce->base.dtype;
+    float *pe = ce->embed_row;
+    for (int t = 0; t < T; t++) {
+        float *x = ce->x + (size_t)t * (size_t)C;
+        tensor_ref_to_f32(m->tensors.wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
+        tensor_ref_to_f32(m->tensors.wpe, (size_t)(pos + t) * (size_t)C, (size_t)C, pe);
+        for (int i = 0; i < C; i++)
+            x[i] = held_value(d, x[i]) + held_value(d, pe[i]);
+    }
+}
+
+/* T tokens at positions pos .. pos+T-1; logits for rows [lo, T) into out (T - lo, V). */
+static void cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, int pos, int lo,
+                              float *out)
+{
+    const gpt2_config *cfg = ce->base.config;
+    const int C = cfg->C, FF = cfg->FF, NH = cfg->NH;
+    cpu_embed(ce, ids, T, pos);
+    for (int l = 0; l < cfg->L; l++) {
+        const cpu_layer *ly = &ce->layers[l];
+        cpu_layernorm(ce, ce->xn, ce->x, ly->ln_1_w, ly->ln_1_b, T);
+        cpu_matmul(ce, ce->qkv, 3 * C, ce->xn, C, &ly->attn_w, ly->attn_b, T, MM_STORE);
+        attention_job aj = {
+            .ce = ce,
+            .args = {.q = ce->qkv, .ldq = 3 * C, .k = kvcache_k(&ce->cache, l),
+                     .v = kvcache_v(&ce->cache, l), .n_ctx = ce->cache.n_ctx, .out = ce->att,
+                     .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = C / NH},
+            .layer = l,
+            .qkv = ce->qkv,
+        };
+        threadpool_chunks_init(&aj.heads, NH);
+        threadpool_run(ce->pool, attention_job_run, &aj);
+        cpu_matmul(ce, ce->x, C, ce->att, C, &ly->attn_proj_w, ly->attn_proj_b, T, MM_ADD);
+        cpu_layernorm(ce, ce->xn, ce->x, ly->ln_2_w, ly->ln_2_b, T);
+        cpu_matmul(ce, ce->fc, FF, ce->xn, C, &ly->fc_w, ly->fc_b, T,
+                   cfg->act == GPT2_GELU_ERF ? MM_GELU_ERF : MM_GELU_TANH);
+        cpu_matmul(ce, ce->x, C, ce->fc, FF, &ly->fc_proj_w, ly->fc_proj_b, T, MM_ADD);
+    }
+    if (lo >= T)
+        return;
+    const float *xl = ce->x + (size_t)lo * (size_t)C;
+    float *xnl = ce->xn + (size_t)lo * (size_t)C;
+    cpu_layernorm(ce, xnl, xl, ce->ln_f_w, ce->ln_f_b, T - lo);
+    cpu_matmul(ce, out, cfg->V, xnl, C, &ce->lm_head, NULL, T - lo, MM_STORE);
+}
+
+static tt_status cpu_reserve_logits(cpu_engine *ce, int rows, tt_error *err)
+{
+    if (rows <= ce->logits_rows)
+        return TT_OK;
+    size_t bytes = (size_t)rows * (size_t)ce->base.config->V * sizeof(float);
+    float *p = malloc(bytes);
+    if (!p)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of logits for %d rows",
+                       bytes, rows);
+    free(ce->base.logits);
+    ce->base.logits = p;
+    ce->base.memory_bytes += (size_t)(rows - ce->logits_rows) * (size_t)ce->base.config->V *
+                             sizeof(float);
+    ce->logits_rows = rows;
+    return TT_OK;
+}
+
+static tt_status cpu_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits,
+                             tt_error *err)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    const int V = e->config->V;
+    e->n_logits = 0;
+    tt_status s = cpu_reserve_logits(ce, all_logits ? n : 1, err);
+    if (s != TT_OK)
+        return s;
+    kvcache_truncate(&ce->cache, pos);
+    for (int s0 = 0; s0 < n; s0 += ce->TB) {
+        int T = n - s0 < ce->TB ? n - s0 : ce->TB;
+        bool last = s0 + T == n;
+        int lo = all_logits ? 0 : last ? T - 1 : T;
+        float *out = all_logits ? e->logits + (size_t)s0 * (size_t)V : e->logits;
+        cpu_forward_chunk(ce, ids + s0, T, pos + s0, lo, out);
+        ce->cache.n = pos + s0 + T;
+    }
+    e->n_past = pos + n;
+    e->n_logits = all_logits ? n : 1;
+    return TT_OK;
+}
+
+static void cpu_truncate(engine *e, int pos)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    kvcache_truncate(&ce->cache, pos);
+    if (pos < e->n_past)
+        e->n_past = pos < 0 ? 0 : pos;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Creation */
+
+static void cpu_destroy(engine *e)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    if (!ce)
+        return;
+    threadpool_free(ce->pool);
+    if (ce->layers) {
+        for (int l = 0; l < e->config->L; l++) {
+            cpu_layer *ly = &ce->layers[l];
+            packed_matrix_free(&ly->attn_w);
+            packed_matrix_free(&ly->attn_proj_w);
+            packed_matrix_free(&ly->fc_w);
+            packed_matrix_free(&ly->fc_proj_w);
+        }
+        free(ce->layers);
+    }
+    packed_matrix_free(&ce->lm_head);
+    free(ce->vectors);
+    kvcache_free(&ce->cache);
+    free(ce->x);
+    free(ce->xn);
+    free(ce->qkv);
+    free(ce->att);
+    free(ce->fc);
+    free(ce->scratch);
+    free(ce->embed_row);
+    free(e->logits);
+    free(ce);
+}
+
+static const engine_ops cpu_ops = {
+    .name = "cpu",
+    .forward = cpu_forward,
+    .truncate = cpu_truncate,
+    .destroy = cpu_destroy,
+};
+
+/* Packing, spread over the pool: a 124M model is 124M conversions. */
+typedef struct {
+    packed_matrix *m;
+    tensor_ref src;
+    bool transposed;
+} pack_job;
+
+static void pack_job_run(void *varg, int ith, int nth)
+{
+    pack_job *j = varg;
+    int np = j->m->n_panels;
+    int p0 = (int)((long)np * ith / nth), p1 = (int)((long)np * (ith + 1) / nth);
+    int n0 = p0 * KERNELS_NR, n1 = p1 * KERNELS_NR;
+    if (n1 > j->m->N)
+        n1 = j->m->N;
+    if (n0 < n1)
+        packed_matrix_pack(j->m, j->src, j->transposed, n0, n1);
+}
+
+static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, tensor_ref src, bool transposed,
+                          int K, int N, tt_error *err)
+{
+    tt_status s = packed_matrix_init(m, ce->base.dtype, K, N, err);
+    if (s != TT_OK)
+        return s;
+    pack_job j = {.m = m, .src = src, .transposed = transposed};
+    threadpool_run(ce->pool, pack_job_run, &j);
+    ce->base.weight_bytes += packed_matrix_bytes(m->dtype, K, N);
+    return TT_OK;
+}
+
+/* Copies a vector parameter out of the mapping, rounded to the held dtype. */
+static float *cpu_vector(cpu_engine *ce, size_t *used, tensor_ref src, int n)
+{
+    float *dst = ce->vectors + *used;
+    tensor_ref_to_f32(src, 0, (size_t)n, dst);
+    for (int i = 0; i < n; i++)
+        dst[i] = held_value(ce->base.dtype, dst[i]);
+    *used += (size_t)n;
+    return dst;
+}
+
+static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
+{
+    const gpt2_config *cfg = ce->base.config;
+    const size_t TB = (size_t)ce->TB, C = (size_t)cfg->C, FF = (size_t)cfg->FF;
+    int nth = threadpool_size(ce->pool);
+    size_t elems = TB * C * 3 + TB * 3 * C + TB * FF + (size_t)nth * (size_t)ce->cache.n_ctx + C;
+    ce->x = malloc(TB * C * sizeof(float));
+    ce->xn = malloc(TB * C * sizeof(float));
+    ce->qkv = malloc(TB * 3 * C * sizeof(float));
+    ce->att = malloc(TB * C * sizeof(float));
+    ce->fc = malloc(TB * FF * sizeof(float));
+    ce->scratch = malloc((size_t)nth * (size_t)ce->cache.n_ctx * sizeof(float));
+    ce->embed_row = malloc(C * sizeof(float));
+    if (!ce->x || !ce->xn || !ce->qkv || !ce->att || !ce->fc || !ce->scratch || !ce->embed_row)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of activations",
+                       elems * sizeof(float));
+    ce->base.memory_bytes += elems * sizeof(float);
+    return TT_OK;
+}
+
+static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
+{
+    const model *m = ce->base.model;
+    const gpt2_config *cfg = &m->config;
+    const gpt2_tensors *tw = &m->tensors;
+    const int C = cfg->C, FF = cfg->FF, L = cfg->L;
+    tt_status s;
+
+    ce->vectors_len = (size_t)L * (9 * (size_t)C + (size_t)FF) + 2 * (size_t)C;
+    ce->vectors = malloc(ce->vectors_len * sizeof(float));
+    ce->layers = calloc((size_t)L, sizeof *ce->layers);
+    if (!ce->vectors || !ce->layers)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the parameter vectors");
+    size_t used = 0;
+    for (int l = 0; l < L; l++) {
+        const gpt2_layer_tensors *t = &tw->h[l];
+        cpu_layer *ly = &ce->layers[l];
+        ly->ln_1_w = cpu_vector(ce, &used, t->ln_1_w, C);
+        ly->ln_1_b = cpu_vector(ce, &used, t->ln_1_b, C);
+        ly->attn_b = cpu_vector(ce, &used, t->attn_b, 3 * C);
+        ly->attn_proj_b = cpu_vector(ce, &used, t->attn_proj_b, C);
+        ly->ln_2_w = cpu_vector(ce, &used, t->ln_2_w, C);
+        ly->ln_2_b = cpu_vector(ce, &used, t->ln_2_b, C);
+        ly->fc_b = cpu_vector(ce, &used, t->fc_b, FF);
+        ly->fc_proj_b = cpu_vector(ce, &used, t->fc_proj_b, C);
+        if ((s = cpu_pack(ce, &ly->attn_w, t->attn_w, false, C, 3 * C, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->attn_proj_w, t->attn_proj_w, false, C, C, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->fc_w, t->fc_w, false, C, FF, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->fc_proj_w, t->fc_proj_w, false, FF, C, err)) != TT_OK)
+            return s;
+    }
+    ce->ln_f_w = cpu_vector(ce, &used, tw->ln_f_w, C);
+    ce->ln_f_b = cpu_vector(ce, &used, tw->ln_f_b, C);
+    s = cpu_pack(ce, &ce->lm_head, tw->lm_head, true, C, cfg->V, err);
+    if (s != TT_OK)
+        return s;
+    /* A decode step also reads every vector and one row each of wte and wpe. */
+    ce->base.weight_bytes += used * sizeof(float) +
+                             2 * (size_t)C * tt_dtype_size(m->file_dtype);
+    ce->base.memory_bytes += ce->base.weight_bytes;
+    return TT_OK;
+}
+
+tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err)
+{
+    *out = NULL;
+    const gpt2_config *cfg = &m->config;
+    engine_options def;
+    if (!o) {
+        engine_options_default(&def);
+        o = &def;
+    }
+    if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16)
+        return tt_fail(err, TT_ERR_ARG, "cpu: unknown weight dtype %d", (int)o->dtype);
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT;
+    if (n_ctx > cfg->maxT)
+        return tt_fail(err, TT_ERR_ARG, "cpu: context of %d tokens is longer than the model's "
+                       "n_positions (%d)", n_ctx, cfg->maxT);
+
+    cpu_engine *ce = calloc(1, sizeof *ce);
+    if (!ce)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the engine");
+    engine *e = &ce->base;
+    e->ops = &cpu_ops;
+    e->model = m;
+    e->config = cfg;
+    e->n_ctx = n_ctx;
+    e->dtype = o->dtype;
+    ce->kern = kernels_select();
+    ce->TB = n_ctx < CPU_CHUNK ? n_ctx : CPU_CHUNK;
+
+    tt_status s = threadpool_create(o->n_threads, &ce->pool, err);
+    if (s == TT_OK)
+        s = kvcache_init(&ce->cache, cfg->L, cfg->NH, cfg->C / cfg->NH, n_ctx, err);
+    if (s == TT_OK) {
+        e->memory_bytes += kvcache_bytes(&ce->cache);
+        s = cpu_alloc_activations(ce, err);
+    }
+    if (s == TT_OK)
+        s = cpu_load_weights(ce, err);
+    if (s == TT_OK)
+        s = cpu_reserve_logits(ce, 1, err);
+    if (s != TT_OK) {
+        cpu_destroy(e);
+        return s;
+    }
+    int nth = threadpool_size(ce->pool);
+    snprintf(e->description, sizeof e->description, "cpu: %d thread%s, %s, %s weights", nth,
+             nth == 1 ? "" : "s", ce->kern->name, tt_dtype_name(e->dtype));
+    *out = e;
+    return TT_OK;
+}

@@ -1,0 +1,237 @@
+/* kernels.c: packed weight matrices, the portable reference kernels and run-time kernel choice. */
+#include "core/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/gpt2_math.h"
+
+/* The SIMD sets live in files built with their own flags (see the Makefile), so the CPU check
+ * happens here, in code that any x86-64 runs. */
+#if defined(__x86_64__)
+#define KERNELS_X86 1
+const kernels *kernels_avx512_get(void);
+
+static const kernels *kernels_avx512(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma"))
+        return kernels_avx512_get();
+    return NULL;
+}
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Packed matrices */
+
+static size_t packed_panel_elems(tt_dtype dtype, int K)
+{
+    size_t k = (size_t)K;
+    if (dtype == TT_BF16)
+        k = (k + 1) & ~(size_t)1;
+    return k * KERNELS_NR;
+}
+
+size_t packed_matrix_bytes(tt_dtype dtype, int K, int N)
+{
+    size_t n_panels = ((size_t)N + KERNELS_NR - 1) / KERNELS_NR;
+    return n_panels * packed_panel_elems(dtype, K) * tt_dtype_size(dtype);
+}
+
+tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err)
+{
+    memset(m, 0, sizeof *m);
+    size_t bytes = packed_matrix_bytes(dtype, K, N);
+    size_t alloc = (bytes + 63) & ~(size_t)63;
+    void *p = NULL;
+    if (alloc == 0 || posix_memalign(&p, 64, alloc) != 0)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes for a %dx%d %s matrix",
+                       alloc, K, N, tt_dtype_name(dtype));
+    memset(p, 0, alloc);
+    m->data = p;
+    m->dtype = dtype;
+    m->K = K;
+    m->N = N;
+    m->n_panels = (N + KERNELS_NR - 1) / KERNELS_NR;
+    m->panel_elems = packed_panel_elems(dtype, K);
+    return TT_OK;
+}
+
+void packed_matrix_free(packed_matrix *m)
+{
+    free(m->data);
+    memset(m, 0, sizeof *m);
+}
+
+static inline size_t packed_index(const packed_matrix *m, int k, int n)
+{
+    size_t base = (size_t)(n / KERNELS_NR) * m->panel_elems;
+    size_t j = (size_t)(n % KERNELS_NR);
+    if (m->dtype == TT_BF16)
+        return base + (size_t)(k / 2) * 2 * KERNELS_NR + j * 2 + (size_t)(k & 1);
+    return base + (size_t)k * KERNELS_NR + j;
+}
+
+float packed_matrix_get(const packed_matrix *m, int k, int n)
+{
+    return tt_load_f32(m->data, m->dtype, packed_index(m, k, n));
+}
+
+void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1)
+{
+    float buf[256];
+    if (!transposed) {
+        /* (K, N): row k holds every output column; copy 32 at a time into the panels. */
+        for (int k = 0; k < m->K; k++)
+            for (int n = n0; n < n1; n += KERNELS_NR) {
+                int cnt = n1 - n < KERNELS_NR ? n1 - n : KERNELS_NR;
+                tensor_ref_to_f32(src, (size_t)k * (size_t)m->N + (size_t)n, (size_t)cnt, buf);
+                for (int j = 0; j < cnt; j++)
+                    tt_store_f32(m->data, m->dtype, packed_index(m, k, n + j), buf[j]);
+            }
+    } else {
+        /* (N, K): source row n is output column n. */
+        for (int n = n0; n < n1; n++)
+            for (int k = 0; k < m->K; k += 256) {
+                int cnt = m->K - k < 256 ? m->K - k : 256;
+                tensor_ref_to_f32(src, (size_t)n * (size_t)m->K + (size_t)k, (size_t)cnt, buf);
+                for (int i = 0; i < cnt; i++)
+                    tt_store_f32(m->data, m->dtype, packed_index(m, k + i, n), buf[i]);
+            }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Shared row kernels */
+
+void kernels_layernorm(float *out, const float *x, const float *w, const float *b, int C,
+                       float eps, int t0, int t1)
+{
+    for (int t = t0; t < t1; t++) {
+        const float *xr = x + (size_t)t * (size_t)C;
+        float *o = out + (size_t)t * (size_t)C;
+        float sum = 0.0f;
+        for (int i = 0; i < C; i++)
+            sum += xr[i];
+        float mean = sum / (float)C;
+        float ss = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float d = xr[i] - mean;
+            ss += d * d;
+        }
+        float rstd = gpt2_layernorm_rstd(ss / (float)C, eps);
+        for (int i = 0; i < C; i++)
+            o[i] = gpt2_layernorm_apply(xr[i], mean, rstd, w[i], b[i]);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reference kernels: plain C, the order of every sum fixed and obvious. */
+
+static void ref_matmul(const matmul_args *a, int p0, int p1)
+{
+    const packed_matrix *w = a->w;
+    for (int p = p0; p < p1; p++) {
+        int n0 = p * KERNELS_NR;
+        int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
+        for (int t = 0; t < a->T; t++) {
+            const float *x = a->x + (size_t)t * (size_t)a->ldx;
+            float acc[KERNELS_NR] = {0};
+            for (int k = 0; k < w->K; k++)
+                for (int j = 0; j < nc; j++)
+                    acc[j] += x[k] * packed_matrix_get(w, k, n0 + j);
+            float *o = a->out + (size_t)t * (size_t)a->ldo + n0;
+            for (int j = 0; j < nc; j++) {
+                float y = acc[j] + (a->bias ? a->bias[n0 + j] : 0.0f);
+                switch (a->epilogue) {
+                case MM_STORE: o[j] = y; break;
+                case MM_ADD: o[j] += y; break;
+                case MM_GELU_TANH: o[j] = gpt2_gelu_tanh(y); break;
+                case MM_GELU_ERF: o[j] = gpt2_gelu_erf(y); break;
+                }
+            }
+        }
+    }
+}
+
+static void ref_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
+{
+    const int HS = a->HS;
+    const float scale = gpt2_attn_scale(HS);
+    const float *kh = a->k + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
+    for (int i = t0; i < t1; i++) {
+        const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
+        float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
+        int n = a->pos + i + 1;             /* keys 0 .. pos+i */
+        float mx = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            const float *kr = kh + (size_t)t * (size_t)HS;
+            float s = 0.0f;
+            for (int d = 0; d < HS; d++)
+                s += q[d] * kr[d];
+            s *= scale;
+            scratch[t] = s;
+            if (s > mx)
+                mx = s;
+        }
+        float sum = 0.0f;
+        for (int t = 0; t < n; t++) {
+            scratch[t] = expf(scratch[t] - mx);
+            sum += scratch[t];
+        }
+        float inv = 1.0f / sum;
+        for (int d = 0; d < HS; d++)
+            o[d] = 0.0f;
+        for (int t = 0; t < n; t++) {
+            const float *vr = vh + (size_t)t * (size_t)HS;
+            float p = scratch[t] * inv;
+            for (int d = 0; d < HS; d++)
+                o[d] += p * vr[d];
+        }
+    }
+}
+
+static const kernels reference_set = {
+    .name = "reference",
+    .matmul = ref_matmul,
+    .attention = ref_attention,
+};
+
+const kernels *kernels_reference(void)
+{
+    return &reference_set;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Choice */
+
+const kernels *kernels_by_name(const char *name)
+{
+    if (strcmp(name, "reference") == 0)
+        return &reference_set;
+#ifdef KERNELS_X86
+    if (strcmp(name, "avx512") == 0)
+        return kernels_avx512();
+#endif
+    return NULL;
+}
+
+const kernels *kernels_select(void)
+{
+    const char *want = getenv("TOKENTOP_KERNELS");
+    if (want && *want) {
+        const kernels *k = kernels_by_name(want);
+        if (k)
+            return k;
+    }
+#ifdef KERNELS_X86
+    const kernels *k = kernels_avx512();
+    if (k)
+        return k;
+#endif
+    return &reference_set;
+}

@@ -1,0 +1,117 @@
+/* kernels.h: the CPU backend's compute kernels: packed weight matrices, the portable reference
+ * kernels and the SIMD sets chosen at run time (kernels_avx512.c, kernels_avx2.c).
+ *
+ * Every set computes in fp32 and accumulates in fp32 whatever the dtype the weights are held in;
+ * the sets differ in speed and in rounding order only (tests/check_kernels.c holds them to a
+ * tolerance). The reference set is plain C that any compiler can run; it is also what
+ * TOKENTOP_KERNELS=reference forces, so a test can compare both paths through the whole engine. */
+#ifndef TOKENTOP_KERNELS_H
+#define TOKENTOP_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/model.h"
+#include "core/status.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Packed weights
+ *
+ * A weight matrix W (K, N) multiplies activations from the right, y = x W, as GPT-2's Conv1D
+ * does (c_attn, c_proj, c_fc are stored [in, out] = [K, N]; the lm_head is wte (V, C) used
+ * transposed, K = C, N = V). Packed, W is a row of ceil(N / 32) panels of 32 output columns each,
+ * the columns past N zero-filled, every panel 64-byte aligned and contiguous, so one pass over the
+ * matrix is one sequential stream and a panel's k-th row is one or two cache lines:
+ *   F32, F16: panel (K, 32)              element (k, j) at k * 32 + j
+ *   BF16:     panel (K2 / 2, 32, 2)      element (k, j) at (k / 2) * 64 + j * 2 + k % 2
+ *             (K2 = K rounded up to even, the odd row zero) -- pairs along k share a 32-bit lane,
+ *             so a shift and a mask turn them into fp32, and it is the operand vdpbf16ps takes.
+ * Decode (one row) streams it once as a GEMV; prefill (T rows) reuses each panel for all T rows. */
+#define KERNELS_NR 32
+
+typedef struct {
+    void *data;              /* (n_panels, panel_elems) in dtype, owned; 64-byte aligned */
+    tt_dtype dtype;
+    int K, N;
+    int n_panels;            /* ceil(N / 32) */
+    size_t panel_elems;      /* K * 32, or K2 * 32 for BF16 */
+} packed_matrix;
+
+/* Bytes packed_matrix_init allocates for a (K, N) matrix held in dtype. */
+size_t packed_matrix_bytes(tt_dtype dtype, int K, int N);
+
+/* Allocates a zeroed (K, N) matrix in dtype. On failure (TT_ERR_NOMEM) m->data is NULL. */
+tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err);
+
+/* NULL data is safe; leaves m zeroed. */
+void packed_matrix_free(packed_matrix *m);
+
+/* Packs output columns [n0, n1) of W from a row-major source tensor, converting each value to
+ * m->dtype (round to nearest even, as dtype.h does). transposed = false: the source is (K, N)
+ * (Conv1D); true: it is (N, K) (the lm_head / wte). Split [n0, n1) over threads at multiples of 32. */
+void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1);
+
+/* Element (k, n) as float (tests, the tied token embedding). */
+float packed_matrix_get(const packed_matrix *m, int k, int n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Kernel arguments */
+
+typedef enum {
+    MM_STORE = 0,            /* out = x W + b */
+    MM_ADD,                  /* out += x W + b (the residual stream) */
+    MM_GELU_TANH,            /* out = gelu_tanh(x W + b) */
+    MM_GELU_ERF,             /* out = gelu_erf(x W + b) */
+} mm_epilogue;
+
+typedef struct {
+    float *out;              /* (T, ldo), columns 0 .. N-1 written */
+    int ldo;
+    const float *x;          /* (T, ldx), columns 0 .. K-1 read */
+    int ldx;
+    const packed_matrix *w;  /* (K, N) */
+    const float *bias;       /* (N) or NULL */
+    int T;
+    mm_epilogue epilogue;
+} matmul_args;
+
+/* Causal attention of T query rows at positions pos .. pos+T-1 over the cache (keys 0 .. pos+i
+ * for query i), one head at a time. q and out are rows of the activation buffers. */
+typedef struct {
+    const float *q;          /* (T, ldq); head h at columns h*HS .. h*HS+HS-1 */
+    int ldq;
+    const float *k, *v;      /* (NH, n_ctx, HS) one layer of the cache */
+    int n_ctx;
+    float *out;              /* (T, ldo); head h at columns h*HS .. */
+    int ldo;
+    int T, pos, NH, HS;
+} attention_args;
+
+typedef struct {
+    const char *name;        /* "reference", "avx2", "avx512" */
+    /* Computes output panels [p0, p1) of a->w (columns 32*p0 .. min(32*p1, N)-1) for all T rows:
+     * disjoint panel ranges may run on different threads at once. */
+    void (*matmul)(const matmul_args *a, int p0, int p1);
+    /* Attention for head h, query rows [t0, t1). scratch holds pos + t1 floats. */
+    void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
+} kernels;
+
+/* The portable set (always available). */
+const kernels *kernels_reference(void);
+
+/* The best set this CPU runs, unless the environment variable TOKENTOP_KERNELS names one
+ * ("reference", "avx2", "avx512"; a set the CPU or the build lacks falls back to the best one
+ * available). Never NULL. */
+const kernels *kernels_select(void);
+
+/* The set called name if this build has it and this CPU runs it, else NULL. */
+const kernels *kernels_by_name(const char *name);
+
+/* LayerNorm of rows [t0, t1) of x (T, C): out = (x - mean) * rstd * w + b, biased variance.
+ * Shared by every set: it is a sliver of the work, and one formula keeps the sets comparable. */
+void kernels_layernorm(float *out, const float *x, const float *w, const float *b, int C,
+                       float eps, int t0, int t1);
+
+#endif

@@ -1,0 +1,360 @@
+/* kernels_avx512.c: the AVX-512 kernel set (built with AVX-512 flags, chosen at run time).
+ *
+ * Matmul: a register tile of up to 12 rows x 32 columns (24 zmm accumulators) walks down one
+ * packed panel; each k step loads the panel row once (fp32 direct, fp16 through vcvtph2ps, bf16
+ * through a shift and a mask of the pair-interleaved lanes) and broadcasts one activation per
+ * tile row. One row (decode) is a GEMV that streams the panel with split accumulators. Two FMA
+ * ports at 4-cycle latency need at least 8 independent accumulators to stay busy; 24 leave room
+ * for the loads. The epilogue adds the bias and applies GELU or the residual add in registers. */
+#include "core/kernels.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#include "core/gpt2_math.h"
+
+#define MR_MAX 12
+
+/* ---------------------------------------------------------------------------------------------
+ * Vector math */
+
+/* e^x, Cephes expf's polynomial on [-ln2/2, ln2/2]; scalef applies 2^n without overflow tricks
+ * (large x gives +inf, very negative x gives 0). About 1 ulp. */
+static inline __m512 v_exp(__m512 x)
+{
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.8f)), _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), with
+ * tanh(u) = 1 - 2 / (1 + e^(2u)): the same formula as gpt2_math.h, evaluated in vector form. */
+static inline __m512 v_gelu_tanh(__m512 x)
+{
+    __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    __m512 u = _mm512_mul_ps(_mm512_set1_ps(GPT2_SQRT_2_OVER_PI),
+                             _mm512_fmadd_ps(_mm512_set1_ps(GPT2_GELU_COEF), x3, x));
+    __m512 e = v_exp(_mm512_add_ps(u, u));
+    __m512 th = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                              _mm512_div_ps(_mm512_set1_ps(2.0f),
+                                            _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
+                         _mm512_add_ps(_mm512_set1_ps(1.0f), th));
+}
+
+static inline __m512 v_gelu_erf(__m512 x)
+{
+    float t[16];
+    _mm512_storeu_ps(t, x);
+    for (int i = 0; i < 16; i++)
+        t[i] = gpt2_gelu_erf(t[i]);
+    return _mm512_loadu_ps(t);
+}
+
+static inline float v_hsum(__m512 v)
+{
+    return _mm512_reduce_add_ps(v);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Matmul */
+
+/* Bias, activation or residual add, then the store of one tile row's 32 columns (masked past N). */
+static inline __attribute__((always_inline)) void
+mm_finish(const matmul_args *a, int t, int n0, __mmask16 m0, __mmask16 m1, __m512 c0, __m512 c1)
+{
+    if (a->bias) {
+        c0 = _mm512_add_ps(c0, _mm512_maskz_loadu_ps(m0, a->bias + n0));
+        c1 = _mm512_add_ps(c1, _mm512_maskz_loadu_ps(m1, a->bias + n0 + 16));
+    }
+    float *o = a->out + (size_t)t * (size_t)a->ldo + n0;
+    switch (a->epilogue) {
+    case MM_STORE:
+        break;
+    case MM_ADD:
+        c0 = _mm512_add_ps(c0, _mm512_maskz_loadu_ps(m0, o));
+        c1 = _mm512_add_ps(c1, _mm512_maskz_loadu_ps(m1, o + 16));
+        break;
+    case MM_GELU_TANH:
+        c0 = v_gelu_tanh(c0);
+        c1 = v_gelu_tanh(c1);
+        break;
+    case MM_GELU_ERF:
+        c0 = v_gelu_erf(c0);
+        c1 = v_gelu_erf(c1);
+        break;
+    }
+    _mm512_mask_storeu_ps(o, m0, c0);
+    _mm512_mask_storeu_ps(o + 16, m1, c1);
+}
+
+/* The panel row k (or rows k, k+1 for bf16) as fp32 vectors: b0 = columns 0-15, b1 = 16-31. */
+static inline __attribute__((always_inline)) void
+load_row(tt_dtype dt, const void *panel, int k, __m512 *b0, __m512 *b1)
+{
+    if (dt == TT_F32) {
+        const float *w = (const float *)panel + (size_t)k * KERNELS_NR;
+        *b0 = _mm512_load_ps(w);
+        *b1 = _mm512_load_ps(w + 16);
+    } else {
+        const uint16_t *w = (const uint16_t *)panel + (size_t)k * KERNELS_NR;
+        *b0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)w));
+        *b1 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(w + 16)));
+    }
+}
+
+/* bf16 pair row kp: even (k = 2kp) and odd (k = 2kp+1) rows for columns 0-15 and 16-31. */
+static inline __attribute__((always_inline)) void
+load_pair_bf16(const void *panel, int kp, __m512 *e0, __m512 *o0, __m512 *e1, __m512 *o1)
+{
+    const uint16_t *w = (const uint16_t *)panel + (size_t)kp * 2 * KERNELS_NR;
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i u0 = _mm512_load_si512((const void *)w);
+    __m512i u1 = _mm512_load_si512((const void *)(w + 32));
+    *e0 = _mm512_castsi512_ps(_mm512_slli_epi32(u0, 16));
+    *o0 = _mm512_castsi512_ps(_mm512_and_si512(u0, hi));
+    *e1 = _mm512_castsi512_ps(_mm512_slli_epi32(u1, 16));
+    *o1 = _mm512_castsi512_ps(_mm512_and_si512(u1, hi));
+}
+
+/* MR rows t0 .. t0+MR-1 against panel p. MR is a constant after inlining, so c0/c1 live in
+ * registers and the row loops unroll. */
+static inline __attribute__((always_inline)) void
+mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, int p)
+{
+    const packed_matrix *w = a->w;
+    const void *panel = (const char *)w->data + (size_t)p * w->panel_elems * tt_dtype_size(dt);
+    const float *x = a->x + (size_t)t0 * (size_t)a->ldx;
+    const size_t ldx = (size_t)a->ldx;
+    const int K = w->K;
+    __m512 c0[MR_MAX], c1[MR_MAX];
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        c0[r] = _mm512_setzero_ps();
+        c1[r] = _mm512_setzero_ps();
+    }
+    if (dt == TT_BF16) {
+        int kp = 0;
+        for (; 2 * kp + 1 < K; kp++) {
+            __m512 e0, o0, e1, o1;
+            load_pair_bf16(panel, kp, &e0, &o0, &e1, &o1);
+#pragma GCC unroll 12
+            for (int r = 0; r < MR; r++) {
+                __m512 xe = _mm512_set1_ps(x[r * ldx + 2 * kp]);
+                __m512 xo = _mm512_set1_ps(x[r * ldx + 2 * kp + 1]);
+                c0[r] = _mm512_fmadd_ps(xe, e0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(xe, e1, c1[r]);
+                c0[r] = _mm512_fmadd_ps(xo, o0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(xo, o1, c1[r]);
+            }
+        }
+        if (2 * kp < K) {                   /* odd K: the last row has no partner */
+            __m512 e0, o0, e1, o1;
+            load_pair_bf16(panel, kp, &e0, &o0, &e1, &o1);
+#pragma GCC unroll 12
+            for (int r = 0; r < MR; r++) {
+                __m512 xe = _mm512_set1_ps(x[r * ldx + 2 * kp]);
+                c0[r] = _mm512_fmadd_ps(xe, e0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(xe, e1, c1[r]);
+            }
+        }
+    } else {
+        for (int k = 0; k < K; k++) {
+            __m512 b0, b1;
+            load_row(dt, panel, k, &b0, &b1);
+#pragma GCC unroll 12
+            for (int r = 0; r < MR; r++) {
+                __m512 xa = _mm512_set1_ps(x[r * ldx + k]);
+                c0[r] = _mm512_fmadd_ps(xa, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(xa, b1, c1[r]);
+            }
+        }
+    }
+    int n0 = p * KERNELS_NR;
+    int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
+    __mmask16 m0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
+    __mmask16 m1 = nc >= 32 ? 0xffff : nc <= 16 ? 0 : (__mmask16)((1u << (nc - 16)) - 1);
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++)
+        mm_finish(a, t0 + r, n0, m0, m1, c0[r], c1[r]);
+}
+
+/* One row: the decode GEMV. Four accumulators (two k phases) hide the FMA latency, since here
+ * nothing else would. */
+static inline __attribute__((always_inline)) void
+mm_row(const matmul_args *a, tt_dtype dt, int t, int p)
+{
+    const packed_matrix *w = a->w;
+    const void *panel = (const char *)w->data + (size_t)p * w->panel_elems * tt_dtype_size(dt);
+    const float *x = a->x + (size_t)t * (size_t)a->ldx;
+    const int K = w->K;
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+    int k = 0;
+    if (dt == TT_BF16) {
+        for (; k + 1 < K; k += 2) {
+            __m512 e0, o0, e1, o1;
+            load_pair_bf16(panel, k / 2, &e0, &o0, &e1, &o1);
+            __m512 xe = _mm512_set1_ps(x[k]), xo = _mm512_set1_ps(x[k + 1]);
+            c0 = _mm512_fmadd_ps(xe, e0, c0);
+            c1 = _mm512_fmadd_ps(xe, e1, c1);
+            c2 = _mm512_fmadd_ps(xo, o0, c2);
+            c3 = _mm512_fmadd_ps(xo, o1, c3);
+        }
+        if (k < K) {
+            __m512 e0, o0, e1, o1;
+            load_pair_bf16(panel, k / 2, &e0, &o0, &e1, &o1);
+            __m512 xe = _mm512_set1_ps(x[k]);
+            c0 = _mm512_fmadd_ps(xe, e0, c0);
+            c1 = _mm512_fmadd_ps(xe, e1, c1);
+        }
+    } else {
+        for (; k + 1 < K; k += 2) {
+            __m512 b0, b1, b2, b3;
+            load_row(dt, panel, k, &b0, &b1);
+            load_row(dt, panel, k + 1, &b2, &b3);
+            __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
+            c0 = _mm512_fmadd_ps(x0, b0, c0);
+            c1 = _mm512_fmadd_ps(x0, b1, c1);
+            c2 = _mm512_fmadd_ps(x1, b2, c2);
+            c3 = _mm512_fmadd_ps(x1, b3, c3);
+        }
+        if (k < K) {
+            __m512 b0, b1;
+            load_row(dt, panel, k, &b0, &b1);
+            __m512 x0 = _mm512_set1_ps(x[k]);
+            c0 = _mm512_fmadd_ps(x0, b0, c0);
+            c1 = _mm512_fmadd_ps(x0, b1, c1);
+        }
+    }
+    int n0 = p * KERNELS_NR;
+    int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
+    __mmask16 m0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
+    __mmask16 m1 = nc >= 32 ? 0xffff : nc <= 16 ? 0 : (__mmask16)((1u << (nc - 16)) - 1);
+    mm_finish(a, t, n0, m0, m1, _mm512_add_ps(c0, c2), _mm512_add_ps(c1, c3));
+}
+
+/* All rows against panels [p0, p1), 12 rows at a time, the rest in one smaller tile. */
+static inline __attribute__((always_inline)) void
+mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1)
+{
+    for (int p = p0; p < p1; p++) {
+        int t = 0;
+        for (; t + MR_MAX <= a->T; t += MR_MAX)
+            mm_tile(a, dt, MR_MAX, t, p);
+        switch (a->T - t) {
+        case 0: break;
+        case 1: mm_row(a, dt, t, p); break;
+        case 2: mm_tile(a, dt, 2, t, p); break;
+        case 3: mm_tile(a, dt, 3, t, p); break;
+        case 4: mm_tile(a, dt, 4, t, p); break;
+        case 5: mm_tile(a, dt, 5, t, p); break;
+        case 6: mm_tile(a, dt, 6, t, p); break;
+        case 7: mm_tile(a, dt, 7, t, p); break;
+        case 8: mm_tile(a, dt, 8, t, p); break;
+        case 9: mm_tile(a, dt, 9, t, p); break;
+        case 10: mm_tile(a, dt, 10, t, p); break;
+        default: mm_tile(a, dt, 11, t, p); break;
+        }
+    }
+}
+
+static void mm_f32(const matmul_args *a, int p0, int p1) { mm_panels(a, TT_F32, p0, p1); }
+static void mm_f16(const matmul_args *a, int p0, int p1) { mm_panels(a, TT_F16, p0, p1); }
+static void mm_bf16(const matmul_args *a, int p0, int p1) { mm_panels(a, TT_BF16, p0, p1); }
+
+static void avx512_matmul(const matmul_args *a, int p0, int p1)
+{
+    switch (a->w->dtype) {
+    case TT_F32: mm_f32(a, p0, p1); break;
+    case TT_F16: mm_f16(a, p0, p1); break;
+    case TT_BF16: mm_bf16(a, p0, p1); break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Attention */
+
+static void avx512_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
+{
+    const int HS = a->HS;
+    const float scale = gpt2_attn_scale(HS);
+    const float *kh = a->k + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
+    const int nv = (HS + 15) / 16;           /* head vectors; the last one masked */
+    const __mmask16 tail = (HS % 16) ? (__mmask16)((1u << (HS % 16)) - 1) : 0xffff;
+    for (int i = t0; i < t1; i++) {
+        const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
+        float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
+        const int n = a->pos + i + 1;
+        float mx = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            const float *kr = kh + (size_t)t * (size_t)HS;
+            __m512 s = _mm512_setzero_ps();
+            for (int d = 0; d < nv; d++) {
+                __mmask16 m = d == nv - 1 ? tail : 0xffff;
+                s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 16 * d),
+                                    _mm512_maskz_loadu_ps(m, kr + 16 * d), s);
+            }
+            float sc = v_hsum(s) * scale;
+            scratch[t] = sc;
+            mx = sc > mx ? sc : mx;
+        }
+        __m512 vmx = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
+        int t = 0;
+        for (; t + 16 <= n; t += 16) {
+            __m512 e = v_exp(_mm512_sub_ps(_mm512_loadu_ps(scratch + t), vmx));
+            _mm512_storeu_ps(scratch + t, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        if (t < n) {
+            __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
+            __m512 e = v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scratch + t), vmx));
+            e = _mm512_maskz_mov_ps(m, e);
+            _mm512_mask_storeu_ps(scratch + t, m, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        const float inv = 1.0f / v_hsum(vsum);
+        for (int d = 0; d < nv; d++) {
+            __mmask16 m = d == nv - 1 ? tail : 0xffff;
+            __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+            int u = 0;
+            for (; u + 1 < n; u += 2) {
+                acc0 = _mm512_fmadd_ps(_mm512_set1_ps(scratch[u]),
+                                       _mm512_maskz_loadu_ps(m, vh + (size_t)u * HS + 16 * d), acc0);
+                acc1 = _mm512_fmadd_ps(_mm512_set1_ps(scratch[u + 1]),
+                                       _mm512_maskz_loadu_ps(m, vh + (size_t)(u + 1) * HS + 16 * d),
+                                       acc1);
+            }
+            if (u < n)
+                acc0 = _mm512_fmadd_ps(_mm512_set1_ps(scratch[u]),
+                                       _mm512_maskz_loadu_ps(m, vh + (size_t)u * HS + 16 * d), acc0);
+            _mm512_mask_storeu_ps(o + 16 * d, m,
+                                  _mm512_mul_ps(_mm512_add_ps(acc0, acc1), _mm512_set1_ps(inv)));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The set */
+
+static const kernels avx512_set = {
+    .name = "avx512",
+    .matmul = avx512_matmul,
+    .attention = avx512_attention,
+};
+
+/* The CPU check is the caller's (kernels.c, built without AVX-512 flags). */
+const kernels *kernels_avx512_get(void)
+{
+    return &avx512_set;
+}
