@@ -285,6 +285,117 @@ static const char *const gen_words[] = {
 };
 #define N_GEN_WORDS (sizeof gen_words / sizeof gen_words[0])
 
+typedef struct {
+    int *sym;                    /* token ids of the word's current segmentation */
+    int n;
+    uint64_t weight;
+} train_word;
+
+typedef struct {
+    int a, b;
+    uint64_t weight;
+} train_pair;
+
+static int cmp_pair(const void *x, const void *y)
+{
+    const train_pair *p = x, *q = y;
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    return p->b < q->b ? -1 : p->b > q->b;
+}
+
+static tt_status train_words(vocab_set *v, int want, char sym_of_byte[256][3], sbuf *m,
+                             tt_error *err)
+{
+    size_t nw = 2 * N_GEN_WORDS, total = 0;
+    train_word *w = calloc(nw, sizeof *w);
+    train_pair *pairs = NULL, *banned = NULL;
+    size_t nbanned = 0;
+    tt_status s = TT_OK;
+    if (!w)
+        return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nw; i++) {
+        const char *word = gen_words[i / 2];
+        bool spaced = i % 2 == 0;
+        w[i].sym = malloc((strlen(word) + 1) * sizeof *w[i].sym);
+        if (!w[i].sym) {
+            s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        if (spaced)
+            w[i].sym[w[i].n++] = vs_find(v, sym_of_byte[' ']);
+        for (const char *c = word; *c; c++)
+            w[i].sym[w[i].n++] = vs_find(v, sym_of_byte[(unsigned char)*c]);
+        w[i].weight = (spaced ? 3u : 1u) * (1000000u / (uint64_t)(i / 2 + 1));
+        total += (size_t)w[i].n;
+    }
+    pairs = malloc((total + 1) * sizeof *pairs);
+    banned = malloc((total + 1) * sizeof *banned);
+    if (!pairs || !banned) {
+        s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    while (v->n < want) {
+        /* Weighted counts of adjacent pairs; the heaviest wins, ties to the smallest ids. */
+        size_t np = 0;
+        for (size_t i = 0; i < nw; i++)
+            for (int k = 0; k + 1 < w[i].n; k++)
+                pairs[np++] = (train_pair){w[i].sym[k], w[i].sym[k + 1], w[i].weight};
+        if (np == 0)
+            break;
+        qsort(pairs, np, sizeof *pairs, cmp_pair);
+        train_pair best = {-1, -1, 0};
+        for (size_t i = 0; i < np; ) {
+            train_pair p = pairs[i];
+            size_t j = i + 1;
+            for (; j < np && pairs[j].a == p.a && pairs[j].b == p.b; j++)
+                p.weight += pairs[j].weight;
+            i = j;
+            bool is_banned = false;
+            for (size_t k = 0; k < nbanned && !is_banned; k++)
+                is_banned = banned[k].a == p.a && banned[k].b == p.b;
+            if (!is_banned && p.weight > best.weight)
+                best = p;
+        }
+        if (best.a < 0)
+            break;
+        char joined[256];
+        snprintf(joined, sizeof joined, "%s%s", v->tok[best.a], v->tok[best.b]);
+        if (vs_find(v, joined) >= 0) {
+            banned[nbanned++] = best;
+            continue;
+        }
+        sb_str(m, v->tok[best.a]);
+        sb_str(m, " ");
+        sb_str(m, v->tok[best.b]);
+        sb_str(m, "\n");
+        int id = vs_add(v, joined);
+        if (id < 0) {
+            s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < nw; i++) {
+            int o = 0;
+            for (int k = 0; k < w[i].n; k++) {
+                if (k + 1 < w[i].n && w[i].sym[k] == best.a && w[i].sym[k + 1] == best.b) {
+                    w[i].sym[o++] = id;
+                    k++;
+                } else {
+                    w[i].sym[o++] = w[i].sym[k];
+                }
+            }
+            w[i].n = o;
+        }
+    }
+out:
+    for (size_t i = 0; i < nw; i++)
+        free(w[i].sym);
+    free(w);
+    free(pairs);
+    free(banned);
+    return s;
+}
+
 /* Builds the vocabulary in v (V-1 tokens; <|endoftext|> is added by the caller) and the merges
  * in m ("left right\n" lines). */
 static tt_status gen_vocab(vocab_set *v, int V, sbuf *m, tt_error *err)
@@ -312,34 +423,13 @@ static tt_status gen_vocab(vocab_set *v, int V, sbuf *m, tt_error *err)
         }                                                                             \
     } while (0)
 
-    /* Phase 1: the word list, level by level: every 2-symbol prefix, then every 3-symbol one...
-     * The longest prefix of the variant built so far is looked up, so each merge joins two
-     * tokens already in the vocabulary. */
-    const char *space = sym_of_byte[' '];  /* "Ġ" */
-    for (int level = 2; level <= 16 && v->n < want; level++)
-        for (size_t w = 0; w < N_GEN_WORDS && v->n < want; w++)
-            for (int variant = 0; variant < 2 && v->n < want; variant++) {
-                char word[64];
-                snprintf(word, sizeof word, "%s%s", variant == 0 ? space : "", gen_words[w]);
-                /* Symbols of the word: "Ġ" is two bytes, letters one. */
-                int nsym = 0, start[64];
-                for (int i = 0; word[i]; ) {
-                    start[nsym++] = i;
-                    i += ((unsigned char)word[i] >= 0xC0) ? 2 : 1;
-                }
-                start[nsym] = (int)strlen(word);
-                if (nsym < level)
-                    continue;
-                char left[64], right[8];
-                memcpy(left, word, (size_t)start[level - 1]);
-                left[start[level - 1]] = 0;
-                size_t rl = (size_t)(start[level] - start[level - 1]);
-                memcpy(right, word + start[level - 1], rl);
-                right[rl] = 0;
-                if (vs_find(v, left) < 0)   /* prefix not built (can happen after a cut) */
-                    continue;
-                ADD_MERGE(left, right);
-            }
+    /* Phase 1: BPE training on the word list (Zipf weights, the spaced form three times as
+     * frequent), so encoding replays the merges in the order they were learned and a listed word
+     * becomes one token. A merge whose result already exists through another split is banned
+     * instead, keeping "merge k makes token 256 + k" as in GPT-2's files. */
+    tt_status s = train_words(v, want, sym_of_byte, m, err);
+    if (s != TT_OK)
+        return s;
 
     /* Phase 2: extend merged tokens (in id order, the list growing as it goes) by frequent
      * letters; there is always a next one, so any V is reached. */
