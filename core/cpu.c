@@ -134,25 +134,30 @@ typedef struct {
     const float *x, *w, *b;
     int C, T;
     float eps;
+    threadpool_chunks rows;        /* blocks of 16 rows */
 } layernorm_job;
 
 static void layernorm_job_run(void *varg, int ith, int nth)
 {
     layernorm_job *j = varg;
-    int t0 = (int)((long)j->T * ith / nth), t1 = (int)((long)j->T * (ith + 1) / nth);
-    kernels_layernorm(j->out, j->x, j->w, j->b, j->C, j->eps, t0, t1);
+    int c;
+    while ((c = threadpool_next_chunk(&j->rows)) >= 0) {
+        int t0 = c * 16, t1 = t0 + 16 < j->T ? t0 + 16 : j->T;
+        kernels_layernorm(j->out, j->x, j->w, j->b, j->C, j->eps, t0, t1);
+    }
 }
 
 static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const float *w,
                           const float *b, int T)
 {
     const gpt2_config *cfg = ce->base.config;
-    if (T < 16) {                  /* a decode row: a microsecond, not worth a wake-up */
+    if (T < 32) {                  /* a decode row: a microsecond, not worth a wake-up */
         kernels_layernorm(out, x, w, b, cfg->C, cfg->ln_eps, 0, T);
         return;
     }
     layernorm_job j = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .T = T,
                        .eps = cfg->ln_eps};
+    threadpool_chunks_init(&j.rows, (T + 15) / 16);
     threadpool_run(ce->pool, layernorm_job_run, &j);
 }
 
@@ -314,18 +319,19 @@ typedef struct {
     packed_matrix *m;
     tensor_ref src;
     bool transposed;
+    threadpool_chunks panels;      /* blocks of 8 panels */
 } pack_job;
 
 static void pack_job_run(void *varg, int ith, int nth)
 {
     pack_job *j = varg;
-    int np = j->m->n_panels;
-    int p0 = (int)((long)np * ith / nth), p1 = (int)((long)np * (ith + 1) / nth);
-    int n0 = p0 * KERNELS_NR, n1 = p1 * KERNELS_NR;
-    if (n1 > j->m->N)
-        n1 = j->m->N;
-    if (n0 < n1)
+    int c;
+    while ((c = threadpool_next_chunk(&j->panels)) >= 0) {
+        int n0 = c * 8 * KERNELS_NR, n1 = n0 + 8 * KERNELS_NR;
+        if (n1 > j->m->N)
+            n1 = j->m->N;
         packed_matrix_pack(j->m, j->src, j->transposed, n0, n1);
+    }
 }
 
 static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, tensor_ref src, bool transposed,
@@ -335,6 +341,7 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, tensor_ref src, bool
     if (s != TT_OK)
         return s;
     pack_job j = {.m = m, .src = src, .transposed = transposed};
+    threadpool_chunks_init(&j.panels, (m->n_panels + 7) / 8);
     threadpool_run(ce->pool, pack_job_run, &j);
     ce->base.weight_bytes += packed_matrix_bytes(m->dtype, K, N);
     return TT_OK;

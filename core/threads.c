@@ -1,10 +1,11 @@
 /* threads.c: the fork-join pool: a generation counter announces a job, workers poll it for a
- * short while and then sleep on a condition variable; a done counter tells the caller when the
- * job is finished. */
+ * short while and then sleep on a condition variable; a job-state word counts the workers inside
+ * a job and closes it to latecomers once the caller's share is done. */
 #include "core/threads.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,15 +31,18 @@ struct threadpool {
     threadpool_fn fn;
     void *arg;
     _Atomic unsigned generation;    /* bumped once per job (and once to stop) */
-    _Atomic int done;               /* workers finished with the current job */
+    _Atomic int job_state;          /* workers inside the current job, | JOB_CLOSED once the
+                                       caller has finished its part: late workers stay out */
     _Atomic int sleepers;           /* workers blocked (or about to block) on wake */
     _Atomic int stop;
 
     pthread_mutex_t lock;
     pthread_cond_t wake;            /* workers wait here for a new generation */
-    pthread_cond_t finished;        /* the caller waits here for done == n - 1 */
+    pthread_cond_t finished;        /* the caller waits here for the last worker to leave */
     _Atomic int caller_sleeping;
 };
+
+#define JOB_CLOSED 0x40000000
 
 typedef struct {
     threadpool *pool;
@@ -98,8 +102,21 @@ static void *worker_main(void *varg)
         seen = wait_generation(p, seen);
         if (atomic_load(&p->stop))
             return NULL;
+        /* Join unless the caller already closed the job. fn and arg are read after joining:
+         * they belong to the job joined (the caller rewrites them only once it has closed the
+         * previous job and every worker inside has left). */
+        int st = atomic_load(&p->job_state);
+        bool joined = false;
+        while (!(st & JOB_CLOSED))
+            if (atomic_compare_exchange_weak(&p->job_state, &st, st + 1)) {
+                joined = true;
+                break;
+            }
+        if (!joined)
+            continue;
         p->fn(p->arg, ith, p->n);
-        if (atomic_fetch_add(&p->done, 1) + 1 == p->n - 1 && atomic_load(&p->caller_sleeping)) {
+        if (atomic_fetch_sub(&p->job_state, 1) - 1 == JOB_CLOSED &&
+            atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->lock);
             pthread_cond_signal(&p->finished);
             pthread_mutex_unlock(&p->lock);
@@ -164,22 +181,26 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
     }
     p->fn = fn;
     p->arg = arg;
-    atomic_store(&p->done, 0);
-    atomic_fetch_add(&p->generation, 1);       /* seq_cst: publishes fn, arg, done */
+    atomic_store(&p->job_state, 0);
+    atomic_fetch_add(&p->generation, 1);       /* seq_cst: publishes fn, arg, job_state */
     wake_workers(p);
     fn(arg, 0, p->n);
+    /* Our part returned, so every chunk has been claimed: workers that have not joined yet have
+     * nothing left to do and must not start now; wait only for those inside. On a busy machine
+     * a descheduled worker thus costs nothing instead of a scheduler time slice per job. */
+    atomic_fetch_or(&p->job_state, JOB_CLOSED);
     double t0 = 0.0;
-    for (int i = 0; atomic_load_explicit(&p->done, memory_order_acquire) < p->n - 1; i++) {
+    for (int i = 0; atomic_load(&p->job_state) != JOB_CLOSED; i++) {
         cpu_relax();
         if ((i & 255) != 255)
             continue;
         if (t0 == 0.0) {
             t0 = now_us();
         } else if (now_us() - t0 > THREADPOOL_SPIN_US) {
-            /* A worker was descheduled (another process has the core): stop burning ours. */
+            /* A worker inside was descheduled mid-chunk: stop burning our core. */
             pthread_mutex_lock(&p->lock);
             atomic_store(&p->caller_sleeping, 1);
-            while (atomic_load(&p->done) < p->n - 1)
+            while (atomic_load(&p->job_state) != JOB_CLOSED)
                 pthread_cond_wait(&p->finished, &p->lock);
             atomic_store(&p->caller_sleeping, 0);
             pthread_mutex_unlock(&p->lock);

@@ -13,15 +13,19 @@
 
 typedef struct threadpool threadpool;
 
-/* A job: called once on every thread with ith in [0, nth), ith 0 being the caller's thread. */
+/* A job. The caller's thread always runs it (ith 0); each worker runs it at most once, if it
+ * joins before the caller's call returns (ith 1 .. nth-1, distinct, so per-thread scratch indexed
+ * by ith is safe). So a job must hand out its work dynamically (threadpool_chunks below) and
+ * never assume every ith shows up: then it completes whoever joins, and a worker that another
+ * process keeps off the CPU delays nothing. */
 typedef void (*threadpool_fn)(void *arg, int ith, int nth);
 
 /* Starts n_threads - 1 workers (n_threads <= 0: one thread per online core). On failure *out is
  * NULL and no thread is left running. */
 tt_status threadpool_create(int n_threads, threadpool **out, tt_error *err);
 
-/* Runs fn(arg, ith, nth) on every thread of the pool and returns when all calls have returned.
- * Not reentrant: one job at a time, submitted from the thread that created the pool. */
+/* Runs fn(arg, ith, nth) as described above and returns when every call that started has
+ * returned. Not reentrant: one job at a time, submitted from the thread that created the pool. */
 void threadpool_run(threadpool *p, threadpool_fn fn, void *arg);
 
 /* Threads a job runs on, the caller's included. */
@@ -33,9 +37,8 @@ int threadpool_cores(void);
 /* Stops and joins the workers; NULL is safe. */
 void threadpool_free(threadpool *p);
 
-/* An atomic work counter for jobs that hand out chunks dynamically (a thread delayed by another
- * process does less, instead of making everyone wait): reset before threadpool_run, then each
- * thread loops on threadpool_next_chunk until it returns -1. */
+/* An atomic work counter: initialized before threadpool_run, then each thread that runs the job
+ * loops on threadpool_next_chunk until it returns -1. */
 typedef struct {
     int next;                /* accessed atomically */
     int end;

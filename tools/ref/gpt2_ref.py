@@ -219,7 +219,7 @@ def main():
              "ids %d %s" % (len(ids), " ".join(str(i) for i in ids))]
     for r in rows:
         lines.append("row %d argmax %d logits %s" % (
-            r, int(np.argmax(logits[r])), " ".join("%.9g" % v for v in logits[r])))
+            r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))
     text = "\n".join(lines) + "\n"
     if a.out:
         with open(a.out, "w") as f:

@@ -1,0 +1,449 @@
+/* check_forward.c: the CPU backend's logits equal an independent float64 reference
+ * (tools/ref/gpt2_ref.py, committed in tests/golden/) for every weight dtype, name layout, tied or
+ * untied lm_head, GELU variant and odd shape; threads and kernel sets do not change them. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/modelgen.h"
+#include "tests/testutil.h"
+
+/* fp32 compute against float64: |got - ref| <= GOLDEN_TOL + GOLDEN_EPS * |ref|. Observed errors
+ * are about 2e-6 on logits of magnitude 4; a weight rounded the wrong way or a dropped term gives
+ * 1e-3 or more. */
+#define GOLDEN_TOL 1e-4
+#define GOLDEN_EPS 1e-4
+
+/* ---------------------------------------------------------------------------------------------
+ * The golden models: the same options as tools/ref/mkgolden.sh (the checksum catches a mismatch). */
+
+typedef struct {
+    const char *name;              /* tests/golden/<name>.txt */
+    tt_dtype file_dtype;
+    tt_dtype held;                 /* engine_options.dtype */
+    bool no_prefix, mask_buffers, untied, erf;
+    uint64_t seed;
+    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default */
+} golden_case;
+
+static const golden_case golden_cases[] = {
+    {"tiny-f32", TT_F32, TT_F32, .seed = 1},
+    {"tiny-f32-as-bf16", TT_F32, TT_BF16, .seed = 1},
+    {"tiny-f32-as-fp16", TT_F32, TT_F16, .seed = 1},
+    {"tiny-f16", TT_F16, TT_F16, .seed = 1},
+    {"tiny-bf16", TT_BF16, TT_BF16, .seed = 1},
+    {"tiny-bf16-as-fp32", TT_BF16, TT_F32, .seed = 1},
+    {"noprefix-masks", TT_F32, TT_F32, .no_prefix = true, .mask_buffers = true, .seed = 7},
+    {"untied", TT_F32, TT_F32, .untied = true, .seed = 2},
+    {"untied-f16-as-bf16", TT_F16, TT_BF16, .untied = true, .seed = 2},
+    {"erf", TT_F32, TT_F32, .erf = true, .seed = 3},
+    {"odd", TT_F32, TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99},
+    {"odd-bf16", TT_BF16, TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3,
+     .FF = 99},
+    {"long", TT_F32, TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2},
+};
+#define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
+
+static uint64_t fnv1a64(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Writes the case's model into dir (config edited for erf). */
+static void golden_write_model(const golden_case *gc, const char *dir)
+{
+    modelgen_options o;
+    modelgen_options_default(&o);
+    o.dtype = gc->file_dtype;
+    o.prefix = !gc->no_prefix;
+    o.mask_buffers = gc->mask_buffers;
+    o.untied_lm_head = gc->untied;
+    o.seed = gc->seed;
+    if (gc->V) {
+        o.V = gc->V;
+        o.maxT = gc->maxT;
+        o.C = gc->C;
+        o.NH = gc->NH;
+        o.L = gc->L;
+        o.FF = gc->FF;
+    }
+    tt_error err;
+    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
+    if (gc->erf) {
+        const char *path = tu_path("%s/config.json", dir);
+        size_t len;
+        char *cfg = tu_read_file(path, &len);
+        ck_assert_ptr_nonnull(cfg);
+        const char *key = "\"activation_function\": \"gelu_new\"";
+        char *at = strstr(cfg, key);
+        ck_assert_msg(at != NULL, "config.json has no %s", key);
+        /* "gelu_new" -> "gelu"    : drop the 4 characters of "_new" */
+        char *tail = at + strlen("\"activation_function\": \"gelu");
+        memmove(tail, tail + 4, strlen(tail + 4) + 1);
+        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+        free(cfg);
+    }
+}
+
+typedef struct {
+    uint64_t fnv;
+    char dtype[16];
+    int V, n_ids, n_rows;
+    int32_t ids[512];
+    int rows[8], argmax[8];
+    float *logits[8];              /* (V) each */
+} golden;
+
+static void golden_read(const char *name, golden *g)
+{
+    memset(g, 0, sizeof *g);
+    const char *srcdir = getenv("TOKENTOP_SRCDIR");
+    const char *path = tu_path("%s/tests/golden/%s.txt", srcdir && *srcdir ? srcdir : ".", name);
+    char *text = tu_read_file(path, NULL);
+    ck_assert_msg(text != NULL, "cannot read %s (run the tests from the repository root, or set "
+                  "TOKENTOP_SRCDIR)", path);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *p;
+        if (sscanf(line, "safetensors_fnv1a64 %16llx", (unsigned long long *)&g->fnv) == 1)
+            continue;
+        if (sscanf(line, "dtype %15s", g->dtype) == 1 || sscanf(line, "V %d", &g->V) == 1)
+            continue;
+        if (strncmp(line, "ids ", 4) == 0) {
+            g->n_ids = (int)strtol(line + 4, &p, 10);
+            ck_assert(g->n_ids > 0 && g->n_ids <= 512);
+            for (int i = 0; i < g->n_ids; i++)
+                g->ids[i] = (int32_t)strtol(p, &p, 10);
+        } else if (strncmp(line, "row ", 4) == 0) {
+            ck_assert(g->n_rows < 8 && g->V > 0);
+            int r = g->n_rows++;
+            int off = 0;
+            ck_assert(sscanf(line, "row %d argmax %d logits %n", &g->rows[r], &g->argmax[r],
+                             &off) == 2);
+            g->logits[r] = malloc((size_t)g->V * sizeof(float));
+            p = line + off;
+            for (int i = 0; i < g->V; i++) {
+                char *end;
+                g->logits[r][i] = strtof(p, &end);
+                ck_assert_msg(end != p, "%s: row %d has fewer than %d logits", path, g->rows[r],
+                              g->V);
+                p = end;
+            }
+        }
+    }
+    free(text);
+    ck_assert_msg(g->fnv && g->V && g->n_ids && g->n_rows, "%s: incomplete golden file", path);
+}
+
+static void golden_free(golden *g)
+{
+    for (int r = 0; r < g->n_rows; r++)
+        free(g->logits[r]);
+}
+
+/* Compares row `row` of the engine's logits with the golden one; returns the largest error. */
+static double compare_row(const golden *g, int r, const float *got, const char *what)
+{
+    const float *ref = g->logits[r];
+    double worst = 0.0;
+    int best = 0;
+    for (int i = 0; i < g->V; i++) {
+        double err = fabs((double)got[i] - (double)ref[i]);
+        double tol = GOLDEN_TOL + GOLDEN_EPS * fabs((double)ref[i]);
+        ck_assert_msg(err <= tol, "%s: row %d logit %d: got %.7g, reference %.7g (error %.3g > %.3g)",
+                      what, g->rows[r], i, got[i], ref[i], err, tol);
+        worst = err > worst ? err : worst;
+        if (got[i] > got[best])
+            best = i;
+    }
+    /* The argmax agrees unless the reference's top two are within the tolerance. */
+    double gap = (double)ref[g->argmax[r]] - (double)ref[best];
+    ck_assert_msg(best == g->argmax[r] || gap <= 2 * GOLDEN_TOL,
+                  "%s: row %d argmax %d, reference %d", what, g->rows[r], best, g->argmax[r]);
+    return worst;
+}
+
+static engine *make_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
+{
+    engine_options o;
+    engine_options_default(&o);
+    o.dtype = d;
+    o.n_threads = n_threads;
+    o.n_ctx = n_ctx;
+    engine *e = NULL;
+    tt_error err;
+    ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "cpu_engine_create: %s", err.msg);
+    return e;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Golden comparisons */
+
+START_TEST(logits_match_the_float64_reference)
+{
+    const golden_case *gc = &golden_cases[_i];
+    golden g;
+    golden_read(gc->name, &g);
+    ck_assert_str_eq(g.dtype, tt_dtype_name(gc->held));
+
+    char *dir = tu_tmpdir();
+    golden_write_model(gc, dir);
+    size_t len;
+    char *blob = tu_read_file(tu_path("%s/model.safetensors", dir), &len);
+    ck_assert_ptr_nonnull(blob);
+    uint64_t h = fnv1a64((const unsigned char *)blob, len);
+    free(blob);
+    ck_assert_msg(h == g.fnv, "%s: modelgen wrote a different model.safetensors (FNV %016llx, "
+                  "golden %016llx): regenerate tests/golden with tools/ref/mkgolden.sh", gc->name,
+                  (unsigned long long)h, (unsigned long long)g.fnv);
+
+    model *m;
+    tt_error err;
+    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "model_load: %s", err.msg);
+    ck_assert_int_eq(m->config.V, g.V);
+    engine *e = make_engine(m, gc->held, 2, 0);
+    ck_assert_msg(engine_forward(e, g.ids, g.n_ids, 0, true, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(e->n_logits, g.n_ids);
+    ck_assert_int_eq(e->n_past, g.n_ids);
+    char what[256];
+    snprintf(what, sizeof what, "%s (%s)", gc->name, e->description);
+    for (int r = 0; r < g.n_rows; r++)
+        compare_row(&g, r, engine_logits(e, g.rows[r]), what);
+
+    /* Last-row-only logits are the same numbers. */
+    ck_assert(engine_forward(e, g.ids, g.n_ids, 0, false, &err) == TT_OK);
+    ck_assert_int_eq(e->n_logits, 1);
+    if (g.rows[g.n_rows - 1] == g.n_ids - 1)
+        compare_row(&g, g.n_rows - 1, engine_logits(e, 0), what);
+
+    engine_free(e);
+    model_free(m);
+    golden_free(&g);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(reference_kernels_match_the_float64_reference)
+{
+    /* The portable path, forced the way a user would (TOKENTOP_KERNELS), for each dtype. */
+    static const int cases[] = {0, 3, 4, 11};        /* tiny-f32, tiny-f16, tiny-bf16, odd-bf16 */
+    setenv("TOKENTOP_KERNELS", "reference", 1);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const golden_case *gc = &golden_cases[cases[c]];
+        golden g;
+        golden_read(gc->name, &g);
+        char *dir = tu_tmpdir();
+        golden_write_model(gc, dir);
+        model *m;
+        tt_error err;
+        ck_assert(model_load(dir, &m, &err) == TT_OK);
+        engine *e = make_engine(m, gc->held, 2, 0);
+        ck_assert_msg(strstr(e->description, "reference") != NULL, "%s", e->description);
+        ck_assert(engine_forward(e, g.ids, g.n_ids, 0, true, &err) == TT_OK);
+        for (int r = 0; r < g.n_rows; r++)
+            compare_row(&g, r, engine_logits(e, g.rows[r]), e->description);
+        engine_free(e);
+        model_free(m);
+        golden_free(&g);
+        tu_rmtree(dir);
+        free(dir);
+    }
+    unsetenv("TOKENTOP_KERNELS");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Threads, kernel sets, dtypes */
+
+static float *run_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n)
+{
+    engine *e = make_engine(m, d, n_threads, 0);
+    tt_error err;
+    ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
+    size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
+    float *out = malloc(bytes);
+    memcpy(out, e->logits, bytes);
+    engine_free(e);
+    return out;
+}
+
+static model *tiny_model(char **dir, const golden_case *gc)
+{
+    *dir = tu_tmpdir();
+    golden_write_model(gc, *dir);
+    model *m;
+    tt_error err;
+    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
+    return m;
+}
+
+START_TEST(thread_count_does_not_change_logits)
+{
+    /* Every output column and head is computed whole by one thread, so the split cannot change
+     * the sums: the logits must be bit-identical. */
+    char *dir;
+    model *m = tiny_model(&dir, &golden_cases[10]);   /* odd shapes */
+    int32_t ids[37];
+    for (int i = 0; i < 37; i++)
+        ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
+    size_t n = (size_t)37 * (size_t)m->config.V;
+    for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+        float *one = run_all_logits(m, d, 1, ids, 37);
+        for (int nt = 2; nt <= 4; nt++) {
+            float *many = run_all_logits(m, d, nt, ids, 37);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(one[i] == many[i], "%s: 1 thread %.9g, %d threads %.9g at %zu",
+                              tt_dtype_name(d), one[i], nt, many[i], i);
+            free(many);
+        }
+        free(one);
+    }
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(simd_and_reference_engines_agree)
+{
+    char *dir;
+    model *m = tiny_model(&dir, &golden_cases[10]);
+    int32_t ids[33];
+    for (int i = 0; i < 33; i++)
+        ids[i] = (int32_t)((i * 29 + 3) % m->config.V);
+    size_t n = (size_t)33 * (size_t)m->config.V;
+    for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+        unsetenv("TOKENTOP_KERNELS");
+        float *fast = run_all_logits(m, d, 2, ids, 33);
+        setenv("TOKENTOP_KERNELS", "reference", 1);
+        float *ref = run_all_logits(m, d, 2, ids, 33);
+        unsetenv("TOKENTOP_KERNELS");
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(fabsf(fast[i] - ref[i]) <= 2e-5f * (1.0f + fabsf(ref[i])),
+                          "%s [%zu]: simd %.9g reference %.9g", tt_dtype_name(d), i, fast[i],
+                          ref[i]);
+        free(fast);
+        free(ref);
+    }
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(exact_weights_give_the_same_logits_from_every_file_dtype)
+{
+    /* modelgen's exact weights are representable in all three dtypes: an F32, an F16 and a BF16
+     * file held as fp32 are the same model and must give bit-identical logits. */
+    float *out[3];
+    int32_t ids[20];
+    int V = 0;
+    for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+        char *dir = tu_tmpdir();
+        modelgen_options o;
+        modelgen_options_default(&o);
+        o.exact = true;
+        o.dtype = d;
+        o.seed = 4;
+        tt_error err;
+        ck_assert(modelgen_write(dir, &o, &err) == TT_OK);
+        model *m;
+        ck_assert(model_load(dir, &m, &err) == TT_OK);
+        V = m->config.V;
+        for (int i = 0; i < 20; i++)
+            ids[i] = (int32_t)((i * 101 + 1) % V);
+        out[d] = run_all_logits(m, TT_F32, 2, ids, 20);
+        model_free(m);
+        tu_rmtree(dir);
+        free(dir);
+    }
+    for (size_t i = 0; i < (size_t)20 * (size_t)V; i++) {
+        ck_assert_msg(out[0][i] == out[1][i], "F32 vs F16 file at %zu: %.9g %.9g", i, out[0][i],
+                      out[1][i]);
+        ck_assert_msg(out[0][i] == out[2][i], "F32 vs BF16 file at %zu: %.9g %.9g", i, out[0][i],
+                      out[2][i]);
+    }
+    for (int d = 0; d < 3; d++)
+        free(out[d]);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Engine bookkeeping */
+
+START_TEST(engine_reports_what_it_holds)
+{
+    char *dir;
+    model *m = tiny_model(&dir, &golden_cases[0]);
+    engine *e32 = make_engine(m, TT_F32, 2, 0);
+    engine *e16 = make_engine(m, TT_BF16, 1, 16);
+    ck_assert_str_eq(e32->ops->name, "cpu");
+    ck_assert_int_eq(e32->n_ctx, m->config.maxT);
+    ck_assert_int_eq(e16->n_ctx, 16);
+    ck_assert_int_eq(e32->n_past, 0);
+    ck_assert_msg(strstr(e32->description, "2 threads") && strstr(e32->description, "fp32"),
+                  "%s", e32->description);
+    ck_assert_msg(strstr(e16->description, "1 thread,") && strstr(e16->description, "bf16"),
+                  "%s", e16->description);
+    /* The tiny shapes are multiples of the 32-column panels: the bytes a decode step reads are
+     * the model's own count (plus fp32 biases), half of it for bf16 matrices. */
+    size_t want32 = model_weight_bytes(m, TT_F32);
+    ck_assert_msg(e32->weight_bytes >= want32 && e32->weight_bytes <= want32 + want32 / 50,
+                  "fp32 weight_bytes %zu, model says %zu", e32->weight_bytes, want32);
+    ck_assert_msg(e16->weight_bytes < e32->weight_bytes * 6 / 10, "bf16 %zu vs fp32 %zu",
+                  e16->weight_bytes, e32->weight_bytes);
+    ck_assert(e32->memory_bytes > e32->weight_bytes);
+    engine_free(e32);
+    engine_free(e16);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(context_longer_than_the_model_is_refused)
+{
+    char *dir;
+    model *m = tiny_model(&dir, &golden_cases[0]);
+    engine_options o;
+    engine_options_default(&o);
+    o.n_ctx = m->config.maxT + 1;
+    engine *e = (engine *)1;
+    tt_error err;
+    ck_assert_int_eq(cpu_engine_create(m, &o, &e, &err), TT_ERR_ARG);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(err.msg, "65") != NULL, "%s", err.msg);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("forward");
+    TCase *tc = tcase_create("golden");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, logits_match_the_float64_reference, 0, N_GOLDEN);
+    tcase_add_test(tc, reference_kernels_match_the_float64_reference);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("engine");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, thread_count_does_not_change_logits);
+    tcase_add_test(tc, simd_and_reference_engines_agree);
+    tcase_add_test(tc, exact_weights_give_the_same_logits_from_every_file_dtype);
+    tcase_add_test(tc, engine_reports_what_it_holds);
+    tcase_add_test(tc, context_longer_than_the_model_is_refused);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

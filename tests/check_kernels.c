@@ -1,0 +1,290 @@
+/* check_kernels.c: packed weights hold what the tensors hold, and every SIMD kernel set computes
+ * what the reference kernels compute, on odd shapes, for each dtype and epilogue. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/gpt2_math.h"
+#include "core/kernels.h"
+#include "core/rng.h"
+#include "tests/testutil.h"
+
+static float urand(rng *g, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)rng_uniform(g);
+}
+
+static float *rand_floats(rng *g, size_t n, float lo, float hi)
+{
+    float *v = malloc(n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = urand(g, lo, hi);
+    return v;
+}
+
+static float held(tt_dtype d, float v)
+{
+    if (d == TT_F16)
+        return tt_f16_to_f32(tt_f32_to_f16(v));
+    if (d == TT_BF16)
+        return tt_bf16_to_f32(tt_f32_to_bf16(v));
+    return v;
+}
+
+/* The SIMD sets this build and CPU have (the reference excluded). */
+static int simd_sets(const kernels **out)
+{
+    static const char *names[] = {"avx512", "avx2"};
+    int n = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const kernels *k = kernels_by_name(names[i]);
+        if (k)
+            out[n++] = k;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Packing */
+
+START_TEST(packed_matrix_holds_rounded_source_values)
+{
+    static const int shapes[][2] = {{1, 1}, {7, 33}, {64, 64}, {99, 17}, {130, 100}};
+    rng g;
+    rng_seed(&g, 11);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int K = shapes[s][0], N = shapes[s][1];
+        float *w = rand_floats(&g, (size_t)K * (size_t)N, -3.0f, 3.0f);
+        for (tt_dtype d = TT_F32; d <= TT_BF16; d++)
+            for (int tr = 0; tr < 2; tr++) {
+                packed_matrix m;
+                ck_assert_int_eq(packed_matrix_init(&m, d, K, N, NULL), TT_OK);
+                tensor_ref src = {.data = w, .dtype = TT_F32};
+                /* Two calls over a split at a panel boundary, as the threads do. */
+                int mid = N > 32 ? 32 : N;
+                packed_matrix_pack(&m, src, tr, 0, mid);
+                packed_matrix_pack(&m, src, tr, mid, N);
+                ck_assert_int_eq(m.n_panels, (N + 31) / 32);
+                for (int k = 0; k < K; k++)
+                    for (int n = 0; n < N; n++) {
+                        float want = held(d, tr ? w[(size_t)n * K + k] : w[(size_t)k * N + n]);
+                        ck_assert_msg(packed_matrix_get(&m, k, n) == want,
+                                      "%s %dx%d transposed=%d (%d,%d): got %g want %g",
+                                      tt_dtype_name(d), K, N, tr, k, n,
+                                      packed_matrix_get(&m, k, n), want);
+                    }
+                /* The padding columns are zero, so the kernels may read whole panels. */
+                for (int k = 0; k < K; k++)
+                    for (int n = N; n < m.n_panels * 32; n++)
+                        ck_assert(packed_matrix_get(&m, k, n) == 0.0f);
+                packed_matrix_free(&m);
+                ck_assert_ptr_null(m.data);
+            }
+        free(w);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Matmul */
+
+static void check_matmul_case(const kernels *simd, rng *g, int T, int K, int N, tt_dtype d,
+                              mm_epilogue ep, bool with_bias, float bias_scale)
+{
+    int ldx = K + 3, ldo = N + 5;
+    float *x = rand_floats(g, (size_t)T * ldx, -1.0f, 1.0f);
+    float *w = rand_floats(g, (size_t)K * N, -1.0f, 1.0f);
+    float *b = rand_floats(g, (size_t)N, -bias_scale, bias_scale);
+    float *init = rand_floats(g, (size_t)T * ldo, -1.0f, 1.0f);
+    float *o_ref = malloc((size_t)T * ldo * sizeof(float));
+    float *o_simd = malloc((size_t)T * ldo * sizeof(float));
+    memcpy(o_ref, init, (size_t)T * ldo * sizeof(float));
+    memcpy(o_simd, init, (size_t)T * ldo * sizeof(float));
+    packed_matrix m;
+    ck_assert_int_eq(packed_matrix_init(&m, d, K, N, NULL), TT_OK);
+    packed_matrix_pack(&m, (tensor_ref){.data = w, .dtype = TT_F32}, false, 0, N);
+
+    matmul_args a = {.out = o_ref, .ldo = ldo, .x = x, .ldx = ldx, .w = &m,
+                     .bias = with_bias ? b : NULL, .T = T, .epilogue = ep};
+    kernels_reference()->matmul(&a, 0, m.n_panels);
+    a.out = o_simd;
+    /* Split the panels in two calls, as the threads do. */
+    int mid = m.n_panels / 2;
+    simd->matmul(&a, 0, mid);
+    simd->matmul(&a, mid, m.n_panels);
+
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < ldo; n++) {
+            float r = o_ref[(size_t)t * ldo + n], s = o_simd[(size_t)t * ldo + n];
+            if (n >= N) {               /* columns past N are never written */
+                ck_assert_msg(s == init[(size_t)t * ldo + n], "%s wrote past N=%d", simd->name, N);
+                continue;
+            }
+            float tol = 1e-5f * (1.0f + (float)K * 0.1f) + 1e-5f * fabsf(r);
+            ck_assert_msg(fabsf(r - s) <= tol && !isnan(s),
+                          "%s %s T=%d K=%d N=%d ep=%d bias=%d: (%d,%d) reference %.8g simd %.8g",
+                          simd->name, tt_dtype_name(d), T, K, N, (int)ep, with_bias, t, n, r, s);
+        }
+    packed_matrix_free(&m);
+    free(x);
+    free(w);
+    free(b);
+    free(init);
+    free(o_ref);
+    free(o_simd);
+}
+
+START_TEST(simd_matmul_matches_reference_on_odd_shapes)
+{
+    const kernels *sets[4];
+    int ns = simd_sets(sets);
+    static const int Ts[] = {1, 2, 5, 12, 13, 25};
+    static const int Ks[] = {1, 2, 7, 64, 99, 130};
+    static const int Ns[] = {1, 15, 16, 17, 31, 33, 100};
+    rng g;
+    rng_seed(&g, 5);
+    for (int s = 0; s < ns; s++)
+        for (tt_dtype d = TT_F32; d <= TT_BF16; d++)
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+                for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+                    for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++) {
+                        mm_epilogue ep = (mm_epilogue)((ti + ki + ni) % 4);
+                        check_matmul_case(sets[s], &g, Ts[ti], Ks[ki], Ns[ni], d, ep,
+                                          (ki + ni) % 2 == 0, 1.0f);
+                    }
+}
+END_TEST
+
+START_TEST(simd_gelu_saturates_like_the_formula)
+{
+    /* Pre-activations far outside [-10, 10]: the vector exp must saturate, not turn into NaN. */
+    const kernels *sets[4];
+    int ns = simd_sets(sets);
+    rng g;
+    rng_seed(&g, 6);
+    for (int s = 0; s < ns; s++)
+        for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+            check_matmul_case(sets[s], &g, 3, 8, 40, d, MM_GELU_TANH, true, 200.0f);
+            check_matmul_case(sets[s], &g, 1, 8, 40, d, MM_GELU_ERF, true, 200.0f);
+        }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Attention */
+
+START_TEST(simd_attention_matches_reference)
+{
+    static const struct { int T, pos, NH, HS; } cases[] = {
+        {1, 0, 1, 1}, {1, 37, 2, 64}, {5, 0, 3, 12}, {7, 9, 2, 7}, {17, 30, 4, 16},
+        {33, 0, 2, 64}, {3, 100, 1, 40},
+    };
+    const kernels *sets[4];
+    int ns = simd_sets(sets);
+    rng g;
+    rng_seed(&g, 9);
+    for (int s = 0; s < ns; s++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
+            const int C = NH * HS, n_ctx = pos + T + 3;
+            float *q = rand_floats(&g, (size_t)T * 3 * C, -2.0f, 2.0f);
+            float *k = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
+            float *v = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
+            float *o_ref = calloc((size_t)T * C, sizeof(float));
+            float *o_simd = calloc((size_t)T * C, sizeof(float));
+            float *scratch = malloc((size_t)n_ctx * sizeof(float));
+            attention_args a = {.q = q, .ldq = 3 * C, .k = k, .v = v, .n_ctx = n_ctx,
+                                .out = o_ref, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS};
+            for (int h = 0; h < NH; h++)
+                kernels_reference()->attention(&a, h, 0, T, scratch);
+            a.out = o_simd;
+            for (int h = 0; h < NH; h++) {      /* rows in two pieces */
+                sets[s]->attention(&a, h, 0, T / 2, scratch);
+                sets[s]->attention(&a, h, T / 2, T, scratch);
+            }
+            for (int i = 0; i < T * C; i++)
+                ck_assert_msg(fabsf(o_ref[i] - o_simd[i]) <= 1e-5f * (1.0f + fabsf(o_ref[i])),
+                              "%s T=%d pos=%d NH=%d HS=%d [%d]: reference %.8g simd %.8g",
+                              sets[s]->name, T, pos, NH, HS, i, o_ref[i], o_simd[i]);
+            free(q);
+            free(k);
+            free(v);
+            free(o_ref);
+            free(o_simd);
+            free(scratch);
+        }
+}
+END_TEST
+
+START_TEST(reference_attention_is_a_causal_softmax_average)
+{
+    /* One head, HS 1: query 1 at position 1 sees keys 0 and 1 only. Scores 1*1 and 1*2 (times
+     * 1/sqrt(1)) give weights e^1/(e^1+e^2), e^2/(e^1+e^2) over values 10 and 20; the value 1000
+     * at position 2 must not leak in. */
+    float q[2] = {0.0f, 1.0f}, k[3] = {1.0f, 2.0f, 3.0f}, v[3] = {10.0f, 20.0f, 1000.0f};
+    float out[2] = {0}, scratch[3];
+    attention_args a = {.q = q, .ldq = 1, .k = k, .v = v, .n_ctx = 3, .out = out, .ldo = 1,
+                        .T = 2, .pos = 0, .NH = 1, .HS = 1};
+    kernels_reference()->attention(&a, 0, 0, 2, scratch);
+    double w1 = exp(1.0) / (exp(1.0) + exp(2.0));
+    ck_assert_float_eq_tol(out[0], 10.0f, 1e-5f);
+    ck_assert_float_eq_tol(out[1], (float)(w1 * 10.0 + (1.0 - w1) * 20.0), 1e-4f);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Choice */
+
+START_TEST(environment_forces_the_reference_set)
+{
+    setenv("TOKENTOP_KERNELS", "reference", 1);
+    ck_assert_str_eq(kernels_select()->name, "reference");
+    setenv("TOKENTOP_KERNELS", "no-such-set", 1);
+    const kernels *k = kernels_select();
+    ck_assert_ptr_nonnull(k);
+    unsetenv("TOKENTOP_KERNELS");
+    ck_assert_str_eq(kernels_select()->name, k->name);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        ck_assert_str_eq(k->name, "avx512");
+#endif
+}
+END_TEST
+
+START_TEST(layernorm_normalizes_each_row)
+{
+    float x[2][4] = {{1, 2, 3, 4}, {-5, 0, 5, 10}}, out[2][4];
+    float w[4] = {1, 1, 2, 1}, b[4] = {0, 0, 0, 0.5f};
+    kernels_layernorm(&out[0][0], &x[0][0], w, b, 4, 1e-5f, 0, 2);
+    for (int t = 0; t < 2; t++) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < 4; i++)
+            mean += x[t][i] / 4.0;
+        for (int i = 0; i < 4; i++)
+            var += (x[t][i] - mean) * (x[t][i] - mean) / 4.0;
+        for (int i = 0; i < 4; i++) {
+            double want = (x[t][i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+            ck_assert_double_eq_tol(out[t][i], want, 1e-5);
+        }
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("kernels");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, packed_matrix_holds_rounded_source_values);
+    tcase_add_test(tc, simd_matmul_matches_reference_on_odd_shapes);
+    tcase_add_test(tc, simd_gelu_saturates_like_the_formula);
+    tcase_add_test(tc, simd_attention_matches_reference);
+    tcase_add_test(tc, reference_attention_is_a_causal_softmax_average);
+    tcase_add_test(tc, environment_forces_the_reference_set);
+    tcase_add_test(tc, layernorm_normalizes_each_row);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
