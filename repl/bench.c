@@ -1,0 +1,448 @@
+/* bench.c: `tokentop bench`: prefill and decode speed, time to first token, peak memory, the KV
+ * cache's gain, and decode speed against the machine's measured read bandwidth. */
+#include "repl/bench.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/modelgen.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "repl/jsonw.h"
+
+typedef struct {
+    const char *model_dir;
+    tt_dtype dtype;
+    int prompt_tokens;
+    int gen_tokens;
+    int n_threads;
+    bool json;
+} bench_options;
+
+typedef struct {
+    char model_name[256];
+    bool random_model;
+    char description[160];
+    int threads;
+    double prefill_s;              /* median of the prefill runs */
+    double prefill_gflop;          /* work in one prefill */
+    double decode_median_s;        /* median per-token decode time */
+    double decode_tail_s;          /* median of the last steps (at the longest context) */
+    int nocache_ctx;               /* context length of the no-cache comparison */
+    double nocache_s;              /* median time of one token recomputed without the cache */
+    size_t weight_bytes;
+    double bandwidth;              /* bytes/s, best of the runs */
+    double peak_rss;               /* bytes */
+} bench_result;
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int argmax(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Read bandwidth: every thread streams its slice of a buffer larger than the caches. */
+
+typedef unsigned long long bench_u64x2 __attribute__((vector_size(16)));
+
+typedef struct {
+    const bench_u64x2 *buf;
+    size_t n;                      /* vectors */
+    threadpool_chunks chunks;      /* 4 MiB each */
+    unsigned long long sink[64];   /* per thread, so the sums are not optimized away */
+} bandwidth_job;
+
+#define BANDWIDTH_CHUNK ((size_t)(4 << 20) / sizeof(bench_u64x2))
+
+static void bandwidth_run(void *varg, int ith, int nth)
+{
+    bandwidth_job *j = varg;
+    bench_u64x2 s0 = {0, 0}, s1 = s0, s2 = s0, s3 = s0;
+    int c;
+    while ((c = threadpool_next_chunk(&j->chunks)) >= 0) {
+        size_t i0 = (size_t)c * BANDWIDTH_CHUNK, i1 = i0 + BANDWIDTH_CHUNK;
+        if (i1 > j->n)
+            i1 = j->n;
+        for (size_t i = i0; i + 4 <= i1; i += 4) {
+            s0 += j->buf[i];
+            s1 += j->buf[i + 1];
+            s2 += j->buf[i + 2];
+            s3 += j->buf[i + 3];
+        }
+    }
+    bench_u64x2 s = s0 + s1 + s2 + s3;
+    j->sink[ith % 64] = s[0] + s[1];
+}
+
+/* Bytes per second, the best of five passes over 512 MiB (twice a large L3). 0 on failure. */
+static double bench_bandwidth(int n_threads)
+{
+    const size_t bytes = (size_t)512 << 20;
+    threadpool *pool;
+    if (threadpool_create(n_threads, &pool, NULL) != TT_OK)
+        return 0.0;
+    bandwidth_job j = {.n = bytes / sizeof(bench_u64x2)};
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0) {
+        threadpool_free(pool);
+        return 0.0;
+    }
+    memset(p, 1, bytes);
+    j.buf = p;
+    double best = 0.0;
+    for (int r = 0; r < 5; r++) {
+        threadpool_chunks_init(&j.chunks, (int)((j.n + BANDWIDTH_CHUNK - 1) / BANDWIDTH_CHUNK));
+        double t0 = now_s();
+        threadpool_run(pool, bandwidth_run, &j);
+        double bw = (double)bytes / (now_s() - t0);
+        if (bw > best)
+            best = bw;
+    }
+    free(p);
+    threadpool_free(pool);
+    return best;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The measurements */
+
+/* Matrix work of one token (2 flops per multiply-add), without the lm_head. */
+static double flops_per_token(const gpt2_config *c)
+{
+    double C = c->C, FF = c->FF;
+    return 2.0 * c->L * (C * 3 * C + C * C + 2 * C * FF);
+}
+
+/* Attention work of n tokens starting at position 0: QK^T and PV over the causal prefix. */
+static double attention_flops(const gpt2_config *c, int n)
+{
+    return 2.0 * 2.0 * c->L * c->C * ((double)n * (n + 1) / 2.0);
+}
+
+static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_error *err)
+{
+    const gpt2_config *cfg = e->config;
+    const int N = o->prompt_tokens, M = o->gen_tokens, total = N + M;
+    int32_t *ids = malloc((size_t)total * sizeof *ids);
+    double *times = malloc((size_t)(M > 5 ? M : 5) * sizeof *times);
+    if (!ids || !times) {
+        free(ids);
+        free(times);
+        tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
+        return 1;
+    }
+    rng g;
+    rng_seed(&g, 1);
+    for (int i = 0; i < N; i++)
+        ids[i] = (int32_t)(rng_next(&g) % (uint64_t)cfg->V);
+
+    /* Warm-up: first-touch of activations, thread start-up. */
+    int warm = N < 16 ? N : 16;
+    if (engine_forward(e, ids, warm, 0, false, err) != TT_OK)
+        goto fail;
+
+    /* Prefill: the median of three. */
+    for (int k = 0; k < 3; k++) {
+        engine_truncate(e, 0);
+        double t0 = now_s();
+        if (engine_forward(e, ids, N, 0, false, err) != TT_OK)
+            goto fail;
+        times[k] = now_s() - t0;
+    }
+    r->prefill_s = median(times, 3);
+    r->prefill_gflop = (flops_per_token(cfg) * N + attention_flops(cfg, N) +
+                        2.0 * cfg->C * cfg->V) * 1e-9;
+
+    /* Decode: greedy, one token per call, after the last prefill. */
+    for (int i = 0; i < M; i++) {
+        ids[N + i] = (int32_t)argmax(engine_logits(e, 0), cfg->V);
+        double t0 = now_s();
+        if (engine_forward(e, ids + N + i, 1, N + i, false, err) != TT_OK)
+            goto fail;
+        times[i] = now_s() - t0;
+    }
+    int tail = M < 8 ? M : 8;
+    r->decode_tail_s = M > 0 ? median(times + M - tail, tail) : 0.0;
+    r->decode_median_s = M > 0 ? median(times, M) : 0.0;
+
+    /* Without the cache: every new token recomputes the whole context (a few steps only). */
+    r->nocache_ctx = total;
+    for (int k = 0; k < 3; k++) {
+        engine_truncate(e, 0);
+        double t0 = now_s();
+        if (engine_forward(e, ids, total, 0, false, err) != TT_OK)
+            goto fail;
+        times[k] = now_s() - t0;
+    }
+    r->nocache_s = median(times, 3);
+    free(ids);
+    free(times);
+    return 0;
+fail:
+    free(ids);
+    free(times);
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Output */
+
+static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
+{
+    double prefill_tps = o->prompt_tokens / r->prefill_s;
+    double decode_tps = r->decode_median_s > 0 ? 1.0 / r->decode_median_s : 0.0;
+    double tail_tps = r->decode_tail_s > 0 ? 1.0 / r->decode_tail_s : 0.0;
+    double nocache_tps = 1.0 / r->nocache_s;
+    double frac = r->bandwidth > 0 ? (double)r->weight_bytes * decode_tps / r->bandwidth : 0.0;
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) < 0)
+        load[0] = load[1] = load[2] = -1;
+    fprintf(f, "tokentop bench: %s%s\n", r->model_name,
+            r->random_model ? " (random weights, GPT-2 124M shapes)" : "");
+    fprintf(f, "  engine        %s\n", r->description);
+    fprintf(f, "  prefill       %d tokens: %.1f tok/s (%.1f ms, %.1f GFLOP/s)\n",
+            o->prompt_tokens, prefill_tps, r->prefill_s * 1e3, r->prefill_gflop / r->prefill_s);
+    fprintf(f, "  first token   %.1f ms (prefill of %d tokens + logits)\n", r->prefill_s * 1e3,
+            o->prompt_tokens);
+    fprintf(f, "  decode        %d tokens: %.1f tok/s (median %.2f ms/token)\n", o->gen_tokens,
+            decode_tps, r->decode_median_s * 1e3);
+    fprintf(f, "  KV cache      at %d tokens: %.1f tok/s with the cache, %.2f tok/s without "
+            "(recompute): %.0fx\n", r->nocache_ctx, tail_tps, nocache_tps,
+            r->decode_tail_s > 0 ? r->nocache_s / r->decode_tail_s : 0.0);
+    fprintf(f, "  weights       %.1f MB read per decoded token\n", r->weight_bytes * 1e-6);
+    fprintf(f, "  bandwidth     %.1f GB/s measured read (%d threads): decode runs at %.0f%% of "
+            "that limit (%.1f tok/s max)\n", r->bandwidth * 1e-9, r->threads, frac * 100.0,
+            r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
+    fprintf(f, "  peak RSS      %.1f MB\n", r->peak_rss * 1e-6);
+    fprintf(f, "  load average  %.2f %.2f %.2f (other work on the machine skews the numbers)\n",
+            load[0], load[1], load[2]);
+}
+
+static void json_field(FILE *f, const char *key, double v, bool comma)
+{
+    fprintf(f, "\"%s\":", key);
+    jsonw_number(f, v);
+    if (comma)
+        fputc(',', f);
+}
+
+static void bench_print_json(const bench_options *o, const bench_result *r, FILE *f)
+{
+    double decode_tps = r->decode_median_s > 0 ? 1.0 / r->decode_median_s : 0.0;
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) < 0)
+        load[0] = -1;
+    fputs("{\"model\":", f);
+    jsonw_string(f, r->model_name, strlen(r->model_name));
+    fprintf(f, ",\"random_model\":%s,\"engine\":", r->random_model ? "true" : "false");
+    jsonw_string(f, r->description, strlen(r->description));
+    fprintf(f, ",\"dtype\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,",
+            tt_dtype_name(o->dtype), r->threads, o->prompt_tokens, o->gen_tokens);
+    json_field(f, "prefill_tok_s", o->prompt_tokens / r->prefill_s, true);
+    json_field(f, "prefill_ms", r->prefill_s * 1e3, true);
+    json_field(f, "prefill_gflop_s", r->prefill_gflop / r->prefill_s, true);
+    json_field(f, "ttft_ms", r->prefill_s * 1e3, true);
+    json_field(f, "decode_tok_s", decode_tps, true);
+    json_field(f, "decode_ms_median", r->decode_median_s * 1e3, true);
+    fprintf(f, "\"kv_context\":%d,", r->nocache_ctx);
+    json_field(f, "kv_cached_tok_s", r->decode_tail_s > 0 ? 1.0 / r->decode_tail_s : 0.0, true);
+    json_field(f, "kv_nocache_tok_s", 1.0 / r->nocache_s, true);
+    json_field(f, "kv_speedup", r->decode_tail_s > 0 ? r->nocache_s / r->decode_tail_s : 0.0,
+               true);
+    fprintf(f, "\"weight_bytes_per_token\":%zu,", r->weight_bytes);
+    json_field(f, "bandwidth_gb_s", r->bandwidth * 1e-9, true);
+    json_field(f, "bandwidth_fraction",
+               r->bandwidth > 0 ? (double)r->weight_bytes * decode_tps / r->bandwidth : 0.0, true);
+    json_field(f, "peak_rss_mb", r->peak_rss * 1e-6, true);
+    json_field(f, "load_average", load[0], false);
+    fputs("}\n", f);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Entry */
+
+static void bench_usage(FILE *f)
+{
+    fputs("usage: tokentop bench [--model DIR] [--dtype fp32|fp16|bf16] [--prompt-tokens N]\n"
+          "                      [--gen-tokens M] [--threads N] [--json]\n"
+          "Measures prefill and decode speed, time to first token, peak memory, decode with and\n"
+          "without the KV cache, and decode speed against the measured memory read bandwidth.\n"
+          "Without --model, a random model with GPT-2 124M shapes is written to a temporary\n"
+          "directory and removed afterwards.\n", f);
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "tokentop bench: %s: expected an integer in [%d, %d], got %s\n", opt, lo,
+                hi, s ? s : "nothing");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int bench_parse(bench_options *o, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--model") == 0 && v) {
+            o->model_dir = v;
+            i++;
+        } else if (strcmp(a, "--dtype") == 0 && v) {
+            if (tt_dtype_parse(v, &o->dtype) != 0) {
+                fprintf(stderr, "tokentop bench: --dtype: expected fp32, fp16 or bf16, got %s\n",
+                        v);
+                return -1;
+            }
+            i++;
+        } else if (strcmp(a, "--prompt-tokens") == 0) {
+            if (parse_int(a, v, 1, 1 << 20, &o->prompt_tokens))
+                return -1;
+            i++;
+        } else if (strcmp(a, "--gen-tokens") == 0) {
+            if (parse_int(a, v, 1, 1 << 20, &o->gen_tokens))
+                return -1;
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (parse_int(a, v, 0, 1024, &o->n_threads))
+                return -1;
+            i++;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            bench_usage(stdout);
+            return 1;
+        } else {
+            fprintf(stderr, "tokentop bench: unknown option or missing value: %s\n", a);
+            bench_usage(stderr);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int bench_main(int argc, char **argv)
+{
+    bench_options o = {.dtype = TT_F32, .prompt_tokens = 256, .gen_tokens = 128};
+    int rc = bench_parse(&o, argc, argv);
+    if (rc != 0)
+        return rc < 0 ? 2 : 0;
+
+    bench_result r;
+    memset(&r, 0, sizeof r);
+    tt_error err = {0};
+    char tmp[4096] = "";
+    model *m = NULL;
+    engine *e = NULL;
+    const char *dir = o.model_dir;
+    if (!dir) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/tokentop-bench-XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(tmp)) {
+            fprintf(stderr, "tokentop bench: cannot create a temporary directory %s: %s\n", tmp,
+                    strerror(errno));
+            return 1;
+        }
+        modelgen_options mo;
+        modelgen_options_default(&mo);
+        modelgen_options_gpt2(&mo, "gpt2");
+        mo.dtype = o.dtype;
+        fprintf(stderr, "tokentop bench: no --model: writing a random model with GPT-2 124M shapes "
+                "(%s) to %s\n", tt_dtype_name(o.dtype), tmp);
+        if (modelgen_write(tmp, &mo, &err) != TT_OK)
+            goto fail;
+        dir = tmp;
+        r.random_model = true;
+    }
+    if (model_load(dir, &m, &err) != TT_OK)
+        goto fail;
+    snprintf(r.model_name, sizeof r.model_name, "%s", r.random_model ? "gpt2-random" : m->name);
+    if (o.prompt_tokens + o.gen_tokens > m->config.maxT) {
+        fprintf(stderr, "tokentop bench: --prompt-tokens %d + --gen-tokens %d exceed the model's "
+                "context of %d\n", o.prompt_tokens, o.gen_tokens, m->config.maxT);
+        rc = 2;
+        goto out;
+    }
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.dtype = o.dtype;
+    eo.n_threads = o.n_threads;
+    if (cpu_engine_create(m, &eo, &e, &err) != TT_OK)
+        goto fail;
+    snprintf(r.description, sizeof r.description, "%s", e->description);
+    r.weight_bytes = e->weight_bytes;
+    r.threads = o.n_threads > 0 ? o.n_threads : threadpool_cores();
+    if (!o.json)
+        fprintf(stderr, "tokentop bench: %s: prefill %d, decode %d ...\n", e->description,
+                o.prompt_tokens, o.gen_tokens);
+    if (bench_run(e, &o, &r, &err) != 0)
+        goto fail;
+    /* Peak RSS before the bandwidth test, whose buffer would otherwise dominate it. */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r.peak_rss = (double)ru.ru_maxrss * 1024.0;
+    engine_free(e);
+    e = NULL;
+    r.bandwidth = bench_bandwidth(r.threads);
+    if (o.json)
+        bench_print_json(&o, &r, stdout);
+    else
+        bench_print(&o, &r, stdout);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "tokentop bench: %s\n", err.msg);
+    rc = 1;
+out:
+    engine_free(e);
+    model_free(m);
+    if (tmp[0])
+        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
