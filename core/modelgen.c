@@ -612,27 +612,37 @@ static void gen_tensor_list(const modelgen_options *o, int FF, gen_list *g)
         gl_add(g, "", "lm_head.weight", INIT_MATRIX, C, 2, V, C, 0, 0);
 }
 
-/* One value from one draw u in [0, 1). Exact mode draws an integer k uniformly from [-K, K]
- * (floor of u * (2K+1), exact in double), so no rounding happens anywhere. */
-static float gen_value(const gen_tensor *t, const modelgen_options *o, double u)
+/* How a tensor's values come from draws u in [0, 1): uniform in center +- a, or, in exact mode,
+ * center + k * step with k drawn uniformly from [-K, K] (floor of u * (2K+1), exact in double),
+ * so no rounding happens anywhere. Computed once per tensor. */
+typedef struct {
+    double a, center, step;
+    int K;
+    bool exact;
+} gen_dist;
+
+static gen_dist gen_dist_of(const gen_tensor *t, const modelgen_options *o)
 {
-    double a;                    /* half-width of the uniform range */
+    gen_dist d = {.center = t->init == INIT_LN_W ? 1.0 : 0.0, .exact = o->exact};
     switch (t->init) {
-    case INIT_MATRIX: a = (double)o->scale * sqrt(3.0 / (double)t->fan_in); break;
-    case INIT_LN_W: a = 0.1; break;
-    default: a = 0.05; break;
+    case INIT_MATRIX: d.a = (double)o->scale * sqrt(3.0 / (double)t->fan_in); break;
+    case INIT_LN_W: d.a = 0.1; break;
+    default: d.a = 0.05; break;
     }
-    if (o->exact) {
-        double step = t->init == INIT_LN_W ? 1.0 / 128 : 1.0 / 1024;
-        int kmax = t->init == INIT_LN_W ? 16 : 255;
-        double kf = floor(a / step);
-        int K = kf > kmax ? kmax : (int)kf;
-        int k = (int)(u * (2 * K + 1)) - K;
-        double v = k * step;
-        return (float)(t->init == INIT_LN_W ? 1.0 + v : v);
+    d.step = t->init == INIT_LN_W ? 1.0 / 128 : 1.0 / 1024;
+    int kmax = t->init == INIT_LN_W ? 16 : 255;
+    double kf = floor(d.a / d.step);
+    d.K = kf > kmax ? kmax : (int)kf;
+    return d;
+}
+
+static inline float gen_value(const gen_dist *d, double u)
+{
+    if (d->exact) {
+        int k = (int)(u * (2 * d->K + 1)) - d->K;
+        return (float)(d->center + k * d->step);
     }
-    double v = (2.0 * u - 1.0) * a;
-    return (float)(t->init == INIT_LN_W ? 1.0 + v : v);
+    return (float)(d->center + (2.0 * u - 1.0) * d->a);
 }
 
 static const char *st_name_of(tt_dtype d)
@@ -646,6 +656,7 @@ static int gen_write_tensor(FILE *f, const gen_tensor *t, const modelgen_options
 {
     size_t es = tt_dtype_size(o->dtype);
     uint64_t T = t->ndim == 4 ? t->shape[3] : 0;
+    gen_dist dist = gen_dist_of(t, o);
     for (uint64_t i = 0; i < t->numel; ) {
         size_t n = t->numel - i < chunk_elems ? (size_t)(t->numel - i) : chunk_elems;
         for (size_t j = 0; j < n; j++) {
@@ -656,7 +667,7 @@ static int gen_write_tensor(FILE *f, const gen_tensor *t, const modelgen_options
             } else if (t->init == INIT_MASKED_BIAS) {
                 v = -1e4f;
             } else {
-                v = gen_value(t, o, rng_uniform(r));
+                v = gen_value(&dist, rng_uniform(r));
             }
             /* Stored through a byte buffer: tt_store_f32 wants an aligned element pointer. */
             unsigned char el[4];
