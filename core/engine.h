@@ -25,7 +25,7 @@ typedef struct {
 
 struct engine {
     const engine_ops *ops;
-    const model *model;        /* not owned; must outlive the engine */
+    const struct model *model; /* not owned; must outlive the engine (struct: valid C++ too) */
     const gpt2_config *config; /* == &model->config */
     int n_past;                /* tokens in the KV cache (positions 0 .. n_past-1) */
     int n_ctx;                 /* cache capacity (<= config->maxT) */
