@@ -1,0 +1,387 @@
+/* speculative.c: one draft-verify round over two engines, exact by rejection sampling. */
+#include "core/speculative.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SYNC_CHUNK 256   /* prefill span, as the session's */
+
+struct spec {
+    int V;
+    sampler *smp;                  /* one chain object; draft and target rows run through it in
+                                      turn with the same params */
+    float *q;                      /* (q_rows, V) the draft's final distribution per drafted slot */
+    int q_rows;
+    int32_t *hist;                 /* (hist_cap) window + drafts: the penalties' history */
+    int hist_cap;
+    spec_draft draft[SPEC_GAMMA_MAX];
+    sampler_snapshot draft_snap[SPEC_GAMMA_MAX];
+    sampler_snapshot target_snap[SPEC_GAMMA_MAX + 1];
+    int32_t out[SPEC_GAMMA_MAX + 1];
+    spec_round last;
+    spec_stats stats;
+    spec_variant variant;          /* SPEC_EXACT except in tests */
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Figures */
+
+double spec_stats_acceptance(const spec_stats *st)
+{
+    return st->drafted > 0 ? (double)st->accepted / (double)st->drafted : 0.0;
+}
+
+double spec_stats_tokens_per_pass(const spec_stats *st)
+{
+    return st->target_passes > 0 ? (double)st->produced / (double)st->target_passes : 0.0;
+}
+
+double spec_expected_tokens_per_pass(double a, int gamma)
+{
+    if (a >= 1.0)
+        return gamma + 1.0;
+    return (1.0 - pow(a, gamma + 1)) / (1.0 - a);
+}
+
+double spec_predicted_speedup(double a, int gamma, double c)
+{
+    return spec_expected_tokens_per_pass(a, gamma) / (gamma * c + 1.0);
+}
+
+int spec_adapt_gamma(int gamma, const spec_round *round, int max)
+{
+    if (max > SPEC_GAMMA_MAX)
+        max = SPEC_GAMMA_MAX;
+    if (round->n_draft < gamma && !round->rejected)
+        return gamma;                       /* cut short by a boundary: no evidence either way */
+    int g = round->n_accepted == round->n_draft ? gamma + 2 : gamma - 1;
+    return g < 1 ? 1 : g > max ? max : g;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Lifetime */
+
+spec *spec_create(int V)
+{
+    if (V < 1)
+        return NULL;
+    spec *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return NULL;
+    sp->V = V;
+    sp->smp = sampler_create(V);
+    if (!sp->smp) {
+        free(sp);
+        return NULL;
+    }
+    sp->last.draft = sp->draft;
+    sp->last.draft_snap = sp->draft_snap;
+    sp->last.target_snap = sp->target_snap;
+    sp->last.out = sp->out;
+    sp->last.next = -1;
+    return sp;
+}
+
+void spec_free(spec *sp)
+{
+    if (!sp)
+        return;
+    sampler_free(sp->smp);
+    free(sp->q);
+    free(sp->hist);
+    free(sp);
+}
+
+void spec_set_variant(spec *sp, spec_variant v)
+{
+    sp->variant = v;
+}
+
+/* The softmax of raw logits into out (V): only SPEC_WRONG_Q_RAW uses it. */
+static void softmax_raw(const float *logits, int V, float *out)
+{
+    float mx = logits[0];
+    for (int v = 1; v < V; v++)
+        mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0;
+    for (int v = 0; v < V; v++)
+        sum += exp((double)logits[v] - mx);
+    for (int v = 0; v < V; v++)
+        out[v] = (float)(exp((double)logits[v] - mx) / sum);
+}
+
+const spec_round *spec_last_round(const spec *sp)
+{
+    return &sp->last;
+}
+
+const spec_stats *spec_get_stats(const spec *sp)
+{
+    return &sp->stats;
+}
+
+void spec_stats_reset(spec *sp)
+{
+    memset(&sp->stats, 0, sizeof sp->stats);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Caches */
+
+tt_status spec_sync_cache(engine *e, int32_t *cached, const int32_t *tokens, int n,
+                          bool want_logits, tt_error *err)
+{
+    if (n < 0 || n > e->n_ctx)
+        return tt_fail(err, TT_ERR_CONTEXT, "speculative: %d tokens do not fit the context of %d",
+                       n, e->n_ctx);
+    int c = 0;
+    int lim = e->n_past < n ? e->n_past : n;
+    while (c < lim && cached[c] == tokens[c])
+        c++;
+    if (want_logits && n > 0 && c == n)
+        c = n - 1;
+    engine_truncate(e, c);
+    for (int pos = c; pos < n;) {
+        int k = n - pos < SYNC_CHUNK ? n - pos : SYNC_CHUNK;
+        tt_status st = engine_forward(e, tokens + pos, k, pos, false, err);
+        if (st != TT_OK)
+            return st;
+        memcpy(cached + pos, tokens + pos, (size_t)k * sizeof *tokens);
+        pos += k;
+    }
+    return TT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The round */
+
+static tt_status reserve(spec *sp, int hist, int rows)
+{
+    if (hist > sp->hist_cap) {
+        int cap = sp->hist_cap ? sp->hist_cap : 1024;
+        while (cap < hist)
+            cap *= 2;
+        int32_t *h = realloc(sp->hist, (size_t)cap * sizeof *h);
+        if (!h)
+            return TT_ERR_NOMEM;
+        sp->hist = h;
+        sp->hist_cap = cap;
+    }
+    if (rows > sp->q_rows) {
+        float *q = realloc(sp->q, (size_t)rows * (size_t)sp->V * sizeof *q);
+        if (!q)
+            return TT_ERR_NOMEM;
+        sp->q = q;
+        sp->q_rows = rows;
+    }
+    return TT_OK;
+}
+
+/* A token from normalise(max(0, p - q)), walking ids in ascending order; from p when the residual
+ * has no mass (p == q up to rounding: then the rejection itself had probability ~0). */
+static int32_t draw_residual(const float *p, const float *q, int V, double u)
+{
+    double mass = 0;
+    for (int v = 0; v < V; v++) {
+        double r = (double)p[v] - (double)q[v];
+        if (r > 0)
+            mass += r;
+    }
+    bool use_p = !(mass > 1e-12);
+    if (use_p) {
+        mass = 0;
+        for (int v = 0; v < V; v++)
+            mass += p[v];
+    }
+    double target = u * mass, cum = 0;
+    int32_t last = -1;
+    for (int v = 0; v < V; v++) {
+        double r = use_p ? (double)p[v] : (double)p[v] - (double)q[v];
+        if (r <= 0)
+            continue;
+        cum += r;
+        last = v;
+        if (cum > target)
+            return v;
+    }
+    return last;   /* rounding left target at the very top */
+}
+
+/* The snapshot of a produced token that was not drawn on this distribution (an accepted draft, a
+ * residual draw): forced fills the token fields; it was not a /pick and had no draw on p. */
+static void mark_chosen(sampler *smp, int32_t id, sampler_snapshot *snap)
+{
+    sampler_force(smp, id, snap);
+    snap->forced = false;
+    snap->u = -1;
+}
+
+tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engine *draft,
+                         int32_t *draft_cached, const sampler_params *params,
+                         const spec_request *req, rng *r, tt_error *err)
+{
+    const int m = req->n, V = sp->V;
+    spec_round *R = &sp->last;
+    R->n_draft = R->n_accepted = R->n_out = 0;
+    R->rejected = false;
+    R->next = -1;
+    R->next_u = -1;
+    R->draft_ms = R->target_ms = 0;
+    if (target->config->V != V || draft->config->V != V)
+        return tt_fail(err, TT_ERR_ARG, "speculative: vocab_size %d (target) and %d (draft) must "
+                       "both be %d", target->config->V, draft->config->V, V);
+    if (m < 1 || m > target->n_ctx)
+        return tt_fail(err, TT_ERR_CONTEXT, "speculative: a window of %d tokens does not fit the "
+                       "context of %d", m, target->n_ctx);
+    if (req->max_tokens < 1)
+        return tt_fail(err, TT_ERR_ARG, "speculative: max_tokens %d must be at least 1",
+                       req->max_tokens);
+
+    int g = req->gamma < 0 ? 0 : req->gamma > SPEC_GAMMA_MAX ? SPEC_GAMMA_MAX : req->gamma;
+    if (g > req->max_tokens - 1)
+        g = req->max_tokens - 1;
+    if (g > target->n_ctx - m)
+        g = target->n_ctx - m;
+    if (g > draft->n_ctx - m + 1)
+        g = draft->n_ctx - m + 1;
+    if (m > draft->n_ctx)
+        g = 0;
+    if (reserve(sp, m + g + 1, g) != TT_OK)
+        return tt_fail(err, TT_ERR_NOMEM, "speculative: out of memory for %d tokens", m + g + 1);
+    int32_t *hist = sp->hist;
+    memcpy(hist, req->tokens, (size_t)m * sizeof *hist);
+    const bool greedy = params->greedy || params->temperature <= 0;
+    tt_status st;
+
+    /* 1. Draft: g proposals, one uniform each. */
+    double t0 = now_ms();
+    if (g > 0 && (st = spec_sync_cache(draft, draft_cached, hist, m, true, err)) != TT_OK)
+        return st;
+    for (int i = 0; i < g; i++) {
+        sampler_context ctx = {.history = hist, .n_history = m + i,
+                               .banned = i < req->n_banned ? req->banned : -1};
+        st = sampler_apply(sp->smp, params, engine_logits(draft, draft->n_logits - 1), &ctx,
+                           &sp->draft_snap[i], err);
+        if (st != TT_OK)
+            return st;
+        double u = rng_uniform(r);
+        int32_t d = sampler_draw(sp->smp, u, &sp->draft_snap[i]);
+        float *q = sp->q + (size_t)i * V;
+        if (sp->variant == SPEC_WRONG_Q_RAW)
+            softmax_raw(engine_logits(draft, draft->n_logits - 1), V, q);
+        else
+            memcpy(q, sampler_probs(sp->smp), (size_t)V * sizeof *q);
+        hist[m + i] = d;
+        sp->draft[i] = (spec_draft){.token = d, .q = q[d], .p = 0, .u = -1, .accepted = false};
+        if (d == req->stop_id || i == g - 1) {
+            g = i + 1;
+            break;
+        }
+        if ((st = engine_forward(draft, &d, 1, m + i, false, err)) != TT_OK)
+            return st;
+        draft_cached[m + i] = d;
+    }
+    double t1 = now_ms();
+
+    /* 2. Target: w[m-1] and the g drafts in one span, all rows. */
+    if ((st = spec_sync_cache(target, target_cached, hist, m - 1, false, err)) != TT_OK)
+        return st;
+    if ((st = engine_forward(target, hist + m - 1, g + 1, m - 1, g > 0, err)) != TT_OK)
+        return st;
+    memcpy(target_cached + m - 1, hist + m - 1, (size_t)(g + 1) * sizeof *hist);
+    int row0 = target->n_logits - (g + 1);
+
+    /* 3. Accept/reject, then the residual or bonus draw. */
+    int k = 0;
+    int32_t next = -1;
+    double next_u = -1;
+    bool rejected = false;
+    for (; k <= g; k++) {
+        sampler_snapshot *snap = &sp->target_snap[k];
+        sampler_context ctx = {.history = hist, .n_history = m + k,
+                               .banned = k < req->n_banned ? req->banned : -1};
+        if (sp->variant == SPEC_WRONG_HISTORY)
+            ctx.n_history = m;
+        if (k == g && g > 0 && hist[m + g - 1] == req->stop_id)
+            break;                           /* the accepted stop token ends the round */
+        st = sampler_apply(sp->smp, params, engine_logits(target, row0 + k), &ctx, snap, err);
+        if (st != TT_OK) {
+            engine_truncate(target, m - 1);  /* keep the cache a prefix of the window */
+            return st;
+        }
+        double u = rng_uniform(r);
+        if (k == g) {                        /* bonus */
+            next = sampler_draw(sp->smp, u, snap);
+            next_u = u;
+            break;
+        }
+        const float *p = sampler_probs(sp->smp);
+        spec_draft *D = &sp->draft[k];
+        D->p = p[D->token];
+        D->u = u;
+        int32_t t = -1;
+        if (greedy) {
+            t = sampler_draw(sp->smp, u, snap);
+            D->accepted = t == D->token;
+        } else {
+            D->accepted = u * (double)D->q < (double)D->p;
+        }
+        if (D->accepted) {
+            if (!greedy)
+                mark_chosen(sp->smp, D->token, snap);
+            continue;
+        }
+        rejected = true;
+        next_u = rng_uniform(r);             /* greedy draws it too, unused */
+        if (greedy) {
+            next = t;
+        } else {
+            if (sp->variant == SPEC_WRONG_RESIDUAL_P)
+                next = sampler_draw(sp->smp, next_u, NULL);
+            else
+                next = draw_residual(p, sp->q + (size_t)k * V, V, next_u);
+            mark_chosen(sp->smp, next, snap);
+        }
+        break;
+    }
+    if (k > g)
+        k = g;
+
+    /* 4. Both caches keep the window plus the accepted drafts. */
+    engine_truncate(target, m + k);
+    engine_truncate(draft, m + k);
+    double t2 = now_ms();
+
+    for (int i = 0; i < k; i++)
+        sp->out[i] = hist[m + i];
+    R->n_draft = g;
+    R->n_accepted = k;
+    R->rejected = rejected;
+    R->n_out = k;
+    if (next >= 0)
+        sp->out[R->n_out++] = next;
+    R->next = next;
+    R->next_u = next_u;
+    R->draft_ms = t1 - t0;
+    R->target_ms = t2 - t1;
+
+    spec_stats *S = &sp->stats;
+    S->rounds++;
+    S->drafted += g;
+    S->accepted += k;
+    S->rejections += rejected;
+    S->produced += R->n_out;
+    S->target_passes++;
+    S->draft_ms += R->draft_ms;
+    S->target_ms += R->target_ms;
+    return TT_OK;
+}

@@ -1,0 +1,151 @@
+/* speculative.h: draft-verify speculative decoding over two engines (Leviathan et al. 2023, Chen
+ * et al. 2023): the draft proposes gamma tokens, the target scores them all in one span forward,
+ * and rejection sampling keeps the output distribution exactly the target's.
+ *
+ * One round, for a window w[0..m-1] (positions 0..m-1, m >= 1):
+ *   1. The draft's cache is brought to w[0..m-2] (prefix reuse through its mirror), then it
+ *      forwards w[m-1], d_1, ..., d_{g-1} one at a time; at each position it runs the sampler chain
+ *      (history = w plus the drafts so far) to get q_i and draws d_i from q_i.
+ *   2. The target's cache is brought to w[0..m-2]; one forward of [w[m-1], d_1 .. d_g] at position
+ *      m-1 gives g+1 logit rows. Row i goes through the same chain (history = w, d_1 .. d_i) to
+ *      give p_i. So q and p are final distributions: temperature, top-k/p, min-p and penalties
+ *      (each position with its own history, drafts included) all applied.
+ *   3. d_i is accepted when u_i * q_i(d_i) < p_i(d_i) (probability min(1, p/q)). At the first
+ *      rejection a token is drawn from normalise(max(0, p_i - q_i)) (from p_i if that is all
+ *      zero) and the round ends. If all g are accepted a bonus token is drawn from p_g.
+ *      Greedy: d_i is the draft's argmax, accepted while it equals the target's argmax; at the
+ *      first disagreement the target's argmax is taken; all accepted: the target's next argmax.
+ *   4. The target cache is truncated to w plus the accepted drafts; the draft's likewise. The
+ *      produced token (resample or bonus) is not in either cache: the next round feeds it first.
+ *
+ * Random stream (so a seed reproduces a run): per round, first one uniform per drafted token
+ * (d_1 .. d_g, the draft's draws), then for i = 1.. one uniform per acceptance test; after the
+ * first rejection one uniform for the residual draw, or after all g passed one for the bonus draw.
+ * Greedy consumes the same uniforms without using them, so switching modes does not shift the
+ * stream. The residual draw walks token ids in ascending order.
+ *
+ * g = min(gamma, max_tokens - 1, target n_ctx - m, draft n_ctx - m + 1); drafting also stops after
+ * a drafted stop_id (EOS), and when every draft including that one is accepted no bonus is drawn.
+ * g = 0 makes the round one plain target step. */
+#ifndef TOKENTOP_SPECULATIVE_H
+#define TOKENTOP_SPECULATIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/engine.h"
+#include "core/rng.h"
+#include "core/sampler.h"
+#include "core/status.h"
+
+#define SPEC_GAMMA_MAX 64
+
+/* What the caller asks of one round. */
+typedef struct {
+    const int32_t *tokens;     /* (n) the window: the tokens at positions 0 .. n-1 */
+    int n;                     /* >= 1 and <= the target's n_ctx */
+    int gamma;                 /* drafts to propose, 0 .. SPEC_GAMMA_MAX (capped, see above) */
+    int max_tokens;            /* produce at most this many tokens; >= 1 */
+    int32_t stop_id;           /* a token that ends generation (EOS), or -1 */
+    int32_t banned;            /* masked for the first n_banned produced positions (EOS before
+                                  --min-tokens), or -1 */
+    int n_banned;
+} spec_request;
+
+/* One drafted position. */
+typedef struct {
+    int32_t token;             /* the draft's proposal d_i */
+    float q;                   /* q_i(d_i): draft probability after the chain (> 0) */
+    float p;                   /* p_i(d_i): target probability after the chain */
+    double u;                  /* the acceptance uniform; accepted when u * q < p (greedy: unused) */
+    bool accepted;
+} spec_draft;
+
+/* The outcome of the last round; every pointer stays valid until the next round or spec_free. */
+typedef struct {
+    int n_draft;                    /* drafts proposed (g) */
+    int n_accepted;                 /* leading drafts accepted (k) */
+    bool rejected;                  /* k < g: draft[k] was rejected */
+    const spec_draft *draft;        /* (n_draft) */
+    const sampler_snapshot *draft_snap;  /* (n_draft) the draft's chain at each drafted position,
+                                            with its draw */
+    const sampler_snapshot *target_snap; /* (n_draft + 1) the target's chain at each position;
+                                            rows 0 .. n_out-1 have the produced token's fields
+                                            (u = -1 except for a bonus draw) */
+    int n_out;                      /* tokens produced: k accepted drafts, then next when >= 0 */
+    const int32_t *out;             /* (n_out) */
+    int32_t next;                   /* the resampled (rejected) or bonus token; -1 when the round
+                                       ended on an accepted stop_id */
+    double next_u;                  /* the uniform of that draw */
+    double draft_ms, target_ms;     /* wall time of the draft and target work in this round */
+} spec_round;
+
+/* Totals since creation or spec_stats_reset. */
+typedef struct {
+    long rounds;
+    long drafted;              /* draft tokens proposed */
+    long accepted;             /* of those, accepted */
+    long rejections;           /* rounds that ended with a rejection */
+    long produced;             /* tokens produced by rounds */
+    long target_passes;        /* verification forwards of the target */
+    double draft_ms, target_ms;
+} spec_stats;
+
+/* accepted / drafted (0 when nothing was drafted). */
+double spec_stats_acceptance(const spec_stats *st);
+/* produced / target_passes. */
+double spec_stats_tokens_per_pass(const spec_stats *st);
+
+/* The expected speed-up of speculative decoding over plain decoding (Leviathan et al., eq. 1 and
+ * theorem 3.8): S = (1 - a^(g+1)) / ((1 - a)(g c + 1)), with per-token acceptance a, gamma g and
+ * the draft/target cost ratio c. a = 1 gives (g + 1) / (g c + 1). */
+double spec_predicted_speedup(double a, int gamma, double c);
+/* Expected tokens per target pass: (1 - a^(g+1)) / (1 - a). */
+double spec_expected_tokens_per_pass(double a, int gamma);
+
+typedef struct spec spec;
+
+/* Scratch for a vocabulary of V tokens (the draft's and the target's vocab_size must be equal:
+ * every token either can produce must be one the other can embed). NULL when out of memory. */
+spec *spec_create(int V);
+void spec_free(spec *sp);   /* NULL is safe */
+
+/* Runs one round (see the top of this file). target_cached and draft_cached mirror what each
+ * engine's cache holds, by position (n_ctx entries each); they are read to reuse the longest
+ * common prefix with the window and updated to what the caches hold afterwards. params must be
+ * the session's sampler settings: the draft and target share them. Uniforms come from r.
+ * On failure (engine error, non-finite logits: TT_ERR_NUMERIC, n outside [1, n_ctx]) nothing was
+ * produced, the stats are unchanged and both mirrors are consistent with their caches. */
+tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engine *draft,
+                         int32_t *draft_cached, const sampler_params *params,
+                         const spec_request *req, rng *r, tt_error *err);
+
+/* The last round's outcome (n_out 0 before the first). */
+const spec_round *spec_last_round(const spec *sp);
+
+const spec_stats *spec_get_stats(const spec *sp);
+void spec_stats_reset(spec *sp);
+
+/* Brings e's cache to hold tokens[0..n-1] (0 <= n <= n_ctx): keeps the longest prefix that cached
+ * (e's mirror) shares with tokens, forwards the rest in chunks and updates cached. With
+ * want_logits (n >= 1) at least the last token is computed, so the logits of position n-1 are the
+ * last row. On failure the cache holds a prefix of tokens and cached matches it. */
+tt_status spec_sync_cache(engine *e, int32_t *cached, const int32_t *tokens, int n,
+                          bool want_logits, tt_error *err);
+
+/* Deliberately wrong variants, for tests only: they show that the exactness tests can fail. */
+typedef enum {
+    SPEC_EXACT = 0,
+    SPEC_WRONG_RESIDUAL_P,     /* after a rejection, draw from p instead of max(0, p - q) */
+    SPEC_WRONG_Q_RAW,          /* accept and resample with the draft's raw softmax instead of the
+                                  q it drew from (the chain forgotten on the draft side) */
+    SPEC_WRONG_HISTORY,        /* the target's penalties do not see the drafted tokens */
+} spec_variant;
+void spec_set_variant(spec *sp, spec_variant v);
+
+/* The adaptive schedule of Hugging Face's assisted generation (num_assistant_tokens_schedule
+ * "heuristic"): after a round that accepted every draft gamma grows by 2, otherwise it shrinks by
+ * 1; the result stays in [1, max]. Rounds cut short by a boundary (n_draft < gamma) leave it. */
+int spec_adapt_gamma(int gamma, const spec_round *round, int max);
+
+#endif
