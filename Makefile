@@ -54,6 +54,8 @@ TOOLS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 LIB      := $(BUILD)/libtokentop.a
 BIN      := $(BUILD)/tokentop
 
+.DEFAULT_GOAL := all
+
 # The GPU backend adds its objects and rules here (CUDA=1 for nvcc, or the host emulation).
 GPU_OBJ :=
 -include gpu/gpu.mk
@@ -88,7 +90,7 @@ deps:
 # Build
 tokentop: $(BIN)
 ifneq ($(SANITIZE),1)
-	$(Q)cp $(BIN) $@
+	$(Q)cp $(BIN) $@.tmp && mv -f $@.tmp $@
 endif
 
 # core/ is compiled without ncurses or CUDA include flags; `make layering` also checks the includes.
