@@ -11,7 +11,8 @@ set -eu
 #   libncurses-dev            the terminal UI (wide-character ncursesw)
 #   check libsubunit-dev      unit tests (Check links against subunit on Debian)
 #   tmux                      end-to-end tests drive the real binary inside tmux
-packages=(gcc make pkg-config libcjson-dev libpcre2-dev libncurses-dev check libsubunit-dev tmux)
+#   curl                      make gpt2 downloads checkpoints; tests/e2e/download_gpt2.sh runs it on a file:// mirror
+packages=(gcc make pkg-config libcjson-dev libpcre2-dev libncurses-dev check libsubunit-dev tmux curl)
 
 missing=()
 for p in "${packages[@]}"; do
