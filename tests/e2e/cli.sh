@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# End-to-end checks of the non-interactive commands (generate, tokenize, score) on a tiny random
+# model: determinism, JSON records, stop strings, the context-full path, and bad input.
+set -u
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/tokentop}
+MKMODEL=$BUILD/tools/mkmodel
+JSONCHECK=$BUILD/tools/jsoncheck
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok()   { echo "ok   $1"; }
+fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+
+"$MKMODEL" "$tmp/m" --size tiny --seed 3 >/dev/null || { echo "FAIL mkmodel"; exit 1; }
+M=(--model "$tmp/m" --threads 1)
+
+# --- determinism and modes
+a=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --seed 11 --temp 0.9 -q)
+b=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --seed 11 --temp 0.9 -q)
+c=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --seed 12 --temp 0.9 -q)
+check "same seed gives the same text" test "$a" == "$b"
+check "another seed gives other text" test "$a" != "$c"
+g1=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --greedy -q --seed 1)
+g2=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --temp 0 -q --seed 2)
+check "--greedy equals --temp 0 whatever the seed" test "$g1" == "$g2"
+
+# --- JSON records
+"$BIN" generate "${M[@]}" -p "Hello" -n 5 --seed 1 --json > "$tmp/j" 2>"$tmp/err"
+check "generate --json writes one JSON object per line" "$JSONCHECK" --has done < "$tmp/j"
+check "one record per token plus the summary" test "$(grep -c '"step"' "$tmp/j")" -ge 5
+check "records carry top tokens with cut stages" grep -q '"top":\[{"id"' "$tmp/j"
+check "summary names the stop reason" grep -q '"stop_reason":"max_tokens"' "$tmp/j"
+check "summary has timings" grep -q '"ttft_ms":' "$tmp/j"
+"$BIN" generate "${M[@]}" -p "Hello" -n 5 --seed 1 --json --top-k 2 > "$tmp/j2"
+check "top-k cut is reported" grep -q '"cut":"top_k"' "$tmp/j2"
+
+# --- stop strings: cut the greedy text at a later piece of itself
+full=$("$BIN" generate "${M[@]}" -p "Hello" -n 30 --greedy -q)
+stop=${full:12:3}
+if [ ${#stop} -eq 3 ]; then
+    cut=$("$BIN" generate "${M[@]}" -p "Hello" -n 30 --greedy -q --stop "$stop")
+    prefix=${full%%"$stop"*}
+    check "output stops before the stop string" test "$cut" == "$prefix"
+    "$BIN" generate "${M[@]}" -p "Hello" -n 30 --greedy --stop "$stop" --json > "$tmp/j3"
+    check "stop reason is stop_string" grep -q '"stop_reason":"stop_string"' "$tmp/j3"
+else
+    fail "greedy output too short to pick a stop string"
+fi
+
+# --- context full: the tiny model has 64 positions; keep going past them
+"$BIN" generate "${M[@]}" -p "Hello" -n 150 --seed 5 --ignore-eos --json > "$tmp/j4"
+check "generation continues past the context" grep -q '"generated_tokens":150' "$tmp/j4"
+check "context shift is reported" grep -q '"context_shift":{"dropped":' "$tmp/j4"
+"$BIN" generate "${M[@]}" -p "Hello" -n 150 --seed 5 --ignore-eos --json --no-context-shift > "$tmp/j5"
+check "without shifting it stops with reason context" grep -q '"stop_reason":"context"' "$tmp/j5"
+"$BIN" generate "${M[@]}" --ctx 16 -p "Hello" -n 40 --seed 5 --ignore-eos 2> "$tmp/e6" >/dev/null
+check "text mode says the context was re-prefilled" grep -q "context full" "$tmp/e6"
+
+# --- tokenize and score
+ids=$("$BIN" tokenize "${M[@]}" -p "Hello world" --json)
+check "tokenize --json prints an array of ids" bash -c "[[ '$ids' =~ ^\[[0-9]+(,[0-9]+)*\]$ ]]"
+echo "Hello world" | "$BIN" tokenize "${M[@]}" --json > "$tmp/t2"
+check "tokenize reads stdin" test -s "$tmp/t2"
+printf 'In the beginning was the word, and the word was with the model.\n' > "$tmp/text"
+"$BIN" score "${M[@]}" -f "$tmp/text" --json > "$tmp/s"
+check "score reports a perplexity" grep -q '"perplexity":' "$tmp/s"
+"$BIN" score "${M[@]}" -f "$tmp/text" --json --chunk 7 > "$tmp/s7"
+check "score with short chunks predicts the same number of tokens" \
+    test "$("$JSONCHECK" --get predicted < "$tmp/s")" == "$("$JSONCHECK" --get predicted < "$tmp/s7")"
+
+# --- bad input: a clear message naming the value, exit status 2, nothing run
+expect_err() {
+    local name=$1 pattern=$2; shift 2
+    "$BIN" "$@" > "$tmp/out" 2> "$tmp/err"
+    local rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$pattern" "$tmp/err"; then ok "$name"
+    else fail "$name (rc=$rc, stderr: $(head -c 300 "$tmp/err"))"; fi
+}
+expect_err "negative temperature rejected" "-1" generate "${M[@]}" -p x --temp -1
+expect_err "top-p above 1 rejected" "1.5" generate "${M[@]}" -p x --top-p 1.5
+expect_err "non-numeric top-k rejected" "abc" generate "${M[@]}" -p x --top-k abc
+expect_err "NaN temperature rejected" "nan" generate "${M[@]}" -p x --temp nan
+expect_err "infinite min-p rejected" "inf" generate "${M[@]}" -p x --min-p inf
+expect_err "unknown option named" "--bogus" generate "${M[@]}" -p x --bogus
+expect_err "bad dtype named" "fp8" generate "${M[@]}" -p x --dtype fp8
+expect_err "missing model directory named" "$tmp/nope" generate --model "$tmp/nope" -p x
+mkdir -p "$tmp/pickle" && cp "$tmp/m/config.json" "$tmp/m/vocab.json" "$tmp/m/merges.txt" "$tmp/pickle/" \
+    && echo junk > "$tmp/pickle/pytorch_model.bin"
+expect_err "pickle-only directory refused with the safetensors advice" "safetensors" generate --model "$tmp/pickle" -p x
+expect_err "unknown command named" "frobnicate" frobnicate
+expect_err "missing prompt file named" "$tmp/none.txt" generate "${M[@]}" -f "$tmp/none.txt"
+
+if [ $fails -gt 0 ]; then
+    echo "cli.sh: $fails check(s) failed"
+    exit 1
+fi
+echo "cli.sh: all checks passed"
