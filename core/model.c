@@ -595,6 +595,19 @@ static tt_status bind_all(binder *b)
 
 static char *base_name(const char *dir)
 {
+    /* "." and ".." say nothing on a status bar: name the directory they stand for. */
+    const char *last = strrchr(dir, '/');
+    last = last && last[1] ? last + 1 : dir;
+    if (strcmp(last, ".") == 0 || strcmp(last, "..") == 0 || strcmp(last, "./") == 0 ||
+        strcmp(last, "../") == 0) {
+        char *real = realpath(dir, NULL);
+        if (real && strcmp(real, "/") != 0) {
+            char *b = strdup(strrchr(real, '/') + 1);
+            free(real);
+            return b;
+        }
+        free(real);
+    }
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/')
         n--;

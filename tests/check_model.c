@@ -469,8 +469,11 @@ START_TEST(loads_generated_model)
     model_free(m);
     model_free(NULL);
 
-    /* A trailing slash names the same model. */
+    /* A trailing slash, or ".", names the same model. */
     m = load_ok(tu_path("%s/", dir));
+    ck_assert_str_eq(m->name, slash + 1);
+    model_free(m);
+    m = load_ok(tu_path("%s/.", dir));
     ck_assert_str_eq(m->name, slash + 1);
     model_free(m);
     tu_rmtree(dir);

@@ -269,6 +269,24 @@ START_TEST(reads_scalar_empty_and_metadata)
 }
 END_TEST
 
+START_TEST(accepts_file_without_tensors)
+{
+    size_t len;
+    unsigned char *b = make_st("{}", 0, &len);
+    safetensors_file *f = expect_open(b, len);
+    ck_assert_uint_eq(safetensors_count(f), 0);
+    ck_assert_ptr_null(safetensors_find(f, "x"));
+    ck_assert_ptr_null(safetensors_at(f, 0));
+    safetensors_close(f);
+    free(b);
+    b = make_st("{\"__metadata__\": {}}", 8, &len);     /* data nobody references */
+    f = expect_open(b, len);
+    ck_assert_uint_eq(safetensors_count(f), 0);
+    safetensors_close(f);
+    free(b);
+}
+END_TEST
+
 START_TEST(reads_unaligned_data_exactly)
 {
     /* Header of odd length and an odd offset: the F32 values start at an address that is not a
@@ -481,6 +499,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("valid");
     tcase_add_test(tc, reads_scalar_empty_and_metadata);
+    tcase_add_test(tc, accepts_file_without_tensors);
     tcase_add_test(tc, reads_unaligned_data_exactly);
     tcase_add_test(tc, accepts_holes_and_zero_size_inside_ranges);
     tcase_add_test(tc, accepts_every_known_dtype);
