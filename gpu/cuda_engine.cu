@@ -1,0 +1,797 @@
+/* cuda_engine.cu: the CUDA backend: GPT-2's forward pass over a token span on the GPU, behind the
+ * engine interface (core/engine.h).
+ *
+ * Weights are uploaded once in the dtype asked for (every parameter rounded to it, as the CPU engine
+ * does; the bias and LayerNorm vectors are kept as fp32 arrays of those rounded values). The KV
+ * cache lives on the device, (L, NH, n_ctx, HS) per K and V like the CPU's, in the weight dtype;
+ * truncate only lowers n_past. A span runs in chunks of up to TB tokens: matmuls through cuBLAS with
+ * fp32 accumulation, attention through two strided batched GEMMs and a causal softmax; a one-token
+ * step (decode) uses a single attention kernel instead, and every kernel of the step reads the
+ * position from a device buffer, so the whole step is captured once as a CUDA graph and replayed,
+ * only the token and position being copied in before each replay. Logits always come back to host
+ * memory (pinned, e->logits); sampling stays on the host.
+ *
+ * Every CUDA and cuBLAS call is checked (GPU_CHECK/BLAS_CHECK: the call, the file, the line). The
+ * first error during a forward stops the engine: a sticky error poisons the CUDA context, so the
+ * engine answers every later forward with that first message instead of retrying. */
+#include "gpu/cuda_engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/kernels.h"
+
+#define CUDA_CHUNK 256                       /* default tokens per prefill chunk */
+#define CUDA_WORKSPACE ((size_t)32 << 20)    /* cuBLAS workspace (what Hopper wants) */
+#define CUDA_ALIGN 256
+
+/* =============================================================================================
+ * State */
+
+typedef struct {
+    const void *attn_w;            /* (C, 3C) in dtype */
+    const void *attn_proj_w;       /* (C, C) */
+    const void *fc_w;              /* (C, FF) */
+    const void *fc_proj_w;         /* (FF, C) */
+    const float *ln_1_w, *ln_1_b;  /* (C) */
+    const float *attn_b;           /* (3C) */
+    const float *attn_proj_b;      /* (C) */
+    const float *ln_2_w, *ln_2_b;  /* (C) */
+    const float *fc_b;             /* (FF) */
+    const float *fc_proj_b;        /* (C) */
+} cuda_layer;
+
+typedef struct {
+    engine base;                   /* first: an engine * is a cuda_engine * */
+    cuda_engine_options co;
+    int device;
+    char device_name[256];
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+
+    /* Device memory: three allocations, carved into the buffers below. */
+    char *weights, *cache, *acts;
+    size_t weights_bytes, cache_bytes, acts_bytes;
+
+    cuda_layer *layers;            /* (L) host array of device pointers */
+    const void *wte;               /* (V, C) in dtype */
+    const void *wpe;               /* (maxT, C) */
+    const void *lm_head;           /* (V, C); == wte when tied */
+    const float *ln_f_w, *ln_f_b;  /* (C) */
+    char *k_cache, *v_cache;       /* (L, NH, n_ctx, HS) in dtype */
+
+    int TB;                        /* tokens per chunk */
+    int *d_tokens;                 /* (1 + TB): position, then ids */
+    float *x;                      /* (TB, C) residual stream */
+    char *xn;                      /* (TB, C) LayerNorm output, dtype */
+    float *qkv;                    /* (TB, 3C) */
+    char *q;                       /* (TB, C) dtype */
+    char *att;                     /* (TB, C) attention output, heads side by side, dtype */
+    float *scores;                 /* (NH, TB, n_ctx) */
+    char *probs;                   /* (NH, TB, n_ctx) dtype */
+    float *fc;                     /* (TB, FF) */
+    char *fc_act;                  /* (TB, FF) dtype */
+    float *logits;                 /* (TB, V) */
+    void *workspace;               /* cuBLAS */
+
+    int *h_tokens;                 /* (1 + TB) pinned host: what d_tokens is copied from */
+    int logits_rows;               /* rows of pinned host memory at base.logits */
+
+    cudaGraphExec_t graph;         /* the decode step, captured on first use */
+    bool graph_failed;             /* capture failed once: steps run without a graph */
+    bool capturing;                /* errors while capturing fall back instead of stopping */
+    bool dead;                     /* a device error stopped the engine */
+    char dead_msg[TT_ERROR_MAX];
+    long steps, replays;
+} cuda_engine;
+
+/* =============================================================================================
+ * Error checks */
+
+/* "cuda_layernorm(g->xn, g->x, ...)" is plenty to find the line. */
+static void short_call(char *out, size_t cap, const char *call)
+{
+    size_t n = strlen(call);
+    if (n < 72) {
+        snprintf(out, cap, "%s", call);
+        return;
+    }
+    snprintf(out, cap, "%.64s...)", call);
+}
+
+static tt_status gpu_fail(cuda_engine *g, tt_error *err, const char *call, const char *what,
+                          const char *file, int line)
+{
+    char c[96];
+    short_call(c, sizeof c, call);
+    tt_error local;
+    if (!err)
+        err = &local;
+    tt_fail(err, TT_ERR_DEVICE, "cuda: %s failed at %s:%d: %s", c, file, line, what);
+    if (g && !g->capturing && !g->dead) {
+        g->dead = true;
+        snprintf(g->dead_msg, sizeof g->dead_msg, "%s", err->msg);
+    }
+    return TT_ERR_DEVICE;
+}
+
+static tt_status gpu_fail_cuda(cuda_engine *g, tt_error *err, cudaError_t e, const char *call,
+                               const char *file, int line)
+{
+    char what[192];
+    snprintf(what, sizeof what, "%s (%s)%s", cudaGetErrorString(e), cudaGetErrorName(e),
+             strncmp(call, "cudaStreamSynchronize", 21) == 0 || strncmp(call, "cudaGraphLaunch", 15) == 0
+                 ? "; an asynchronous error from an earlier launch may be reported here" : "");
+    cudaGetLastError();            /* a non-sticky error must not resurface in a later check */
+    return gpu_fail(g, err, call, what, file, line);
+}
+
+static tt_status gpu_fail_blas(cuda_engine *g, tt_error *err, cublasStatus_t s, const char *call,
+                               const char *file, int line)
+{
+    char what[192];
+    snprintf(what, sizeof what, "%s (%s)", cublasGetStatusString(s), cublasGetStatusName(s));
+    return gpu_fail(g, err, call, what, file, line);
+}
+
+/* In functions with `cuda_engine *g` (may be NULL) and `tt_error *err` in scope. */
+#define GPU_CHECK(call)                                                        \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        if (e_ != cudaSuccess)                                                 \
+            return gpu_fail_cuda(g, err, e_, #call, __FILE__, __LINE__);       \
+    } while (0)
+
+#define BLAS_CHECK(call)                                                       \
+    do {                                                                       \
+        cublasStatus_t s_ = (call);                                            \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                       \
+            return gpu_fail_blas(g, err, s_, #call, __FILE__, __LINE__);       \
+    } while (0)
+
+/* =============================================================================================
+ * Availability and device information */
+
+extern "C" void cuda_engine_options_default(cuda_engine_options *co)
+{
+    co->use_graphs = true;
+    co->device = 0;
+    co->max_chunk = 0;
+}
+
+extern "C" bool cuda_backend_available(char *why, size_t cap)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        if (why && cap) {
+            if (e == cudaSuccess || e == cudaErrorNoDevice)
+                snprintf(why, cap, "no CUDA device");
+            else if (e == cudaErrorInsufficientDriver)
+                snprintf(why, cap, "no CUDA device (no NVIDIA driver loaded, or one older than this "
+                         "CUDA runtime)");
+            else
+                snprintf(why, cap, "no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+        }
+        return false;
+    }
+    if (why && cap)
+        why[0] = 0;
+    return true;
+}
+
+static tt_status device_info(int dev, cuda_device_info_t *info, tt_error *err)
+{
+    cuda_engine *g = NULL;
+    memset(info, 0, sizeof *info);
+    GPU_CHECK(cudaGetDeviceCount(&info->count));
+    cudaDeviceProp prop;
+    GPU_CHECK(cudaGetDeviceProperties(&prop, dev));
+    info->index = dev;
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    info->cc_major = prop.major;
+    info->cc_minor = prop.minor;
+    info->sm_count = prop.multiProcessorCount;
+    info->total_bytes = prop.totalGlobalMem;
+    GPU_CHECK(cudaDeviceGetAttribute(&info->memory_clock_khz, cudaDevAttrMemoryClockRate, dev));
+    GPU_CHECK(cudaDeviceGetAttribute(&info->bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    info->peak_bandwidth = 2.0 * (double)info->memory_clock_khz * 1e3 * (double)info->bus_width_bits / 8.0;
+    cudaRuntimeGetVersion(&info->runtime_version);
+    cudaDriverGetVersion(&info->driver_version);
+#ifdef TT_EMU
+    info->emulated = true;
+#endif
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_device_info(cuda_device_info_t *info, tt_error *err)
+{
+    char why[160];
+    if (!cuda_backend_available(why, sizeof why))
+        return tt_fail(err, TT_ERR_DEVICE, "cuda: %s", why);
+    cuda_engine *g = NULL;
+    int dev = 0;
+    GPU_CHECK(cudaGetDevice(&dev));
+    tt_status s = device_info(dev, info, err);
+    if (s != TT_OK)
+        return s;
+    size_t total = 0;
+    GPU_CHECK(cudaMemGetInfo(&info->free_bytes, &total));
+    return TT_OK;
+}
+
+/* =============================================================================================
+ * Memory plan */
+
+static size_t align_up(size_t n) { return (n + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
+
+/* Hands out aligned pieces of one allocation (base NULL: only counts). */
+typedef struct {
+    char *base;
+    size_t used;
+} carver;
+
+static void *carve(carver *c, size_t bytes)
+{
+    void *p = c->base ? c->base + c->used : NULL;
+    c->used += align_up(bytes);
+    return p;
+}
+
+/* Lays out (or, with NULL bases, measures) the weights, the cache and the activations. */
+static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
+{
+    const gpt2_config *cfg = g->base.config;
+    const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF, V = (size_t)cfg->V, L = (size_t)cfg->L;
+    const size_t NH = (size_t)cfg->NH, TB = (size_t)g->TB, n_ctx = (size_t)g->base.n_ctx;
+    const size_t ds = tt_dtype_size(g->base.dtype);
+    for (size_t l = 0; l < L; l++) {
+        cuda_layer *ly = g->layers ? &g->layers[l] : NULL;
+        const void *p[4] = {carve(w, C * 3 * C * ds), carve(w, C * C * ds), carve(w, C * FF * ds),
+                            carve(w, FF * C * ds)};
+        const float *f[8] = {(float *)carve(w, C * 4), (float *)carve(w, C * 4), (float *)carve(w, 3 * C * 4),
+                             (float *)carve(w, C * 4), (float *)carve(w, C * 4), (float *)carve(w, C * 4),
+                             (float *)carve(w, FF * 4), (float *)carve(w, C * 4)};
+        if (ly) {
+            ly->attn_w = p[0];
+            ly->attn_proj_w = p[1];
+            ly->fc_w = p[2];
+            ly->fc_proj_w = p[3];
+            ly->ln_1_w = f[0];
+            ly->ln_1_b = f[1];
+            ly->attn_b = f[2];
+            ly->attn_proj_b = f[3];
+            ly->ln_2_w = f[4];
+            ly->ln_2_b = f[5];
+            ly->fc_b = f[6];
+            ly->fc_proj_b = f[7];
+        }
+    }
+    g->wte = carve(w, V * C * ds);
+    g->wpe = carve(w, (size_t)cfg->maxT * C * ds);
+    g->lm_head = g->base.model->tensors.lm_head_tied ? g->wte : carve(w, V * C * ds);
+    g->ln_f_w = (float *)carve(w, C * 4);
+    g->ln_f_b = (float *)carve(w, C * 4);
+
+    g->k_cache = (char *)carve(kv, L * n_ctx * C * ds);
+    g->v_cache = (char *)carve(kv, L * n_ctx * C * ds);
+
+    g->d_tokens = (int *)carve(a, (1 + TB) * sizeof(int));
+    g->x = (float *)carve(a, TB * C * 4);
+    g->xn = (char *)carve(a, TB * C * ds);
+    g->qkv = (float *)carve(a, TB * 3 * C * 4);
+    g->q = (char *)carve(a, TB * C * ds);
+    g->att = (char *)carve(a, TB * C * ds);
+    g->scores = (float *)carve(a, NH * TB * n_ctx * 4);
+    g->probs = (char *)carve(a, NH * TB * n_ctx * ds);
+    g->fc = (float *)carve(a, TB * FF * 4);
+    g->fc_act = (char *)carve(a, TB * FF * ds);
+    g->logits = (float *)carve(a, TB * V * 4);
+    g->workspace = carve(a, CUDA_WORKSPACE);
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static tt_status out_of_memory(cuda_engine *g, tt_error *err, const char *what)
+{
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaGetLastError();
+    size_t need = g->weights_bytes + g->cache_bytes + g->acts_bytes;
+    return tt_fail(err, TT_ERR_DEVICE,
+                   "cuda: %s in %s needs %.0f MiB of device memory (weights %.0f, KV cache %.0f, "
+                   "activations %.0f), %.0f MiB free of %.0f MiB on %s%s%s",
+                   g->base.model->name ? g->base.model->name : "the model",
+                   tt_dtype_name(g->base.dtype), mib(need), mib(g->weights_bytes), mib(g->cache_bytes),
+                   mib(g->acts_bytes), mib(free_b), mib(total_b), g->device_name, what ? ": " : "",
+                   what ? what : "");
+}
+
+/* =============================================================================================
+ * Weights upload */
+
+/* A parameter as the engine holds it: rounded to the weight dtype once (as core/cpu.c does). */
+static inline float held_value(tt_dtype d, float v)
+{
+    if (d == TT_F16)
+        return tt_f16_to_f32(tt_f32_to_f16(v));
+    if (d == TT_BF16)
+        return tt_bf16_to_f32(tt_f32_to_bf16(v));
+    return v;
+}
+
+typedef struct {
+    char *buf;                     /* host staging */
+    size_t cap;
+    float tmp[4096];
+} stager;
+
+/* Copies n elements of t to device memory dst in dtype d. */
+static tt_status upload_matrix(cuda_engine *g, stager *st, const void *dst, tensor_ref t, size_t n, tt_dtype d,
+                               tt_error *err)
+{
+    if (t.dtype == d) {            /* same bytes: straight from the mapping */
+        GPU_CHECK(cudaMemcpy((void *)dst, t.data, n * tt_dtype_size(d), cudaMemcpyHostToDevice));
+        return TT_OK;
+    }
+    size_t per = st->cap / tt_dtype_size(d);
+    for (size_t off = 0; off < n; off += per) {
+        size_t cnt = n - off < per ? n - off : per;
+        for (size_t i = 0; i < cnt; i += 4096) {
+            size_t c = cnt - i < 4096 ? cnt - i : 4096;
+            tensor_ref_to_f32(t, off + i, c, st->tmp);
+            for (size_t j = 0; j < c; j++)
+                tt_store_f32(st->buf, d, i + j, st->tmp[j]);
+        }
+        GPU_CHECK(cudaMemcpy((char *)dst + off * tt_dtype_size(d), st->buf, cnt * tt_dtype_size(d),
+                             cudaMemcpyHostToDevice));
+    }
+    return TT_OK;
+}
+
+static tt_status upload_vector(cuda_engine *g, stager *st, const float *dst, tensor_ref t, size_t n,
+                               tt_error *err)
+{
+    float *f = (float *)st->buf;
+    tensor_ref_to_f32(t, 0, n, f);
+    for (size_t i = 0; i < n; i++)
+        f[i] = held_value(g->base.dtype, f[i]);
+    GPU_CHECK(cudaMemcpy((void *)dst, f, n * sizeof(float), cudaMemcpyHostToDevice));
+    return TT_OK;
+}
+
+static tt_status upload_weights(cuda_engine *g, tt_error *err)
+{
+    const model *m = g->base.model;
+    const gpt2_config *cfg = &m->config;
+    const gpt2_tensors *tw = &m->tensors;
+    const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF, V = (size_t)cfg->V;
+    const tt_dtype d = g->base.dtype;
+    stager *st = (stager *)malloc(sizeof *st);
+    if (!st)
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the upload buffer");
+    st->cap = (size_t)16 << 20;
+    if (st->cap < FF * 4 + 64)
+        st->cap = FF * 4 + 64;
+    st->buf = (char *)malloc(st->cap);
+    if (!st->buf) {
+        free(st);
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the upload buffer");
+    }
+    tt_status s = TT_OK;
+    for (int l = 0; l < cfg->L && s == TT_OK; l++) {
+        const gpt2_layer_tensors *t = &tw->h[l];
+        const cuda_layer *ly = &g->layers[l];
+        if ((s = upload_matrix(g, st, ly->attn_w, t->attn_w, C * 3 * C, d, err)) != TT_OK ||
+            (s = upload_matrix(g, st, ly->attn_proj_w, t->attn_proj_w, C * C, d, err)) != TT_OK ||
+            (s = upload_matrix(g, st, ly->fc_w, t->fc_w, C * FF, d, err)) != TT_OK ||
+            (s = upload_matrix(g, st, ly->fc_proj_w, t->fc_proj_w, FF * C, d, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_1_w, t->ln_1_w, C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_1_b, t->ln_1_b, C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->attn_b, t->attn_b, 3 * C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->attn_proj_b, t->attn_proj_b, C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_2_w, t->ln_2_w, C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_2_b, t->ln_2_b, C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->fc_b, t->fc_b, FF, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->fc_proj_b, t->fc_proj_b, C, err)) != TT_OK)
+            break;
+    }
+    if (s == TT_OK)
+        s = upload_matrix(g, st, g->wte, tw->wte, V * C, d, err);
+    if (s == TT_OK)
+        s = upload_matrix(g, st, g->wpe, tw->wpe, (size_t)cfg->maxT * C, d, err);
+    if (s == TT_OK && !tw->lm_head_tied)
+        s = upload_matrix(g, st, g->lm_head, tw->lm_head, V * C, d, err);
+    if (s == TT_OK)
+        s = upload_vector(g, st, g->ln_f_w, tw->ln_f_w, C, err);
+    if (s == TT_OK)
+        s = upload_vector(g, st, g->ln_f_b, tw->ln_f_b, C, err);
+    free(st->buf);
+    free(st);
+    return s;
+}
+
+/* =============================================================================================
+ * Forward */
+
+/* Queues the work of one chunk of T tokens at positions pos .. pos+T-1 (already in d_tokens) and,
+ * when lo < T, the logits of rows lo .. T-1 into out (pinned host memory). With T == 1 nothing
+ * queued depends on pos: the device reads it from d_tokens, so the step can be captured once. */
+static tt_status enqueue_chunk(cuda_engine *g, int T, int pos, int lo, float *out, tt_error *err)
+{
+    const gpt2_config *cfg = g->base.config;
+    const int C = cfg->C, FF = cfg->FF, NH = cfg->NH, V = cfg->V, n_ctx = g->base.n_ctx;
+    const tt_dtype d = g->base.dtype;
+    const size_t ds = tt_dtype_size(d), layer_cache = (size_t)n_ctx * (size_t)C * ds;
+    const float eps = cfg->ln_eps;
+    cudaStream_t s = g->stream;
+    cublasHandle_t h = g->cublas;
+
+    GPU_CHECK(cuda_embed(g->x, g->d_tokens, g->wte, g->wpe, T, C, d, s));
+    const float *pending = NULL;   /* the bias of the last matmul added into x */
+    for (int l = 0; l < cfg->L; l++) {
+        const cuda_layer *ly = &g->layers[l];
+        char *kc = g->k_cache + (size_t)l * layer_cache, *vc = g->v_cache + (size_t)l * layer_cache;
+        GPU_CHECK(cuda_layernorm(g->xn, g->x, pending, ly->ln_1_w, ly->ln_1_b, T, C, eps, d, s));
+        BLAS_CHECK(cuda_matmul(h, g->qkv, 3 * C, g->xn, C, ly->attn_w, T, C, 3 * C, false, d));
+        GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, ly->attn_b, g->d_tokens, T, C, NH, n_ctx, d, s));
+        if (T == 1) {
+            GPU_CHECK(cuda_attention_decode(g->att, g->q, kc, vc, g->d_tokens, C, NH, n_ctx, d, s));
+        } else {
+            BLAS_CHECK(cuda_attention_scores(h, g->scores, g->q, kc, pos, T, C, NH, n_ctx, d));
+            GPU_CHECK(cuda_softmax_causal(g->probs, g->scores, pos, T, NH, d, s));
+            BLAS_CHECK(cuda_attention_values(h, g->att, g->probs, vc, pos, T, C, NH, n_ctx, d));
+        }
+        BLAS_CHECK(cuda_matmul(h, g->x, C, g->att, C, ly->attn_proj_w, T, C, C, true, d));
+        GPU_CHECK(cuda_layernorm(g->xn, g->x, ly->attn_proj_b, ly->ln_2_w, ly->ln_2_b, T, C, eps, d, s));
+        BLAS_CHECK(cuda_matmul(h, g->fc, FF, g->xn, C, ly->fc_w, T, C, FF, false, d));
+        GPU_CHECK(cuda_gelu(g->fc_act, g->fc, ly->fc_b, T, FF, cfg->act, d, s));
+        BLAS_CHECK(cuda_matmul(h, g->x, C, g->fc_act, FF, ly->fc_proj_w, T, FF, C, true, d));
+        pending = ly->fc_proj_b;
+    }
+    if (lo >= T)
+        return TT_OK;
+    const int R = T - lo;
+    char *xnl = g->xn + (size_t)lo * (size_t)C * ds;
+    GPU_CHECK(cuda_layernorm(xnl, g->x + (size_t)lo * (size_t)C, pending, g->ln_f_w, g->ln_f_b, R, C, eps, d, s));
+    BLAS_CHECK(cuda_matmul_lm_head(h, g->logits, xnl, C, g->lm_head, R, C, V, d));
+    GPU_CHECK(cudaMemcpyAsync(out, g->logits, (size_t)R * (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, s));
+    return TT_OK;
+}
+
+/* Runs one chunk without a graph. */
+static tt_status run_chunk(cuda_engine *g, const int32_t *ids, int T, int pos, int lo, float *out,
+                           tt_error *err)
+{
+    /* h_tokens is pinned: the copy reads it when the stream gets there, and the previous chunk's
+     * copy has completed (every chunk ends with a synchronize). */
+    g->h_tokens[0] = pos;
+    memcpy(g->h_tokens + 1, ids, (size_t)T * sizeof(int));
+    GPU_CHECK(cudaMemcpyAsync(g->d_tokens, g->h_tokens, (size_t)(1 + T) * sizeof(int), cudaMemcpyHostToDevice,
+                              g->stream));
+    tt_status s = enqueue_chunk(g, T, pos, lo, out, err);
+    if (s != TT_OK)
+        return s;
+    GPU_CHECK(cudaStreamSynchronize(g->stream));
+    return TT_OK;
+}
+
+/* Captures the decode step (copy in token + position, the layers, the logits copy out to row 0 of
+ * base.logits). A failure leaves graphs off for this engine; it is not a device error. */
+static void capture_decode(cuda_engine *g)
+{
+    tt_error err;
+    cudaGraph_t graph = NULL;
+    g->capturing = true;
+    cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
+    if (e == cudaSuccess) {
+        e = cudaMemcpyAsync(g->d_tokens, g->h_tokens, 2 * sizeof(int), cudaMemcpyHostToDevice, g->stream);
+        tt_status s = e == cudaSuccess ? enqueue_chunk(g, 1, 0, 0, g->base.logits, &err) : TT_ERR_DEVICE;
+        cudaError_t end = cudaStreamEndCapture(g->stream, &graph);
+        if (s != TT_OK || end != cudaSuccess)
+            e = cudaErrorUnknown;
+    }
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&g->graph, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    g->capturing = false;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        g->graph = NULL;
+        g->graph_failed = true;
+        size_t n = strlen(g->base.description);
+        snprintf(g->base.description + n, sizeof g->base.description - n, " (graph capture failed)");
+    }
+}
+
+static tt_status run_decode(cuda_engine *g, int32_t id, int pos, tt_error *err)
+{
+    if (!g->co.use_graphs || g->graph_failed)
+        return run_chunk(g, &id, 1, pos, 0, g->base.logits, err);
+    g->h_tokens[0] = pos;
+    g->h_tokens[1] = id;
+    if (!g->graph) {
+        capture_decode(g);
+        if (!g->graph)
+            return run_chunk(g, &id, 1, pos, 0, g->base.logits, err);
+    }
+    GPU_CHECK(cudaGraphLaunch(g->graph, g->stream));
+    GPU_CHECK(cudaStreamSynchronize(g->stream));
+    g->replays++;
+    return TT_OK;
+}
+
+/* Grows the pinned logits to rows rows. A captured graph writes to the old buffer: it goes too. */
+static tt_status reserve_logits(cuda_engine *g, int rows, tt_error *err)
+{
+    if (rows <= g->logits_rows)
+        return TT_OK;
+    size_t bytes = (size_t)rows * (size_t)g->base.config->V * sizeof(float);
+    float *p = NULL;
+    if (cudaMallocHost((void **)&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate %zu bytes of pinned host memory for "
+                       "%d rows of logits", bytes, rows);
+    }
+    if (g->graph) {
+        cudaGraphExecDestroy(g->graph);
+        g->graph = NULL;
+    }
+    cudaFreeHost(g->base.logits);
+    g->base.memory_bytes += (size_t)(rows - g->logits_rows) * (size_t)g->base.config->V * sizeof(float);
+    g->base.logits = p;
+    g->logits_rows = rows;
+    return TT_OK;
+}
+
+static tt_status cuda_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits, tt_error *err)
+{
+    cuda_engine *g = (cuda_engine *)e;
+    const int V = e->config->V;
+    e->n_logits = 0;
+    if (g->dead)
+        return tt_fail(err, TT_ERR_DEVICE, "cuda: the GPU backend stopped after an earlier error: %s",
+                       g->dead_msg);
+    tt_status s = reserve_logits(g, all_logits ? n : 1, err);
+    if (s != TT_OK)
+        return s;
+    g->steps++;
+    if (n == 1) {
+        s = run_decode(g, ids[0], pos, err);
+    } else {
+        for (int s0 = 0; s0 < n && s == TT_OK; s0 += g->TB) {
+            int T = n - s0 < g->TB ? n - s0 : g->TB;
+            bool last = s0 + T == n;
+            int lo = all_logits ? 0 : last ? T - 1 : T;
+            float *out = all_logits ? e->logits + (size_t)s0 * (size_t)V : e->logits;
+            s = run_chunk(g, ids + s0, T, pos + s0, lo, out, err);
+        }
+    }
+    if (s != TT_OK)
+        return s;
+    e->n_past = pos + n;
+    e->n_logits = all_logits ? n : 1;
+    return TT_OK;
+}
+
+static void cuda_truncate(engine *e, int pos)
+{
+    /* The stale rows past pos are overwritten by the next append and never read before. */
+    if (pos < e->n_past)
+        e->n_past = pos < 0 ? 0 : pos;
+}
+
+/* =============================================================================================
+ * Creation */
+
+static void cuda_destroy(engine *e)
+{
+    cuda_engine *g = (cuda_engine *)e;
+    if (!g)
+        return;
+    /* After a sticky error these calls fail too; the memory goes with the context either way. */
+    if (g->graph)
+        cudaGraphExecDestroy(g->graph);
+    if (g->cublas)
+        cublasDestroy(g->cublas);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    cudaFree(g->weights);
+    cudaFree(g->cache);
+    cudaFree(g->acts);
+    cudaFreeHost(g->h_tokens);
+    cudaFreeHost(e->logits);
+    cudaGetLastError();
+    free(g->layers);
+    free(g);
+}
+
+static const engine_ops cuda_ops = {
+    "cuda",
+    cuda_forward,
+    cuda_truncate,
+    cuda_destroy,
+};
+
+static tt_status alloc_device(cuda_engine *g, char **p, size_t bytes, tt_error *err)
+{
+    cudaError_t e = cudaMalloc((void **)p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        *p = NULL;
+        return out_of_memory(g, err, "cudaMalloc failed");
+    }
+    GPU_CHECK(e);
+    return TT_OK;
+}
+
+static tt_status setup(cuda_engine *g, tt_error *err)
+{
+    const gpt2_config *cfg = g->base.config;
+    engine *e = &g->base;
+
+    GPU_CHECK(cudaSetDevice(g->device));
+    cudaDeviceProp prop;
+    GPU_CHECK(cudaGetDeviceProperties(&prop, g->device));
+    snprintf(g->device_name, sizeof g->device_name, "%s", prop.name);
+
+    carver w = {NULL, 0}, kv = {NULL, 0}, a = {NULL, 0};
+    plan(g, &w, &kv, &a);
+    g->weights_bytes = w.used;
+    g->cache_bytes = kv.used;
+    g->acts_bytes = a.used;
+    size_t free_b = 0, total_b = 0;
+    GPU_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (w.used + kv.used + a.used > free_b)
+        return out_of_memory(g, err, NULL);
+
+    GPU_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    BLAS_CHECK(cublasCreate(&g->cublas));
+    BLAS_CHECK(cublasSetStream(g->cublas, g->stream));   /* before the workspace: it resets it */
+    tt_status s;
+    if ((s = alloc_device(g, &g->weights, w.used, err)) != TT_OK ||
+        (s = alloc_device(g, &g->cache, kv.used, err)) != TT_OK ||
+        (s = alloc_device(g, &g->acts, a.used, err)) != TT_OK)
+        return s;
+    g->layers = (cuda_layer *)calloc((size_t)cfg->L, sizeof *g->layers);
+    if (!g->layers)
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the layer table");
+    w.base = g->weights;
+    w.used = 0;
+    kv.base = g->cache;
+    kv.used = 0;
+    a.base = g->acts;
+    a.used = 0;
+    plan(g, &w, &kv, &a);
+    BLAS_CHECK(cublasSetWorkspace(g->cublas, g->workspace, CUDA_WORKSPACE));
+
+    if ((s = upload_weights(g, err)) != TT_OK)
+        return s;
+    /* Never read before written, but a zeroed cache keeps stale-read bugs deterministic. */
+    GPU_CHECK(cudaMemset(g->cache, 0, g->cache_bytes));
+    GPU_CHECK(cuda_attention_decode_prepare(cfg->C, cfg->NH, e->n_ctx));
+    /* Fails here, once, when this build holds no code for the device. */
+    GPU_CHECK(cuda_kernels_probe(g->d_tokens, g->stream));
+    GPU_CHECK(cudaStreamSynchronize(g->stream));
+
+    GPU_CHECK(cudaMallocHost((void **)&g->h_tokens, (size_t)(1 + g->TB) * sizeof(int)));
+    if ((s = reserve_logits(g, 1, err)) != TT_OK)
+        return s;
+
+    const size_t ds = tt_dtype_size(e->dtype), C = (size_t)cfg->C, FF = (size_t)cfg->FF;
+    /* Read per decode step: every matrix once (the lm_head included), the vectors, a row each of
+     * wte and wpe. */
+    e->weight_bytes = (size_t)cfg->L * (4 * C * C + 2 * C * FF) * ds + (size_t)cfg->V * C * ds +
+                      ((size_t)cfg->L * (9 * C + FF) + 2 * C) * sizeof(float) + 2 * C * ds;
+    e->memory_bytes += g->weights_bytes + g->cache_bytes + g->acts_bytes;
+    snprintf(e->description, sizeof e->description, "cuda: %.100s, %s weights, graphs %s", g->device_name,
+             tt_dtype_name(e->dtype), g->co.use_graphs ? "on" : "off");
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o, const cuda_engine_options *co,
+                                        engine **out, tt_error *err)
+{
+    *out = NULL;
+    const gpt2_config *cfg = &m->config;
+    engine_options def;
+    cuda_engine_options cdef;
+    if (!o) {
+        engine_options_default(&def);
+        o = &def;
+    }
+    if (!co) {
+        cuda_engine_options_default(&cdef);
+        co = &cdef;
+    }
+    if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16)
+        return tt_fail(err, TT_ERR_ARG, "cuda: unknown weight dtype %d", (int)o->dtype);
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT;
+    if (n_ctx > cfg->maxT)
+        return tt_fail(err, TT_ERR_ARG, "cuda: context of %d tokens is longer than the model's "
+                       "n_positions (%d)", n_ctx, cfg->maxT);
+    if (cfg->C / cfg->NH > CUDA_MAX_HS)
+        return tt_fail(err, TT_ERR_UNSUPPORTED, "cuda: head size %d is larger than the %d the "
+                       "attention kernel handles", cfg->C / cfg->NH, CUDA_MAX_HS);
+    char why[160];
+    if (!cuda_backend_available(why, sizeof why))
+        return tt_fail(err, TT_ERR_DEVICE, "cuda: %s", why);
+    int count = 0;
+    cudaGetDeviceCount(&count);
+    if (co->device < 0 || co->device >= count)
+        return tt_fail(err, TT_ERR_ARG, "cuda: device %d requested, %d present", co->device, count);
+
+    cuda_engine *g = (cuda_engine *)calloc(1, sizeof *g);
+    if (!g)
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the engine");
+    engine *e = &g->base;
+    e->ops = &cuda_ops;
+    e->model = m;
+    e->config = cfg;
+    e->n_ctx = n_ctx;
+    e->dtype = o->dtype;
+    g->co = *co;
+    g->device = co->device;
+    int tb = co->max_chunk > 0 ? co->max_chunk : CUDA_CHUNK;
+    g->TB = n_ctx < tb ? n_ctx : tb;
+    g->capturing = true;           /* errors during setup do not mark a half-built engine dead */
+    tt_status s = setup(g, err);
+    g->capturing = false;
+    if (s != TT_OK) {
+        cuda_destroy(e);
+        return s;
+    }
+    *out = e;
+    return TT_OK;
+}
+
+/* =============================================================================================
+ * Statistics and the benchmark line */
+
+extern "C" bool cuda_engine_get_stats(const engine *e, cuda_engine_stats *out)
+{
+    if (!e || e->ops != &cuda_ops)
+        return false;
+    const cuda_engine *g = (const cuda_engine *)e;
+    out->device_bytes = g->weights_bytes + g->cache_bytes + g->acts_bytes;
+    out->weight_bytes = e->weight_bytes;
+    out->kv_bytes_per_pos = 2 * (size_t)e->config->L * (size_t)e->config->C * tt_dtype_size(e->dtype);
+    out->graphs = g->co.use_graphs && !g->graph_failed;
+    out->graph_replays = g->replays;
+    out->steps = g->steps;
+    return true;
+}
+
+extern "C" size_t cuda_engine_decode_bytes(const engine *e, int pos)
+{
+    cuda_engine_stats st;
+    if (!cuda_engine_get_stats(e, &st))
+        return 0;
+    return st.weight_bytes + (size_t)(pos < 0 ? 0 : pos + 1) * st.kv_bytes_per_pos;
+}
+
+extern "C" void cuda_bench_format(const engine *e, double decode_tokens_per_s, int pos, char *buf, size_t cap)
+{
+    cuda_engine_stats st;
+    cuda_device_info_t info;
+    tt_error err;
+    if (!cuda_engine_get_stats(e, &st)) {
+        snprintf(buf, cap, "gpu: not a CUDA engine");
+        return;
+    }
+    if (cuda_device_info(&info, &err) != TT_OK) {
+        snprintf(buf, cap, "gpu: %s", err.msg);
+        return;
+    }
+    double bytes = (double)cuda_engine_decode_bytes(e, pos);
+    double bw = bytes * decode_tokens_per_s;
+    snprintf(buf, cap, "gpu: %s%s, engine holds %.0f MiB (%.0f of %.0f MiB in use on the device); decode "
+             "reads %.1f MB/token -> %.1f GB/s = %.1f%% of the %.0f GB/s peak; graphs %s",
+             info.name, info.emulated ? " (numbers are nominal)" : "", mib(st.device_bytes),
+             mib(info.total_bytes - info.free_bytes), mib(info.total_bytes), bytes / 1e6, bw / 1e9,
+             info.peak_bandwidth > 0 ? 100.0 * bw / info.peak_bandwidth : 0.0, info.peak_bandwidth / 1e9,
+             st.graphs ? "on" : "off");
+}

@@ -1,0 +1,239 @@
+/* cuda_ops.cu: the per-op test harness of the CUDA backend (see cuda_ops.h): upload, one launcher
+ * from gpu/kernels.cu, download. */
+#include "gpu/cuda_ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/kernels.h"
+
+struct cuda_ops {
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    void *bufs[16];                /* device buffers of the op in flight */
+    int n_bufs;
+};
+
+static tt_status ops_fail(cuda_ops *c, tt_error *err, const char *call, const char *what, int line)
+{
+    cudaGetLastError();
+    return tt_fail(err, TT_ERR_DEVICE, "cuda_ops: %s failed at %s:%d: %s", call, __FILE__, line, what);
+}
+
+#define OPS_CHECK(call)                                                              \
+    do {                                                                             \
+        cudaError_t e_ = (call);                                                     \
+        if (e_ != cudaSuccess) {                                                     \
+            ops_release(c);                                                          \
+            return ops_fail(c, err, #call, cudaGetErrorString(e_), __LINE__);        \
+        }                                                                            \
+    } while (0)
+
+#define OPS_BLAS(call)                                                               \
+    do {                                                                             \
+        cublasStatus_t s_ = (call);                                                  \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
+            ops_release(c);                                                          \
+            return ops_fail(c, err, #call, cublasGetStatusString(s_), __LINE__);     \
+        }                                                                            \
+    } while (0)
+
+static void ops_release(cuda_ops *c)
+{
+    cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < c->n_bufs; i++)
+        cudaFree(c->bufs[i]);
+    c->n_bufs = 0;
+}
+
+extern "C" tt_status cuda_ops_create(cuda_ops **out, tt_error *err)
+{
+    *out = NULL;
+    cuda_ops *c = (cuda_ops *)calloc(1, sizeof *c);
+    if (!c)
+        return tt_fail(err, TT_ERR_NOMEM, "cuda_ops: out of memory");
+    if (cudaStreamCreate(&c->stream) != cudaSuccess || cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(c->cublas, c->stream) != CUBLAS_STATUS_SUCCESS) {
+        cuda_ops_free(c);
+        return ops_fail(NULL, err, "cuda_ops_create", "no usable device", __LINE__);
+    }
+    *out = c;
+    return TT_OK;
+}
+
+extern "C" void cuda_ops_free(cuda_ops *c)
+{
+    if (!c)
+        return;
+    if (c->cublas)
+        cublasDestroy(c->cublas);
+    if (c->stream)
+        cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+/* A device buffer holding n values of src (NULL: uninitialized) in dtype d. */
+static void *ops_upload(cuda_ops *c, const float *src, size_t n, tt_dtype d, cudaError_t *e)
+{
+    void *p = NULL;
+    if (*e != cudaSuccess)
+        return NULL;
+    size_t bytes = (n ? n : 1) * tt_dtype_size(d);
+    if ((*e = cudaMalloc(&p, bytes)) != cudaSuccess)
+        return NULL;
+    c->bufs[c->n_bufs++] = p;
+    if (src) {
+        char *h = (char *)malloc(bytes);
+        for (size_t i = 0; i < n; i++)
+            tt_store_f32(h, d, i, src[i]);
+        *e = cudaMemcpy(p, h, n * tt_dtype_size(d), cudaMemcpyHostToDevice);
+        free(h);
+    }
+    return p;
+}
+
+static cudaError_t ops_download(float *dst, const void *src, size_t n, tt_dtype d)
+{
+    char *h = (char *)malloc((n ? n : 1) * tt_dtype_size(d));
+    cudaError_t e = cudaMemcpy(h, src, n * tt_dtype_size(d), cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = tt_load_f32(h, d, i);
+    free(h);
+    return e;
+}
+
+extern "C" tt_status cuda_ops_embed(cuda_ops *c, float *x, const int *ids, int T, int pos, const float *wte,
+                                    int V, const float *wpe, int maxT, int C, tt_dtype d, tt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+    int *tok = (int *)malloc((size_t)(1 + T) * sizeof(int));
+    tok[0] = pos;
+    memcpy(tok + 1, ids, (size_t)T * sizeof(int));
+    float *dx = (float *)ops_upload(c, NULL, (size_t)T * C, TT_F32, &e);
+    int *dt = (int *)ops_upload(c, NULL, (size_t)(1 + T), TT_F32, &e);
+    void *dwte = ops_upload(c, wte, (size_t)V * C, d, &e);
+    void *dwpe = ops_upload(c, wpe, (size_t)maxT * C, d, &e);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dt, tok, (size_t)(1 + T) * sizeof(int), cudaMemcpyHostToDevice);
+    free(tok);
+    OPS_CHECK(e);
+    OPS_CHECK(cuda_embed(dx, dt, dwte, dwpe, T, C, d, c->stream));
+    OPS_CHECK(ops_download(x, dx, (size_t)T * C, TT_F32));
+    ops_release(c);
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_ops_layernorm(cuda_ops *c, float *out, float *x, const float *bias, const float *w,
+                                        const float *b, int T, int C, float eps, tt_dtype d, tt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+    const size_t n = (size_t)T * C;
+    void *dout = ops_upload(c, NULL, n, d, &e);
+    float *dx = (float *)ops_upload(c, x, n, TT_F32, &e);
+    float *dbias = bias ? (float *)ops_upload(c, bias, (size_t)C, TT_F32, &e) : NULL;
+    float *dw = (float *)ops_upload(c, w, (size_t)C, TT_F32, &e);
+    float *db = (float *)ops_upload(c, b, (size_t)C, TT_F32, &e);
+    OPS_CHECK(e);
+    OPS_CHECK(cuda_layernorm(dout, dx, dbias, dw, db, T, C, eps, d, c->stream));
+    OPS_CHECK(ops_download(out, dout, n, d));
+    OPS_CHECK(ops_download(x, dx, n, TT_F32));
+    ops_release(c);
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_ops_matmul(cuda_ops *c, float *out, const float *x, const float *w, int T, int K,
+                                     int N, bool accumulate, tt_dtype d, tt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+    float *dout = (float *)ops_upload(c, accumulate ? out : NULL, (size_t)T * N, TT_F32, &e);
+    void *dx = ops_upload(c, x, (size_t)T * K, d, &e);
+    void *dw = ops_upload(c, w, (size_t)K * N, d, &e);
+    OPS_CHECK(e);
+    OPS_BLAS(cublasSetStream(c->cublas, c->stream));
+    OPS_BLAS(cuda_matmul(c->cublas, dout, N, dx, K, dw, T, K, N, accumulate, d));
+    OPS_CHECK(ops_download(out, dout, (size_t)T * N, TT_F32));
+    ops_release(c);
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_ops_lm_head(cuda_ops *c, float *logits, const float *x, const float *lm_head, int T,
+                                      int C, int V, tt_dtype d, tt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+    float *dl = (float *)ops_upload(c, NULL, (size_t)T * V, TT_F32, &e);
+    void *dx = ops_upload(c, x, (size_t)T * C, d, &e);
+    void *dw = ops_upload(c, lm_head, (size_t)V * C, d, &e);
+    OPS_CHECK(e);
+    OPS_BLAS(cuda_matmul_lm_head(c->cublas, dl, dx, C, dw, T, C, V, d));
+    OPS_CHECK(ops_download(logits, dl, (size_t)T * V, TT_F32));
+    ops_release(c);
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_ops_gelu(cuda_ops *c, float *out, const float *x, const float *bias, int T, int FF,
+                                   gpt2_activation act, tt_dtype d, tt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+    const size_t n = (size_t)T * FF;
+    void *dout = ops_upload(c, NULL, n, d, &e);
+    float *dx = (float *)ops_upload(c, x, n, TT_F32, &e);
+    float *db = (float *)ops_upload(c, bias, (size_t)FF, TT_F32, &e);
+    OPS_CHECK(e);
+    OPS_CHECK(cuda_gelu(dout, dx, db, T, FF, act, d, c->stream));
+    OPS_CHECK(ops_download(out, dout, n, d));
+    ops_release(c);
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_ops_softmax_causal(cuda_ops *c, float *probs, const float *scores, int pos, int T,
+                                             int NH, tt_dtype d, tt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+    const size_t n = (size_t)NH * T * (size_t)(pos + T);
+    void *dp = ops_upload(c, NULL, n, d, &e);
+    float *ds = (float *)ops_upload(c, scores, n, TT_F32, &e);
+    OPS_CHECK(e);
+    OPS_CHECK(cuda_softmax_causal(dp, ds, pos, T, NH, d, c->stream));
+    OPS_CHECK(ops_download(probs, dp, n, d));
+    ops_release(c);
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_ops_attention(cuda_ops *c, float *out, float *k_cache, float *v_cache,
+                                        const float *qkv, const float *bias, int pos, int T, int C, int NH,
+                                        int n_ctx, bool decode, tt_dtype d, tt_error *err)
+{
+    if (decode && T != 1)
+        return tt_fail(err, TT_ERR_ARG, "cuda_ops_attention: the decode kernel takes one token, not %d", T);
+    cudaError_t e = cudaSuccess;
+    const size_t cache_n = (size_t)n_ctx * C, n_keys = (size_t)(pos + T);
+    int tok[2] = {pos, 0};
+    int *dt = (int *)ops_upload(c, NULL, 2, TT_F32, &e);
+    void *dk = ops_upload(c, k_cache, cache_n, d, &e);
+    void *dv = ops_upload(c, v_cache, cache_n, d, &e);
+    float *dqkv = (float *)ops_upload(c, qkv, (size_t)T * 3 * C, TT_F32, &e);
+    float *db = (float *)ops_upload(c, bias, (size_t)3 * C, TT_F32, &e);
+    void *dq = ops_upload(c, NULL, (size_t)T * C, d, &e);
+    void *dout = ops_upload(c, NULL, (size_t)T * C, d, &e);
+    float *dscores = decode ? NULL : (float *)ops_upload(c, NULL, (size_t)NH * T * n_keys, TT_F32, &e);
+    void *dprobs = decode ? NULL : ops_upload(c, NULL, (size_t)NH * T * n_keys, d, &e);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dt, tok, sizeof tok, cudaMemcpyHostToDevice);
+    OPS_CHECK(e);
+    OPS_CHECK(cuda_qkv_store(dq, dk, dv, dqkv, db, dt, T, C, NH, n_ctx, d, c->stream));
+    if (decode) {
+        OPS_CHECK(cuda_attention_decode_prepare(C, NH, n_ctx));
+        OPS_CHECK(cuda_attention_decode(dout, dq, dk, dv, dt, C, NH, n_ctx, d, c->stream));
+    } else {
+        OPS_BLAS(cuda_attention_scores(c->cublas, dscores, dq, dk, pos, T, C, NH, n_ctx, d));
+        OPS_CHECK(cuda_softmax_causal(dprobs, dscores, pos, T, NH, d, c->stream));
+        OPS_BLAS(cuda_attention_values(c->cublas, dout, dprobs, dv, pos, T, C, NH, n_ctx, d));
+    }
+    OPS_CHECK(ops_download(out, dout, (size_t)T * C, d));
+    OPS_CHECK(ops_download(k_cache, dk, cache_n, d));
+    OPS_CHECK(ops_download(v_cache, dv, cache_n, d));
+    ops_release(c);
+    return TT_OK;
+}

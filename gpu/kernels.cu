@@ -1,0 +1,323 @@
+/* kernels.cu: the CUDA backend's kernels (embedding, LayerNorm, GELU, q/k/v split into the cache,
+ * causal softmax, decode attention) and its cuBLAS calls. Compiled by nvcc, or as C++ against the
+ * host emulation (gpu/emu), so the same code is tested without a GPU. */
+#include "gpu/kernels.h"
+
+#include "gpu/reduce.h"
+
+/* =============================================================================================
+ * Launch geometry */
+
+/* Threads for one block working on a row of n: whole warps, at most 256. */
+static unsigned int row_block(int n)
+{
+    unsigned int b = (unsigned int)((n + 31) / 32 * 32);
+    return b < 32 ? 32 : b > 256 ? 256 : b;
+}
+
+/* Blocks of 256 for a grid-stride loop over n elements. */
+static unsigned int flat_grid(size_t n)
+{
+    size_t b = (n + 255) / 256;
+    return (unsigned int)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+#define TT_DISPATCH(d, kernel, grid, block, shmem, stream, ...)                          \
+    ((d) == TT_F32   ? TT_LAUNCH(kernel<TT_F32>, grid, block, shmem, stream, __VA_ARGS__) \
+     : (d) == TT_F16 ? TT_LAUNCH(kernel<TT_F16>, grid, block, shmem, stream, __VA_ARGS__) \
+                     : TT_LAUNCH(kernel<TT_BF16>, grid, block, shmem, stream, __VA_ARGS__))
+
+/* =============================================================================================
+ * Embedding */
+
+template <tt_dtype D>
+__global__ void embed_kernel(float *x, const int *tokens, const void *wte, const void *wpe, int C)
+{
+    const int t = blockIdx.x;
+    const size_t id = (size_t)tokens[1 + t], p = (size_t)(tokens[0] + t);
+    float *xr = x + (size_t)t * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        xr[i] = tt_load_f32(wte, D, id * C + i) + tt_load_f32(wpe, D, p * C + i);
+}
+
+cudaError_t cuda_embed(float *x, const int *tokens, const void *wte, const void *wpe, int T, int C,
+                       tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, embed_kernel, dim3(T), dim3(row_block(C)), 0, stream, x, tokens, wte, wpe, C);
+}
+
+/* =============================================================================================
+ * LayerNorm (with the pending bias of the residual stream) */
+
+template <tt_dtype D>
+__global__ void layernorm_kernel(void *out, float *x, const float *bias, const float *w, const float *b,
+                                 int C, float eps)
+{
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    float *xr = x + (size_t)t * C;
+    /* Each thread reads back only the elements it wrote: no barrier needed between the passes. */
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        float v = xr[i];
+        if (bias) {
+            v += bias[i];
+            xr[i] = v;
+        }
+        sum += v;
+    }
+    const float mean = block_sum(sum, red) / (float)C;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        float dv = xr[i] - mean;
+        ss += dv * dv;
+    }
+    const float rstd = gpt2_layernorm_rstd(block_sum(ss, red) / (float)C, eps);
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        tt_store_f32(out, D, (size_t)t * C + i, gpt2_layernorm_apply(xr[i], mean, rstd, w[i], b[i]));
+}
+
+cudaError_t cuda_layernorm(void *out, float *x, const float *bias, const float *w, const float *b,
+                           int T, int C, float eps, tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, layernorm_kernel, dim3(T), dim3(row_block(C)), 0, stream, out, x, bias, w, b,
+                       C, eps);
+}
+
+/* =============================================================================================
+ * Matmuls (cuBLAS, column-major: a row-major (R, S) matrix is a column-major (S, R) one) */
+
+cublasStatus_t cuda_matmul(cublasHandle_t h, float *out, int ldo, const void *x, int ldx, const void *w,
+                           int T, int K, int N, bool accumulate, tt_dtype d)
+{
+    /* out^T (N, T) = W^T (N, K) x^T (K, T): W row-major (K, N) is column-major (N, K) with ld N. */
+    const float one = 1.0f, zero = 0.0f;
+    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, T, K, &one, w, tt_cuda_type(d), N,
+                        x, tt_cuda_type(d), ldx, accumulate ? &one : &zero, out, CUDA_R_32F, ldo,
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t cuda_matmul_lm_head(cublasHandle_t h, float *logits, const void *x, int ldx,
+                                   const void *lm_head, int T, int C, int V, tt_dtype d)
+{
+    /* logits^T (V, T) = lm_head (V, C) x^T (C, T): lm_head row-major (V, C) is column-major (C, V),
+     * so it enters transposed. */
+    const float one = 1.0f, zero = 0.0f;
+    return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, V, T, C, &one, lm_head, tt_cuda_type(d), C,
+                        x, tt_cuda_type(d), ldx, &zero, logits, CUDA_R_32F, V,
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+/* =============================================================================================
+ * Bias + GELU */
+
+template <tt_dtype D>
+__global__ void gelu_kernel(void *out, const float *x, const float *bias, int FF, size_t N, int erf_act)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x) {
+        float y = x[i] + bias[i % FF];
+        tt_store_f32(out, D, i, erf_act ? gpt2_gelu_erf(y) : gpt2_gelu_tanh(y));
+    }
+}
+
+cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, gpt2_activation act,
+                      tt_dtype d, cudaStream_t stream)
+{
+    size_t N = (size_t)T * FF;
+    return TT_DISPATCH(d, gelu_kernel, dim3(flat_grid(N)), dim3(256), 0, stream, out, x, bias, FF, N,
+                       act == GPT2_GELU_ERF ? 1 : 0);
+}
+
+/* =============================================================================================
+ * Attention */
+
+template <tt_dtype D>
+__global__ void qkv_store_kernel(void *q, void *k, void *v, const float *qkv, const float *bias,
+                                 const int *tokens, int T, int C, int NH, int n_ctx)
+{
+    const size_t N = (size_t)T * 3 * C;
+    const int HS = C / NH, pos = tokens[0];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x) {
+        const int t = (int)(i / (3 * (size_t)C)), j = (int)(i % (3 * (size_t)C));
+        const float val = qkv[i] + bias[j];
+        const int part = j / C, c = j % C, hd = c / HS, dd = c % HS;
+        if (part == 0)
+            tt_store_f32(q, D, (size_t)t * C + c, val);
+        else
+            tt_store_f32(part == 1 ? k : v, D, ((size_t)hd * n_ctx + pos + t) * HS + dd, val);
+    }
+}
+
+cudaError_t cuda_qkv_store(void *q, void *k, void *v, const float *qkv, const float *bias,
+                           const int *tokens, int T, int C, int NH, int n_ctx, tt_dtype d,
+                           cudaStream_t stream)
+{
+    size_t N = (size_t)T * 3 * C;
+    return TT_DISPATCH(d, qkv_store_kernel, dim3(flat_grid(N)), dim3(256), 0, stream, q, k, v, qkv, bias,
+                       tokens, T, C, NH, n_ctx);
+}
+
+cublasStatus_t cuda_attention_scores(cublasHandle_t h, float *scores, const void *q, const void *k,
+                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d)
+{
+    /* Per head: S^T (n_keys, T) = K_h (n_keys, HS) q_h^T (HS, T).
+     * K_h is row-major (n_ctx, HS) = column-major (HS, n_ctx), ld HS, so it enters transposed;
+     * q_h is rows of q (T, C) from column h*HS = column-major (HS, T) with ld C. */
+    const int HS = C / NH, n_keys = pos + T;
+    const float scale = gpt2_attn_scale(HS), zero = 0.0f;
+    return cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, T, HS, &scale,
+                                      k, tt_cuda_type(d), HS, (long long)n_ctx * HS,
+                                      q, tt_cuda_type(d), C, HS, &zero,
+                                      scores, CUDA_R_32F, n_keys, (long long)T * n_keys,
+                                      NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+template <tt_dtype D>
+__global__ void softmax_causal_kernel(void *probs, const float *scores, int pos, int T)
+{
+    __shared__ float red[32];
+    const int t = blockIdx.x, hd = blockIdx.y, n_keys = pos + T, valid = pos + t + 1;
+    const size_t row = ((size_t)hd * T + t) * n_keys;
+    const float *s = scores + row;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < valid; j += blockDim.x)
+        mx = fmaxf(mx, s[j]);
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < valid; j += blockDim.x)
+        sum += expf(s[j] - mx);
+    const float inv = 1.0f / block_sum(sum, red);
+    for (int j = threadIdx.x; j < n_keys; j += blockDim.x)
+        tt_store_f32(probs, D, row + j, j < valid ? expf(s[j] - mx) * inv : 0.0f);
+}
+
+cudaError_t cuda_softmax_causal(void *probs, const float *scores, int pos, int T, int NH, tt_dtype d,
+                                cudaStream_t stream)
+{
+    return TT_DISPATCH(d, softmax_causal_kernel, dim3(T, NH), dim3(row_block(pos + T)), 0, stream, probs,
+                       scores, pos, T);
+}
+
+cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *probs, const void *v,
+                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d)
+{
+    /* Per head: out_h^T (HS, T) = V_h^T (HS, n_keys) P_h^T (n_keys, T).
+     * V_h row-major (n_ctx, HS) = column-major (HS, n_ctx) with ld HS; P_h row-major (T, n_keys) =
+     * column-major (n_keys, T) with ld n_keys; out_h = columns h*HS of out (T, C), ld C. */
+    const int HS = C / NH, n_keys = pos + T;
+    const float one = 1.0f, zero = 0.0f;
+    return cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, HS, T, n_keys, &one,
+                                      v, tt_cuda_type(d), HS, (long long)n_ctx * HS,
+                                      probs, tt_cuda_type(d), n_keys, (long long)T * n_keys, &zero,
+                                      out, tt_cuda_type(d), C, HS,
+                                      NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+#define DECODE_THREADS 128
+
+template <tt_dtype D>
+__global__ void __launch_bounds__(DECODE_THREADS)
+attention_decode_kernel(void *out, const void *q, const void *k, const void *v, const int *tokens, int C,
+                        int NH, int n_ctx)
+{
+    TT_DYNAMIC_SHARED(float, smem);
+    __shared__ float red[32];
+    const int HS = C / NH, hd = blockIdx.x;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    const int n = tokens[0] + 1;                   /* keys 0 .. pos, the new one included */
+    float *qs = smem;                              /* (HS) */
+    float *att = qs + HS;                          /* (n_ctx) scores, then exp(score - max) */
+    float *part = att + n_ctx;                     /* (nwarps, HS) per-warp partial outputs */
+    const size_t base = (size_t)hd * n_ctx * HS;
+
+    for (int i = threadIdx.x; i < HS; i += blockDim.x)
+        qs[i] = tt_load_f32(q, D, (size_t)hd * HS + i);
+    __syncthreads();
+    /* One warp per key: the lanes split the head dimension, coalesced along the key's row. */
+    const float scale = gpt2_attn_scale(HS);
+    for (int j = warp; j < n; j += nwarps) {
+        float dot = 0.0f;
+        for (int i = lane; i < HS; i += 32)
+            dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
+        dot = warp_sum(dot);
+        if (lane == 0)
+            att[j] = dot * scale;
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        mx = fmaxf(mx, att[j]);
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float e = expf(att[j] - mx);
+        att[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / block_sum(sum, red);  /* its first barrier publishes att */
+    /* One warp per key again, each lane owning dimensions lane, lane + 32, ... */
+    float acc[CUDA_MAX_HS / 32];
+    for (int r = 0; r < CUDA_MAX_HS / 32; r++)
+        acc[r] = 0.0f;
+    for (int j = warp; j < n; j += nwarps) {
+        const float p = att[j] * inv;
+        for (int i = lane, r = 0; i < HS; i += 32, r++)
+            acc[r] += p * tt_load_f32(v, D, base + (size_t)j * HS + i);
+    }
+    for (int i = lane, r = 0; i < HS; i += 32, r++)
+        part[warp * HS + i] = acc[r];
+    __syncthreads();
+    for (int i = threadIdx.x; i < HS; i += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < nwarps; w++)
+            o += part[w * HS + i];
+        tt_store_f32(out, D, (size_t)hd * HS + i, o);
+    }
+}
+
+size_t cuda_attention_decode_shared(int C, int NH, int n_ctx)
+{
+    const size_t HS = (size_t)(C / NH);
+    return (HS + (size_t)n_ctx + (DECODE_THREADS / 32) * HS) * sizeof(float);
+}
+
+cudaError_t cuda_attention_decode_prepare(int C, int NH, int n_ctx)
+{
+    size_t bytes = cuda_attention_decode_shared(C, NH, n_ctx);
+    if (bytes <= 48 * 1024)
+        return cudaSuccess;
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<TT_F32>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attention_decode_kernel<TT_F16>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attention_decode_kernel<TT_BF16>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    return e;
+}
+
+cudaError_t cuda_attention_decode(void *out, const void *q, const void *k, const void *v,
+                                  const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
+                                  cudaStream_t stream)
+{
+    return TT_DISPATCH(d, attention_decode_kernel, dim3(NH), dim3(DECODE_THREADS),
+                       cuda_attention_decode_shared(C, NH, n_ctx), stream, out, q, k, v, tokens, C, NH,
+                       n_ctx);
+}
+
+/* =============================================================================================
+ * Probe */
+
+__global__ void probe_kernel(int *buf)
+{
+    __shared__ float red[32];
+    float s = block_sum(1.0f, red);
+    if (threadIdx.x == 0)
+        buf[0] = (int)s;
+}
+
+cudaError_t cuda_kernels_probe(int *buf, cudaStream_t stream)
+{
+    return TT_LAUNCH(probe_kernel, dim3(1), dim3(64), 0, stream, buf);
+}

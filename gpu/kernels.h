@@ -1,0 +1,83 @@
+/* kernels.h: the CUDA backend's kernels and cuBLAS calls, one launcher per operation (C++, included
+ * by gpu/ sources only). Each launcher only queues work on its stream (or the cuBLAS handle's) and
+ * returns the launch's or cuBLAS's status; the caller checks it (cuda_engine.cu's GPU_CHECK).
+ *
+ * The CPU twin (core/cpu.c, core/kernels.c) computes the same steps with the same scalar math
+ * (core/gpt2_math.h for GELU, LayerNorm, the attention scale; core/dtype.h for every rounding):
+ *     cpu_embed            <-> cuda_embed            x = wte[id] + wpe[pos + t]
+ *     kernels_layernorm    <-> cuda_layernorm        (also adds the pending bias of the last matmul)
+ *     cpu_matmul           <-> cuda_matmul           cuBLAS, fp32 accumulation; bias in the kernel after
+ *     MM_GELU_*            <-> cuda_gelu             bias + GELU
+ *     kvcache_store        <-> cuda_qkv_store        bias + split into q and the cache
+ *     ref_attention        <-> cuda_attention_scores + cuda_softmax_causal + cuda_attention_values
+ *                              (prefill, cuBLAS), or cuda_attention_decode (one token, one kernel)
+ * Differences by design: activations that feed a matmul (LayerNorm, GELU and attention outputs, q)
+ * and the KV cache are held in the weight dtype, because cuBLAS multiplies two operands of one type;
+ * the residual stream, matmul outputs, scores and logits are fp32, as on the CPU.
+ *
+ * Dimension letters as in core/model.h. `tokens` is a device buffer (1 + T) ints: tokens[0] is the
+ * position of the first token, tokens[1 .. T] the ids; kernels read the position from it, so a
+ * captured decode graph is valid at every position. Pointers are device pointers. */
+#ifndef TOKENTOP_GPU_KERNELS_H
+#define TOKENTOP_GPU_KERNELS_H
+
+#include <stdbool.h>
+
+#include "gpu/cuda_common.h"
+
+/* Largest head size cuda_attention_decode handles (GPT-2 uses 64). */
+#define CUDA_MAX_HS 256
+
+/* x (T, C) fp32 = wte[tokens[1 + t]] + wpe[tokens[0] + t]; wte (V, C), wpe (maxT, C) in d. */
+cudaError_t cuda_embed(float *x, const int *tokens, const void *wte, const void *wpe, int T, int C,
+                       tt_dtype d, cudaStream_t stream);
+
+/* For each row t of x (T, C) fp32: x[t] += bias (when bias is not NULL; the bias of the matmul that
+ * last accumulated into x), then out[t] = LayerNorm(x[t]) * w + b, written in d. */
+cudaError_t cuda_layernorm(void *out, float *x, const float *bias, const float *w, const float *b,
+                           int T, int C, float eps, tt_dtype d, cudaStream_t stream);
+
+/* out (T, ldo) fp32 = x (T, ldx) W (K, N), or out += x W when accumulate. x and W in d; W is the
+ * row-major Conv1D weight [in, out] = [K, N]. */
+cublasStatus_t cuda_matmul(cublasHandle_t h, float *out, int ldo, const void *x, int ldx, const void *w,
+                           int T, int K, int N, bool accumulate, tt_dtype d);
+
+/* logits (T, V) fp32 = x (T, ldx) lm_head^T; lm_head (V, C) row-major in d (wte when tied). */
+cublasStatus_t cuda_matmul_lm_head(cublasHandle_t h, float *logits, const void *x, int ldx,
+                                   const void *lm_head, int T, int C, int V, tt_dtype d);
+
+/* out (T, FF) in d = gelu(x + bias), x (T, FF) fp32. */
+cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, gpt2_activation act,
+                      tt_dtype d, cudaStream_t stream);
+
+/* qkv (T, 3C) fp32 + bias (3C): the query part goes to q (T, C) in d, keys and values to the cache
+ * k, v (NH, n_ctx, HS) in d at positions tokens[0] + t. */
+cudaError_t cuda_qkv_store(void *q, void *k, void *v, const float *qkv, const float *bias,
+                           const int *tokens, int T, int C, int NH, int n_ctx, tt_dtype d,
+                           cudaStream_t stream);
+
+/* Prefill attention of T queries at positions pos .. pos+T-1 over n_keys = pos + T cached keys:
+ * scores (NH, T, n_keys) fp32 = q k^T / sqrt(HS)  (one strided batched GEMM over the heads), */
+cublasStatus_t cuda_attention_scores(cublasHandle_t h, float *scores, const void *q, const void *k,
+                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d);
+/* probs (NH, T, n_keys) in d = causal softmax of each row (keys past pos + t get 0), */
+cudaError_t cuda_softmax_causal(void *probs, const float *scores, int pos, int T, int NH, tt_dtype d,
+                                cudaStream_t stream);
+/* out (T, C) in d, head h at columns h*HS = probs v  (one strided batched GEMM). */
+cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *probs, const void *v,
+                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d);
+
+/* One query (T = 1) at position tokens[0] over keys 0 .. tokens[0]: out (1, C) in d. One block per
+ * head; shared memory from cuda_attention_decode_shared. */
+cudaError_t cuda_attention_decode(void *out, const void *q, const void *k, const void *v,
+                                  const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
+                                  cudaStream_t stream);
+size_t cuda_attention_decode_shared(int C, int NH, int n_ctx);
+/* Raises the kernel's shared-memory limit when n_ctx needs more than the default 48 KiB. */
+cudaError_t cuda_attention_decode_prepare(int C, int NH, int n_ctx);
+
+/* A launch that touches every kind of instruction the kernels use, on a one-int buffer: fails with
+ * cudaErrorNoKernelImageForDevice (or similar) when the build has no code for this device. */
+cudaError_t cuda_kernels_probe(int *buf, cudaStream_t stream);
+
+#endif

@@ -1,0 +1,853 @@
+/* check_gpu_common.h: the GPU backend's tests that run wherever the backend runs: on the host
+ * emulation (tests/check_gpu_emu.c, every build) and on a real device (tests/check_gpu_cuda.c when
+ * one is present). Included by those two files only; every case is static.
+ *
+ *  - semantics: the column-major GEMM arguments, block reductions, graph replay
+ *  - per op: each launcher of gpu/kernels.cu on random inputs against a float64 loop over the same
+ *    held (dtype-rounded) inputs: |got - ref| <= tol + eps |ref|, per dtype
+ *  - end to end: the GPU engine against the CPU engine on small random models, logits over prefill,
+ *    decode, truncate and continue, greedy generations, graphs on and off, chunked prefill. */
+#ifndef TOKENTOP_CHECK_GPU_COMMON_H
+#define TOKENTOP_CHECK_GPU_COMMON_H
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/gpt2_math.h"
+#include "core/model.h"
+#include "core/modelgen.h"
+#include "core/rng.h"
+#include "gpu/cuda_engine.h"
+#include "gpu/cuda_ops.h"
+#include "gpu/cuda_selftest.h"
+#include "tests/testutil.h"
+
+static const tt_dtype gt_dtypes[3] = {TT_F32, TT_F16, TT_BF16};
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers */
+
+static float gt_held(tt_dtype d, float v)
+{
+    if (d == TT_F16)
+        return tt_f16_to_f32(tt_f32_to_f16(v));
+    if (d == TT_BF16)
+        return tt_bf16_to_f32(tt_f32_to_bf16(v));
+    return v;
+}
+
+/* n uniform values in [lo, hi), held in d. */
+static float *gt_random(rng *r, size_t n, float lo, float hi, tt_dtype d)
+{
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = gt_held(d, lo + (hi - lo) * (float)rng_uniform(r));
+    return p;
+}
+
+/* Relative rounding of one value held in d (half an ulp): what an output stored in d may lose.
+ * Bounds use two of them where a device's last-bit difference in fp32 (tanhf, expf, a sum order)
+ * may tip the rounding the other way. */
+static double gt_unit(tt_dtype d)
+{
+    return d == TT_F32 ? 6e-8 : d == TT_F16 ? 4.9e-4 : 3.9e-3;
+}
+
+/* Asserts |got - ref| <= tol + eps |ref| everywhere, naming the worst element. */
+static void gt_close(const char *what, tt_dtype d, const float *got, const double *ref, size_t n,
+                     double tol, double eps)
+{
+    size_t worst = 0;
+    double worst_excess = -1e300, worst_frac = 0, max_diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        double lim = tol + eps * fabs(ref[i]);
+        double diff = fabs(got[i] - ref[i]);
+        double excess = isfinite(got[i]) ? diff - lim : 1e300;
+        if (excess > worst_excess) {
+            worst_excess = excess;
+            worst = i;
+        }
+        if (lim > 0 && diff / lim > worst_frac)
+            worst_frac = diff / lim;
+        if (diff > max_diff)
+            max_diff = diff;
+    }
+    if (getenv("TT_GPU_TEST_VERBOSE"))   /* how much of each bound is used, to keep them honest */
+        printf("%-60s %-4s max |diff| %.3g, %.0f%% of the bound\n", what, tt_dtype_name(d), max_diff,
+               100 * worst_frac);
+    ck_assert_msg(worst_excess <= 0, "%s (%s): element %zu is %.9g, reference %.9g (allowed %.3g + "
+                  "%.3g * |ref|)", what, tt_dtype_name(d), worst, (double)got[worst], ref[worst], tol,
+                  eps);
+}
+
+static cuda_ops *gt_ops(void)
+{
+    cuda_ops *c;
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_create(&c, &err) == TT_OK, "%s", err.msg);
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Semantics the backend relies on */
+
+/* Element (i, j) of op(X) for a column-major X with leading dimension ld. */
+static double gt_op(const float *X, int trans, int i, int j, int ld)
+{
+    return trans ? X[(size_t)j + (size_t)i * ld] : X[(size_t)i + (size_t)j * ld];
+}
+
+START_TEST(gemm_follows_column_major_semantics)
+{
+    /* Random op / size / leading dimension / stride / batch / type combinations; the reference is
+     * the BLAS definition written out. Padding between columns and matrices holds sentinels that
+     * must come back untouched. */
+    rng r;
+    rng_seed(&r, 100 + (uint64_t)_i);
+    for (int it = 0; it < 60; it++) {
+        int ta = rng_next(&r) & 1, tb = rng_next(&r) & 1;
+        int m = 1 + (int)(rng_next(&r) % 9), n = 1 + (int)(rng_next(&r) % 9), k = 1 + (int)(rng_next(&r) % 9);
+        int batch = (rng_next(&r) & 1) ? 1 : 1 + (int)(rng_next(&r) % 3);
+        tt_dtype ab = gt_dtypes[rng_next(&r) % 3];
+        tt_dtype ct = (rng_next(&r) & 1) ? TT_F32 : ab;
+        int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        int lda = ar + (int)(rng_next(&r) % 3), ldb = br + (int)(rng_next(&r) % 3), ldc = m + (int)(rng_next(&r) % 3);
+        long long sa = (long long)lda * ac + (long long)(rng_next(&r) % 4);
+        long long sb = (long long)ldb * bc + (long long)(rng_next(&r) % 4);
+        long long sc = (long long)ldc * n + (long long)(rng_next(&r) % 4);
+        size_t alen = (size_t)(sa * (batch - 1) + (long long)lda * (ac - 1) + ar);
+        size_t blen = (size_t)(sb * (batch - 1) + (long long)ldb * (bc - 1) + br);
+        size_t clen = (size_t)(sc * (batch - 1) + (long long)ldc * (n - 1) + m);
+        float alpha = (rng_next(&r) & 1) ? 1.0f : gt_held(TT_BF16, 0.25f + (float)rng_uniform(&r));
+        float beta = (rng_next(&r) & 1) ? 0.0f : gt_held(TT_BF16, (float)rng_uniform(&r) - 0.5f);
+        float *A = gt_random(&r, alen, -1, 1, ab), *B = gt_random(&r, blen, -1, 1, ab);
+        float *C = gt_random(&r, clen, -1, 1, ct);
+        double *ref = malloc(clen * sizeof(double));
+        for (size_t i = 0; i < clen; i++)
+            ref[i] = C[i];         /* padding stays as it was */
+        for (int b = 0; b < batch; b++)
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < m; i++)
+                    if (beta == 0)     /* then C is not read: NaN must not leak through */
+                        C[(size_t)(b * sc) + (size_t)i + (size_t)j * ldc] = NAN;
+        for (int b = 0; b < batch; b++)
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < m; i++) {
+                    double acc = 0;
+                    for (int l = 0; l < k; l++)
+                        acc += gt_op(A + b * sa, ta, i, l, lda) * gt_op(B + b * sb, tb, l, j, ldb);
+                    size_t ci = (size_t)(b * sc) + (size_t)i + (size_t)j * ldc;
+                    ref[ci] = alpha * acc + (beta != 0 ? beta * (double)C[ci] : 0.0);
+                }
+        int rc = cuda_selftest_gemm(ta, tb, m, n, k, alpha, A, alen, lda, sa, B, blen, ldb, sb, beta, C,
+                                    clen, ldc, sc, batch, ab, ct);
+        ck_assert_msg(rc == 0, "gemm %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d: status %d",
+                      ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, lda, ldb, ldc, batch, rc);
+        char what[160];
+        snprintf(what, sizeof what, "gemm %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d strides %lld/%lld/%lld "
+                 "batch=%d C=%s", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, lda, ldb, ldc, sa, sb, sc, batch,
+                 tt_dtype_name(ct));
+        gt_close(what, ab, C, ref, clen, 1e-5, 2 * gt_unit(ct));
+        free(A);
+        free(B);
+        free(C);
+        free(ref);
+    }
+}
+END_TEST
+
+START_TEST(gemm_rejects_leading_dimension_smaller_than_rows)
+{
+#ifdef GT_QUIET
+    GT_QUIET();                    /* the emulation's diagnostic is expected */
+#endif
+    float A[16] = {0}, B[16] = {0}, C[16] = {0};
+    /* m = 4 rows of op(A) = A (N), but lda = 3: cuBLAS answers CUBLAS_STATUS_INVALID_VALUE (7). */
+    ck_assert_int_eq(cuda_selftest_gemm(0, 0, 4, 2, 2, 1.0f, A, 16, 3, 0, B, 16, 2, 0, 0.0f, C, 16, 4, 0, 1,
+                                        TT_F32, TT_F32), 7);
+    /* ldc < m likewise. */
+    ck_assert_int_eq(cuda_selftest_gemm(0, 0, 4, 2, 2, 1.0f, A, 16, 4, 0, B, 16, 2, 0, 0.0f, C, 16, 3, 0, 1,
+                                        TT_F32, TT_F32), 7);
+}
+END_TEST
+
+START_TEST(block_reductions_sum_and_max)
+{
+    static const int threads[] = {32, 64, 96, 256, 1024};
+    rng r;
+    rng_seed(&r, 7);
+    const int n = 1000, blocks = 3;
+    float *in = gt_random(&r, (size_t)n * blocks, -1, 1, TT_F32);
+    in[517] = 5.0f;                /* a known maximum in block 0 */
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        float sums[3], maxes[3];
+        ck_assert_int_eq(cuda_selftest_block_reduce(in, n, blocks, threads[t], sums, maxes), 0);
+        for (int b = 0; b < blocks; b++) {
+            double s = 0, m = -INFINITY;
+            for (int i = 0; i < n; i++) {
+                s += in[b * n + i];
+                m = fmax(m, in[b * n + i]);
+            }
+            ck_assert_msg(fabs(sums[b] - s) < 1e-4, "%d threads: block %d sum %g, expected %g", threads[t], b,
+                          sums[b], s);
+            ck_assert_msg(maxes[b] == (float)m, "%d threads: block %d max %g, expected %g", threads[t], b,
+                          maxes[b], m);
+        }
+        ck_assert(maxes[0] == 5.0f);
+    }
+    free(in);
+}
+END_TEST
+
+START_TEST(graph_replay_keeps_launch_arguments_and_reads_pinned_input)
+{
+    int res[2] = {0, 0};
+    ck_assert_int_eq(cuda_selftest_graph_replay(7, 100, 200, res), 0);
+    ck_assert_int_eq(res[0], 107);
+    ck_assert_int_eq(res[1], 207);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Per op */
+
+START_TEST(embed_adds_token_and_position_rows)
+{
+    tt_dtype d = gt_dtypes[_i];
+    rng r;
+    rng_seed(&r, 11);
+    const int V = 50, maxT = 20, C = 70, T = 5, pos = 3;
+    float *wte = gt_random(&r, (size_t)V * C, -2, 2, d), *wpe = gt_random(&r, (size_t)maxT * C, -2, 2, d);
+    int ids[5] = {49, 0, 17, 17, 3};
+    float x[5 * 70];
+    double ref[5 * 70];
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++)
+            ref[t * C + i] = (double)(wte[ids[t] * C + i] + wpe[(pos + t) * C + i]);   /* one fp32 add */
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_embed(c, x, ids, T, pos, wte, V, wpe, maxT, C, d, &err) == TT_OK, "%s", err.msg);
+    gt_close("embed", d, x, ref, (size_t)T * C, 0, 0);
+    cuda_ops_free(c);
+    free(wte);
+    free(wpe);
+}
+END_TEST
+
+START_TEST(layernorm_adds_pending_bias_and_normalizes)
+{
+    tt_dtype d = gt_dtypes[_i % 3];
+    static const int Cs[] = {64, 200, 1600};
+    const int C = Cs[_i / 3], T = 3;
+    rng r;
+    rng_seed(&r, 12 + (uint64_t)C);
+    float *x = gt_random(&r, (size_t)T * C, -3, 5, TT_F32), *bias = gt_random(&r, (size_t)C, -1, 1, d);
+    float *w = gt_random(&r, (size_t)C, 0.5f, 1.5f, d), *b = gt_random(&r, (size_t)C, -0.5f, 0.5f, d);
+    float *out = malloc((size_t)T * C * sizeof(float));
+    double *ref = malloc((size_t)T * C * sizeof(double)), *xref = malloc((size_t)T * C * sizeof(double));
+    for (int t = 0; t < T; t++) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < C; i++) {
+            xref[t * C + i] = (double)(x[t * C + i] + bias[i]);        /* x += bias in fp32 */
+            mean += xref[t * C + i];
+        }
+        mean /= C;
+        for (int i = 0; i < C; i++)
+            var += (xref[t * C + i] - mean) * (xref[t * C + i] - mean);
+        double rstd = 1.0 / sqrt(var / C + 1e-5);
+        for (int i = 0; i < C; i++)
+            ref[t * C + i] = (xref[t * C + i] - mean) * rstd * w[i] + b[i];
+    }
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_layernorm(c, out, x, bias, w, b, T, C, 1e-5f, d, &err) == TT_OK, "%s", err.msg);
+    gt_close("layernorm residual", TT_F32, x, xref, (size_t)T * C, 0, 0);
+    gt_close("layernorm", d, out, ref, (size_t)T * C, 2e-5, 2e-5 + 2 * gt_unit(d));
+    cuda_ops_free(c);
+    free(x);
+    free(bias);
+    free(w);
+    free(b);
+    free(out);
+    free(ref);
+    free(xref);
+}
+END_TEST
+
+START_TEST(gelu_adds_bias_then_activates)
+{
+    tt_dtype d = gt_dtypes[_i % 3];
+    gpt2_activation act = _i < 3 ? GPT2_GELU_TANH : GPT2_GELU_ERF;
+    rng r;
+    rng_seed(&r, 13);
+    const int T = 3, FF = 300;
+    float *x = gt_random(&r, (size_t)T * FF, -6, 6, TT_F32), *bias = gt_random(&r, FF, -1, 1, d);
+    float out[900];
+    double ref[900];
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < FF; i++) {
+            double y = (double)(x[t * FF + i] + bias[i]);
+            ref[t * FF + i] = act == GPT2_GELU_ERF ? 0.5 * y * (1 + erf(y / sqrt(2.0)))
+                              : 0.5 * y * (1 + tanh(0.7978845608028654 * (y + 0.044715 * y * y * y)));
+        }
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_gelu(c, out, x, bias, T, FF, act, d, &err) == TT_OK, "%s", err.msg);
+    gt_close(act == GPT2_GELU_ERF ? "gelu erf" : "gelu tanh", d, out, ref, (size_t)T * FF, 2e-6,
+             4e-6 + 2 * gt_unit(d));
+    cuda_ops_free(c);
+    free(x);
+    free(bias);
+}
+END_TEST
+
+START_TEST(matmul_is_x_times_conv1d_weight)
+{
+    /* Inputs are held in the dtype, products are exact in fp32 and accumulation is fp32: the same
+     * bound holds for every dtype, and a transposed or mis-strided operand is far outside it. */
+    tt_dtype d = gt_dtypes[_i % 3];
+    bool acc = _i >= 3;
+    rng r;
+    rng_seed(&r, 14 + (uint64_t)_i);
+    static const int Ts[] = {1, 7};
+    for (int ti = 0; ti < 2; ti++) {
+        const int T = Ts[ti], K = 96, N = 130;
+        float *x = gt_random(&r, (size_t)T * K, -1, 1, d), *w = gt_random(&r, (size_t)K * N, -1, 1, d);
+        float *out = gt_random(&r, (size_t)T * N, -4, 4, TT_F32);
+        double *ref = malloc((size_t)T * N * sizeof(double));
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < N; j++) {
+                double s = acc ? out[t * N + j] : 0;
+                for (int k = 0; k < K; k++)
+                    s += (double)x[t * K + k] * w[k * N + j];
+                ref[t * N + j] = s;
+            }
+        cuda_ops *c = gt_ops();
+        tt_error err = {0};
+        ck_assert_msg(cuda_ops_matmul(c, out, x, w, T, K, N, acc, d, &err) == TT_OK, "%s", err.msg);
+        gt_close(acc ? "matmul accumulate" : "matmul", d, out, ref, (size_t)T * N, 2e-5, 1e-5);
+        cuda_ops_free(c);
+        free(x);
+        free(w);
+        free(out);
+        free(ref);
+    }
+}
+END_TEST
+
+START_TEST(lm_head_uses_the_embedding_transposed)
+{
+    tt_dtype d = gt_dtypes[_i];
+    rng r;
+    rng_seed(&r, 15);
+    const int T = 3, C = 64, V = 257;
+    float *x = gt_random(&r, (size_t)T * C, -1, 1, d), *wte = gt_random(&r, (size_t)V * C, -1, 1, d);
+    float *logits = malloc((size_t)T * V * sizeof(float));
+    double *ref = malloc((size_t)T * V * sizeof(double));
+    for (int t = 0; t < T; t++)
+        for (int v = 0; v < V; v++) {
+            double s = 0;
+            for (int i = 0; i < C; i++)
+                s += (double)x[t * C + i] * wte[v * C + i];
+            ref[t * V + v] = s;
+        }
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_lm_head(c, logits, x, wte, T, C, V, d, &err) == TT_OK, "%s", err.msg);
+    gt_close("lm_head", d, logits, ref, (size_t)T * V, 2e-5, 1e-5);
+    cuda_ops_free(c);
+    free(x);
+    free(wte);
+    free(logits);
+    free(ref);
+}
+END_TEST
+
+START_TEST(causal_softmax_masks_the_future)
+{
+    tt_dtype d = gt_dtypes[_i];
+    rng r;
+    rng_seed(&r, 16);
+    const int NH = 3, T = 4, pos = 5, nk = pos + T;
+    float *scores = gt_random(&r, (size_t)NH * T * nk, -8, 8, TT_F32);
+    float probs[3 * 4 * 9];
+    double ref[3 * 4 * 9];
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < T; t++) {
+            const float *s = scores + (h * T + t) * nk;
+            double mx = -INFINITY, z = 0;
+            for (int j = 0; j <= pos + t; j++)
+                mx = fmax(mx, s[j]);
+            for (int j = 0; j <= pos + t; j++)
+                z += exp(s[j] - mx);
+            for (int j = 0; j < nk; j++)
+                ref[(h * T + t) * nk + j] = j <= pos + t ? exp(s[j] - mx) / z : 0.0;
+        }
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_softmax_causal(c, probs, scores, pos, T, NH, d, &err) == TT_OK, "%s", err.msg);
+    gt_close("causal softmax", d, probs, ref, (size_t)NH * T * nk, 1e-7, 4e-6 + 2 * gt_unit(d));
+    for (int i = 0; i < NH * T * nk; i++)
+        if (ref[i] == 0)
+            ck_assert_msg(probs[i] == 0.0f, "masked probability %d is %g", i, probs[i]);
+    cuda_ops_free(c);
+    free(scores);
+}
+END_TEST
+
+/* Attention over a cache that holds positions 0 .. pos-1 (random, held in d) and sentinels after:
+ * out, the new cache rows and the untouched tail against a float64 reference. */
+static void gt_attention_case(tt_dtype d, int C, int NH, int n_ctx, int pos, int T, bool decode)
+{
+    const int HS = C / NH;
+    rng r;
+    rng_seed(&r, 17 + (uint64_t)(pos * 31 + T));
+    size_t cache_n = (size_t)NH * n_ctx * HS;
+    float *k = gt_random(&r, cache_n, -1, 1, d), *v = gt_random(&r, cache_n, -1, 1, d);
+    for (int h = 0; h < NH; h++)
+        for (int p = pos; p < n_ctx; p++)
+            for (int i = 0; i < HS; i++) {
+                k[((size_t)h * n_ctx + p) * HS + i] = 1000.0f;    /* sentinel: must stay or be replaced */
+                v[((size_t)h * n_ctx + p) * HS + i] = -1000.0f;
+            }
+    float *qkv = gt_random(&r, (size_t)T * 3 * C, -2, 2, TT_F32), *bias = gt_random(&r, (size_t)3 * C, -1, 1, d);
+    /* The reference holds q, k, v as the backend does: qkv + bias rounded to d. */
+    double *kr = malloc(cache_n * sizeof(double)), *vr = malloc(cache_n * sizeof(double));
+    for (size_t i = 0; i < cache_n; i++) {
+        kr[i] = k[i];
+        vr[i] = v[i];
+    }
+    float *q = malloc((size_t)T * C * sizeof(float));
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            int h = c / HS, i = c % HS;
+            q[t * C + c] = gt_held(d, qkv[t * 3 * C + c] + bias[c]);
+            kr[((size_t)h * n_ctx + pos + t) * HS + i] = gt_held(d, qkv[t * 3 * C + C + c] + bias[C + c]);
+            vr[((size_t)h * n_ctx + pos + t) * HS + i] = gt_held(d, qkv[t * 3 * C + 2 * C + c] + bias[2 * C + c]);
+        }
+    double *ref = calloc((size_t)T * C, sizeof(double));
+    double *p = malloc((size_t)(pos + T) * sizeof(double));
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < NH; h++) {
+            double mx = -INFINITY, z = 0;
+            for (int j = 0; j <= pos + t; j++) {
+                double s = 0;
+                for (int i = 0; i < HS; i++)
+                    s += (double)q[t * C + h * HS + i] * kr[((size_t)h * n_ctx + j) * HS + i];
+                p[j] = s / sqrt((double)HS);
+                mx = fmax(mx, p[j]);
+            }
+            for (int j = 0; j <= pos + t; j++)
+                z += (p[j] = exp(p[j] - mx));
+            for (int j = 0; j <= pos + t; j++)
+                for (int i = 0; i < HS; i++)
+                    ref[t * C + h * HS + i] += p[j] / z * vr[((size_t)h * n_ctx + j) * HS + i];
+        }
+    float *out = malloc((size_t)T * C * sizeof(float));
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_attention(c, out, k, v, qkv, bias, pos, T, C, NH, n_ctx, decode, d, &err) == TT_OK,
+                  "%s", err.msg);
+    char what[96];
+    snprintf(what, sizeof what, "%s attention C=%d NH=%d pos=%d T=%d", decode ? "decode" : "prefill", C, NH,
+             pos, T);
+    /* The prefill path also rounds the probabilities to d before the values GEMM. */
+    double u = gt_unit(d);
+    gt_close(what, d, out, ref, (size_t)T * C, 1e-5 + 2 * u, 1e-5 + 2 * u);
+    snprintf(what, sizeof what, "%s: key cache", decode ? "decode" : "prefill");
+    gt_close(what, d, k, kr, cache_n, 0, 0);
+    snprintf(what, sizeof what, "%s: value cache", decode ? "decode" : "prefill");
+    gt_close(what, d, v, vr, cache_n, 0, 0);
+    cuda_ops_free(c);
+    free(k);
+    free(v);
+    free(kr);
+    free(vr);
+    free(qkv);
+    free(bias);
+    free(q);
+    free(ref);
+    free(p);
+    free(out);
+}
+
+START_TEST(prefill_attention_matches_reference)
+{
+    tt_dtype d = gt_dtypes[_i];
+    gt_attention_case(d, 96, 4, 40, 0, 6, false);       /* HS 24: lanes past the head size idle */
+    gt_attention_case(d, 96, 4, 40, 13, 5, false);      /* continuing after cached positions */
+    gt_attention_case(d, 64, 2, 12, 7, 5, false);       /* filling the cache to its last row */
+}
+END_TEST
+
+START_TEST(decode_attention_matches_reference)
+{
+    tt_dtype d = gt_dtypes[_i];
+    gt_attention_case(d, 96, 4, 40, 0, 1, true);        /* the first token attends to itself */
+    gt_attention_case(d, 96, 4, 40, 17, 1, true);
+    gt_attention_case(d, 128, 2, 300, 299, 1, true);    /* HS 64 (GPT-2's), the last cache row */
+    gt_attention_case(d, 48, 1, 8, 5, 1, true);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * End to end: the GPU engine against the CPU engine */
+
+typedef struct {
+    const char *name;
+    tt_dtype file_dtype;
+    bool untied, mask_buffers, erf, exact;
+    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default (V 512, maxT 64, C 64, NH 4, L 2) */
+} gt_model_case;
+
+/* Logits tolerance per held dtype (logits of magnitude about 3). fp32: both engines compute in
+ * fp32, summing in other orders: measured differences reach 2e-6 on the emulation. fp16/bf16: the
+ * GPU also rounds the matmul inputs and the cache to the dtype (the CPU keeps them fp32), a
+ * relative 2^-11 / 2^-8 per rounding, a few per layer: measured 2.5e-3 / 1.9e-2. The bounds leave
+ * a factor of about 3 (TT_GPU_TEST_VERBOSE=1 prints how much of each bound a run uses). */
+static void gt_logit_tol(tt_dtype d, double *tol, double *eps)
+{
+    *tol = d == TT_F32 ? 1e-5 : d == TT_F16 ? 4e-3 : 3e-2;
+    *eps = d == TT_F32 ? 1e-5 : d == TT_F16 ? 2e-3 : 1.5e-2;
+}
+
+static char *gt_write_model(const gt_model_case *mc)
+{
+    modelgen_options o;
+    modelgen_options_default(&o);
+    o.dtype = mc->file_dtype;
+    o.untied_lm_head = mc->untied;
+    o.mask_buffers = mc->mask_buffers;
+    o.exact = mc->exact;
+    o.seed = 41;
+    if (mc->V) {
+        o.V = mc->V;
+        o.maxT = mc->maxT;
+        o.C = mc->C;
+        o.NH = mc->NH;
+        o.L = mc->L;
+        o.FF = mc->FF;
+    }
+    char *dir = tu_tmpdir();
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
+    if (mc->erf) {
+        const char *path = tu_path("%s/config.json", dir);
+        char *cfg = tu_read_file(path, NULL);
+        ck_assert_ptr_nonnull(cfg);
+        char *at = strstr(cfg, "\"gelu_new\"");
+        ck_assert_msg(at != NULL, "config.json names no gelu_new");
+        memmove(at + 5, at + 9, strlen(at + 9) + 1);     /* "gelu_new" -> "gelu" */
+        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+        free(cfg);
+    }
+    return dir;
+}
+
+typedef struct {
+    char *dir;
+    model *m;
+    engine *cpu, *gpu;
+    tt_dtype d;
+    double tol, eps;
+} gt_pair;
+
+static void gt_pair_open(gt_pair *p, const gt_model_case *mc, tt_dtype d, const cuda_engine_options *co)
+{
+    memset(p, 0, sizeof *p);
+    p->dir = gt_write_model(mc);
+    p->d = d;
+    gt_logit_tol(d, &p->tol, &p->eps);
+    tt_error err = {0};
+    ck_assert_msg(model_load(p->dir, &p->m, &err) == TT_OK, "%s", err.msg);
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.dtype = d;
+    eo.n_threads = 1;
+    ck_assert_msg(cpu_engine_create(p->m, &eo, &p->cpu, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(cuda_engine_create(p->m, &eo, co, &p->gpu, &err) == TT_OK, "%s", err.msg);
+    ck_assert_str_eq(p->gpu->ops->name, "cuda");
+    ck_assert_int_eq(p->gpu->n_ctx, p->cpu->n_ctx);
+}
+
+static void gt_pair_close(gt_pair *p)
+{
+    engine_free(p->gpu);
+    engine_free(p->cpu);
+    model_free(p->m);
+    tu_rmtree(p->dir);
+    free(p->dir);
+}
+
+static int gt_argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* The same span on both engines; every logits row compared. */
+static void gt_pair_forward(gt_pair *p, const int32_t *ids, int n, int pos, bool all, const char *what)
+{
+    tt_error err = {0};
+    ck_assert_msg(engine_forward(p->cpu, ids, n, pos, all, &err) == TT_OK, "cpu %s: %s", what, err.msg);
+    ck_assert_msg(engine_forward(p->gpu, ids, n, pos, all, &err) == TT_OK, "gpu %s: %s", what, err.msg);
+    ck_assert_int_eq(p->gpu->n_past, p->cpu->n_past);
+    ck_assert_int_eq(p->gpu->n_logits, p->cpu->n_logits);
+    const int V = p->cpu->config->V;
+    double *ref = malloc((size_t)V * sizeof(double));
+    for (int row = 0; row < p->cpu->n_logits; row++) {
+        const float *c = engine_logits(p->cpu, row), *g = engine_logits(p->gpu, row);
+        for (int v = 0; v < V; v++)
+            ref[v] = c[v];
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s, logits row %d", what, row);
+        gt_close(msg, p->d, g, ref, (size_t)V, p->tol, p->eps);
+    }
+    free(ref);
+}
+
+/* Prefill, decode, truncate and continue, re-prefill from 0: logits equal within the tolerance. */
+static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_engine_options *co)
+{
+    gt_pair p;
+    gt_pair_open(&p, mc, d, co);
+    const int V = p.cpu->config->V;
+    int32_t ids[64];
+    for (int i = 0; i < 64; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % V);
+    char what[96];
+    gt_pair_forward(&p, ids, 9, 0, true, "prefill of 9 (all rows)");
+    int pos = 9;
+    for (int s = 0; s < 6; s++, pos++) {
+        int32_t next = gt_argmax(engine_logits(p.cpu, 0), V);
+        snprintf(what, sizeof what, "decode step %d", s);
+        gt_pair_forward(&p, &next, 1, pos, false, what);
+    }
+    /* Back to 7 tokens (a rejected draft, an edited turn) and on with 3 new ones. */
+    gt_pair_forward(&p, ids + 20, 3, 7, false, "continue at 7 after truncation");
+    pos = 10;
+    for (int s = 0; s < 3; s++, pos++) {
+        int32_t next = gt_argmax(engine_logits(p.cpu, 0), V);
+        snprintf(what, sizeof what, "decode step %d after truncation", s);
+        gt_pair_forward(&p, &next, 1, pos, false, what);
+    }
+    engine_truncate(p.cpu, 0);
+    engine_truncate(p.gpu, 0);
+    ck_assert_int_eq(p.gpu->n_past, 0);
+    gt_pair_forward(&p, ids + 30, 4, 0, false, "re-prefill from 0");
+    gt_pair_forward(&p, ids + 40, 1, 4, true, "one-token span with all rows");
+    gt_pair_close(&p);
+}
+
+static const gt_model_case gt_tiny = {"tiny", TT_F32, .exact = false};
+
+START_TEST(engine_matches_cpu_over_a_session)
+{
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_compare_session(&gt_tiny, gt_dtypes[_i], &co);
+}
+END_TEST
+
+START_TEST(engine_matches_cpu_without_graphs_and_with_small_chunks)
+{
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    co.use_graphs = false;
+    co.max_chunk = 4;              /* the 9-token prefill runs as 4 + 4 + 1 */
+    gt_compare_session(&gt_tiny, gt_dtypes[_i], &co);
+}
+END_TEST
+
+START_TEST(engine_matches_cpu_on_other_model_shapes)
+{
+    static const gt_model_case cases[] = {
+        {"untied, masks, f16 file", TT_F16, .untied = true, .mask_buffers = true},
+        {"erf", TT_BF16, .erf = true},
+        {"odd", TT_F32, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99},
+    };
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_compare_session(&cases[_i], _i == 1 ? TT_BF16 : TT_F32, &co);
+}
+END_TEST
+
+/* Greedy generation, each engine fed its own choices: the same tokens. */
+START_TEST(greedy_generations_are_identical)
+{
+    tt_dtype d = gt_dtypes[_i];
+    const gt_model_case mc = {"tiny exact", TT_F32, .exact = true};
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_pair p;
+    gt_pair_open(&p, &mc, d, &co);
+    const int V = p.cpu->config->V, n_prompt = 5, n_gen = 24;
+    int32_t prompt[5] = {3, 141, 59, 265, 358};
+    engine *es[2] = {p.cpu, p.gpu};
+    int32_t out[2][24];
+    tt_error err = {0};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(engine_forward(es[k], prompt, n_prompt, 0, false, &err) == TT_OK, "%s", err.msg);
+        for (int s = 0; s < n_gen; s++) {
+            out[k][s] = gt_argmax(engine_logits(es[k], 0), V);
+            ck_assert_msg(engine_forward(es[k], &out[k][s], 1, n_prompt + s, false, &err) == TT_OK, "%s",
+                          err.msg);
+        }
+    }
+    for (int s = 0; s < n_gen; s++)
+        ck_assert_msg(out[0][s] == out[1][s], "%s: token %d differs: cpu %d, gpu %d", tt_dtype_name(d), s,
+                      out[0][s], out[1][s]);
+    gt_pair_close(&p);
+}
+END_TEST
+
+/* The graph replays the same kernels as the direct launches: identical logits, bit for bit. */
+START_TEST(graphs_on_and_off_give_identical_logits)
+{
+    tt_dtype d = gt_dtypes[_i];
+    char *dir = gt_write_model(&gt_tiny);
+    model *m;
+    tt_error err = {0};
+    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.dtype = d;
+    cuda_engine_options on, off;
+    cuda_engine_options_default(&on);
+    cuda_engine_options_default(&off);
+    off.use_graphs = false;
+    engine *a, *b;
+    ck_assert_msg(cuda_engine_create(m, &eo, &on, &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(cuda_engine_create(m, &eo, &off, &b, &err) == TT_OK, "%s", err.msg);
+    const int V = m->config.V;
+    int32_t prompt[3] = {5, 6, 7};
+    ck_assert(engine_forward(a, prompt, 3, 0, false, &err) == TT_OK);
+    ck_assert(engine_forward(b, prompt, 3, 0, false, &err) == TT_OK);
+    int pos = 3;
+    for (int s = 0; s < 8; s++, pos++) {
+        int32_t next = gt_argmax(engine_logits(a, 0), V);
+        if (s == 5)                /* rewind: the replayed graph must follow the new position */
+            pos = 2;
+        ck_assert(engine_forward(a, &next, 1, pos, false, &err) == TT_OK);
+        ck_assert(engine_forward(b, &next, 1, pos, false, &err) == TT_OK);
+        ck_assert_msg(memcmp(engine_logits(a, 0), engine_logits(b, 0), (size_t)V * sizeof(float)) == 0,
+                      "step %d: graph and direct logits differ", s);
+    }
+    cuda_engine_stats st;
+    ck_assert(cuda_engine_get_stats(a, &st));
+    ck_assert(st.graphs);
+    ck_assert_int_eq(st.graph_replays, 8);
+    ck_assert(cuda_engine_get_stats(b, &st));
+    ck_assert(!st.graphs);
+    ck_assert_int_eq(st.graph_replays, 0);
+    engine_free(a);
+    engine_free(b);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(all_rows_of_a_span_equal_step_by_step_logits)
+{
+    /* Prefill (GEMM attention) of n tokens with every row kept equals n decode steps (the decode
+     * kernel), within the dtype's tolerance. */
+    tt_dtype d = gt_dtypes[_i];
+    char *dir = gt_write_model(&gt_tiny);
+    model *m;
+    tt_error err = {0};
+    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.dtype = d;
+    engine *a, *b;
+    ck_assert_msg(cuda_engine_create(m, &eo, NULL, &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(cuda_engine_create(m, &eo, NULL, &b, &err) == TT_OK, "%s", err.msg);
+    const int V = m->config.V, n = 7;
+    int32_t ids[7] = {1, 2, 3, 400, 5, 6, 7};
+    ck_assert(engine_forward(a, ids, n, 0, true, &err) == TT_OK);
+    double tol, eps;
+    gt_logit_tol(d, &tol, &eps);
+    double *ref = malloc((size_t)V * sizeof(double));
+    for (int t = 0; t < n; t++) {
+        ck_assert(engine_forward(b, ids + t, 1, t, false, &err) == TT_OK);
+        for (int v = 0; v < V; v++)
+            ref[v] = engine_logits(b, 0)[v];
+        char what[64];
+        snprintf(what, sizeof what, "row %d of the span vs step %d", t, t);
+        gt_close(what, d, engine_logits(a, t), ref, (size_t)V, tol, eps);
+    }
+    free(ref);
+    engine_free(a);
+    engine_free(b);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(full_context_is_refused_and_the_engine_goes_on)
+{
+    const gt_model_case mc = {"short", TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0};
+    char *dir = gt_write_model(&mc);
+    model *m;
+    tt_error err = {0};
+    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
+    engine *g;
+    ck_assert_msg(cuda_engine_create(m, NULL, NULL, &g, &err) == TT_OK, "%s", err.msg);
+    int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    ck_assert(engine_forward(g, ids, 8, 0, false, &err) == TT_OK);     /* exactly full */
+    ck_assert_int_eq(engine_forward(g, ids + 8, 1, 8, false, &err), TT_ERR_CONTEXT);
+    ck_assert(engine_forward(g, ids + 8, 1, 7, false, &err) == TT_OK);  /* replace the last one */
+    ck_assert_int_eq(g->n_past, 8);
+    engine_free(g);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). */
+static void gt_add_common(Suite *s)
+{
+    TCase *tc = tcase_create("semantics");
+    tcase_add_loop_test(tc, gemm_follows_column_major_semantics, 0, 4);
+    tcase_add_test(tc, gemm_rejects_leading_dimension_smaller_than_rows);
+    tcase_add_test(tc, block_reductions_sum_and_max);
+    tcase_add_test(tc, graph_replay_keeps_launch_arguments_and_reads_pinned_input);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("ops");
+    tcase_add_loop_test(tc, embed_adds_token_and_position_rows, 0, 3);
+    tcase_add_loop_test(tc, layernorm_adds_pending_bias_and_normalizes, 0, 9);
+    tcase_add_loop_test(tc, gelu_adds_bias_then_activates, 0, 6);
+    tcase_add_loop_test(tc, matmul_is_x_times_conv1d_weight, 0, 6);
+    tcase_add_loop_test(tc, lm_head_uses_the_embedding_transposed, 0, 3);
+    tcase_add_loop_test(tc, causal_softmax_masks_the_future, 0, 3);
+    tcase_add_loop_test(tc, prefill_attention_matches_reference, 0, 3);
+    tcase_add_loop_test(tc, decode_attention_matches_reference, 0, 3);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("engine");
+    tcase_add_loop_test(tc, engine_matches_cpu_over_a_session, 0, 3);
+    tcase_add_loop_test(tc, engine_matches_cpu_without_graphs_and_with_small_chunks, 0, 3);
+    tcase_add_loop_test(tc, engine_matches_cpu_on_other_model_shapes, 0, 3);
+    tcase_add_loop_test(tc, greedy_generations_are_identical, 0, 3);
+    tcase_add_loop_test(tc, graphs_on_and_off_give_identical_logits, 0, 3);
+    tcase_add_loop_test(tc, all_rows_of_a_span_equal_step_by_step_logits, 0, 3);
+    tcase_add_test(tc, full_context_is_refused_and_the_engine_goes_on);
+    tcase_set_timeout(tc, 300);
+    suite_add_tcase(s, tc);
+}
+
+#endif

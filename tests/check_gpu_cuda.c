@@ -1,0 +1,91 @@
+/* check_gpu_cuda.c: the GPU backend this build links (real CUDA, the emulation, or none). With a
+ * usable device it runs the shared per-op and end-to-end cases there (tests/check_gpu_common.h);
+ * without one it checks what the REPL relies on to fall back to the CPU: a one-line reason, and
+ * failures that leave nothing behind. */
+#include <check.h>
+
+#include "tests/check_gpu_common.h"
+
+START_TEST(unavailable_backend_gives_a_one_line_reason)
+{
+    char why[160] = "";
+    ck_assert(!cuda_backend_available(why, sizeof why));
+    ck_assert_msg(strncmp(why, "no CUDA device", 14) == 0 || strncmp(why, "built without CUDA", 18) == 0,
+                  "%s", why);
+    ck_assert_ptr_null(strchr(why, '\n'));
+    ck_assert(!cuda_backend_available(NULL, 0));     /* no buffer: still just an answer */
+}
+END_TEST
+
+START_TEST(engine_creation_fails_cleanly_without_a_device)
+{
+    modelgen_options o;
+    modelgen_options_default(&o);
+    char *dir = tu_tmpdir();
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "%s", err.msg);
+    model *m;
+    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
+    engine *e = (engine *)1;
+    tt_status s = cuda_engine_create(m, NULL, NULL, &e, &err);
+    ck_assert_msg(s == TT_ERR_DEVICE || s == TT_ERR_UNSUPPORTED, "status %d", (int)s);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strncmp(err.msg, "cuda: ", 6) == 0 && !strchr(err.msg, '\n'), "%s", err.msg);
+    /* The CPU engine still works in the same process: nothing was left half-initialized. */
+    ck_assert_msg(cpu_engine_create(m, NULL, &e, &err) == TT_OK, "%s", err.msg);
+    int32_t ids[2] = {1, 2};
+    ck_assert(engine_forward(e, ids, 2, 0, false, &err) == TT_OK);
+    engine_free(e);
+    cuda_device_info_t info;
+    s = cuda_device_info(&info, &err);
+    ck_assert(s == TT_ERR_DEVICE || s == TT_ERR_UNSUPPORTED);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(build_info_names_the_gpu_support)
+{
+    const char *b = cuda_build_info();
+    ck_assert_msg(strncmp(b, "cuda (nvcc ", 11) == 0 || strcmp(b, "cuda-emu (host emulation)") == 0 ||
+                  strcmp(b, "none (built without CUDA)") == 0, "%s", b);
+}
+END_TEST
+
+START_TEST(device_info_reports_peak_bandwidth)
+{
+    cuda_device_info_t info;
+    tt_error err = {0};
+    ck_assert_msg(cuda_device_info(&info, &err) == TT_OK, "%s", err.msg);
+    ck_assert(info.name[0] != 0);
+    ck_assert(info.peak_bandwidth > 1e9);
+    ck_assert(info.total_bytes > 0 && info.free_bytes <= info.total_bytes);
+    printf("device: %s, cc %d.%d, %d SMs, %.0f MiB, %.0f GB/s peak%s\n", info.name, info.cc_major,
+           info.cc_minor, info.sm_count, (double)info.total_bytes / (1 << 20), info.peak_bandwidth / 1e9,
+           info.emulated ? " (emulated)" : "");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gpu_cuda");
+    TCase *tc = tcase_create("build");
+    tcase_add_test(tc, build_info_names_the_gpu_support);
+    suite_add_tcase(s, tc);
+    char why[160];
+    if (cuda_backend_available(why, sizeof why)) {
+        tc = tcase_create("device");
+        tcase_add_test(tc, device_info_reports_peak_bandwidth);
+        suite_add_tcase(s, tc);
+        gt_add_common(s);
+    } else {
+        printf("gpu_cuda: %s: checking the CPU fallback only\n", why);
+        tc = tcase_create("fallback");
+        tcase_add_test(tc, unavailable_backend_gives_a_one_line_reason);
+        tcase_add_test(tc, engine_creation_fails_cleanly_without_a_device);
+        tcase_set_timeout(tc, 60);
+        suite_add_tcase(s, tc);
+    }
+    return tu_run_suite(s);
+}
