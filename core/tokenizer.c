@@ -534,25 +534,42 @@ done:
 /* ============================================================================================
  * Load, free, accessors */
 
-static tt_status compile_pretokenizer(tokenizer *t, tt_error *err)
+static pcre2_code *compile_pattern(uint32_t options, tt_error *err)
 {
     int code;
     PCRE2_SIZE offset;
-    t->re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset, NULL);
-    if (!t->re) {
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | options, &code, &offset, NULL);
+    if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        return tt_fail(err, TT_ERR_UNSUPPORTED,
-                       "tokenizer: PCRE2 cannot compile the GPT-2 pattern at offset %zu: %s "
-                       "(a PCRE2 without Unicode support?)", (size_t)offset, (const char *)msg);
+        tt_fail(err, TT_ERR_UNSUPPORTED,
+                "tokenizer: PCRE2 cannot compile the GPT-2 pattern at offset %zu: %s "
+                "(a PCRE2 without Unicode support?)", (size_t)offset, (const char *)msg);
     }
+    return re;
+}
+
+/* With JIT, PCRE2_MATCH_INVALID_UTF lets one pass over the whole text skip invalid sequences.
+ * The interpreter re-validates the rest of the subject on every call in that mode (quadratic
+ * over a long text), so without JIT encode splits the text into valid fragments itself and
+ * matches them with PCRE2_NO_UTF_CHECK: the same pieces, since an invalid sequence is a barrier
+ * no match crosses in either case. */
+static tt_status compile_pretokenizer(tokenizer *t, tt_error *err)
+{
     const char *env = getenv("TOKENTOP_PCRE2_JIT");
-    bool want_jit = !(env && strcmp(env, "0") == 0);
-    /* Without JIT (not built in, or refused by the platform) the interpreter gives the same
-     * matches, only slower. */
-    t->jit = want_jit && pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
-    return TT_OK;
+    if (!(env && strcmp(env, "0") == 0)) {
+        t->re = compile_pattern(PCRE2_MATCH_INVALID_UTF, err);
+        if (!t->re)
+            return TT_ERR_UNSUPPORTED;
+        if (pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0) {
+            t->jit = true;
+            return TT_OK;
+        }
+        pcre2_code_free(t->re);
+    }
+    t->re = compile_pattern(0, err);
+    return t->re ? TT_OK : TT_ERR_UNSUPPORTED;
 }
 
 tt_status tokenizer_load(const char *vocab_path, const char *merges_path, tokenizer **out,
@@ -881,6 +898,58 @@ static bool encode_piece_cached(const tokenizer *t, const char *text, size_t off
     return true;
 }
 
+typedef struct {
+    const tokenizer *t;
+    const char *text;
+    id_vec out;
+    bpe_scratch w;
+    piece_cache cache;
+    pcre2_match_data *md;
+} encode_state;
+
+/* Pre-tokenizes text[from, to) and appends the ids of its pieces; bytes that no match covers
+ * (invalid UTF-8, in JIT mode) become pieces of one byte each. */
+static tt_status encode_span(encode_state *es, size_t from, size_t to, uint32_t options,
+                             tt_error *err)
+{
+    const tokenizer *t = es->t;
+    PCRE2_SPTR subject = (PCRE2_SPTR)es->text + from;
+    size_t len = to - from, pos = 0;
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(es->md);
+    while (pos < len) {
+        int rc = pcre2_match(t->re, subject, len, pos, options, es->md, NULL);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(t->re, subject, len, pos, options | PCRE2_NO_JIT, es->md, NULL);
+        size_t start = len, end = len;
+        if (rc >= 0) {
+            start = ov[0];
+            end = ov[1];
+        } else if (rc != PCRE2_ERROR_NOMATCH) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return tt_fail(err, TT_ERR_ARG, "tokenizer: pre-tokenizer failed at byte %zu: %s",
+                           from + pos, (const char *)msg);
+        }
+        if (start < pos || end < start || end > len)
+            return tt_fail(err, TT_ERR_ARG, "tokenizer: pre-tokenizer returned [%zu, %zu) at %zu",
+                           from + start, from + end, from + pos);
+        if (end == start && start < len)
+            end = start + 1; /* the GPT-2 pattern never matches empty; stay safe if it did */
+        if (!id_vec_reserve(&es->out, start - pos))
+            goto nomem;
+        for (; pos < start; pos++)
+            es->out.ids[es->out.n++] = t->byte_id[subject[pos]];
+        if (end > start &&
+            !encode_piece_cached(t, es->text, from + start, end - start, &es->cache, &es->w,
+                                 &es->out))
+            goto nomem;
+        pos = end;
+    }
+    return TT_OK;
+nomem:
+    return tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", to);
+}
+
 tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,
                            int *n, tt_error *err)
 {
@@ -895,63 +964,47 @@ tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int
         return TT_OK;
 
     tt_status st = TT_OK;
-    id_vec out = {0};
-    bpe_scratch w = {0};
-    piece_cache cache = {0};
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md || !id_vec_reserve(&out, len / 3 + 16)) {
+    encode_state es = {.t = t, .text = text};
+    es.md = pcre2_match_data_create(1, NULL);
+    if (!es.md || !id_vec_reserve(&es.out, len / 3 + 16)) {
         st = tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", len);
         goto done;
     }
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-    size_t pos = 0;
-    while (pos < len) {
-        int rc = pcre2_match(t->re, (PCRE2_SPTR)text, len, pos, 0, md, NULL);
-        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-            rc = pcre2_match(t->re, (PCRE2_SPTR)text, len, pos, PCRE2_NO_JIT, md, NULL);
-        size_t start = len, end = len;
-        if (rc >= 0) {
-            start = ov[0];
-            end = ov[1];
-        } else if (rc != PCRE2_ERROR_NOMATCH) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            st = tt_fail(err, TT_ERR_ARG, "tokenizer: pre-tokenizer failed at byte %zu: %s",
-                         pos, (const char *)msg);
-            goto done;
-        }
-        if (start < pos || start > len || end < start || end > len) {
-            st = tt_fail(err, TT_ERR_ARG, "tokenizer: pre-tokenizer returned [%zu, %zu) at %zu",
-                         start, end, pos);
-            goto done;
-        }
-        /* Bytes the regex skipped are invalid UTF-8: one piece each (see the policy above). */
-        if (!id_vec_reserve(&out, start - pos))
-            goto nomem;
-        for (; pos < start; pos++)
-            out.ids[out.n++] = t->byte_id[(unsigned char)text[pos]];
-        if (end == start) {
-            if (start < len) { /* the GPT-2 pattern never matches empty; stay safe if it did */
-                out.ids[out.n++] = t->byte_id[(unsigned char)text[start]];
-                pos = start + 1;
+    if (t->jit) {
+        st = encode_span(&es, 0, len, 0, err);
+    } else {
+        const unsigned char *u = (const unsigned char *)text;
+        for (size_t pos = 0; st == TT_OK && pos < len;) {
+            size_t end = pos;
+            uint32_t cp;
+            int k;
+            while (end < len && (k = utf8_decode_one(u + end, len - end, &cp)) > 0)
+                end += (size_t)k;
+            if (end > pos)
+                st = encode_span(&es, pos, end, PCRE2_NO_UTF_CHECK, err);
+            pos = end;
+            /* Invalid UTF-8: one piece per byte (see the policy above). */
+            for (; st == TT_OK && pos < len && utf8_decode_one(u + pos, len - pos, &cp) == 0;
+                 pos++) {
+                if (!id_vec_reserve(&es.out, 1)) {
+                    st = tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes",
+                                 len);
+                    break;
+                }
+                es.out.ids[es.out.n++] = t->byte_id[u[pos]];
             }
-            continue;
         }
-        if (!encode_piece_cached(t, text, start, end - start, &cache, &w, &out))
-            goto nomem;
-        pos = end;
     }
-    *ids = out.ids;
-    *n = (int)out.n;
-    out.ids = NULL;
-    goto done;
-nomem:
-    st = tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", len);
+    if (st == TT_OK) {
+        *ids = es.out.ids;
+        *n = (int)es.out.n;
+        es.out.ids = NULL;
+    }
 done:
-    free(out.ids);
-    free(cache.slots);
-    bpe_scratch_free(&w);
-    pcre2_match_data_free(md);
+    free(es.out.ids);
+    free(es.cache.slots);
+    bpe_scratch_free(&es.w);
+    pcre2_match_data_free(es.md);
     return st;
 }
 

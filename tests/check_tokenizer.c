@@ -338,6 +338,25 @@ START_TEST(invalid_utf8_bytes_become_single_byte_tokens)
 }
 END_TEST
 
+/* Random bytes: fully random, UTF-8-ish (so near-valid sequences occur), or only lead and
+ * continuation bytes. Returns the length. */
+static size_t random_text(rng *r, char *buf, size_t cap)
+{
+    static const char alphabet[] = "ab '\n\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x80\xbf\xed\xff";
+    size_t len = rng_next(r) % cap;
+    uint64_t mode = rng_next(r) % 3;
+    for (size_t i = 0; i < len; i++) {
+        uint64_t x = rng_next(r);
+        if (mode == 0)
+            buf[i] = (char)x;
+        else if (mode == 1)
+            buf[i] = alphabet[x % (sizeof alphabet - 1)];
+        else
+            buf[i] = (char)(x % 2 ? 0x80 + (x >> 8) % 0x40 : 0xc0 + (x >> 8) % 0x40);
+    }
+    return len;
+}
+
 START_TEST(random_bytes_round_trip_exactly)
 {
     tokenizer *t = load_gpt2();
@@ -345,22 +364,37 @@ START_TEST(random_bytes_round_trip_exactly)
     rng_seed(&r, 2024);
     char buf[96];
     for (int iter = 0; iter < 3000; iter++) {
-        size_t len = rng_next(&r) % sizeof buf;
-        uint64_t mode = rng_next(&r) % 3;
-        for (size_t i = 0; i < len; i++) {
-            uint64_t x = rng_next(&r);
-            /* Mix fully random bytes with UTF-8-ish ones so that near-valid sequences occur. */
-            if (mode == 0)
-                buf[i] = (char)x;
-            else if (mode == 1)
-                buf[i] = (char)("ab '\n\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x80\xbf\xed\xff"[x % 18]);
-            else
-                buf[i] = (char)(x % 2 ? 0x80 + (x >> 8) % 0x40 : 0xc0 + (x >> 8) % 0x40);
-        }
+        size_t len = random_text(&r, buf, sizeof buf);
         int n = 0;
         free(encode_round_trip(t, buf, len, &n));
     }
     tokenizer_free(t);
+}
+END_TEST
+
+START_TEST(interpreter_fallback_gives_the_same_ids_as_jit)
+{
+    /* Without JIT, encode finds the invalid UTF-8 itself instead of letting PCRE2 skip it: both
+     * must cut the same pieces, for valid and invalid input alike. */
+    tokenizer *jit = load_gpt2();
+    setenv("TOKENTOP_PCRE2_JIT", "0", 1);
+    tokenizer *interp = load_gpt2();
+    unsetenv("TOKENTOP_PCRE2_JIT");
+    rng r;
+    rng_seed(&r, 77);
+    char buf[128];
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = random_text(&r, buf, sizeof buf);
+        int na = 0, nb = 0;
+        int32_t *a = encode_round_trip(jit, buf, len, &na);
+        int32_t *b = encode_round_trip(interp, buf, len, &nb);
+        ck_assert_msg(na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0,
+                      "iteration %d: JIT and interpreter disagree (%d vs %d ids)", iter, na, nb);
+        free(a);
+        free(b);
+    }
+    tokenizer_free(jit);
+    tokenizer_free(interp);
 }
 END_TEST
 
@@ -452,6 +486,13 @@ START_TEST(stream_of_gpt2_tokens_reproduces_the_text)
 }
 END_TEST
 
+static void hex(char *dst, const char *bytes, size_t n)
+{
+    for (size_t i = 0; i < n && i < 160; i++)
+        sprintf(dst + 3 * i, "%02x ", (unsigned char)bytes[i]);
+    dst[n ? 3 * (n < 160 ? n : 160) - 1 : 0] = 0;
+}
+
 static void assert_stream(const char *in, size_t n, const char *want)
 {
     utf8_stream s;
@@ -460,9 +501,11 @@ static void assert_stream(const char *in, size_t n, const char *want)
     size_t w = 0;
     push_str(&s, in, n, out, &w);
     w += utf8_stream_flush(&s, out + w, sizeof out - w);
-    out[w] = 0;
-    ck_assert_msg(w == strlen(want) && memcmp(out, want, w) == 0, "got \"%s\", want \"%s\"", out,
-                  want);
+    char got_hex[512], want_hex[512];
+    hex(got_hex, out, w);
+    hex(want_hex, want, strlen(want));
+    ck_assert_msg(w == strlen(want) && memcmp(out, want, w) == 0, "got %s, want %s", got_hex,
+                  want_hex);
 }
 
 #define FFFD "\xef\xbf\xbd"
@@ -723,6 +766,7 @@ int main(void)
     tcase_add_test(tc, emoji_sequences_round_trip);
     tcase_add_test(tc, invalid_utf8_bytes_become_single_byte_tokens);
     tcase_add_test(tc, random_bytes_round_trip_exactly);
+    tcase_add_test(tc, interpreter_fallback_gives_the_same_ids_as_jit);
     tcase_add_test(tc, long_single_letter_input_is_fast_and_round_trips);
     suite_add_tcase(s, tc);
 
