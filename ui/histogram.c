@@ -1,0 +1,320 @@
+/* histogram.c: drawing one sampler snapshot as bars, cut markers, the draw and the entropy. */
+#include "ui/histogram.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/text.h"
+
+#define CHROME_ROWS 5   /* title, header, cumulative bar, draw line, entropy line */
+
+int ui_histogram_height(int bars)
+{
+    return bars + CHROME_ROWS;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Labels */
+
+void ui_histogram_token_label(const tokenizer *tok, int32_t id, int max_cols, char *out,
+                              size_t cap)
+{
+    char full[256];
+    size_t nb = 0;
+    const char *b = tok ? tokenizer_token_bytes(tok, id, &nb) : NULL;
+    if (!b)
+        snprintf(full, sizeof full, "#%d", (int)id);
+    else
+        text_token_display(b, nb, TEXT_ESCAPE_WHITESPACE, full, sizeof full);
+    size_t len = strlen(full);
+    if (ui_text_width(full, len) <= max_cols) {
+        snprintf(out, cap, "%s", full);
+        return;
+    }
+    /* Cut at a character boundary, leaving a column for the ellipsis. */
+    size_t o = 0;
+    int cols = 0;
+    while (o < len) {
+        int l = text_utf8_seq_len((const unsigned char *)full + o, len - o);
+        if (l == 0)
+            l = 1;
+        int w = ui_text_width(full + o, (size_t)l);
+        if (cols + w > max_cols - 1)
+            break;
+        cols += w;
+        o += (size_t)l;
+    }
+    snprintf(out, cap, "%.*s\xe2\x80\xa6", (int)o, full);   /* … */
+}
+
+static void format_pct(float p, char *out, size_t cap)
+{
+    if (p <= 0.0f)
+        snprintf(out, cap, "%6s", "0");
+    else if (p < 0.001f)
+        snprintf(out, cap, "%6s", "<0.1%");
+    else
+        snprintf(out, cap, "%5.1f%%", (double)p * 100.0);
+}
+
+static const char *cut_label(uint8_t cut)
+{
+    switch ((sampler_cut)cut) {
+    case SAMPLER_CUT_TOP_K: return "top-k";
+    case SAMPLER_CUT_TOP_P: return "top-p";
+    case SAMPLER_CUT_MIN_P: return "min-p";
+    case SAMPLER_CUT_GREEDY: return "greedy";
+    case SAMPLER_CUT_BANNED: return "banned";
+    case SAMPLER_CUT_NONE: break;
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Pieces */
+
+static int top_count(const sampler_snapshot *s)
+{
+    return s->n_top < 0 ? 0 : s->n_top > SAMPLER_TOP_MAX ? SAMPLER_TOP_MAX : s->n_top;
+}
+
+/* Eighth blocks: index 1..7 → ▏▎▍▌▋▊▉ */
+static const uint32_t eighths[8] = {0, 0x258f, 0x258e, 0x258d, 0x258c, 0x258b, 0x258a, 0x2589};
+
+/* One bar of bw cells: final probability solid, raw probability beyond it shaded. */
+static void draw_bar(ui_grid *g, int y, int x, int bw, float p, float raw, float scale, bool cut,
+                     uint8_t attr)
+{
+    double fin = scale > 0 ? (double)p / scale * bw : 0;
+    double rw = scale > 0 ? (double)raw / scale * bw : 0;
+    for (int i = 0; i < bw; i++) {
+        uint32_t cp = ' ';
+        uint8_t st = UI_STYLE_NORMAL;
+        if (fin >= i + 1) {
+            cp = 0x2588;   /* █ */
+            st = UI_STYLE_BAR;
+        } else if (fin > i && (int)((fin - i) * 8) > 0) {
+            cp = eighths[(int)((fin - i) * 8)];
+            st = UI_STYLE_BAR;
+        } else if (rw > i + 0.25) {
+            cp = 0x2591;   /* ░ */
+            st = cut ? UI_STYLE_BAR_CUT : UI_STYLE_BAR_RAW;
+        } else if (i == 0 && raw > 0 && p <= 0) {
+            cp = 0x258f;   /* a sliver so a cut token's bar is visible */
+            st = UI_STYLE_BAR_CUT;
+        }
+        ui_grid_set(g, y, x + i, cp, 1, st, attr);
+    }
+}
+
+typedef struct {
+    int idx;         /* index in snap->top */
+    double lo, hi;   /* cumulative final mass */
+} cum_seg;
+
+static int cmp_seg(const void *a, const void *b, void *ctx)
+{
+    const sampler_snapshot *s = ctx;
+    const sampler_entry *x = &s->top[((const cum_seg *)a)->idx];
+    const sampler_entry *y = &s->top[((const cum_seg *)b)->idx];
+    if (x->p != y->p)
+        return x->p > y->p ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The cumulative bar of final mass in draw order, and the row under it with the draw marker. */
+static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view *v, int chosen_idx)
+{
+    const sampler_snapshot *s = v->snap;
+    cum_seg seg[SAMPLER_TOP_MAX];
+    int n = 0;
+    for (int i = 0; i < top_count(s); i++)
+        if (s->top[i].p > 0)
+            seg[n++] = (cum_seg){.idx = i};
+    qsort_r(seg, (size_t)n, sizeof seg[0], cmp_seg, (void *)s);
+    double acc = 0;
+    for (int i = 0; i < n; i++) {
+        seg[i].lo = acc;
+        acc += s->top[seg[i].idx].p;
+        seg[i].hi = acc;
+    }
+    int bw = w - 2;
+    if (bw < 4)
+        return;
+    ui_grid_set(g, y, x, 0x2595, 1, UI_STYLE_DIM, 0);            /* ▕ */
+    ui_grid_set(g, y, x + 1 + bw, 0x258f, 1, UI_STYLE_DIM, 0);   /* ▏ */
+    int k = 0;
+    for (int j = 0; j < bw; j++) {
+        double m = (j + 0.5) / bw;
+        while (k < n && seg[k].hi <= m)
+            k++;
+        uint32_t cp = 0x2591;   /* ░ mass outside the tokens listed */
+        uint8_t st = UI_STYLE_DIM;
+        if (k < n && m >= seg[k].lo) {
+            cp = (k % 2) ? 0x2592 : 0x2588;   /* ▒ / █ alternate so neighbours differ */
+            st = seg[k].idx == chosen_idx ? UI_STYLE_CHOSEN : UI_STYLE_BAR;
+        }
+        ui_grid_set(g, y, x + 1 + j, cp, 1, st, 0);
+    }
+    /* The draw line. */
+    int y2 = y + 1;
+    char label[96];
+    if (v->kind == UI_HIST_PEEK) {
+        const char *t = v->step_mode ? "not drawn yet: Enter draws, /pick N chooses"
+                                     : "not drawn yet";
+        ui_grid_puts(g, y2, x + 1, x + w, t, UI_STYLE_DIM, 0);
+        return;
+    }
+    if (s->forced) {
+        snprintf(label, sizeof label, "forced by /pick (p %.3f)", (double)s->token_p);
+        ui_grid_puts(g, y2, x + 1, x + w, label, UI_STYLE_DRAW, 0);
+        return;
+    }
+    if (s->u < 0) {
+        const char *t = "greedy: the argmax, no draw";
+        ui_grid_puts(g, y2, x + 1, x + w, t, UI_STYLE_DRAW, 0);
+        return;
+    }
+    int cx = (int)(s->u * bw);
+    if (cx >= bw)
+        cx = bw - 1;
+    ui_grid_set(g, y2, x + 1 + cx, 0x25b2, 1, UI_STYLE_DRAW, UI_ATTR_BOLD);   /* ▲ */
+    char tok[64];
+    ui_histogram_token_label(v->tok, s->token, 12, tok, sizeof tok);
+    snprintf(label, sizeof label, "u=%.3f \xe2\x86\x92 %s (rank %d)", s->u, tok, s->token_rank + 1);
+    int lw = ui_text_width(label, strlen(label));
+    /* Text on the side of the marker with more room. */
+    int lx = cx + 3 + lw <= bw ? x + 1 + cx + 2 : x + 1 + cx - 1 - lw;
+    if (lx < x)
+        lx = x;
+    ui_grid_puts(g, y2, lx, x + w, label, UI_STYLE_DRAW, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The pane */
+
+static void draw_legend(ui_grid *g, ui_rect r)
+{
+    static const char *lines[] = {
+        "Each generated token shows here:",
+        "\xe2\x96\x88 final p (after the chain)",
+        "\xe2\x96\x91 raw p (the model's softmax)",
+        "top-k/top-p/min-p: the stage",
+        "  that removed the token",
+        "\xe2\x86\x93 lowered by a penalty",
+        "\xe2\x96\xb6 the sampled token",
+        "\xe2\x96\xb2 where the uniform draw u landed",
+        "  on the cumulative bar",
+        "H: entropy in bits, raw \xe2\x86\x92 final",
+    };
+    for (int i = 0; i < (int)(sizeof lines / sizeof lines[0]) && 1 + i < r.h; i++)
+        ui_grid_puts(g, r.y + 1 + i, r.x + 1, r.x + r.w, lines[i], UI_STYLE_DIM, 0);
+}
+
+void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
+{
+    ui_grid_fill_rect(g, r, UI_STYLE_NORMAL);
+    if (r.h <= 0 || r.w < 8)
+        return;
+    const sampler_snapshot *s = v->snap;
+    char buf[160];
+    int x0 = r.x, x1 = r.x + r.w;
+    if (v->kind == UI_HIST_NONE || !s) {
+        ui_grid_puts(g, r.y, x0, x1, "Next token", UI_STYLE_TITLE, UI_ATTR_BOLD);
+        draw_legend(g, r);
+        return;
+    }
+    /* Title */
+    if (v->kind == UI_HIST_PEEK)
+        snprintf(buf, sizeof buf, "Next token at %d (not drawn)", v->position);
+    else
+        snprintf(buf, sizeof buf, "Step %d \xc2\xb7 token %d", v->step + 1, v->position);
+    ui_grid_puts(g, r.y, x0, x1, buf, UI_STYLE_TITLE, UI_ATTR_BOLD);
+
+    /* Which rows: the first n entries, the chosen one always among them. */
+    int avail = r.h - CHROME_ROWS;
+    bool chrome = avail >= 1;
+    if (!chrome)
+        avail = r.h - 1;
+    int n_top = top_count(s);
+    int n = v->bars < n_top ? v->bars : n_top;
+    if (n > avail)
+        n = avail;
+    if (n < 1)
+        return;
+    int chosen = -1;
+    if (v->kind == UI_HIST_STEP)
+        for (int i = 0; i < n_top; i++)
+            if (s->top[i].id == s->token) {
+                chosen = i;
+                break;
+            }
+    int rows[SAMPLER_TOP_MAX];
+    for (int i = 0; i < n; i++)
+        rows[i] = i;
+    if (chosen >= n)
+        rows[n - 1] = chosen;
+
+    /* Columns: rank(2) marker(1) gap(1) token(tw) flag(1) gap(1) bar(bw) gap(1) raw(6) gap(1)
+     * final(6). */
+    int tw = r.w >= 44 ? 12 : r.w >= 36 ? 9 : 6;
+    int bw = r.w - (tw + 20);
+    if (bw < 3) {
+        tw = r.w - 23 > 3 ? r.w - 23 : 3;
+        bw = r.w - (tw + 20);
+    }
+    int xt = x0 + 4, xf = xt + tw, xb = xf + 2, xr = xb + (bw > 0 ? bw : 0) + 1, xp = xr + 7;
+    int y = r.y + 1;
+    if (chrome) {
+        ui_grid_puts(g, y, x0, x1, " #", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xt, x1, "token", UI_STYLE_DIM, 0);
+        if (bw >= 11)
+            ui_grid_puts(g, y, xb, x1, "final\xe2\x96\x88 raw\xe2\x96\x91", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xr + 3, x1, "raw", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xp + 1, x1, "final", UI_STYLE_DIM, 0);
+        y++;
+    }
+    float scale = 0;
+    for (int i = 0; i < n; i++) {
+        const sampler_entry *e = &s->top[rows[i]];
+        if (e->raw_p > scale)
+            scale = e->raw_p;
+        if (e->p > scale)
+            scale = e->p;
+    }
+    for (int i = 0; i < n; i++, y++) {
+        const sampler_entry *e = &s->top[rows[i]];
+        bool is_chosen = rows[i] == chosen;
+        uint8_t st = is_chosen ? UI_STYLE_CHOSEN : UI_STYLE_NORMAL;
+        uint8_t at = is_chosen ? UI_ATTR_BOLD : 0;
+        ui_grid_printf(g, y, x0, x0 + 2, UI_STYLE_DIM, 0, "%2d", rows[i] + 1);
+        if (is_chosen)
+            ui_grid_set(g, y, x0 + 2, 0x25b6, 1, UI_STYLE_CHOSEN, UI_ATTR_BOLD);   /* ▶ */
+        char label[128];
+        ui_histogram_token_label(v->tok, e->id, tw, label, sizeof label);
+        ui_grid_puts(g, y, xt, xf, label, e->cut ? UI_STYLE_DIM : st, at);
+        if (e->penalized)
+            ui_grid_set(g, y, xf, 0x2193, 1, UI_STYLE_CUT, 0);   /* ↓ */
+        if (bw > 0)
+            draw_bar(g, y, xb, bw, e->p, e->raw_p, scale, e->cut != SAMPLER_CUT_NONE, 0);
+        char pct[16];
+        format_pct(e->raw_p, pct, sizeof pct);
+        ui_grid_puts(g, y, xr, x1, pct, UI_STYLE_DIM, 0);
+        const char *cut = cut_label(e->cut);
+        if (cut)
+            ui_grid_printf(g, y, xp, x1, UI_STYLE_CUT, 0, "%6s", cut);
+        else {
+            format_pct(e->p, pct, sizeof pct);
+            ui_grid_puts(g, y, xp, x1, pct, st, at);
+        }
+    }
+    if (!chrome)
+        return;
+    draw_cumulative(g, y, x0, r.w, v, chosen);
+    y += 2;
+    snprintf(buf, sizeof buf, "H %.2f\xe2\x86\x92%.2f bits \xc2\xb7 kept %d of %d",
+             (double)s->entropy_raw, (double)s->entropy_final, s->n_kept, v->vocab);
+    ui_grid_puts(g, y, x0 + 1, x1, buf, UI_STYLE_DIM, 0);
+}

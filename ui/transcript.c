@@ -1,0 +1,250 @@
+/* transcript.c: word-wrapping and drawing the transcript document, bottom-up with scrolling. */
+#include "ui/transcript.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/text.h"
+
+#define TAB_WIDTH 4
+
+/* ---------------------------------------------------------------------------------------------
+ * The document */
+
+void ui_doc_init(ui_doc *d)
+{
+    memset(d, 0, sizeof *d);
+}
+
+void ui_doc_free(ui_doc *d)
+{
+    if (!d)
+        return;
+    free(d->chars);
+    memset(d, 0, sizeof *d);
+}
+
+void ui_doc_clear(ui_doc *d)
+{
+    d->n = 0;
+}
+
+void ui_doc_truncate(ui_doc *d, size_t n)
+{
+    if (n < d->n)
+        d->n = n;
+}
+
+bool ui_doc_append_cp(ui_doc *d, uint32_t cp, uint8_t style, uint8_t attr)
+{
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 1024;
+        ui_doc_char *c = realloc(d->chars, cap * sizeof *c);
+        if (!c)
+            return false;
+        d->chars = c;
+        d->cap = cap;
+    }
+    int w = (cp == '\n' || cp == '\t') ? 1 : ui_char_width(cp);
+    d->chars[d->n++] = (ui_doc_char){.cp = cp, .width = (uint8_t)w, .style = style, .attr = attr};
+    return true;
+}
+
+bool ui_doc_append(ui_doc *d, const char *s, size_t n, uint8_t style, uint8_t attr)
+{
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int len = text_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+        if (len == 0) {
+            cp = 0xfffd;
+            len = 1;
+        }
+        i += (size_t)len;
+        if (!ui_doc_append_cp(d, cp, style, attr))
+            return false;
+    }
+    return true;
+}
+
+bool ui_doc_at_line_start(const ui_doc *d)
+{
+    return d->n == 0 || d->chars[d->n - 1].cp == '\n';
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Wrapping */
+
+static int char_cols(const ui_doc_char *c, int col)
+{
+    if (c->cp == '\t')
+        return TAB_WIDTH - col % TAB_WIDTH;
+    return c->width;
+}
+
+static bool is_space(uint32_t cp)
+{
+    return cp == ' ' || cp == '\t';
+}
+
+void ui_transcript_wrap(const ui_doc_char *chars, size_t n, int w,
+                        void (*fn)(void *user, size_t start, size_t end), void *user)
+{
+    if (w < 1)
+        w = 1;
+    if (n == 0) {
+        fn(user, 0, 0);
+        return;
+    }
+    size_t start = 0;
+    while (start < n) {
+        int col = 0;
+        size_t i = start, brk = start;   /* brk: just after the last space that fits */
+        while (i < n) {
+            int cw = char_cols(&chars[i], col);
+            if (col + cw > w)
+                break;
+            col += cw;
+            if (is_space(chars[i].cp))
+                brk = i + 1;
+            i++;
+        }
+        if (i == n) {
+            fn(user, start, n);
+            return;
+        }
+        if (is_space(chars[i].cp)) {
+            fn(user, start, i);
+            start = i + 1;
+        } else if (brk > start) {
+            fn(user, start, brk);
+            start = brk;
+        } else {
+            if (i == start)
+                i = start + 1;   /* a character wider than the pane: show what fits */
+            fn(user, start, i);
+            start = i;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Drawing */
+
+typedef struct {
+    size_t a, b;
+} line_span;
+
+typedef struct {
+    line_span *v;       /* lines collected, newest first */
+    size_t n, cap;
+    line_span *par;     /* one paragraph's lines in order */
+    size_t np, capp;
+    size_t base;        /* offset of the paragraph in the document */
+    bool oom;
+} line_acc;
+
+static void push_par_line(void *user, size_t start, size_t end)
+{
+    line_acc *acc = user;
+    if (acc->np == acc->capp) {
+        size_t cap = acc->capp ? acc->capp * 2 : 64;
+        line_span *p = realloc(acc->par, cap * sizeof *p);
+        if (!p) {
+            acc->oom = true;
+            return;
+        }
+        acc->par = p;
+        acc->capp = cap;
+    }
+    acc->par[acc->np++] = (line_span){acc->base + start, acc->base + end};
+}
+
+static void push_line(line_acc *acc, line_span l)
+{
+    if (acc->n == acc->cap) {
+        size_t cap = acc->cap ? acc->cap * 2 : 128;
+        line_span *v = realloc(acc->v, cap * sizeof *v);
+        if (!v) {
+            acc->oom = true;
+            return;
+        }
+        acc->v = v;
+        acc->cap = cap;
+    }
+    acc->v[acc->n++] = l;
+}
+
+void ui_transcript_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, bool caret)
+{
+    ui_grid_fill_rect(g, r, UI_STYLE_NORMAL);
+    if (r.h <= 0 || r.w <= 0)
+        return;
+    if (sc->scroll < 0)
+        sc->scroll = 0;
+    size_t want = (size_t)sc->scroll + (size_t)r.h;
+    line_acc acc = {0};
+    /* Paragraphs from the end until enough lines are known. The caret needs a cell after the
+     * last character, so the last paragraph is wrapped one column narrower when it is shown. */
+    size_t end = d->n;
+    bool first = true, at_top = false;
+    while (acc.n < want + 1 && !acc.oom) {
+        size_t start = end;
+        while (start > 0 && d->chars[start - 1].cp != '\n')
+            start--;
+        acc.np = 0;
+        acc.base = start;
+        int w = (first && caret && r.w > 1) ? r.w - 1 : r.w;
+        ui_transcript_wrap(d->chars + start, end - start, w, push_par_line, &acc);
+        for (size_t i = acc.np; i-- > 0;)
+            push_line(&acc, acc.par[i]);
+        first = false;
+        if (start == 0) {
+            at_top = true;
+            break;
+        }
+        end = start - 1;   /* skip the '\n' */
+    }
+    size_t total = acc.n;
+    if (at_top && total < want) {
+        size_t max_scroll = total > (size_t)r.h ? total - (size_t)r.h : 0;
+        if ((size_t)sc->scroll > max_scroll)
+            sc->scroll = (int)max_scroll;
+    }
+    size_t scroll = (size_t)sc->scroll;
+    size_t shown = total > scroll ? total - scroll : 0;
+    if (shown > (size_t)r.h)
+        shown = (size_t)r.h;
+    sc->more_above = total > scroll + shown || !at_top;
+    sc->lines_below = sc->scroll;
+    /* Lines fill from the top when the document is shorter than the pane. */
+    for (size_t k = 0; k < shown; k++) {
+        line_span l = acc.v[scroll + shown - 1 - k];
+        int y = r.y + (int)k;
+        int x = r.x, col = 0;
+        for (size_t i = l.a; i < l.b && col < r.w; i++) {
+            const ui_doc_char *c = &d->chars[i];
+            int cw = char_cols(c, col);
+            if (col + cw > r.w)
+                break;
+            if (c->cp == '\t')
+                ui_grid_fill(g, y, x, x + cw, ' ', c->style, c->attr);
+            else
+                ui_grid_set(g, y, x, c->cp, cw, c->style, c->attr);
+            x += cw;
+            col += cw;
+        }
+        if (caret && scroll == 0 && k == shown - 1 && col < r.w)
+            ui_grid_set(g, y, x, 0x258c, 1, UI_STYLE_DIM, 0);   /* ▌ */
+    }
+    if (sc->scroll > 0) {
+        char note[64];
+        int n = snprintf(note, sizeof note, " \xe2\x96\xbc %d more lines (PgDn) ", sc->scroll);
+        int w = ui_text_width(note, (size_t)n);
+        int x = r.x + r.w - w;
+        ui_grid_put(g, r.y + r.h - 1, x < r.x ? r.x : x, r.x + r.w, note, (size_t)n,
+                    UI_STYLE_STATUS, 0);
+    }
+    free(acc.v);
+    free(acc.par);
+}
