@@ -17,7 +17,7 @@
 
 /* Provided by repl/bench.c and repl/repl.c. */
 int bench_main(int argc, char **argv) __attribute__((weak));
-int repl_main(int argc, char **argv) __attribute__((weak));
+int repl_main(int argc, char **argv);
 
 static volatile sig_atomic_t g_interrupted;
 
@@ -477,10 +477,6 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
         printf("tokentop %s\n", TOKENTOP_VERSION);
         return 0;
-    }
-    if (!repl_main) {
-        fprintf(stderr, "tokentop: the REPL is not part of this build yet; use tokentop generate\n");
-        return 1;
     }
     return repl_main(argc, argv);
 }

@@ -1,0 +1,1206 @@
+/* commands.c: the slash-command table, its lookup and argument handling, every handler, and the
+ * /save and /load file format. */
+#include "repl/commands.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/text.h"
+#include "repl/cli.h"
+#include "repl/jsonw.h"
+
+#define SAVE_FORMAT "tokentop-session"
+#define SAVE_VERSION 1
+#define DEFAULT_BARS 10
+
+/* ---------------------------------------------------------------------------------------------
+ * Output */
+
+static void out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_add(cmd_env *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char small[512];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t need = e->out_len + (size_t)n + 1;
+    if (need > e->out_cap) {
+        size_t cap = e->out_cap ? e->out_cap : 1024;
+        while (cap < need)
+            cap *= 2;
+        char *o = realloc(e->out, cap);
+        if (!o)
+            return;
+        e->out = o;
+        e->out_cap = cap;
+    }
+    if ((size_t)n < sizeof small) {
+        memcpy(e->out + e->out_len, small, (size_t)n + 1);
+    } else {
+        va_start(ap, fmt);
+        vsnprintf(e->out + e->out_len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    e->out_len += (size_t)n;
+}
+
+static int fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(cmd_env *e, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    e->out_len = 0;
+    out_add(e, "%s", msg);
+    return CMD_ERROR;
+}
+
+/* A value for messages: escaped the way the histogram shows tokens. */
+static void show_text(const char *s, char *out, size_t cap)
+{
+    text_token_display(s, strlen(s), TEXT_ESCAPE_WHITESPACE, out, cap);
+}
+
+static void token_label(const session *s, int32_t id, char *out, size_t cap)
+{
+    size_t n = 0;
+    const char *b = tokenizer_token_bytes(s->tok, id, &n);
+    if (!b)
+        snprintf(out, cap, "#%d", (int)id);
+    else
+        text_token_display(b, n, TEXT_ESCAPE_WHITESPACE, out, cap);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Lifetime */
+
+void cmd_env_init(cmd_env *e, session *s)
+{
+    memset(e, 0, sizeof *e);
+    e->s = s;
+    e->bars = DEFAULT_BARS;
+    e->gamma = 4;
+    e->pick_id = -1;
+    e->model_name = s && s->model && s->model->name ? s->model->name : "model";
+    e->model_dir = s && s->model && s->model->dir ? s->model->dir : "";
+    e->engine_desc = s && s->eng ? s->eng->description : "";
+    e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
+}
+
+void cmd_env_free(cmd_env *e)
+{
+    if (!e)
+        return;
+    free(e->out);
+    e->out = NULL;
+    e->out_len = e->out_cap = 0;
+}
+
+/* Step mode keeps a generation open between key presses; edits of the past close it first. */
+static void end_open_generation(cmd_env *e)
+{
+    if (e->s->gen)
+        session_gen_end(e->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Parsing */
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+void cmd_free_args(char **argv, int argc)
+{
+    if (!argv)
+        return;
+    for (int i = 0; i < argc; i++)
+        free(argv[i]);
+    free(argv);
+}
+
+int cmd_split_args(const char *s, char ***out, char *msg, size_t cap)
+{
+    size_t n = strlen(s);
+    char **argv = calloc(n / 2 + 2, sizeof *argv);
+    char *word = malloc(n + 1);
+    int argc = 0;
+    if (!argv || !word) {
+        free(argv);
+        free(word);
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    size_t i = 0;
+    while (true) {
+        while (i < n && (s[i] == ' ' || s[i] == '\t'))
+            i++;
+        if (i >= n)
+            break;
+        size_t w = 0;
+        bool quoted = false;
+        while (i < n && (quoted || (s[i] != ' ' && s[i] != '\t'))) {
+            char c = s[i++];
+            if (c == '"') {
+                quoted = !quoted;
+                continue;
+            }
+            if (c != '\\') {
+                word[w++] = c;
+                continue;
+            }
+            if (i >= n) {
+                snprintf(msg, cap, "a backslash ends the line");
+                goto bad;
+            }
+            char e = s[i++];
+            switch (e) {
+            case 'n': word[w++] = '\n'; break;
+            case 't': word[w++] = '\t'; break;
+            case 'r': word[w++] = '\r'; break;
+            case '\\': word[w++] = '\\'; break;
+            case '"': word[w++] = '"'; break;
+            case ' ': word[w++] = ' '; break;
+            case 'x': {
+                int h1 = i < n ? hexval(s[i]) : -1, h2 = i + 1 < n ? hexval(s[i + 1]) : -1;
+                if (h1 < 0 || h2 < 0 || (h1 == 0 && h2 == 0)) {
+                    snprintf(msg, cap, "\\x needs two hex digits (not 00)");
+                    goto bad;
+                }
+                word[w++] = (char)(h1 * 16 + h2);
+                i += 2;
+                break;
+            }
+            default:
+                snprintf(msg, cap, "unknown escape \\%c (use \\n \\t \\r \\\\ \\\" \\xHH)", e);
+                goto bad;
+            }
+        }
+        if (quoted) {
+            snprintf(msg, cap, "unterminated quote");
+            goto bad;
+        }
+        argv[argc] = malloc(w + 1);
+        if (!argv[argc]) {
+            snprintf(msg, cap, "out of memory");
+            goto bad;
+        }
+        memcpy(argv[argc], word, w);
+        argv[argc][w] = 0;
+        argc++;
+    }
+    free(word);
+    *out = argv;
+    return argc;
+bad:
+    free(word);
+    cmd_free_args(argv, argc);
+    return -1;
+}
+
+char *cmd_prompt_text(const session *s, const char *input, size_t *len)
+{
+    if (input[0] == '/' && input[1] == '/')
+        input++;
+    size_t n = strlen(input);
+    bool newline = false;
+    if (n > 0 && s->n_tokens > 0 && !strchr(" \t\n\r", input[0])) {
+        int32_t last = s->tokens[s->n_tokens - 1];
+        size_t nb = 0;
+        const char *b = tokenizer_token_bytes(s->tok, last, &nb);
+        newline = last != tokenizer_eot_id(s->tok) && b && nb > 0 &&
+                  !strchr(" \t\n\r", b[nb - 1]);
+    }
+    char *out = malloc(n + 2);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    if (newline)
+        out[o++] = '\n';
+    memcpy(out + o, input, n);
+    o += n;
+    out[o] = 0;
+    *len = o;
+    return out;
+}
+
+bool cmd_is_command(const char *line)
+{
+    return line[0] == '/' && line[1] != '/';
+}
+
+const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap)
+{
+    for (int i = 0; i < cmd_count; i++)
+        if (strcmp(cmd_table[i].name, name) == 0 ||
+            (cmd_table[i].alias && strcmp(cmd_table[i].alias, name) == 0))
+            return &cmd_table[i];
+    size_t len = strlen(name);
+    const cmd_entry *found = NULL;
+    int matches = 0;
+    for (int i = 0; i < cmd_count && len > 0; i++)
+        if (strncmp(cmd_table[i].name, name, len) == 0) {
+            found = &cmd_table[i];
+            matches++;
+        }
+    if (matches == 1)
+        return found;
+    if (matches == 0) {
+        snprintf(msg, cap, "Unknown command '/%s'. Type /help.", name);
+        return NULL;
+    }
+    size_t o = (size_t)snprintf(msg, cap, "ambiguous command: /%s, could be:", name);
+    int k = 0;
+    for (int i = 0; i < cmd_count && o < cap; i++)
+        if (strncmp(cmd_table[i].name, name, len) == 0)
+            o += (size_t)snprintf(msg + o, cap - o, "%s /%s", k++ ? "," : "", cmd_table[i].name);
+    return NULL;
+}
+
+int cmd_execute(cmd_env *e, const char *line)
+{
+    e->out_len = 0;
+    if (e->out)
+        e->out[0] = 0;
+    e->pick_id = -1;
+    while (*line == ' ' || *line == '\t')
+        line++;
+    if (*line != '/')
+        return fail(e, "not a command: %s", line);
+    line++;
+    size_t nlen = strcspn(line, " \t");
+    char name[64];
+    if (nlen == 0 || nlen >= sizeof name) {
+        return fail(e, "Unknown command '/%.*s'. Type /help.", (int)(nlen < 60 ? nlen : 60),
+                    line);
+    }
+    memcpy(name, line, nlen);
+    name[nlen] = 0;
+    char msg[512];
+    const cmd_entry *c = cmd_lookup(name, msg, sizeof msg);
+    if (!c)
+        return fail(e, "%s", msg);
+    char **argv = NULL;
+    int argc = cmd_split_args(line + nlen, &argv, msg, sizeof msg);
+    if (argc < 0)
+        return fail(e, "/%s: %s", c->name, msg);
+    int r;
+    if (argc < c->min_args || argc > c->max_args)
+        r = fail(e, "/%s: %s arguments (usage: /%s%s%s)", c->name,
+                 argc < c->min_args ? "missing" : "too many", c->name, *c->args ? " " : "",
+                 c->args);
+    else if (e->busy && !c->busy_ok)
+        r = fail(e, "/%s: not while generating (Ctrl-C stops the generation)", c->name);
+    else
+        r = c->exec(e, c, argc, argv);
+    cmd_free_args(argv, argc);
+    return r;
+}
+
+static bool parse_int_arg(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Help */
+
+static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 1) {
+        const char *name = argv[0][0] == '/' ? argv[0] + 1 : argv[0];
+        char msg[512];
+        const cmd_entry *h = cmd_lookup(name, msg, sizeof msg);
+        if (!h)
+            return fail(e, "%s", msg);
+        out_add(e, "/%s%s%s: %s", h->name, *h->args ? " " : "", h->args, h->usage);
+        if (h->alias)
+            out_add(e, " (also /%s)", h->alias);
+        if (h->busy_ok)
+            out_add(e, "; works while generating");
+        return CMD_DONE;
+    }
+    out_add(e, "Commands (a unique prefix is enough, e.g. /te for /temp):\n");
+    for (int i = 0; i < cmd_count; i++) {
+        const cmd_entry *h = &cmd_table[i];
+        char syn[48];
+        snprintf(syn, sizeof syn, "/%s%s%s", h->name, *h->args ? " " : "", h->args);
+        out_add(e, "  %-20s %s%s%s%s\n", syn, h->usage, h->alias ? " (/" : "",
+                h->alias ? h->alias : "", h->alias ? ")" : "");
+    }
+    out_add(e,
+            "Text is sent to the model as the next part of the conversation; a line that starts\n"
+            "with a letter begins on a new line, one that starts with a space continues the text.\n"
+            "Enter on an empty line lets the model continue. \"\"\" starts and ends multi-line\n"
+            "text; //text sends text that starts with a slash.\n"
+            "Keys: Enter send | Up/Down history | PgUp/PgDn scroll | Ctrl-C stop the generation,\n"
+            "clear the line, or twice on an empty line quit | Ctrl-D quit on an empty line |\n"
+            "Ctrl-A/E start/end | Ctrl-K/U kill to end/start | Ctrl-W kill word | Ctrl-L redraw\n"
+            "Generated text is colored by the probability it was drawn with: plain >= 80%%,\n"
+            "green 50-80%%, yellow 20-50%%, magenta 5-20%%, red < 5%%; your text is bold cyan;\n"
+            "underlined tokens were chosen with /pick.");
+    return CMD_DONE;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampler settings (through sampler_params_set, so values and messages match the CLI flags) */
+
+static void param_value(const sampler_params *p, const char *param, char *buf, size_t cap)
+{
+    if (!strcmp(param, "temp"))
+        snprintf(buf, cap, "%g", (double)p->temperature);
+    else if (!strcmp(param, "top_k"))
+        snprintf(buf, cap, "%d", p->top_k);
+    else if (!strcmp(param, "top_p"))
+        snprintf(buf, cap, "%g", (double)p->top_p);
+    else if (!strcmp(param, "min_p"))
+        snprintf(buf, cap, "%g", (double)p->min_p);
+    else if (!strcmp(param, "repeat"))
+        snprintf(buf, cap, "%g", (double)p->repetition_penalty);
+    else if (!strcmp(param, "presence"))
+        snprintf(buf, cap, "%g", (double)p->presence_penalty);
+    else if (!strcmp(param, "frequency"))
+        snprintf(buf, cap, "%g", (double)p->frequency_penalty);
+    else if (!strcmp(param, "window"))
+        snprintf(buf, cap, "%d", p->penalty_window);
+    else if (!strcmp(param, "order"))
+        snprintf(buf, cap, "%s", p->order == SAMPLER_ORDER_LLAMA ? "llama" : "hf");
+    else
+        snprintf(buf, cap, "?");
+}
+
+static const char *param_note(const sampler_params *p, const char *param)
+{
+    if (!strcmp(param, "temp") && p->temperature == 0)
+        return " (0: greedy, always the most likely token)";
+    if (!strcmp(param, "temp") && p->greedy)
+        return " (greedy is on: /sample to sample)";
+    if (!strcmp(param, "top_k") && p->top_k <= 0)
+        return " (off)";
+    if (!strcmp(param, "top_p") && p->top_p >= 1)
+        return " (off)";
+    if (!strcmp(param, "min_p") && p->min_p <= 0)
+        return " (off)";
+    if (!strcmp(param, "repeat") && p->repetition_penalty == 1)
+        return " (off)";
+    if (!strcmp(param, "window") && p->penalty_window < 0)
+        return " (the whole context)";
+    if (!strcmp(param, "order"))
+        return p->order == SAMPLER_ORDER_LLAMA
+                   ? ": penalties, top-k, top-p, min-p, then temperature"
+                   : ": penalties, temperature, top-k, top-p, min-p";
+    return "";
+}
+
+static int exec_sampler(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    sampler_params *p = &e->s->set.sampler;
+    char old[32];
+    param_value(p, c->param, old, sizeof old);
+    if (argc == 0) {
+        out_add(e, "%s %s%s", c->name, old, param_note(p, c->param));
+        return CMD_DONE;
+    }
+    tt_error err = {0};
+    if (sampler_params_set(p, c->param, argv[0], &err) != TT_OK)
+        return fail(e, "/%s: %s (kept %s)", c->name, err.msg, old);
+    char now[32];
+    param_value(p, c->param, now, sizeof now);
+    out_add(e, "%s %s%s", c->name, now, param_note(p, c->param));
+    if (strcmp(old, now) != 0)
+        out_add(e, " (was %s)", old);
+    return CMD_STATUS | CMD_PEEK;
+}
+
+static int exec_greedy(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    e->s->set.sampler.greedy = true;
+    out_add(e, "greedy: always the most likely token (/sample to sample again)");
+    return CMD_STATUS | CMD_PEEK;
+}
+
+static int exec_sample(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    e->s->set.sampler.greedy = false;
+    if (e->s->set.sampler.temperature == 0)
+        out_add(e, "sampling, but temp is 0, which is greedy: /temp X to sample");
+    else
+        out_add(e, "sampling at temp %g", (double)e->s->set.sampler.temperature);
+    return CMD_STATUS | CMD_PEEK;
+}
+
+static int exec_seed(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 0) {
+        out_add(e, "seed %llu", (unsigned long long)e->s->set.seed);
+        return CMD_DONE;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(argv[0], &end, 10);
+    if (errno || end == argv[0] || *end || argv[0][0] == '-' || argv[0][0] == '+')
+        return fail(e, "/seed: \"%s\" is not an integer in [0, %llu] (kept %llu)", argv[0],
+                    (unsigned long long)UINT64_MAX, (unsigned long long)e->s->set.seed);
+    session_set_seed(e->s, v);
+    out_add(e, "seed %llu (the random stream starts over)", v);
+    return CMD_STATUS;
+}
+
+static int exec_max(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 0) {
+        out_add(e, "max %d new tokens per turn", e->s->set.max_new_tokens);
+        return CMD_DONE;
+    }
+    long v;
+    if (!parse_int_arg(argv[0], 1, 1 << 24, &v))
+        return fail(e, "/max: \"%s\" is not an integer in [1, %d] (kept %d)", argv[0], 1 << 24,
+                    e->s->set.max_new_tokens);
+    int old = e->s->set.max_new_tokens;
+    e->s->set.max_new_tokens = (int)v;
+    out_add(e, "max %ld new tokens per turn (was %d)", v, old);
+    return CMD_STATUS;
+}
+
+static void list_stops(cmd_env *e)
+{
+    const session_settings *set = &e->s->set;
+    if (set->n_stops == 0) {
+        out_add(e, "no stop strings");
+        return;
+    }
+    out_add(e, "stop strings:");
+    for (int i = 0; i < set->n_stops; i++) {
+        char buf[256];
+        show_text(set->stops[i], buf, sizeof buf);
+        out_add(e, " \"%s\"", buf);
+    }
+}
+
+static int exec_stop(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 0) {
+        list_stops(e);
+        return CMD_DONE;
+    }
+    if (argc == 1 && strcmp(argv[0], "clear") == 0) {
+        int n = e->s->set.n_stops;
+        session_clear_stops(e->s);
+        out_add(e, "stop strings cleared (%d removed)", n);
+        return CMD_STATUS;
+    }
+    const char *text;
+    if (strcmp(argv[0], "add") == 0) {
+        if (argc != 2)
+            return fail(e, "/stop add: give one string (quote it if it has spaces)");
+        text = argv[1];
+    } else {
+        if (argc != 1)
+            return fail(e, "/stop: give one string (quote it if it has spaces), or add S, clear");
+        text = argv[0];
+    }
+    tt_error err = {0};
+    if (session_add_stop(e->s, text, &err) != TT_OK)
+        return fail(e, "/stop: %s", err.msg);
+    char buf[256];
+    show_text(text, buf, sizeof buf);
+    out_add(e, "stop string added: \"%s\" (%d in all)", buf, e->s->set.n_stops);
+    return CMD_STATUS;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * /show */
+
+static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    const session *s = e->s;
+    const gpt2_config *cfg = &s->model->config;
+    char line[256];
+    out_add(e, "model       %s (%s): %.1fM parameters, V %d, n_ctx %d, C %d, L %d, NH %d\n",
+            e->model_name, e->model_dir, (double)s->model->n_params / 1e6, cfg->V, cfg->maxT,
+            cfg->C, cfg->L, cfg->NH);
+    out_add(e, "engine      %s\n", e->engine_desc);
+    sampler_params_format(&s->set.sampler, line, sizeof line);
+    out_add(e, "sampler     %s\n", line);
+    out_add(e, "mode        %s%s\n",
+            (s->set.sampler.greedy || s->set.sampler.temperature == 0) ? "greedy" : "sample",
+            e->step_mode ? ", step mode" : "");
+    out_add(e, "generation  max %d new tokens, min %d, %s, seed %llu, ", s->set.max_new_tokens,
+            s->set.min_tokens, s->set.stop_at_eos ? "stops at EOS" : "ignores EOS",
+            (unsigned long long)s->set.seed);
+    list_stops(e);
+    out_add(e, "\n");
+    out_add(e, "context     KV cache %d/%d positions; conversation %d tokens in %d turns; window "
+            "from token %d; %d cached; a full context keeps %.0f%%%s\n",
+            s->eng->n_past, s->eng->n_ctx, s->n_tokens, s->n_turns, s->window_start,
+            session_cached_prefix(s), (double)s->set.context_keep * 100,
+            s->set.context_shift ? "" : " (shifting off)");
+    const session_stats *st = &s->last;
+    if (st->prompt_tokens > 0 || st->generated_tokens > 0)
+        out_add(e, "last turn   prompt %d tokens (reused %d, prefilled %d), generated %d, ttft "
+                "%.1f ms, prefill %.1f tok/s, decode %.1f tok/s, stop: %s\n",
+                st->prompt_tokens, st->reused_tokens, st->prefilled_tokens,
+                st->generated_tokens, st->ttft_ms, st->prefill_tok_s, st->decode_tok_s,
+                session_stop_name(st->stop));
+    else
+        out_add(e, "last turn   none yet\n");
+    out_add(e, "view        %d bars%s\n", e->bars, e->line_mode ? ", line mode" : "");
+    if (e->draft_loaded)
+        out_add(e, "speculative %s, gamma %d, draft %s", e->spec_on ? "on" : "off", e->gamma,
+                e->draft_dir ? e->draft_dir : "");
+    else
+        out_add(e, "speculative not available yet");
+    return CMD_DONE;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Editing the conversation */
+
+static int exec_reset(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    end_open_generation(e);
+    int n = e->s->n_tokens;
+    session_reset(e->s);
+    e->hist_kind = UI_HIST_NONE;
+    out_add(e, "conversation and KV cache cleared (%d tokens)", n);
+    return CMD_CONV | CMD_CLEAR | CMD_STATUS;
+}
+
+static int exec_undo(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    session *s = e->s;
+    long n = 0;
+    if (argc == 1 && !parse_int_arg(argv[0], 1, 1L << 30, &n))
+        return fail(e, "/undo: \"%s\" is not a positive integer", argv[0]);
+    if (s->n_tokens == 0)
+        return fail(e, "/undo: the conversation is empty");
+    if (n > s->n_tokens)
+        return fail(e, "/undo: %ld is more than the %d tokens in the conversation", n,
+                    s->n_tokens);
+    end_open_generation(e);
+    int dropped = argc == 1 ? session_undo_tokens(s, (int)n) : session_undo_turn(s);
+    /* Drop the cache entries past the conversation now, so the status bar shows it; the prefix
+     * stays for the next turn. */
+    engine_truncate(s->eng, session_cached_prefix(s));
+    e->hist_kind = UI_HIST_NONE;
+    out_add(e, "dropped %d token%s (%s); %d remain, %d of them in the KV cache", dropped,
+            dropped == 1 ? "" : "s", argc == 1 ? "as asked" : "the last turn", s->n_tokens,
+            session_cached_prefix(s));
+    return CMD_CONV | CMD_STATUS;
+}
+
+static int exec_regen(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    session *s = e->s;
+    end_open_generation(e);
+    if (s->n_turns == 0)
+        return fail(e, "/regen: nothing to regenerate yet");
+    int dropped = session_drop_reply(s);
+    if (dropped == 0)
+        return fail(e, "/regen: the last turn has no reply yet (press Enter to generate one)");
+    engine_truncate(s->eng, session_cached_prefix(s));
+    e->hist_kind = UI_HIST_NONE;
+    out_add(e, "regenerating the last reply (%d tokens dropped; %d tokens stay cached)", dropped,
+            session_cached_prefix(s));
+    return CMD_CONV | CMD_STATUS | CMD_GENERATE;
+}
+
+static int exec_ids(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    const session *s = e->s;
+    long n = 16;
+    if (argc == 1 && !parse_int_arg(argv[0], 1, 1000, &n))
+        return fail(e, "/ids: \"%s\" is not an integer in [1, 1000]", argv[0]);
+    if (s->n_tokens == 0) {
+        out_add(e, "the conversation is empty");
+        return CMD_DONE;
+    }
+    int from = s->n_tokens - (int)n < 0 ? 0 : s->n_tokens - (int)n;
+    out_add(e, "%6s %6s  %-16s %-15s %s", "pos", "id", "token", "origin", "p");
+    for (int i = from; i < s->n_tokens; i++) {
+        char label[128];
+        token_label(s, s->tokens[i], label, sizeof label);
+        out_add(e, "\n%6d %6d  %-16s %-15s %.4f", i, (int)s->tokens[i], label,
+                token_origin_name((token_origin)s->info[i].origin), (double)s->info[i].p);
+    }
+    return CMD_DONE;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Step mode */
+
+static int exec_step(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (e->line_mode)
+        return fail(e, "/step: step mode needs the terminal UI");
+    bool on = !e->step_mode;
+    if (argc == 1) {
+        if (!strcmp(argv[0], "on"))
+            on = true;
+        else if (!strcmp(argv[0], "off"))
+            on = false;
+        else
+            return fail(e, "/step: \"%s\" is not on or off", argv[0]);
+    }
+    if (!on)
+        end_open_generation(e);
+    e->step_mode = on;
+    if (on)
+        out_add(e, "step mode on: Enter generates one token; /pick N puts the N-th token of the "
+                "histogram there instead; /step off returns");
+    else
+        out_add(e, "step mode off");
+    return CMD_STATUS | CMD_PEEK;
+}
+
+static int exec_pick(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    session *s = e->s;
+    if (e->line_mode)
+        return fail(e, "/pick: step mode needs the terminal UI");
+    if (!e->step_mode)
+        return fail(e, "/pick works in step mode: /step on first");
+    int rows = e->hist.n_top < SAMPLER_TOP_MAX ? e->hist.n_top : SAMPLER_TOP_MAX;
+    if (e->hist_kind == UI_HIST_NONE || rows <= 0)
+        return fail(e, "/pick: no histogram to pick from yet (type a prompt or press Enter)");
+    long n;
+    if (!parse_int_arg(argv[0], 1, rows, &n))
+        return fail(e, "/pick: \"%s\" is not a row of the histogram (1 to %d)", argv[0], rows);
+    const sampler_entry *ent = &e->hist.top[n - 1];
+    char label[128], was[128];
+    token_label(s, ent->id, label, sizeof label);
+    int flags = CMD_STEP | CMD_STATUS;
+    if (e->hist_kind == UI_HIST_STEP) {
+        if (e->hist_pos != s->n_tokens - 1 || s->tokens[e->hist_pos] != e->hist.token)
+            return fail(e, "/pick: the histogram no longer matches the conversation (press Enter "
+                        "to step)");
+        token_label(s, e->hist.token, was, sizeof was);
+        end_open_generation(e);
+        session_undo_tokens(s, 1);
+        flags |= CMD_CONV;
+        out_add(e, "picked #%ld %s instead of %s", n, label, was);
+    } else {
+        if (e->hist_pos != s->n_tokens)
+            return fail(e, "/pick: the histogram no longer matches the conversation (press Enter "
+                        "to step)");
+        out_add(e, "picked #%ld %s", n, label);
+    }
+    const char *cut = sampler_cut_name((sampler_cut)ent->cut);
+    if (cut)
+        out_add(e, " (the chain had removed it: %s)", cut);
+    e->pick_id = ent->id;
+    return flags;
+}
+
+static int exec_bars(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 0) {
+        out_add(e, "the histogram shows %d tokens", e->bars);
+        return CMD_DONE;
+    }
+    long v;
+    if (!parse_int_arg(argv[0], 1, SAMPLER_TOP_MAX, &v))
+        return fail(e, "/bars: \"%s\" is not an integer in [1, %d] (kept %d)", argv[0],
+                    SAMPLER_TOP_MAX, e->bars);
+    int old = e->bars;
+    e->bars = (int)v;
+    out_add(e, "the histogram shows %ld tokens (was %d)", v, old);
+    return CMD_LAYOUT;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Speculative decoding (reserved: the speculative view is wired in a later pass) */
+
+static int exec_spec(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (!e->draft_loaded)
+        return fail(e, "speculative decoding: not available yet");
+    if (argc == 0) {
+        out_add(e, "speculative decoding %s (gamma %d)", e->spec_on ? "on" : "off", e->gamma);
+        return CMD_DONE;
+    }
+    if (strcmp(argv[0], "on") && strcmp(argv[0], "off"))
+        return fail(e, "/spec: \"%s\" is not on or off", argv[0]);
+    e->spec_on = strcmp(argv[0], "on") == 0;
+    out_add(e, "speculative decoding %s", e->spec_on ? "on" : "off");
+    return CMD_STATUS;
+}
+
+static int exec_gamma(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (!e->draft_loaded)
+        return fail(e, "speculative decoding: not available yet");
+    if (argc == 0) {
+        out_add(e, "gamma %d", e->gamma);
+        return CMD_DONE;
+    }
+    long v;
+    if (!parse_int_arg(argv[0], 1, 64, &v))
+        return fail(e, "/gamma: \"%s\" is not an integer in [1, 64] (kept %d)", argv[0],
+                    e->gamma);
+    e->gamma = (int)v;
+    out_add(e, "gamma %ld draft tokens per round", v);
+    return CMD_STATUS;
+}
+
+static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (!e->draft_loaded)
+        return fail(e, "speculative decoding: not available yet");
+    if (argc == 0) {
+        out_add(e, "draft model: %s", e->draft_dir ? e->draft_dir : "(none)");
+        return CMD_DONE;
+    }
+    return fail(e, "/draft: changing the draft model at run time is not available yet (start "
+                "with --draft DIR)");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * /save and /load */
+
+static int exec_save(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    tt_error err = {0};
+    if (cmd_save_session(e->s, argv[0], e->model_name, &err) != TT_OK)
+        return fail(e, "/save: %s", err.msg);
+    out_add(e, "saved %d tokens in %d turns and the settings to %s", e->s->n_tokens,
+            e->s->n_turns, argv[0]);
+    return CMD_DONE;
+}
+
+static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    end_open_generation(e);
+    tt_error err = {0};
+    int n = 0;
+    if (cmd_load_session(e->s, argv[0], &n, &err) != TT_OK)
+        return fail(e, "/load: %s", err.msg);
+    e->hist_kind = UI_HIST_NONE;
+    int cached = session_cached_prefix(e->s);
+    out_add(e, "loaded %s: %d tokens in %d turns; %d of them are still in the KV cache", argv[0],
+            n, e->s->n_turns, cached);
+    return CMD_CONV | CMD_STATUS | CMD_CLEAR;
+}
+
+static int exec_quit(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    return CMD_QUIT;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The table (the order is the order of /help) */
+
+const cmd_entry cmd_table[] = {
+    {"help", "?", "[COMMAND]", "this list, or one command's usage", 0, 1, true, NULL, exec_help},
+    {"temp", NULL, "[X]", "temperature >= 0 (0 = greedy)", 0, 1, true, "temp", exec_sampler},
+    {"topk", NULL, "[N]", "keep the N most likely tokens (0 = off)", 0, 1, true, "top_k",
+     exec_sampler},
+    {"topp", NULL, "[X]", "keep the smallest set with mass >= X, X in [0, 1] (1 = off)", 0, 1,
+     true, "top_p", exec_sampler},
+    {"minp", NULL, "[X]", "keep tokens with p >= X * p_max, X in [0, 1] (0 = off)", 0, 1, true,
+     "min_p", exec_sampler},
+    {"presence", NULL, "[X]", "presence penalty: logit -= X if the token occurred", 0, 1, true,
+     "presence", exec_sampler},
+    {"frequency", NULL, "[X]", "frequency penalty: logit -= X * count", 0, 1, true, "frequency",
+     exec_sampler},
+    {"repeat", NULL, "[X]", "repetition penalty > 0 (1 = off)", 0, 1, true, "repeat",
+     exec_sampler},
+    {"window", NULL, "[N]", "tokens the penalties look back (-1 = all)", 0, 1, true, "window",
+     exec_sampler},
+    {"order", NULL, "[hf|llama]", "chain order: temperature first (hf) or last (llama)", 0, 1,
+     true, "order", exec_sampler},
+    {"greedy", NULL, "", "always take the most likely token", 0, 0, true, NULL, exec_greedy},
+    {"sample", NULL, "", "draw from the distribution again", 0, 0, true, NULL, exec_sample},
+    {"seed", NULL, "[N]", "restart the random stream from seed N", 0, 1, true, NULL, exec_seed},
+    {"max", NULL, "[N]", "new tokens per turn at most", 0, 1, true, NULL, exec_max},
+    {"stop", NULL, "[S|add S|clear]", "list, add or clear stop strings", 0, 2, true, NULL,
+     exec_stop},
+    {"show", NULL, "", "all settings, model info, cache state", 0, 0, true, NULL, exec_show},
+    {"ids", NULL, "[N]", "the last N tokens with ids, origins and probabilities", 0, 1, true,
+     NULL, exec_ids},
+    {"reset", "clear", "", "clear the conversation and the KV cache", 0, 0, false, NULL,
+     exec_reset},
+    {"undo", NULL, "[N]", "drop the last turn, or the last N tokens", 0, 1, false, NULL,
+     exec_undo},
+    {"regen", NULL, "", "generate the last reply again (the prompt stays cached)", 0, 0, false,
+     NULL, exec_regen},
+    {"step", NULL, "[on|off]", "step mode: Enter generates one token", 0, 1, false, NULL,
+     exec_step},
+    {"pick", NULL, "N", "in step mode, take the N-th token of the histogram", 1, 1, false, NULL,
+     exec_pick},
+    {"bars", NULL, "[N]", "tokens the histogram shows (1 to 32)", 0, 1, true, NULL, exec_bars},
+    {"save", NULL, "FILE", "save the conversation and settings (JSON)", 1, 1, true, NULL,
+     exec_save},
+    {"load", NULL, "FILE", "load a saved conversation (or a text file as the prompt)", 1, 1,
+     false, NULL, exec_load},
+    {"spec", NULL, "[on|off]", "speculative decoding with the draft model", 0, 1, true, NULL,
+     exec_spec},
+    {"gamma", NULL, "[N]", "draft tokens per speculative round", 0, 1, true, NULL, exec_gamma},
+    {"draft", NULL, "[DIR]", "the draft model for speculative decoding", 0, 1, false, NULL,
+     exec_draft},
+    {"quit", "exit", "", "leave tokentop (also Ctrl-D on an empty line)", 0, 0, true, NULL,
+     exec_quit},
+};
+
+const int cmd_count = (int)(sizeof cmd_table / sizeof cmd_table[0]);
+
+/* ---------------------------------------------------------------------------------------------
+ * The session file: JSON (see the README, "Saved sessions") */
+
+static void write_text_json(FILE *f, const char *s, size_t n)
+{
+    /* Display form: invalid UTF-8 (a reply cut inside a character) becomes \xNN text. */
+    size_t cap = 4 * n + 1;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fputs("\"\"", f);
+        return;
+    }
+    size_t len = text_token_display(s, n, TEXT_ESCAPE_BYTES, buf, cap);
+    jsonw_string(f, buf, len);
+    free(buf);
+}
+
+tt_status cmd_save_session(const session *s, const char *path, const char *model_name,
+                           tt_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return tt_fail(err, TT_ERR_IO, "%s: %s", path, strerror(errno));
+    const sampler_params *p = &s->set.sampler;
+    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", SAVE_FORMAT,
+            SAVE_VERSION);
+    const char *name = model_name ? model_name : "";
+    jsonw_string(f, name, strlen(name));
+    fprintf(f, ",\n  \"vocab_size\": %d,\n  \"settings\": {\n", s->model->config.V);
+    fprintf(f, "    \"temperature\": %.9g,\n    \"top_k\": %d,\n    \"top_p\": %.9g,\n"
+            "    \"min_p\": %.9g,\n    \"repetition_penalty\": %.9g,\n"
+            "    \"presence_penalty\": %.9g,\n    \"frequency_penalty\": %.9g,\n"
+            "    \"penalty_window\": %d,\n    \"greedy\": %s,\n    \"order\": \"%s\",\n",
+            (double)p->temperature, p->top_k, (double)p->top_p, (double)p->min_p,
+            (double)p->repetition_penalty, (double)p->presence_penalty,
+            (double)p->frequency_penalty, p->penalty_window, p->greedy ? "true" : "false",
+            p->order == SAMPLER_ORDER_LLAMA ? "llama" : "hf");
+    if (s->set.seed < (1ull << 53))
+        fprintf(f, "    \"seed\": %llu,\n", (unsigned long long)s->set.seed);
+    else
+        fprintf(f, "    \"seed\": \"%llu\",\n", (unsigned long long)s->set.seed);
+    fprintf(f, "    \"max_new_tokens\": %d,\n    \"stop\": [", s->set.max_new_tokens);
+    for (int i = 0; i < s->set.n_stops; i++) {
+        if (i)
+            fputs(", ", f);
+        write_text_json(f, s->set.stops[i], strlen(s->set.stops[i]));
+    }
+    fputs("]\n  },\n  \"text\": ", f);
+    char *text = session_text(s, 0, s->n_tokens);
+    write_text_json(f, text ? text : "", text ? strlen(text) : 0);
+    free(text);
+    fputs(",\n  \"tokens\": [", f);
+    for (int i = 0; i < s->n_tokens; i++) {
+        size_t nb = 0;
+        const char *b = tokenizer_token_bytes(s->tok, s->tokens[i], &nb);
+        fprintf(f, "%s\n    {\"id\": %d, \"origin\": \"%s\", \"p\": %.6g, \"turn\": %d, \"text\": ",
+                i ? "," : "", (int)s->tokens[i],
+                token_origin_name((token_origin)s->info[i].origin), (double)s->info[i].p,
+                s->info[i].turn);
+        write_text_json(f, b ? b : "", b ? nb : 0);
+        fputc('}', f);
+    }
+    fputs(s->n_tokens ? "\n  ]\n}\n" : "]\n}\n", f);
+    bool bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return tt_fail(err, TT_ERR_IO, "%s: write error", path);
+    return TT_OK;
+}
+
+/* Reads one number field; absent or null leaves *found false. */
+static tt_status json_number(const cJSON *obj, const char *key, const char *path, double *out,
+                             bool *found, tt_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    *found = false;
+    if (!v || cJSON_IsNull(v))
+        return TT_OK;
+    if (!cJSON_IsNumber(v))
+        return tt_fail(err, TT_ERR_FORMAT, "%s: settings.%s: expected a number", path, key);
+    *out = v->valuedouble;
+    *found = true;
+    return TT_OK;
+}
+
+typedef struct {
+    sampler_params sampler;
+    int max_new_tokens;
+    bool has_seed;
+    uint64_t seed;
+    bool has_stops;
+    char *stops[SESSION_MAX_STOPS];
+    int n_stops;
+} loaded_settings;
+
+static tt_status parse_settings(const cJSON *set, const session *s, const char *path,
+                                loaded_settings *out, tt_error *err)
+{
+    static const struct {
+        const char *key, *param;
+        bool integer;
+    } fields[] = {
+        {"temperature", "temp", false},       {"top_k", "top_k", true},
+        {"top_p", "top_p", false},            {"min_p", "min_p", false},
+        {"repetition_penalty", "repeat", false}, {"presence_penalty", "presence", false},
+        {"frequency_penalty", "frequency", false}, {"penalty_window", "window", true},
+    };
+    out->sampler = s->set.sampler;
+    out->max_new_tokens = s->set.max_new_tokens;
+    if (!set)
+        return TT_OK;
+    if (!cJSON_IsObject(set))
+        return tt_fail(err, TT_ERR_FORMAT, "%s: settings: expected an object", path);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        double v;
+        bool found;
+        tt_status st = json_number(set, fields[i].key, path, &v, &found, err);
+        if (st != TT_OK)
+            return st;
+        if (!found)
+            continue;
+        char buf[64];
+        if (fields[i].integer)
+            snprintf(buf, sizeof buf, v == floor(v) && fabs(v) < 1e9 ? "%.0f" : "%.17g", v);
+        else
+            snprintf(buf, sizeof buf, "%.9g", v);
+        tt_error e2 = {0};
+        if (sampler_params_set(&out->sampler, fields[i].param, buf, &e2) != TT_OK)
+            return tt_fail(err, TT_ERR_FORMAT, "%s: settings.%s: %s", path, fields[i].key,
+                           e2.msg);
+    }
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(set, "greedy");
+    if (g && !cJSON_IsNull(g)) {
+        if (!cJSON_IsBool(g))
+            return tt_fail(err, TT_ERR_FORMAT, "%s: settings.greedy: expected true or false",
+                           path);
+        out->sampler.greedy = cJSON_IsTrue(g);
+    }
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(set, "order");
+    if (o && !cJSON_IsNull(o)) {
+        tt_error e2 = {0};
+        if (!cJSON_IsString(o) ||
+            sampler_params_set(&out->sampler, "order", o->valuestring, &e2) != TT_OK)
+            return tt_fail(err, TT_ERR_FORMAT, "%s: settings.order: expected \"hf\" or \"llama\"",
+                           path);
+    }
+    double v;
+    bool found;
+    tt_status st = json_number(set, "max_new_tokens", path, &v, &found, err);
+    if (st != TT_OK)
+        return st;
+    if (found) {
+        if (v != floor(v) || v < 1 || v > (1 << 24))
+            return tt_fail(err, TT_ERR_FORMAT, "%s: settings.max_new_tokens: %g is not an "
+                           "integer in [1, %d]", path, v, 1 << 24);
+        out->max_new_tokens = (int)v;
+    }
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(set, "seed");
+    if (seed && !cJSON_IsNull(seed)) {
+        if (cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
+            seed->valuedouble < 9007199254740992.0 && seed->valuedouble == floor(seed->valuedouble)) {
+            out->seed = (uint64_t)seed->valuedouble;
+        } else if (cJSON_IsString(seed) && seed->valuestring[0] >= '0' &&
+                   seed->valuestring[0] <= '9') {
+            char *end;
+            errno = 0;
+            out->seed = strtoull(seed->valuestring, &end, 10);
+            if (errno || *end)
+                return tt_fail(err, TT_ERR_FORMAT, "%s: settings.seed: \"%s\" is not an "
+                               "unsigned 64-bit integer", path, seed->valuestring);
+        } else {
+            return tt_fail(err, TT_ERR_FORMAT, "%s: settings.seed: expected a non-negative "
+                           "integer", path);
+        }
+        out->has_seed = true;
+    }
+    const cJSON *stops = cJSON_GetObjectItemCaseSensitive(set, "stop");
+    if (stops && !cJSON_IsNull(stops)) {
+        if (!cJSON_IsArray(stops) || cJSON_GetArraySize(stops) > SESSION_MAX_STOPS)
+            return tt_fail(err, TT_ERR_FORMAT, "%s: settings.stop: expected an array of at most "
+                           "%d strings", path, SESSION_MAX_STOPS);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, stops) {
+            if (!cJSON_IsString(it) || !it->valuestring[0])
+                return tt_fail(err, TT_ERR_FORMAT, "%s: settings.stop: every stop must be a "
+                               "non-empty string", path);
+            out->stops[out->n_stops++] = it->valuestring;   /* owned by the cJSON tree */
+        }
+        out->has_stops = true;
+    }
+    return TT_OK;
+}
+
+static tt_status parse_tokens(const cJSON *toks, const char *path, int V, int32_t **ids_out,
+                              token_info **info_out, int *n_out, tt_error *err)
+{
+    if (!cJSON_IsArray(toks))
+        return tt_fail(err, TT_ERR_FORMAT, "%s: tokens: expected an array", path);
+    int n = cJSON_GetArraySize(toks);
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    token_info *info = malloc(((size_t)n + 1) * sizeof *info);
+    if (!ids || !info) {
+        free(ids);
+        free(info);
+        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %d tokens", path, n);
+    }
+    int i = 0, last_turn = 0;
+    const cJSON *t;
+    tt_status st = TT_OK;
+    cJSON_ArrayForEach(t, toks) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "id");
+        const cJSON *origin = cJSON_GetObjectItemCaseSensitive(t, "origin");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(t, "p");
+        const cJSON *turn = cJSON_GetObjectItemCaseSensitive(t, "turn");
+        if (!cJSON_IsObject(t) || !cJSON_IsNumber(id) || id->valuedouble != floor(id->valuedouble)
+            || id->valuedouble < 0 || id->valuedouble >= V) {
+            st = tt_fail(err, TT_ERR_FORMAT, "%s: tokens[%d].id: expected an integer in [0, %d)",
+                         path, i, V);
+            break;
+        }
+        ids[i] = (int32_t)id->valuedouble;
+        token_info in = {.origin = TOKEN_USER, .p = 1.0f, .turn = last_turn};
+        if (origin) {
+            int o = -1;
+            for (int k = TOKEN_USER; k <= TOKEN_BONUS && cJSON_IsString(origin); k++)
+                if (strcmp(origin->valuestring, token_origin_name((token_origin)k)) == 0)
+                    o = k;
+            if (o < 0) {
+                st = tt_fail(err, TT_ERR_FORMAT, "%s: tokens[%d].origin: expected user, sampled, "
+                             "forced, draft_accepted, target_resample or bonus", path, i);
+                break;
+            }
+            in.origin = (uint8_t)o;
+        }
+        if (p) {
+            if (!cJSON_IsNumber(p) || !(p->valuedouble >= 0 && p->valuedouble <= 1)) {
+                st = tt_fail(err, TT_ERR_FORMAT, "%s: tokens[%d].p: expected a number in [0, 1]",
+                             path, i);
+                break;
+            }
+            in.p = (float)p->valuedouble;
+        }
+        if (turn) {
+            if (!cJSON_IsNumber(turn) || turn->valuedouble != floor(turn->valuedouble) ||
+                turn->valuedouble < last_turn || turn->valuedouble > 1e9) {
+                st = tt_fail(err, TT_ERR_FORMAT, "%s: tokens[%d].turn: expected an integer, not "
+                             "below the previous token's", path, i);
+                break;
+            }
+            in.turn = (int)turn->valuedouble;
+            last_turn = in.turn;
+        }
+        info[i++] = in;
+    }
+    if (st != TT_OK) {
+        free(ids);
+        free(info);
+        return st;
+    }
+    *ids_out = ids;
+    *info_out = info;
+    *n_out = n;
+    return TT_OK;
+}
+
+tt_status cmd_load_session(session *s, const char *path, int *n_loaded, tt_error *err)
+{
+    size_t len = 0;
+    char *text = cli_read_file(path, &len, err);
+    if (!text)
+        return err ? err->status : TT_ERR_IO;
+    size_t k = 0;
+    while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r'))
+        k++;
+    int32_t *ids = NULL;
+    token_info *info = NULL;
+    int n = 0;
+    tt_status st;
+    if (k >= len || text[k] != '{') {
+        /* Plain text: the whole file is one user turn. */
+        st = tokenizer_encode(s->tok, text, len, &ids, &n, err);
+        if (st == TT_OK)
+            st = session_set_tokens(s, ids, NULL, n, err);
+        if (st == TT_OK)
+            *n_loaded = n;
+        free(ids);
+        free(text);
+        return st;
+    }
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!root)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: not valid JSON", path);
+    loaded_settings ls = {0};
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab_size");
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    const cJSON *txt = cJSON_GetObjectItemCaseSensitive(root, "text");
+    int V = s->model->config.V;
+    if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, SAVE_FORMAT))
+        st = tt_fail(err, TT_ERR_FORMAT, "%s: format: expected \"%s\"", path, SAVE_FORMAT);
+    else if (!cJSON_IsNumber(ver) || ver->valuedouble != SAVE_VERSION)
+        st = tt_fail(err, TT_ERR_UNSUPPORTED, "%s: version: this build reads version %d", path,
+                     SAVE_VERSION);
+    else if (vocab && (!cJSON_IsNumber(vocab) || vocab->valuedouble != V))
+        st = tt_fail(err, TT_ERR_FORMAT, "%s: vocab_size: %g does not match the model's %d",
+                     path, cJSON_IsNumber(vocab) ? vocab->valuedouble : -1.0, V);
+    else
+        st = parse_settings(cJSON_GetObjectItemCaseSensitive(root, "settings"), s, path, &ls, err);
+    if (st == TT_OK) {
+        if (toks)
+            st = parse_tokens(toks, path, V, &ids, &info, &n, err);
+        else if (cJSON_IsString(txt))
+            st = tokenizer_encode(s->tok, txt->valuestring, strlen(txt->valuestring), &ids, &n,
+                                  err);
+        else
+            st = tt_fail(err, TT_ERR_FORMAT, "%s: neither tokens nor text", path);
+    }
+    if (st == TT_OK)
+        st = session_set_tokens(s, ids, info, n, err);
+    if (st == TT_OK) {
+        s->set.sampler = ls.sampler;
+        s->set.max_new_tokens = ls.max_new_tokens;
+        if (ls.has_seed)
+            session_set_seed(s, ls.seed);
+        if (ls.has_stops) {
+            session_clear_stops(s);
+            for (int i = 0; i < ls.n_stops; i++)
+                session_add_stop(s, ls.stops[i], NULL);
+        }
+        *n_loaded = n;
+    }
+    free(ids);
+    free(info);
+    cJSON_Delete(root);
+    return st;
+}

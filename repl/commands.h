@@ -1,0 +1,113 @@
+/* commands.h: the slash-commands as data: one table row per command {name, alias, args, usage,
+ * exec}, lookup by unique prefix, generated help, uniform argument checks and messages. Handlers
+ * change the session and the REPL's settings and say what changed (CMD_* flags); they never draw
+ * and never run a generation themselves: the main loop (repl.c, linemode.c) acts on the flags. */
+#ifndef TOKENTOP_COMMANDS_H
+#define TOKENTOP_COMMANDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/sampler.h"
+#include "repl/session.h"
+#include "ui/histogram.h"
+
+/* What a command changed; the main loop redraws and acts accordingly. */
+enum {
+    CMD_DONE = 0,
+    CMD_ERROR = 1 << 0,     /* the command failed; nothing changed (the message says why) */
+    CMD_STATUS = 1 << 1,    /* something the status bar shows changed */
+    CMD_CONV = 1 << 2,      /* the conversation changed: rebuild the transcript */
+    CMD_PEEK = 1 << 3,      /* sampler settings changed: the next-token view may differ */
+    CMD_GENERATE = 1 << 4,  /* start a generation now (/regen) */
+    CMD_STEP = 1 << 5,      /* take one step choosing env->pick_id (/pick) */
+    CMD_QUIT = 1 << 6,
+    CMD_CLEAR = 1 << 7,     /* forget the transcript's notices (/reset) */
+    CMD_LAYOUT = 1 << 8,    /* pane sizes changed (/bars) */
+};
+
+/* The state commands read and change. The REPL owns it; session and names are not owned. */
+typedef struct cmd_env {
+    session *s;
+    const char *model_name;        /* display name */
+    const char *model_dir;
+    const char *engine_desc;       /* engine->description */
+    const char *backend;           /* engine->ops->name */
+    bool line_mode;                /* no terminal UI: /step and /pick are refused */
+    bool busy;                     /* a generation is running (not step mode): commands that
+                                      edit the conversation are refused */
+    int bars;                      /* tokens the histogram shows (1 .. SAMPLER_TOP_MAX) */
+    bool step_mode;
+    /* The histogram on screen, which /pick chooses from. */
+    ui_hist_kind hist_kind;
+    sampler_snapshot hist;
+    int hist_pos;                  /* conversation index the histogram describes */
+    int hist_step;
+    /* Speculative decoding: reserved until the speculative view is wired. */
+    bool draft_loaded;
+    const char *draft_dir;
+    bool spec_on;
+    int gamma;
+    /* Outputs of the last command: */
+    int32_t pick_id;               /* CMD_STEP: the token to force */
+    char *out;                     /* (out_len) message lines, NUL-terminated */
+    size_t out_len, out_cap;
+} cmd_env;
+
+typedef struct cmd_entry cmd_entry;
+typedef int (*cmd_exec_fn)(cmd_env *e, const cmd_entry *c, int argc, char **argv);
+
+struct cmd_entry {
+    const char *name;       /* without the slash */
+    const char *alias;      /* an exact-match alternative, or NULL */
+    const char *args;       /* argument synopsis for usage lines, "" when none */
+    const char *usage;      /* one line for /help */
+    int min_args, max_args;
+    bool busy_ok;           /* allowed while a generation runs */
+    const char *param;      /* sampler_params_set name for the sampler rows, else NULL */
+    cmd_exec_fn exec;
+};
+
+extern const cmd_entry cmd_table[];
+extern const int cmd_count;
+
+/* Prepares env for session s (not owned) with the defaults (10 bars, sampling, no step mode). */
+void cmd_env_init(cmd_env *e, session *s);
+void cmd_env_free(cmd_env *e);   /* NULL is safe */
+
+/* Finds a command by exact name, alias, or unique name prefix. On failure returns NULL and puts
+ * the message in msg: "Unknown command '/x'. Type /help." or
+ * "ambiguous command: /t, could be: /temp, /topk, /topp". */
+const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap);
+
+/* Runs one command line ("/name args..."). The message (confirmation, output or error) is in
+ * e->out afterwards; the return value is a set of CMD_* flags (CMD_ERROR on any failure, with
+ * every setting kept as it was). */
+int cmd_execute(cmd_env *e, const char *line);
+
+/* True when line is a command ("/x" at the very start), false for text (including "//text",
+ * which sends "/text", and " /x"). */
+bool cmd_is_command(const char *line);
+
+/* Splits an argument string into words: blanks separate, "double quotes" group, and backslash
+ * escapes (\n \t \r \\ \" \xHH) work inside and outside quotes. Returns the count (or -1 with a
+ * message in msg for an unterminated quote or a bad escape); *argv is malloc'd with the strings
+ * (free with cmd_free_args). */
+int cmd_split_args(const char *s, char ***argv, char *msg, size_t cap);
+void cmd_free_args(char **argv, int argc);
+
+/* The text a typed prompt adds to the conversation (malloc'd, *len bytes): the prompt itself,
+ * with a newline in front when the conversation so far ends in something other than whitespace
+ * (or the end-of-text token) and the prompt does not start with whitespace, so a new prompt
+ * starts a new line unless it asks to continue the text. "//x" sends "/x". */
+char *cmd_prompt_text(const session *s, const char *input, size_t *len);
+
+/* The conversation file format of /save and /load (documented in the README). */
+tt_status cmd_save_session(const session *s, const char *path, const char *model_name,
+                           tt_error *err);
+/* Loads path into s: settings first (all validated before any is applied), then the tokens with
+ * prefix reuse. A file that is not JSON is taken as plain text: one user turn. */
+tt_status cmd_load_session(session *s, const char *path, int *n_loaded, tt_error *err);
+
+#endif

@@ -1,0 +1,639 @@
+/* repl.c: the interactive REPL: loading, signals, the main loop (one token per iteration with the
+ * keys polled in between, one draw per iteration), key routing, and the choice of line mode. */
+#include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/dtype.h"
+#include "repl/cli.h"
+#include "repl/commands.h"
+#include "repl/history.h"
+#include "repl/linemode.h"
+#include "repl/session.h"
+#include "repl/transcript.h"
+#include "ui/curses.h"
+#include "ui/grid.h"
+#include "ui/histogram.h"
+#include "ui/input.h"
+#include "ui/layout.h"
+#include "ui/status.h"
+#include "ui/transcript.h"
+
+#define FRAME_MS 33        /* at most one draw per frame while tokens stream in */
+#define IDLE_WAIT_MS 250   /* key wait when idle; signals are noticed at least this often */
+
+/* ---------------------------------------------------------------------------------------------
+ * Signals: handlers only set flags (and, for crashes, restore the terminal and die) */
+
+static volatile sig_atomic_t g_interrupt;    /* stop the generation: the session checks it */
+static volatile sig_atomic_t g_sigint;       /* a Ctrl-C arrived: the loop handles it as a key */
+static volatile sig_atomic_t g_quit_signal;  /* SIGTERM, SIGHUP, SIGQUIT: leave cleanly */
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupt = 1;
+    g_sigint = 1;
+}
+
+static void on_quit_signal(int sig)
+{
+    g_quit_signal = sig;
+    g_interrupt = 1;
+}
+
+static void on_fatal_signal(int sig)
+{
+    /* SA_RESETHAND made the default action current again: restore the terminal, then let the
+     * signal take its course (core dump, exit status). */
+    ui_curses_emergency_restore();
+    raise(sig);
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_sigint;   /* no SA_RESTART: a blocking read returns, the loop sees it */
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_quit_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+    sa.sa_handler = on_fatal_signal;
+    sa.sa_flags = SA_RESETHAND;
+    int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        sigaction(fatal[i], &sa, NULL);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static uint64_t random_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40)) %
+           1000000000ull;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The terminal UI */
+
+typedef struct {
+    session *s;
+    cmd_env *env;
+    transcript tr;
+    ui_input in;
+    history hist;
+    ui_grid grid;
+    ui_scroll scroll;
+    bool running;          /* a generation is streaming (not step mode) */
+    bool have_turn;        /* s->last describes a finished generation */
+    bool dirty, quit, pasting;
+    int ctrl_c;            /* consecutive Ctrl-C at an empty prompt */
+    char message[160];     /* transient note in the status bar */
+    double last_draw;
+} tui;
+
+static void note(tui *t, uint8_t style, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(tui *t, uint8_t style, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    transcript_note_add(&t->tr, t->s->n_tokens, style, buf);
+    t->scroll.scroll = 0;
+    t->dirty = true;
+}
+
+static bool on_event(void *user, const session_event *ev)
+{
+    tui *t = user;
+    if (ev->context_shifted)
+        note(t, UI_STYLE_NOTICE, "[context full: dropped the oldest %d tokens and re-prefilled "
+             "the rest]", ev->shift_dropped);
+    if (ev->flush || !ev->snap)
+        return true;
+    cmd_env *e = t->env;
+    e->hist = *ev->snap;
+    e->hist_kind = UI_HIST_STEP;
+    e->hist_pos = t->s->n_tokens - 1;
+    e->hist_step = ev->step;
+    t->dirty = true;
+    return true;
+}
+
+/* The next position's distribution, when that costs at most one token of compute (the cache
+ * holds the conversation, or a step-mode generation is open). */
+static void refresh_peek(tui *t)
+{
+    session *s = t->s;
+    if (t->running || s->n_tokens == 0)
+        return;
+    if (!s->gen) {
+        int wlen = s->n_tokens - s->window_start;
+        if (wlen > s->eng->n_ctx || session_cached_prefix(s) < wlen - 1)
+            return;
+    }
+    tt_error err = {0};
+    if (session_peek(s, &t->env->hist, &err) == TT_OK) {
+        t->env->hist_kind = UI_HIST_PEEK;
+        t->env->hist_pos = s->n_tokens;
+    }
+    t->dirty = true;
+}
+
+static void finish_generation(tui *t, session_stop stop, const tt_error *err)
+{
+    session *s = t->s;
+    session_gen_end(s, stop, on_event, t);
+    t->running = false;
+    t->env->busy = false;
+    t->have_turn = true;
+    t->dirty = true;
+    switch (stop) {
+    case SESSION_STOP_INTERRUPTED:
+        g_sigint = 0;   /* that Ctrl-C is used up */
+        note(t, UI_STYLE_NOTICE, "[stopped after %d tokens]", s->last.generated_tokens);
+        break;
+    case SESSION_STOP_STRING:
+        note(t, UI_STYLE_NOTICE, "[stop string reached]");
+        break;
+    case SESSION_STOP_CONTEXT:
+        note(t, UI_STYLE_NOTICE, "[the context is full and shifting is off]");
+        break;
+    case SESSION_STOP_ERROR:
+        note(t, UI_STYLE_ERROR, "error: %s", err && err->msg[0] ? err->msg : s->last.error.msg);
+        break;
+    default:
+        break;
+    }
+    g_interrupt = 0;
+}
+
+/* Starts a generation: text != NULL adds it as a new turn (empty: a turn that continues);
+ * NULL generates into the current turn (/regen, step mode). */
+static bool begin_generation(tui *t, const char *text)
+{
+    session *s = t->s;
+    tt_error err = {0};
+    if (text) {
+        size_t len = 0;
+        char *add = cmd_prompt_text(s, text, &len);
+        if (!add || session_add_user_text(s, add, len, &err) != TT_OK) {
+            note(t, UI_STYLE_ERROR, "error: %s", add ? err.msg : "out of memory");
+            free(add);
+            return false;
+        }
+        free(add);
+    }
+    t->scroll.scroll = 0;
+    transcript_sync(&t->tr, s);
+    g_interrupt = 0;
+    g_sigint = 0;
+    tt_status st = session_gen_begin(s, &err);
+    if (st != TT_OK) {
+        finish_generation(t, s->last.stop != SESSION_STOP_NONE ? s->last.stop
+                                                               : SESSION_STOP_ERROR, &err);
+        return false;
+    }
+    t->dirty = true;
+    return true;
+}
+
+static void run_step(tui *t, int32_t force)
+{
+    session_stop stop = SESSION_STOP_NONE;
+    tt_error err = {0};
+    tt_status st = session_gen_step(t->s, force, on_event, t, &stop, &err);
+    if (st != TT_OK && stop == SESSION_STOP_NONE)
+        stop = SESSION_STOP_ERROR;
+    if (stop != SESSION_STOP_NONE)
+        finish_generation(t, stop, st != TT_OK ? &err : NULL);
+    t->dirty = true;
+}
+
+static void start_turn(tui *t, const char *text)
+{
+    if (!begin_generation(t, text))
+        return;
+    if (t->env->step_mode) {
+        refresh_peek(t);   /* show what the first step will choose from */
+        return;
+    }
+    t->running = true;
+    t->env->busy = true;
+}
+
+/* Step mode: one token per Enter. */
+static void step_once(tui *t, int32_t force)
+{
+    if (!t->s->gen && !begin_generation(t, force >= 0 ? NULL : ""))
+        return;
+    run_step(t, force);
+}
+
+static void run_command(tui *t, const char *line)
+{
+    cmd_env *e = t->env;
+    int flags = cmd_execute(e, line);
+    if (flags & CMD_CLEAR)
+        transcript_clear(&t->tr);
+    if (e->out_len)
+        note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", e->out);
+    if (flags & CMD_QUIT)
+        t->quit = true;
+    if (flags & (CMD_CONV | CMD_CLEAR))
+        t->scroll.scroll = 0;
+    if (flags & CMD_GENERATE)
+        start_turn(t, NULL);
+    else if (flags & CMD_STEP)
+        step_once(t, e->pick_id);
+    else if ((flags & (CMD_PEEK | CMD_CONV)) && (e->step_mode || e->hist_kind != UI_HIST_NONE))
+        refresh_peek(t);
+    t->dirty = true;
+}
+
+static void submit(tui *t)
+{
+    char *text = ui_input_enter(&t->in);
+    if (!text)
+        return;   /* inside a """ block */
+    if (text[0]) {
+        tt_error err = {0};
+        if (history_add(&t->hist, text, &err) != TT_OK)
+            snprintf(t->message, sizeof t->message, "history: %.140s", err.msg);
+    }
+    if (cmd_is_command(text)) {
+        run_command(t, text);
+    } else if (t->running) {
+        ui_input_set(&t->in, text);
+        snprintf(t->message, sizeof t->message, "generating: Ctrl-C stops it");
+    } else if (t->env->step_mode && !text[0]) {
+        step_once(t, -1);
+    } else {
+        if (t->s->gen) {   /* step mode: new text ends the open generation */
+            session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
+            t->have_turn = true;
+        }
+        start_turn(t, text);
+    }
+    free(text);
+}
+
+static void on_ctrl_c(tui *t)
+{
+    if (t->running) {
+        g_interrupt = 1;   /* the next step stops */
+        return;
+    }
+    if (t->s->gen) {       /* step mode */
+        finish_generation(t, SESSION_STOP_INTERRUPTED, NULL);
+        return;
+    }
+    if (!ui_input_empty(&t->in)) {
+        ui_input_clear(&t->in);
+        return;
+    }
+    if (++t->ctrl_c >= 2) {
+        t->quit = true;
+        return;
+    }
+    snprintf(t->message, sizeof t->message, "press Ctrl-C again to quit");
+}
+
+static void insert_cp(tui *t, uint32_t cp)
+{
+    char buf[8];
+    int n = ui_utf8_encode(cp, buf);
+    ui_input_insert(&t->in, buf, (size_t)n);
+}
+
+static int page_rows(tui *t)
+{
+    int h = t->grid.rows / 2;
+    return h > 1 ? h : 1;
+}
+
+static void handle_key(tui *t, ui_key k)
+{
+    bool is_ctrl_c = k.type == UI_KEY_CTRL && k.cp == 'c';
+    if (!is_ctrl_c) {
+        t->ctrl_c = 0;
+        t->message[0] = 0;
+    }
+    t->dirty = true;
+    switch (k.type) {
+    case UI_KEY_NONE:
+    case UI_KEY_OTHER:
+    case UI_KEY_ESC:
+    case UI_KEY_RESIZE:   /* the next draw reads the new size */
+        break;
+    case UI_KEY_CHAR: insert_cp(t, k.cp); break;
+    case UI_KEY_TAB:
+        if (t->pasting)
+            insert_cp(t, '\t');
+        else if (t->env->step_mode && ui_input_empty(&t->in) && !t->running)
+            step_once(t, -1);
+        break;
+    case UI_KEY_ENTER:
+        if (t->pasting)
+            insert_cp(t, '\n');
+        else
+            submit(t);
+        break;
+    case UI_KEY_BACKSPACE: ui_input_backspace(&t->in); break;
+    case UI_KEY_DELETE: ui_input_delete(&t->in); break;
+    case UI_KEY_LEFT: ui_input_left(&t->in); break;
+    case UI_KEY_RIGHT: ui_input_right(&t->in); break;
+    case UI_KEY_HOME: ui_input_home(&t->in); break;
+    case UI_KEY_END: ui_input_end(&t->in); break;
+    case UI_KEY_UP: {
+        const char *h = history_prev(&t->hist, t->in.line ? t->in.line : "");
+        if (h)
+            ui_input_set(&t->in, h);
+        break;
+    }
+    case UI_KEY_DOWN: {
+        const char *h = history_next(&t->hist);
+        if (h)
+            ui_input_set(&t->in, h);
+        break;
+    }
+    case UI_KEY_PAGE_UP: t->scroll.scroll += page_rows(t); break;
+    case UI_KEY_PAGE_DOWN:
+        t->scroll.scroll -= page_rows(t);
+        if (t->scroll.scroll < 0)
+            t->scroll.scroll = 0;
+        break;
+    case UI_KEY_PASTE_BEGIN: t->pasting = true; break;
+    case UI_KEY_PASTE_END: t->pasting = false; break;
+    case UI_KEY_CTRL:
+        switch (k.cp) {
+        case 'a': ui_input_home(&t->in); break;
+        case 'e': ui_input_end(&t->in); break;
+        case 'k': ui_input_kill_to_end(&t->in); break;
+        case 'u': ui_input_kill_to_start(&t->in); break;
+        case 'w': ui_input_kill_word(&t->in); break;
+        case 'b': ui_input_left(&t->in); break;
+        case 'f': ui_input_right(&t->in); break;
+        case 'h': ui_input_backspace(&t->in); break;
+        case 'c': on_ctrl_c(t); break;
+        case 'd':
+            if (ui_input_empty(&t->in)) {
+                if (t->running)
+                    g_interrupt = 1;
+                t->quit = true;
+            } else {
+                ui_input_delete(&t->in);
+            }
+            break;
+        case 'l': ui_curses_force_redraw(); break;
+        default: break;
+        }
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Drawing */
+
+static const char *mode_name(const tui *t, char *buf, size_t cap)
+{
+    const session *s = t->s;
+    const char *base = (s->set.sampler.greedy || s->set.sampler.temperature == 0) ? "greedy"
+                                                                                   : "sample";
+    if (t->env->draft_loaded && t->env->spec_on)
+        snprintf(buf, cap, "speculative \xce\xb3=%d", t->env->gamma);
+    else if (t->env->step_mode)
+        snprintf(buf, cap, "step, %s", base);
+    else
+        snprintf(buf, cap, "%s", base);
+    return buf;
+}
+
+static void draw(tui *t)
+{
+    session *s = t->s;
+    int rows, cols;
+    ui_curses_size(&rows, &cols);
+    if (rows != t->grid.rows || cols != t->grid.cols)
+        ui_grid_resize(&t->grid, rows, cols);
+    ui_grid_clear(&t->grid);
+    transcript_sync(&t->tr, s);
+    ui_layout l;
+    ui_layout_compute(&l, rows, cols, ui_input_height(&t->in, rows / 3),
+                      ui_histogram_height(t->env->bars));
+    if (l.too_small) {
+        ui_layout_draw_too_small(&t->grid);
+        ui_curses_present(&t->grid);
+        return;
+    }
+    ui_transcript_draw(&t->grid, l.transcript, &t->tr.doc, &t->scroll, t->running);
+    ui_layout_draw_divider(&t->grid, &l);
+    ui_hist_view hv = {
+        .kind = t->env->hist_kind,
+        .snap = &t->env->hist,
+        .tok = s->tok,
+        .bars = t->env->bars,
+        .step = t->env->hist_step,
+        .position = t->env->hist_pos,
+        .vocab = s->model->config.V,
+        .step_mode = t->env->step_mode,
+    };
+    ui_histogram_draw(&t->grid, l.histogram, &hv);
+    char chain[200], mode[64];
+    sampler_params_format(&s->set.sampler, chain, sizeof chain);
+    ui_status_view sv = {
+        .model = s->model->name,
+        .backend = s->eng->ops->name,
+        .precision = tt_dtype_name(s->eng->dtype),
+        .sampler = chain,
+        .mode = mode_name(t, mode, sizeof mode),
+        .busy = t->running,
+        .has_turn = t->have_turn,
+        .tok_s = s->last.decode_tok_s,
+        .ttft_ms = s->last.ttft_ms,
+        .reused = s->last.reused_tokens,
+        .prefilled = s->last.prefilled_tokens,
+        .generated = s->last.generated_tokens,
+        .kv_used = s->eng->n_past,
+        .kv_total = s->eng->n_ctx,
+        .seed = s->set.seed,
+        .max_new = s->set.max_new_tokens,
+        .message = t->message[0] ? t->message : NULL,
+    };
+    ui_status_draw(&t->grid, l.status, &sv);
+    const char *placeholder = t->running ? "generating... Ctrl-C stops"
+                            : t->env->step_mode ? "Enter: next token | /pick N | /step off"
+                            : "Send a message (/help for help, Enter alone continues)";
+    ui_input_draw(&t->grid, l.input, &t->in, placeholder);
+    ui_curses_present(&t->grid);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The loop */
+
+static int tui_run(tui *t, const char *first)
+{
+    session *s = t->s;
+    note(t, UI_STYLE_NOTICE, "tokentop: %s (%.1fM parameters, %s). Type a prompt and press "
+         "Enter; Enter alone lets the model continue; /help lists the commands; Ctrl-D quits.",
+         s->model->name, (double)s->model->n_params / 1e6, s->eng->description);
+    if (first)
+        start_turn(t, first);
+    t->dirty = true;
+    while (!t->quit && !g_quit_signal) {
+        if (g_sigint) {
+            g_sigint = 0;
+            on_ctrl_c(t);
+        }
+        double now = now_ms();
+        if (t->dirty && (!t->running || now - t->last_draw >= FRAME_MS)) {
+            draw(t);
+            t->dirty = false;
+            t->last_draw = now;
+        }
+        ui_key k = ui_curses_read_key(t->running ? 0 : (t->dirty ? 10 : IDLE_WAIT_MS));
+        while (k.type != UI_KEY_NONE && !t->quit) {
+            handle_key(t, k);
+            k = ui_curses_read_key(0);
+        }
+        if (t->running && !t->quit)
+            run_step(t, -1);
+    }
+    if (t->running || s->gen)
+        finish_generation(t, SESSION_STOP_INTERRUPTED, NULL);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Entry point */
+
+static char *initial_prompt(const cli_options *o, int *rc)
+{
+    *rc = 0;
+    if (o->prompt)
+        return strdup(o->prompt);
+    if (!o->prompt_file)
+        return NULL;
+    tt_error err = {0};
+    size_t len = 0;
+    char *text = cli_read_file(o->prompt_file, &len, &err);
+    if (!text) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        *rc = 1;
+        return NULL;
+    }
+    /* One prompt: a trailing newline of the file is not part of it. */
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = 0;
+    return text;
+}
+
+/* Token text is UTF-8 whatever the environment says; a C/POSIX locale would make ncursesw and
+ * wcwidth treat it as bytes, so fall back to C.UTF-8 there. */
+static void setup_locale(void)
+{
+    setlocale(LC_ALL, "");
+    const char *cs = nl_langinfo(CODESET);
+    if (!cs || (strcmp(cs, "UTF-8") != 0 && strcmp(cs, "utf8") != 0))
+        if (!setlocale(LC_CTYPE, "C.UTF-8"))
+            setlocale(LC_CTYPE, "en_US.UTF-8");
+    setlocale(LC_NUMERIC, "C");   /* numbers in messages and files use a dot */
+}
+
+int repl_main(int argc, char **argv)
+{
+    setup_locale();
+    cli_options o;
+    cli_options_default(&o);
+    int r = cli_parse(&o, "tokentop", argc, argv, 1);
+    if (r)
+        return r > 0 ? 0 : 2;
+    int rc = 0;
+    char *first = initial_prompt(&o, &rc);
+    if (rc)
+        return rc;
+    cli_app app;
+    if (cli_app_load(&app, &o, false) != TT_OK) {
+        free(first);
+        return 1;
+    }
+    if (!o.seed_set)
+        o.set.seed = random_seed();
+    session s;
+    tt_error err = {0};
+    if (session_init(&s, app.model, app.tok, app.eng, &o.set, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        cli_app_free(&app);
+        free(first);
+        return 1;
+    }
+    for (int i = 0; i < o.n_stops; i++)
+        if (session_add_stop(&s, o.stops[i], &err) != TT_OK) {
+            fprintf(stderr, "tokentop: %s\n", err.msg);
+            rc = 2;
+        }
+    cmd_env env;
+    cmd_env_init(&env, &s);
+    env.draft_dir = o.draft_dir;
+    env.gamma = o.gamma;
+    install_signals();
+    s.interrupt = &g_interrupt;
+
+    const char *term = getenv("TERM");
+    bool dumb = !term || !*term || strcmp(term, "dumb") == 0;
+    bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    char why[200] = "";
+    if (rc == 0 && tty && !dumb && ui_curses_start(why, sizeof why)) {
+        tui t;
+        memset(&t, 0, sizeof t);
+        t.s = &s;
+        t.env = &env;
+        transcript_init(&t.tr);
+        ui_input_init(&t.in);
+        char *hpath = history_default_path();
+        history_init(&t.hist, hpath, HISTORY_MAX);
+        free(hpath);
+        if (history_load(&t.hist, &err) != TT_OK)
+            snprintf(t.message, sizeof t.message, "history: %.140s", err.msg);
+        ui_grid_init(&t.grid, 0, 0);
+        rc = tui_run(&t, first);
+        ui_curses_stop();
+        ui_grid_free(&t.grid);
+        history_free(&t.hist);
+        ui_input_free(&t.in);
+        transcript_free(&t.tr);
+    } else if (rc == 0) {
+        if (tty && !dumb)
+            fprintf(stderr, "tokentop: %s; using line mode\n", why);
+        rc = linemode_run(&s, &env, first, stdin, stdout, stderr, &g_interrupt, &g_quit_signal);
+    }
+    cmd_env_free(&env);
+    session_free(&s);
+    cli_app_free(&app);
+    free(first);
+    if (g_quit_signal) {
+        /* Die of the signal now that the terminal is back, so the parent sees why. */
+        signal(g_quit_signal, SIG_DFL);
+        raise(g_quit_signal);
+    }
+    return rc;
+}

@@ -1,0 +1,189 @@
+/* transcript.c: the transcript document built from the session and the notices. */
+#include "repl/transcript.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/text.h"
+
+void transcript_init(transcript *t)
+{
+    memset(t, 0, sizeof *t);
+    ui_doc_init(&t->doc);
+    utf8_stream_init(&t->utf8);
+    t->eot = -1;
+}
+
+void transcript_free(transcript *t)
+{
+    if (!t)
+        return;
+    ui_doc_free(&t->doc);
+    free(t->ids);
+    free(t->origin);
+    for (int i = 0; i < t->n_notes; i++)
+        free(t->notes[i].text);
+    free(t->notes);
+    memset(t, 0, sizeof *t);
+}
+
+void transcript_note_add(transcript *t, int n_tokens, uint8_t style, const char *text)
+{
+    if (t->n_notes == t->notes_cap) {
+        int cap = t->notes_cap ? t->notes_cap * 2 : 32;
+        transcript_note *n = realloc(t->notes, (size_t)cap * sizeof *n);
+        if (!n)
+            return;
+        t->notes = n;
+        t->notes_cap = cap;
+    }
+    char *copy = strdup(text);
+    if (!copy)
+        return;
+    t->notes[t->n_notes++] = (transcript_note){.text = copy, .anchor = n_tokens, .style = style};
+}
+
+void transcript_clear(transcript *t)
+{
+    for (int i = 0; i < t->n_notes; i++)
+        free(t->notes[i].text);
+    t->n_notes = t->notes_done = 0;
+    t->n_done = 0;
+    ui_doc_clear(&t->doc);
+    utf8_stream_init(&t->utf8);
+}
+
+void transcript_token_style(token_origin origin, float p, uint8_t *style, uint8_t *attr)
+{
+    *attr = 0;
+    if (origin == TOKEN_USER) {
+        *style = UI_STYLE_USER;
+        return;
+    }
+    *style = p >= 0.8f ? UI_STYLE_P_HIGH : p >= 0.5f ? UI_STYLE_P_MID : p >= 0.2f ? UI_STYLE_P_LOW
+           : p >= 0.05f ? UI_STYLE_P_VLOW : UI_STYLE_P_RARE;
+    switch (origin) {
+    case TOKEN_FORCED: *attr = UI_ATTR_UNDERLINE; break;
+    /* The speculative origins get their own marks so the speculative view can tell them apart. */
+    case TOKEN_DRAFT_ACCEPTED: *attr = UI_ATTR_BOLD; break;
+    case TOKEN_TARGET_RESAMPLE: *attr = UI_ATTR_UNDERLINE | UI_ATTR_BOLD; break;
+    case TOKEN_BONUS: *attr = UI_ATTR_BOLD; break;
+    default: break;
+    }
+}
+
+/* Control characters other than newline and tab would move the terminal's cursor: show them as
+ * escapes. */
+static void append_text(ui_doc *d, const char *s, size_t n, uint8_t style, uint8_t attr)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && ((unsigned char)s[j] >= 0x20 || s[j] == '\n' || s[j] == '\t') &&
+               s[j] != 0x7f)
+            j++;
+        ui_doc_append(d, s + i, j - i, style, attr);
+        if (j < n) {
+            char esc[8];
+            size_t k = text_token_display(s + j, 1, TEXT_ESCAPE_WHITESPACE, esc, sizeof esc);
+            ui_doc_append(d, esc, k, UI_STYLE_DIM, 0);
+            j++;
+        }
+        i = j;
+    }
+}
+
+static void append_note(transcript *t, const transcript_note *n)
+{
+    ui_doc *d = &t->doc;
+    /* A character split across tokens cannot wait across a notice: show what is pending. */
+    char flushed[32];
+    size_t k = utf8_stream_flush(&t->utf8, flushed, sizeof flushed);
+    if (k)
+        ui_doc_append(d, flushed, k, UI_STYLE_DIM, 0);
+    if (!ui_doc_at_line_start(d))
+        ui_doc_append_cp(d, '\n', n->style, 0);
+    append_text(d, n->text, strlen(n->text), n->style, 0);
+    ui_doc_append_cp(d, '\n', n->style, 0);
+}
+
+static void append_token(transcript *t, const session *s, int i)
+{
+    int32_t id = s->tokens[i];
+    token_origin origin = (token_origin)s->info[i].origin;
+    if (id == t->eot) {
+        ui_doc_append(&t->doc, "<|endoftext|>", 13, UI_STYLE_SPECIAL, 0);
+        return;
+    }
+    uint8_t style, attr;
+    transcript_token_style(origin, s->info[i].p, &style, &attr);
+    size_t nb = 0;
+    const char *b = tokenizer_token_bytes(s->tok, id, &nb);
+    if (!b)
+        return;
+    char out[3 * (64 + 8)];
+    const char *src = b;
+    size_t left = nb;
+    while (left > 0) {
+        size_t chunk = left < 64 ? left : 64;
+        size_t k = utf8_stream_push(&t->utf8, src, chunk, out, sizeof out);
+        append_text(&t->doc, out, k, style, attr);
+        src += chunk;
+        left -= chunk;
+    }
+}
+
+static bool remember(transcript *t, int32_t id, uint8_t origin)
+{
+    if (t->n_done == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 1024;
+        int32_t *ids = realloc(t->ids, (size_t)cap * sizeof *ids);
+        if (!ids)
+            return false;
+        t->ids = ids;
+        uint8_t *o = realloc(t->origin, (size_t)cap);
+        if (!o)
+            return false;
+        t->origin = o;
+        t->cap = cap;
+    }
+    t->ids[t->n_done] = id;
+    t->origin[t->n_done] = origin;
+    t->n_done++;
+    return true;
+}
+
+void transcript_sync(transcript *t, const session *s)
+{
+    t->eot = tokenizer_eot_id(s->tok);
+    /* The first token where the document and the conversation disagree. */
+    int d = t->n_done < s->n_tokens ? t->n_done : s->n_tokens;
+    for (int i = 0; i < d; i++)
+        if (t->ids[i] != s->tokens[i] || t->origin[i] != s->info[i].origin) {
+            d = i;
+            break;
+        }
+    if (d < t->n_done) {
+        for (int i = 0; i < t->n_notes; i++)
+            if (t->notes[i].anchor > d)
+                t->notes[i].anchor = d;
+        t->n_done = 0;
+        t->notes_done = 0;
+        ui_doc_clear(&t->doc);
+        utf8_stream_init(&t->utf8);
+    }
+    for (;;) {
+        if (t->notes_done < t->n_notes && t->notes[t->notes_done].anchor <= t->n_done) {
+            append_note(t, &t->notes[t->notes_done++]);
+            continue;
+        }
+        if (t->n_done < s->n_tokens) {
+            int i = t->n_done;
+            if (!remember(t, s->tokens[i], s->info[i].origin))
+                return;
+            append_token(t, s, i);
+            continue;
+        }
+        break;
+    }
+}

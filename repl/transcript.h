@@ -1,0 +1,48 @@
+/* transcript.h: keeps the transcript document (ui/transcript.h) in step with the session: the
+ * conversation's tokens, styled by who wrote them and the probability they were drawn with, and
+ * the notices (command output, stop reasons) shown between turns. New tokens are appended as they
+ * come; an edit of the past (undo, regen, load, pick) rebuilds the document. */
+#ifndef TOKENTOP_REPL_TRANSCRIPT_H
+#define TOKENTOP_REPL_TRANSCRIPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tokenizer.h"
+#include "repl/session.h"
+#include "ui/transcript.h"
+
+typedef struct {
+    char *text;
+    int anchor;          /* shown before token `anchor` of the conversation */
+    uint8_t style;       /* ui_style */
+} transcript_note;
+
+typedef struct {
+    ui_doc doc;              /* what the pane draws */
+    int32_t *ids;            /* (n_done) the tokens already in doc, to notice edits of the past */
+    uint8_t *origin;         /* (n_done) */
+    int n_done, cap;
+    utf8_stream utf8;        /* characters split across tokens */
+    transcript_note *notes;  /* (n_notes) in the order they were made */
+    int n_notes, notes_cap, notes_done;
+    int32_t eot;             /* the end-of-text token (drawn as a marker), or -1 */
+} transcript;
+
+void transcript_init(transcript *t);
+void transcript_free(transcript *t);   /* NULL is safe */
+
+/* Adds a notice (may span lines) after the current end of the conversation (n_tokens). */
+void transcript_note_add(transcript *t, int n_tokens, uint8_t style, const char *text);
+
+/* Forgets the notices and the document (/reset, /load). */
+void transcript_clear(transcript *t);
+
+/* Brings the document up to date with s: appends what is new, or rebuilds from the first token
+ * that differs (notices anchored past it move to that point). */
+void transcript_sync(transcript *t, const session *s);
+
+/* The style and attributes of a conversation token (exposed for tests and the legend). */
+void transcript_token_style(token_origin origin, float p, uint8_t *style, uint8_t *attr);
+
+#endif
