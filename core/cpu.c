@@ -58,6 +58,8 @@ typedef struct {
     float *att;                    /* (TB, C) attention output, heads side by side */
     float *fc;                     /* (TB, FF) */
     float *scratch;                /* (nth, n_ctx) attention scores, one row per thread */
+    float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
+    size_t mm_stride;
     float *embed_row;              /* (C) */
     int logits_rows;               /* rows allocated in base.logits */
 } cpu_engine;
@@ -68,6 +70,8 @@ typedef struct {
 typedef struct {
     matmul_args args;
     const kernels *kern;
+    float *scratch;
+    size_t scratch_stride;
     threadpool_chunks chunks;
     int panels_per_chunk;
 } matmul_job;
@@ -81,7 +85,7 @@ static void matmul_job_run(void *varg, int ith, int nth)
         int p1 = p0 + j->panels_per_chunk;
         if (p1 > j->args.w->n_panels)
             p1 = j->args.w->n_panels;
-        j->kern->matmul(&j->args, p0, p1);
+        j->kern->matmul(&j->args, p0, p1, j->scratch + (size_t)ith * j->scratch_stride);
     }
 }
 
@@ -95,6 +99,8 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
         .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
                  .epilogue = ep},
         .kern = ce->kern,
+        .scratch = ce->mm_scratch,
+        .scratch_stride = ce->mm_stride,
     };
     int nth = threadpool_size(ce->pool);
     int ppc = w->n_panels / (nth * 6);
@@ -302,6 +308,7 @@ static void cpu_destroy(engine *e)
     free(ce->att);
     free(ce->fc);
     free(ce->scratch);
+    free(ce->mm_scratch);
     free(ce->embed_row);
     free(e->logits);
     free(ce);
@@ -371,7 +378,13 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     ce->fc = malloc(TB * FF * sizeof(float));
     ce->scratch = malloc((size_t)nth * (size_t)ce->cache.n_ctx * sizeof(float));
     ce->embed_row = malloc(C * sizeof(float));
-    if (!ce->x || !ce->xn || !ce->qkv || !ce->att || !ce->fc || !ce->scratch || !ce->embed_row)
+    ce->mm_stride = (KERNELS_MATMUL_SCRATCH(C > FF ? C : FF) + 15) & ~(size_t)15;
+    elems += (size_t)nth * ce->mm_stride;
+    void *mm = NULL;
+    if (posix_memalign(&mm, 64, (size_t)nth * ce->mm_stride * sizeof(float)) == 0)
+        ce->mm_scratch = mm;
+    if (!ce->x || !ce->xn || !ce->qkv || !ce->att || !ce->fc || !ce->scratch || !ce->embed_row ||
+        !ce->mm_scratch)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of activations",
                        elems * sizeof(float));
     ce->base.memory_bytes += elems * sizeof(float);

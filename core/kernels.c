@@ -22,6 +22,17 @@ static const kernels *kernels_avx512(void)
         return kernels_avx512_get();
     return NULL;
 }
+
+const kernels *kernels_avx2_get(void);
+
+static const kernels *kernels_avx2(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return kernels_avx2_get();
+    return NULL;
+}
 #endif
 
 /* ---------------------------------------------------------------------------------------------
@@ -107,22 +118,48 @@ void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n
 /* ---------------------------------------------------------------------------------------------
  * Shared row kernels */
 
+/* Sums in 8 interleaved lanes: a fixed order that compilers vectorize without -ffast-math, about
+ * eight times faster than one serial chain of adds. */
+static float sum_lanes(const float *x, int n)
+{
+    float lane[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] += x[i + l];
+    float tail = 0.0f;
+    for (; i < n; i++)
+        tail += x[i];
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) +
+           tail;
+}
+
+static float sumsq_lanes(const float *x, int n, float mean)
+{
+    float lane[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            float d = x[i + l] - mean;
+            lane[l] += d * d;
+        }
+    float tail = 0.0f;
+    for (; i < n; i++) {
+        float d = x[i] - mean;
+        tail += d * d;
+    }
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) +
+           tail;
+}
+
 void kernels_layernorm(float *out, const float *x, const float *w, const float *b, int C,
                        float eps, int t0, int t1)
 {
     for (int t = t0; t < t1; t++) {
         const float *xr = x + (size_t)t * (size_t)C;
         float *o = out + (size_t)t * (size_t)C;
-        float sum = 0.0f;
-        for (int i = 0; i < C; i++)
-            sum += xr[i];
-        float mean = sum / (float)C;
-        float ss = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float d = xr[i] - mean;
-            ss += d * d;
-        }
-        float rstd = gpt2_layernorm_rstd(ss / (float)C, eps);
+        float mean = sum_lanes(xr, C) / (float)C;
+        float rstd = gpt2_layernorm_rstd(sumsq_lanes(xr, C, mean) / (float)C, eps);
         for (int i = 0; i < C; i++)
             o[i] = gpt2_layernorm_apply(xr[i], mean, rstd, w[i], b[i]);
     }
@@ -131,26 +168,57 @@ void kernels_layernorm(float *out, const float *x, const float *w, const float *
 /* ---------------------------------------------------------------------------------------------
  * Reference kernels: plain C, the order of every sum fixed and obvious. */
 
-static void ref_matmul(const matmul_args *a, int p0, int p1)
+/* Row k of panel p as 32 floats (the columns past N are the packed zeros). */
+static void panel_row(const packed_matrix *w, int p, int k, float *row)
 {
+    const size_t base = (size_t)p * w->panel_elems;
+    if (w->dtype == TT_F32) {
+        memcpy(row, (const float *)w->data + base + (size_t)k * KERNELS_NR,
+               KERNELS_NR * sizeof(float));
+    } else if (w->dtype == TT_F16) {
+        const uint16_t *h = (const uint16_t *)w->data + base + (size_t)k * KERNELS_NR;
+        for (int j = 0; j < KERNELS_NR; j++)
+            row[j] = tt_f16_to_f32(h[j]);
+    } else {
+        const uint16_t *h = (const uint16_t *)w->data + base + (size_t)(k / 2) * 2 * KERNELS_NR +
+                            (size_t)(k & 1);
+        for (int j = 0; j < KERNELS_NR; j++)
+            row[j] = tt_bf16_to_f32(h[2 * j]);
+    }
+}
+
+/* Each output is one fp32 sum over k in order, bias added last. Rows go 8 at a time so a panel
+ * row is converted once per 8 rows; the j loops have a fixed trip count and vectorize. */
+static void ref_matmul(const matmul_args *a, int p0, int p1, float *scratch)
+{
+    (void)scratch;
     const packed_matrix *w = a->w;
     for (int p = p0; p < p1; p++) {
         int n0 = p * KERNELS_NR;
         int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
-        for (int t = 0; t < a->T; t++) {
-            const float *x = a->x + (size_t)t * (size_t)a->ldx;
-            float acc[KERNELS_NR] = {0};
-            for (int k = 0; k < w->K; k++)
-                for (int j = 0; j < nc; j++)
-                    acc[j] += x[k] * packed_matrix_get(w, k, n0 + j);
-            float *o = a->out + (size_t)t * (size_t)a->ldo + n0;
-            for (int j = 0; j < nc; j++) {
-                float y = acc[j] + (a->bias ? a->bias[n0 + j] : 0.0f);
-                switch (a->epilogue) {
-                case MM_STORE: o[j] = y; break;
-                case MM_ADD: o[j] += y; break;
-                case MM_GELU_TANH: o[j] = gpt2_gelu_tanh(y); break;
-                case MM_GELU_ERF: o[j] = gpt2_gelu_erf(y); break;
+        for (int t0 = 0; t0 < a->T; t0 += 8) {
+            int rows = a->T - t0 < 8 ? a->T - t0 : 8;
+            float acc[8][KERNELS_NR];
+            memset(acc, 0, sizeof acc);
+            for (int k = 0; k < w->K; k++) {
+                float row[KERNELS_NR];
+                panel_row(w, p, k, row);
+                for (int r = 0; r < rows; r++) {
+                    float xv = a->x[(size_t)(t0 + r) * (size_t)a->ldx + (size_t)k];
+                    for (int j = 0; j < KERNELS_NR; j++)
+                        acc[r][j] += xv * row[j];
+                }
+            }
+            for (int r = 0; r < rows; r++) {
+                float *o = a->out + (size_t)(t0 + r) * (size_t)a->ldo + n0;
+                for (int j = 0; j < nc; j++) {
+                    float y = acc[r][j] + (a->bias ? a->bias[n0 + j] : 0.0f);
+                    switch (a->epilogue) {
+                    case MM_STORE: o[j] = y; break;
+                    case MM_ADD: o[j] += y; break;
+                    case MM_GELU_TANH: o[j] = gpt2_gelu_tanh(y); break;
+                    case MM_GELU_ERF: o[j] = gpt2_gelu_erf(y); break;
+                    }
                 }
             }
         }
@@ -216,6 +284,8 @@ const kernels *kernels_by_name(const char *name)
 #ifdef KERNELS_X86
     if (strcmp(name, "avx512") == 0)
         return kernels_avx512();
+    if (strcmp(name, "avx2") == 0)
+        return kernels_avx2();
 #endif
     return NULL;
 }
@@ -230,6 +300,8 @@ const kernels *kernels_select(void)
     }
 #ifdef KERNELS_X86
     const kernels *k = kernels_avx512();
+    if (!k)
+        k = kernels_avx2();
     if (k)
         return k;
 #endif

@@ -31,6 +31,9 @@
  * Decode (one row) streams it once as a GEMV; prefill (T rows) reuses each panel for all T rows. */
 #define KERNELS_NR 32
 
+/* Floats of per-thread scratch a matmul over K rows may use (one panel widened to fp32). */
+#define KERNELS_MATMUL_SCRATCH(K) ((size_t)((K) + 1) * KERNELS_NR)
+
 typedef struct {
     void *data;              /* (n_panels, panel_elems) in dtype, owned; 64-byte aligned */
     tt_dtype dtype;
@@ -92,8 +95,9 @@ typedef struct {
 typedef struct {
     const char *name;        /* "reference", "avx2", "avx512" */
     /* Computes output panels [p0, p1) of a->w (columns 32*p0 .. min(32*p1, N)-1) for all T rows:
-     * disjoint panel ranges may run on different threads at once. */
-    void (*matmul)(const matmul_args *a, int p0, int p1);
+     * disjoint panel ranges may run on different threads at once. scratch: NULL, or
+     * KERNELS_MATMUL_SCRATCH(K) floats, 64-byte aligned, private to the calling thread. */
+    void (*matmul)(const matmul_args *a, int p0, int p1, float *scratch);
     /* Attention for head h, query rows [t0, t1). scratch holds pos + t1 floats. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
 } kernels;

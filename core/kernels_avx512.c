@@ -127,13 +127,12 @@ load_pair_bf16(const void *panel, int kp, __m512 *e0, __m512 *o0, __m512 *e1, __
     *o1 = _mm512_castsi512_ps(_mm512_and_si512(u1, hi));
 }
 
-/* MR rows t0 .. t0+MR-1 against panel p. MR is a constant after inlining, so c0/c1 live in
- * registers and the row loops unroll. */
+/* MR rows t0 .. t0+MR-1 against panel p (its data at panel, in dtype dt). MR is a constant after
+ * inlining, so c0/c1 live in registers and the row loops unroll. */
 static inline __attribute__((always_inline)) void
-mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, int p)
+mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, int p)
 {
     const packed_matrix *w = a->w;
-    const void *panel = (const char *)w->data + (size_t)p * w->panel_elems * tt_dtype_size(dt);
     const float *x = a->x + (size_t)t0 * (size_t)a->ldx;
     const size_t ldx = (size_t)a->ldx;
     const int K = w->K;
@@ -192,10 +191,9 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, int p)
 /* One row: the decode GEMV. Four accumulators (two k phases) hide the FMA latency, since here
  * nothing else would. */
 static inline __attribute__((always_inline)) void
-mm_row(const matmul_args *a, tt_dtype dt, int t, int p)
+mm_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
 {
     const packed_matrix *w = a->w;
-    const void *panel = (const char *)w->data + (size_t)p * w->panel_elems * tt_dtype_size(dt);
     const float *x = a->x + (size_t)t * (size_t)a->ldx;
     const int K = w->K;
     __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
@@ -243,41 +241,83 @@ mm_row(const matmul_args *a, tt_dtype dt, int t, int p)
     mm_finish(a, t, n0, m0, m1, _mm512_add_ps(c0, c2), _mm512_add_ps(c1, c3));
 }
 
-/* All rows against panels [p0, p1), 12 rows at a time, the rest in one smaller tile. */
+/* All rows against one panel, 12 rows at a time, the rest in one smaller tile. */
 static inline __attribute__((always_inline)) void
-mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1)
+mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
 {
-    for (int p = p0; p < p1; p++) {
-        int t = 0;
-        for (; t + MR_MAX <= a->T; t += MR_MAX)
-            mm_tile(a, dt, MR_MAX, t, p);
-        switch (a->T - t) {
-        case 0: break;
-        case 1: mm_row(a, dt, t, p); break;
-        case 2: mm_tile(a, dt, 2, t, p); break;
-        case 3: mm_tile(a, dt, 3, t, p); break;
-        case 4: mm_tile(a, dt, 4, t, p); break;
-        case 5: mm_tile(a, dt, 5, t, p); break;
-        case 6: mm_tile(a, dt, 6, t, p); break;
-        case 7: mm_tile(a, dt, 7, t, p); break;
-        case 8: mm_tile(a, dt, 8, t, p); break;
-        case 9: mm_tile(a, dt, 9, t, p); break;
-        case 10: mm_tile(a, dt, 10, t, p); break;
-        default: mm_tile(a, dt, 11, t, p); break;
+    int t = 0;
+    for (; t + MR_MAX <= a->T; t += MR_MAX)
+        mm_tile(a, dt, MR_MAX, t, panel, p);
+    switch (a->T - t) {
+    case 0: break;
+    case 1: mm_row(a, dt, t, panel, p); break;
+    case 2: mm_tile(a, dt, 2, t, panel, p); break;
+    case 3: mm_tile(a, dt, 3, t, panel, p); break;
+    case 4: mm_tile(a, dt, 4, t, panel, p); break;
+    case 5: mm_tile(a, dt, 5, t, panel, p); break;
+    case 6: mm_tile(a, dt, 6, t, panel, p); break;
+    case 7: mm_tile(a, dt, 7, t, panel, p); break;
+    case 8: mm_tile(a, dt, 8, t, panel, p); break;
+    case 9: mm_tile(a, dt, 9, t, panel, p); break;
+    case 10: mm_tile(a, dt, 10, t, panel, p); break;
+    default: mm_tile(a, dt, 11, t, panel, p); break;
+    }
+}
+
+/* A fp16/bf16 panel widened to fp32 (K, 32) in scratch: with many rows the conversion is paid
+ * once per panel instead of once per 12-row tile, where it would take FMA-port slots. */
+static inline __attribute__((always_inline)) void
+widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
+{
+    if (dt == TT_BF16) {
+        int kp = 0;
+        for (; 2 * kp < K; kp++) {
+            __m512 e0, o0, e1, o1;
+            load_pair_bf16(panel, kp, &e0, &o0, &e1, &o1);
+            float *d = dst + (size_t)2 * kp * KERNELS_NR;
+            _mm512_store_ps(d, e0);
+            _mm512_store_ps(d + 16, e1);
+            if (2 * kp + 1 < K) {
+                _mm512_store_ps(d + 32, o0);
+                _mm512_store_ps(d + 48, o1);
+            }
+        }
+    } else {
+        for (int k = 0; k < K; k++) {
+            __m512 b0, b1;
+            load_row(dt, panel, k, &b0, &b1);
+            _mm512_store_ps(dst + (size_t)k * KERNELS_NR, b0);
+            _mm512_store_ps(dst + (size_t)k * KERNELS_NR + 16, b1);
         }
     }
 }
 
-static void mm_f32(const matmul_args *a, int p0, int p1) { mm_panels(a, TT_F32, p0, p1); }
-static void mm_f16(const matmul_args *a, int p0, int p1) { mm_panels(a, TT_F16, p0, p1); }
-static void mm_bf16(const matmul_args *a, int p0, int p1) { mm_panels(a, TT_BF16, p0, p1); }
+static inline __attribute__((always_inline)) void
+mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
+{
+    const packed_matrix *w = a->w;
+    const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
+    for (int p = p0; p < p1; p++) {
+        const void *panel = (const char *)w->data + (size_t)p * panel_bytes;
+        if (dt != TT_F32 && scratch && a->T >= 2 * MR_MAX) {
+            widen_panel(dt, panel, w->K, scratch);
+            mm_rows(a, TT_F32, scratch, p);
+        } else {
+            mm_rows(a, dt, panel, p);
+        }
+    }
+}
 
-static void avx512_matmul(const matmul_args *a, int p0, int p1)
+static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
+static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
+static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
+
+static void avx512_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 {
     switch (a->w->dtype) {
-    case TT_F32: mm_f32(a, p0, p1); break;
-    case TT_F16: mm_f16(a, p0, p1); break;
-    case TT_BF16: mm_bf16(a, p0, p1); break;
+    case TT_F32: mm_f32(a, p0, p1, scratch); break;
+    case TT_F16: mm_f16(a, p0, p1, scratch); break;
+    case TT_BF16: mm_bf16(a, p0, p1, scratch); break;
     }
 }
 

@@ -108,12 +108,14 @@ static void check_matmul_case(const kernels *simd, rng *g, int T, int K, int N, 
 
     matmul_args a = {.out = o_ref, .ldo = ldo, .x = x, .ldx = ldx, .w = &m,
                      .bias = with_bias ? b : NULL, .T = T, .epilogue = ep};
-    kernels_reference()->matmul(&a, 0, m.n_panels);
+    kernels_reference()->matmul(&a, 0, m.n_panels, NULL);
     a.out = o_simd;
-    /* Split the panels in two calls, as the threads do. */
+    /* Split the panels in two calls, as the threads do; with and without scratch. */
+    float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) & ~63ul);
     int mid = m.n_panels / 2;
-    simd->matmul(&a, 0, mid);
-    simd->matmul(&a, mid, m.n_panels);
+    simd->matmul(&a, 0, mid, scratch);
+    simd->matmul(&a, mid, m.n_panels, (T + K) % 2 ? scratch : NULL);
+    free(scratch);
 
     for (int t = 0; t < T; t++)
         for (int n = 0; n < ldo; n++) {
@@ -140,7 +142,7 @@ START_TEST(simd_matmul_matches_reference_on_odd_shapes)
 {
     const kernels *sets[4];
     int ns = simd_sets(sets);
-    static const int Ts[] = {1, 2, 5, 12, 13, 25};
+    static const int Ts[] = {1, 2, 5, 12, 13, 25, 37};
     static const int Ks[] = {1, 2, 7, 64, 99, 130};
     static const int Ns[] = {1, 15, 16, 17, 31, 33, 100};
     rng g;
