@@ -1,0 +1,676 @@
+/* check_ui.c: the panes render into the in-memory grid as a user would read them: wide characters,
+ * word wrapping, scrolling, histogram bars, cut markers, the draw, the status bar, the layout and
+ * the line editor. No terminal involved. */
+#include <check.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/modelgen.h"
+#include "core/tokenizer.h"
+#include "tests/testutil.h"
+#include "ui/grid.h"
+#include "ui/histogram.h"
+#include "ui/input.h"
+#include "ui/layout.h"
+#include "ui/status.h"
+#include "ui/transcript.h"
+
+static char row_buf[4096];
+
+static const char *row(const ui_grid *g, int y)
+{
+    ui_grid_row_text(g, y, row_buf, sizeof row_buf);
+    return row_buf;
+}
+
+/* Counts code point cp in row y between columns [x0, x1). */
+static int count_cp(const ui_grid *g, int y, int x0, int x1, uint32_t cp)
+{
+    int n = 0;
+    for (int x = x0; x < x1; x++) {
+        const ui_cell *c = ui_grid_cell(g, y, x);
+        if (c && c->width && c->cp == cp)
+            n++;
+    }
+    return n;
+}
+
+/* The row of the grid whose text contains s, or -1. */
+static int find_row(const ui_grid *g, const char *s)
+{
+    for (int y = 0; y < g->rows; y++)
+        if (strstr(row(g, y), s))
+            return y;
+    return -1;
+}
+
+/* The row whose text starts with s, or -1. */
+static int find_row_start(const ui_grid *g, const char *s)
+{
+    for (int y = 0; y < g->rows; y++)
+        if (strncmp(row(g, y), s, strlen(s)) == 0)
+            return y;
+    return -1;
+}
+
+/* Column of the first cell holding cp in row y, or -1. */
+static int find_cp(const ui_grid *g, int y, uint32_t cp)
+{
+    for (int x = 0; x < g->cols; x++) {
+        const ui_cell *c = ui_grid_cell(g, y, x);
+        if (c->width && c->cp == cp)
+            return x;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Grid */
+
+START_TEST(wide_character_takes_two_cells)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 2, 10));
+    int x = ui_grid_puts(&g, 0, 0, 10, "\xe4\xb8\xad" "a", UI_STYLE_USER, 0);   /* 中a */
+    ck_assert_int_eq(x, 3);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->width, 2);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->cp, 0x4e2d);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 1)->width, 0);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 2)->cp, 'a');
+    ck_assert_str_eq(row(&g, 0), "\xe4\xb8\xad" "a");
+    ck_assert_int_eq(ui_text_width("\xe4\xb8\xad\xe6\x96\x87" "ab", 8), 6);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(wide_character_never_straddles_the_edge)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 1, 5));
+    int x = ui_grid_puts(&g, 0, 0, 5, "abcd\xe4\xb8\xad", UI_STYLE_NORMAL, 0);
+    ck_assert_int_eq(x, 5);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 4)->cp, ' ');
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 4)->width, 1);
+    ck_assert_str_eq(row(&g, 0), "abcd");
+    /* And at a clip column inside the row. */
+    ui_grid_clear(&g);
+    ui_grid_puts(&g, 0, 0, 3, "a\xe4\xb8\xad\xe4\xb8\xad", UI_STYLE_NORMAL, 0);
+    ck_assert_str_eq(row(&g, 0), "a\xe4\xb8\xad");
+    ui_grid_clear(&g);
+    ui_grid_puts(&g, 0, 0, 2, "a\xe4\xb8\xad", UI_STYLE_NORMAL, 0);
+    ck_assert_str_eq(row(&g, 0), "a");
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 2)->cp, ' ');
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(overwriting_half_a_wide_character_blanks_the_other_half)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 1, 6));
+    ui_grid_puts(&g, 0, 0, 6, "\xe4\xb8\xad\xe6\x96\x87", UI_STYLE_NORMAL, 0);   /* 中文 */
+    ui_grid_set(&g, 0, 1, 'x', 1, UI_STYLE_NORMAL, 0);    /* right half of 中 */
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->cp, ' ');
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->width, 1);
+    ui_grid_set(&g, 0, 2, 'y', 1, UI_STYLE_NORMAL, 0);    /* left half of 文 */
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 3)->cp, ' ');
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 3)->width, 1);
+    ck_assert_str_eq(row(&g, 0), " xy");
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(combining_mark_joins_the_previous_cell)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 1, 6));
+    int x = ui_grid_puts(&g, 0, 0, 6, "e\xcc\x81x", UI_STYLE_NORMAL, 0);   /* e + U+0301, x */
+    ck_assert_int_eq(x, 2);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->mark, 0x301);
+    ck_assert_str_eq(row(&g, 0), "e\xcc\x81x");
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(invalid_utf8_shows_as_replacement_character)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 1, 6));
+    ui_grid_put(&g, 0, 0, 6, "a\xff" "b", 3, UI_STYLE_NORMAL, 0);
+    ck_assert_str_eq(row(&g, 0), "a\xef\xbf\xbd" "b");
+    ui_grid_free(&g);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Transcript */
+
+static void doc_from(ui_doc *d, const char *s)
+{
+    ui_doc_init(d);
+    ck_assert(ui_doc_append(d, s, strlen(s), UI_STYLE_NORMAL, 0));
+}
+
+START_TEST(transcript_wraps_at_spaces_and_cuts_long_words)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 6, 10));
+    ui_doc d;
+    doc_from(&d, "the quick brown fox abcdefghijklmn");
+    ui_scroll sc = {0};
+    ui_transcript_draw(&g, (ui_rect){0, 0, 6, 10}, &d, &sc, false);
+    ck_assert_str_eq(row(&g, 0), "the quick");
+    ck_assert_str_eq(row(&g, 1), "brown fox");
+    ck_assert_str_eq(row(&g, 2), "abcdefghij");
+    ck_assert_str_eq(row(&g, 3), "klmn");
+    ck_assert_str_eq(row(&g, 4), "");
+    ui_doc_free(&d);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(transcript_wraps_wide_characters_by_width)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 4, 5));
+    ui_doc d;
+    /* 中文字符测试: six wide characters, two per 5-column line (a third would need 6). */
+    doc_from(&d, "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6\xe6\xb5\x8b\xe8\xaf\x95");
+    ui_scroll sc = {0};
+    ui_transcript_draw(&g, (ui_rect){0, 0, 4, 5}, &d, &sc, false);
+    ck_assert_str_eq(row(&g, 0), "\xe4\xb8\xad\xe6\x96\x87");
+    ck_assert_str_eq(row(&g, 1), "\xe5\xad\x97\xe7\xac\xa6");
+    ck_assert_str_eq(row(&g, 2), "\xe6\xb5\x8b\xe8\xaf\x95");
+    for (int y = 0; y < 3; y++)
+        ck_assert_int_eq(ui_grid_cell(&g, y, 4)->cp, ' ');
+    ui_doc_free(&d);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(transcript_keeps_paragraphs_and_styles)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 4, 20));
+    ui_doc d;
+    ui_doc_init(&d);
+    ui_doc_append(&d, "Hello", 5, UI_STYLE_USER, 0);
+    ui_doc_append(&d, " world\n\tx", 9, UI_STYLE_P_RARE, UI_ATTR_UNDERLINE);
+    ui_scroll sc = {0};
+    ui_transcript_draw(&g, (ui_rect){0, 0, 4, 20}, &d, &sc, false);
+    ck_assert_str_eq(row(&g, 0), "Hello world");
+    ck_assert_str_eq(row(&g, 1), "    x");   /* tab to column 4 */
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->style, UI_STYLE_USER);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 6)->style, UI_STYLE_P_RARE);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 6)->attr, UI_ATTR_UNDERLINE);
+    ui_doc_free(&d);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(transcript_shows_the_end_and_scrolls_back)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 5, 30));
+    ui_doc d;
+    ui_doc_init(&d);
+    char line[32];
+    for (int i = 0; i < 20; i++) {
+        int n = snprintf(line, sizeof line, "%sline %d", i ? "\n" : "", i);
+        ui_doc_append(&d, line, (size_t)n, UI_STYLE_NORMAL, 0);
+    }
+    ui_rect r = {0, 0, 5, 30};
+    ui_scroll sc = {0};
+    ui_transcript_draw(&g, r, &d, &sc, false);
+    ck_assert_str_eq(row(&g, 0), "line 15");
+    ck_assert_str_eq(row(&g, 4), "line 19");
+    ck_assert(sc.more_above);
+    sc.scroll = 3;
+    ui_transcript_draw(&g, r, &d, &sc, false);
+    ck_assert_str_eq(row(&g, 0), "line 12");
+    ck_assert(strstr(row(&g, 4), "3 more lines") != NULL);
+    sc.scroll = 1000;   /* clamps to the top */
+    ui_transcript_draw(&g, r, &d, &sc, false);
+    ck_assert_int_eq(sc.scroll, 15);
+    ck_assert_str_eq(row(&g, 0), "line 0");
+    ck_assert(!sc.more_above);
+    ui_doc_free(&d);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(transcript_caret_follows_the_last_character)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 3, 12));
+    ui_doc d;
+    doc_from(&d, "abc");
+    ui_scroll sc = {0};
+    ui_transcript_draw(&g, (ui_rect){0, 0, 3, 12}, &d, &sc, true);
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 3)->cp, 0x258c);
+    ui_doc_free(&d);
+    ui_grid_free(&g);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Histogram */
+
+static tokenizer *tok;
+static char *tok_dir;
+static int32_t id_space_word = -1;   /* a token that starts with a space */
+
+static void tokenizer_setup(void)
+{
+    tok_dir = tu_tmpdir();
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write_tokenizer(tok_dir, 512, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", tok_dir),
+                                 tu_path("%s/merges.txt", tok_dir), &tok, &err) == TT_OK,
+                  "%s", err.msg);
+    for (int32_t id = 256; id < 511 && id_space_word < 0; id++) {
+        size_t n = 0;
+        const char *b = tokenizer_token_bytes(tok, id, &n);
+        if (b && n >= 2 && b[0] == ' ' && b[1] >= 'a' && b[1] <= 'z')
+            id_space_word = id;
+    }
+}
+
+static void tokenizer_teardown(void)
+{
+    tokenizer_free(tok);
+    tu_rmtree(tok_dir);
+    free(tok_dir);
+}
+
+#define ID_NEWLINE 198   /* GPT-2's byte order: '\n' is the 199th byte symbol */
+
+static sampler_entry entry(int32_t id, float raw, float p, sampler_cut cut)
+{
+    return (sampler_entry){.id = id, .logit = 0, .raw_p = raw, .p = p, .cut = (uint8_t)cut};
+}
+
+/* Raw 0.4 0.2 0.1 0.1 0.05 0.05 ...: top-k 4 removes the rest, then top-p cut the 4th, min-p
+ * nothing. The second token is sampled with u = 0.75. */
+static sampler_snapshot snapshot(void)
+{
+    sampler_snapshot s;
+    memset(&s, 0, sizeof s);
+    float raw[8] = {0.4f, 0.2f, 0.1f, 0.1f, 0.05f, 0.05f, 0.04f, 0.03f};
+    float fin[8] = {4.0f / 7, 2.0f / 7, 1.0f / 7, 0, 0, 0, 0, 0};
+    sampler_cut cut[8] = {0, 0, 0, SAMPLER_CUT_TOP_P, SAMPLER_CUT_TOP_K, SAMPLER_CUT_TOP_K,
+                          SAMPLER_CUT_MIN_P, SAMPLER_CUT_TOP_K};
+    int32_t ids[8] = {'a' - 33, ID_NEWLINE, id_space_word, 'b' - 33, 'c' - 33, 'd' - 33,
+                      'e' - 33, 'f' - 33};
+    for (int i = 0; i < 8; i++)
+        s.top[i] = entry(ids[i], raw[i], fin[i], cut[i]);
+    s.top[4].penalized = true;
+    s.n_top = 8;
+    s.n_kept = 3;
+    s.entropy_raw = 2.5f;
+    s.entropy_final = 1.38f;
+    s.token = ID_NEWLINE;
+    s.token_p = 2.0f / 7;
+    s.token_raw_p = 0.2f;
+    s.token_rank = 1;
+    s.u = 0.75;
+    s.cum_lo = 4.0 / 7;
+    return s;
+}
+
+static ui_hist_view view(const sampler_snapshot *s, int bars)
+{
+    return (ui_hist_view){.kind = UI_HIST_STEP, .snap = s, .tok = tok, .bars = bars, .step = 4,
+                          .position = 12, .vocab = 512};
+}
+
+START_TEST(histogram_marks_every_cut_stage_and_the_penalty)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 50));
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ck_assert(strstr(row(&g, 0), "Step 5") != NULL);
+    int r4 = find_row_start(&g, " 4 ");
+    ck_assert_int_ge(r4, 0);
+    ck_assert_msg(strstr(row(&g, r4), "top-p") != NULL, "%s", row(&g, r4));
+    ck_assert(strstr(row(&g, r4 + 1), "top-k") != NULL);
+    ck_assert(strstr(row(&g, r4 + 3), "min-p") != NULL);
+    /* The penalized token carries the arrow; the kept ones show their final percentage. */
+    ck_assert_int_ge(find_cp(&g, r4 + 1, 0x2193), 0);
+    ck_assert_int_lt(find_cp(&g, r4, 0x2193), 0);
+    ck_assert(strstr(row(&g, r4 - 3), "57.1%") != NULL);   /* 4/7 */
+    ck_assert(strstr(row(&g, r4 - 3), "40.0%") != NULL);   /* raw */
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(histogram_bars_are_proportional)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 50));
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    int r1 = find_row_start(&g, " 1 ");
+    ck_assert_int_ge(r1, 0);
+    int full1 = count_cp(&g, r1, 0, 50, 0x2588), full2 = count_cp(&g, r1 + 1, 0, 50, 0x2588);
+    int full3 = count_cp(&g, r1 + 2, 0, 50, 0x2588);
+    ck_assert_int_gt(full1, 8);
+    /* 4/7 : 2/7 : 1/7, within a cell of rounding. */
+    ck_assert_int_le(abs(full1 - 2 * full2), 2);
+    ck_assert_int_le(abs(full2 - 2 * full3), 2);
+    /* A cut token has no final bar, only its raw shade. */
+    int r4 = r1 + 3;
+    ck_assert_int_eq(count_cp(&g, r4, 0, 50, 0x2588), 0);
+    ck_assert_int_gt(count_cp(&g, r4, 0, 50, 0x2591), 0);
+    int x = find_cp(&g, r4, 0x2591);
+    ck_assert_int_eq(ui_grid_cell(&g, r4, x)->style, UI_STYLE_BAR_CUT);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(histogram_highlights_the_sampled_token_and_the_draw)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 50));
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    int r1 = find_row_start(&g, " 1 ");
+    int r2 = r1 + 1;
+    ck_assert_int_eq(ui_grid_cell(&g, r2, 2)->cp, 0x25b6);   /* ▶ on the sampled row */
+    ck_assert_int_ne(ui_grid_cell(&g, r1, 2)->cp, 0x25b6);
+    ck_assert(strstr(row(&g, r2), "\\n") != NULL);           /* newline token escaped */
+    /* The cumulative bar, then the marker at u = 0.75 of its width. */
+    int rc = find_row(&g, "\xe2\x96\x95");   /* ▕ */
+    ck_assert_int_gt(rc, r1);
+    int rm = rc + 1;
+    int mx = find_cp(&g, rm, 0x25b2);
+    int bw = 50 - 2;
+    ck_assert_int_eq(mx, 1 + (int)(0.75 * bw));
+    ck_assert(strstr(row(&g, rm), "u=0.750") != NULL);
+    ck_assert(strstr(row(&g, rm), "rank 2") != NULL);
+    /* Cells of the cumulative bar under the marker belong to the sampled token. */
+    ck_assert_int_eq(ui_grid_cell(&g, rc, mx)->style, UI_STYLE_CHOSEN);
+    ck_assert(strstr(row(&g, rm + 1), "H 2.50\xe2\x86\x92" "1.38 bits") != NULL);
+    ck_assert(strstr(row(&g, rm + 1), "kept 3 of 512") != NULL);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(histogram_escapes_a_leading_space)
+{
+    ck_assert_int_ge(id_space_word, 0);
+    char label[64];
+    ui_histogram_token_label(tok, id_space_word, 12, label, sizeof label);
+    ck_assert_msg(strncmp(label, "\xe2\x90\xa3", 3) == 0, "%s", label);   /* ␣ */
+    ui_histogram_token_label(tok, ID_NEWLINE, 12, label, sizeof label);
+    ck_assert_str_eq(label, "\\n");
+    /* A long label is cut with an ellipsis within its columns. */
+    ui_histogram_token_label(tok, id_space_word, 2, label, sizeof label);
+    ck_assert_int_le(ui_text_width(label, strlen(label)), 2);
+    ck_assert(strstr(label, "\xe2\x80\xa6") != NULL);
+}
+END_TEST
+
+START_TEST(histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 50));
+    sampler_snapshot s = snapshot();
+    s.token = s.top[6].id;   /* rank 7, cut by min-p (forced) */
+    s.forced = true;
+    s.u = -1;
+    ui_hist_view v = view(&s, 3);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    int r = find_row_start(&g, " 7");
+    ck_assert_int_ge(r, 0);
+    ck_assert_int_eq(ui_grid_cell(&g, r, 2)->cp, 0x25b6);
+    ck_assert_int_ge(find_row_start(&g, " 2 "), 0);
+    ck_assert_int_lt(find_row_start(&g, " 3 "), 0);   /* the third slot went to the sampled one */
+    ck_assert_int_ge(find_row(&g, "forced by /pick"), 0);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(histogram_stays_inside_its_rectangle)
+{
+    for (int w = 10; w <= 60; w += 7) {
+        ui_grid g;
+        ck_assert(ui_grid_init(&g, 24, 80));
+        ui_grid_fill_rect(&g, (ui_rect){0, 0, 24, 80}, UI_STYLE_NORMAL);
+        for (int y = 0; y < 24; y++)
+            ui_grid_fill(&g, y, 0, 80, 'X', UI_STYLE_NORMAL, 0);
+        sampler_snapshot s = snapshot();
+        ui_hist_view v = view(&s, 10);
+        ui_rect r = {3, 5, 9, w};
+        ui_histogram_draw(&g, r, &v);
+        for (int y = 0; y < 24; y++)
+            for (int x = 0; x < 80; x++) {
+                bool inside = y >= r.y && y < r.y + r.h && x >= r.x && x < r.x + r.w;
+                if (!inside)
+                    ck_assert_msg(ui_grid_cell(&g, y, x)->cp == 'X', "w %d: (%d,%d) drawn", w, y,
+                                  x);
+            }
+        ui_grid_free(&g);
+    }
+}
+END_TEST
+
+START_TEST(histogram_peek_says_nothing_was_drawn)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 50));
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    v.kind = UI_HIST_PEEK;
+    v.step_mode = true;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ck_assert(strstr(row(&g, 0), "not drawn") != NULL);
+    ck_assert_int_ge(find_row(&g, "/pick N"), 0);
+    for (int y = 0; y < 20; y++)
+        ck_assert_int_lt(find_cp(&g, y, 0x25b6), 0);   /* nothing is marked as sampled */
+    ui_grid_free(&g);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Status bar and layout */
+
+START_TEST(status_bar_shows_speed_cache_and_reuse)
+{
+    ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "bf16",
+                        .sampler = "temp 0.8 top-k 40", .mode = "sample", .has_turn = true,
+                        .tok_s = 45.25, .ttft_ms = 12.4, .reused = 100, .prefilled = 20,
+                        .kv_used = 120, .kv_total = 1024, .seed = 7, .max_new = 128};
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 2, 140));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 140}, &v);
+    const char *r0 = row(&g, 0);
+    ck_assert(strstr(r0, "kjv-target") && strstr(r0, "cpu bf16") && strstr(r0, "sample"));
+    ck_assert(strstr(r0, "45.2 tok/s") || strstr(r0, "45.3 tok/s"));
+    ck_assert(strstr(r0, "ttft 12 ms"));
+    ck_assert(strstr(r0, "KV 120/1024"));
+    ck_assert(strstr(r0, "reused 100 prefilled 20"));
+    ck_assert(strstr(row(&g, 1), "temp 0.8 top-k 40"));
+    ck_assert(strstr(row(&g, 1), "seed 7"));
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->style, UI_STYLE_STATUS);
+    v.message = "press Ctrl-C again to quit";
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 140}, &v);
+    ck_assert(strstr(row(&g, 1), "press Ctrl-C again to quit"));
+    ui_grid_free(&g);
+}
+END_TEST
+
+static bool inside(ui_rect r, int rows, int cols)
+{
+    return r.y >= 0 && r.x >= 0 && r.y + r.h <= rows && r.x + r.w <= cols;
+}
+
+START_TEST(layout_puts_the_histogram_beside_or_below)
+{
+    ui_layout l;
+    ui_layout_compute(&l, 40, 140, 1, 15);
+    ck_assert(!l.too_small && l.side);
+    ck_assert_int_eq(l.transcript.x + l.transcript.w + 1, l.histogram.x);
+    ck_assert_int_eq(l.histogram.x + l.histogram.w, 140);
+    ck_assert_int_eq(l.input.y, 39);
+    ck_assert(inside(l.transcript, 40, 140) && inside(l.histogram, 40, 140));
+    ui_layout_compute(&l, 40, 80, 1, 15);
+    ck_assert(!l.too_small && !l.side);
+    ck_assert_int_eq(l.histogram.w, 80);
+    ck_assert_int_gt(l.histogram.y, l.transcript.y + l.transcript.h - 1);
+    ck_assert_int_eq(l.histogram.h, 15);
+    ck_assert_int_le(l.histogram.y + l.histogram.h, l.status.y);
+    /* Short screens give the histogram at most half. */
+    ui_layout_compute(&l, 14, 80, 1, 15);
+    ck_assert_int_le(l.histogram.h, (14 - 2) / 2);
+    ck_assert_int_ge(l.transcript.h, 3);
+}
+END_TEST
+
+START_TEST(small_terminal_shows_a_notice)
+{
+    ui_layout l;
+    ui_layout_compute(&l, 8, 30, 1, 15);
+    ck_assert(l.too_small);
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 8, 30));
+    ui_layout_draw_too_small(&g);
+    ck_assert_int_ge(find_row(&g, "terminal too small"), 0);
+    ck_assert_int_ge(find_row(&g, "30x8"), 0);
+    ui_grid_free(&g);
+    ui_grid g1;
+    ck_assert(ui_grid_init(&g1, 1, 4));   /* tiny: no crash, whatever fits */
+    ui_layout_draw_too_small(&g1);
+    ui_grid_free(&g1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Input line */
+
+START_TEST(input_moves_and_deletes_by_character)
+{
+    ui_input in;
+    ui_input_init(&in);
+    ui_input_set(&in, "h\xc3\xa9llo");   /* héllo */
+    ui_input_home(&in);
+    ui_input_right(&in);
+    ui_input_right(&in);                   /* after é */
+    ui_input_backspace(&in);
+    ck_assert_str_eq(in.line, "hllo");
+    ui_input_insert(&in, "\xe4\xb8\xad", 3);
+    ck_assert_str_eq(in.line, "h\xe4\xb8\xadllo");
+    ui_input_left(&in);
+    ui_input_delete(&in);
+    ck_assert_str_eq(in.line, "hllo");
+    ui_input_end(&in);
+    ui_input_left(&in);
+    ui_input_kill_to_end(&in);
+    ck_assert_str_eq(in.line, "hll");
+    ui_input_kill_to_start(&in);
+    ck_assert_str_eq(in.line, "");
+    ui_input_set(&in, "one two  three");
+    ui_input_kill_word(&in);
+    ck_assert_str_eq(in.line, "one two  ");
+    ui_input_kill_word(&in);
+    ck_assert_str_eq(in.line, "one ");
+    ui_input_free(&in);
+}
+END_TEST
+
+START_TEST(input_triple_quotes_make_one_multiline_entry)
+{
+    ui_input in;
+    ui_input_init(&in);
+    ui_input_set(&in, "\"\"\"first line");
+    ck_assert_ptr_null(ui_input_enter(&in));
+    ck_assert(in.multiline);
+    ui_input_set(&in, "second");
+    ck_assert_ptr_null(ui_input_enter(&in));
+    ck_assert_int_eq(ui_input_height(&in, 10), 3);
+    ui_input_set(&in, "end\"\"\"");
+    char *t = ui_input_enter(&in);
+    ck_assert_str_eq(t, "first line\nsecond\nend");
+    free(t);
+    ck_assert(!in.multiline && ui_input_empty(&in));
+    ui_input_set(&in, "\"\"\"one\"\"\"");
+    t = ui_input_enter(&in);
+    ck_assert_str_eq(t, "one");
+    free(t);
+    ui_input_set(&in, "plain");
+    t = ui_input_enter(&in);
+    ck_assert_str_eq(t, "plain");
+    free(t);
+    ui_input_free(&in);
+}
+END_TEST
+
+START_TEST(input_pane_scrolls_to_keep_the_cursor_visible)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 3, 20));
+    ui_input in;
+    ui_input_init(&in);
+    ui_input_draw(&g, (ui_rect){2, 0, 1, 20}, &in, "Send a message");
+    ck_assert_str_eq(row(&g, 2), ">>> Send a message");
+    ck_assert_int_eq(g.cursor_x, 4);
+    ui_input_set(&in, "abcdefghijklmnopqrstuvwxyz");
+    ui_input_draw(&g, (ui_rect){2, 0, 1, 20}, &in, NULL);
+    ck_assert(g.cursor_visible);
+    ck_assert_int_lt(g.cursor_x, 20);
+    ck_assert(strstr(row(&g, 2), "xyz") != NULL);
+    ck_assert(strstr(row(&g, 2), "\xe2\x80\xa6") != NULL);   /* … marks the hidden start */
+    ui_input_home(&in);
+    ui_input_draw(&g, (ui_rect){2, 0, 1, 20}, &in, NULL);
+    ck_assert_int_eq(g.cursor_x, 4);
+    ck_assert(strstr(row(&g, 2), ">>> abcdefghijklmno") != NULL);
+    ui_input_free(&in);
+    ui_grid_free(&g);
+}
+END_TEST
+
+int main(void)
+{
+    /* Widths come from wcwidth in a UTF-8 locale (the built-in table otherwise). */
+    setlocale(LC_CTYPE, "C.UTF-8");
+    Suite *s = suite_create("ui");
+    TCase *grid = tcase_create("grid");
+    tcase_add_test(grid, wide_character_takes_two_cells);
+    tcase_add_test(grid, wide_character_never_straddles_the_edge);
+    tcase_add_test(grid, overwriting_half_a_wide_character_blanks_the_other_half);
+    tcase_add_test(grid, combining_mark_joins_the_previous_cell);
+    tcase_add_test(grid, invalid_utf8_shows_as_replacement_character);
+    suite_add_tcase(s, grid);
+    TCase *tr = tcase_create("transcript");
+    tcase_add_test(tr, transcript_wraps_at_spaces_and_cuts_long_words);
+    tcase_add_test(tr, transcript_wraps_wide_characters_by_width);
+    tcase_add_test(tr, transcript_keeps_paragraphs_and_styles);
+    tcase_add_test(tr, transcript_shows_the_end_and_scrolls_back);
+    tcase_add_test(tr, transcript_caret_follows_the_last_character);
+    suite_add_tcase(s, tr);
+    TCase *hist = tcase_create("histogram");
+    tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
+    tcase_add_test(hist, histogram_marks_every_cut_stage_and_the_penalty);
+    tcase_add_test(hist, histogram_bars_are_proportional);
+    tcase_add_test(hist, histogram_highlights_the_sampled_token_and_the_draw);
+    tcase_add_test(hist, histogram_escapes_a_leading_space);
+    tcase_add_test(hist, histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars);
+    tcase_add_test(hist, histogram_stays_inside_its_rectangle);
+    tcase_add_test(hist, histogram_peek_says_nothing_was_drawn);
+    suite_add_tcase(s, hist);
+    TCase *misc = tcase_create("status_layout_input");
+    tcase_add_test(misc, status_bar_shows_speed_cache_and_reuse);
+    tcase_add_test(misc, layout_puts_the_histogram_beside_or_below);
+    tcase_add_test(misc, small_terminal_shows_a_notice);
+    tcase_add_test(misc, input_moves_and_deletes_by_character);
+    tcase_add_test(misc, input_triple_quotes_make_one_multiline_entry);
+    tcase_add_test(misc, input_pane_scrolls_to_keep_the_cursor_visible);
+    suite_add_tcase(s, misc);
+    return tu_run_suite(s);
+}
