@@ -112,6 +112,7 @@ tt_status session_init(session *s, const model *m, const tokenizer *tok, engine 
                 return err ? err->status : TT_ERR_ARG;
             }
     rng_seed(&s->rng, s->set.seed);
+    s->gamma = 4;
     engine_truncate(eng, 0);
     return TT_OK;
 }
@@ -126,7 +127,63 @@ void session_free(session *s)
     free(s->info);
     free(s->turn_start);
     free(s->cached);
+    free(s->draft_cached);
+    spec_free(s->spec);
     memset(s, 0, sizeof *s);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Speculative decoding settings */
+
+tt_status session_set_draft(session *s, engine *draft, tt_error *err)
+{
+    if (!draft) {
+        spec_free(s->spec);
+        free(s->draft_cached);
+        s->spec = NULL;
+        s->draft_cached = NULL;
+        s->draft = NULL;
+        s->spec_on = false;
+        return TT_OK;
+    }
+    if (draft->config->V != s->eng->config->V)
+        return tt_fail(err, TT_ERR_CONFIG, "draft model: vocab_size %d differs from the target's "
+                       "%d", draft->config->V, s->eng->config->V);
+    if (draft->n_ctx < s->eng->n_ctx)
+        return tt_fail(err, TT_ERR_CONFIG, "draft model: its context of %d is shorter than the "
+                       "target's %d (use --ctx %d)", draft->n_ctx, s->eng->n_ctx, draft->n_ctx);
+    spec *sp = spec_create(s->eng->config->V);
+    int32_t *mirror = calloc((size_t)draft->n_ctx, sizeof *mirror);
+    if (!sp || !mirror) {
+        spec_free(sp);
+        free(mirror);
+        return tt_fail(err, TT_ERR_NOMEM, "draft model: out of memory");
+    }
+    spec_free(s->spec);
+    free(s->draft_cached);
+    s->spec = sp;
+    s->draft_cached = mirror;
+    s->draft = draft;
+    engine_truncate(draft, 0);
+    s->spec_on = true;
+    return TT_OK;
+}
+
+tt_status session_set_speculative(session *s, bool on, tt_error *err)
+{
+    if (on && !s->draft)
+        return tt_fail(err, TT_ERR_ARG, "speculative decoding needs a draft model (--draft DIR)");
+    s->spec_on = on;
+    return TT_OK;
+}
+
+tt_status session_set_gamma(session *s, int gamma, bool adaptive, tt_error *err)
+{
+    if (gamma < 1 || gamma > SPEC_GAMMA_MAX)
+        return tt_fail(err, TT_ERR_ARG, "gamma: %d is outside [1, %d]", gamma, SPEC_GAMMA_MAX);
+    s->gamma = gamma;
+    s->gamma_adaptive = adaptive;
+    return TT_OK;
 }
 
 tt_status session_add_stop(session *s, const char *stop, tt_error *err)
@@ -284,6 +341,9 @@ struct session_gen {
     double t_begin, t_first;
     bool pending_shift;      /* report a context shift with the next event */
     int pending_dropped;
+    bool need_sync;          /* a speculative round left the last token out of the cache: its
+                                logits must be computed before a plain step or a peek */
+    int rounds;              /* speculative rounds so far */
 };
 
 static bool out_reserve(out_text *o, size_t extra)
@@ -394,6 +454,8 @@ tt_status session_gen_begin(session *s, tt_error *err)
     struct session_gen *g = s->gen;
     utf8_stream_init(&g->out.utf8);
     g->t_begin = now_ms();
+    if (s->spec)
+        spec_stats_reset(s->spec);
     /* An empty conversation starts from the beginning-of-text token, as GPT-2 was trained. */
     if (s->n_tokens == 0) {
         int32_t bos = bos_id(s);
@@ -448,6 +510,29 @@ static tt_status advance(session *s, session_stop *stop, tt_error *err)
     return st;
 }
 
+/* Brings the cache in line with the window after a speculative round (which leaves the last token
+ * out), shifting the context when it is full, as advance does. */
+static tt_status resync(session *s, session_stop *stop, tt_error *err)
+{
+    struct session_gen *g = s->gen;
+    if (s->n_tokens - s->window_start > s->eng->n_ctx && !s->set.context_shift) {
+        *stop = SESSION_STOP_CONTEXT;
+        return TT_OK;
+    }
+    int reused, prefilled, dropped = 0;
+    bool shifted = false;
+    tt_status st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
+    if (shifted) {
+        g->pending_shift = true;
+        g->pending_dropped += dropped;
+        s->last.context_shifts++;
+    }
+    return st;
+}
+
+static tt_status spec_step(session *s, session_event_fn fn, void *user, session_stop *stop,
+                           tt_error *err);
+
 tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
                            session_stop *stop, tt_error *err)
 {
@@ -463,6 +548,21 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
     if (force_id >= V)
         return tt_fail(err, TT_ERR_ARG, "token id %d is outside the vocabulary [0, %d)",
                        (int)force_id, V);
+    if (s->spec_on && s->draft && force_id < 0)
+        return spec_step(s, fn, user, stop, err);
+    if (g->need_sync) {
+        tt_status rs = resync(s, stop, err);
+        if (rs != TT_OK || *stop != SESSION_STOP_NONE) {
+            if (rs == TT_ERR_INTERRUPTED) {
+                *stop = SESSION_STOP_INTERRUPTED;
+                return TT_OK;
+            }
+            if (rs != TT_OK)
+                *stop = SESSION_STOP_ERROR;
+            return rs;
+        }
+        g->need_sync = false;
+    }
     int32_t eos = eos_id(s);
     sampler_context ctx = {
         .history = s->tokens + s->window_start,
@@ -525,6 +625,106 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
     return st;
 }
 
+/* One speculative round: the produced tokens are appended and reported one event each, as a plain
+ * step reports its token; the stop conditions are checked after every token. */
+static tt_status spec_step(session *s, session_event_fn fn, void *user, session_stop *stop,
+                           tt_error *err)
+{
+    struct session_gen *g = s->gen;
+    tt_status st;
+    if (s->n_tokens - s->window_start > s->eng->n_ctx) {
+        if ((st = resync(s, stop, err)) != TT_OK || *stop != SESSION_STOP_NONE) {
+            if (st == TT_ERR_INTERRUPTED) {
+                *stop = SESSION_STOP_INTERRUPTED;
+                return TT_OK;
+            }
+            if (st != TT_OK)
+                *stop = SESSION_STOP_ERROR;
+            return st;
+        }
+    }
+    int32_t eos = eos_id(s);
+    int min_left = s->set.min_tokens - g->generated;
+    spec_request req = {
+        .tokens = s->tokens + s->window_start,
+        .n = s->n_tokens - s->window_start,
+        .gamma = s->gamma,
+        .max_tokens = s->set.max_new_tokens - g->generated,
+        .stop_id = s->set.stop_at_eos ? eos : -1,
+        .banned = eos,
+        .n_banned = eos >= 0 && min_left > 0 ? min_left : 0,
+    };
+    st = spec_run_round(s->spec, s->eng, s->cached, s->draft, s->draft_cached, &s->set.sampler,
+                        &req, &s->rng, err);
+    if (st != TT_OK) {
+        *stop = SESSION_STOP_ERROR;
+        return st;
+    }
+    g->need_sync = true;
+    g->rounds++;
+    const spec_round *R = spec_last_round(s->spec);
+    const spec_stats *S = spec_get_stats(s->spec);
+    s->last.speculative = true;
+    s->last.spec_rounds = S->rounds;
+    s->last.drafted = S->drafted;
+    s->last.accepted = S->accepted;
+    s->last.spec_tokens = S->produced;
+    s->last.draft_ms = S->draft_ms;
+    s->last.target_ms = S->target_ms;
+    if (s->gamma_adaptive)
+        s->gamma = spec_adapt_gamma(s->gamma, R, SPEC_GAMMA_MAX);
+    s->last.gamma = s->gamma;
+
+    for (int i = 0; i < R->n_out; i++) {
+        bool is_draft = i < R->n_accepted;
+        if (!is_draft && R->rejected && fn) {
+            session_event rev = {.step = g->step, .token = R->draft[i].token,
+                                 .origin = TOKEN_DRAFT_ACCEPTED, .snap = &R->draft_snap[i],
+                                 .text = "", .round = g->rounds, .rejected = true,
+                                 .draft = &R->draft[i], .draft_snap = &R->draft_snap[i]};
+            if (!fn(user, &rev)) {
+                *stop = SESSION_STOP_INTERRUPTED;
+                return TT_OK;
+            }
+        }
+        token_origin origin = is_draft ? TOKEN_DRAFT_ACCEPTED
+                            : R->rejected ? TOKEN_TARGET_RESAMPLE : TOKEN_BONUS;
+        int32_t tok = R->out[i];
+        const sampler_snapshot *snap = &R->target_snap[i];
+        if ((st = append_token(s, tok, origin, snap->token_p, err)) != TT_OK) {
+            *stop = SESSION_STOP_ERROR;
+            return st;
+        }
+        if (g->generated++ == 0) {
+            g->t_first = now_ms();
+            s->last.ttft_ms = g->t_first - g->t_begin;
+        }
+        s->last.generated_tokens = g->generated;
+        bool is_eos = s->set.stop_at_eos && tok == eos;
+        size_t nb = 0;
+        const char *bytes = is_eos ? "" : tokenizer_token_bytes(s->tok, tok, &nb);
+        if (!bytes)
+            bytes = "";
+        bool has_draft = i < R->n_draft;
+        session_event ev = {.token = tok, .origin = origin, .snap = snap, .round = g->rounds,
+                            .draft = has_draft ? &R->draft[i] : NULL,
+                            .draft_snap = has_draft ? &R->draft_snap[i] : NULL};
+        bool hit = false;
+        bool go_on = emit(s, fn, user, &ev, bytes, nb, false, &hit);
+        if (hit)
+            *stop = SESSION_STOP_STRING;
+        else if (is_eos)
+            *stop = SESSION_STOP_EOS;
+        else if (!go_on)
+            *stop = SESSION_STOP_INTERRUPTED;
+        else if (g->generated >= s->set.max_new_tokens)
+            *stop = SESSION_STOP_MAX_TOKENS;
+        if (*stop != SESSION_STOP_NONE)
+            return TT_OK;
+    }
+    return TT_OK;
+}
+
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user)
 {
     struct session_gen *g = s->gen;
@@ -584,6 +784,15 @@ tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
         tt_status st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
         if (st != TT_OK)
             return st;
+    }
+    if (s->gen && s->gen->need_sync) {
+        session_stop stop = SESSION_STOP_NONE;
+        tt_status st = resync(s, &stop, err);
+        if (st != TT_OK)
+            return st;
+        if (stop != SESSION_STOP_NONE)
+            return tt_fail(err, TT_ERR_CONTEXT, "the context is full and context shifting is off");
+        s->gen->need_sync = false;
     }
     int32_t eos = eos_id(s);
     int generated = s->gen ? s->gen->generated : 0;
@@ -652,6 +861,8 @@ void session_reset(session *s)
     s->n_turns = 0;
     s->window_start = 0;
     engine_truncate(s->eng, 0);
+    if (s->draft)
+        engine_truncate(s->draft, 0);
 }
 
 tt_status session_set_tokens(session *s, const int32_t *ids, const token_info *info, int n,

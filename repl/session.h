@@ -13,6 +13,7 @@
 #include "core/model.h"
 #include "core/rng.h"
 #include "core/sampler.h"
+#include "core/speculative.h"
 #include "core/status.h"
 #include "core/tokenizer.h"
 
@@ -78,6 +79,14 @@ typedef struct {
     size_t text_len;
     bool context_shifted;           /* the context was full and got re-prefilled before this step */
     int shift_dropped;              /* tokens dropped from the window by that shift */
+    /* Speculative rounds (all zero/NULL for plain tokens): */
+    int round;                      /* 1-based round within this generation */
+    bool rejected;                  /* a draft token the target rejected: not part of the output
+                                       (no text, not appended, step = its replacement's); the
+                                       next event is the replacement (TOKEN_TARGET_RESAMPLE) */
+    const spec_draft *draft;        /* this position's draft record (q, p, acceptance u); NULL for
+                                       a bonus token */
+    const sampler_snapshot *draft_snap; /* the draft's chain at this position (q); NULL for bonus */
 } session_event;
 
 /* Called for every generated token (and, for speculative rounds, also for rejected drafts, see
@@ -94,6 +103,13 @@ typedef struct {
     double decode_ms;          /* all generation after the first token */
     double prefill_tok_s, decode_tok_s;
     int context_shifts;
+    /* Speculative decoding (zero when the generation ran without a draft): */
+    bool speculative;
+    long spec_rounds;          /* = target verification passes */
+    long drafted, accepted;    /* draft tokens proposed / accepted */
+    long spec_tokens;          /* tokens produced by rounds */
+    int gamma;                 /* draft length at the end (the adaptive schedule changes it) */
+    double draft_ms, target_ms;/* time in the draft and in verification */
     session_stop stop;
     tt_error error;            /* when stop == SESSION_STOP_ERROR */
 } session_stats;
@@ -114,6 +130,14 @@ typedef struct session {
     int n_turns;
     int *turn_start;           /* (n_turns) index in tokens where each turn began */
 
+    /* Speculative decoding (session_set_draft): */
+    engine *draft;             /* not owned; NULL when none */
+    int32_t *draft_cached;     /* (draft->n_ctx) tokens the draft's cache holds, by position */
+    spec *spec;                /* owned; created with the draft */
+    bool spec_on;
+    int gamma;                 /* draft tokens per round */
+    bool gamma_adaptive;       /* Hugging Face's schedule: +2 after a clean round, -1 otherwise */
+
     session_stats last;        /* the last generation */
     struct session_gen *gen;   /* the generation in progress (session.c), NULL between turns */
     volatile sig_atomic_t *interrupt;  /* set by a signal handler; checked every step */
@@ -123,6 +147,20 @@ typedef struct session {
 tt_status session_init(session *s, const model *m, const tokenizer *tok, engine *eng,
                        const session_settings *set, tt_error *err);
 void session_free(session *s);
+
+/* Attaches a draft engine for speculative decoding (not owned: it outlives the session, or is
+ * detached with NULL first) and turns speculative decoding on. Refused (TT_ERR_CONFIG, nothing
+ * changed) unless its vocab_size equals the target's and its n_ctx is at least the target's; the
+ * caller checks the tokenizers (tokenizer_equal). NULL detaches and turns it off. */
+tt_status session_set_draft(session *s, engine *draft, tt_error *err);
+
+/* Turns speculative decoding on (needs a draft: TT_ERR_ARG otherwise) or off; takes effect at the
+ * next step. Step mode's forced tokens (/pick) always take a plain step. */
+tt_status session_set_speculative(session *s, bool on, tt_error *err);
+
+/* Draft tokens per round, 1 .. SPEC_GAMMA_MAX (default 4); adaptive starts from gamma and follows
+ * spec_adapt_gamma after every round. */
+tt_status session_set_gamma(session *s, int gamma, bool adaptive, tt_error *err);
 
 /* Adds a stop string (copied); fails when empty or SESSION_MAX_STOPS are set. */
 tt_status session_add_stop(session *s, const char *stop, tt_error *err);
@@ -144,7 +182,10 @@ tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_erro
 tt_status session_generate(session *s, session_event_fn fn, void *user, tt_error *err);
 
 /* Step-wise generation for step mode: begin prefills; each step produces exactly one token
- * (force_id >= 0 chooses it instead of drawing, as /pick does); end finishes the turn. */
+ * (force_id >= 0 chooses it instead of drawing, as /pick does); end finishes the turn.
+ * With speculative decoding on (and force_id < 0) a step is one round: events for each produced
+ * token in order (accepted drafts, then the rejected draft and its replacement, or the bonus),
+ * stopping early at a stop condition (the rest of the round is dropped). */
 tt_status session_gen_begin(session *s, tt_error *err);
 tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
                            session_stop *stop, tt_error *err);

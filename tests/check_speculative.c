@@ -309,13 +309,13 @@ static void params_case(sampler_params *p, int which)
 }
 
 #define FAKE_V 7
-#define FAKE_SAMPLES 6000
+#define FAKE_SAMPLES 4000
 
 static const int32_t fake_prompt[] = {1, 4, 1, 2};
 
 START_TEST(sampled_tokens_follow_the_target_distribution)
 {
-    /* For four chain settings and gamma 1 and 3: the first three tokens of 6000 seeded runs
+    /* For four chain settings and gamma 1 and 3: the first three tokens of 4000 seeded runs
      * against the enumerated target distribution (up to 343 cells), chi-square at a 1e-6 level. */
     fake_engine *t = fake_create(FAKE_V, 11, 1.5f, NULL, 0);
     fake_engine *d = fake_create(FAKE_V, 12, 1.5f, t, 0.5f);
@@ -513,6 +513,433 @@ START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------
+ * Real models on the CPU engine: a target, a draft that is a truncated copy of it (same seed, one
+ * layer instead of three: the same embeddings and first block), an unrelated draft, and the
+ * target itself as its own draft (everything accepted: long rounds, bonus tokens). */
+
+static char *g_dir;
+static model *g_target, *g_trunc, *g_other, *g_wide;
+static tokenizer *g_tok;
+
+#define TV 300
+
+static void write_model(const char *name, int V, int C, int L, uint64_t seed)
+{
+    modelgen_options o;
+    modelgen_options_default(&o);
+    o.V = V;
+    o.maxT = 64;
+    o.C = C;
+    o.NH = 2;
+    o.L = L;
+    o.seed = seed;
+    o.scale = 0.3f;   /* blocks matter less than the embeddings: the truncated copy agrees often */
+    tt_error err;
+    ck_assert_msg(modelgen_write(tu_path("%s/%s", g_dir, name), &o, &err) == TT_OK, "%s",
+                  err.msg);
+}
+
+static model *load(const char *name)
+{
+    model *m = NULL;
+    tt_error err;
+    ck_assert_msg(model_load(tu_path("%s/%s", g_dir, name), &m, &err) == TT_OK, "%s", err.msg);
+    return m;
+}
+
+static void models_setup(void)
+{
+    g_dir = tu_tmpdir();
+    write_model("target", TV, 32, 3, 7);
+    write_model("trunc", TV, 32, 1, 7);
+    write_model("other", TV, 16, 1, 99);
+    write_model("wide", TV + 20, 16, 1, 5);
+    g_target = load("target");
+    g_trunc = load("trunc");
+    g_other = load("other");
+    g_wide = load("wide");
+    tt_error err;
+    ck_assert_msg(tokenizer_load(tu_path("%s/target/vocab.json", g_dir),
+                                 tu_path("%s/target/merges.txt", g_dir), &g_tok, &err) == TT_OK,
+                  "%s", err.msg);
+}
+
+static void models_teardown(void)
+{
+    tokenizer_free(g_tok);
+    model_free(g_target);
+    model_free(g_trunc);
+    model_free(g_other);
+    model_free(g_wide);
+    tu_rmtree(g_dir);
+    free(g_dir);
+}
+
+static engine *cpu(const model *m, int n_ctx)
+{
+    engine_options o;
+    engine_options_default(&o);
+    o.n_threads = 1;
+    o.n_ctx = n_ctx;
+    engine *e = NULL;
+    tt_error err;
+    ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "%s", err.msg);
+    return e;
+}
+
+typedef struct {
+    int n_events, n_rejected, n_accepted_events, n_resample, n_bonus, n_text_on_rejected;
+    int bad_order;               /* an origin sequence a round cannot produce */
+    int last_round;
+    token_origin prev;
+    bool prev_rejected;
+} event_log;
+
+static bool on_event(void *user, const session_event *ev)
+{
+    event_log *L = user;
+    if (!L || ev->flush)
+        return true;
+    L->n_events++;
+    if (ev->rejected) {
+        L->n_rejected++;
+        L->n_text_on_rejected += ev->text_len > 0;
+        if (!ev->draft || ev->draft->accepted)
+            L->bad_order++;
+    } else if (ev->origin == TOKEN_DRAFT_ACCEPTED) {
+        L->n_accepted_events++;
+        if (ev->round != L->last_round && L->last_round != 0 && L->prev == TOKEN_DRAFT_ACCEPTED)
+            L->bad_order++;      /* a round never ends on an accepted draft (unless it stopped) */
+        if (!ev->draft || !ev->draft->accepted || !ev->draft_snap)
+            L->bad_order++;
+    } else if (ev->origin == TOKEN_TARGET_RESAMPLE) {
+        L->n_resample++;
+        if (!L->prev_rejected)
+            L->bad_order++;      /* a replacement follows its rejected draft */
+    } else if (ev->origin == TOKEN_BONUS) {
+        L->n_bonus++;
+    }
+    if (!ev->rejected) {
+        L->prev = ev->origin;
+        L->last_round = ev->round;
+    }
+    L->prev_rejected = ev->rejected;
+    return true;
+}
+
+/* Generates max_new tokens after prompt (greedy unless params given) and copies the reply. */
+static int generate(engine *target, engine *draft, int gamma, const sampler_params *params,
+                    const int32_t *prompt, int np, int max_new, int32_t *out, event_log *log,
+                    session_stats *stats)
+{
+    session_settings set;
+    session_settings_default(&set);
+    if (params)
+        set.sampler = *params;
+    else
+        set.sampler.greedy = true;
+    set.max_new_tokens = max_new;
+    set.seed = 3;
+    session s;
+    tt_error err;
+    ck_assert_int_eq(session_init(&s, g_target, g_tok, target, &set, &err), TT_OK);
+    if (draft) {
+        ck_assert_msg(session_set_draft(&s, draft, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(session_set_gamma(&s, gamma, false, &err), TT_OK);
+    }
+    ck_assert_int_eq(session_add_user_tokens(&s, prompt, np, &err), TT_OK);
+    ck_assert_msg(session_generate(&s, on_event, log, &err) == TT_OK, "%s", err.msg);
+    int n = s.n_tokens - np;
+    memcpy(out, s.tokens + np, (size_t)n * sizeof *out);
+    if (stats)
+        *stats = s.last;
+    session_free(&s);
+    return n;
+}
+
+static void random_prompt(rng *r, int32_t *p, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (int32_t)(rng_next(r) % 256);
+}
+
+START_TEST(greedy_output_equals_plain_greedy_for_gamma_1_to_8)
+{
+    /* 10 prompts x gamma 1..8 x three drafts x a context of 64 and one of 20 (so the context
+     * shifts, also in the middle of what would have been a round). */
+    static const int ctxs[] = {64, 20};
+    const model *drafts[] = {g_trunc, g_other, g_target};
+    long accepted[3] = {0}, drafted[3] = {0}, shifts = 0;
+    rng r;
+    rng_seed(&r, 42);
+    for (int ci = 0; ci < 2; ci++) {
+        engine *t = cpu(g_target, ctxs[ci]);
+        for (int di = 0; di < 3; di++) {
+            engine *d = cpu(drafts[di], ctxs[ci]);
+            for (int pi = 0; pi < 10; pi++) {
+                int32_t prompt[12], plain[64], spec_out[64];
+                int np = 1 + pi;
+                random_prompt(&r, prompt, np);
+                session_stats ps;
+                int n_plain = generate(t, NULL, 0, NULL, prompt, np, 40, plain, NULL, &ps);
+                for (int gamma = 1; gamma <= 8; gamma++) {
+                    event_log log = {0};
+                    session_stats st;
+                    int n = generate(t, d, gamma, NULL, prompt, np, 40, spec_out, &log, &st);
+                    ck_assert_msg(n == n_plain && memcmp(plain, spec_out, n * sizeof *plain) == 0,
+                                  "ctx %d draft %d prompt %d gamma %d: speculative output "
+                                  "differs from plain greedy", ctxs[ci], di, pi, gamma);
+                    ck_assert_int_eq(st.stop, ps.stop);
+                    ck_assert_int_eq(st.context_shifts, ps.context_shifts);
+                    ck_assert_int_eq(log.bad_order, 0);
+                    ck_assert_int_eq(log.n_text_on_rejected, 0);
+                    accepted[di] += st.accepted;
+                    drafted[di] += st.drafted;
+                    shifts += st.context_shifts;
+                }
+            }
+            engine_free(d);
+        }
+        engine_free(t);
+    }
+    fprintf(stderr, "  greedy: drafts accepted: truncated copy %ld/%ld, unrelated %ld/%ld, "
+            "itself %ld/%ld; %ld context shifts\n", accepted[0], drafted[0], accepted[1],
+            drafted[1], accepted[2], drafted[2], shifts);
+    /* agreement and disagreement both exercised */
+    ck_assert_int_gt(accepted[0], drafted[0] / 10);
+    ck_assert_int_lt(accepted[0], drafted[0]);
+    ck_assert_int_lt(accepted[1], drafted[1]);
+    ck_assert_int_eq(accepted[2], drafted[2]);
+    ck_assert_int_gt(shifts, 0);
+}
+END_TEST
+
+/* logits of the next token after seq[0..n) computed by e (whose cache must hold seq[0..n-1))
+ * against a fresh engine that prefills seq[0..n-1) and runs the same last step. */
+static double cache_error(engine *e, const model *m, const int32_t *seq, int n)
+{
+    tt_error err;
+    engine *f = cpu(m, e->n_ctx);
+    if (n > 1)
+        ck_assert_int_eq(engine_forward(f, seq, n - 1, 0, false, &err), TT_OK);
+    ck_assert_int_eq(engine_forward(f, seq + n - 1, 1, n - 1, false, &err), TT_OK);
+    ck_assert_int_eq(engine_forward(e, seq + n - 1, 1, n - 1, false, &err), TT_OK);
+    double worst = 0;
+    for (int v = 0; v < m->config.V; v++) {
+        double dlt = fabs((double)engine_logits(e, 0)[v] - (double)engine_logits(f, 0)[v]);
+        worst = dlt > worst ? dlt : worst;
+    }
+    engine_free(f);
+    return worst;
+}
+
+START_TEST(caches_equal_a_fresh_prefill_after_every_round)
+{
+    engine *t = cpu(g_target, 64);
+    engine *d = cpu(g_trunc, 64);
+    spec *sp = spec_create(TV);
+    int32_t tm[64], dm[64], w[64] = {5, 17, 200};
+    int n = 3;
+    sampler_params params;
+    sampler_params_default(&params);
+    params.temperature = 1.5f;
+    rng r;
+    rng_seed(&r, 9);
+    tt_error err;
+    int rejections = 0, full = 0;
+    for (int round = 0; n < 56; round++) {
+        spec_request req = {.tokens = w, .n = n, .gamma = 1 + round % 5, .max_tokens = 64,
+                            .stop_id = -1, .banned = -1};
+        ck_assert_int_eq(spec_run_round(sp, t, tm, d, dm, &params, &req, &r, &err), TT_OK);
+        const spec_round *R = spec_last_round(sp);
+        rejections += R->rejected;
+        full += !R->rejected;
+        int k = R->n_accepted;
+        int32_t seq[64];
+        memcpy(seq, w, (size_t)n * sizeof *seq);
+        for (int i = 0; i < R->n_out; i++)
+            seq[n + i] = R->out[i];
+        /* the mirrors say what the caches hold: the window and the accepted drafts */
+        ck_assert_int_eq(t->n_past, n + k);
+        ck_assert_int_le(d->n_past, n + k);
+        for (int i = 0; i < t->n_past; i++)
+            ck_assert_int_eq(tm[i], seq[i]);
+        for (int i = 0; i < d->n_past; i++)
+            ck_assert_int_eq(dm[i], seq[i]);
+        /* ... and the caches' contents equal a fresh prefill of that sequence: stepping both
+         * with the next token gives the same logits (up to kernel rounding) */
+        double et = cache_error(t, g_target, seq, n + k + 1);
+        ck_assert_msg(et < 1e-3, "round %d: target cache differs by %g", round, et);
+        int dn = d->n_past;
+        double ed = cache_error(d, g_trunc, seq, dn + 1);
+        ck_assert_msg(ed < 1e-3, "round %d: draft cache differs by %g", round, ed);
+        /* put the caches back where the round left them */
+        engine_truncate(t, n + k);
+        engine_truncate(d, dn);
+        for (int i = 0; i < R->n_out; i++)
+            w[n++] = R->out[i];
+    }
+    ck_assert_int_gt(rejections, 2);
+    ck_assert_int_gt(full, 0);
+    spec_free(sp);
+    engine_free(d);
+    engine_free(t);
+}
+END_TEST
+
+START_TEST(sampled_tokens_follow_the_target_distribution_on_real_models)
+{
+    /* top-k 3 keeps 27 sequences of three tokens; temperature and a repetition penalty make the
+     * chain matter; 3000 seeded runs per gamma. */
+    engine *t = cpu(g_target, 64);
+    engine *d = cpu(g_trunc, 64);
+    sampler_params params;
+    sampler_params_default(&params);
+    params.top_k = 3;
+    params.temperature = 1.4f;
+    params.repetition_penalty = 1.5f;
+    params.penalty_window = -1;
+    static const int32_t prompt[] = {10, 65, 66};
+    dist *D = malloc(sizeof *D);
+    exact_dist(t, &params, prompt, 3, D);
+    spec *sp = spec_create(TV);
+    for (int gamma = 1; gamma <= 4; gamma += 3) {
+        run_stats rs = {0};
+        fit f = sample_fit(sp, t, d, &params, prompt, 3, gamma, 3000, D, &rs);
+        fprintf(stderr, "  cpu gamma %d: chi2 %.1f (df %d, limit %.1f), TV %.4f, acceptance "
+                "%.3f\n", gamma, f.chi2, f.df, chi2_limit(f.df), f.tv,
+                (double)rs.accepted / rs.drafted);
+        ck_assert_msg(f.chi2 < chi2_limit(f.df), "gamma %d: chi2 %.1f", gamma, f.chi2);
+        ck_assert(rs.accepted > 0 && rs.accepted < rs.drafted);
+    }
+    free(D);
+    spec_free(sp);
+    engine_free(d);
+    engine_free(t);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * The session in speculative mode */
+
+START_TEST(session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context)
+{
+    engine *t = cpu(g_target, 64);
+    engine *w = cpu(g_wide, 64);
+    engine *short_ctx = cpu(g_trunc, 32);
+    session s;
+    tt_error err;
+    ck_assert_int_eq(session_init(&s, g_target, g_tok, t, NULL, &err), TT_OK);
+    ck_assert_int_eq(session_set_draft(&s, w, &err), TT_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "vocab_size 320"));
+    ck_assert_int_eq(session_set_draft(&s, short_ctx, &err), TT_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--ctx 32"));
+    ck_assert(!s.spec_on && s.draft == NULL);
+    ck_assert_int_eq(session_set_speculative(&s, true, &err), TT_ERR_ARG);
+    ck_assert_int_eq(session_set_gamma(&s, 0, false, &err), TT_ERR_ARG);
+    ck_assert_int_eq(session_set_gamma(&s, SPEC_GAMMA_MAX + 1, false, &err), TT_ERR_ARG);
+    session_free(&s);
+    engine_free(short_ctx);
+    engine_free(w);
+    engine_free(t);
+}
+END_TEST
+
+START_TEST(session_reports_rounds_and_marks_every_token)
+{
+    engine *t = cpu(g_target, 64);
+    engine *d = cpu(g_trunc, 64);
+    sampler_params params;
+    sampler_params_default(&params);
+    params.temperature = 1.3f;
+    static const int32_t prompt[] = {1, 2, 3};
+    int32_t out[64];
+    event_log log = {0};
+    session_stats st;
+    int n = generate(t, d, 4, &params, prompt, 3, 48, out, &log, &st);
+    ck_assert_int_gt(n, 8);                       /* 48 unless the model drew its EOS */
+    ck_assert(st.speculative);
+    ck_assert_int_eq(st.generated_tokens, n);
+    ck_assert_int_eq(log.bad_order, 0);
+    ck_assert_int_eq(log.n_text_on_rejected, 0);
+    /* every produced token has one event; each rejection is followed by its replacement */
+    ck_assert_int_eq(log.n_events - log.n_rejected, n);
+    ck_assert_int_eq(log.n_rejected, log.n_resample);
+    ck_assert_int_eq(log.n_accepted_events + log.n_resample + log.n_bonus, n);
+    /* each round ends with a resample or a bonus (the last may end at EOS instead) */
+    ck_assert_int_ge(st.spec_rounds, log.n_resample + log.n_bonus);
+    ck_assert_int_le(st.spec_rounds, log.n_resample + log.n_bonus + 1);
+    ck_assert_int_ge(st.accepted, log.n_accepted_events);
+    ck_assert_int_ge(st.spec_tokens, n);
+    ck_assert_int_gt(log.n_bonus, 0);
+    ck_assert_int_gt(log.n_resample, 0);
+    ck_assert(st.drafted > st.accepted && st.accepted > 0);
+    engine_free(d);
+    engine_free(t);
+}
+END_TEST
+
+/* Two turns, an undo and a regeneration, with a plain step mixed in: the same tokens as the same
+ * script run without a draft. */
+static void script(engine *t, engine *d, int32_t *out, int *n_out)
+{
+    session_settings set;
+    session_settings_default(&set);
+    set.sampler.greedy = true;
+    set.max_new_tokens = 12;
+    session s;
+    tt_error err;
+    ck_assert_int_eq(session_init(&s, g_target, g_tok, t, &set, &err), TT_OK);
+    if (d) {
+        ck_assert_int_eq(session_set_draft(&s, d, &err), TT_OK);
+        ck_assert_int_eq(session_set_gamma(&s, 3, true, &err), TT_OK);
+    }
+    static const int32_t a[] = {40, 41, 42}, b[] = {7, 8};
+    ck_assert_int_eq(session_add_user_tokens(&s, a, 3, &err), TT_OK);
+    ck_assert_int_eq(session_generate(&s, NULL, NULL, &err), TT_OK);
+    ck_assert_int_eq(session_add_user_tokens(&s, b, 2, &err), TT_OK);
+    ck_assert_int_eq(session_generate(&s, NULL, NULL, &err), TT_OK);
+    ck_assert_int_gt(session_undo_turn(&s), 0);
+    ck_assert_int_eq(session_add_user_tokens(&s, b, 1, &err), TT_OK);
+    /* step-wise: a round, then plain steps (speculation off, and a forced token), then rounds */
+    session_stop stop = SESSION_STOP_NONE;
+    ck_assert_int_eq(session_gen_begin(&s, &err), TT_OK);
+    ck_assert_int_eq(session_gen_step(&s, -1, NULL, NULL, &stop, &err), TT_OK);
+    if (d)
+        ck_assert_int_eq(session_set_speculative(&s, false, &err), TT_OK);
+    ck_assert_int_eq(session_gen_step(&s, -1, NULL, NULL, &stop, &err), TT_OK);
+    sampler_snapshot snap;
+    ck_assert_int_eq(session_peek(&s, &snap, &err), TT_OK);
+    if (d)
+        ck_assert_int_eq(session_set_speculative(&s, true, &err), TT_OK);
+    ck_assert_int_eq(session_gen_step(&s, 100, NULL, NULL, &stop, &err), TT_OK);
+    while (stop == SESSION_STOP_NONE)
+        ck_assert_int_eq(session_gen_step(&s, -1, NULL, NULL, &stop, &err), TT_OK);
+    session_gen_end(&s, stop, NULL, NULL);
+    ck_assert_int_eq(session_drop_reply(&s) > 0, 1);
+    ck_assert_int_eq(session_generate(&s, NULL, NULL, &err), TT_OK);
+    memcpy(out, s.tokens, (size_t)s.n_tokens * sizeof *out);
+    *n_out = s.n_tokens;
+    session_free(&s);
+}
+
+START_TEST(turns_undo_and_mixed_steps_match_plain_greedy)
+{
+    engine *t = cpu(g_target, 64);
+    engine *d = cpu(g_trunc, 64);
+    int32_t plain[256], spec_out[256];
+    int np, ns;
+    script(t, NULL, plain, &np);
+    script(t, d, spec_out, &ns);
+    ck_assert_int_eq(np, ns);
+    for (int i = 0; i < np; i++)
+        ck_assert_msg(plain[i] == spec_out[i], "token %d: %d vs %d", i, plain[i], spec_out[i]);
+    engine_free(d);
+    engine_free(t);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
  * Figures */
 
 START_TEST(predicted_speedup_matches_the_paper_formula)
@@ -561,6 +988,16 @@ int main(void)
     tcase_add_test(tc, one_target_pass_per_round_and_caches_hold_the_accepted_prefix);
     tcase_add_test(tc, round_stops_at_max_tokens_context_end_and_stop_token);
     suite_add_tcase(s, tc);
+    TCase *tm = tcase_create("cpu engines");
+    tcase_set_timeout(tm, 300);
+    tcase_add_unchecked_fixture(tm, models_setup, models_teardown);
+    tcase_add_test(tm, greedy_output_equals_plain_greedy_for_gamma_1_to_8);
+    tcase_add_test(tm, caches_equal_a_fresh_prefill_after_every_round);
+    tcase_add_test(tm, sampled_tokens_follow_the_target_distribution_on_real_models);
+    tcase_add_test(tm, session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context);
+    tcase_add_test(tm, session_reports_rounds_and_marks_every_token);
+    tcase_add_test(tm, turns_undo_and_mixed_steps_match_plain_greedy);
+    suite_add_tcase(s, tm);
     TCase *tf = tcase_create("figures");
     tcase_add_test(tf, predicted_speedup_matches_the_paper_formula);
     tcase_add_test(tf, adaptive_gamma_follows_the_hugging_face_schedule);
