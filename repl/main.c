@@ -10,6 +10,7 @@
 
 #include "core/text.h"
 #include "repl/cli.h"
+#include "repl/draft.h"
 #include "repl/jsonw.h"
 #include "repl/session.h"
 
@@ -76,7 +77,24 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
     json_token_text(f, g->tok, ev->token);
     fputs(",\"text\":", f);
     jsonw_string(f, ev->text, ev->text_len);
-    fprintf(f, ",\"origin\":\"%s\"", token_origin_name(ev->origin));
+    fprintf(f, ",\"origin\":\"%s\"",
+            ev->rejected ? "draft_rejected" : token_origin_name(ev->origin));
+    if (ev->round > 0) {
+        /* speculative: q is the draft's probability of its proposal, p_target the target's; the
+         * proposal was accepted when accept_u * q < p_target */
+        fprintf(f, ",\"round\":%d", ev->round);
+        if (ev->rejected)
+            fputs(",\"rejected\":true", f);
+        if (ev->draft) {
+            fputs(",\"draft_id\":", f);
+            fprintf(f, "%d,\"q\":", (int)ev->draft->token);
+            jsonw_number(f, ev->draft->q);
+            fputs(",\"p_target\":", f);
+            jsonw_number(f, ev->draft->p);
+            fputs(",\"accept_u\":", f);
+            jsonw_number(f, ev->draft->u);
+        }
+    }
     if (s) {
         fputs(",\"p\":", f);
         jsonw_number(f, s->token_p);
@@ -150,6 +168,13 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed)
         jsonw_number(stdout, st->decode_tok_s);
         printf(",\"context_shifts\":%d,\"seed\":%llu", st->context_shifts,
                (unsigned long long)seed);
+        if (st->speculative) {
+            printf(",\"gamma\":%d,\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld,"
+                   "\"acceptance_rate\":", st->gamma, st->spec_rounds, st->drafted, st->accepted);
+            jsonw_number(stdout, st->drafted ? (double)st->accepted / st->drafted : 0.0);
+            fputs(",\"tokens_per_target_pass\":", stdout);
+            jsonw_number(stdout, st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
+        }
         if (st->stop == SESSION_STOP_ERROR) {
             fputs(",\"error\":", stdout);
             jsonw_string(stdout, st->error.msg, strlen(st->error.msg));
@@ -165,6 +190,11 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed)
             st->generated_tokens, session_stop_name(st->stop), st->prompt_tokens,
             st->reused_tokens, st->ttft_ms, st->prefill_tok_s, st->decode_tok_s,
             (unsigned long long)seed);
+    if (st->speculative)
+        fprintf(stderr, "[speculative: gamma %d | %ld drafted, %ld accepted (%.1f%%) | %.2f tokens "
+                "per target pass]\n", st->gamma, st->drafted, st->accepted,
+                st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
+                st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
 }
 
 static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
@@ -211,8 +241,19 @@ static int cmd_generate(int argc, char **argv)
     session s;
     tt_error err = {0};
     int rc = 0;
-    if (session_init(&s, app.model, app.tok, app.eng, &o.set, &err) != TT_OK) {
+    draft_app draft = {0};
+    if (o.draft_dir && draft_load(&draft, o.draft_dir, &app, &o, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
+        cli_app_free(&app);
+        free(prompt);
+        return 1;
+    }
+    if (session_init(&s, app.model, app.tok, app.eng, &o.set, &err) != TT_OK ||
+        (draft.eng && (session_set_draft(&s, draft.eng, &err) != TT_OK ||
+                       session_set_gamma(&s, o.gamma, o.gamma_adaptive, &err) != TT_OK))) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        session_free(&s);
+        draft_free(&draft);
         cli_app_free(&app);
         free(prompt);
         return 1;
@@ -243,6 +284,7 @@ static int cmd_generate(int argc, char **argv)
         }
     }
     session_free(&s);
+    draft_free(&draft);
     cli_app_free(&app);
     free(prompt);
     return rc;

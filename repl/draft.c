@@ -1,0 +1,57 @@
+/* draft.c: loading a draft model next to its target, refusing mismatched pairs. */
+#include "repl/draft.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const cli_options *o,
+                     tt_error *err)
+{
+    memset(d, 0, sizeof *d);
+    tt_status st = cli_load_tokenizer(dir, &d->tok, err);
+    if (st != TT_OK)
+        goto fail;
+    if (!tokenizer_equal(d->tok, target->tok)) {
+        st = tt_fail(err, TT_ERR_CONFIG, "draft model %s: its tokenizer differs from the target's "
+                     "(vocab.json and merges.txt must be identical for speculative decoding)",
+                     dir);
+        goto fail;
+    }
+    if ((st = model_load(dir, &d->model, err)) != TT_OK)
+        goto fail;
+    const gpt2_config *dc = &d->model->config, *tc = &target->model->config;
+    if (dc->V != tc->V) {
+        st = tt_fail(err, TT_ERR_CONFIG, "draft model %s: config.json: vocab_size %d differs from "
+                     "the target's %d", dir, dc->V, tc->V);
+        goto fail;
+    }
+    int n_ctx = target->eng->n_ctx;
+    if (dc->maxT < n_ctx) {
+        st = tt_fail(err, TT_ERR_CONFIG, "draft model %s: config.json: n_positions %d is shorter "
+                     "than the target's context of %d (use --ctx %d)", dir, dc->maxT, n_ctx,
+                     dc->maxT);
+        goto fail;
+    }
+    cli_options eo = *o;
+    eo.n_ctx = n_ctx;
+    char note[256] = "";
+    if ((st = cli_create_engine(d->model, &eo, &d->eng, note, sizeof note, err)) != TT_OK)
+        goto fail;
+    if (!(d->dir = strdup(dir))) {
+        st = tt_fail(err, TT_ERR_NOMEM, "draft model %s: out of memory", dir);
+        goto fail;
+    }
+    return TT_OK;
+fail:
+    draft_free(d);
+    return st;
+}
+
+void draft_free(draft_app *d)
+{
+    engine_free(d->eng);
+    model_free(d->model);
+    tokenizer_free(d->tok);
+    free(d->dir);
+    memset(d, 0, sizeof *d);
+}
