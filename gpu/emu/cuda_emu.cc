@@ -346,7 +346,7 @@ cudaError_t enqueue(cudaStream_t stream, op o)
 /* =============================================================================================
  * Kernel execution: one cooperative fiber per CUDA thread */
 
-thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace {
 

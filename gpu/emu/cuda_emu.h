@@ -60,9 +60,11 @@
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
-/* Static shared memory is shared by the emulated threads of the block that is running (blocks run one
- * at a time per host thread). Its contents at block start are undefined, as on a device. */
-#define __shared__ static thread_local
+/* Static shared memory is shared by the emulated threads of the block that is running: blocks run
+ * one at a time, and device work only ever runs inside a runtime call holding the emulation's lock,
+ * so plain statics (and plain globals for the built-in indices) are enough. Shared memory contents
+ * at block start are undefined, as on a device. */
+#define __shared__ static
 
 struct dim3 {
     unsigned int x, y, z;
@@ -70,7 +72,7 @@ struct dim3 {
 };
 typedef dim3 uint3;
 
-extern thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 static constexpr int warpSize = 32;
 
 void __syncthreads(void);
