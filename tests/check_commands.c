@@ -1,0 +1,753 @@
+/* check_commands.c: the slash-command table and every handler: valid values, each kind of invalid
+ * value (old value kept, one-line message), prefix lookup and ambiguity, the flags the main loop
+ * acts on, argument splitting, and the /save and /load format. Runs on a tiny random model. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/modelgen.h"
+#include "core/tokenizer.h"
+#include "repl/cli.h"
+#include "repl/commands.h"
+#include "repl/session.h"
+#include "tests/testutil.h"
+
+static char *model_dir;   /* written once by the unchecked fixture */
+static char *work_dir;
+
+static model *mdl;
+static tokenizer *tok;
+static engine *eng;
+static session S;
+static cmd_env E;
+
+static void files_setup(void)
+{
+    model_dir = tu_tmpdir();
+    work_dir = tu_tmpdir();
+    modelgen_options mo;
+    modelgen_options_default(&mo);
+    mo.maxT = 64;
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write(model_dir, &mo, &err) == TT_OK, "%s", err.msg);
+}
+
+static void files_teardown(void)
+{
+    tu_rmtree(model_dir);
+    tu_rmtree(work_dir);
+    free(model_dir);
+    free(work_dir);
+}
+
+/* Per test (in the forked child, so engine threads belong to it). */
+static void session_setup(void)
+{
+    tt_error err = {0};
+    ck_assert_msg(model_load(model_dir, &mdl, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(cli_load_tokenizer(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.n_threads = 1;
+    ck_assert_msg(cpu_engine_create(mdl, &eo, &eng, &err) == TT_OK, "%s", err.msg);
+    session_settings set;
+    session_settings_default(&set);
+    set.seed = 42;
+    set.max_new_tokens = 8;
+    ck_assert_msg(session_init(&S, mdl, tok, eng, &set, &err) == TT_OK, "%s", err.msg);
+    cmd_env_init(&E, &S);
+}
+
+static void session_teardown(void)
+{
+    cmd_env_free(&E);
+    session_free(&S);
+    engine_free(eng);
+    tokenizer_free(tok);
+    model_free(mdl);
+}
+
+/* Runs a command line; returns the flags. */
+static int run(const char *line)
+{
+    return cmd_execute(&E, line);
+}
+
+static const char *out(void)
+{
+    return E.out ? E.out : "";
+}
+
+#define ck_out_has(s) ck_assert_msg(strstr(out(), (s)) != NULL, "message \"%s\" lacks \"%s\"", \
+                                    out(), (s))
+
+static void generate_turn(const char *text)
+{
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_user_text(&S, text, strlen(text), &err), TT_OK);
+    ck_assert_msg(session_generate(&S, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Lookup */
+
+START_TEST(exact_names_aliases_and_unique_prefixes_find_commands)
+{
+    char msg[256];
+    ck_assert_str_eq(cmd_lookup("temp", msg, sizeof msg)->name, "temp");
+    ck_assert_str_eq(cmd_lookup("te", msg, sizeof msg)->name, "temp");
+    ck_assert_str_eq(cmd_lookup("reg", msg, sizeof msg)->name, "regen");
+    ck_assert_str_eq(cmd_lookup("exit", msg, sizeof msg)->name, "quit");
+    ck_assert_str_eq(cmd_lookup("clear", msg, sizeof msg)->name, "reset");
+    ck_assert_str_eq(cmd_lookup("?", msg, sizeof msg)->name, "help");
+    /* An exact name wins over being a prefix of another ("step" vs nothing longer, "stop"). */
+    ck_assert_str_eq(cmd_lookup("stop", msg, sizeof msg)->name, "stop");
+    ck_assert_str_eq(cmd_lookup("step", msg, sizeof msg)->name, "step");
+}
+END_TEST
+
+START_TEST(ambiguous_prefix_lists_the_candidates)
+{
+    char msg[256];
+    ck_assert_ptr_null(cmd_lookup("t", msg, sizeof msg));
+    ck_assert_str_eq(msg, "ambiguous command: /t, could be: /temp, /topk, /topp");
+    ck_assert_int_eq(run("/t 1"), CMD_ERROR);
+    ck_assert_str_eq(out(), "ambiguous command: /t, could be: /temp, /topk, /topp");
+    ck_assert_ptr_null(cmd_lookup("s", msg, sizeof msg));
+    ck_assert(strstr(msg, "/sample") && strstr(msg, "/seed") && strstr(msg, "/stop"));
+}
+END_TEST
+
+START_TEST(unknown_command_says_how_to_get_help)
+{
+    ck_assert_int_eq(run("/x"), CMD_ERROR);
+    ck_assert_str_eq(out(), "Unknown command '/x'. Type /help.");
+    ck_assert_int_eq(run("/"), CMD_ERROR);
+    ck_assert_str_eq(out(), "Unknown command '/'. Type /help.");
+    ck_assert_int_eq(run("/temperaturex 1"), CMD_ERROR);
+    ck_assert_str_eq(out(), "Unknown command '/temperaturex'. Type /help.");
+}
+END_TEST
+
+START_TEST(help_is_generated_from_the_table)
+{
+    ck_assert_int_eq(run("/help"), CMD_DONE);
+    for (int i = 0; i < cmd_count; i++) {
+        char name[40];
+        snprintf(name, sizeof name, "/%s", cmd_table[i].name);
+        ck_out_has(name);
+        ck_out_has(cmd_table[i].usage);
+    }
+    ck_out_has("Ctrl-C");
+    ck_out_has("red < 5%");
+    ck_assert_int_eq(run("/help topp"), CMD_DONE);
+    ck_out_has("/topp [X]: ");
+    ck_assert_int_eq(run("/help /quit"), CMD_DONE);
+    ck_out_has("(also /exit)");
+    ck_assert_int_eq(run("/help t"), CMD_ERROR);
+    ck_out_has("ambiguous");
+}
+END_TEST
+
+START_TEST(wrong_argument_counts_print_the_usage)
+{
+    float t = S.set.sampler.temperature;
+    ck_assert_int_eq(run("/temp 1 2"), CMD_ERROR);
+    ck_assert_str_eq(out(), "/temp: too many arguments (usage: /temp [X])");
+    ck_assert_float_eq(S.set.sampler.temperature, t);
+    ck_assert_int_eq(run("/pick"), CMD_ERROR);
+    ck_assert_str_eq(out(), "/pick: missing arguments (usage: /pick N)");
+    ck_assert_int_eq(run("/save"), CMD_ERROR);
+    ck_assert_int_eq(run("/greedy now"), CMD_ERROR);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampler settings */
+
+typedef struct {
+    const char *cmd, *good, *bad_kind[4];
+} sampler_case;
+
+/* Every sampler row: a valid value changes the setting (and says what it was); each kind of bad
+ * value (not a number, out of range, trailing junk, not finite) is refused with the old value
+ * kept and named. */
+START_TEST(sampler_commands_validate_and_keep_the_old_value)
+{
+    const sampler_case cases[] = {
+        {"temp", "0.7", {"abc", "-1", "0.7x", "nan"}},
+        {"topk", "40", {"forty", "99999999999", "40.5", "1e99"}},
+        {"topp", "0.9", {"high", "1.5", "0.9.1", "inf"}},
+        {"minp", "0.05", {"low", "-0.1", "0.05%", "nan"}},
+        {"presence", "0.5", {"some", "1e99", "0.5x", "-inf"}},
+        {"frequency", "0.25", {"lots", "1e39", "1,5", "nan"}},
+        {"repeat", "1.2", {"x", "0", "1.2.3", "inf"}},
+        {"window", "32", {"w", "-2", "3.5", "1e99"}},
+        {"order", "llama", {"gpt", "HFF", "", "1"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const sampler_case *c = &cases[i];
+        char line[128];
+        snprintf(line, sizeof line, "/%s %s", c->cmd, c->good);
+        int f = run(line);
+        ck_assert_msg(f == (CMD_STATUS | CMD_PEEK), "%s: flags %d, %s", line, f, out());
+        ck_assert_msg(strncmp(out(), c->cmd, strlen(c->cmd)) == 0, "%s: %s", line, out());
+        ck_assert_msg(strstr(out(), c->good) != NULL, "%s: %s", line, out());
+        sampler_params before = S.set.sampler;
+        for (int k = 0; k < 4; k++) {
+            if (!c->bad_kind[k][0])
+                snprintf(line, sizeof line, "/%s \"\"", c->cmd);
+            else
+                snprintf(line, sizeof line, "/%s %s", c->cmd, c->bad_kind[k]);
+            ck_assert_msg(run(line) == CMD_ERROR, "%s accepted: %s", line, out());
+            ck_assert_msg(memcmp(&before, &S.set.sampler, sizeof before) == 0, "%s changed it",
+                          line);
+            ck_assert_msg(strstr(out(), "(kept ") != NULL, "%s: %s", line, out());
+            ck_assert_msg(strchr(out(), '\n') == NULL, "%s: not one line: %s", line, out());
+        }
+    }
+    ck_assert_float_eq_tol(S.set.sampler.temperature, 0.7f, 1e-6);
+    ck_assert_int_eq(S.set.sampler.top_k, 40);
+    ck_assert_float_eq_tol(S.set.sampler.top_p, 0.9f, 1e-6);
+    ck_assert_float_eq_tol(S.set.sampler.min_p, 0.05f, 1e-6);
+    ck_assert_float_eq_tol(S.set.sampler.presence_penalty, 0.5f, 1e-6);
+    ck_assert_float_eq_tol(S.set.sampler.frequency_penalty, 0.25f, 1e-6);
+    ck_assert_float_eq_tol(S.set.sampler.repetition_penalty, 1.2f, 1e-6);
+    ck_assert_int_eq(S.set.sampler.penalty_window, 32);
+    ck_assert_int_eq(S.set.sampler.order, SAMPLER_ORDER_LLAMA);
+}
+END_TEST
+
+START_TEST(sampler_command_messages_name_the_change)
+{
+    ck_assert_int_eq(run("/temp 0.5"), CMD_STATUS | CMD_PEEK);
+    ck_assert_str_eq(out(), "temp 0.5 (was 1)");
+    ck_assert_int_eq(run("/temp"), CMD_DONE);
+    ck_assert_str_eq(out(), "temp 0.5");
+    ck_assert_int_eq(run("/temp 0"), CMD_STATUS | CMD_PEEK);
+    ck_assert_str_eq(out(), "temp 0 (0: greedy, always the most likely token) (was 0.5)");
+    ck_assert_int_eq(run("/topp 1.5"), CMD_ERROR);
+    ck_assert_str_eq(out(), "/topp: top_p: 1.5 is outside [0, 1] (kept 1)");
+    ck_assert_int_eq(run("/topk 0"), CMD_STATUS | CMD_PEEK);
+    ck_assert_str_eq(out(), "topk 0 (off)");
+    ck_assert_int_eq(run("/order llama"), CMD_STATUS | CMD_PEEK);
+    ck_out_has("then temperature");
+}
+END_TEST
+
+START_TEST(greedy_and_sample_switch_the_mode)
+{
+    ck_assert_int_eq(run("/greedy"), CMD_STATUS | CMD_PEEK);
+    ck_assert(S.set.sampler.greedy);
+    ck_assert_int_eq(run("/sample"), CMD_STATUS | CMD_PEEK);
+    ck_assert(!S.set.sampler.greedy);
+    ck_out_has("sampling at temp 1");
+    run("/temp 0");
+    ck_assert_int_eq(run("/sample"), CMD_STATUS | CMD_PEEK);
+    ck_out_has("temp is 0, which is greedy");
+}
+END_TEST
+
+START_TEST(seed_restarts_the_random_stream)
+{
+    ck_assert_int_eq(run("/seed 7"), CMD_STATUS);
+    ck_assert_uint_eq(S.set.seed, 7);
+    rng r;
+    rng_seed(&r, 7);
+    ck_assert_uint_eq(rng_next(&S.rng), rng_next(&r));
+    ck_assert_int_eq(run("/seed 18446744073709551615"), CMD_STATUS);
+    ck_assert_uint_eq(S.set.seed, UINT64_MAX);
+    const char *bad[] = {"-1", "x", "1.5", "18446744073709551616", "+3"};
+    for (size_t i = 0; i < 5; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "/seed %s", bad[i]);
+        ck_assert_msg(run(line) == CMD_ERROR, "%s", line);
+        ck_assert_uint_eq(S.set.seed, UINT64_MAX);
+        ck_out_has("kept 18446744073709551615");
+    }
+    ck_assert_int_eq(run("/seed"), CMD_DONE);
+    ck_assert_str_eq(out(), "seed 18446744073709551615");
+}
+END_TEST
+
+START_TEST(max_accepts_positive_token_counts)
+{
+    ck_assert_int_eq(run("/max 64"), CMD_STATUS);
+    ck_assert_int_eq(S.set.max_new_tokens, 64);
+    ck_assert_str_eq(out(), "max 64 new tokens per turn (was 8)");
+    const char *bad[] = {"0", "-5", "many", "16777217", "2.5"};
+    for (size_t i = 0; i < 5; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "/max %s", bad[i]);
+        ck_assert_msg(run(line) == CMD_ERROR, "%s", line);
+        ck_assert_int_eq(S.set.max_new_tokens, 64);
+        ck_out_has("(kept 64)");
+    }
+}
+END_TEST
+
+START_TEST(stop_adds_lists_and_clears_stop_strings)
+{
+    ck_assert_int_eq(run("/stop"), CMD_DONE);
+    ck_assert_str_eq(out(), "no stop strings");
+    ck_assert_int_eq(run("/stop \\n\\n"), CMD_STATUS);
+    ck_assert_int_eq(S.set.n_stops, 1);
+    ck_assert_str_eq(S.set.stops[0], "\n\n");
+    ck_assert_str_eq(out(), "stop string added: \"\\n\\n\" (1 in all)");
+    ck_assert_int_eq(run("/stop add \"The End\""), CMD_STATUS);
+    ck_assert_str_eq(S.set.stops[1], "The End");
+    ck_assert_int_eq(run("/stop add clear"), CMD_STATUS);   /* the literal word */
+    ck_assert_str_eq(S.set.stops[2], "clear");
+    ck_assert_int_eq(run("/stop"), CMD_DONE);
+    ck_assert_str_eq(out(), "stop strings: \"\\n\\n\" \"The End\" \"clear\"");
+    ck_assert_int_eq(run("/stop \"\""), CMD_ERROR);
+    ck_out_has("must not be empty");
+    ck_assert_int_eq(run("/stop a b"), CMD_ERROR);
+    ck_assert_int_eq(run("/stop \"unterminated"), CMD_ERROR);
+    ck_out_has("unterminated quote");
+    for (int i = 3; i < SESSION_MAX_STOPS; i++)
+        ck_assert_int_eq(run("/stop x"), CMD_STATUS);
+    ck_assert_int_eq(run("/stop y"), CMD_ERROR);
+    ck_out_has("at most 8");
+    ck_assert_int_eq(run("/stop clear"), CMD_STATUS);
+    ck_assert_int_eq(S.set.n_stops, 0);
+}
+END_TEST
+
+START_TEST(bars_sets_the_histogram_height)
+{
+    ck_assert_int_eq(E.bars, 10);
+    ck_assert_int_eq(run("/bars 20"), CMD_LAYOUT);
+    ck_assert_int_eq(E.bars, 20);
+    ck_assert_int_eq(run("/bars 0"), CMD_ERROR);
+    ck_assert_int_eq(run("/bars 33"), CMD_ERROR);
+    ck_assert_int_eq(run("/bars ten"), CMD_ERROR);
+    ck_assert_int_eq(E.bars, 20);
+}
+END_TEST
+
+START_TEST(show_reports_settings_model_and_cache)
+{
+    generate_turn("Hello");
+    ck_assert_int_eq(run("/show"), CMD_DONE);
+    ck_out_has("model ");
+    ck_out_has("V 512, n_ctx 64");
+    ck_out_has("sampler     temp 1 top-k 0");
+    ck_out_has("seed 42");
+    char kv[64];
+    snprintf(kv, sizeof kv, "KV cache %d/64", eng->n_past);
+    ck_out_has(kv);
+    ck_out_has("generated 8");
+    ck_out_has("speculative not available yet");
+}
+END_TEST
+
+START_TEST(speculative_commands_are_reserved)
+{
+    ck_assert_int_eq(run("/spec on"), CMD_ERROR);
+    ck_assert_str_eq(out(), "speculative decoding: not available yet");
+    ck_assert_int_eq(run("/gamma 4"), CMD_ERROR);
+    ck_assert_str_eq(out(), "speculative decoding: not available yet");
+    ck_assert_int_eq(run("/draft /tmp"), CMD_ERROR);
+    ck_assert_str_eq(out(), "speculative decoding: not available yet");
+    E.draft_loaded = true;   /* what the speculative pass will set */
+    ck_assert_int_eq(run("/spec on"), CMD_STATUS);
+    ck_assert(E.spec_on);
+    ck_assert_int_eq(run("/gamma 65"), CMD_ERROR);
+    ck_assert_int_eq(run("/gamma 6"), CMD_STATUS);
+    ck_assert_int_eq(E.gamma, 6);
+}
+END_TEST
+
+START_TEST(quit_asks_the_loop_to_leave)
+{
+    ck_assert_int_eq(run("/quit"), CMD_QUIT);
+    ck_assert_int_eq(run("/exit"), CMD_QUIT);
+    ck_assert_int_eq(run("/q"), CMD_QUIT);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * The conversation */
+
+START_TEST(reset_clears_conversation_and_cache)
+{
+    generate_turn("Hello");
+    ck_assert_int_gt(eng->n_past, 0);
+    ck_assert_int_eq(run("/reset"), CMD_CONV | CMD_CLEAR | CMD_STATUS);
+    ck_assert_int_eq(S.n_tokens, 0);
+    ck_assert_int_eq(eng->n_past, 0);
+    ck_assert_int_eq(run("/clear"), CMD_CONV | CMD_CLEAR | CMD_STATUS);
+}
+END_TEST
+
+START_TEST(undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache)
+{
+    generate_turn("Hello");
+    int after_first = S.n_tokens;
+    generate_turn(" there");
+    ck_assert_int_gt(S.n_tokens, after_first);
+    ck_assert_int_eq(run("/undo"), CMD_CONV | CMD_STATUS);
+    ck_assert_int_eq(S.n_tokens, after_first);
+    ck_assert_int_le(eng->n_past, after_first);
+    ck_assert_int_eq(session_cached_prefix(&S), eng->n_past);
+    ck_out_has("(the last turn)");
+    ck_assert_int_eq(run("/undo 3"), CMD_CONV | CMD_STATUS);
+    ck_assert_int_eq(S.n_tokens, after_first - 3);
+    ck_assert_int_le(eng->n_past, after_first - 3);
+    ck_out_has("dropped 3 tokens (as asked)");
+}
+END_TEST
+
+START_TEST(undo_refuses_bad_counts)
+{
+    ck_assert_int_eq(run("/undo"), CMD_ERROR);
+    ck_out_has("empty");
+    generate_turn("Hi");
+    int n = S.n_tokens;
+    char line[64];
+    snprintf(line, sizeof line, "/undo %d", n + 1);
+    ck_assert_int_eq(run(line), CMD_ERROR);
+    ck_out_has("is more than the");
+    ck_assert_int_eq(run("/undo 0"), CMD_ERROR);
+    ck_assert_int_eq(run("/undo -2"), CMD_ERROR);
+    ck_assert_int_eq(run("/undo two"), CMD_ERROR);
+    ck_assert_int_eq(S.n_tokens, n);
+}
+END_TEST
+
+START_TEST(regen_drops_the_reply_and_asks_for_a_generation)
+{
+    ck_assert_int_eq(run("/regen"), CMD_ERROR);
+    generate_turn("Hello");
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_user_text(&S, " you", 4, &err), TT_OK);
+    ck_assert_int_eq(run("/regen"), CMD_ERROR);   /* the new turn has no reply yet */
+    ck_out_has("no reply yet");
+    ck_assert_msg(session_generate(&S, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+    int with_reply = S.n_tokens;
+    ck_assert_int_eq(run("/regen"), CMD_CONV | CMD_STATUS | CMD_GENERATE);
+    ck_assert_int_eq(S.n_tokens, with_reply - 8);
+    ck_assert_int_eq(S.info[S.n_tokens - 1].origin, TOKEN_USER);
+}
+END_TEST
+
+START_TEST(editing_commands_are_refused_while_generating)
+{
+    generate_turn("Hello");
+    E.busy = true;
+    int n = S.n_tokens;
+    const char *refused[] = {"/undo", "/regen", "/reset", "/load x", "/step", "/pick 1"};
+    for (size_t i = 0; i < 6; i++) {
+        ck_assert_msg(run(refused[i]) == CMD_ERROR, "%s", refused[i]);
+        ck_out_has("not while generating");
+    }
+    ck_assert_int_eq(S.n_tokens, n);
+    ck_assert_int_eq(run("/temp 0.3"), CMD_STATUS | CMD_PEEK);   /* settings apply at once */
+    ck_assert_int_eq(run("/show"), CMD_DONE);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Step mode */
+
+START_TEST(step_mode_needs_the_terminal)
+{
+    E.line_mode = true;
+    ck_assert_int_eq(run("/step"), CMD_ERROR);
+    ck_assert_int_eq(run("/pick 1"), CMD_ERROR);
+    E.line_mode = false;
+    ck_assert_int_eq(run("/pick 1"), CMD_ERROR);
+    ck_out_has("/step on first");
+    ck_assert_int_eq(run("/step"), CMD_STATUS | CMD_PEEK);
+    ck_assert(E.step_mode);
+    ck_assert_int_eq(run("/step on"), CMD_STATUS | CMD_PEEK);
+    ck_assert(E.step_mode);
+    ck_assert_int_eq(run("/step maybe"), CMD_ERROR);
+    ck_assert_int_eq(run("/step off"), CMD_STATUS | CMD_PEEK);
+    ck_assert(!E.step_mode);
+}
+END_TEST
+
+START_TEST(pick_replaces_the_token_just_stepped)
+{
+    tt_error err = {0};
+    run("/step on");
+    ck_assert_int_eq(run("/pick 1"), CMD_ERROR);   /* no histogram yet */
+    ck_out_has("no histogram");
+    ck_assert_int_eq(session_add_user_text(&S, "Hello", 5, &err), TT_OK);
+    ck_assert_int_eq(session_gen_begin(&S, &err), TT_OK);
+    session_stop stop;
+    ck_assert_int_eq(session_gen_step(&S, -1, NULL, NULL, &stop, &err), TT_OK);
+    ck_assert_int_eq(session_peek(&S, &E.hist, &err), TT_OK);   /* stand-in for the step's */
+    E.hist.token = S.tokens[S.n_tokens - 1];
+    E.hist_kind = UI_HIST_STEP;
+    E.hist_pos = S.n_tokens - 1;
+    int n = S.n_tokens;
+    ck_assert_int_eq(run("/pick 99"), CMD_ERROR);
+    ck_out_has("not a row of the histogram (1 to 32)");
+    ck_assert_int_eq(run("/pick 3"), CMD_STEP | CMD_STATUS | CMD_CONV);
+    ck_assert_int_eq(E.pick_id, E.hist.top[2].id);
+    ck_assert_int_eq(S.n_tokens, n - 1);   /* the stepped token is gone; the loop forces #3 */
+    ck_assert_ptr_null(S.gen);
+    ck_out_has("picked #3 ");
+    ck_out_has(" instead of ");
+    /* The histogram no longer describes the last token: a second pick is refused. */
+    ck_assert_int_eq(run("/pick 2"), CMD_ERROR);
+    ck_out_has("no longer matches");
+}
+END_TEST
+
+START_TEST(pick_from_a_peek_chooses_the_next_token)
+{
+    tt_error err = {0};
+    run("/step on");
+    ck_assert_int_eq(session_add_user_text(&S, "Hello", 5, &err), TT_OK);
+    ck_assert_int_eq(session_peek(&S, &E.hist, &err), TT_OK);
+    E.hist_kind = UI_HIST_PEEK;
+    E.hist_pos = S.n_tokens;
+    int n = S.n_tokens;
+    ck_assert_int_eq(run("/pick 2"), CMD_STEP | CMD_STATUS);
+    ck_assert_int_eq(E.pick_id, E.hist.top[1].id);
+    ck_assert_int_eq(S.n_tokens, n);
+    ck_out_has("picked #2 ");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Arguments and prompts */
+
+START_TEST(arguments_split_with_quotes_and_escapes)
+{
+    char **argv = NULL;
+    char msg[128];
+    int argc = cmd_split_args("  a \"b c\" d\\ e \\x41\\t \"q\\\"x\"", &argv, msg, sizeof msg);
+    ck_assert_int_eq(argc, 5);
+    ck_assert_str_eq(argv[0], "a");
+    ck_assert_str_eq(argv[1], "b c");
+    ck_assert_str_eq(argv[2], "d e");
+    ck_assert_str_eq(argv[3], "A\t");
+    ck_assert_str_eq(argv[4], "q\"x");
+    cmd_free_args(argv, argc);
+    argc = cmd_split_args("\"q\\\"x\" \"\"", &argv, msg, sizeof msg);
+    ck_assert_int_eq(argc, 2);
+    ck_assert_str_eq(argv[0], "q\"x");
+    ck_assert_str_eq(argv[1], "");
+    cmd_free_args(argv, argc);
+    ck_assert_int_eq(cmd_split_args("\"open", &argv, msg, sizeof msg), -1);
+    ck_assert_str_eq(msg, "unterminated quote");
+    ck_assert_int_eq(cmd_split_args("\\q", &argv, msg, sizeof msg), -1);
+    ck_assert(strstr(msg, "unknown escape \\q") != NULL);
+    ck_assert_int_eq(cmd_split_args("\\x4", &argv, msg, sizeof msg), -1);
+    ck_assert_int_eq(cmd_split_args("end\\", &argv, msg, sizeof msg), -1);
+    ck_assert_int_eq(cmd_split_args("", &argv, msg, sizeof msg), 0);
+    cmd_free_args(argv, 0);
+}
+END_TEST
+
+START_TEST(commands_and_text_are_told_apart)
+{
+    ck_assert(cmd_is_command("/temp 1"));
+    ck_assert(!cmd_is_command("//temp is text"));
+    ck_assert(!cmd_is_command(" /temp"));
+    ck_assert(!cmd_is_command("hello"));
+    ck_assert(!cmd_is_command(""));
+}
+END_TEST
+
+START_TEST(prompts_start_a_new_line_unless_they_continue_the_text)
+{
+    size_t len;
+    char *t = cmd_prompt_text(&S, "Hello", &len);   /* empty conversation: as typed */
+    ck_assert_str_eq(t, "Hello");
+    free(t);
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_user_text(&S, "abc", 3, &err), TT_OK);
+    t = cmd_prompt_text(&S, "Next", &len);
+    ck_assert_str_eq(t, "\nNext");
+    ck_assert_uint_eq(len, 5);
+    free(t);
+    t = cmd_prompt_text(&S, " and more", &len);
+    ck_assert_str_eq(t, " and more");
+    free(t);
+    t = cmd_prompt_text(&S, "//slash", &len);
+    ck_assert_str_eq(t, "\n/slash");
+    free(t);
+    t = cmd_prompt_text(&S, "", &len);   /* Enter alone: continue */
+    ck_assert_str_eq(t, "");
+    free(t);
+    ck_assert_int_eq(session_add_user_text(&S, "x\n", 2, &err), TT_OK);
+    t = cmd_prompt_text(&S, "Line", &len);
+    ck_assert_str_eq(t, "Line");
+    free(t);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * /save and /load */
+
+START_TEST(save_then_load_restores_tokens_and_settings_with_prefix_reuse)
+{
+    const char *path = tu_path("%s/conv.json", work_dir);
+    run("/temp 0.7");
+    run("/topk 33");
+    run("/order llama");
+    run("/stop \\n\\n");
+    run("/max 5");
+    generate_turn("Hello");
+    generate_turn(" again");
+    int n = S.n_tokens, turns = S.n_turns;
+    int32_t ids[256];
+    token_info info[256];
+    memcpy(ids, S.tokens, (size_t)n * sizeof *ids);
+    memcpy(info, S.info, (size_t)n * sizeof *info);
+    char line[512];
+    snprintf(line, sizeof line, "/save %s", path);
+    ck_assert_int_eq(run(line), CMD_DONE);
+    ck_out_has("saved ");
+    size_t flen;
+    char *file = tu_read_file(path, &flen);
+    ck_assert_ptr_nonnull(file);
+    ck_assert(strstr(file, "\"format\": \"tokentop-session\""));
+    ck_assert(strstr(file, "\"version\": 1"));
+    ck_assert(strstr(file, "\"top_k\": 33"));
+    ck_assert(strstr(file, "\"order\": \"llama\""));
+    ck_assert(strstr(file, "\"stop\": [\"\\n\\n\"]"));
+    ck_assert(strstr(file, "\"origin\": \"sampled\""));
+    free(file);
+    /* Change everything, keep the first turn in the cache, then load. */
+    run("/temp 1");
+    run("/topk 0");
+    run("/order hf");
+    run("/stop clear");
+    run("/max 9");
+    run("/seed 99");
+    run("/undo");
+    int cached = session_cached_prefix(&S);
+    ck_assert_int_gt(cached, 0);
+    snprintf(line, sizeof line, "/load %s", path);
+    ck_assert_int_eq(run(line), CMD_CONV | CMD_STATUS | CMD_CLEAR);
+    ck_assert_int_eq(S.n_tokens, n);
+    ck_assert_int_eq(S.n_turns, turns);
+    ck_assert(memcmp(S.tokens, ids, (size_t)n * sizeof *ids) == 0);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(S.info[i].origin, info[i].origin);
+        ck_assert_int_eq(S.info[i].turn, info[i].turn);
+        ck_assert_float_eq_tol(S.info[i].p, info[i].p, 1e-5);
+    }
+    ck_assert_float_eq_tol(S.set.sampler.temperature, 0.7f, 1e-6);
+    ck_assert_int_eq(S.set.sampler.top_k, 33);
+    ck_assert_int_eq(S.set.sampler.order, SAMPLER_ORDER_LLAMA);
+    ck_assert_int_eq(S.set.n_stops, 1);
+    ck_assert_str_eq(S.set.stops[0], "\n\n");
+    ck_assert_int_eq(S.set.max_new_tokens, 5);
+    ck_assert_uint_eq(S.set.seed, 42);
+    /* The shared prefix is still in the cache: the next generation reuses it. */
+    ck_assert_int_eq(session_cached_prefix(&S), cached);
+    tt_error err = {0};
+    ck_assert_int_eq(session_generate(&S, NULL, NULL, &err), TT_OK);
+    ck_assert_int_eq(S.last.reused_tokens, cached);
+    ck_assert_int_eq(S.last.prefilled_tokens, n - cached);
+}
+END_TEST
+
+START_TEST(load_refuses_bad_files_and_changes_nothing)
+{
+    generate_turn("Hello");
+    int n = S.n_tokens;
+    sampler_params before = S.set.sampler;
+    const struct {
+        const char *json, *msg;
+    } bad[] = {
+        {"{\"format\": \"other\", \"version\": 1, \"tokens\": []}", "format: expected"},
+        {"{\"format\": \"tokentop-session\", \"version\": 2, \"tokens\": []}", "version"},
+        {"{\"format\": \"tokentop-session\", \"version\": 1, \"vocab_size\": 50257, "
+         "\"tokens\": []}", "vocab_size: 50257 does not match the model's 512"},
+        {"{\"format\": \"tokentop-session\", \"version\": 1, \"settings\": {\"top_p\": 1.5}, "
+         "\"tokens\": []}", "settings.top_p: top_p: 1.5 is outside [0, 1]"},
+        {"{\"format\": \"tokentop-session\", \"version\": 1, \"settings\": {\"temperature\": "
+         "\"hot\"}, \"tokens\": []}", "settings.temperature: expected a number"},
+        {"{\"format\": \"tokentop-session\", \"version\": 1, \"tokens\": [{\"id\": 512}]}",
+         "tokens[0].id: expected an integer in [0, 512)"},
+        {"{\"format\": \"tokentop-session\", \"version\": 1, \"tokens\": [{\"id\": 5, "
+         "\"origin\": \"alien\"}]}", "tokens[0].origin"},
+        {"{\"format\": \"tokentop-session\", \"version\": 1, \"tokens\": [{\"id\": 5, "
+         "\"turn\": 2}, {\"id\": 6, \"turn\": 1}]}", "tokens[1].turn"},
+        {"{\"format\": \"tokentop-session\", \"version\": 1}", "neither tokens nor text"},
+        {"{\"format\": ", "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *path = tu_path("%s/bad%zu.json", work_dir, i);
+        ck_assert_int_eq(tu_write_file(path, bad[i].json, strlen(bad[i].json)), 0);
+        char line[512];
+        snprintf(line, sizeof line, "/load %s", path);
+        ck_assert_msg(run(line) == CMD_ERROR, "%s loaded", bad[i].json);
+        ck_assert_msg(strstr(out(), bad[i].msg) != NULL, "%s: %s", bad[i].json, out());
+        ck_assert_msg(strstr(out(), path) != NULL, "%s: no file name", out());
+        ck_assert_int_eq(S.n_tokens, n);
+        ck_assert(memcmp(&before, &S.set.sampler, sizeof before) == 0);
+    }
+    ck_assert_int_eq(run("/load /nonexistent/file.json"), CMD_ERROR);
+    ck_out_has("/nonexistent/file.json");
+}
+END_TEST
+
+START_TEST(load_of_a_text_file_makes_it_the_prompt)
+{
+    const char *path = tu_path("%s/prompt.txt", work_dir);
+    ck_assert_int_eq(tu_write_file(path, "In the beginning", 16), 0);
+    char line[512];
+    snprintf(line, sizeof line, "/load %s", path);
+    ck_assert_int_eq(run(line), CMD_CONV | CMD_STATUS | CMD_CLEAR);
+    char *text = session_text(&S, 0, S.n_tokens);
+    ck_assert_str_eq(text, "In the beginning");
+    free(text);
+    ck_assert_int_eq(S.n_turns, 1);
+    for (int i = 0; i < S.n_tokens; i++)
+        ck_assert_int_eq(S.info[i].origin, TOKEN_USER);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("commands");
+    TCase *tc = tcase_create("commands");
+    tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
+    tcase_add_checked_fixture(tc, session_setup, session_teardown);
+    tcase_add_test(tc, exact_names_aliases_and_unique_prefixes_find_commands);
+    tcase_add_test(tc, ambiguous_prefix_lists_the_candidates);
+    tcase_add_test(tc, unknown_command_says_how_to_get_help);
+    tcase_add_test(tc, help_is_generated_from_the_table);
+    tcase_add_test(tc, wrong_argument_counts_print_the_usage);
+    tcase_add_test(tc, sampler_commands_validate_and_keep_the_old_value);
+    tcase_add_test(tc, sampler_command_messages_name_the_change);
+    tcase_add_test(tc, greedy_and_sample_switch_the_mode);
+    tcase_add_test(tc, seed_restarts_the_random_stream);
+    tcase_add_test(tc, max_accepts_positive_token_counts);
+    tcase_add_test(tc, stop_adds_lists_and_clears_stop_strings);
+    tcase_add_test(tc, bars_sets_the_histogram_height);
+    tcase_add_test(tc, show_reports_settings_model_and_cache);
+    tcase_add_test(tc, speculative_commands_are_reserved);
+    tcase_add_test(tc, quit_asks_the_loop_to_leave);
+    tcase_add_test(tc, reset_clears_conversation_and_cache);
+    tcase_add_test(tc, undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache);
+    tcase_add_test(tc, undo_refuses_bad_counts);
+    tcase_add_test(tc, regen_drops_the_reply_and_asks_for_a_generation);
+    tcase_add_test(tc, editing_commands_are_refused_while_generating);
+    tcase_add_test(tc, step_mode_needs_the_terminal);
+    tcase_add_test(tc, pick_replaces_the_token_just_stepped);
+    tcase_add_test(tc, pick_from_a_peek_chooses_the_next_token);
+    tcase_add_test(tc, arguments_split_with_quotes_and_escapes);
+    tcase_add_test(tc, commands_and_text_are_told_apart);
+    tcase_add_test(tc, prompts_start_a_new_line_unless_they_continue_the_text);
+    tcase_add_test(tc, save_then_load_restores_tokens_and_settings_with_prefix_reuse);
+    tcase_add_test(tc, load_refuses_bad_files_and_changes_nothing);
+    tcase_add_test(tc, load_of_a_text_file_makes_it_the_prompt);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
