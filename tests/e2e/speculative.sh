@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# End-to-end checks of speculative decoding through `tokentop generate --draft`: greedy output equal
+# to plain greedy (also across a context shift, with stop strings and the adaptive gamma), the
+# tokenizer check, per-token origins in --json and the summary's acceptance figures.
+set -u
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/tokentop}
+MKMODEL=$BUILD/tools/mkmodel
+JSONCHECK=$BUILD/tools/jsoncheck
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok()   { echo "ok   $1"; }
+fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+
+# A target, a draft that is its truncated copy (same seed, 1 block of 3), a model whose vocabulary
+# differs. Small weights (--scale 0.3) make the copy agree with the target often.
+"$MKMODEL" "$tmp/t" --vocab 300 --ctx 128 --embd 64 --heads 2 --layers 3 --seed 7 --scale 0.3 \
+    >/dev/null || { echo "FAIL mkmodel"; exit 1; }
+"$MKMODEL" "$tmp/d" --vocab 300 --ctx 128 --embd 64 --heads 2 --layers 1 --seed 7 --scale 0.3 \
+    >/dev/null || { echo "FAIL mkmodel"; exit 1; }
+"$MKMODEL" "$tmp/x" --vocab 310 --ctx 128 --embd 32 --heads 2 --layers 1 --seed 3 >/dev/null ||
+    { echo "FAIL mkmodel"; exit 1; }
+M=(--model "$tmp/t" --threads 1)
+
+# --- greedy: the same tokens with and without the draft
+plain=$("$BIN" generate "${M[@]}" -p "Hello there" -n 60 --greedy -q)
+for g in 1 3 8; do
+    spec=$("$BIN" generate "${M[@]}" --draft "$tmp/d" --gamma "$g" -p "Hello there" -n 60 \
+           --greedy -q)
+    check "greedy with --draft --gamma $g equals plain greedy" test "$spec" == "$plain"
+done
+spec=$("$BIN" generate "${M[@]}" --draft "$tmp/d" --gamma-adaptive -p "Hello there" -n 60 \
+       --greedy -q)
+check "greedy with --gamma-adaptive equals plain greedy" test "$spec" == "$plain"
+plain_ctx=$("$BIN" generate "${M[@]}" --ctx 24 -p "Hello there" -n 70 --greedy -q)
+spec_ctx=$("$BIN" generate "${M[@]}" --ctx 24 --draft "$tmp/d" --gamma 5 -p "Hello there" -n 70 \
+           --greedy -q)
+check "greedy across context shifts equals plain greedy" test "$spec_ctx" == "$plain_ctx"
+stop=${plain:20:2}
+if [ ${#stop} -eq 2 ]; then
+    a=$("$BIN" generate "${M[@]}" -p "Hello there" -n 60 --greedy -q --stop "$stop")
+    b=$("$BIN" generate "${M[@]}" --draft "$tmp/d" -p "Hello there" -n 60 --greedy -q \
+        --stop "$stop")
+    check "a stop string ends a speculative run where it ends a plain one" test "$a" == "$b"
+fi
+
+# --- sampling: a seed reproduces a speculative run
+s1=$("$BIN" generate "${M[@]}" --draft "$tmp/d" -p "Hi" -n 40 --seed 5 --temp 0.9 -q)
+s2=$("$BIN" generate "${M[@]}" --draft "$tmp/d" -p "Hi" -n 40 --seed 5 --temp 0.9 -q)
+check "same seed, same speculative text" test "$s1" == "$s2"
+
+# --- the tokenizer check
+if "$BIN" generate "${M[@]}" --draft "$tmp/x" -p "Hi" -n 4 -q >/dev/null 2>"$tmp/err"; then
+    fail "a draft with another tokenizer is refused"
+else
+    check "a draft with another tokenizer is refused" grep -q "tokenizer differs" "$tmp/err"
+fi
+
+# --- JSON: origins and acceptance figures
+"$BIN" generate "${M[@]}" --draft "$tmp/d" --gamma 4 -p "Hello" -n 40 --seed 2 --temp 1.2 \
+    --json > "$tmp/j" 2>"$tmp/err"
+check "records and summary are JSON" "$JSONCHECK" --has done < "$tmp/j"
+check "accepted drafts are marked" grep -q '"origin":"draft_accepted"' "$tmp/j"
+check "bonus tokens are marked" grep -q '"origin":"bonus"' "$tmp/j"
+check "rejected drafts are marked, replacements follow" \
+    grep -A1 -q '"origin":"draft_rejected"' "$tmp/j"
+check "every rejection is followed by its replacement" test \
+    "$(grep -c '"origin":"draft_rejected"' "$tmp/j")" == \
+    "$(grep -c '"origin":"target_resample"' "$tmp/j")"
+n_tok=$(grep '"step"' "$tmp/j" | grep -v '"draft_rejected"' | grep -vc '"flush":true')
+check "one record per generated token besides rejections" test "$n_tok" == 40
+for k in drafted accepted acceptance_rate tokens_per_target_pass; do
+    check "summary has $k" grep -q "\"$k\":" "$tmp/j"
+done
+"$BIN" generate "${M[@]}" -p "Hello" -n 5 --json > "$tmp/jp"
+check "plain runs have no speculative summary" test "$(grep -c '"drafted"' "$tmp/jp")" == 0
+
+[ $fails -eq 0 ] || { echo "$fails failed"; exit 1; }
