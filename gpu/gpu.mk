@@ -88,7 +88,7 @@ GPU_OBJ += $(GPU_INFO_OBJ)
 
 # The repl/ objects see which backend is linked; they (and the library) are rebuilt when the mode
 # changes, because build_info.c is rewritten exactly then.
-$(BUILD)/repl/%.o: CFLAGS += $(GPU_REPL_FLAGS)
+$(BUILD)/repl/%.o: override CFLAGS += $(GPU_REPL_FLAGS)
 $(REPL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/repl/main.o: $(BUILD)/gpu/build_info.c
 
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
@@ -161,3 +161,14 @@ gpu-nvcc-check:
 endif
 
 GPU_TEST_DEPS += gpu-nvcc-check
+
+# tokentop-emu: the real binary (repl/, core/) with the emulated backend, so tests/e2e/gpu_backend.sh
+# runs `--backend cuda` end to end without a GPU. Needs repl/ objects built with the CUDA code paths
+# (CUDA=1 or emu); in CUDA=emu mode it is the same program as $(BIN).
+ifneq ($(CUDA),0)
+GPU_EMU_BIN := $(EMU_DIR)/tokentop-emu
+$(GPU_EMU_BIN): $(BUILD)/repl/main.o $(EMU_OBJ) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(LIB) $(PKG_LIBS) -lstdc++ $(LDLIBS)
+GPU_TEST_DEPS += $(GPU_EMU_BIN)
+endif

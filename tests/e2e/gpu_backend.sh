@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# End-to-end checks of the GPU backend through the real binary: --backend auto falls back to the
+# CPU with one line when there is no device; --backend cuda fails with that reason; and, through
+# the emulated build (tokentop-emu, gpu/gpu.mk), --backend cuda generates the same greedy text as
+# --backend cpu in fp32, fp16 and bf16, prefix reuse and all.
+set -u
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/tokentop}
+EMU=$BUILD/gpu-emu/tokentop-emu
+MKMODEL=$BUILD/tools/mkmodel
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok()   { echo "ok   $1"; }
+fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+
+"$MKMODEL" "$tmp/m" --size tiny --seed 5 >/dev/null || { echo "FAIL mkmodel"; exit 1; }
+M=(--model "$tmp/m" --threads 1)
+
+# --- the binary of this build: what happens without a usable device
+"$BIN" generate "${M[@]}" -p "Hello" -n 8 --greedy -q --backend cuda >"$tmp/cuda.out" 2>"$tmp/cuda.err"
+cuda_rc=$?
+"$BIN" generate "${M[@]}" -p "Hello" -n 8 --greedy -q --backend auto >"$tmp/auto.out" 2>"$tmp/auto.err"
+auto_rc=$?
+"$BIN" generate "${M[@]}" -p "Hello" -n 8 --greedy -q --backend cpu >"$tmp/cpu.out" 2>"$tmp/cpu.err"
+check "--backend cpu generates" test -s "$tmp/cpu.out"
+check "--backend cpu says nothing about CUDA" test "$(grep -c -i cuda "$tmp/cpu.err")" -eq 0
+check "--backend auto always generates" test "$auto_rc" -eq 0
+check "--backend auto gives the CPU's greedy text or the GPU's same text" cmp -s "$tmp/auto.out" "$tmp/cpu.out"
+if grep -q "no CUDA device" "$tmp/cuda.err"; then
+    echo "     (this machine has no usable CUDA device: $(head -c 160 "$tmp/cuda.err"))"
+    check "--backend cuda without a device fails" test "$cuda_rc" -ne 0
+    check "--backend cuda says why in one line" test "$(wc -l < "$tmp/cuda.err")" -eq 1
+    check "--backend auto says once that it uses the CPU, and why" \
+        test "$(grep -c "cuda: no CUDA device.*; using the CPU" "$tmp/auto.err")" -eq 1
+elif grep -q "no CUDA backend" "$tmp/cuda.err"; then
+    echo "     (this build has no CUDA backend)"
+    check "--backend cuda in a build without CUDA fails in one line" \
+        test "$cuda_rc" -ne 0 -a "$(wc -l < "$tmp/cuda.err")" -eq 1
+    check "--backend auto in a build without CUDA is silent" test ! -s "$tmp/auto.err"
+else
+    check "--backend cuda generates on the device" test "$cuda_rc" -eq 0
+    check "--backend cuda gives the CPU's greedy text" cmp -s "$tmp/cuda.out" "$tmp/cpu.out"
+fi
+
+# --- the same program over the emulated GPU
+if [ -x "$EMU" ]; then
+    for dt in fp32 fp16 bf16; do
+        "$EMU" generate "${M[@]}" -p "In the beginning" -n 20 --greedy -q --dtype $dt --backend cpu \
+            >"$tmp/c.$dt" 2>/dev/null
+        "$EMU" generate "${M[@]}" -p "In the beginning" -n 20 --greedy -q --dtype $dt --backend cuda \
+            >"$tmp/g.$dt" 2>"$tmp/g.$dt.err"
+        check "emulated GPU, $dt: same greedy text as the CPU" cmp -s "$tmp/c.$dt" "$tmp/g.$dt"
+        check "emulated GPU, $dt: no warnings" test ! -s "$tmp/g.$dt.err"
+    done
+    "$EMU" generate "${M[@]}" -p "Hello" -n 12 --greedy -q --backend cuda --no-graphs >"$tmp/ng" 2>&1
+    "$EMU" generate "${M[@]}" -p "Hello" -n 12 --greedy -q --backend cuda >"$tmp/wg" 2>&1
+    check "emulated GPU: graphs on and off give the same text" cmp -s "$tmp/ng" "$tmp/wg"
+else
+    echo "     (no $EMU in this build: CUDA=0)"
+fi
+
+[ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
