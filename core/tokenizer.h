@@ -12,8 +12,10 @@
 typedef struct tokenizer tokenizer;
 
 /* Loads vocab.json and merges.txt (GPT-2 format, "#version" line optional). Validates: vocab is a
- * JSON object of string -> unique non-negative ids, every merge names two strings and its result
- * is in the vocabulary. On failure *out is NULL and err names the file and line/entry. */
+ * JSON object of string -> unique non-negative ids (below 2^21), with a token for every single
+ * byte; every merge names two strings and its result is in the vocabulary (a repeated merge keeps
+ * its later rank, as in encoder.py). On failure *out is NULL and err names the file and
+ * line/entry. A loaded tokenizer is read-only: encode/decode may run from several threads. */
 tt_status tokenizer_load(const char *vocab_path, const char *merges_path, tokenizer **out,
                          tt_error *err);
 
@@ -27,13 +29,14 @@ int tokenizer_vocab_size(const tokenizer *t);
 int tokenizer_eot_id(const tokenizer *t);
 
 /* Encodes len bytes of text. "<|endoftext|>" in text is plain text (split into ordinary tokens).
- * Invalid UTF-8: see the policy in tokenizer.c (no crash, no out-of-bounds, documented in the
- * README). On success *ids is malloc'd (caller frees; may be NULL when *n == 0). */
+ * Invalid UTF-8 (policy in tokenizer.c and the README): each byte outside a valid sequence becomes
+ * its own single-byte token, so decoding always gives back the exact input bytes. On success *ids
+ * is malloc'd (caller frees; may be NULL when *n == 0); on failure *ids is NULL and *n is 0. */
 tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,
                            int *n, tt_error *err);
 
 /* The raw bytes a token stands for (the byte-level mapping undone), or NULL for an unknown id.
- * Not NUL-terminated; *len receives the length. Owned by the tokenizer. */
+ * Not NUL-terminated; *len (when len is not NULL) receives the length. Owned by the tokenizer. */
 const char *tokenizer_token_bytes(const tokenizer *t, int32_t id, size_t *len);
 
 /* The token's vocab.json spelling (byte-level alphabet, e.g. "\u0120The"), or NULL. */
@@ -58,7 +61,8 @@ typedef struct {
 void utf8_stream_init(utf8_stream *s);
 
 /* Appends the printable result of pushing n bytes to out (capacity cap; needs at most
- * 3 * (n + 4) bytes) and returns the number of bytes written. */
+ * 3 * (n + 4) bytes) and returns the number of bytes written. Never writes more than cap bytes:
+ * output that does not fit is dropped. */
 size_t utf8_stream_push(utf8_stream *s, const char *bytes, size_t n, char *out, size_t cap);
 
 /* Emits whatever is held back (as U+FFFD) and resets; returns bytes written. */
