@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/text.h"
+#include "repl/bench_spec.h"
 #include "repl/cli.h"
 #include "repl/draft.h"
 #include "repl/jsonw.h"
@@ -481,6 +482,7 @@ static void usage(FILE *f)
 "       tokentop tokenize [-p TEXT|-f FILE]  print token ids\n"
 "       tokentop score -f FILE             perplexity of a file\n"
 "       tokentop bench [options]           prefill/decode speed, memory, bandwidth use\n"
+"       tokentop bench --draft DIR --gamma 1..8  speculative decoding: speed-up per gamma\n"
 "       tokentop COMMAND --help            options of a command\n",
             TOKENTOP_VERSION);
 }
@@ -495,6 +497,8 @@ int main(int argc, char **argv)
             return cmd_tokenize(argc, argv);
         if (strcmp(cmd, "score") == 0)
             return cmd_score(argc, argv);
+        if (strcmp(cmd, "bench") == 0 && bench_spec_wanted(argc - 1, argv + 1))
+            return bench_spec_main(argc - 1, argv + 1);
         if (strcmp(cmd, "bench") == 0) {
             if (!bench_main) {
                 fprintf(stderr, "tokentop: bench is not part of this build\n");

@@ -1,0 +1,782 @@
+/* bench_spec.c: `tokentop bench --draft DIR --gamma 1..8`: speculative against plain decoding, per
+ * gamma and precision, with the speed-up Leviathan et al.'s model predicts from the measured
+ * acceptance and draft/target cost ratio next to the measured one. */
+#include "repl/bench_spec.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/modelgen.h"
+#include "core/rng.h"
+#include "core/speculative.h"
+#include "core/threads.h"
+#include "core/tokenizer.h"
+#include "repl/cli.h"
+#include "repl/jsonw.h"
+#include "repl/session.h"
+
+#define DEFAULT_PROMPT "In the beginning God created the heaven and the earth."
+#define COST_STEPS 24      /* single-token forwards timed per engine */
+#define VERIFY_REPS 8      /* verification spans timed per gamma */
+
+typedef struct {
+    const char *model_dir, *draft_dir;
+    bool random_pair;
+    double noise;
+    int gammas[SPEC_GAMMA_MAX];
+    int n_gammas;
+    tt_dtype dtypes[3];
+    int n_dtypes;
+    int gen_tokens, reps, n_threads;
+    const char *prompt;
+    sampler_params sampler;
+    uint64_t seed;
+    bool json;
+} sb_options;
+
+typedef struct {
+    int gamma;
+    double tok_s;                  /* median over the runs */
+    double speedup;                /* tok_s / baseline tok_s */
+    long drafted, accepted, rejections, rounds, produced;
+    double acceptance;             /* accepted / drafted */
+    double alpha;                  /* per-token acceptance: accepted / (accepted + rejections) */
+    double tokens_per_pass;
+    double predicted;              /* (1 - a^(g+1)) / ((1 - a)(g c + 1)) */
+    double predicted_verify;       /* tokens_per_pass * t_target / (g t_draft + t_verify(g)) */
+    double verify_ms;              /* one (g+1)-token verification forward */
+} sb_row;
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+bool bench_spec_wanted(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--draft") == 0 || strncmp(argv[i], "--draft=", 8) == 0 ||
+            strcmp(argv[i], "--random-pair") == 0 || strncmp(argv[i], "--random-pair=", 14) == 0)
+            return true;
+    return false;
+}
+
+/* "1..8", "4" or "1,2,4" into o->gammas; -1 on a malformed list. */
+static int parse_gammas(sb_options *o, const char *s)
+{
+    o->n_gammas = 0;
+    char *end;
+    long a = strtol(s, &end, 10);
+    if (end != s && strncmp(end, "..", 2) == 0) {
+        const char *p = end + 2;
+        long b = strtol(p, &end, 10);
+        if (end == p || *end || a < 1 || b < a || b > SPEC_GAMMA_MAX)
+            return -1;
+        for (long g = a; g <= b; g++)
+            o->gammas[o->n_gammas++] = (int)g;
+        return 0;
+    }
+    const char *p = s;
+    while (*p) {
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 1 || g > SPEC_GAMMA_MAX || o->n_gammas == SPEC_GAMMA_MAX)
+            return -1;
+        o->gammas[o->n_gammas++] = (int)g;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return -1;
+        p = end;
+    }
+    return o->n_gammas > 0 ? 0 : -1;
+}
+
+static int parse_dtypes(sb_options *o, const char *s)
+{
+    o->n_dtypes = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_dtypes == 3 || tt_dtype_parse(t, &o->dtypes[o->n_dtypes]) != 0)
+            return -1;
+        o->n_dtypes++;
+    }
+    return o->n_dtypes > 0 ? 0 : -1;
+}
+
+static int parse_long_arg(const char *name, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "tokentop bench: %s: '%s' is not an integer in [%ld, %ld]\n", name, s,
+                lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: tokentop bench --draft DIR [--model DIR] [--gamma 1..8] [options]\n"
+"       tokentop bench --random-pair NOISE [--gamma 1..8] [options]\n"
+"Speculative decoding against plain decoding: tokens/s, speed-up, acceptance and tokens per\n"
+"target pass for each gamma and precision, and the speed-up predicted from the measured\n"
+"acceptance a and draft/target cost ratio c: S = (1 - a^(g+1)) / ((1 - a)(g c + 1)).\n"
+"  --model DIR          target (default: the embedded model)\n"
+"  --draft DIR          draft model (same tokenizer and vocab_size as the target)\n"
+"  --random-pair NOISE  write a random pair instead: target with GPT-2 124M shapes, draft with\n"
+"                       C 256, L 2; the target's logits are the draft's plus noise (0: equal)\n"
+"  --gamma LIST         1..8 (default) | 4 | 1,2,4\n"
+"  --dtype LIST         fp32 (default) | fp16 | bf16, comma-separated\n"
+"  --gen-tokens N       tokens per run (default 128)    --reps R  runs per row (default 3)\n"
+"  --prompt TEXT        prompt (default: Genesis 1:1)   --threads N  CPU threads\n"
+"  --temp X --top-k N --top-p X --seed N   sampler (default greedy)\n"
+"  --json               one JSON object per precision\n");
+}
+
+enum { SB_MODEL = 256, SB_DRAFT, SB_RANDOM, SB_GAMMA, SB_DTYPE, SB_GEN, SB_REPS, SB_PROMPT,
+       SB_THREADS, SB_TEMP, SB_TOPK, SB_TOPP, SB_SEED, SB_JSON, SB_HELP };
+
+static int parse(sb_options *o, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, SB_MODEL}, {"draft", required_argument, 0, SB_DRAFT},
+        {"random-pair", required_argument, 0, SB_RANDOM},
+        {"gamma", required_argument, 0, SB_GAMMA}, {"dtype", required_argument, 0, SB_DTYPE},
+        {"gen-tokens", required_argument, 0, SB_GEN}, {"reps", required_argument, 0, SB_REPS},
+        {"prompt", required_argument, 0, SB_PROMPT},
+        {"threads", required_argument, 0, SB_THREADS}, {"temp", required_argument, 0, SB_TEMP},
+        {"top-k", required_argument, 0, SB_TOPK}, {"top-p", required_argument, 0, SB_TOPP},
+        {"seed", required_argument, 0, SB_SEED}, {"json", no_argument, 0, SB_JSON},
+        {"help", no_argument, 0, SB_HELP}, {0, 0, 0, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    long v;
+    tt_error err;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *a = optarg;
+        switch (c) {
+        case SB_MODEL: o->model_dir = a; break;
+        case SB_DRAFT: o->draft_dir = a; break;
+        case SB_RANDOM: {
+            char *end;
+            o->noise = strtod(a, &end);
+            if (end == a || *end || !(o->noise >= 0 && o->noise <= 100)) {
+                fprintf(stderr, "tokentop bench: --random-pair: '%s' is not a noise level in "
+                        "[0, 100]\n", a);
+                return -1;
+            }
+            o->random_pair = true;
+            break;
+        }
+        case SB_GAMMA:
+            if (parse_gammas(o, a) != 0) {
+                fprintf(stderr, "tokentop bench: --gamma: '%s' is not N, A..B or a list, each in "
+                        "[1, %d]\n", a, SPEC_GAMMA_MAX);
+                return -1;
+            }
+            break;
+        case SB_DTYPE:
+            if (parse_dtypes(o, a) != 0) {
+                fprintf(stderr, "tokentop bench: --dtype: '%s' is not a list of fp32, fp16, "
+                        "bf16\n", a);
+                return -1;
+            }
+            break;
+        case SB_GEN:
+            if (parse_long_arg("--gen-tokens", a, 2, 100000, &v))
+                return -1;
+            o->gen_tokens = (int)v;
+            break;
+        case SB_REPS:
+            if (parse_long_arg("--reps", a, 1, 1000, &v))
+                return -1;
+            o->reps = (int)v;
+            break;
+        case SB_PROMPT: o->prompt = a; break;
+        case SB_THREADS:
+            if (parse_long_arg("--threads", a, 1, 1024, &v))
+                return -1;
+            o->n_threads = (int)v;
+            break;
+        case SB_TEMP: case SB_TOPK: case SB_TOPP: {
+            const char *name = c == SB_TEMP ? "temp" : c == SB_TOPK ? "top_k" : "top_p";
+            if (sampler_params_set(&o->sampler, name, a, &err) != TT_OK) {
+                fprintf(stderr, "tokentop bench: %s\n", err.msg);
+                return -1;
+            }
+            if (c == SB_TEMP)
+                o->sampler.greedy = o->sampler.temperature == 0;
+            break;
+        }
+        case SB_SEED:
+            if (parse_long_arg("--seed", a, 0, 2147483647, &v))
+                return -1;
+            o->seed = (uint64_t)v;
+            break;
+        case SB_JSON: o->json = true; break;
+        case SB_HELP: case 'h': usage(stdout); return 1;
+        case ':':
+            fprintf(stderr, "tokentop bench: %s needs a value\n", argv[optind - 1]);
+            return -1;
+        default:
+            fprintf(stderr, "tokentop bench: unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tokentop bench: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (o->random_pair == (o->draft_dir != NULL)) {
+        fprintf(stderr, "tokentop bench: give either --draft DIR or --random-pair NOISE\n");
+        return -1;
+    }
+    if (o->random_pair && o->model_dir) {
+        fprintf(stderr, "tokentop bench: --random-pair writes its own target; drop --model\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The random pair. Both models get inert blocks (c_proj weights and biases zero: the blocks still
+ * run, so every matmul costs what it costs in GPT-2, but they add nothing) and a plain ln_f, so a
+ * model's logits are LN(wte[t] + wpe[pos]) . lm_head[v]. The target's 768 dimensions are the
+ * draft's 256 followed by 512 of its own: its embeddings repeat the draft's on the first 256 and
+ * its lm_head too, and the lm_head's other 512 columns are noise-scaled, so the target's logits
+ * are the draft's (up to LayerNorm's per-token scale) plus Gaussian noise of about
+ * noise * sqrt(512/256) standard deviations. An untied lm_head keeps the logits from favouring
+ * the current token (x . wte[x] would dominate a tied head). */
+
+typedef struct {
+    FILE *f;
+    long data_start;
+    cJSON *header;
+} st_patch;
+
+static int patch_open(st_patch *p, const char *path, tt_error *err)
+{
+    memset(p, 0, sizeof *p);
+    p->f = fopen(path, "r+b");
+    unsigned char le[8];
+    if (!p->f || fread(le, 1, 8, p->f) != 8) {
+        tt_fail(err, TT_ERR_IO, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = (n << 8) | le[i];
+    char *h = malloc(n + 1);
+    if (!h || fread(h, 1, n, p->f) != n) {
+        free(h);
+        tt_fail(err, TT_ERR_IO, "%s: cannot read the header", path);
+        return -1;
+    }
+    h[n] = 0;
+    p->header = cJSON_Parse(h);
+    free(h);
+    p->data_start = 8 + (long)n;
+    return p->header ? 0 : (tt_fail(err, TT_ERR_FORMAT, "%s: bad header", path), -1);
+}
+
+static void patch_close(st_patch *p)
+{
+    if (p->f)
+        fclose(p->f);
+    cJSON_Delete(p->header);
+}
+
+/* File offset of element 0 of tensor name (F32 files only). */
+static long patch_offset(const st_patch *p, const char *name)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(p->header, name);
+    const cJSON *off = t ? cJSON_GetObjectItemCaseSensitive(t, "data_offsets") : NULL;
+    const cJSON *dt = t ? cJSON_GetObjectItemCaseSensitive(t, "dtype") : NULL;
+    if (!off || !cJSON_IsArray(off) || !cJSON_IsString(dt) || strcmp(dt->valuestring, "F32"))
+        return -1;
+    return p->data_start + (long)cJSON_GetArrayItem(off, 0)->valuedouble;
+}
+
+static int patch_fill(st_patch *p, const char *name, size_t n, float value)
+{
+    long at = patch_offset(p, name);
+    if (at < 0 || fseek(p->f, at, SEEK_SET) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (fwrite(&value, sizeof value, 1, p->f) != 1)
+            return -1;
+    return 0;
+}
+
+/* Zeroes every block's output projections and sets ln_f to the identity. */
+static int patch_inert(st_patch *p, int L, int C)
+{
+    char nm[96];
+    static const char *zero[] = {"attn.c_proj.weight", "attn.c_proj.bias", "mlp.c_proj.weight",
+                                 "mlp.c_proj.bias"};
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < 4; k++) {
+            snprintf(nm, sizeof nm, "transformer.h.%d.%s", l, zero[k]);
+            size_t n = k == 0 ? (size_t)C * C : k == 2 ? (size_t)4 * C * C : (size_t)C;
+            if (patch_fill(p, nm, n, 0.0f) != 0)
+                return -1;
+        }
+    if (patch_fill(p, "transformer.ln_f.weight", (size_t)C, 1.0f) != 0 ||
+        patch_fill(p, "transformer.ln_f.bias", (size_t)C, 0.0f) != 0)
+        return -1;
+    return 0;
+}
+
+/* Target rows [draft row (Cd) | own (Ct - Cd) with spread s] for a (rows, Ct) tensor. */
+static int patch_extend(st_patch *t, st_patch *d, const char *name, int rows, int Ct, int Cd,
+                        double s, rng *r)
+{
+    long at = patch_offset(t, name), from = patch_offset(d, name);
+    if (at < 0 || from < 0)
+        return -1;
+    float *row = malloc((size_t)Ct * sizeof *row);
+    if (!row)
+        return -1;
+    int bad = 0;
+    double a = s * sqrt(3.0) / 16;      /* uniform with standard deviation s / 16 */
+    for (int i = 0; i < rows && !bad; i++) {
+        bad = fseek(d->f, from + (long)i * Cd * 4, SEEK_SET) != 0 ||
+              fread(row, sizeof *row, (size_t)Cd, d->f) != (size_t)Cd;
+        for (int j = Cd; j < Ct; j++)
+            row[j] = (float)((2 * rng_uniform(r) - 1) * a);
+        bad = bad || fseek(t->f, at + (long)i * Ct * 4, SEEK_SET) != 0 ||
+              fwrite(row, sizeof *row, (size_t)Ct, t->f) != (size_t)Ct;
+    }
+    free(row);
+    return bad ? -1 : 0;
+}
+
+static tt_status pair_write(const char *tdir, const char *ddir, double noise, uint64_t seed,
+                            tt_error *err)
+{
+    modelgen_options d, t;
+    modelgen_options_default(&d);
+    modelgen_options_gpt2(&d, "gpt2");
+    d.C = 256;
+    d.NH = 4;
+    d.L = 2;
+    d.untied_lm_head = true;
+    d.seed = seed;
+    modelgen_options_default(&t);
+    modelgen_options_gpt2(&t, "gpt2");
+    t.untied_lm_head = true;
+    t.seed = seed + 1;
+    tt_status st;
+    if ((st = modelgen_write(ddir, &d, err)) != TT_OK || (st = modelgen_write(tdir, &t, err)))
+        return st;
+    char path[4400];
+    st_patch pd, pt;
+    snprintf(path, sizeof path, "%s/model.safetensors", ddir);
+    if (patch_open(&pd, path, err) != 0)
+        return TT_ERR_IO;
+    snprintf(path, sizeof path, "%s/model.safetensors", tdir);
+    if (patch_open(&pt, path, err) != 0) {
+        patch_close(&pd);
+        return TT_ERR_IO;
+    }
+    rng r;
+    rng_seed(&r, seed + 2);
+    int bad = patch_inert(&pd, d.L, d.C) || patch_inert(&pt, t.L, t.C) ||
+              patch_extend(&pt, &pd, "transformer.wte.weight", t.V, t.C, d.C, 1.0, &r) ||
+              patch_extend(&pt, &pd, "transformer.wpe.weight", t.maxT, t.C, d.C, 1.0, &r) ||
+              patch_extend(&pt, &pd, "lm_head.weight", t.V, t.C, d.C, noise, &r);
+    bad = (fflush(pt.f) != 0) || (fflush(pd.f) != 0) || bad;
+    patch_close(&pd);
+    patch_close(&pt);
+    return bad ? tt_fail(err, TT_ERR_IO, "%s: cannot rewrite the random pair's tensors", tdir)
+               : TT_OK;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Measurements */
+
+/* Median time of one single-token forward after the prompt (the decode cost of a token). */
+static double time_decode(engine *e, const int32_t *ids, int n, tt_error *err)
+{
+    double t[COST_STEPS];
+    if (engine_forward(e, ids, n, 0, false, err) != TT_OK)
+        return -1;
+    for (int i = 0; i < COST_STEPS; i++) {
+        int32_t tok = ids[i % n];
+        double t0 = now_ms();
+        if (engine_forward(e, &tok, 1, n + i, false, err) != TT_OK)
+            return -1;
+        t[i] = now_ms() - t0;
+    }
+    engine_truncate(e, 0);
+    return median(t, COST_STEPS);
+}
+
+/* Median time of the verification forward: g + 1 tokens with all logits, after the prompt. */
+static double time_verify(engine *e, const int32_t *ids, int n, int g, tt_error *err)
+{
+    double t[VERIFY_REPS];
+    int32_t span[SPEC_GAMMA_MAX + 1];
+    for (int i = 0; i <= g; i++)
+        span[i] = ids[i % n];
+    if (engine_forward(e, ids, n, 0, false, err) != TT_OK)
+        return -1;
+    for (int i = 0; i < VERIFY_REPS; i++) {
+        double t0 = now_ms();
+        if (engine_forward(e, span, g + 1, n - 1, true, err) != TT_OK)
+            return -1;
+        t[i] = now_ms() - t0;
+    }
+    engine_truncate(e, 0);
+    return median(t, VERIFY_REPS);
+}
+
+typedef struct {
+    double tok_s;
+    spec_stats spec;
+} sb_run;
+
+/* One generation of o->gen_tokens after the prompt (EOS ignored, so every run has the same
+ * length); tokens/s over the generation itself (prefill excluded). */
+static int run_once(const sb_options *o, const model *m, const tokenizer *tok, engine *te,
+                    engine *de, int gamma, sb_run *out, tt_error *err)
+{
+    session_settings set;
+    session_settings_default(&set);
+    set.sampler = o->sampler;
+    set.max_new_tokens = o->gen_tokens;
+    set.stop_at_eos = false;
+    set.seed = o->seed;
+    session s;
+    if (session_init(&s, m, tok, te, &set, err) != TT_OK)
+        return -1;
+    int rc = -1;
+    if (de && (session_set_draft(&s, de, err) != TT_OK ||
+               session_set_gamma(&s, gamma, false, err) != TT_OK))
+        goto out;
+    if (session_add_user_text(&s, o->prompt, strlen(o->prompt), err) != TT_OK ||
+        session_generate(&s, NULL, NULL, err) != TT_OK)
+        goto out;
+    const session_stats *st = &s.last;
+    double gen_ms = st->ttft_ms - st->prefill_ms + st->decode_ms;
+    out->tok_s = gen_ms > 0 ? st->generated_tokens / (gen_ms / 1e3) : 0;
+    memset(&out->spec, 0, sizeof out->spec);
+    if (de)
+        out->spec = *spec_get_stats(s.spec);
+    rc = 0;
+out:
+    session_free(&s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One precision */
+
+typedef struct {
+    tt_dtype dtype;
+    char target_desc[160];
+    double t_target_ms, t_draft_ms, c;
+    double baseline_tok_s;
+    double load_before, load_after;
+    sb_row rows[SPEC_GAMMA_MAX];
+    int n_rows;
+} sb_result;
+
+static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
+                       const tokenizer *tok, tt_dtype dtype, sb_result *res, tt_error *err)
+{
+    memset(res, 0, sizeof *res);
+    res->dtype = dtype;
+    res->load_before = loadavg();
+    int32_t *ids = NULL;
+    int n = 0;
+    if (tokenizer_encode(tok, o->prompt, strlen(o->prompt), &ids, &n, err) != TT_OK)
+        return -1;
+    int gmax = 1;
+    for (int i = 0; i < o->n_gammas; i++)
+        gmax = o->gammas[i] > gmax ? o->gammas[i] : gmax;
+    int n_ctx = n + o->gen_tokens + gmax + 2;
+    if (n_ctx > tm->config.maxT || n_ctx > dm->config.maxT || n < 1) {
+        tt_fail(err, TT_ERR_ARG, "bench: the prompt (%d tokens) and --gen-tokens %d do not fit "
+                "the models' contexts (%d, %d)", n, o->gen_tokens, tm->config.maxT,
+                dm->config.maxT);
+        free(ids);
+        return -1;
+    }
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.dtype = dtype;
+    eo.n_threads = o->n_threads;
+    eo.n_ctx = n_ctx;
+    engine *te = NULL, *de = NULL;
+    int rc = -1;
+    if (cpu_engine_create(tm, &eo, &te, err) != TT_OK || cpu_engine_create(dm, &eo, &de, err))
+        goto out;
+    snprintf(res->target_desc, sizeof res->target_desc, "%s", te->description);
+    if (!o->json)
+        fprintf(stderr, "tokentop bench: %s: costs ...\n", tt_dtype_name(dtype));
+    /* warm both engines once (page faults, thread start) before timing */
+    if (time_decode(te, ids, n, err) < 0 || time_decode(de, ids, n, err) < 0)
+        goto out;
+    res->t_target_ms = time_decode(te, ids, n, err);
+    res->t_draft_ms = time_decode(de, ids, n, err);
+    if (res->t_target_ms < 0 || res->t_draft_ms < 0)
+        goto out;
+    res->c = res->t_draft_ms / res->t_target_ms;
+
+    double *tv = malloc((size_t)o->reps * sizeof *tv);
+    if (!tv)
+        goto out;
+    sb_run run;
+    if (!o->json)
+        fprintf(stderr, "tokentop bench: %s: baseline ...\n", tt_dtype_name(dtype));
+    for (int r = 0; r < o->reps; r++) {
+        if (run_once(o, tm, tok, te, NULL, 0, &run, err) != 0) {
+            free(tv);
+            goto out;
+        }
+        tv[r] = run.tok_s;
+    }
+    res->baseline_tok_s = median(tv, o->reps);
+    for (int gi = 0; gi < o->n_gammas; gi++) {
+        sb_row *row = &res->rows[res->n_rows++];
+        memset(row, 0, sizeof *row);
+        row->gamma = o->gammas[gi];
+        if (!o->json)
+            fprintf(stderr, "tokentop bench: %s: gamma %d ...\n", tt_dtype_name(dtype),
+                    row->gamma);
+        for (int r = 0; r < o->reps; r++) {
+            if (run_once(o, tm, tok, te, de, row->gamma, &run, err) != 0) {
+                free(tv);
+                goto out;
+            }
+            tv[r] = run.tok_s;
+            row->drafted += run.spec.drafted;
+            row->accepted += run.spec.accepted;
+            row->rejections += run.spec.rejections;
+            row->rounds += run.spec.rounds;
+            row->produced += run.spec.produced;
+        }
+        row->tok_s = median(tv, o->reps);
+        row->speedup = row->tok_s / res->baseline_tok_s;
+        row->acceptance = row->drafted ? (double)row->accepted / row->drafted : 0;
+        row->alpha = row->accepted + row->rejections
+                         ? (double)row->accepted / (row->accepted + row->rejections) : 0;
+        row->tokens_per_pass = row->rounds ? (double)row->produced / row->rounds : 0;
+        row->predicted = spec_predicted_speedup(row->alpha, row->gamma, res->c);
+        row->verify_ms = time_verify(te, ids, n, row->gamma, err);
+        if (row->verify_ms < 0) {
+            free(tv);
+            goto out;
+        }
+        row->predicted_verify = row->tokens_per_pass * res->t_target_ms /
+                                (row->gamma * res->t_draft_ms + row->verify_ms);
+    }
+    free(tv);
+    res->load_after = loadavg();
+    rc = 0;
+out:
+    engine_free(de);
+    engine_free(te);
+    free(ids);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Output */
+
+static void print_table(const sb_options *o, const model *tm, const model *dm, const char *tname,
+                        const char *dname, const sb_result *r)
+{
+    char chain[160];
+    sampler_params_format(&o->sampler, chain, sizeof chain);
+    printf("\nspeculative decoding, %s: target %s (%.1fM params), draft %s (%.1fM params)\n",
+           tt_dtype_name(r->dtype), tname, tm->n_params / 1e6, dname, dm->n_params / 1e6);
+    printf("  %s | %s | %d tokens x %d runs (medians) | load %.2f -> %.2f on %d cores\n",
+           r->target_desc, chain, o->gen_tokens, o->reps, r->load_before, r->load_after,
+           threadpool_cores());
+    printf("  decode cost per token: target %.2f ms, draft %.2f ms -> c = %.3f | baseline %.2f "
+           "tok/s\n", r->t_target_ms, r->t_draft_ms, r->c, r->baseline_tok_s);
+    printf("  gamma  tok/s    speed-up  accept  alpha  tok/pass  verify ms  predicted  "
+           "pred(verify)  meas/pred\n");
+    for (int i = 0; i < r->n_rows; i++) {
+        const sb_row *w = &r->rows[i];
+        printf("  %5d  %7.2f  %7.2fx  %6.3f  %5.3f  %8.2f  %9.2f  %8.2fx  %11.2fx  %9.2f\n",
+               w->gamma, w->tok_s, w->speedup, w->acceptance, w->alpha, w->tokens_per_pass,
+               w->verify_ms, w->predicted, w->predicted_verify, w->speedup / w->predicted);
+    }
+    printf("  predicted: (1 - a^(g+1)) / ((1 - a)(g c + 1)) with a = alpha (accepted / tested "
+           "drafts);\n  pred(verify): tok/pass x target token cost / (g x draft token cost + "
+           "the measured verification pass)\n");
+    fflush(stdout);
+}
+
+static void print_json(const sb_options *o, const char *tname, const char *dname,
+                       const sb_result *r)
+{
+    printf("{\"precision\":\"%s\",\"target\":", tt_dtype_name(r->dtype));
+    jsonw_string(stdout, tname, strlen(tname));
+    fputs(",\"draft\":", stdout);
+    jsonw_string(stdout, dname, strlen(dname));
+    fputs(",\"engine\":", stdout);
+    jsonw_string(stdout, r->target_desc, strlen(r->target_desc));
+    printf(",\"gen_tokens\":%d,\"reps\":%d,\"target_ms\":%.4f,\"draft_ms\":%.4f,\"c\":%.5f,"
+           "\"baseline_tok_s\":%.4f,\"load_before\":%.2f,\"load_after\":%.2f,\"rows\":[",
+           o->gen_tokens, o->reps, r->t_target_ms, r->t_draft_ms, r->c, r->baseline_tok_s,
+           r->load_before, r->load_after);
+    for (int i = 0; i < r->n_rows; i++) {
+        const sb_row *w = &r->rows[i];
+        printf("%s{\"gamma\":%d,\"tok_s\":%.4f,\"speedup\":%.4f,\"drafted\":%ld,\"accepted\":%ld,"
+               "\"acceptance_rate\":%.4f,\"alpha\":%.4f,\"tokens_per_target_pass\":%.4f,"
+               "\"verify_ms\":%.4f,\"predicted_speedup\":%.4f,\"predicted_speedup_verify\":%.4f}",
+               i ? "," : "", w->gamma, w->tok_s, w->speedup, w->drafted, w->accepted,
+               w->acceptance, w->alpha, w->tokens_per_pass, w->verify_ms, w->predicted,
+               w->predicted_verify);
+    }
+    puts("]}");
+    fflush(stdout);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Entry */
+
+int bench_spec_main(int argc, char **argv)
+{
+    sb_options o;
+    memset(&o, 0, sizeof o);
+    sampler_params_default(&o.sampler);
+    o.sampler.greedy = true;
+    o.sampler.temperature = 0;
+    o.gen_tokens = 128;
+    o.reps = 3;
+    o.prompt = DEFAULT_PROMPT;
+    o.dtypes[0] = TT_F32;
+    o.n_dtypes = 1;
+    parse_gammas(&o, "1..8");
+    int rc = parse(&o, argc, argv);
+    if (rc != 0)
+        return rc < 0 ? 2 : 0;
+
+    tt_error err = {0};
+    char tmp[4096] = "", tdir[4200], ddir[4200];
+    const char *target_dir = o.model_dir, *draft_dir = o.draft_dir;
+    if (o.random_pair) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/tokentop-spec-XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(tmp)) {
+            fprintf(stderr, "tokentop bench: cannot create %s: %s\n", tmp, strerror(errno));
+            return 1;
+        }
+        snprintf(tdir, sizeof tdir, "%s/target", tmp);
+        snprintf(ddir, sizeof ddir, "%s/draft", tmp);
+        fprintf(stderr, "tokentop bench: writing a random pair (target GPT-2 124M shapes, draft C "
+                "256 L 2, noise %g) to %s\n", o.noise, tmp);
+        if (pair_write(tdir, ddir, o.noise, o.seed + 1, &err) != TT_OK) {
+            fprintf(stderr, "tokentop bench: %s\n", err.msg);
+            nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            return 1;
+        }
+        target_dir = tdir;
+        draft_dir = ddir;
+    }
+    cli_options co;
+    cli_options_default(&co);
+    co.model_dir = target_dir;
+    const char *dir = cli_model_dir(&co);
+    model *tm = NULL, *dm = NULL;
+    tokenizer *tok = NULL, *dtok = NULL;
+    rc = 1;
+    if (!dir)
+        goto out;
+    if (cli_load_tokenizer(dir, &tok, &err) != TT_OK ||
+        cli_load_tokenizer(draft_dir, &dtok, &err) != TT_OK ||
+        model_load(dir, &tm, &err) != TT_OK || model_load(draft_dir, &dm, &err) != TT_OK) {
+        fprintf(stderr, "tokentop bench: %s\n", err.msg);
+        goto out;
+    }
+    if (!tokenizer_equal(tok, dtok) || tm->config.V != dm->config.V) {
+        fprintf(stderr, "tokentop bench: draft model %s: its tokenizer or vocab_size differs from "
+                "the target's\n", draft_dir);
+        goto out;
+    }
+    const char *tname = o.random_pair ? "gpt2-random" : tm->name;
+    const char *dname = o.random_pair ? "gpt2-random-draft" : dm->name;
+    for (int i = 0; i < o.n_dtypes; i++) {
+        sb_result *res = malloc(sizeof *res);
+        if (!res || bench_dtype(&o, tm, dm, tok, o.dtypes[i], res, &err) != 0) {
+            fprintf(stderr, "tokentop bench: %s\n", res ? err.msg : "out of memory");
+            free(res);
+            goto out;
+        }
+        if (o.json)
+            print_json(&o, tname, dname, res);
+        else
+            print_table(&o, tm, dm, tname, dname, res);
+        free(res);
+    }
+    rc = 0;
+out:
+    model_free(dm);
+    model_free(tm);
+    tokenizer_free(dtok);
+    tokenizer_free(tok);
+    if (tmp[0])
+        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
