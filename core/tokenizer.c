@@ -7,13 +7,15 @@
  * before the next rank is considered. A binary heap over a linked list of symbols makes this
  * O(n log n) in the piece length, so one huge piece (100,000 copies of a letter) stays fast.
  *
- * Invalid UTF-8 policy (lossless): the regex is compiled with PCRE2_MATCH_INVALID_UTF, so a match
- * never contains an invalid sequence (a truncated sequence, a stray continuation byte, an
- * overlong form, a surrogate, a code point above U+10FFFF, the bytes 0xC0, 0xC1, 0xF5..0xFF).
- * Every byte the regex leaves uncovered becomes a piece of its own and so encodes to its
- * single-byte token. Nothing is replaced or dropped: decoding the ids gives back the exact input
- * bytes, valid or not. Valid UTF-8 encodes exactly as in the reference (which only sees valid
- * text). The streaming decoder, not the encoder, is where invalid bytes turn into U+FFFD.
+ * Invalid UTF-8 policy (lossless): an invalid sequence (a truncated sequence, a stray continuation
+ * byte, an overlong form, a surrogate, a code point above U+10FFFF, the bytes 0xC0, 0xC1,
+ * 0xF5..0xFF) is a barrier no regex match crosses, and every byte of it becomes a piece of its
+ * own, so it encodes to its single-byte token. With the JIT, PCRE2_MATCH_INVALID_UTF does the
+ * skipping; without it encode finds the valid fragments itself (same pieces; a test compares the
+ * two). Nothing is replaced or dropped: decoding the ids gives back the exact input bytes, valid
+ * or not, and the valid text between invalid bytes encodes as it would on its own. Valid UTF-8
+ * encodes exactly as in the reference (which only ever sees valid text). The streaming decoder,
+ * not the encoder, is where invalid bytes turn into U+FFFD.
  *
  * "<|endoftext|>" in the text is plain text: it goes through the regex like anything else.
  *
@@ -189,11 +191,11 @@ static tt_status read_whole_file(const char *path, char **buf, size_t *len, tt_e
         b = nb;
         cap *= 2;
     }
-    bool failed = ferror(f);
+    int read_errno = ferror(f) ? errno : 0;
     fclose(f);
-    if (failed) {
+    if (read_errno) {
         free(b);
-        return tt_fail(err, TT_ERR_IO, "%s: read error", path);
+        return tt_fail(err, TT_ERR_IO, "%s: read error: %s", path, strerror(read_errno));
     }
     b[n] = 0;
     *buf = b;
