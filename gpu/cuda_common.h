@@ -10,6 +10,9 @@
 #ifndef TOKENTOP_GPU_CUDA_COMMON_H
 #define TOKENTOP_GPU_CUDA_COMMON_H
 
+/* First: core/dtype.h names a local `half`, which cuda_fp16.h's global type would shadow. */
+#include "gpu/core_api.h"
+
 #ifdef TT_EMU
 #include "gpu/emu/cuda_emu.h"
 #define TT_LAUNCH(kernel, grid, block, shmem, stream, ...) \
@@ -22,8 +25,6 @@
     (kernel<<<grid, block, shmem, stream>>>(__VA_ARGS__), cudaGetLastError())
 #define TT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
-
-#include "gpu/core_api.h"
 
 /* The cuBLAS data type holding tensors of dtype d. */
 static inline cudaDataType tt_cuda_type(tt_dtype d)

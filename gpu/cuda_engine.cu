@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/kernels.h"
+#include "gpu/cuda_kernels.h"
 
 #define CUDA_CHUNK 256                       /* default tokens per prefill chunk */
 #define CUDA_WORKSPACE ((size_t)32 << 20)    /* cuBLAS workspace (what Hopper wants) */

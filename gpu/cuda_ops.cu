@@ -1,12 +1,12 @@
 /* cuda_ops.cu: the per-op test harness of the CUDA backend (see cuda_ops.h): upload, one launcher
- * from gpu/kernels.cu, download. */
+ * from gpu/cuda_kernels.cu, download. */
 #include "gpu/cuda_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/kernels.h"
+#include "gpu/cuda_kernels.h"
 
 struct cuda_ops {
     cudaStream_t stream;

@@ -1,6 +1,6 @@
 /* cuda_ops.h: each GPU operation of the backend run once on host arrays, for the per-op tests
  * (tests/check_gpu_*.c). Inputs are uploaded (rounded to the dtype where the backend holds them in
- * it), the backend's own launcher from gpu/kernels.cu runs on the context's stream, and the outputs
+ * it), the backend's own launcher from gpu/cuda_kernels.cu runs on the context's stream, and the outputs
  * come back as floats. Runs on a real device or on the host emulation alike.
  *
  * Every function returns TT_OK, or TT_ERR_DEVICE with the failing call in err (a bad launch, a

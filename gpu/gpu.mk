@@ -2,7 +2,7 @@
 #
 #   make              auto: the CUDA backend when nvcc is found (PATH or $(CUDA_HOME)/bin), else none;
 #                     one line says which
-#   make CUDA=1       the CUDA backend: gpu/kernels.cu through nvcc for CUDA_ARCHS, the host code
+#   make CUDA=1       the CUDA backend: gpu/cuda_kernels.cu through nvcc for CUDA_ARCHS, the host code
 #                     through $(CXX) against the CUDA headers, linked with cudart + cuBLAS
 #   make CUDA=emu     the same gpu/ source over the host emulation (gpu/emu): `--backend cuda` runs
 #                     on the CPU through the emulated runtime (slow; for tests and demos)
@@ -52,7 +52,7 @@ endif
 # ---------------------------------------------------------------------------------------------
 # Sources and objects
 GPU_HDR      := $(wildcard gpu/*.h gpu/emu/*.h)
-GPU_KERN_SRC := gpu/kernels.cu gpu/cuda_selftest.cu       # device code: nvcc
+GPU_KERN_SRC := gpu/cuda_kernels.cu gpu/cuda_selftest.cu       # device code: nvcc
 GPU_HOST_SRC := gpu/cuda_engine.cu gpu/cuda_ops.cu         # host code only: $(CXX)
 CUDA_OBJDIR  := build/cuda
 CUDA_OBJ     := $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC) $(GPU_HOST_SRC))

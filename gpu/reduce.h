@@ -1,5 +1,5 @@
 /* reduce.h: warp and block reductions for the CUDA kernels (device code; every block size that uses
- * them is a whole number of warps). Shared by gpu/kernels.cu and gpu/cuda_selftest.cu. */
+ * them is a whole number of warps). Shared by gpu/cuda_kernels.cu and gpu/cuda_selftest.cu. */
 #ifndef TOKENTOP_GPU_REDUCE_H
 #define TOKENTOP_GPU_REDUCE_H
 

@@ -1,4 +1,4 @@
-/* kernels.h: the CUDA backend's kernels and cuBLAS calls, one launcher per operation (C++, included
+/* cuda_kernels.h: the CUDA backend's kernels and cuBLAS calls, one launcher per operation (C++, included
  * by gpu/ sources only). Each launcher only queues work on its stream (or the cuBLAS handle's) and
  * returns the launch's or cuBLAS's status; the caller checks it (cuda_engine.cu's GPU_CHECK).
  *
@@ -18,8 +18,8 @@
  * Dimension letters as in core/model.h. `tokens` is a device buffer (1 + T) ints: tokens[0] is the
  * position of the first token, tokens[1 .. T] the ids; kernels read the position from it, so a
  * captured decode graph is valid at every position. Pointers are device pointers. */
-#ifndef TOKENTOP_GPU_KERNELS_H
-#define TOKENTOP_GPU_KERNELS_H
+#ifndef TOKENTOP_GPU_CUDA_KERNELS_H
+#define TOKENTOP_GPU_CUDA_KERNELS_H
 
 #include <stdbool.h>
 

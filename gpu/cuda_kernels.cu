@@ -1,7 +1,7 @@
-/* kernels.cu: the CUDA backend's kernels (embedding, LayerNorm, GELU, q/k/v split into the cache,
+/* cuda_kernels.cu: the CUDA backend's kernels (embedding, LayerNorm, GELU, q/k/v split into the cache,
  * causal softmax, decode attention) and its cuBLAS calls. Compiled by nvcc, or as C++ against the
  * host emulation (gpu/emu), so the same code is tested without a GPU. */
-#include "gpu/kernels.h"
+#include "gpu/cuda_kernels.h"
 
 #include "gpu/reduce.h"
 
