@@ -157,6 +157,8 @@ def main():
         print("resume: iteration %d, best val %.4f, %.0f s trained" % (it0, best, elapsed0))
 
     train_time = elapsed0          # seconds spent in training steps (evaluations excluded)
+    cpu0 = time.process_time()     # CPU seconds of this process, all threads (evaluations included)
+    wall0 = time.time()
     window_time, window_iters = 0.0, 0
     tokens_per_iter = args.batch_size * T
     for it in range(it0, args.max_iters + 1):
@@ -205,12 +207,15 @@ def main():
         window_time += dt
         window_iters += 1
         if it % args.log_interval == 0:
-            print("iter %5d: loss %.4f  lr %.2e  %.0f ms/iter  %.0f tok/s  %.0f s" %
+            print("iter %5d: loss %.4f  lr %.2e  %.0f ms/iter  %.0f tok/s  %.0f s  (cpu %.0f s, load %.1f)" %
                   (it, loss.item(), lr, window_time / window_iters * 1000,
-                   window_iters * tokens_per_iter / window_time, train_time))
+                   window_iters * tokens_per_iter / window_time, train_time,
+                   time.process_time() - cpu0, os.getloadavg()[0]))
             sys.stdout.flush()
             window_time, window_iters = 0.0, 0
     summary = {"best_val_loss": best, "best_val_ppl": math.exp(best), "train_seconds": round(train_time, 1),
+               "run_wall_seconds": round(time.time() - wall0, 1),
+               "run_cpu_seconds": round(time.process_time() - cpu0, 1),
                "params": model.n_params(), "history": history}
     with open(os.path.join(work, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
