@@ -34,6 +34,7 @@ typedef struct {
     const char *model_dir, *draft_dir;
     bool random_pair;
     double noise;
+    const char *pair_dir;          /* --pair-dir: write the random pair here and keep it */
     int gammas[SPEC_GAMMA_MAX];
     int n_gammas;
     tt_dtype dtypes[3];
@@ -170,6 +171,7 @@ static void usage(FILE *f)
 "  --draft DIR          draft model (same tokenizer and vocab_size as the target)\n"
 "  --random-pair NOISE  write a random pair instead: target with GPT-2 124M shapes, draft with\n"
 "                       C 256, L 2; the target's logits are the draft's plus noise (0: equal)\n"
+"  --pair-dir DIR       write that pair to DIR/target and DIR/draft and keep it (DIR must exist)\n"
 "  --gamma LIST         1..8 (default) | 4 | 1,2,4\n"
 "  --dtype LIST         fp32 (default) | fp16 | bf16, comma-separated\n"
 "  --gen-tokens N       tokens per run (default 128)    --reps R  runs per row (default 3)\n"
@@ -178,7 +180,7 @@ static void usage(FILE *f)
 "  --json               one JSON object per precision\n");
 }
 
-enum { SB_MODEL = 256, SB_DRAFT, SB_RANDOM, SB_GAMMA, SB_DTYPE, SB_GEN, SB_REPS, SB_PROMPT,
+enum { SB_MODEL = 256, SB_DRAFT, SB_RANDOM, SB_PAIR_DIR, SB_GAMMA, SB_DTYPE, SB_GEN, SB_REPS, SB_PROMPT,
        SB_THREADS, SB_TEMP, SB_TOPK, SB_TOPP, SB_SEED, SB_JSON, SB_HELP };
 
 static int parse(sb_options *o, int argc, char **argv)
@@ -186,6 +188,7 @@ static int parse(sb_options *o, int argc, char **argv)
     static const struct option opts[] = {
         {"model", required_argument, 0, SB_MODEL}, {"draft", required_argument, 0, SB_DRAFT},
         {"random-pair", required_argument, 0, SB_RANDOM},
+        {"pair-dir", required_argument, 0, SB_PAIR_DIR},
         {"gamma", required_argument, 0, SB_GAMMA}, {"dtype", required_argument, 0, SB_DTYPE},
         {"gen-tokens", required_argument, 0, SB_GEN}, {"reps", required_argument, 0, SB_REPS},
         {"prompt", required_argument, 0, SB_PROMPT},
@@ -203,6 +206,7 @@ static int parse(sb_options *o, int argc, char **argv)
         const char *a = optarg;
         switch (c) {
         case SB_MODEL: o->model_dir = a; break;
+        case SB_PAIR_DIR: o->pair_dir = a; break;
         case SB_DRAFT: o->draft_dir = a; break;
         case SB_RANDOM: {
             char *end;
@@ -293,7 +297,7 @@ static int parse(sb_options *o, int argc, char **argv)
  * draft's 256 followed by 512 of its own: its embeddings repeat the draft's on the first 256 and
  * its lm_head too, and the lm_head's other 512 columns are noise-scaled, so the target's logits
  * are the draft's (up to LayerNorm's per-token scale) plus Gaussian noise of about
- * noise * sqrt(512/256) standard deviations. An untied lm_head keeps the logits from favouring
+ * noise * sqrt(512/256) standard deviations (the draft's logits have about 1). An untied lm_head keeps the logits from favouring
  * the current token (x . wte[x] would dominate a tied head). */
 
 typedef struct {
@@ -375,6 +379,30 @@ static int patch_inert(st_patch *p, int L, int C)
     return 0;
 }
 
+/* Subtracts each row's mean from a (rows, C) tensor. Zero-sum lm_head rows make a logit blind to
+ * LayerNorm's mean, which differs between the 256- and 768-wide models; the target's logits are
+ * then the draft's times a per-token scale (LayerNorm's), plus the noise. */
+static int patch_center(st_patch *p, const char *name, int rows, int C)
+{
+    long at = patch_offset(p, name);
+    float *row = malloc((size_t)C * sizeof *row);
+    int bad = at < 0 || !row;
+    for (int i = 0; i < rows && !bad; i++) {
+        bad = fseek(p->f, at + (long)i * C * 4, SEEK_SET) != 0 ||
+              fread(row, sizeof *row, (size_t)C, p->f) != (size_t)C;
+        double mean = 0;
+        for (int j = 0; j < C; j++)
+            mean += row[j];
+        mean /= C;
+        for (int j = 0; j < C; j++)
+            row[j] = (float)(row[j] - mean);
+        bad = bad || fseek(p->f, at + (long)i * C * 4, SEEK_SET) != 0 ||
+              fwrite(row, sizeof *row, (size_t)C, p->f) != (size_t)C;
+    }
+    free(row);
+    return bad ? -1 : 0;
+}
+
 /* Target rows [draft row (Cd) | own (Ct - Cd) with spread s] for a (rows, Ct) tensor. */
 static int patch_extend(st_patch *t, st_patch *d, const char *name, int rows, int Ct, int Cd,
                         double s, rng *r)
@@ -432,6 +460,7 @@ static tt_status pair_write(const char *tdir, const char *ddir, double noise, ui
     int bad = patch_inert(&pd, d.L, d.C) || patch_inert(&pt, t.L, t.C) ||
               patch_extend(&pt, &pd, "transformer.wte.weight", t.V, t.C, d.C, 1.0, &r) ||
               patch_extend(&pt, &pd, "transformer.wpe.weight", t.maxT, t.C, d.C, 1.0, &r) ||
+              patch_center(&pd, "lm_head.weight", d.V, d.C) ||
               patch_extend(&pt, &pd, "lm_head.weight", t.V, t.C, d.C, noise, &r);
     bad = (fflush(pt.f) != 0) || (fflush(pd.f) != 0) || bad;
     patch_close(&pd);
@@ -551,7 +580,7 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
     int gmax = 1;
     for (int i = 0; i < o->n_gammas; i++)
         gmax = o->gammas[i] > gmax ? o->gammas[i] : gmax;
-    int n_ctx = n + o->gen_tokens + gmax + 2;
+    int n_ctx = n + (o->gen_tokens > COST_STEPS ? o->gen_tokens : COST_STEPS) + gmax + 2;
     if (n_ctx > tm->config.maxT || n_ctx > dm->config.maxT || n < 1) {
         tt_fail(err, TT_ERR_ARG, "bench: the prompt (%d tokens) and --gen-tokens %d do not fit "
                 "the models' contexts (%d, %d)", n, o->gen_tokens, tm->config.maxT,
@@ -719,7 +748,9 @@ int bench_spec_main(int argc, char **argv)
     if (o.random_pair) {
         const char *base = getenv("TMPDIR");
         snprintf(tmp, sizeof tmp, "%s/tokentop-spec-XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(tmp)) {
+        if (o.pair_dir)
+            snprintf(tmp, sizeof tmp, "%s", o.pair_dir);
+        else if (!mkdtemp(tmp)) {
             fprintf(stderr, "tokentop bench: cannot create %s: %s\n", tmp, strerror(errno));
             return 1;
         }
@@ -729,7 +760,8 @@ int bench_spec_main(int argc, char **argv)
                 "256 L 2, noise %g) to %s\n", o.noise, tmp);
         if (pair_write(tdir, ddir, o.noise, o.seed + 1, &err) != TT_OK) {
             fprintf(stderr, "tokentop bench: %s\n", err.msg);
-            nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            if (!o.pair_dir)
+                nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
             return 1;
         }
         target_dir = tdir;
@@ -776,7 +808,7 @@ out:
     model_free(tm);
     tokenizer_free(dtok);
     tokenizer_free(tok);
-    if (tmp[0])
+    if (tmp[0] && !o.pair_dir)
         nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
 }
