@@ -213,12 +213,14 @@ const char *sampler_cut_name(sampler_cut c)
 
 /* ---------------------------------------------------------------------------------------------
  * Four-wide vector helpers (GCC/Clang vector extensions: SSE2 on any x86-64, NEON on arm64).
- * The passes over V run every token, and scalar expf alone would take most of the time budget.
- */
+ * The passes over V run every token; scalar expf alone would take most of the time budget. */
 
 typedef float f4 __attribute__((vector_size(16)));
 typedef int32_t i4 __attribute__((vector_size(16)));
-typedef double d4 __attribute__((vector_size(32)));
+typedef uint16_t u16x4 __attribute__((vector_size(8)));
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef int16_t s16x8 __attribute__((vector_size(16)));
+typedef uint64_t u64x2 __attribute__((vector_size(16)));
 
 static inline f4 f4_load(const float *p)
 {
@@ -231,10 +233,25 @@ static inline void f4_store(float *p, f4 v) { memcpy(p, &v, sizeof v); }
 static inline f4 f4_splat(float x) { return (f4){x, x, x, x}; }
 static inline f4 f4_select(i4 m, f4 a, f4 b) { return (f4)(((i4)a & m) | ((i4)b & ~m)); }
 
+static inline bool i4_any(i4 m)
+{
+    u64x2 w = (u64x2)m;
+    return (w[0] | w[1]) != 0;
+}
+
+/* The four bucket numbers at p, as int32 lanes. */
+static inline i4 bucket_load(const uint16_t *p)
+{
+    u16x4 v;
+    memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, i4);
+}
+
 #define EXP_LO -87.33654f   /* below this exp() is not a normal float: the result is 0 */
 
 /* exp(x) for x <= 0 (Cephes expf: range reduction by ln 2 and a degree-6 polynomial, ~1 ulp);
- * exactly 1 at 0 and exactly 0 below EXP_LO, -inf included. */
+ * exactly 1 at 0 and exactly 0 below EXP_LO, -inf included, so a weight is 0 only below EXP_LO
+ * and the tokens with p > 0 are a prefix of the order. */
 static inline f4 exp4(f4 x)
 {
     i4 under = x < f4_splat(EXP_LO);
@@ -260,157 +277,223 @@ static inline float exp1(float x) { return exp4(f4_splat(x))[0]; }
 /* 1 / T, finite even for a denormal T (0 * inf would make NaN of the top token's weight). */
 static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : FLT_MAX; }
 
-/* w[j] = exp(s_j) with s_j = (src[j] - shift) * scale <= 0, for j < n (w may be NULL); adds
- * sum(w) to *sum_w and sum(w * s) to *sum_ws in double (the entropy needs the second). */
+/* Loads four floats from src + j, padding past n with -inf (weight 0, contributes nothing). */
+static inline f4 load_padded(const float *src, int j, int n)
+{
+    if (n - j >= 4)
+        return f4_load(src + j);
+    float tail[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    memcpy(tail, src + j, (size_t)(n - j) * sizeof(float));
+    return f4_load(tail);
+}
+
+static inline void store_partial(float *dst, int j, int n, f4 v)
+{
+    if (n - j >= 4) {
+        f4_store(dst + j, v);
+    } else {
+        float tail[4];
+        f4_store(tail, v);
+        memcpy(dst + j, tail, (size_t)(n - j) * sizeof(float));
+    }
+}
+
+/* w[i] = exp(s_i) with s_i = (src[i] - shift) * scale <= 0, for i < n (w may be NULL); adds
+ * sum(w) to *sum_w and sum(w * s) to *sum_ws (the entropy needs it). Lane sums are float over
+ * blocks of 64 and double across blocks. */
 static void exp_pass(float *w, const float *src, int n, float shift, float scale, double *sum_w,
                      double *sum_ws)
 {
     const f4 vshift = f4_splat(shift), vscale = f4_splat(scale), lo = f4_splat(EXP_LO);
-    d4 aw = {0, 0, 0, 0}, aws = {0, 0, 0, 0};
-    int j = 0;
-    for (;; j += 4) {
-        f4 x;
-        int m = n - j;
-        if (m >= 4) {
-            x = f4_load(src + j);
-        } else if (m > 0) {   /* pad with -inf: weight 0, contributes nothing */
-            float tail[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-            memcpy(tail, src + j, (size_t)m * sizeof(float));
-            x = f4_load(tail);
-        } else {
-            break;
+    double dw = 0, dws = 0;
+    for (int j0 = 0; j0 < n; j0 += 64) {
+        int j1 = j0 + 64 < n ? j0 + 64 : n;
+        f4 aw = f4_splat(0), aws = f4_splat(0);
+        for (int j = j0; j < j1; j += 4) {
+            f4 s = (load_padded(src, j, n) - vshift) * vscale;
+            f4 e = exp4(s);
+            aw += e;
+            aws += e * f4_select(s < lo, lo, s);   /* keeps 0 * -inf out of the sum */
+            if (w)
+                store_partial(w, j, n, e);
         }
-        f4 s = (x - vshift) * vscale;
-        f4 e = exp4(s);
-        f4 sc = f4_select(s < lo, lo, s);   /* keeps 0 * -inf out of the sum */
-        aw += __builtin_convertvector(e, d4);
-        aws += __builtin_convertvector(e * sc, d4);
-        if (w) {
-            if (m >= 4) {
-                f4_store(w + j, e);
-            } else {
-                float tail[4];
-                f4_store(tail, e);
-                memcpy(w + j, tail, (size_t)m * sizeof(float));
-            }
-        }
+        dw += ((double)aw[0] + aw[1]) + ((double)aw[2] + aw[3]);
+        dws += ((double)aws[0] + aws[1]) + ((double)aws[2] + aws[3]);
     }
-    *sum_w += (aw[0] + aw[1]) + (aw[2] + aw[3]);
-    *sum_ws += (aws[0] + aws[1]) + (aws[2] + aws[3]);
+    *sum_w += dw;
+    *sum_ws += dws;
 }
 
-/* Copies x to a and b, returns max(x) and whether any value is NaN or +inf. */
-static float scan_logits(const float *x, int V, float *a, float *b, bool *bad_out)
+/* Copies x to a and b; returns in *out max, min over finite values and the number of finite
+ * values, and whether any value is NaN or +inf. */
+typedef struct {
+    float max, min_finite;
+    int n_finite;
+    bool bad;
+} logit_range;
+
+static logit_range scan_logits(const float *x, int V, float *a, float *b)
 {
     const i4 absmask = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
     const i4 maxfinite = {0x7f7fffff, 0x7f7fffff, 0x7f7fffff, 0x7f7fffff};
-    const i4 neginf = (i4)f4_splat(-INFINITY);
-    f4 m = f4_splat(-INFINITY);
-    i4 bad = {0, 0, 0, 0};
+    const f4 ninf = f4_splat(-INFINITY);
+    f4 mx = ninf, mn = f4_splat(INFINITY);
+    i4 bad = {0, 0, 0, 0}, cnt = {0, 0, 0, 0};
     int j = 0;
     for (; j + 4 <= V; j += 4) {
         f4 v = f4_load(x + j);
-        f4_store(a + j, v);
-        f4_store(b + j, v);
-        i4 bits = (i4)v;
-        bad |= ((bits & absmask) > maxfinite) & (bits != neginf);
-        m = f4_select(v > m, v, m);
-    }
-    float mx = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
-    bool any = bad[0] | bad[1] | bad[2] | bad[3];
-    for (; j < V; j++) {
-        float v = x[j];
-        a[j] = b[j] = v;
-        any |= isnan(v) || v == INFINITY;
-        mx = v > mx ? v : mx;
-    }
-    *bad_out = any;
-    return mx;
-}
-
-/* max, min over finite values, and the number of finite values (no NaN or +inf present). */
-static void scan_range(const float *z, int V, float *zmax, float *zmin, int *n_finite)
-{
-    const f4 ninf = f4_splat(-INFINITY), pinf = f4_splat(INFINITY);
-    f4 mx = ninf, mn = pinf;
-    i4 cnt = {0, 0, 0, 0};
-    int j = 0;
-    for (; j + 4 <= V; j += 4) {
-        f4 v = f4_load(z + j);
+        if (a)
+            f4_store(a + j, v);
+        if (b)
+            f4_store(b + j, v);
         i4 fin = v != ninf;
+        bad |= (((i4)v & absmask) > maxfinite) & fin;   /* NaN or +inf */
         cnt -= fin;
         mx = f4_select(v > mx, v, mx);
         mn = f4_select(fin & (v < mn), v, mn);
     }
-    float hi = fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3]));
-    float lo = fminf(fminf(mn[0], mn[1]), fminf(mn[2], mn[3]));
-    int n = cnt[0] + cnt[1] + cnt[2] + cnt[3];
+    logit_range r = {
+        .max = fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3])),
+        .min_finite = fminf(fminf(mn[0], mn[1]), fminf(mn[2], mn[3])),
+        .n_finite = cnt[0] + cnt[1] + cnt[2] + cnt[3],
+        .bad = i4_any(bad),
+    };
     for (; j < V; j++) {
-        float v = z[j];
+        float v = x[j];
+        if (a)
+            a[j] = v;
+        if (b)
+            b[j] = v;
         if (v == -INFINITY)
             continue;
-        n++;
-        hi = v > hi ? v : hi;
-        lo = v < lo ? v : lo;
+        r.bad |= isnan(v) || v == INFINITY;
+        r.n_finite++;
+        r.max = v > r.max ? v : r.max;
+        r.min_finite = v < r.min_finite ? v : r.min_finite;
     }
-    *zmax = hi;
-    *zmin = lo;
-    *n_finite = n;
+    return r;
+}
+
+/* Number of finite z with (z - zmax) * inv_t >= ln_min_p: the tokens min-p keeps. */
+static int count_min_p(const float *z, int V, float zmax, float inv_t, float ln_min_p)
+{
+    const f4 vmax = f4_splat(zmax), vinv = f4_splat(inv_t), vthr = f4_splat(ln_min_p);
+    i4 cnt = {0, 0, 0, 0};
+    for (int j = 0; j < V; j += 4)
+        cnt -= (load_padded(z, j, V) - vmax) * vinv >= vthr;
+    return cnt[0] + cnt[1] + cnt[2] + cnt[3];
+}
+
+/* probs[i] = w[i] * inv for tokens in buckets below limit, else 0; returns the number of p > 0
+ * and adds sum(p * s) with s = (z - zmax) * inv_t (the entropy term) to *sum_ps. */
+static int normalize_pass(float *probs, const float *w, const uint16_t *bucket, const float *z,
+                          int V, int limit, float inv, float zmax, float inv_t, double *sum_ps)
+{
+    const f4 vinv = f4_splat(inv), vmax = f4_splat(zmax), vt = f4_splat(inv_t);
+    const f4 lo = f4_splat(EXP_LO), zero = f4_splat(0);
+    const i4 vlimit = {limit, limit, limit, limit};
+    i4 cnt = {0, 0, 0, 0};
+    double acc = 0;
+    int j = 0;
+    for (int j0 = 0; j0 + 4 <= V; j0 += 64) {
+        int j1 = j0 + 64 <= V ? j0 + 64 : V & ~3;
+        f4 aps = zero;
+        for (j = j0; j < j1; j += 4) {
+            i4 keep = bucket_load(bucket + j) < vlimit;
+            f4 p = f4_select(keep, f4_load(w + j) * vinv, zero);
+            f4 s = (f4_load(z + j) - vmax) * vt;
+            aps += p * f4_select(s < lo, lo, s);
+            cnt -= p > zero;
+            f4_store(probs + j, p);
+        }
+        acc += ((double)aps[0] + aps[1]) + ((double)aps[2] + aps[3]);
+    }
+    int n = cnt[0] + cnt[1] + cnt[2] + cnt[3];
+    for (j = V & ~3; j < V; j++) {
+        float p = bucket[j] < limit ? w[j] * inv : 0;
+        float s = (z[j] - zmax) * inv_t;
+        acc += (double)p * (s < EXP_LO ? EXP_LO : s);
+        n += p > 0;
+        probs[j] = p;
+    }
+    *sum_ps += acc;
+    return n;
+}
+
+/* Writes the ids i (ascending) with bucket[i] == b to out; stops after n of them. */
+static void gather_bucket(const uint16_t *bucket, int V, int b, int32_t *out, int n)
+{
+    const s16x8 vb = {(int16_t)b, (int16_t)b, (int16_t)b, (int16_t)b,
+                      (int16_t)b, (int16_t)b, (int16_t)b, (int16_t)b};
+    int got = 0, j = 0;
+    for (; j + 8 <= V && got < n; j += 8) {
+        s16x8 v;
+        memcpy(&v, bucket + j, sizeof v);
+        u64x2 hit = (u64x2)(v == vb);
+        if ((hit[0] | hit[1]) == 0)
+            continue;
+        for (int k = 0; k < 8; k++)
+            if (bucket[j + k] == b)
+                out[got++] = j + k;
+    }
+    for (; j < V && got < n; j++)
+        if (bucket[j] == b)
+            out[got++] = j;
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The sampler: token order by buckets, sorted lazily.
+ * The sampler: one token order, sorted lazily by buckets.
  *
  * Every filter keeps a prefix of one order (descending logit, ties by lower id), and the draw
- * walks that order. A full sort of 50257 tokens per step is too slow, so finite tokens go into
- * NB buckets by their distance below the top logit (a monotone map, so the bucket order agrees
- * with the token order), are scattered in bucket order, and a bucket is sorted only when a
- * boundary or a draw falls inside it. Per-bucket masses let a walk skip whole buckets. */
+ * walks that order. Sorting 50257 tokens per step would take most of the budget, so each finite
+ * token gets a bucket by its distance below the top logit (a monotone map: the bucket order
+ * agrees with the token order). One scalar pass counts tokens and sums weights per bucket; a
+ * bucket's members are gathered and sorted only when a boundary or a draw falls inside it, and
+ * walks skip whole buckets by their sums. Weights and probabilities are computed per token id
+ * in vector passes. A position is a token's 0-based rank in the order: bucket b holds positions
+ * pstart[b] .. pstart[b] + cnt[b] - 1. */
 
 #define NB 4096                 /* buckets */
-#define SPAN_NATS 32.0f         /* buckets cover this many nats (at the flattest temperature)
-                                   below the top logit; the rest shares the last bucket, whose
+#define SPAN_NATS 32.0f         /* buckets cover this many nats (at the flattest temperature in
+                                   use) below the top logit; the rest shares the last bucket, whose
                                    mass is below V * e^-32 */
 #define TOP_P_SLACK 1e-6        /* a cumulative sum within this of top_p counts as reaching it */
 #define INSERTION_MAX 48        /* buckets up to this size use insertion sort, larger ones radix */
+#define TOP_M SAMPLER_TOP_MAX
 
 struct sampler {
     int V;
     /* Indexed by token id: */
     float *raw;          /* (V) the caller's logits of the last apply */
     float *z;            /* (V) logits after mask and penalties, untempered */
+    float *wfin;         /* (V) final weight exp((z - zmax) / T), not normalised */
+    float *wstage;       /* (V) top-p weight in llama order, when its temperature differs */
     float *probs;        /* (V) the final distribution */
     uint16_t *bucket;    /* (V) bucket of each finite token; NB for -inf */
     int32_t *count;      /* (V) occurrences in the penalty window; all 0 between calls */
     uint8_t *penalized;  /* (V) a penalty changed this logit in the last apply */
     int32_t *touched;    /* (V) distinct ids of the last penalty window, to reset the two above */
     int n_touched;
-    /* Indexed by position in the token order (valid for positions < n_pos): */
-    int32_t *ids;        /* (V) token at each position; within an unsorted bucket, ascending id */
-    float *zpos;         /* (V) z[ids[j]] */
-    float *wpos;         /* (V) stage weight exp((z - zmax) / t_stage) of ids[j] */
-    float *fpos;         /* (V) final weight exp((z - zmax) / t_final) of ids[j] */
+    /* Gathered buckets, each sorted: */
+    int32_t *pool;       /* (V) */
+    int pool_n;
+    int32_t where[NB + 1];   /* offset of bucket b's members in pool; -1 until gathered */
     /* Radix sort scratch for large buckets: */
     uint32_t *key_a, *key_b;
     int32_t *id_b;
-    /* Buckets: */
-    int32_t start[NB + 2];   /* first position of each bucket, for buckets <= last_bucket + 1 */
-    int32_t fill[NB + 1];
+    /* Per bucket: */
     int32_t cnt[NB + 1];
-    uint8_t sorted[NB + 1];
-    double smass[NB + 1];    /* stage weight of each bucket's positions below len_k */
-    double fmass[NB + 1];    /* final probability of each bucket's positions below kept */
-    int last_bucket;         /* buckets 0..last_bucket are scattered */
-    int n_pos;               /* positions scattered */
-    bool wpos_live;          /* re-derive wpos when a bucket is sorted */
+    int32_t pstart[NB + 1];
+    double fmass[NB + 1];    /* final weight per bucket; after apply, the kept part times inv_w */
+    double smass[NB + 1];    /* top-p weight per bucket, when wstage is used */
     /* The last apply: */
     bool valid, greedy;
     int32_t argmax;
-    float zmax, xmax, t_stage, t_final;
+    float zmax, xmax;
     double z_raw;            /* softmax normaliser of the raw logits (shifted by xmax) */
-    int n_finite, len_k, len_p, len_m, kept, n_kept;
+    int n_finite, kept, kept_bucket, n_kept;
+    double inv_w;            /* 1 / (sum of wfin over the kept tokens): p_i = wfin[i] * inv_w */
     int32_t edge_k, edge_p, edge_m;   /* last token a stage kept, -1 when it cut nothing */
-    double mass_total;       /* sum of fmass */
     sampler_snapshot snap;   /* pre-draw fields */
 };
 
@@ -425,21 +508,19 @@ sampler *sampler_create(int V)
     s->V = V;
     s->raw = malloc(n * sizeof *s->raw);
     s->z = malloc(n * sizeof *s->z);
+    s->wfin = malloc(n * sizeof *s->wfin);
+    s->wstage = malloc(n * sizeof *s->wstage);
     s->probs = malloc(n * sizeof *s->probs);
     s->bucket = malloc(n * sizeof *s->bucket);
     s->count = calloc(n, sizeof *s->count);
     s->penalized = calloc(n, sizeof *s->penalized);
     s->touched = malloc(n * sizeof *s->touched);
-    s->ids = malloc(n * sizeof *s->ids);
-    s->zpos = malloc(n * sizeof *s->zpos);
-    s->wpos = malloc(n * sizeof *s->wpos);
-    s->fpos = malloc(n * sizeof *s->fpos);
+    s->pool = malloc(n * sizeof *s->pool);
     s->key_a = malloc(n * sizeof *s->key_a);
     s->key_b = malloc(n * sizeof *s->key_b);
     s->id_b = malloc(n * sizeof *s->id_b);
-    if (!s->raw || !s->z || !s->probs || !s->bucket || !s->count || !s->penalized ||
-        !s->touched || !s->ids || !s->zpos || !s->wpos || !s->fpos || !s->key_a || !s->key_b ||
-        !s->id_b) {
+    if (!s->raw || !s->z || !s->wfin || !s->wstage || !s->probs || !s->bucket || !s->count ||
+        !s->penalized || !s->touched || !s->pool || !s->key_a || !s->key_b || !s->id_b) {
         sampler_free(s);
         return NULL;
     }
@@ -452,15 +533,14 @@ void sampler_free(sampler *s)
         return;
     free(s->raw);
     free(s->z);
+    free(s->wfin);
+    free(s->wstage);
     free(s->probs);
     free(s->bucket);
     free(s->count);
     free(s->penalized);
     free(s->touched);
-    free(s->ids);
-    free(s->zpos);
-    free(s->wpos);
-    free(s->fpos);
+    free(s->pool);
     free(s->key_a);
     free(s->key_b);
     free(s->id_b);
@@ -487,22 +567,34 @@ static inline uint32_t order_key(float f)
     return ~b;
 }
 
-/* Stable LSD radix sort of ids[lo, hi) by key (11-bit digits); input is in ascending id, so ties
- * stay by lower id. Passes whose digit is the same for every key are skipped. */
-static void radix_sort_range(sampler *s, int lo, int hi)
+/* Sorts ids[0, n) (ascending on entry) into the order. Insertion sort for small n, else a stable
+ * LSD radix sort on 11-bit digits of the key, skipping digits that every key shares. Both are
+ * stable, so ties stay by lower id. */
+static void sort_ids(sampler *s, int32_t *ids, int n)
 {
-    int n = hi - lo;
+    const float *z = s->z;
+    if (n <= INSERTION_MAX) {
+        for (int j = 1; j < n; j++) {
+            int32_t id = ids[j];
+            float zj = z[id];
+            int k = j;
+            while (k > 0 && zj > z[ids[k - 1]]) {
+                ids[k] = ids[k - 1];
+                k--;
+            }
+            ids[k] = id;
+        }
+        return;
+    }
     uint32_t *ka = s->key_a, *kb = s->key_b;
-    int32_t *ia = s->ids + lo, *ib = s->id_b;
+    int32_t *ia = ids, *ib = s->id_b;
     for (int j = 0; j < n; j++)
-        ka[j] = order_key(s->zpos[lo + j]);
-    static const int shift[3] = {0, 11, 22};
-    for (int pass = 0; pass < 3; pass++) {
+        ka[j] = order_key(z[ids[j]]);
+    for (int shift = 0; shift < 32; shift += 11) {
         int32_t h[2048] = {0};
-        int sh = shift[pass];
         for (int j = 0; j < n; j++)
-            h[(ka[j] >> sh) & 2047]++;
-        if (h[(ka[0] >> sh) & 2047] == n)
+            h[(ka[j] >> shift) & 2047]++;
+        if (h[(ka[0] >> shift) & 2047] == n)
             continue;
         int32_t sum = 0;
         for (int d = 0; d < 2048; d++) {
@@ -511,7 +603,7 @@ static void radix_sort_range(sampler *s, int lo, int hi)
             sum += c;
         }
         for (int j = 0; j < n; j++) {
-            int32_t at = h[(ka[j] >> sh) & 2047]++;
+            int32_t at = h[(ka[j] >> shift) & 2047]++;
             kb[at] = ka[j];
             ib[at] = ia[j];
         }
@@ -522,51 +614,30 @@ static void radix_sort_range(sampler *s, int lo, int hi)
         ia = ib;
         ib = ti;
     }
-    if (ia != s->ids + lo)
-        memcpy(s->ids + lo, ia, (size_t)n * sizeof *ia);
-    for (int j = 0; j < n; j++)
-        s->zpos[lo + j] = s->z[s->ids[lo + j]];
+    if (ia != ids)
+        memcpy(ids, ia, (size_t)n * sizeof *ids);
 }
 
-static void sort_bucket(sampler *s, int b)
+/* Bucket b's members in order, gathering and sorting them on first use in this apply. */
+static const int32_t *bucket_ids(sampler *s, int b)
 {
-    if (s->sorted[b])
-        return;
-    s->sorted[b] = 1;
-    int lo = s->start[b], hi = s->start[b + 1];
-    if (hi - lo <= 1)
-        return;
-    if (hi - lo <= INSERTION_MAX) {
-        for (int j = lo + 1; j < hi; j++) {
-            int32_t id = s->ids[j];
-            float zj = s->zpos[j];
-            int k = j;
-            /* ids arrive ascending, so "strictly greater z" keeps ties by lower id */
-            while (k > lo && zj > s->zpos[k - 1]) {
-                s->ids[k] = s->ids[k - 1];
-                s->zpos[k] = s->zpos[k - 1];
-                k--;
-            }
-            s->ids[k] = id;
-            s->zpos[k] = zj;
-        }
-    } else {
-        radix_sort_range(s, lo, hi);
-    }
-    if (s->wpos_live) {
-        double unused_w = 0, unused_ws = 0;
-        exp_pass(s->wpos + lo, s->zpos + lo, hi - lo, s->zmax, inv_temp(s->t_stage), &unused_w,
-                 &unused_ws);
-    }
+    if (s->where[b] >= 0)
+        return s->pool + s->where[b];
+    int32_t *out = s->pool + s->pool_n;
+    s->where[b] = s->pool_n;
+    s->pool_n += s->cnt[b];
+    gather_bucket(s->bucket, s->V, b, out, s->cnt[b]);
+    sort_ids(s, out, s->cnt[b]);
+    return out;
 }
 
-/* The bucket holding position pos (< n_pos). */
+/* The bucket holding position pos (< n_finite). */
 static int bucket_of_pos(const sampler *s, int pos)
 {
-    int lo = 0, hi = s->last_bucket;
-    while (lo < hi) {
+    int lo = 0, hi = NB - 1;
+    while (lo < hi) {   /* the last bucket whose start is <= pos: never an empty one */
         int mid = (lo + hi + 1) / 2;
-        if (s->start[mid] <= pos)
+        if (s->pstart[mid] <= pos)
             lo = mid;
         else
             hi = mid - 1;
@@ -574,32 +645,79 @@ static int bucket_of_pos(const sampler *s, int pos)
     return lo;
 }
 
-/* Sorts the bucket holding position len - 1 and returns that token: the last one of a prefix. */
-static int32_t prefix_edge(sampler *s, int len)
+static int32_t token_at(sampler *s, int pos)
 {
-    sort_bucket(s, bucket_of_pos(s, len - 1));
-    return s->ids[len - 1];
+    int b = bucket_of_pos(s, pos);
+    return bucket_ids(s, b)[pos - s->pstart[b]];
 }
 
-/* Number of positions j < len whose stage mass before j is below target (at least 1). */
-static int top_p_len(sampler *s, int len, double target)
+/* Counts and final (and top-p) weights per bucket; assigns every token its bucket. */
+static void bucket_pass(sampler *s, float scale, const float *ws)
 {
-    double cum = 0;
-    for (int b = 0; b <= s->last_bucket; b++) {
-        int lo = s->start[b], hi = s->start[b + 1] < len ? s->start[b + 1] : len;
-        if (lo >= len)
-            break;
-        if (lo == hi)
-            continue;
-        if (cum + s->smass[b] < target) {
-            cum += s->smass[b];
+    const float *z = s->z, *wf = s->wfin;
+    uint16_t *bk = s->bucket;
+    int32_t *cnt = s->cnt;
+    double *fm = s->fmass, *sm = s->smass;
+    const float zmax = s->zmax, top = (float)(NB - 1);
+    memset(s->cnt, 0, sizeof s->cnt);
+    memset(s->fmass, 0, sizeof s->fmass);
+    if (ws)
+        memset(s->smass, 0, sizeof s->smass);
+    for (int i = 0, V = s->V; i < V; i++) {
+        float zi = z[i];
+        if (zi == -INFINITY) {
+            bk[i] = NB;
             continue;
         }
-        sort_bucket(s, b);
-        for (int j = lo; j < hi; j++) {
+        float q = (zmax - zi) * scale;   /* monotone in zi; inf or NaN land in the last bucket */
+        int b = q < top ? (int)q : NB - 1;
+        bk[i] = (uint16_t)b;
+        cnt[b]++;
+        fm[b] += wf[i];
+        if (ws)
+            sm[b] += ws[i];
+    }
+    int32_t acc = 0;
+    for (int b = 0; b < NB; b++) {
+        s->pstart[b] = acc;
+        acc += cnt[b];
+        s->where[b] = -1;
+    }
+    s->pool_n = 0;
+}
+
+/* Weight of positions [pstart[b], end) of bucket b: the bucket sum, or members when partial. */
+static double bucket_mass(sampler *s, int b, int end, const double *mass, const float *w)
+{
+    int take = end - s->pstart[b];
+    if (take >= s->cnt[b])
+        return mass[b];
+    const int32_t *ids = bucket_ids(s, b);
+    double m = 0;
+    for (int j = 0; j < take; j++)
+        m += w[ids[j]];
+    return m;
+}
+
+/* top-p over positions [0, len): how many positions have weight before them < target (>= 1). */
+static int top_p_len(sampler *s, int len, double target, const double *mass, const float *w)
+{
+    double cum = 0;
+    int last = bucket_of_pos(s, len - 1);
+    for (int b = 0; b <= last; b++) {
+        if (s->cnt[b] == 0)
+            continue;
+        int end = b < last ? s->pstart[b] + s->cnt[b] : len;
+        double m = bucket_mass(s, b, end, mass, w);
+        if (cum + m < target) {
+            cum += m;
+            continue;
+        }
+        const int32_t *ids = bucket_ids(s, b);
+        for (int pos = s->pstart[b]; pos < end; pos++) {
             if (cum >= target)
-                return j > 0 ? j : 1;
-            cum += s->wpos[j];
+                return pos > 0 ? pos : 1;
+            cum += w[ids[pos - s->pstart[b]]];
         }
         /* rounding: the bucket sum reached target but the walk did not; go on walking */
     }
@@ -638,33 +756,50 @@ static sampler_entry make_entry(const sampler *s, int32_t id)
     };
 }
 
-/* The SAMPLER_TOP_MAX most probable raw tokens, descending, ties by lower id. */
+/* Inserts (v, i) into the descending list x/id of n (<= TOP_M) entries; ties stay by lower id
+ * because ids arrive ascending and only a strictly larger value moves up. */
+static int top_insert(float *x, int32_t *id, int n, float v, int32_t i)
+{
+    int k = n < TOP_M ? n++ : n - 1;
+    while (k > 0 && v > x[k - 1]) {
+        x[k] = x[k - 1];
+        id[k] = id[k - 1];
+        k--;
+    }
+    x[k] = v;
+    id[k] = i;
+    return n;
+}
+
+/* The TOP_M most probable raw tokens, descending, ties by lower id. */
 static void fill_top(sampler *s, sampler_snapshot *snap)
 {
-    int32_t id[SAMPLER_TOP_MAX];
-    float x[SAMPLER_TOP_MAX];
-    int n = 0;
-    for (int i = 0; i < s->V; i++) {
-        float v = s->raw[i];
-        if (n == SAMPLER_TOP_MAX && !(v > x[n - 1]))
-            continue;   /* the common case: one compare per token */
-        int k = n < SAMPLER_TOP_MAX ? n++ : n - 1;
-        while (k > 0 && v > x[k - 1]) {
-            x[k] = x[k - 1];
-            id[k] = id[k - 1];
-            k--;
-        }
-        x[k] = v;
-        id[k] = i;
+    const float *raw = s->raw;
+    float x[TOP_M];
+    int32_t id[TOP_M];
+    int n = 0, i = 0, V = s->V;
+    for (; i < V && n < TOP_M; i++)
+        n = top_insert(x, id, n, raw[i], i);
+    /* the common case: four tokens, one compare against the current 32nd */
+    for (; i + 4 <= V; i += 4) {
+        if (!i4_any(f4_load(raw + i) > f4_splat(x[TOP_M - 1])))
+            continue;
+        for (int k = i; k < i + 4; k++)
+            if (raw[k] > x[TOP_M - 1])
+                n = top_insert(x, id, n, raw[k], k);
     }
+    for (; i < V; i++)
+        if (raw[i] > x[n - 1])
+            n = top_insert(x, id, n, raw[i], i);
     snap->n_top = n;
     for (int k = 0; k < n; k++)
         snap->top[k] = make_entry(s, id[k]);
 }
 
-/* Mask and penalties over z; fails (counts reset) on a history id outside [0, V). */
+/* Penalties over z; fails (and counts nothing) on a history id outside [0, V). Sets *changed when
+ * a logit changed. */
 static tt_status apply_penalties(sampler *s, const sampler_params *p, const sampler_context *ctx,
-                                 tt_error *err)
+                                 bool *changed, tt_error *err)
 {
     if (p->repetition_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0)
         return TT_OK;
@@ -698,121 +833,101 @@ static tt_status apply_penalties(sampler *s, const sampler_params *p, const samp
         if ((float)v != old) {
             s->z[t] = (float)v;
             s->penalized[t] = 1;
+            *changed = true;
         }
     }
     return TT_OK;
 }
 
-/* The non-greedy chain over z: top-k, top-p, min-p, temperature; fills probs. */
-static void run_chain(sampler *s, const sampler_params *p, float zmin)
+/* The sampling chain after mask and penalties: top-k, top-p, min-p, temperature; fills probs.
+ * When z is the raw logits and a temperature is 1, the raw pass already stored those weights. */
+static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_changed)
 {
     const bool use_p = p->top_p < 1, use_m = p->min_p > 0;
-    s->t_final = p->temperature;
-    s->t_stage = p->order == SAMPLER_ORDER_HF ? p->temperature : 1.0f;
-    float t_flat = (use_p || use_m) ? fmaxf(s->t_stage, s->t_final) : s->t_final;
+    const float t_final = p->temperature;
+    const float t_stage = p->order == SAMPLER_ORDER_HF ? t_final : 1.0f;
+    const bool own_stage = use_p && t_stage != t_final;   /* top-p needs its own weights */
+
+    /* Weights per token. exp(raw - xmax) is already in wfin or wstage when it is the same. */
+    double w_all = 0, ws_all = 0;
+    if (!(t_final == 1 && !z_changed))
+        exp_pass(s->wfin, s->z, s->V, s->zmax, inv_temp(t_final), &w_all, &ws_all);
+    if (own_stage && !(t_stage == 1 && !z_changed))
+        exp_pass(s->wstage, s->z, s->V, s->zmax, inv_temp(t_stage), &w_all, &ws_all);
+    const float *w_top_p = own_stage ? s->wstage : s->wfin;
+    const double *m_top_p = own_stage ? s->smass : s->fmass;
 
     /* Buckets: distance below zmax, linear, over the actual range up to SPAN_NATS * t_flat. */
+    float t_flat = own_stage ? fmaxf(t_stage, t_final) : t_final;
     float span = fminf(s->zmax - zmin, SPAN_NATS * t_flat);
-    double scale = span > 0 ? (NB - 1) / (double)span : 0;
-    memset(s->cnt, 0, sizeof s->cnt);
-    for (int i = 0; i < s->V; i++) {
-        float zi = s->z[i];
-        if (zi == -INFINITY) {
-            s->bucket[i] = NB;
-            continue;
-        }
-        double q = (double)(s->zmax - zi) * scale;
-        int b = q < NB - 1 ? (int)q : NB - 1;
-        s->bucket[i] = (uint16_t)b;
-        s->cnt[b]++;
-    }
+    float scale = span > 0 ? fminf((float)(NB - 1) / span, FLT_MAX) : 0;
+    bucket_pass(s, scale, own_stage ? s->wstage : NULL);
 
-    /* top-k decides how many buckets need scattering at all. */
-    s->len_k = (p->top_k > 0 && p->top_k < s->n_finite) ? p->top_k : s->n_finite;
-    int last = 0, acc = 0;
-    for (int b = 0; b < NB; b++) {
-        s->start[b] = acc;
-        s->fill[b] = acc;
-        s->sorted[b] = 0;
-        acc += s->cnt[b];
-        last = b;
-        if (acc >= s->len_k)
-            break;
-    }
-    s->start[last + 1] = acc;
-    s->last_bucket = last;
-    s->n_pos = acc;
-    for (int i = 0; i < s->V; i++) {
-        int b = s->bucket[i];
-        if (b <= last) {
-            int j = s->fill[b]++;
-            s->ids[j] = i;
-            s->zpos[j] = s->z[i];
-        }
-    }
-    s->edge_k = s->len_k < s->n_finite ? prefix_edge(s, s->len_k) : -1;
+    /* top-k: exactly k positions. */
+    int len = (p->top_k > 0 && p->top_k < s->n_finite) ? p->top_k : s->n_finite;
+    s->edge_k = len < s->n_finite ? token_at(s, len - 1) : -1;
 
-    /* top-p and min-p on the stage distribution (tempered in HF order, untempered in llama). */
-    s->len_p = s->len_m = s->len_k;
-    s->edge_p = s->edge_m = -1;
-    if (use_p || use_m) {
-        double w = 0, ws = 0;
-        exp_pass(s->wpos, s->zpos, s->n_pos, s->zmax, inv_temp(s->t_stage), &w, &ws);
-        s->wpos_live = true;
+    /* top-p over the top-k positions, on its stage's weights. */
+    s->edge_p = -1;
+    if (use_p) {
+        int last = bucket_of_pos(s, len - 1);
         double total = 0;
-        for (int b = 0; b <= last; b++) {
-            int lo = s->start[b], hi = s->start[b + 1] < s->len_k ? s->start[b + 1] : s->len_k;
-            double m = 0;
-            for (int j = lo; j < hi; j++)
-                m += s->wpos[j];
-            s->smass[b] = m;
-            total += m;
+        for (int b = 0; b < last; b++)
+            total += m_top_p[b];
+        total += bucket_mass(s, last, len, m_top_p, w_top_p);
+        int len_p = top_p_len(s, len, ((double)p->top_p - TOP_P_SLACK) * total, m_top_p,
+                              w_top_p);
+        if (len_p < len) {
+            len = len_p;
+            s->edge_p = token_at(s, len - 1);
         }
-        if (use_p) {
-            s->len_p = top_p_len(s, s->len_k, ((double)p->top_p - TOP_P_SLACK) * total);
-            if (s->len_p < s->len_k)
-                s->edge_p = prefix_edge(s, s->len_p);
-        }
-        s->len_m = s->len_p;
-        if (use_m) {
-            /* p_i >= min_p * p_max with p_max's weight exactly 1 (s = 0 at zmax) */
-            int keep = 0;
-            for (int j = 0; j < s->len_p; j++)
-                keep += s->wpos[j] >= p->min_p;
-            if (keep < 1)
-                keep = 1;
-            if (keep < s->len_p) {
-                s->len_m = keep;
-                s->edge_m = prefix_edge(s, keep);
-            }
-        }
-        s->wpos_live = false;
     }
-    s->kept = s->len_m;
 
-    /* Temperature and normalisation over the kept prefix. */
-    double w = 0, ws = 0;
-    exp_pass(s->fpos, s->zpos, s->kept, s->zmax, inv_temp(s->t_final), &w, &ws);
-    memset(s->probs, 0, (size_t)s->V * sizeof *s->probs);
-    double inv = 1.0 / w;
-    int n_kept = 0;
-    double total = 0;
-    int kb = bucket_of_pos(s, s->kept - 1);
-    for (int b = 0; b <= kb; b++) {
-        int lo = s->start[b], hi = s->start[b + 1] < s->kept ? s->start[b + 1] : s->kept;
-        double m = 0;
-        for (int j = lo; j < hi; j++) {
-            float pj = (float)(s->fpos[j] * inv);
-            s->probs[s->ids[j]] = pj;
-            m += pj;
+    /* min-p: p_i >= min_p * p_max, i.e. (z_i - zmax) / t_stage >= ln(min_p); the tokens passing
+     * are a prefix of the order, so the kept prefix is the shorter of the two. */
+    s->edge_m = -1;
+    if (use_m) {
+        int n_m = count_min_p(s->z, s->V, s->zmax, inv_temp(t_stage), logf(p->min_p));
+        if (n_m < 1)
+            n_m = 1;
+        if (n_m < len) {
+            len = n_m;
+            s->edge_m = token_at(s, len - 1);
+        }
+    }
+
+    /* Temperature and normalisation over the kept positions [0, len). */
+    int kb = bucket_of_pos(s, len - 1);
+    int take = len - s->pstart[kb];
+    bool partial = take < s->cnt[kb];
+    double w = 0;
+    for (int b = 0; b < kb; b++)
+        w += s->fmass[b];
+    double w_kb = bucket_mass(s, kb, len, s->fmass, s->wfin);
+    w += w_kb;
+    double inv = 1.0 / w, sum_ps = 0;
+    float finv = (float)inv;   /* p = w * finv in float, the same in every lane and the tail */
+    int n_kept = normalize_pass(s->probs, s->wfin, s->bucket, s->z, s->V, partial ? kb : kb + 1,
+                                finv, s->zmax, inv_temp(t_final), &sum_ps);
+    for (int b = 0; b < kb; b++)
+        s->fmass[b] *= inv;
+    if (partial) {   /* the kept members of the boundary bucket */
+        const int32_t *ids = bucket_ids(s, kb);
+        for (int j = 0; j < take; j++) {
+            int32_t id = ids[j];
+            float pj = s->wfin[id] * finv;
+            float sj = (s->z[id] - s->zmax) * inv_temp(t_final);
+            s->probs[id] = pj;
+            sum_ps += (double)pj * (sj < EXP_LO ? EXP_LO : sj);
             n_kept += pj > 0;
         }
-        s->fmass[b] = m;
-        total += m;
     }
+    s->fmass[kb] = w_kb * inv;
+    s->inv_w = inv;
+    s->kept = len;
+    s->kept_bucket = kb;
     s->n_kept = n_kept;
-    s->mass_total = total;
-    double h = (log(w) - ws / w) / M_LN2;
+    double h = (log(w) - sum_ps) / M_LN2;
     s->snap.entropy_final = (float)(h > 0 ? h : 0);
 }
 
@@ -834,33 +949,47 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         return tt_fail(err, TT_ERR_ARG, "sampler: history of %d tokens is NULL",
                        ctx->n_history);
 
-    bool bad;
-    s->xmax = scan_logits(logits, s->V, s->raw, s->z, &bad);
-    if (bad) {
+    logit_range r = scan_logits(logits, s->V, s->raw, s->z);
+    if (r.bad) {
         for (int i = 0; i < s->V; i++)
             if (isnan(logits[i]) || logits[i] == INFINITY)
                 return tt_fail(err, TT_ERR_NUMERIC, "sampler: logits[%d] is %s", i,
                                isnan(logits[i]) ? "NaN" : "+inf");
     }
-    if (s->xmax == -INFINITY)
+    if (r.n_finite == 0)
         return tt_fail(err, TT_ERR_NUMERIC, "sampler: every logit is -inf (%d tokens)", s->V);
-    double z_raw = 0, zs_raw = 0;
-    exp_pass(NULL, s->raw, s->V, s->xmax, 1.0f, &z_raw, &zs_raw);
-    s->z_raw = z_raw;
+    s->xmax = r.max;
 
-    if (banned >= 0)
+    bool z_changed = false;
+    if (banned >= 0 && s->z[banned] != -INFINITY) {
         s->z[banned] = -INFINITY;
-    if ((st = apply_penalties(s, p, ctx, err)) != TT_OK)
+        z_changed = true;
+    }
+    if ((st = apply_penalties(s, p, ctx, &z_changed, err)) != TT_OK)
         return st;
-    float zmin;
-    scan_range(s->z, s->V, &s->zmax, &zmin, &s->n_finite);
-    if (s->n_finite == 0)
+    if (z_changed)
+        r = scan_logits(s->z, s->V, NULL, NULL);
+    if (r.n_finite == 0)
         return tt_fail(err, TT_ERR_NUMERIC,
                        "sampler: no token left: every logit is -inf after masking token %d",
                        (int)banned);
+    s->zmax = r.max;
+    s->n_finite = r.n_finite;
 
+    /* Raw statistics; exp(raw - xmax) is kept where the chain would compute it again. */
     memset(&s->snap, 0, sizeof s->snap);
     s->greedy = p->greedy || p->temperature == 0;
+    float *keep_raw = NULL;
+    if (!s->greedy && !z_changed) {
+        if (p->temperature == 1)
+            keep_raw = s->wfin;
+        else if (p->top_p < 1 && p->order == SAMPLER_ORDER_LLAMA)
+            keep_raw = s->wstage;
+    }
+    double z_raw = 0, zs_raw = 0;
+    exp_pass(keep_raw, s->raw, s->V, s->xmax, 1.0f, &z_raw, &zs_raw);
+    s->z_raw = z_raw;
+
     s->edge_k = s->edge_p = s->edge_m = -1;
     if (s->greedy) {
         int32_t a = 0;
@@ -870,10 +999,9 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         memset(s->probs, 0, (size_t)s->V * sizeof *s->probs);
         s->probs[a] = 1;
         s->n_kept = s->kept = 1;
-        s->mass_total = 1;
         s->snap.entropy_final = 0;
     } else {
-        run_chain(s, p, zmin);
+        run_chain(s, p, r.min_finite, z_changed);
     }
     s->valid = true;
 
@@ -924,27 +1052,27 @@ int32_t sampler_draw(sampler *s, double u, sampler_snapshot *snap)
     if (u >= 1)
         u = nextafter(1.0, 0.0);
     double cum = 0;
-    int kb = bucket_of_pos(s, s->kept - 1);
-    for (int b = 0; b <= kb; b++) {
-        int lo = s->start[b], hi = s->start[b + 1] < s->kept ? s->start[b + 1] : s->kept;
-        if (lo == hi || cum + s->fmass[b] <= u) {
+    for (int b = 0; b <= s->kept_bucket; b++) {
+        if (s->cnt[b] == 0 || cum + s->fmass[b] <= u) {
             cum += s->fmass[b];
             continue;
         }
-        sort_bucket(s, b);
-        for (int j = lo; j < hi; j++) {
-            double next = cum + s->probs[s->ids[j]];
+        const int32_t *ids = bucket_ids(s, b);
+        int end = b < s->kept_bucket ? s->pstart[b] + s->cnt[b] : s->kept;
+        for (int pos = s->pstart[b]; pos < end; pos++) {
+            int32_t id = ids[pos - s->pstart[b]];
+            double next = cum + s->wfin[id] * s->inv_w;
             if (next > u) {
-                fill_choice(s, s->ids[j], j, u, cum, false, snap);
-                return s->ids[j];
+                fill_choice(s, id, pos, u, cum, false, snap);
+                return id;
             }
             cum = next;
         }
         /* rounding: the bucket sum exceeded u but the walk did not; go on walking */
     }
     /* u beyond the summed mass (float rounding): the last token with p > 0 takes it. */
-    int32_t id = prefix_edge(s, s->n_kept);
-    fill_choice(s, id, s->n_kept - 1, u, cum - s->probs[id], false, snap);
+    int32_t id = token_at(s, s->n_kept - 1);
+    fill_choice(s, id, s->n_kept - 1, u, cum - s->wfin[id] * s->inv_w, false, snap);
     return id;
 }
 
@@ -958,15 +1086,15 @@ int32_t sampler_force(sampler *s, int32_t id, sampler_snapshot *snap)
         rank = id == s->argmax ? 0 : -1;
     } else if (s->probs[id] > 0) {
         int b = s->bucket[id];
-        sort_bucket(s, b);
         for (int k = 0; k < b; k++)
             cum_lo += s->fmass[k];
-        for (int j = s->start[b]; j < s->start[b + 1]; j++) {
-            if (s->ids[j] == id) {
-                rank = j;
+        const int32_t *ids = bucket_ids(s, b);
+        for (int j = 0; j < s->cnt[b]; j++) {
+            if (ids[j] == id) {
+                rank = s->pstart[b] + j;
                 break;
             }
-            cum_lo += s->probs[s->ids[j]];
+            cum_lo += s->wfin[ids[j]] * s->inv_w;
         }
     }
     fill_choice(s, id, rank, -1, cum_lo, true, snap);

@@ -40,8 +40,9 @@
  *    SAMPLER_ORDER_LLAMA runs 1 3 4 5 2: the filters see untempered ones and temperature reshapes
  *    only the survivors. Each stage renormalises over what the previous one kept.
  * 6. Draw: kept tokens are walked in the order above; the first whose cumulative final probability
- *    (double sums of the float probabilities) exceeds u is chosen. The last kept token with p > 0
- *    also takes any rounding remainder, so u close to 1 never runs off the end.
+ *    exceeds u is chosen. The walk sums the probabilities in double (w_i / W, of which
+ *    sampler_probs holds the float roundings), and the last kept token with p > 0 also takes any
+ *    rounding remainder, so u close to 1 never runs off the end.
  * --------------------------------------------------------------------------------------------- */
 
 /* Chain order presets. HF (default): penalties -> temperature -> top-k -> top-p -> min-p -> draw.
@@ -128,9 +129,10 @@ typedef struct {
     int token_rank;                     /* 0-based rank in descending final p (the draw order);
                                            -1 for a forced token that the chain cut */
     double u;                           /* the uniform draw; -1 when greedy or forced */
-    double cum_lo;                      /* final mass ranked before the token: u is in
-                                           [cum_lo, cum_lo + token_p) (the last kept token also
-                                           covers the rounding remainder up to 1) */
+    double cum_lo;                      /* final mass ranked before the token (in double):
+                                           u is in [cum_lo, cum_lo + token_p) up to the float
+                                           rounding of token_p (the last kept token also covers
+                                           the rounding remainder up to 1) */
     bool forced;                        /* chosen by sampler_force (/pick) */
 } sampler_snapshot;
 

@@ -819,6 +819,13 @@ static void lm_like_logits(rng *r, int V, float *x)
         x[rng_next(r) % (uint64_t)V] = x[rng_next(r) % (uint64_t)V];
 }
 
+/* Is u within float-rounding reach of the cumulative boundary c? Single-precision weights move a
+ * cumulative sum by about 1e-7 of the smaller of the mass before and after it. */
+static bool near_boundary(double u, double c)
+{
+    return fabs(u - c) < 1e-6 * fmin(c, 1 - c) + 1e-12;
+}
+
 START_TEST(random_chains_match_a_naive_reference)
 {
     static const int Vs[] = {1, 2, 7, 33, 1000, 50257};
@@ -829,6 +836,7 @@ START_TEST(random_chains_match_a_naive_reference)
     double *want = malloc((size_t)max_v * sizeof *want);
     int *order = malloc((size_t)max_v * sizeof *order);
     int32_t hist[300];
+    int n_draws = 0, n_ambiguous = 0;
     for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
         int V = Vs[vi];
         sampler *s = sampler_create(V);
@@ -878,7 +886,9 @@ START_TEST(random_chains_match_a_naive_reference)
             }
             ck_assert_int_eq(snap.n_kept, n_pos);
             ck_assert_int_le(n_pos, kept);
-            /* the draw walks the reference order */
+            /* the draw walks the reference order; when u is about as close to a boundary of
+             * the reference walk as float rounding reaches, either side is right and only the
+             * interval the sampler reports is checked */
             for (int d = 0; d < 40; d++) {
                 double u = d < 20 ? rng_uniform(&r) : 1 - pow(10, -(d - 19) * 0.4);
                 int32_t id = sampler_draw(s, u, &snap);
@@ -888,17 +898,26 @@ START_TEST(random_chains_match_a_naive_reference)
                 }
                 double cum = 0;
                 int j = 0;
-                while (j < n_pos - 1 && cum + got[order[j]] <= u)
-                    cum += got[order[j++]];
+                while (j < n_pos - 1 && cum + want[order[j]] <= u)
+                    cum += want[order[j++]];
+                ck_assert(u >= snap.cum_lo - 1e-12 &&
+                          (u < snap.cum_lo + snap.token_p + 1e-6 || snap.token_rank == n_pos - 1));
+                ck_assert_double_eq_tol(snap.cum_lo, cum, 2e-5);
+                n_draws++;
+                if (near_boundary(u, cum) || near_boundary(u, cum + want[order[j]])) {
+                    n_ambiguous++;
+                    continue;
+                }
                 ck_assert_msg(id == order[j], "V %d trial %d u %.17g: drew %d (rank %d), "
                               "reference %d (rank %d)", V, trial, u, id, snap.token_rank,
                               order[j], j);
                 ck_assert_int_eq(snap.token_rank, j);
-                ck_assert_double_eq_tol(snap.cum_lo, cum, 1e-9);
             }
         }
         sampler_free(s);
     }
+    ck_assert_msg(n_ambiguous * 50 < n_draws, "%d of %d draws too close to call", n_ambiguous,
+                  n_draws);
     free(order);
     free(want);
     free(x);
