@@ -1,0 +1,688 @@
+/* check_session.c: the conversation layer over a fake engine that counts what it computes and
+ * whose logits depend on everything in its cache: turns prefill only new tokens, undo / regen /
+ * load reuse the longest common prefix (reused and prefilled counts asserted), the cache stays
+ * consistent (a reused cache gives the same tokens as a fresh one), stop strings, end of text,
+ * context shifts, Ctrl-C, forced steps and peeking. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/modelgen.h"
+#include "core/tokenizer.h"
+#include "repl/session.h"
+#include "tests/testutil.h"
+
+#define VOCAB 512
+#define EOT (VOCAB - 1)     /* the synthesized tokenizer puts <|endoftext|> last */
+#define MAX_CTX 1024
+
+/* ---------------------------------------------------------------------------------------------
+ * The fake engine: the favoured next token is a hash of the whole cached prefix, so a cache that
+ * holds anything other than the conversation changes the output. */
+
+typedef struct {
+    engine base;
+    int32_t kv[MAX_CTX];       /* token at each cached position */
+    uint64_t h[MAX_CTX];       /* hash of kv[0..pos] */
+    float logits[MAX_CTX * VOCAB];
+    long computed;             /* positions forwarded, all calls */
+    long calls;
+    const int32_t *script;     /* when set: the token after position p is script[p + 1 - base] */
+    int script_n, script_base;
+    volatile sig_atomic_t *interrupt_after;   /* set *this after the first forward */
+} fake_engine;
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 29);
+}
+
+static void fake_row(fake_engine *f, int p, float *row)
+{
+    uint64_t h = f->h[p];
+    int32_t fav = (int32_t)(h % (VOCAB - 1));   /* never EOT unless scripted */
+    int k = p + 1 - f->script_base;
+    if (f->script && k >= 0 && k < f->script_n)
+        fav = f->script[k];
+    for (int v = 0; v < VOCAB; v++)
+        row[v] = (float)(mix(h, (uint64_t)v) % 1000) / 1000.0f;   /* [0, 1) noise */
+    row[fav] = f->script ? 50.0f : 4.0f;
+}
+
+static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, bool all,
+                              tt_error *err)
+{
+    fake_engine *f = (fake_engine *)e;
+    for (int i = 0; i < n; i++) {
+        int p = pos + i;
+        f->kv[p] = ids[i];
+        f->h[p] = mix(p ? f->h[p - 1] : 12345, (uint64_t)ids[i]);
+    }
+    f->computed += n;
+    f->calls++;
+    e->n_past = pos + n;
+    if (all) {
+        for (int i = 0; i < n; i++)
+            fake_row(f, pos + i, f->logits + (size_t)i * VOCAB);
+        e->n_logits = n;
+    } else {
+        fake_row(f, pos + n - 1, f->logits);
+        e->n_logits = 1;
+    }
+    if (f->interrupt_after)
+        *f->interrupt_after = 1;
+    return TT_OK;
+}
+
+static void fake_truncate(engine *e, int pos)
+{
+    if (pos < e->n_past)
+        e->n_past = pos;
+}
+
+static void fake_destroy(engine *e)
+{
+    (void)e;
+}
+
+static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy};
+
+/* ---------------------------------------------------------------------------------------------
+ * Fixtures */
+
+static char *tok_dir;
+static tokenizer *tok;
+static model M;
+static fake_engine *F;
+static session S;
+
+static void tokenizer_setup(void)
+{
+    tok_dir = tu_tmpdir();
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write_tokenizer(tok_dir, VOCAB, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", tok_dir),
+                                 tu_path("%s/merges.txt", tok_dir), &tok, &err) == TT_OK,
+                  "%s", err.msg);
+    ck_assert_int_eq(tokenizer_eot_id(tok), EOT);
+}
+
+static void tokenizer_teardown(void)
+{
+    tokenizer_free(tok);
+    tu_rmtree(tok_dir);
+    free(tok_dir);
+}
+
+static void make_session(int n_ctx, bool greedy, int max_new)
+{
+    memset(&M, 0, sizeof M);
+    M.name = "fake";
+    M.dir = "fake";
+    M.config.V = VOCAB;
+    M.config.maxT = n_ctx;
+    M.config.bos_id = -1;
+    M.config.eos_id = -1;
+    M.gen.eos_id = -1;
+    F = calloc(1, sizeof *F);
+    ck_assert_ptr_nonnull(F);
+    F->base.ops = &fake_ops;
+    F->base.model = &M;
+    F->base.config = &M.config;
+    F->base.n_ctx = n_ctx;
+    F->base.logits = F->logits;
+    session_settings set;
+    session_settings_default(&set);
+    set.seed = 1;
+    set.max_new_tokens = max_new;
+    set.sampler.greedy = greedy;
+    tt_error err = {0};
+    ck_assert_msg(session_init(&S, &M, tok, &F->base, &set, &err) == TT_OK, "%s", err.msg);
+}
+
+static void session_setup(void)
+{
+    make_session(64, true, 5);
+}
+
+static void session_teardown(void)
+{
+    session_free(&S);
+    free(F);
+    F = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers */
+
+typedef struct {
+    char text[4096];
+    size_t len;
+    int events, shifts, shift_dropped, stop_after;
+    volatile sig_atomic_t *flag;   /* set when events reaches stop_after */
+    bool refuse;                   /* return false at stop_after */
+} collected;
+
+static bool collect(void *user, const session_event *ev)
+{
+    collected *c = user;
+    if (ev->text_len && c->len + ev->text_len < sizeof c->text) {
+        memcpy(c->text + c->len, ev->text, ev->text_len);
+        c->len += ev->text_len;
+        c->text[c->len] = 0;
+    }
+    if (ev->context_shifted) {
+        c->shifts++;
+        c->shift_dropped += ev->shift_dropped;
+    }
+    if (!ev->flush)
+        c->events++;
+    if (c->stop_after && c->events == c->stop_after) {
+        if (c->flag)
+            *c->flag = 1;
+        if (c->refuse)
+            return false;
+    }
+    return true;
+}
+
+static void add_text(const char *text)
+{
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_user_text(&S, text, strlen(text), &err), TT_OK);
+}
+
+static void generate(collected *c)
+{
+    tt_error err = {0};
+    ck_assert_msg(session_generate(&S, c ? collect : NULL, c, &err) == TT_OK, "%s", err.msg);
+}
+
+/* The cache holds exactly the window's tokens at its positions. */
+static void assert_cache_consistent(void)
+{
+    int n = F->base.n_past;
+    ck_assert_int_le(n, S.n_tokens - S.window_start);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(F->kv[i] == S.tokens[S.window_start + i], "cache position %d holds %d, "
+                      "the conversation %d", i, F->kv[i], S.tokens[S.window_start + i]);
+    ck_assert_int_eq(session_cached_prefix(&S), n);
+}
+
+/* The tokens a fresh session (empty cache) generates after the same conversation. */
+static void fresh_continuation(const int32_t *ids, const token_info *info, int n, int max_new,
+                               int32_t *out)
+{
+    session saved = S;
+    fake_engine *saved_f = F;
+    make_session(64, true, max_new);
+    tt_error err = {0};
+    ck_assert_int_eq(session_set_tokens(&S, ids, info, n, &err), TT_OK);
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, 0);
+    memcpy(out, S.tokens + n, (size_t)max_new * sizeof *out);
+    session_free(&S);
+    free(F);
+    S = saved;
+    F = saved_f;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Turns and prefix reuse */
+
+START_TEST(first_turn_prefills_the_prompt_and_computes_each_token_once)
+{
+    add_text("Hello world");
+    int n = S.n_tokens;
+    ck_assert_int_gt(n, 1);
+    generate(NULL);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_MAX_TOKENS);
+    ck_assert_int_eq(S.last.prompt_tokens, n);
+    ck_assert_int_eq(S.last.reused_tokens, 0);
+    ck_assert_int_eq(S.last.prefilled_tokens, n);
+    ck_assert_int_eq(S.last.generated_tokens, 5);
+    ck_assert_int_eq(S.n_tokens, n + 5);
+    /* The prompt once, then each generated token but the last (nothing needs its logits yet). */
+    ck_assert_int_eq(F->computed, n + 4);
+    ck_assert_int_eq(S.n_turns, 1);
+    for (int i = n; i < S.n_tokens; i++) {
+        ck_assert_int_eq(S.info[i].origin, TOKEN_SAMPLED);
+        ck_assert_int_eq(S.info[i].turn, 0);
+    }
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(second_turn_prefills_only_its_new_tokens)
+{
+    add_text("Hello world");
+    generate(NULL);
+    int n1 = S.n_tokens;
+    long before = F->computed;
+    add_text(" again");
+    int m = S.n_tokens - n1;
+    generate(NULL);
+    ck_assert_int_eq(S.last.prompt_tokens, n1 + m);
+    ck_assert_int_eq(S.last.reused_tokens, n1 - 1);
+    ck_assert_int_eq(S.last.prefilled_tokens, m + 1);
+    ck_assert_int_eq(F->computed - before, (m + 1) + 4);
+    ck_assert_int_eq(S.n_turns, 2);
+    ck_assert_int_eq(S.turn_start[1], n1);
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(undo_turn_reuses_the_cache_and_gives_what_a_fresh_cache_gives)
+{
+    add_text("Hello world");
+    generate(NULL);
+    int n1 = S.n_tokens;
+    add_text(" again");
+    generate(NULL);
+    int before_undo = S.n_tokens;
+    ck_assert_int_eq(session_undo_turn(&S), before_undo - n1);
+    ck_assert_int_eq(S.n_tokens, n1);
+    ck_assert_int_eq(S.n_turns, 1);
+    int32_t ids[64];
+    token_info info[64];
+    memcpy(ids, S.tokens, (size_t)n1 * sizeof *ids);
+    memcpy(info, S.info, (size_t)n1 * sizeof *info);
+    long before = F->computed;
+    generate(NULL);   /* continue the first turn */
+    ck_assert_int_eq(S.last.reused_tokens, n1 - 1);
+    ck_assert_int_eq(S.last.prefilled_tokens, 1);
+    ck_assert_int_eq(F->computed - before, 1 + 4);
+    int32_t fresh[5];
+    fresh_continuation(ids, info, n1, 5, fresh);
+    ck_assert(memcmp(S.tokens + n1, fresh, sizeof fresh) == 0);
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(undo_of_n_tokens_keeps_the_rest_cached)
+{
+    add_text("Hello world");
+    generate(NULL);
+    int n = S.n_tokens;
+    ck_assert_int_eq(session_undo_tokens(&S, 3), 3);
+    ck_assert_int_eq(S.n_tokens, n - 3);
+    ck_assert_int_eq(session_undo_tokens(&S, 1000), n - 3);   /* clamps to what there is */
+    ck_assert_int_eq(S.n_tokens, 0);
+    ck_assert_int_eq(S.n_turns, 0);
+    add_text("Hello world");
+    generate(NULL);
+    session_undo_tokens(&S, 2);
+    int left = S.n_tokens;
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, left - 1);
+    ck_assert_int_eq(S.last.prefilled_tokens, 1);
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(regen_reuses_the_prompt_and_repeats_a_greedy_reply)
+{
+    add_text("Hello world");
+    int prompt = S.n_tokens;
+    generate(NULL);
+    int32_t first[5];
+    memcpy(first, S.tokens + prompt, sizeof first);
+    ck_assert_int_eq(session_drop_reply(&S), 5);
+    ck_assert_int_eq(S.n_tokens, prompt);
+    ck_assert_int_eq(session_drop_reply(&S), 0);   /* nothing left to drop */
+    long before = F->computed;
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, prompt - 1);
+    ck_assert_int_eq(S.last.prefilled_tokens, 1);
+    ck_assert_int_eq(F->computed - before, 1 + 4);
+    ck_assert(memcmp(S.tokens + prompt, first, sizeof first) == 0);
+    ck_assert_int_eq(S.n_turns, 1);
+}
+END_TEST
+
+START_TEST(regen_with_the_same_seed_repeats_a_sampled_reply)
+{
+    session_free(&S);
+    free(F);
+    make_session(64, false, 6);
+    add_text("Hello world");
+    int prompt = S.n_tokens;
+    session_set_seed(&S, 99);
+    generate(NULL);
+    int32_t first[6];
+    memcpy(first, S.tokens + prompt, sizeof first);
+    session_drop_reply(&S);
+    generate(NULL);   /* the stream moved on: a different draw sequence */
+    session_drop_reply(&S);
+    session_set_seed(&S, 99);
+    generate(NULL);
+    ck_assert(memcmp(S.tokens + prompt, first, sizeof first) == 0);
+}
+END_TEST
+
+START_TEST(loading_tokens_keeps_the_longest_common_prefix)
+{
+    add_text("Hello world");
+    generate(NULL);
+    add_text(" again");
+    generate(NULL);
+    int n = S.n_tokens;
+    int32_t ids[64];
+    memcpy(ids, S.tokens, (size_t)n * sizeof *ids);
+    int k = 7;
+    ids[k] = (ids[k] + 1) % (VOCAB - 1);   /* diverge at token k */
+    tt_error err = {0};
+    ck_assert_int_eq(session_set_tokens(&S, ids, NULL, n, &err), TT_OK);
+    ck_assert_int_eq(session_cached_prefix(&S), k);
+    ck_assert_int_eq(S.n_turns, 1);
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, k);
+    ck_assert_int_eq(S.last.prefilled_tokens, n - k);
+    assert_cache_consistent();
+    /* Out-of-vocabulary ids are refused and change nothing. */
+    int now = S.n_tokens;
+    ids[0] = VOCAB;
+    ck_assert_int_eq(session_set_tokens(&S, ids, NULL, n, &err), TT_ERR_ARG);
+    ck_assert_int_eq(S.n_tokens, now);
+}
+END_TEST
+
+START_TEST(reset_empties_the_cache)
+{
+    add_text("Hello world");
+    generate(NULL);
+    session_reset(&S);
+    ck_assert_int_eq(S.n_tokens, 0);
+    ck_assert_int_eq(S.n_turns, 0);
+    ck_assert_int_eq(F->base.n_past, 0);
+    add_text("Hello world");
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, 0);
+}
+END_TEST
+
+START_TEST(an_empty_conversation_starts_from_end_of_text)
+{
+    generate(NULL);
+    ck_assert_int_eq(S.tokens[0], EOT);
+    ck_assert_int_eq(S.info[0].origin, TOKEN_USER);
+    ck_assert_int_eq(S.n_tokens, 6);
+    /* An empty turn continues the text; undoing it drops only what it generated. */
+    add_text("");
+    ck_assert_int_eq(S.n_turns, 2);
+    generate(NULL);
+    ck_assert_int_eq(S.n_tokens, 11);
+    ck_assert_int_eq(session_undo_turn(&S), 5);
+    ck_assert_int_eq(S.n_tokens, 6);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Stops */
+
+static int32_t byte_id(unsigned char b)
+{
+    /* GPT-2's byte order (the synthesized tokenizer's ids 0..255). */
+    if (b >= 33 && b <= 126)
+        return b - 33;
+    if (b >= 161 && b <= 172)
+        return 94 + (b - 161);
+    if (b >= 174)
+        return 106 + (b - 174);
+    if (b <= 32)
+        return 188 + b;
+    if (b >= 127 && b <= 160)
+        return 221 + (b - 127);
+    return 255;
+}
+
+static void script(const char *text, int32_t *buf)
+{
+    int n = (int)strlen(text);
+    for (int i = 0; i < n; i++)
+        buf[i] = byte_id((unsigned char)text[i]);
+    F->script = buf;
+    F->script_n = n;
+    F->script_base = S.n_tokens;
+}
+
+START_TEST(stop_string_ends_the_reply_before_it)
+{
+    session_free(&S);
+    free(F);
+    make_session(64, true, 20);
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_stop(&S, "\n\n", &err), TT_OK);
+    add_text("Q");
+    int32_t buf[32];
+    script("ab\n\ncd", buf);
+    collected c = {0};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_STRING);
+    ck_assert_str_eq(c.text, "ab");
+    ck_assert_int_eq(S.last.generated_tokens, 4);
+}
+END_TEST
+
+START_TEST(held_back_text_is_released_when_the_stop_does_not_complete)
+{
+    session_free(&S);
+    free(F);
+    make_session(64, true, 6);
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_stop(&S, "\n\nX", &err), TT_OK);
+    add_text("Q");
+    int32_t buf[32];
+    script("ab\n\ncd", buf);
+    collected c = {0};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_MAX_TOKENS);
+    ck_assert_str_eq(c.text, "ab\n\ncd");
+}
+END_TEST
+
+START_TEST(end_of_text_stops_generation)
+{
+    session_free(&S);
+    free(F);
+    make_session(64, true, 20);
+    add_text("Q");
+    int32_t buf[4] = {byte_id('a'), EOT};
+    F->script = buf;
+    F->script_n = 2;
+    F->script_base = S.n_tokens;
+    collected c = {0};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_EOS);
+    ck_assert_int_eq(S.last.generated_tokens, 2);
+    ck_assert_str_eq(c.text, "a");
+    ck_assert_int_eq(S.tokens[S.n_tokens - 1], EOT);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * A full context */
+
+START_TEST(a_full_context_shifts_and_generation_goes_on)
+{
+    session_free(&S);
+    free(F);
+    make_session(16, true, 40);
+    add_text("Hello world");
+    int prompt = S.n_tokens;
+    collected c = {0};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_MAX_TOKENS);
+    ck_assert_int_eq(S.n_tokens, prompt + 40);
+    ck_assert_int_ge(S.last.context_shifts, 1);
+    ck_assert_int_eq(c.shifts, S.last.context_shifts);
+    ck_assert_int_gt(c.shift_dropped, 0);
+    ck_assert_int_gt(S.window_start, 0);
+    ck_assert_int_le(S.n_tokens - S.window_start, 16);
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(a_full_context_without_shifting_stops)
+{
+    session_free(&S);
+    free(F);
+    make_session(16, true, 40);
+    S.set.context_shift = false;
+    add_text("Hello world");
+    generate(NULL);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_CONTEXT);
+    ck_assert_int_le(S.n_tokens, 17);
+    ck_assert_int_eq(S.window_start, 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Ctrl-C */
+
+START_TEST(interrupt_stops_after_the_current_token_and_keeps_the_cache_consistent)
+{
+    static volatile sig_atomic_t flag;
+    flag = 0;
+    session_free(&S);
+    free(F);
+    make_session(64, true, 30);
+    S.interrupt = &flag;
+    add_text("Hello world");
+    collected c = {.stop_after = 3, .flag = &flag};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_INTERRUPTED);
+    ck_assert_int_eq(S.last.generated_tokens, 3);
+    assert_cache_consistent();
+    int n = S.n_tokens;
+    flag = 0;
+    add_text(" more");
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, n);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_MAX_TOKENS);
+}
+END_TEST
+
+START_TEST(a_callback_can_stop_the_generation)
+{
+    add_text("Hello world");
+    collected c = {.stop_after = 2, .refuse = true};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_INTERRUPTED);
+    ck_assert_int_eq(S.last.generated_tokens, 2);
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(interrupt_during_prefill_leaves_a_consistent_prefix)
+{
+    static volatile sig_atomic_t flag;
+    flag = 0;
+    session_free(&S);
+    free(F);
+    make_session(MAX_CTX, true, 5);
+    S.interrupt = &flag;
+    char text[2048];
+    for (int i = 0; i < 600; i++)
+        text[i] = (char)('a' + i % 26);
+    text[600] = 0;
+    add_text(text);
+    ck_assert_int_gt(S.n_tokens, 256);   /* more than one prefill chunk */
+    F->interrupt_after = &flag;          /* Ctrl-C during the first chunk */
+    tt_error err = {0};
+    ck_assert_int_eq(session_gen_begin(&S, &err), TT_ERR_INTERRUPTED);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_INTERRUPTED);
+    session_gen_end(&S, SESSION_STOP_INTERRUPTED, NULL, NULL);
+    ck_assert_int_lt(F->base.n_past, S.n_tokens);
+    assert_cache_consistent();
+    /* The next try picks up where the prefill stopped. */
+    F->interrupt_after = NULL;
+    flag = 0;
+    int had = F->base.n_past;
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, had);
+    ck_assert_int_eq(S.last.prefilled_tokens, S.last.prompt_tokens - had);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Step mode and peeking */
+
+START_TEST(a_forced_step_appends_the_chosen_token)
+{
+    add_text("Hello");
+    tt_error err = {0};
+    ck_assert_int_eq(session_gen_begin(&S, &err), TT_OK);
+    session_stop stop;
+    ck_assert_int_eq(session_gen_step(&S, 77, NULL, NULL, &stop, &err), TT_OK);
+    ck_assert_int_eq(stop, SESSION_STOP_NONE);
+    ck_assert_int_eq(S.tokens[S.n_tokens - 1], 77);
+    ck_assert_int_eq(S.info[S.n_tokens - 1].origin, TOKEN_FORCED);
+    ck_assert_int_eq(session_gen_step(&S, -1, NULL, NULL, &stop, &err), TT_OK);
+    ck_assert_int_eq(S.info[S.n_tokens - 1].origin, TOKEN_SAMPLED);
+    ck_assert_int_eq(session_gen_step(&S, VOCAB, NULL, NULL, &stop, &err), TT_ERR_ARG);
+    session_gen_end(&S, SESSION_STOP_INTERRUPTED, NULL, NULL);
+    ck_assert_ptr_null(S.gen);
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(peek_shows_the_next_distribution_without_drawing)
+{
+    session_free(&S);
+    free(F);
+    make_session(64, false, 5);
+    add_text("Hello");
+    int n = S.n_tokens;
+    rng before = S.rng;
+    sampler_snapshot snap;
+    tt_error err = {0};
+    ck_assert_int_eq(session_peek(&S, &snap, &err), TT_OK);
+    ck_assert_int_eq(S.n_tokens, n);
+    ck_assert(memcmp(&before, &S.rng, sizeof before) == 0);
+    ck_assert_int_gt(snap.n_top, 0);
+    /* The peeked favourite is what greedy decoding takes next. */
+    S.set.sampler.greedy = true;
+    generate(NULL);
+    ck_assert_int_eq(S.tokens[n], snap.top[0].id);
+    /* Peeking prefilled the prompt already: only the last token is run again (for its logits). */
+    ck_assert_int_eq(S.last.reused_tokens, n - 1);
+    ck_assert_int_eq(S.last.prefilled_tokens, 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("session");
+    TCase *tc = tcase_create("session");
+    tcase_add_unchecked_fixture(tc, tokenizer_setup, tokenizer_teardown);
+    tcase_add_checked_fixture(tc, session_setup, session_teardown);
+    tcase_add_test(tc, first_turn_prefills_the_prompt_and_computes_each_token_once);
+    tcase_add_test(tc, second_turn_prefills_only_its_new_tokens);
+    tcase_add_test(tc, undo_turn_reuses_the_cache_and_gives_what_a_fresh_cache_gives);
+    tcase_add_test(tc, undo_of_n_tokens_keeps_the_rest_cached);
+    tcase_add_test(tc, regen_reuses_the_prompt_and_repeats_a_greedy_reply);
+    tcase_add_test(tc, regen_with_the_same_seed_repeats_a_sampled_reply);
+    tcase_add_test(tc, loading_tokens_keeps_the_longest_common_prefix);
+    tcase_add_test(tc, reset_empties_the_cache);
+    tcase_add_test(tc, an_empty_conversation_starts_from_end_of_text);
+    tcase_add_test(tc, stop_string_ends_the_reply_before_it);
+    tcase_add_test(tc, held_back_text_is_released_when_the_stop_does_not_complete);
+    tcase_add_test(tc, end_of_text_stops_generation);
+    tcase_add_test(tc, a_full_context_shifts_and_generation_goes_on);
+    tcase_add_test(tc, a_full_context_without_shifting_stops);
+    tcase_add_test(tc, interrupt_stops_after_the_current_token_and_keeps_the_cache_consistent);
+    tcase_add_test(tc, a_callback_can_stop_the_generation);
+    tcase_add_test(tc, interrupt_during_prefill_leaves_a_consistent_prefix);
+    tcase_add_test(tc, a_forced_step_appends_the_chosen_token);
+    tcase_add_test(tc, peek_shows_the_next_distribution_without_drawing);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
