@@ -44,7 +44,7 @@ else
 endif
 
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
-  ifeq ($(MAKELEVEL),0)
+  ifeq ($(MAKELEVEL)$(if $(wildcard $(BUILD)/config.mk),,missing),0)
     $(info gpu: $(GPU_NOTE))
   endif
 endif
