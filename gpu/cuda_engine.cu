@@ -69,6 +69,7 @@ typedef struct {
     char *q;                       /* (TB, C) dtype */
     char *att;                     /* (TB, C) attention output, heads side by side, dtype */
     float *scores;                 /* (NH, TB, n_ctx) */
+    float *partial;                /* decode attention's per-chunk results */
     char *probs;                   /* (NH, TB, n_ctx) dtype */
     float *fc;                     /* (TB, FF) */
     char *fc_act;                  /* (TB, FF) dtype */
@@ -285,6 +286,7 @@ static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
     g->q = (char *)carve(a, TB * C * ds);
     g->att = (char *)carve(a, TB * C * ds);
     g->scores = (float *)carve(a, NH * TB * n_ctx * 4);
+    g->partial = (float *)carve(a, cuda_attention_decode_partial(cfg->C, cfg->NH, g->base.n_ctx) * 4);
     g->probs = (char *)carve(a, NH * TB * n_ctx * ds);
     g->fc = (float *)carve(a, TB * FF * 4);
     g->fc_act = (char *)carve(a, TB * FF * ds);
@@ -438,7 +440,7 @@ static tt_status enqueue_chunk(cuda_engine *g, int T, int pos, int lo, float *ou
         BLAS_CHECK(cuda_matmul(h, g->qkv, 3 * C, g->xn, C, ly->attn_w, T, C, 3 * C, false, d));
         GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, ly->attn_b, g->d_tokens, T, C, NH, n_ctx, d, s));
         if (T == 1) {
-            GPU_CHECK(cuda_attention_decode(g->att, g->q, kc, vc, g->d_tokens, C, NH, n_ctx, d, s));
+            GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->q, kc, vc, g->d_tokens, C, NH, n_ctx, d, s));
         } else {
             BLAS_CHECK(cuda_attention_scores(h, g->scores, g->q, kc, pos, T, C, NH, n_ctx, d));
             GPU_CHECK(cuda_softmax_causal(g->probs, g->scores, pos, T, NH, d, s));
@@ -672,7 +674,6 @@ static tt_status setup(cuda_engine *g, tt_error *err)
         return s;
     /* Never read before written, but a zeroed cache keeps stale-read bugs deterministic. */
     GPU_CHECK(cudaMemset(g->cache, 0, g->cache_bytes));
-    GPU_CHECK(cuda_attention_decode_prepare(cfg->C, cfg->NH, e->n_ctx));
     /* Fails here, once, when this build holds no code for the device. */
     GPU_CHECK(cuda_kernels_probe(g->d_tokens, g->stream));
     GPU_CHECK(cudaStreamSynchronize(g->stream));

@@ -213,97 +213,128 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
                                       NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-#define DECODE_THREADS 128
+/* Decode attention, split over the keys (flash-decoding): block (h, s) handles keys
+ * [s*CHUNK, (s+1)*CHUNK) of head h and leaves its maximum score m, its sum of exp(score - m) l and
+ * its unnormalized output acc in partial; a second kernel combines the chunks. The grid covers the
+ * whole cache (n_ctx / CHUNK blocks per head) and blocks past the current position return at once,
+ * so the launch is the same at every position and the step can be captured in a graph. */
+#define DECODE_THREADS 128             /* 4 warps */
+#define DECODE_CHUNK 256               /* keys per block */
+#define DECODE_KEY_LANES 8             /* lanes per key when scoring: 4 keys per warp at a time */
+
+static int decode_chunks(int n_ctx) { return (n_ctx + DECODE_CHUNK - 1) / DECODE_CHUNK; }
 
 template <tt_dtype D>
 __global__ void __launch_bounds__(DECODE_THREADS)
-attention_decode_kernel(void *out, const void *q, const void *k, const void *v, const int *tokens, int C,
-                        int NH, int n_ctx)
+attention_decode_kernel(float *partial, const void *q, const void *k, const void *v, const int *tokens,
+                        int C, int NH, int n_ctx)
 {
-    TT_DYNAMIC_SHARED(float, smem);
+    __shared__ float qs[CUDA_MAX_HS];
+    __shared__ float att[DECODE_CHUNK];             /* scores, then exp(score - m) */
+    __shared__ float part[DECODE_THREADS / 32][CUDA_MAX_HS];
     __shared__ float red[32];
-    const int HS = C / NH, hd = blockIdx.x;
+    const int HS = C / NH, hd = blockIdx.x, chunk = blockIdx.y;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    const int n = tokens[0] + 1;                   /* keys 0 .. pos, the new one included */
-    float *qs = smem;                              /* (HS) */
-    float *att = qs + HS;                          /* (n_ctx) scores, then exp(score - max) */
-    float *part = att + n_ctx;                     /* (nwarps, HS) per-warp partial outputs */
+    const int n = tokens[0] + 1;                    /* keys 0 .. pos, the new one included */
+    const int j0 = chunk * DECODE_CHUNK, j1 = j0 + DECODE_CHUNK < n ? j0 + DECODE_CHUNK : n;
+    if (j0 >= n)                                    /* the whole block: no barrier is skipped */
+        return;
     const size_t base = (size_t)hd * n_ctx * HS;
-
     for (int i = threadIdx.x; i < HS; i += blockDim.x)
         qs[i] = tt_load_f32(q, D, (size_t)hd * HS + i);
     __syncthreads();
-    /* One warp per key: the lanes split the head dimension, coalesced along the key's row. */
+
+    /* Scores: each warp takes 4 keys at a time, 8 lanes per key; the loop bound is the same for
+     * every lane of a warp, so all of them reach the shuffles. */
     const float scale = gpt2_attn_scale(HS);
-    for (int j = warp; j < n; j += nwarps) {
+    const int group = lane / DECODE_KEY_LANES, sub = lane % DECODE_KEY_LANES;
+    for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += nwarps * (32 / DECODE_KEY_LANES)) {
+        const int j = jb + group;
         float dot = 0.0f;
-        for (int i = lane; i < HS; i += 32)
-            dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
-        dot = warp_sum(dot);
-        if (lane == 0)
-            att[j] = dot * scale;
+        if (j < j1)
+            for (int i = sub; i < HS; i += DECODE_KEY_LANES)
+                dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
+        for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)
+            dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (j < j1 && sub == 0)
+            att[j - j0] = dot * scale;
     }
     __syncthreads();
     float mx = -INFINITY;
-    for (int j = threadIdx.x; j < n; j += blockDim.x)
+    for (int j = threadIdx.x; j < j1 - j0; j += blockDim.x)
         mx = fmaxf(mx, att[j]);
     mx = block_max(mx, red);
     float sum = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    for (int j = threadIdx.x; j < j1 - j0; j += blockDim.x) {
         float e = expf(att[j] - mx);
         att[j] = e;
         sum += e;
     }
-    const float inv = 1.0f / block_sum(sum, red);  /* its first barrier publishes att */
-    /* One warp per key again, each lane owning dimensions lane, lane + 32, ... */
+    sum = block_sum(sum, red);                      /* its first barrier publishes att */
+
+    /* Values: one warp per key, each lane owning dimensions lane, lane + 32, ... (coalesced rows). */
     float acc[CUDA_MAX_HS / 32];
     for (int r = 0; r < CUDA_MAX_HS / 32; r++)
         acc[r] = 0.0f;
-    for (int j = warp; j < n; j += nwarps) {
-        const float p = att[j] * inv;
+    for (int j = j0 + warp; j < j1; j += nwarps) {
+        const float p = att[j - j0];
         for (int i = lane, r = 0; i < HS; i += 32, r++)
             acc[r] += p * tt_load_f32(v, D, base + (size_t)j * HS + i);
     }
     for (int i = lane, r = 0; i < HS; i += 32, r++)
-        part[warp * HS + i] = acc[r];
+        part[warp][i] = acc[r];
     __syncthreads();
+    float *out = partial + ((size_t)hd * gridDim.y + chunk) * (HS + 2);   /* m, l, acc (HS) */
     for (int i = threadIdx.x; i < HS; i += blockDim.x) {
         float o = 0.0f;
         for (int w = 0; w < nwarps; w++)
-            o += part[w * HS + i];
-        tt_store_f32(out, D, (size_t)hd * HS + i, o);
+            o += part[w][i];
+        out[2 + i] = o;
+    }
+    if (threadIdx.x == 0) {
+        out[0] = mx;
+        out[1] = sum;
     }
 }
 
-size_t cuda_attention_decode_shared(int C, int NH, int n_ctx)
+template <tt_dtype D>
+__global__ void attention_combine_kernel(void *out, const float *partial, const int *tokens, int C, int NH,
+                                         int n_chunks)
 {
-    const size_t HS = (size_t)(C / NH);
-    return (HS + (size_t)n_ctx + (DECODE_THREADS / 32) * HS) * sizeof(float);
+    const int HS = C / NH, hd = blockIdx.x;
+    const int used = (tokens[0] + 1 + DECODE_CHUNK - 1) / DECODE_CHUNK;   /* chunks that ran */
+    const float *p = partial + (size_t)hd * n_chunks * (HS + 2);
+    float mx = -INFINITY;
+    for (int c = 0; c < used; c++)
+        mx = fmaxf(mx, p[(size_t)c * (HS + 2)]);
+    float l = 0.0f;
+    for (int c = 0; c < used; c++)
+        l += expf(p[(size_t)c * (HS + 2)] - mx) * p[(size_t)c * (HS + 2) + 1];
+    const float inv = 1.0f / l;
+    for (int i = threadIdx.x; i < HS; i += blockDim.x) {
+        float o = 0.0f;
+        for (int c = 0; c < used; c++)
+            o += expf(p[(size_t)c * (HS + 2)] - mx) * p[(size_t)c * (HS + 2) + 2 + i];
+        tt_store_f32(out, D, (size_t)hd * HS + i, o * inv);
+    }
 }
 
-cudaError_t cuda_attention_decode_prepare(int C, int NH, int n_ctx)
+size_t cuda_attention_decode_partial(int C, int NH, int n_ctx)
 {
-    size_t bytes = cuda_attention_decode_shared(C, NH, n_ctx);
-    if (bytes <= 48 * 1024)
-        return cudaSuccess;
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<TT_F32>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attention_decode_kernel<TT_F16>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attention_decode_kernel<TT_BF16>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    return e;
+    return (size_t)NH * (size_t)decode_chunks(n_ctx) * (size_t)(C / NH + 2);
 }
 
-cudaError_t cuda_attention_decode(void *out, const void *q, const void *k, const void *v,
+cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const void *k, const void *v,
                                   const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
                                   cudaStream_t stream)
 {
-    return TT_DISPATCH(d, attention_decode_kernel, dim3(NH), dim3(DECODE_THREADS),
-                       cuda_attention_decode_shared(C, NH, n_ctx), stream, out, q, k, v, tokens, C, NH,
-                       n_ctx);
+    const int S = decode_chunks(n_ctx);
+    cudaError_t e = TT_DISPATCH(d, attention_decode_kernel, dim3(NH, S), dim3(DECODE_THREADS), 0, stream,
+                                partial, q, k, v, tokens, C, NH, n_ctx);
+    if (e != cudaSuccess)
+        return e;
+    return TT_DISPATCH(d, attention_combine_kernel, dim3(NH), dim3(row_block(C / NH)), 0, stream, out,
+                       (const float *)partial, tokens, C, NH, S);
 }
 
 /* =============================================================================================

@@ -10,7 +10,7 @@
  *     MM_GELU_*            <-> cuda_gelu             bias + GELU
  *     kvcache_store        <-> cuda_qkv_store        bias + split into q and the cache
  *     ref_attention        <-> cuda_attention_scores + cuda_softmax_causal + cuda_attention_values
- *                              (prefill, cuBLAS), or cuda_attention_decode (one token, one kernel)
+ *                              (prefill, cuBLAS), or cuda_attention_decode (one token, split over keys)
  * Differences by design: activations that feed a matmul (LayerNorm, GELU and attention outputs, q)
  * and the KV cache are held in the weight dtype, because cuBLAS multiplies two operands of one type;
  * the residual stream, matmul outputs, scores and logits are fp32, as on the CPU.
@@ -67,14 +67,13 @@ cudaError_t cuda_softmax_causal(void *probs, const float *scores, int pos, int T
 cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *probs, const void *v,
                                      int pos, int T, int C, int NH, int n_ctx, tt_dtype d);
 
-/* One query (T = 1) at position tokens[0] over keys 0 .. tokens[0]: out (1, C) in d. One block per
- * head; shared memory from cuda_attention_decode_shared. */
-cudaError_t cuda_attention_decode(void *out, const void *q, const void *k, const void *v,
+/* One query (T = 1) at position tokens[0] over keys 0 .. tokens[0]: out (1, C) in d. Two kernels:
+ * blocks of 256 keys per head write partial results (partial: cuda_attention_decode_partial floats
+ * of device scratch), one block per head combines them. Launch shapes depend on n_ctx only. */
+cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const void *k, const void *v,
                                   const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
                                   cudaStream_t stream);
-size_t cuda_attention_decode_shared(int C, int NH, int n_ctx);
-/* Raises the kernel's shared-memory limit when n_ctx needs more than the default 48 KiB. */
-cudaError_t cuda_attention_decode_prepare(int C, int NH, int n_ctx);
+size_t cuda_attention_decode_partial(int C, int NH, int n_ctx);
 
 /* A launch that touches every kind of instruction the kernels use, on a one-int buffer: fails with
  * cudaErrorNoKernelImageForDevice (or similar) when the build has no code for this device. */

@@ -219,13 +219,14 @@ extern "C" tt_status cuda_ops_attention(cuda_ops *c, float *out, float *k_cache,
     void *dout = ops_upload(c, NULL, (size_t)T * C, d, &e);
     float *dscores = decode ? NULL : (float *)ops_upload(c, NULL, (size_t)NH * T * n_keys, TT_F32, &e);
     void *dprobs = decode ? NULL : ops_upload(c, NULL, (size_t)NH * T * n_keys, d, &e);
+    float *dpart = decode ? (float *)ops_upload(c, NULL, cuda_attention_decode_partial(C, NH, n_ctx), TT_F32, &e)
+                          : NULL;
     if (e == cudaSuccess)
         e = cudaMemcpy(dt, tok, sizeof tok, cudaMemcpyHostToDevice);
     OPS_CHECK(e);
     OPS_CHECK(cuda_qkv_store(dq, dk, dv, dqkv, db, dt, T, C, NH, n_ctx, d, c->stream));
     if (decode) {
-        OPS_CHECK(cuda_attention_decode_prepare(C, NH, n_ctx));
-        OPS_CHECK(cuda_attention_decode(dout, dq, dk, dv, dt, C, NH, n_ctx, d, c->stream));
+        OPS_CHECK(cuda_attention_decode(dout, dpart, dq, dk, dv, dt, C, NH, n_ctx, d, c->stream));
     } else {
         OPS_BLAS(cuda_attention_scores(c->cublas, dscores, dq, dk, pos, T, C, NH, n_ctx, d));
         OPS_CHECK(cuda_softmax_causal(dprobs, dscores, pos, T, NH, d, c->stream));
