@@ -89,7 +89,6 @@ void cmd_env_init(cmd_env *e, session *s)
     memset(e, 0, sizeof *e);
     e->s = s;
     e->bars = DEFAULT_BARS;
-    e->gamma = 4;
     e->pick_id = -1;
     e->model_name = s && s->model && s->model->name ? s->model->name : "model";
     e->model_dir = s && s->model && s->model->dir ? s->model->dir : "";
@@ -568,11 +567,11 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     else
         out_add(e, "last turn   none yet\n");
     out_add(e, "view        %d bars%s\n", e->bars, e->line_mode ? ", line mode" : "");
-    if (e->draft_loaded)
-        out_add(e, "speculative %s, gamma %d, draft %s", e->spec_on ? "on" : "off", e->gamma,
-                e->draft_dir ? e->draft_dir : "");
+    if (s->draft)
+        out_add(e, "speculative %s, gamma %d%s, draft %s", s->spec_on ? "on" : "off", s->gamma,
+                s->gamma_adaptive ? " (adaptive)" : "", e->draft_dir ? e->draft_dir : "");
     else
-        out_add(e, "speculative not available yet");
+        out_add(e, "speculative off: no draft model (--draft DIR or /draft DIR)");
     return CMD_DONE;
 }
 
@@ -732,50 +731,68 @@ static int exec_bars(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Speculative decoding (reserved: the speculative view is wired in a later pass) */
+ * Speculative decoding (the session runs it; see core/speculative.h) */
+
+#define NO_DRAFT "speculative decoding needs a draft model: start with --draft DIR or load one " \
+                 "with /draft DIR"
 
 static int exec_spec(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
-    if (!e->draft_loaded)
-        return fail(e, "speculative decoding: not available yet");
+    session *s = e->s;
     if (argc == 0) {
-        out_add(e, "speculative decoding %s (gamma %d)", e->spec_on ? "on" : "off", e->gamma);
+        if (!s->draft)
+            return fail(e, NO_DRAFT);
+        out_add(e, "speculative decoding %s (gamma %d%s)", s->spec_on ? "on" : "off", s->gamma,
+                s->gamma_adaptive ? ", adaptive" : "");
         return CMD_DONE;
     }
     if (strcmp(argv[0], "on") && strcmp(argv[0], "off"))
         return fail(e, "/spec: \"%s\" is not on or off", argv[0]);
-    e->spec_on = strcmp(argv[0], "on") == 0;
-    out_add(e, "speculative decoding %s", e->spec_on ? "on" : "off");
+    bool on = strcmp(argv[0], "on") == 0;
+    if (on && !s->draft)
+        return fail(e, NO_DRAFT);
+    session_set_speculative(s, on, NULL);
+    out_add(e, "speculative decoding %s", on ? "on" : "off");
     return CMD_STATUS;
 }
 
 static int exec_gamma(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
-    if (!e->draft_loaded)
-        return fail(e, "speculative decoding: not available yet");
+    session *s = e->s;
     if (argc == 0) {
-        out_add(e, "gamma %d", e->gamma);
+        out_add(e, "gamma %d%s", s->gamma, s->gamma_adaptive ? " (adaptive)" : "");
         return CMD_DONE;
     }
+    if (strcmp(argv[0], "auto") == 0) {
+        session_set_gamma(s, s->gamma, true, NULL);
+        out_add(e, "gamma adaptive from %d: +2 after a round that accepts every draft, -1 after "
+                "a rejection", s->gamma);
+        return CMD_STATUS;
+    }
     long v;
-    if (!parse_int_arg(argv[0], 1, 64, &v))
-        return fail(e, "/gamma: \"%s\" is not an integer in [1, 64] (kept %d)", argv[0],
-                    e->gamma);
-    e->gamma = (int)v;
+    if (!parse_int_arg(argv[0], 1, SPEC_GAMMA_MAX, &v))
+        return fail(e, "/gamma: \"%s\" is not an integer in [1, %d] or auto (kept %d)", argv[0],
+                    SPEC_GAMMA_MAX, s->gamma);
+    session_set_gamma(s, (int)v, false, NULL);
     out_add(e, "gamma %ld draft tokens per round", v);
     return CMD_STATUS;
 }
 
 static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
-    if (!e->draft_loaded)
-        return fail(e, "speculative decoding: not available yet");
     if (argc == 0) {
-        out_add(e, "draft model: %s", e->draft_dir ? e->draft_dir : "(none)");
+        out_add(e, "draft model: %s", e->s->draft && e->draft_dir ? e->draft_dir : "(none)");
         return CMD_DONE;
     }
-    return fail(e, "/draft: changing the draft model at run time is not available yet (start "
-                "with --draft DIR)");
+    if (!e->load_draft)
+        return fail(e, "/draft: loading a draft model is not available here (start with --draft "
+                    "DIR)");
+    tt_error err = {0};
+    if (e->load_draft(e->load_draft_user, argv[0], &err) != TT_OK)
+        return fail(e, "/draft: %s", err.msg);
+    out_add(e, "draft model %s loaded; speculative decoding on (gamma %d)", argv[0],
+            e->s->gamma);
+    return CMD_STATUS;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -858,7 +875,8 @@ const cmd_entry cmd_table[] = {
      false, NULL, exec_load},
     {"spec", NULL, "[on|off]", "speculative decoding with the draft model", 0, 1, true, NULL,
      exec_spec},
-    {"gamma", NULL, "[N]", "draft tokens per speculative round", 0, 1, true, NULL, exec_gamma},
+    {"gamma", NULL, "[N|auto]", "draft tokens per speculative round (auto: adaptive)", 0, 1,
+     true, NULL, exec_gamma},
     {"draft", NULL, "[DIR]", "the draft model for speculative decoding", 0, 1, false, NULL,
      exec_draft},
     {"quit", "exit", "", "leave tokentop (also Ctrl-D on an empty line)", 0, 0, true, NULL,

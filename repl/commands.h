@@ -44,11 +44,17 @@ typedef struct cmd_env {
     sampler_snapshot hist;
     int hist_pos;                  /* conversation index the histogram describes */
     int hist_step;
-    /* Speculative decoding: reserved until the speculative view is wired. */
-    bool draft_loaded;
-    const char *draft_dir;
-    bool spec_on;
-    int gamma;
+    /* Speculative decoding: the session holds the draft, gamma and on/off (s->draft, s->gamma,
+     * s->gamma_adaptive, s->spec_on). /draft DIR loads through load_draft (set by the front end;
+     * NULL: loading is not available), which attaches the draft and sets draft_dir. */
+    tt_status (*load_draft)(void *user, const char *dir, tt_error *err);
+    void *load_draft_user;
+    const char *draft_dir;         /* the attached draft's directory, not owned */
+    /* The draft's side of the position the histogram shows (speculative steps): */
+    bool hist_has_draft;
+    sampler_snapshot hist_draft;   /* the draft's chain there (q) */
+    spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
+    bool hist_bonus;               /* the token was a bonus (no draft at that position) */
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */

@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "repl/cli.h"
 #include "repl/commands.h"
+#include "repl/draft.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
 #include "repl/session.h"
@@ -107,6 +108,8 @@ typedef struct {
     int ctrl_c;            /* consecutive Ctrl-C at an empty prompt */
     char message[160];     /* transient note in the status bar */
     double last_draw;
+    int spec_round;        /* the speculative round the last event belonged to */
+    double plain_tok_s;    /* decode speed of the last non-speculative turn (0: none yet) */
 } tui;
 
 static void note(tui *t, uint8_t style, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -128,9 +131,26 @@ static bool on_event(void *user, const session_event *ev)
     if (ev->context_shifted)
         note(t, UI_STYLE_NOTICE, "[context full: dropped the oldest %d tokens and re-prefilled "
              "the rest]", ev->shift_dropped);
+    if (ev->round > 0 && ev->round != t->spec_round) {
+        /* a new speculative round: the last round's rejected draft leaves the transcript */
+        t->spec_round = ev->round;
+        transcript_set_rejected(&t->tr, -1, -1);
+    }
+    if (ev->rejected) {
+        /* shown before its replacement (the next event) until the next round */
+        transcript_set_rejected(&t->tr, t->s->n_tokens, ev->token);
+        t->dirty = true;
+        return true;
+    }
     if (ev->flush || !ev->snap)
         return true;
     cmd_env *e = t->env;
+    e->hist_has_draft = ev->draft && ev->draft_snap;
+    if (e->hist_has_draft) {
+        e->hist_draft = *ev->draft_snap;
+        e->hist_spec = *ev->draft;
+    }
+    e->hist_bonus = ev->origin == TOKEN_BONUS;
     e->hist = *ev->snap;
     e->hist_kind = UI_HIST_STEP;
     e->hist_pos = t->s->n_tokens - 1;
@@ -153,6 +173,7 @@ static void refresh_peek(tui *t)
     }
     tt_error err = {0};
     if (session_peek(s, &t->env->hist, &err) == TT_OK) {
+        t->env->hist_has_draft = t->env->hist_bonus = false;
         t->env->hist_kind = UI_HIST_PEEK;
         t->env->hist_pos = s->n_tokens;
     }
@@ -163,6 +184,9 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
 {
     session *s = t->s;
     session_gen_end(s, stop, on_event, t);
+    transcript_set_rejected(&t->tr, -1, -1);
+    if (!s->last.speculative && s->last.generated_tokens > 1)
+        t->plain_tok_s = s->last.decode_tok_s;
     t->running = false;
     t->env->busy = false;
     t->have_turn = true;
@@ -204,6 +228,7 @@ static bool begin_generation(tui *t, const char *text)
         free(add);
     }
     t->scroll.scroll = 0;
+    t->spec_round = 0;
     transcript_sync(&t->tr, s);
     g_interrupt = 0;
     g_sigint = 0;
@@ -419,8 +444,8 @@ static const char *mode_name(const tui *t, char *buf, size_t cap)
     const session *s = t->s;
     const char *base = (s->set.sampler.greedy || s->set.sampler.temperature == 0) ? "greedy"
                                                                                    : "sample";
-    if (t->env->draft_loaded && t->env->spec_on)
-        snprintf(buf, cap, "speculative \xce\xb3=%d", t->env->gamma);
+    if (s->draft && s->spec_on)
+        snprintf(buf, cap, "speculative \xce\xb3=%d%s", s->gamma, s->gamma_adaptive ? " auto" : "");
     else if (t->env->step_mode)
         snprintf(buf, cap, "step, %s", base);
     else
@@ -456,6 +481,9 @@ static void draw(tui *t)
         .position = t->env->hist_pos,
         .vocab = s->model->config.V,
         .step_mode = t->env->step_mode,
+        .draft = t->env->hist_has_draft ? &t->env->hist_draft : NULL,
+        .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
+        .bonus = t->env->hist_bonus,
     };
     ui_histogram_draw(&t->grid, l.histogram, &hv);
     char chain[200], mode[64];
@@ -478,6 +506,11 @@ static void draw(tui *t)
         .seed = s->set.seed,
         .max_new = s->set.max_new_tokens,
         .message = t->message[0] ? t->message : NULL,
+        .spec = s->last.speculative,
+        .acceptance = s->last.drafted ? (double)s->last.accepted / s->last.drafted : 0,
+        .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
+                                               : 0,
+        .speedup = t->plain_tok_s > 0 ? s->last.decode_tok_s / t->plain_tok_s : 0,
     };
     ui_status_draw(&t->grid, l.status, &sv);
     const char *placeholder = t->running ? "generating... Ctrl-C stops"
@@ -525,6 +558,37 @@ static int tui_run(tui *t, const char *first)
 
 /* ---------------------------------------------------------------------------------------------
  * Entry point */
+
+/* What /draft DIR and --draft need to load a draft next to the target. */
+typedef struct {
+    cli_app *app;
+    const cli_options *o;
+    session *s;
+    cmd_env *env;
+    draft_app draft;
+} draft_host;
+
+/* Loads dir as the draft (checked against the target), replaces the previous one and turns
+ * speculative decoding on; on failure the previous draft stays. */
+static tt_status host_load_draft(void *user, const char *dir, tt_error *err)
+{
+    draft_host *h = user;
+    draft_app d;
+    tt_status st = draft_load(&d, dir, h->app, h->o, err);
+    if (st != TT_OK)
+        return st;
+    session_set_draft(h->s, NULL, NULL);
+    if ((st = session_set_draft(h->s, d.eng, err)) != TT_OK) {
+        draft_free(&d);
+        if (h->draft.eng)
+            session_set_draft(h->s, h->draft.eng, NULL);
+        return st;
+    }
+    draft_free(&h->draft);
+    h->draft = d;
+    h->env->draft_dir = h->draft.dir;
+    return TT_OK;
+}
 
 static char *initial_prompt(const cli_options *o, int *rc)
 {
@@ -593,8 +657,14 @@ int repl_main(int argc, char **argv)
         }
     cmd_env env;
     cmd_env_init(&env, &s);
-    env.draft_dir = o.draft_dir;
-    env.gamma = o.gamma;
+    draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
+    env.load_draft = host_load_draft;
+    env.load_draft_user = &host;
+    session_set_gamma(&s, o.gamma, o.gamma_adaptive, NULL);
+    if (rc == 0 && o.draft_dir && host_load_draft(&host, o.draft_dir, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        rc = 1;
+    }
     install_signals();
     s.interrupt = &g_interrupt;
 
@@ -628,6 +698,7 @@ int repl_main(int argc, char **argv)
     }
     cmd_env_free(&env);
     session_free(&s);
+    draft_free(&host.draft);
     cli_app_free(&app);
     free(first);
     if (g_quit_signal) {

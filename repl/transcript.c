@@ -12,6 +12,7 @@ void transcript_init(transcript *t)
     ui_doc_init(&t->doc);
     utf8_stream_init(&t->utf8);
     t->eot = -1;
+    t->rejected_id = -1;
 }
 
 void transcript_free(transcript *t)
@@ -49,6 +50,8 @@ void transcript_clear(transcript *t)
         free(t->notes[i].text);
     t->n_notes = t->notes_done = 0;
     t->n_done = 0;
+    t->rejected_id = -1;
+    t->rejected_shown = false;
     ui_doc_clear(&t->doc);
     utf8_stream_init(&t->utf8);
 }
@@ -133,6 +136,34 @@ static void append_token(transcript *t, const session *s, int i)
     }
 }
 
+/* The rejected draft: its text in the error colour, dimmed, and not through the UTF-8 stream (it is
+ * not part of the text; a partial character shows as escapes). */
+static void append_rejected(transcript *t, const session *s)
+{
+    size_t nb = 0;
+    const char *b = tokenizer_token_bytes(s->tok, t->rejected_id, &nb);
+    char buf[256];
+    size_t k = text_token_display(b ? b : "", b ? nb : 0, TEXT_ESCAPE_BYTES, buf, sizeof buf);
+    ui_doc_append(&t->doc, buf, k, UI_STYLE_ERROR, UI_ATTR_DIM | UI_ATTR_UNDERLINE);
+    t->rejected_shown = true;
+}
+
+void transcript_set_rejected(transcript *t, int at, int32_t id)
+{
+    if (id == t->rejected_id && (id < 0 || at == t->rejected_at))
+        return;
+    if (t->rejected_shown || (id >= 0 && at < t->n_done)) {
+        /* rebuild at the next sync: the mark sits (or goes) inside the document */
+        t->n_done = 0;
+        t->notes_done = 0;
+        t->rejected_shown = false;
+        ui_doc_clear(&t->doc);
+        utf8_stream_init(&t->utf8);
+    }
+    t->rejected_id = id;
+    t->rejected_at = at;
+}
+
 static bool remember(transcript *t, int32_t id, uint8_t origin)
 {
     if (t->n_done == t->cap) {
@@ -169,6 +200,7 @@ void transcript_sync(transcript *t, const session *s)
                 t->notes[i].anchor = d;
         t->n_done = 0;
         t->notes_done = 0;
+        t->rejected_shown = false;
         ui_doc_clear(&t->doc);
         utf8_stream_init(&t->utf8);
     }
@@ -181,6 +213,8 @@ void transcript_sync(transcript *t, const session *s)
             int i = t->n_done;
             if (!remember(t, s->tokens[i], s->info[i].origin))
                 return;
+            if (t->rejected_id >= 0 && i == t->rejected_at && !t->rejected_shown)
+                append_rejected(t, s);
             append_token(t, s, i);
             continue;
         }

@@ -27,6 +27,11 @@ typedef struct {
     transcript_note *notes;  /* (n_notes) in the order they were made */
     int n_notes, notes_cap, notes_done;
     int32_t eot;             /* the end-of-text token (drawn as a marker), or -1 */
+    /* A speculative round's rejected draft token, shown (in the rejection style) just before
+     * the token that replaced it until the next round clears it: */
+    int32_t rejected_id;     /* -1: none */
+    int rejected_at;         /* conversation index of the replacement */
+    bool rejected_shown;     /* the document holds the mark */
 } transcript;
 
 void transcript_init(transcript *t);
@@ -37,6 +42,10 @@ void transcript_note_add(transcript *t, int n_tokens, uint8_t style, const char 
 
 /* Forgets the notices and the document (/reset, /load). */
 void transcript_clear(transcript *t);
+
+/* Shows token id as a rejected draft just before conversation index at (the replacement's);
+ * id < 0 removes the mark. The next transcript_sync redraws accordingly. */
+void transcript_set_rejected(transcript *t, int at, int32_t id);
 
 /* Brings the document up to date with s: appends what is new, or rebuilds from the first token
  * that differs (notices anchored past it move to that point). */

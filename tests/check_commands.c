@@ -342,24 +342,67 @@ START_TEST(show_reports_settings_model_and_cache)
     snprintf(kv, sizeof kv, "KV cache %d/64", eng->n_past);
     ck_out_has(kv);
     ck_out_has("generated 8");
-    ck_out_has("speculative not available yet");
+    ck_out_has("speculative off: no draft model");
 }
 END_TEST
 
-START_TEST(speculative_commands_are_reserved)
+/* The /draft hook of the test: the target's own model as the draft (what --draft does, minus the
+ * tokenizer check, which tests/check_speculative.c and the e2e script cover). */
+static engine *draft_eng;
+static tt_status test_load_draft(void *user, const char *dir, tt_error *err)
+{
+    if (strcmp(dir, "missing") == 0)
+        return tt_fail(err, TT_ERR_IO, "%s: no such directory", dir);
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.n_threads = 1;
+    engine_free(draft_eng);
+    draft_eng = NULL;
+    session_set_draft(&S, NULL, NULL);
+    tt_status st = cpu_engine_create(mdl, &eo, &draft_eng, err);
+    if (st == TT_OK)
+        st = session_set_draft(&S, draft_eng, err);
+    static char name[64];
+    snprintf(name, sizeof name, "%s", dir);   /* the argument does not outlive the command */
+    E.draft_dir = name;
+    return st;
+}
+
+START_TEST(speculative_commands_drive_the_session)
 {
     ck_assert_int_eq(run("/spec on"), CMD_ERROR);
-    ck_assert_str_eq(out(), "speculative decoding: not available yet");
-    ck_assert_int_eq(run("/gamma 4"), CMD_ERROR);
-    ck_assert_str_eq(out(), "speculative decoding: not available yet");
+    ck_out_has("needs a draft model");
     ck_assert_int_eq(run("/draft /tmp"), CMD_ERROR);
-    ck_assert_str_eq(out(), "speculative decoding: not available yet");
-    E.draft_loaded = true;   /* what the speculative pass will set */
+    ck_out_has("not available here");
+    ck_assert_int_eq(run("/gamma 6"), CMD_STATUS);        /* kept for when a draft comes */
+    ck_assert_int_eq(S.gamma, 6);
+    E.load_draft = test_load_draft;
+    ck_assert_int_eq(run("/draft missing"), CMD_ERROR);
+    ck_out_has("/draft: missing: no such directory");
+    ck_assert_ptr_null(S.draft);
+    ck_assert_int_eq(run("/draft here"), CMD_STATUS);
+    ck_assert_ptr_nonnull(S.draft);
+    ck_assert(S.spec_on);
+    ck_out_has("draft model here loaded; speculative decoding on (gamma 6)");
+    ck_assert_int_eq(run("/spec off"), CMD_STATUS);
+    ck_assert(!S.spec_on);
+    ck_assert_int_eq(run("/spec maybe"), CMD_ERROR);
     ck_assert_int_eq(run("/spec on"), CMD_STATUS);
-    ck_assert(E.spec_on);
+    ck_assert(S.spec_on);
     ck_assert_int_eq(run("/gamma 65"), CMD_ERROR);
-    ck_assert_int_eq(run("/gamma 6"), CMD_STATUS);
-    ck_assert_int_eq(E.gamma, 6);
+    ck_out_has("kept 6");
+    ck_assert_int_eq(run("/gamma auto"), CMD_STATUS);
+    ck_assert(S.gamma_adaptive && S.gamma == 6);
+    ck_assert_int_eq(run("/gamma 3"), CMD_STATUS);
+    ck_assert(!S.gamma_adaptive && S.gamma == 3);
+    ck_assert_int_eq(run("/show"), CMD_DONE);
+    ck_out_has("speculative on, gamma 3, draft here");
+    generate_turn("Hello");                                /* a speculative turn runs */
+    ck_assert(S.last.speculative);
+    ck_assert_int_gt(S.last.drafted, 0);
+    session_set_draft(&S, NULL, NULL);
+    engine_free(draft_eng);
+    draft_eng = NULL;
 }
 END_TEST
 
@@ -732,7 +775,7 @@ int main(void)
     tcase_add_test(tc, stop_adds_lists_and_clears_stop_strings);
     tcase_add_test(tc, bars_sets_the_histogram_height);
     tcase_add_test(tc, show_reports_settings_model_and_cache);
-    tcase_add_test(tc, speculative_commands_are_reserved);
+    tcase_add_test(tc, speculative_commands_drive_the_session);
     tcase_add_test(tc, quit_asks_the_loop_to_leave);
     tcase_add_test(tc, reset_clears_conversation_and_cache);
     tcase_add_test(tc, undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache);

@@ -481,6 +481,85 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Status bar and layout */
 
+/* A speculative step: the target's snapshot (p) with the draft's (q) beside it. The draft listed
+ * 'a' (q 0.5) and the newline token (q 0.3) but not the third token. */
+static sampler_snapshot draft_snapshot(void)
+{
+    sampler_snapshot q;
+    memset(&q, 0, sizeof q);
+    q.top[0] = entry('a' - 33, 0.5f, 0.5f, 0);
+    q.top[1] = entry(ID_NEWLINE, 0.3f, 0.3f, 0);
+    q.n_top = 2;
+    q.token = 'a' - 33;
+    return q;
+}
+
+START_TEST(histogram_speculative_shows_q_beside_p_and_the_acceptance_test)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 60));
+    sampler_snapshot p = snapshot(), q = draft_snapshot();
+    /* the draft proposed 'a' with q 0.5; the target gives it 4/7 >= q: accepted */
+    p.token = 'a' - 33;
+    p.u = -1;
+    spec_draft d = {.token = 'a' - 33, .q = 0.5f, .p = 4.0f / 7, .u = 0.25, .accepted = true};
+    ui_hist_view v = view(&p, 8);
+    v.draft = &q;
+    v.spec = &d;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    ck_assert_msg(strstr(row(&g, 0), "draft accepted") != NULL, "%s", row(&g, 0));
+    int hdr = find_row_start(&g, " #");
+    ck_assert_int_ge(hdr, 0);
+    ck_assert(strstr(row(&g, hdr), " q ") || strstr(row(&g, hdr), " q"));
+    int r1 = find_row_start(&g, " 1\xe2\x96\xb6");           /* the chosen row: rank 1 */
+    ck_assert_int_ge(r1, 0);
+    ck_assert_msg(strstr(row(&g, r1), "50.0%") && strstr(row(&g, r1), "57.1%"), "%s",
+                  row(&g, r1));                            /* q beside p */
+    ck_assert(strstr(row(&g, r1 + 1), "30.0%") != NULL);   /* the newline token's q */
+    ck_assert_msg(strstr(row(&g, r1 + 2), "\xc2\xb7") != NULL, "%s",
+                  row(&g, r1 + 2));                        /* not in the draft's list */
+    int rt = find_row(&g, "u 0.250 < p/q 0.57/0.50");
+    ck_assert_int_gt(rt, r1);
+    ck_assert(strstr(row(&g, rt), "\xe2\x9c\x93") != NULL);   /* ✓ */
+
+    /* rejected: the target resampled the newline token from max(0, p - q) */
+    p.token = ID_NEWLINE;
+    d = (spec_draft){.token = 'a' - 33, .q = 0.9f, .p = 0.2f, .u = 0.6, .accepted = false};
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    ck_assert(strstr(row(&g, 0), "draft rejected") != NULL);
+    rt = find_row(&g, "u 0.600 \xe2\x89\xa5 p/q 0.20/0.90");
+    ck_assert_int_gt(rt, r1);
+    ck_assert_msg(strstr(row(&g, rt), "\xe2\x86\x92 \\n ~ (p") != NULL, "%s", row(&g, rt));
+
+    /* bonus: a plain draw from p, no draft column */
+    p = snapshot();
+    v = view(&p, 8);
+    v.bonus = true;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    ck_assert(strstr(row(&g, 0), "bonus") != NULL);
+    ck_assert_int_ge(find_row(&g, "u=0.750"), 0);
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(status_bar_shows_speculative_acceptance_and_speedup)
+{
+    ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "fp32",
+                        .mode = "speculative \xce\xb3=4", .has_turn = true, .tok_s = 90,
+                        .spec = true, .acceptance = 0.78, .tokens_per_pass = 3.1,
+                        .speedup = 2.05, .kv_total = 512};
+    char line[512];
+    ui_status_format(&v, line, sizeof line);
+    ck_assert_msg(strstr(line, "accept 78% 3.10 tok/pass 2.05x plain") != NULL, "%s", line);
+    v.speedup = 0;                      /* no plain turn yet to compare with */
+    ui_status_format(&v, line, sizeof line);
+    ck_assert(strstr(line, "x plain") == NULL);
+    v.spec = false;
+    ui_status_format(&v, line, sizeof line);
+    ck_assert(strstr(line, "accept") == NULL);
+}
+END_TEST
+
 START_TEST(status_bar_shows_speed_cache_and_reuse)
 {
     ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "bf16",
@@ -663,9 +742,11 @@ int main(void)
     tcase_add_test(hist, histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars);
     tcase_add_test(hist, histogram_stays_inside_its_rectangle);
     tcase_add_test(hist, histogram_peek_says_nothing_was_drawn);
+    tcase_add_test(hist, histogram_speculative_shows_q_beside_p_and_the_acceptance_test);
     suite_add_tcase(s, hist);
     TCase *misc = tcase_create("status_layout_input");
     tcase_add_test(misc, status_bar_shows_speed_cache_and_reuse);
+    tcase_add_test(misc, status_bar_shows_speculative_acceptance_and_speedup);
     tcase_add_test(misc, layout_puts_the_histogram_beside_or_below);
     tcase_add_test(misc, small_terminal_shows_a_notice);
     tcase_add_test(misc, input_moves_and_deletes_by_character);

@@ -160,7 +160,25 @@ static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view 
     }
     /* The draw line. */
     int y2 = y + 1;
-    char label[96];
+    char label[256];
+    if (v->spec) {
+        /* Speculative: the proposal's test, then what replaced it if it failed. */
+        const spec_draft *d = v->spec;
+        char dt[64], tok[64];
+        ui_histogram_token_label(v->tok, d->token, 10, dt, sizeof dt);
+        ui_histogram_token_label(v->tok, s->token, 10, tok, sizeof tok);
+        if (d->u < 0)
+            snprintf(label, sizeof label, "draft %s: q %.2f p %.2f", dt, (double)d->q,
+                     (double)d->p);
+        else if (d->accepted)   /* ✓ accepted when u < p/q */
+            snprintf(label, sizeof label, "draft %s \xe2\x9c\x93 u %.3f < p/q %.2f/%.2f", dt, d->u,
+                     (double)d->p, (double)d->q);
+        else                    /* ✗ rejected, then a draw from the residual (p - q)+ */
+            snprintf(label, sizeof label, "draft %s \xe2\x9c\x97 u %.3f \xe2\x89\xa5 p/q %.2f/%.2f "
+                     "\xe2\x86\x92 %s ~ (p\xe2\x88\x92q)+", dt, d->u, (double)d->p, (double)d->q, tok);
+        ui_grid_puts(g, y2, x + 1, x + w, label, UI_STYLE_DRAW, 0);
+        return;
+    }
     if (v->kind == UI_HIST_PEEK) {
         const char *t = v->step_mode ? "not drawn yet: Enter draws, /pick N chooses"
                                      : "not drawn yet";
@@ -230,7 +248,11 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
     if (v->kind == UI_HIST_PEEK)
         snprintf(buf, sizeof buf, "Next token at %d (not drawn)", v->position);
     else
-        snprintf(buf, sizeof buf, "Step %d \xc2\xb7 token %d", v->step + 1, v->position);
+        snprintf(buf, sizeof buf, "Step %d \xc2\xb7 token %d%s", v->step + 1, v->position,
+                 v->bonus ? " \xc2\xb7 bonus (every draft passed)"
+                 : !v->spec ? ""
+                 : v->spec->accepted ? " \xc2\xb7 draft accepted"
+                 : " \xc2\xb7 draft rejected, target resampled");
     ui_grid_puts(g, r.y, x0, x1, buf, UI_STYLE_TITLE, UI_ATTR_BOLD);
 
     /* Which rows: the first n entries, the chosen one always among them. */
@@ -272,8 +294,8 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         ui_grid_puts(g, y, xt, x1, "token", UI_STYLE_DIM, 0);
         if (bw >= 11)
             ui_grid_puts(g, y, xb, x1, "final\xe2\x96\x88 raw\xe2\x96\x91", UI_STYLE_DIM, 0);
-        ui_grid_puts(g, y, xr + 3, x1, "raw", UI_STYLE_DIM, 0);
-        ui_grid_puts(g, y, xp + 1, x1, "final", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xr + 3, x1, v->draft ? "q" : "raw", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xp + 1, x1, v->draft ? "p" : "final", UI_STYLE_DIM, 0);
         y++;
     }
     float scale = 0;
@@ -300,7 +322,19 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         if (bw > 0)
             draw_bar(g, y, xb, bw, e->p, e->raw_p, scale, e->cut != SAMPLER_CUT_NONE, 0);
         char pct[16];
-        format_pct(e->raw_p, pct, sizeof pct);
+        if (v->draft) {
+            /* q of this token when it is among the draft's listed tokens, else a dot */
+            const sampler_entry *q = NULL;
+            for (int j = 0; j < v->draft->n_top && j < SAMPLER_TOP_MAX + 1; j++)
+                if (v->draft->top[j].id == e->id)
+                    q = &v->draft->top[j];
+            if (q)
+                format_pct(q->p, pct, sizeof pct);
+            else
+                snprintf(pct, sizeof pct, "%6s", "\xc2\xb7");
+        } else {
+            format_pct(e->raw_p, pct, sizeof pct);
+        }
         ui_grid_puts(g, y, xr, x1, pct, UI_STYLE_DIM, 0);
         const char *cut = cut_label(e->cut);
         if (cut)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "core/sampler.h"
+#include "core/speculative.h"
 #include "core/tokenizer.h"
 #include "ui/grid.h"
 
@@ -25,6 +26,13 @@ typedef struct {
     int position;                   /* position of the token in the conversation */
     int vocab;                      /* V, for "kept N of V" */
     bool step_mode;                 /* show the /pick hint */
+    /* A speculative step (both NULL otherwise): snap is the target's chain (p) there. */
+    const sampler_snapshot *draft;  /* the draft's chain at this position (q): the raw column
+                                       shows q instead; not owned */
+    const spec_draft *spec;         /* the draft's proposal and its test (u * q < p): the draw
+                                       line shows it; NULL for a bonus token */
+    bool bonus;                     /* a speculative bonus token (drawn from p after every draft
+                                       of the round passed) */
 } ui_hist_view;
 
 /* Rows the pane needs to show v->bars tokens (title, header, bars, cumulative bar, draw line,

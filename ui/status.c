@@ -31,6 +31,11 @@ size_t ui_status_format(const ui_status_view *v, char *out, size_t cap)
         ADD(SEP "%.1f tok/s" SEP "ttft %.0f ms", v->tok_s, v->ttft_ms);
     else
         ADD(SEP "- tok/s" SEP "ttft -");
+    if (v->spec) {
+        ADD(SEP "accept %.0f%% %.2f tok/pass", v->acceptance * 100, v->tokens_per_pass);
+        if (v->speedup > 0 && !v->busy)
+            ADD(" %.2fx plain", v->speedup);
+    }
     ADD(SEP "KV %d/%d", v->kv_used, v->kv_total);
     if (v->has_turn || v->busy)
         ADD(SEP "reused %d prefilled %d", v->reused, v->prefilled);

@@ -25,6 +25,11 @@ typedef struct {
     uint64_t seed;
     int max_new;
     const char *message;      /* a transient note shown at the right, or NULL */
+    /* Speculative decoding, for the last (or running) turn when spec is set: */
+    bool spec;
+    double acceptance;        /* accepted / drafted */
+    double tokens_per_pass;   /* tokens per target forward */
+    double speedup;           /* tok/s over the last non-speculative turn's (0: none yet) */
 } ui_status_view;
 
 /* 2 rows when the screen has room for them, else 1. */

@@ -1,0 +1,107 @@
+/* check_transcript.c: the REPL's transcript document (repl/transcript.c): speculative tokens keep
+ * their marks, and a rejected draft shows just before its replacement until it is cleared. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/modelgen.h"
+#include "core/tokenizer.h"
+#include "repl/session.h"
+#include "repl/transcript.h"
+#include "tests/testutil.h"
+
+static tokenizer *tok;
+static char *dir;
+
+static void tok_setup(void)
+{
+    dir = tu_tmpdir();
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write_tokenizer(dir, 512, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", dir), tu_path("%s/merges.txt", dir),
+                                 &tok, &err) == TT_OK, "%s", err.msg);
+}
+
+static void tok_teardown(void)
+{
+    tokenizer_free(tok);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The document as UTF-8 (ASCII here), and the style of its character i. */
+static char text_buf[1024];
+static const char *doc_text(const ui_doc *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->n && n + 1 < sizeof text_buf; i++)
+        text_buf[n++] = d->chars[i].cp < 128 ? (char)d->chars[i].cp : '?';
+    text_buf[n] = 0;
+    return text_buf;
+}
+
+/* GPT-2 byte symbols: id c - 33 is the printable byte c. */
+#define ID(c) ((int32_t)((c) - 33))
+
+START_TEST(rejected_draft_shows_before_its_replacement_until_cleared)
+{
+    int32_t ids[] = {ID('a'), ID('b'), ID('c'), ID('d'), ID('e')};
+    token_info info[5] = {
+        {.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_USER, .p = 1},
+        {.origin = TOKEN_DRAFT_ACCEPTED, .p = 0.9f}, {.origin = TOKEN_TARGET_RESAMPLE, .p = 0.3f},
+        {.origin = TOKEN_BONUS, .p = 0.6f},
+    };
+    session s;
+    memset(&s, 0, sizeof s);
+    s.tok = tok;
+    s.tokens = ids;
+    s.info = info;
+    s.n_tokens = 5;
+    transcript t;
+    transcript_init(&t);
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "abcde");
+    /* the accepted draft, the replacement and the bonus keep distinct marks */
+    uint8_t st, at_acc, at_res, at_bonus;
+    transcript_token_style(TOKEN_DRAFT_ACCEPTED, 0.9f, &st, &at_acc);
+    transcript_token_style(TOKEN_TARGET_RESAMPLE, 0.3f, &st, &at_res);
+    transcript_token_style(TOKEN_BONUS, 0.6f, &st, &at_bonus);
+    ck_assert_int_eq(t.doc.chars[2].attr, at_acc);
+    ck_assert_int_eq(t.doc.chars[3].attr, at_res);
+    ck_assert_int_ne(at_acc, at_res);
+
+    /* the draft 'x' was rejected and 'd' (index 3) replaced it */
+    transcript_set_rejected(&t, 3, ID('x'));
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "abcxde");
+    ck_assert_int_eq(t.doc.chars[3].style, UI_STYLE_ERROR);
+    ck_assert(t.doc.chars[3].attr & UI_ATTR_DIM);
+    ck_assert_int_ne(t.doc.chars[4].style, UI_STYLE_ERROR);
+
+    /* appending more tokens keeps the mark where it is */
+    s.n_tokens = 5;
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "abcxde");
+
+    /* the next round removes it */
+    transcript_set_rejected(&t, -1, -1);
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "abcde");
+    /* an undo past the mark drops it with the tokens */
+    transcript_set_rejected(&t, 4, ID('y'));
+    s.n_tokens = 3;
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "abc");
+    transcript_free(&t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("transcript");
+    TCase *tc = tcase_create("transcript");
+    tcase_add_unchecked_fixture(tc, tok_setup, tok_teardown);
+    tcase_add_test(tc, rejected_draft_shows_before_its_replacement_until_cleared);
+    suite_add_tcase(su, tc);
+    return tu_run_suite(su);
+}
