@@ -672,8 +672,11 @@ static tt_status setup(cuda_engine *g, tt_error *err)
 
     if ((s = upload_weights(g, err)) != TT_OK)
         return s;
+    /* The uploads ran on the legacy default stream, which a non-blocking stream does not wait
+     * for: the last copy from pageable memory may still be in flight. */
+    GPU_CHECK(cudaDeviceSynchronize());
     /* Never read before written, but a zeroed cache keeps stale-read bugs deterministic. */
-    GPU_CHECK(cudaMemset(g->cache, 0, g->cache_bytes));
+    GPU_CHECK(cudaMemsetAsync(g->cache, 0, g->cache_bytes, g->stream));
     /* Fails here, once, when this build holds no code for the device. */
     GPU_CHECK(cuda_kernels_probe(g->d_tokens, g->stream));
     GPU_CHECK(cudaStreamSynchronize(g->stream));

@@ -210,6 +210,31 @@ extern "C" int cuda_selftest_pinned_before_sync(int *before, int *after)
     return 0;
 }
 
+__global__ void copy_kernel(int *out, const int *in)
+{
+    out[0] = in[0];
+}
+
+extern "C" int cuda_selftest_nonblocking_order(int device_sync, int *seen)
+{
+    cudaStream_t s;
+    int *d = NULL, *pin = NULL, v = 42;
+    TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    TRY(cudaMalloc((void **)&d, 2 * sizeof(int)));
+    TRY(cudaMallocHost((void **)&pin, sizeof(int)));
+    TRY(cudaMemcpy(d, &v, sizeof v, cudaMemcpyHostToDevice));
+    if (device_sync)
+        TRY(cudaDeviceSynchronize());
+    TRY(TT_LAUNCH(copy_kernel, dim3(1), dim3(32), 0, s, d + 1, (const int *)d));
+    TRY(cudaMemcpyAsync(pin, d + 1, sizeof(int), cudaMemcpyDeviceToHost, s));
+    TRY(cudaStreamSynchronize(s));
+    *seen = pin[0];
+    TRY(cudaFreeHost(pin));
+    TRY(cudaFree(d));
+    TRY(cudaStreamDestroy(s));
+    return 0;
+}
+
 extern "C" int cuda_selftest_bad_config(void)
 {
     int *d = NULL;

@@ -53,6 +53,11 @@ int cuda_selftest_host_deref(void);
  * is what the host sees before cudaStreamSynchronize, *after what it sees after. */
 int cuda_selftest_pinned_before_sync(int *before, int *after);
 
+/* cudaMemcpy (legacy default stream, from pageable memory) sets a device int to 42, then a kernel on
+ * a cudaStreamNonBlocking stream copies it, with cudaDeviceSynchronize in between when device_sync;
+ * *seen receives what the kernel read. Without the synchronize the kernel may run first. */
+int cuda_selftest_nonblocking_order(int device_sync, int *seen);
+
 /* Launches with 2048 threads per block: the launch's error code. */
 int cuda_selftest_bad_config(void);
 

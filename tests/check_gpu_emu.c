@@ -87,6 +87,18 @@ START_TEST(pinned_copy_lands_at_synchronize)
 }
 END_TEST
 
+START_TEST(nonblocking_stream_does_not_wait_for_the_legacy_stream)
+{
+    /* The hazard the engine's setup guards against with cudaDeviceSynchronize: weights uploaded
+     * with cudaMemcpy, then read by kernels on a cudaStreamNonBlocking stream. */
+    int seen = 0;
+    ck_assert_int_eq(cuda_selftest_nonblocking_order(0, &seen), 0);
+    ck_assert_int_ne(seen, 42);
+    ck_assert_int_eq(cuda_selftest_nonblocking_order(1, &seen), 0);
+    ck_assert_int_eq(seen, 42);
+}
+END_TEST
+
 START_TEST(oversized_block_is_an_invalid_configuration)
 {
     cuda_emu_set_quiet(1);         /* the diagnostic is expected */
@@ -294,6 +306,7 @@ int main(void)
     tcase_add_test(tc, host_pointer_passed_to_a_kernel_is_refused);
     tcase_add_test_raise_signal(tc, host_read_of_device_memory_faults, SIGSEGV);
     tcase_add_test(tc, pinned_copy_lands_at_synchronize);
+    tcase_add_test(tc, nonblocking_stream_does_not_wait_for_the_legacy_stream);
     tcase_add_test(tc, oversized_block_is_an_invalid_configuration);
     tcase_add_test(tc, synchronize_while_capturing_invalidates_the_capture);
     tcase_add_test(tc, gemm_past_its_allocation_is_caught);

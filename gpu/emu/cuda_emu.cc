@@ -14,6 +14,7 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -69,6 +70,7 @@ struct emu_graph_exec {
 };
 
 struct emu_stream {
+    bool blocking = true;              /* synchronizes with the legacy default stream */
     std::deque<op> queue;
     emu_graph *capture = nullptr;      /* non-NULL while capturing */
     bool capture_invalid = false;
@@ -315,6 +317,17 @@ cudaError_t drain(emu_stream *s)
     return g.sticky;
 }
 
+/* What waiting for the legacy default stream waits for: its own work and the blocking streams'. */
+cudaError_t drain_legacy(void)
+{
+    emu_state &g = G();
+    drain(&g.null_stream);
+    for (emu_stream *s : g.streams)
+        if (s->blocking)
+            drain(s);
+    return g.sticky;
+}
+
 cudaError_t drain_all(void)
 {
     emu_state &g = G();
@@ -333,10 +346,15 @@ cudaError_t enqueue(cudaStream_t stream, op o)
         s->capture->nodes.push_back(std::move(o));
         return cudaSuccess;
     }
-    /* The legacy default stream waits for the other streams' earlier work. */
-    if (s == &G().null_stream)
+    /* The legacy default stream and the blocking streams wait for each other's earlier work;
+     * a stream created with cudaStreamNonBlocking waits for neither. */
+    if (s == &G().null_stream) {
         for (emu_stream *other : G().streams)
-            drain(other);
+            if (other->blocking)
+                drain(other);
+    } else if (s->blocking) {
+        drain(&G().null_stream);
+    }
     s->queue.push_back(std::move(o));
     return cudaSuccess;
 }
@@ -954,10 +972,32 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind 
         return e;
     if (any_capture())
         return refuse_during_capture();
-    if (drain_all() != cudaSuccess)
-        return set_error(g.sticky);
-    copy_now(dst, src, count);
-    return cudaSuccess;
+    /* The legacy stream's rules (CUDA "API synchronization behavior"): from pageable host memory
+     * the source is staged and the call returns before the device copy; device to device does not
+     * wait either; to host memory, or from pinned memory, the call returns when the copy is done.
+     * Streams created non-blocking are not waited for. */
+    if (kind == cudaMemcpyHostToHost) {
+        if (drain_legacy() != cudaSuccess)
+            return set_error(g.sticky);
+        memmove(dst, src, count);
+        return cudaSuccess;
+    }
+    op o{OP_COPY, "cudaMemcpy", [dst, src, count]() {
+             memmove(dst, src, count);
+             G().stats.memcpys_run++;
+         }};
+    bool staged = kind == cudaMemcpyHostToDevice && !is_pinned(src, count);
+    if (staged) {
+        auto copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + count);
+        o.run = [dst, copy]() {
+            memcpy(dst, copy->data(), copy->size());
+            G().stats.memcpys_run++;
+        };
+    }
+    enqueue(nullptr, std::move(o));
+    if (staged || kind == cudaMemcpyDeviceToDevice)
+        return cudaSuccess;
+    return set_error(drain_legacy());
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind, cudaStream_t stream)
@@ -1007,12 +1047,10 @@ cudaError_t cudaMemset(void *ptr, int value, size_t count)
     }
     if (any_capture())
         return refuse_during_capture();
-    if (drain_all() != cudaSuccess)
-        return set_error(g.sticky);
-    device_enter();
-    memset(ptr, value, count);
-    device_leave();
-    return cudaSuccess;
+    /* Asynchronous with respect to the host, on the legacy stream. */
+    return set_error(enqueue(nullptr, op{OP_SET, "cudaMemset", [ptr, value, count]() {
+                                             memset(ptr, value, count);
+                                         }}));
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream)
@@ -1041,6 +1079,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
     ENTER();
     STICKY_CHECK();
     emu_stream *s = new emu_stream();
+    s->blocking = !(flags & cudaStreamNonBlocking);
     g.streams.insert(s);
     *stream = s;
     return cudaSuccess;
@@ -1068,7 +1107,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
         s->capture_invalid = true;
         return set_error(cudaErrorStreamCaptureUnsupported);
     }
-    return set_error(s == &g.null_stream ? drain_all() : drain(s));
+    return set_error(s == &g.null_stream ? drain_legacy() : drain(s));
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)

@@ -58,7 +58,6 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 /* Static shared memory is shared by the emulated threads of the block that is running: blocks run
  * one at a time, and device work only ever runs inside a runtime call holding the emulation's lock,
