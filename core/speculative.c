@@ -353,8 +353,6 @@ tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engin
         }
         break;
     }
-    if (k > g)
-        k = g;
 
     /* 4. Both caches keep the window plus the accepted drafts. */
     engine_truncate(target, m + k);
