@@ -441,6 +441,27 @@ static void gather_bucket(const uint16_t *bucket, int V, int b, int32_t *out, in
             out[got++] = j;
 }
 
+/* Writes the ids i (ascending) with bucket[i] <= last to out; stops after n of them. */
+static void gather_prefix_ids(const uint16_t *bucket, int V, int last, int32_t *out, int n)
+{
+    const s16x8 vb = {(int16_t)last, (int16_t)last, (int16_t)last, (int16_t)last,
+                      (int16_t)last, (int16_t)last, (int16_t)last, (int16_t)last};
+    int got = 0, j = 0;
+    for (; j + 8 <= V && got < n; j += 8) {
+        s16x8 v;
+        memcpy(&v, bucket + j, sizeof v);
+        u64x2 hit = (u64x2)(v <= vb);
+        if ((hit[0] | hit[1]) == 0)
+            continue;
+        for (int k = 0; k < 8; k++)
+            if (bucket[j + k] <= last)
+                out[got++] = j + k;
+    }
+    for (; j < V && got < n; j++)
+        if (bucket[j] <= last)
+            out[got++] = j;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The sampler: one token order, sorted lazily by buckets.
  *
@@ -459,6 +480,9 @@ static void gather_bucket(const uint16_t *bucket, int V, int b, int32_t *out, in
                                    mass is below V * e^-32 */
 #define TOP_P_SLACK 1e-6        /* a cumulative sum within this of top_p counts as reaching it */
 #define INSERTION_MAX 48        /* buckets up to this size use insertion sort, larger ones radix */
+#define SHORT_LIST 4096         /* top-k: when the buckets holding the top k have at most this
+                                   many tokens, they are sorted outright and only they get
+                                   weights (the short-list regime) */
 #define TOP_M SAMPLER_TOP_MAX
 
 struct sampler {
@@ -478,9 +502,10 @@ struct sampler {
     int32_t *pool;       /* (V) */
     int pool_n;
     int32_t where[NB + 1];   /* offset of bucket b's members in pool; -1 until gathered */
-    /* Radix sort scratch for large buckets: */
+    /* Radix sort scratch for large buckets, and the short list's logits and weights: */
     uint32_t *key_a, *key_b;
     int32_t *id_b;
+    float *list_z, *list_w;
     /* Per bucket: */
     int32_t cnt[NB + 1];
     int32_t pstart[NB + 1];
@@ -519,8 +544,11 @@ sampler *sampler_create(int V)
     s->key_a = malloc(n * sizeof *s->key_a);
     s->key_b = malloc(n * sizeof *s->key_b);
     s->id_b = malloc(n * sizeof *s->id_b);
+    s->list_z = malloc(n * sizeof *s->list_z);
+    s->list_w = malloc(n * sizeof *s->list_w);
     if (!s->raw || !s->z || !s->wfin || !s->wstage || !s->probs || !s->bucket || !s->count ||
-        !s->penalized || !s->touched || !s->pool || !s->key_a || !s->key_b || !s->id_b) {
+        !s->penalized || !s->touched || !s->pool || !s->key_a || !s->key_b || !s->id_b ||
+        !s->list_z || !s->list_w) {
         sampler_free(s);
         return NULL;
     }
@@ -544,6 +572,8 @@ void sampler_free(sampler *s)
     free(s->key_a);
     free(s->key_b);
     free(s->id_b);
+    free(s->list_z);
+    free(s->list_w);
     free(s);
 }
 
@@ -651,18 +681,18 @@ static int32_t token_at(sampler *s, int pos)
     return bucket_ids(s, b)[pos - s->pstart[b]];
 }
 
-/* Counts and final (and top-p) weights per bucket; assigns every token its bucket. */
-static void bucket_pass(sampler *s, float scale, const float *ws)
+/* Assigns every token its bucket and counts them; with wf, also sums the final (and with ws the
+ * top-p) weights per bucket. */
+static void bucket_pass(sampler *s, float scale, const float *wf, const float *ws)
 {
-    const float *z = s->z, *wf = s->wfin;
+    const float *z = s->z;
     uint16_t *bk = s->bucket;
     int32_t *cnt = s->cnt;
     double *fm = s->fmass, *sm = s->smass;
     const float zmax = s->zmax, top = (float)(NB - 1);
     memset(s->cnt, 0, sizeof s->cnt);
     memset(s->fmass, 0, sizeof s->fmass);
-    if (ws)
-        memset(s->smass, 0, sizeof s->smass);
+    memset(s->smass, 0, sizeof s->smass);
     for (int i = 0, V = s->V; i < V; i++) {
         float zi = z[i];
         if (zi == -INFINITY) {
@@ -673,7 +703,8 @@ static void bucket_pass(sampler *s, float scale, const float *ws)
         int b = q < top ? (int)q : NB - 1;
         bk[i] = (uint16_t)b;
         cnt[b]++;
-        fm[b] += wf[i];
+        if (wf)
+            fm[b] += wf[i];
         if (ws)
             sm[b] += ws[i];
     }
@@ -839,6 +870,60 @@ static tt_status apply_penalties(sampler *s, const sampler_params *p, const samp
     return TT_OK;
 }
 
+/* Sums wf (and ws) per bucket over every token, for buckets already assigned. */
+static void bucket_mass_pass(sampler *s, const float *wf, const float *ws)
+{
+    const uint16_t *bk = s->bucket;
+    double *fm = s->fmass, *sm = s->smass;
+    for (int i = 0, V = s->V; i < V; i++) {
+        int b = bk[i];
+        if (b == NB)
+            continue;
+        fm[b] += wf[i];
+        if (ws)
+            sm[b] += ws[i];
+    }
+}
+
+/* Short-list regime: gathers buckets 0..last (positions 0..n-1) into the pool, sorted, and
+ * computes the weights (wfin unless have_wf; ws unless have_ws) and the per-bucket sums (of wfin
+ * and of ws when not NULL) of just those tokens. */
+static void short_list(sampler *s, int last, bool have_wf, float *ws, bool have_ws,
+                       float inv_final, float inv_stage)
+{
+    int n = s->pstart[last] + s->cnt[last];
+    int32_t *ids = s->pool;
+    gather_prefix_ids(s->bucket, s->V, last, ids, n);
+    sort_ids(s, ids, n);
+    for (int b = 0; b <= last; b++)
+        s->where[b] = s->pstart[b];
+    s->pool_n = n;
+    for (int j = 0; j < n; j++)
+        s->list_z[j] = s->z[ids[j]];
+    double unused_w = 0, unused_ws = 0;
+    float *out[2] = {have_wf ? NULL : s->wfin, have_ws ? NULL : ws};
+    float inv[2] = {inv_final, inv_stage};
+    double *mass[2] = {s->fmass, s->smass};
+    for (int k = 0; k < 2; k++) {
+        if (!out[k])
+            continue;
+        exp_pass(s->list_w, s->list_z, n, s->zmax, inv[k], &unused_w, &unused_ws);
+        for (int j = 0; j < n; j++)
+            out[k][ids[j]] = s->list_w[j];
+    }
+    for (int k = 0; k < 2; k++) {
+        const float *w = k == 0 ? s->wfin : ws;
+        if (!w)
+            continue;
+        for (int b = 0; b <= last; b++) {
+            double m = 0;
+            for (int j = s->pstart[b]; j < s->pstart[b] + s->cnt[b]; j++)
+                m += w[ids[j]];
+            mass[k][b] = m;
+        }
+    }
+}
+
 /* The sampling chain after mask and penalties: top-k, top-p, min-p, temperature; fills probs.
  * When z is the raw logits and a temperature is 1, the raw pass already stored those weights. */
 static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_changed)
@@ -847,13 +932,10 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
     const float t_final = p->temperature;
     const float t_stage = p->order == SAMPLER_ORDER_HF ? t_final : 1.0f;
     const bool own_stage = use_p && t_stage != t_final;   /* top-p needs its own weights */
-
-    /* Weights per token. exp(raw - xmax) is already in wfin or wstage when it is the same. */
-    double w_all = 0, ws_all = 0;
-    if (!(t_final == 1 && !z_changed))
-        exp_pass(s->wfin, s->z, s->V, s->zmax, inv_temp(t_final), &w_all, &ws_all);
-    if (own_stage && !(t_stage == 1 && !z_changed))
-        exp_pass(s->wstage, s->z, s->V, s->zmax, inv_temp(t_stage), &w_all, &ws_all);
+    const float inv_final = inv_temp(t_final), inv_stage = inv_temp(t_stage);
+    const bool have_wf = t_final == 1 && !z_changed;              /* from the raw pass */
+    const bool have_ws = own_stage && t_stage == 1 && !z_changed; /* from the raw pass */
+    float *ws = own_stage ? s->wstage : NULL;
     const float *w_top_p = own_stage ? s->wstage : s->wfin;
     const double *m_top_p = own_stage ? s->smass : s->fmass;
 
@@ -861,10 +943,32 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
     float t_flat = own_stage ? fmaxf(t_stage, t_final) : t_final;
     float span = fminf(s->zmax - zmin, SPAN_NATS * t_flat);
     float scale = span > 0 ? fminf((float)(NB - 1) / span, FLT_MAX) : 0;
-    bucket_pass(s, scale, own_stage ? s->wstage : NULL);
 
-    /* top-k: exactly k positions. */
+    /* top-k: exactly k positions. A short top-k list gets weights for its tokens only. */
     int len = (p->top_k > 0 && p->top_k < s->n_finite) ? p->top_k : s->n_finite;
+    bool short_regime = false;
+    if (len < s->n_finite && len <= SHORT_LIST) {
+        bucket_pass(s, scale, NULL, NULL);
+        int last = bucket_of_pos(s, len - 1);
+        short_regime = s->pstart[last] + s->cnt[last] <= 2 * SHORT_LIST;
+        if (short_regime) {
+            short_list(s, last, have_wf, ws, have_ws, inv_final, inv_stage);
+        } else {
+            double unused_w = 0, unused_ws = 0;
+            if (!have_wf)
+                exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
+            if (ws && !have_ws)
+                exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
+            bucket_mass_pass(s, s->wfin, ws);
+        }
+    } else {
+        double unused_w = 0, unused_ws = 0;
+        if (!have_wf)
+            exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
+        if (ws && !have_ws)
+            exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
+        bucket_pass(s, scale, s->wfin, ws);
+    }
     s->edge_k = len < s->n_finite ? token_at(s, len - 1) : -1;
 
     /* top-p over the top-k positions, on its stage's weights. */
@@ -884,10 +988,18 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
     }
 
     /* min-p: p_i >= min_p * p_max, i.e. (z_i - zmax) / t_stage >= ln(min_p); the tokens passing
-     * are a prefix of the order, so the kept prefix is the shorter of the two. */
+     * are a prefix of the order, so the kept prefix is the shorter of the two. In the short
+     * regime counting over the list is enough: it holds more than the len positions. */
     s->edge_m = -1;
     if (use_m) {
-        int n_m = count_min_p(s->z, s->V, s->zmax, inv_temp(t_stage), logf(p->min_p));
+        float thr = logf(p->min_p);
+        int n_m = 0;
+        if (short_regime) {
+            for (int j = 0; j < len; j++)
+                n_m += (s->z[s->pool[j]] - s->zmax) * inv_stage >= thr;
+        } else {
+            n_m = count_min_p(s->z, s->V, s->zmax, inv_stage, thr);
+        }
         if (n_m < 1)
             n_m = 1;
         if (n_m < len) {
@@ -907,21 +1019,25 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
     w += w_kb;
     double inv = 1.0 / w, sum_ps = 0;
     float finv = (float)inv;   /* p = w * finv in float, the same in every lane and the tail */
-    int n_kept = normalize_pass(s->probs, s->wfin, s->bucket, s->z, s->V, partial ? kb : kb + 1,
-                                finv, s->zmax, inv_temp(t_final), &sum_ps);
+    int n_kept = 0;
+    int first = 0;   /* kept positions from here on are written one by one */
+    if (short_regime) {
+        memset(s->probs, 0, (size_t)s->V * sizeof *s->probs);
+    } else {
+        n_kept = normalize_pass(s->probs, s->wfin, s->bucket, s->z, s->V,
+                                partial ? kb : kb + 1, finv, s->zmax, inv_final, &sum_ps);
+        first = partial ? s->pstart[kb] : len;
+    }
+    for (int pos = first; pos < len; pos++) {
+        int32_t id = token_at(s, pos);
+        float pj = s->wfin[id] * finv;
+        float sj = (s->z[id] - s->zmax) * inv_final;
+        s->probs[id] = pj;
+        sum_ps += (double)pj * (sj < EXP_LO ? EXP_LO : sj);
+        n_kept += pj > 0;
+    }
     for (int b = 0; b < kb; b++)
         s->fmass[b] *= inv;
-    if (partial) {   /* the kept members of the boundary bucket */
-        const int32_t *ids = bucket_ids(s, kb);
-        for (int j = 0; j < take; j++) {
-            int32_t id = ids[j];
-            float pj = s->wfin[id] * finv;
-            float sj = (s->z[id] - s->zmax) * inv_temp(t_final);
-            s->probs[id] = pj;
-            sum_ps += (double)pj * (sj < EXP_LO ? EXP_LO : sj);
-            n_kept += pj > 0;
-        }
-    }
     s->fmass[kb] = w_kb * inv;
     s->inv_w = inv;
     s->kept = len;

@@ -507,6 +507,33 @@ START_TEST(out_of_range_ids_in_context_are_rejected)
 }
 END_TEST
 
+/* 50257 equal logits: one bucket holds everything, so top-k cannot use its short list; the
+ * tie rule still keeps the lowest ids, and a draw still walks them in id order. */
+START_TEST(top_k_on_equal_logits_keeps_the_lowest_ids)
+{
+    int V = 50257;
+    float *x = calloc((size_t)V, sizeof *x);
+    sampler *s = sampler_create(V);
+    sampler_params p = params();
+    p.top_k = 10;
+    sampler_snapshot snap;
+    ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &snap, NULL), TT_OK);
+    const float *pr = sampler_probs(s);
+    for (int i = 0; i < V; i++)
+        if (pr[i] != (i < 10 ? 0.1f : 0.0f))
+            ck_abort_msg("token %d: p = %g", i, (double)pr[i]);
+    ck_assert_int_eq(snap.n_kept, 10);
+    ck_assert_int_eq(snap.top[10].cut, SAMPLER_CUT_TOP_K);
+    ck_assert_int_eq(sampler_draw(s, 0.55, &snap), 5);
+    p.top_k = 0;   /* and without top-k: the draw sorts one bucket of 50257 */
+    ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &snap, NULL), TT_OK);
+    ck_assert_int_eq(sampler_draw(s, 0.5, &snap), V / 2);
+    ck_assert_int_eq(snap.token_rank, V / 2);
+    sampler_free(s);
+    free(x);
+}
+END_TEST
+
 START_TEST(top_k_larger_than_vocab_is_capped)
 {
     sampler_params p = params();
@@ -840,30 +867,32 @@ START_TEST(random_chains_match_a_naive_reference)
     for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
         int V = Vs[vi];
         sampler *s = sampler_create(V);
-        int trials = V > 10000 ? 12 : 24;   /* 12 still covers every residue used below */
+        /* every combination of order, top-k, top-p, min-p and penalties (bits of trial), over
+         * temperatures that include 1 (weights shared with the raw pass) and extremes */
+        int trials = V > 10000 ? 32 : 64;
         for (int trial = 0; trial < trials; trial++) {
             lm_like_logits(&r, V, x);
             sampler_params p = params();
             const float temps[] = {1, 0.7f, 1.6f, 0.05f, 30};
-            p.temperature = temps[trial % 5];
-            p.order = (trial / 5) % 2 ? SAMPLER_ORDER_LLAMA : SAMPLER_ORDER_HF;
-            if (trial % 3 == 1)
-                p.top_k = 1 + (int)(rng_next(&r) % 200);
-            if (trial % 4 == 1 || trial % 4 == 2)
+            p.temperature = temps[(trial + trial / 32) % 5];
+            p.order = trial & 1 ? SAMPLER_ORDER_LLAMA : SAMPLER_ORDER_HF;
+            if (trial & 2)   /* short top-k lists, and long ones (the full regime with a cut) */
+                p.top_k = 1 + (int)(rng_next(&r) % (rng_next(&r) % 3 ? 200 : (uint64_t)V));
+            if (trial & 4)
                 p.top_p = (float)(0.5 + 0.5 * rng_uniform(&r));
-            if (trial % 4 >= 2)
+            if (trial & 8)
                 p.min_p = (float)(0.2 * rng_uniform(&r));
-            if (trial % 6 == 5)
+            if (trial % 11 == 10)
                 p.greedy = true;
             sampler_context c = {hist, 0, -1};
-            if (trial % 2) {
+            if (trial & 16) {
                 c.n_history = 300;
                 for (int i = 0; i < 300; i++)
                     hist[i] = (int32_t)(rng_next(&r) % (uint64_t)V);
                 p.repetition_penalty = 1.3f;
                 p.frequency_penalty = 0.2f;
                 p.presence_penalty = 0.4f;
-                p.penalty_window = trial % 4 == 1 ? -1 : 64;
+                p.penalty_window = rng_next(&r) % 2 ? -1 : 64;
                 c.banned = (int32_t)(rng_next(&r) % (uint64_t)V);
                 if (V == 1)
                     c.banned = -1;
@@ -1218,6 +1247,7 @@ int main(void)
     tcase_add_test(edges, penalty_window_counts_only_the_last_tokens);
     tcase_add_test(edges, out_of_range_ids_in_context_are_rejected);
     tcase_add_test(edges, top_k_larger_than_vocab_is_capped);
+    tcase_add_test(edges, top_k_on_equal_logits_keeps_the_lowest_ids);
     tcase_add_test(edges, single_token_vocabulary_always_draws_it);
     tcase_add_test(edges, u_close_to_one_never_runs_off_the_end);
     tcase_add_test(edges, greedy_takes_the_lower_id_on_ties_and_ignores_u);
