@@ -27,8 +27,8 @@
 #include "repl/session.h"
 
 #define DEFAULT_PROMPT "In the beginning God created the heaven and the earth."
-#define COST_STEPS 24      /* single-token forwards timed per engine */
-#define VERIFY_REPS 8      /* verification spans timed per gamma */
+#define COST_STEPS 16      /* single-token forwards timed per engine and repetition */
+#define VERIFY_REPS 5      /* verification spans timed per gamma and repetition */
 
 typedef struct {
     const char *model_dir, *draft_dir;
@@ -567,6 +567,9 @@ typedef struct {
     int n_rows;
 } sb_result;
 
+/* Runs are interleaved: each repetition measures the costs, the baseline and every gamma in turn,
+ * so a change in the machine's load hits all of them alike; speed-ups are medians of the
+ * per-repetition ratios. */
 static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
                        const tokenizer *tok, tt_dtype dtype, sb_result *res, tt_error *err)
 {
@@ -594,73 +597,79 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
     eo.n_threads = o->n_threads;
     eo.n_ctx = n_ctx;
     engine *te = NULL, *de = NULL;
-    int rc = -1;
+    int R = o->reps, G = o->n_gammas, rc = -1;
+    /* (R) per repetition; (G, R) per gamma and repetition */
+    double *t_t = calloc((size_t)R, sizeof(double)), *t_d = calloc((size_t)R, sizeof(double));
+    double *base = calloc((size_t)R, sizeof(double));
+    double *spec_ts = calloc((size_t)(G * R), sizeof(double));
+    double *ratio = calloc((size_t)(G * R), sizeof(double));
+    double *ver = calloc((size_t)(G * R), sizeof(double));
+    if (!t_t || !t_d || !base || !spec_ts || !ratio || !ver) {
+        tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
+        goto out;
+    }
     if (cpu_engine_create(tm, &eo, &te, err) != TT_OK || cpu_engine_create(dm, &eo, &de, err))
         goto out;
     snprintf(res->target_desc, sizeof res->target_desc, "%s", te->description);
-    if (!o->json)
-        fprintf(stderr, "tokentop bench: %s: costs ...\n", tt_dtype_name(dtype));
     /* warm both engines once (page faults, thread start) before timing */
     if (time_decode(te, ids, n, err) < 0 || time_decode(de, ids, n, err) < 0)
         goto out;
-    res->t_target_ms = time_decode(te, ids, n, err);
-    res->t_draft_ms = time_decode(de, ids, n, err);
-    if (res->t_target_ms < 0 || res->t_draft_ms < 0)
-        goto out;
-    res->c = res->t_draft_ms / res->t_target_ms;
-
-    double *tv = malloc((size_t)o->reps * sizeof *tv);
-    if (!tv)
-        goto out;
-    sb_run run;
-    if (!o->json)
-        fprintf(stderr, "tokentop bench: %s: baseline ...\n", tt_dtype_name(dtype));
-    for (int r = 0; r < o->reps; r++) {
-        if (run_once(o, tm, tok, te, NULL, 0, &run, err) != 0) {
-            free(tv);
-            goto out;
-        }
-        tv[r] = run.tok_s;
+    res->n_rows = G;
+    for (int gi = 0; gi < G; gi++) {
+        memset(&res->rows[gi], 0, sizeof res->rows[gi]);
+        res->rows[gi].gamma = o->gammas[gi];
     }
-    res->baseline_tok_s = median(tv, o->reps);
-    for (int gi = 0; gi < o->n_gammas; gi++) {
-        sb_row *row = &res->rows[res->n_rows++];
-        memset(row, 0, sizeof *row);
-        row->gamma = o->gammas[gi];
+    sb_run run;
+    for (int r = 0; r < R; r++) {
         if (!o->json)
-            fprintf(stderr, "tokentop bench: %s: gamma %d ...\n", tt_dtype_name(dtype),
-                    row->gamma);
-        for (int r = 0; r < o->reps; r++) {
-            if (run_once(o, tm, tok, te, de, row->gamma, &run, err) != 0) {
-                free(tv);
+            fprintf(stderr, "tokentop bench: %s: repetition %d of %d ...\n", tt_dtype_name(dtype),
+                    r + 1, R);
+        t_t[r] = time_decode(te, ids, n, err);
+        t_d[r] = time_decode(de, ids, n, err);
+        if (t_t[r] < 0 || t_d[r] < 0 || run_once(o, tm, tok, te, NULL, 0, &run, err) != 0)
+            goto out;
+        base[r] = run.tok_s;
+        for (int gi = 0; gi < G; gi++) {
+            sb_row *row = &res->rows[gi];
+            if (run_once(o, tm, tok, te, de, row->gamma, &run, err) != 0)
                 goto out;
-            }
-            tv[r] = run.tok_s;
+            spec_ts[gi * R + r] = run.tok_s;
+            ratio[gi * R + r] = run.tok_s / base[r];
             row->drafted += run.spec.drafted;
             row->accepted += run.spec.accepted;
             row->rejections += run.spec.rejections;
             row->rounds += run.spec.rounds;
             row->produced += run.spec.produced;
+            if ((ver[gi * R + r] = time_verify(te, ids, n, row->gamma, err)) < 0)
+                goto out;
         }
-        row->tok_s = median(tv, o->reps);
-        row->speedup = row->tok_s / res->baseline_tok_s;
+    }
+    res->t_target_ms = median(t_t, R);
+    res->t_draft_ms = median(t_d, R);
+    res->c = res->t_draft_ms / res->t_target_ms;
+    res->baseline_tok_s = median(base, R);
+    for (int gi = 0; gi < G; gi++) {
+        sb_row *row = &res->rows[gi];
+        row->tok_s = median(spec_ts + gi * R, R);
+        row->speedup = median(ratio + gi * R, R);
+        row->verify_ms = median(ver + gi * R, R);
         row->acceptance = row->drafted ? (double)row->accepted / row->drafted : 0;
         row->alpha = row->accepted + row->rejections
                          ? (double)row->accepted / (row->accepted + row->rejections) : 0;
         row->tokens_per_pass = row->rounds ? (double)row->produced / row->rounds : 0;
         row->predicted = spec_predicted_speedup(row->alpha, row->gamma, res->c);
-        row->verify_ms = time_verify(te, ids, n, row->gamma, err);
-        if (row->verify_ms < 0) {
-            free(tv);
-            goto out;
-        }
         row->predicted_verify = row->tokens_per_pass * res->t_target_ms /
                                 (row->gamma * res->t_draft_ms + row->verify_ms);
     }
-    free(tv);
     res->load_after = loadavg();
     rc = 0;
 out:
+    free(t_t);
+    free(t_d);
+    free(base);
+    free(spec_ts);
+    free(ratio);
+    free(ver);
     engine_free(de);
     engine_free(te);
     free(ids);
@@ -681,7 +690,8 @@ static void print_table(const sb_options *o, const model *tm, const model *dm, c
            r->target_desc, chain, o->gen_tokens, o->reps, r->load_before, r->load_after,
            threadpool_cores());
     printf("  decode cost per token: target %.2f ms, draft %.2f ms -> c = %.3f | baseline %.2f "
-           "tok/s\n", r->t_target_ms, r->t_draft_ms, r->c, r->baseline_tok_s);
+           "tok/s | speed-up: median of per-run ratios to the baseline run next to it\n",
+           r->t_target_ms, r->t_draft_ms, r->c, r->baseline_tok_s);
     printf("  gamma  tok/s    speed-up  accept  alpha  tok/pass  verify ms  predicted  "
            "pred(verify)  meas/pred\n");
     for (int i = 0; i < r->n_rows; i++) {
