@@ -77,4 +77,19 @@ done
 "$BIN" generate "${M[@]}" -p "Hello" -n 5 --json > "$tmp/jp"
 check "plain runs have no speculative summary" test "$(grep -c '"drafted"' "$tmp/jp")" == 0
 
+# --- the benchmark runs end to end (tiny models: the figures mean nothing, the plumbing does)
+"$BIN" bench --model "$tmp/t" --draft "$tmp/d" --gamma 1..3 --gen-tokens 8 --reps 1 \
+    --threads 1 --json > "$tmp/b" 2>"$tmp/err"
+check "bench --draft --json writes one JSON object" "$JSONCHECK" < "$tmp/b"
+for k in baseline_tok_s '"c"' acceptance_rate tokens_per_target_pass predicted_speedup; do
+    check "bench reports $k" grep -q "$k" "$tmp/b"
+done
+check "bench has a row per gamma" test "$(grep -o '"gamma":' "$tmp/b" | wc -l)" == 3
+if "$BIN" bench --model "$tmp/t" --draft "$tmp/x" --gamma 2 --gen-tokens 4 --reps 1 \
+    >/dev/null 2>&1; then
+    fail "bench refuses a draft with another tokenizer"
+else
+    ok "bench refuses a draft with another tokenizer"
+fi
+
 [ $fails -eq 0 ] || { echo "$fails failed"; exit 1; }
