@@ -18,6 +18,7 @@
 
 #include "core/engine.h"
 #include "core/gpt2_math.h"
+#include "core/kernels.h"
 #include "core/model.h"
 #include "core/modelgen.h"
 #include "core/rng.h"
@@ -397,6 +398,71 @@ START_TEST(causal_softmax_masks_the_future)
             ck_assert_msg(probs[i] == 0.0f, "masked probability %d is %g", i, probs[i]);
     cuda_ops_free(c);
     free(scores);
+}
+END_TEST
+
+START_TEST(ops_match_their_cpu_twins)
+{
+    /* The same random inputs through the CPU backend's kernels (core/kernels.h, reference set) and
+     * the GPU launchers: LayerNorm, and a projection with its bias and GELU (the CPU fuses them in
+     * the matmul epilogue, the GPU runs cuBLAS then cuda_gelu). The GPU also rounds its outputs to
+     * the dtype (2u). */
+    tt_dtype d = gt_dtypes[_i];
+    rng r;
+    rng_seed(&r, 18);
+    const int T = 4, C = 768, K = 96, N = 200;
+    float *x = gt_random(&r, (size_t)T * C, -2, 3, TT_F32), *bias = gt_random(&r, C, -1, 1, d);
+    float *w = gt_random(&r, C, 0.5f, 1.5f, d), *b = gt_random(&r, C, -0.5f, 0.5f, d);
+    float *xb = malloc((size_t)T * C * sizeof(float)), *cpu = malloc((size_t)T * C * sizeof(float));
+    float *gpu = malloc((size_t)T * C * sizeof(float));
+    double *ref = malloc((size_t)T * C * sizeof(double));
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++)
+            xb[t * C + i] = x[t * C + i] + bias[i];
+    kernels_layernorm(cpu, xb, w, b, C, 1e-5f, 0, T);
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    ck_assert_msg(cuda_ops_layernorm(c, gpu, x, bias, w, b, T, C, 1e-5f, d, &err) == TT_OK, "%s", err.msg);
+    for (int i = 0; i < T * C; i++)
+        ref[i] = cpu[i];
+    gt_close("layernorm vs kernels_layernorm", d, gpu, ref, (size_t)T * C, 2e-5, 2e-5 + 2 * gt_unit(d));
+
+    float *xm = gt_random(&r, (size_t)T * K, -1, 1, d), *wm = gt_random(&r, (size_t)K * N, -1, 1, d);
+    float *bm = gt_random(&r, N, -1, 1, d);
+    float *fc = malloc((size_t)T * N * sizeof(float)), *act = malloc((size_t)T * N * sizeof(float));
+    float *cpu_act = malloc((size_t)T * N * sizeof(float));
+    packed_matrix pm;
+    ck_assert_msg(packed_matrix_init(&pm, d, K, N, &err) == TT_OK, "%s", err.msg);
+    tensor_ref src = {.data = wm, .dtype = TT_F32};
+    packed_matrix_pack(&pm, src, false, 0, N);
+    for (int e = 0; e < 2; e++) {
+        matmul_args ma = {.out = cpu_act, .ldo = N, .x = xm, .ldx = K, .w = &pm, .bias = bm, .T = T,
+                          .epilogue = e ? MM_GELU_ERF : MM_GELU_TANH};
+        kernels_reference()->matmul(&ma, 0, pm.n_panels, NULL);
+        ck_assert_msg(cuda_ops_matmul(c, fc, xm, wm, T, K, N, false, d, &err) == TT_OK, "%s", err.msg);
+        ck_assert_msg(cuda_ops_gelu(c, act, fc, bm, T, N, e ? GPT2_GELU_ERF : GPT2_GELU_TANH, d, &err) == TT_OK,
+                      "%s", err.msg);
+        for (int i = 0; i < T * N; i++)
+            ref[i] = cpu_act[i];
+        gt_close(e ? "matmul + bias + gelu erf vs the CPU epilogue" : "matmul + bias + gelu tanh vs the CPU epilogue",
+                 d, act, ref, (size_t)T * N, 2e-5, 2e-5 + 2 * gt_unit(d));
+    }
+    packed_matrix_free(&pm);
+    cuda_ops_free(c);
+    free(x);
+    free(bias);
+    free(w);
+    free(b);
+    free(xb);
+    free(cpu);
+    free(gpu);
+    free(ref);
+    free(xm);
+    free(wm);
+    free(bm);
+    free(fc);
+    free(act);
+    free(cpu_act);
 }
 END_TEST
 
@@ -843,6 +909,7 @@ static void gt_add_common(Suite *s)
     tcase_add_loop_test(tc, causal_softmax_masks_the_future, 0, 3);
     tcase_add_loop_test(tc, prefill_attention_matches_reference, 0, 3);
     tcase_add_loop_test(tc, decode_attention_matches_reference, 0, 3);
+    tcase_add_loop_test(tc, ops_match_their_cpu_twins, 0, 3);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
 
