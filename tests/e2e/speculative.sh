@@ -38,6 +38,10 @@ plain_ctx=$("$BIN" generate "${M[@]}" --ctx 24 -p "Hello there" -n 70 --greedy -
 spec_ctx=$("$BIN" generate "${M[@]}" --ctx 24 --draft "$tmp/d" --gamma 5 -p "Hello there" -n 70 \
            --greedy -q)
 check "greedy across context shifts equals plain greedy" test "$spec_ctx" == "$plain_ctx"
+a=$("$BIN" generate "${M[@]}" --ctx 24 --no-context-shift -p "Hello there" -n 70 --greedy -q)
+b=$("$BIN" generate "${M[@]}" --ctx 24 --no-context-shift --draft "$tmp/d" --gamma 5 \
+    -p "Hello there" -n 70 --greedy -q)
+check "with shifting off, a speculative run stops where a plain one does" test "$a" == "$b"
 stop=${plain:20:2}
 if [ ${#stop} -eq 2 ]; then
     a=$("$BIN" generate "${M[@]}" -p "Hello there" -n 60 --greedy -q --stop "$stop")
