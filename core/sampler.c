@@ -212,255 +212,41 @@ const char *sampler_cut_name(sampler_cut c)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Four-wide vector helpers (GCC/Clang vector extensions: SSE2 on any x86-64, NEON on arm64).
- * The passes over V run every token; scalar expf alone would take most of the time budget. */
+ * Vector passes: the 4-lane set is compiled here; wider ones come from sampler_avx2.c and
+ * sampler_avx512.c (see sampler_kernels.h). */
 
-typedef float f4 __attribute__((vector_size(16)));
-typedef int32_t i4 __attribute__((vector_size(16)));
-typedef uint16_t u16x4 __attribute__((vector_size(8)));
-typedef uint16_t u16x8 __attribute__((vector_size(16)));
-typedef int16_t s16x8 __attribute__((vector_size(16)));
-typedef uint64_t u64x2 __attribute__((vector_size(16)));
+#define SAMPLER_VW 4
+#define SAMPLER_KERNELS kernels_vec4
+#include "core/sampler_kernels.h"
 
-static inline f4 f4_load(const float *p)
+/* The widest set this CPU runs, or the one named ("vec4", "avx2", "avx512"); NULL when the name
+ * is unknown or the CPU or the build lacks it. */
+static const sampler_kernels *kernels_pick(const char *name)
 {
-    f4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    bool any = !name || !*name;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    bool fma = __builtin_cpu_supports("fma");
+    bool avx2 = fma && __builtin_cpu_supports("avx2");
+    bool avx512 = fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    if ((any || strcmp(name, "avx512") == 0) && avx512)
+        return sampler_kernels_avx512();
+    if ((any || strcmp(name, "avx2") == 0) && avx2)
+        return sampler_kernels_avx2();
+#endif
+    if (any || strcmp(name, "vec4") == 0)
+        return &kernels_vec4;
+    return NULL;
 }
 
-static inline void f4_store(float *p, f4 v) { memcpy(p, &v, sizeof v); }
-static inline f4 f4_splat(float x) { return (f4){x, x, x, x}; }
-static inline f4 f4_select(i4 m, f4 a, f4 b) { return (f4)(((i4)a & m) | ((i4)b & ~m)); }
-
-static inline bool i4_any(i4 m)
-{
-    u64x2 w = (u64x2)m;
-    return (w[0] | w[1]) != 0;
-}
-
-/* The four bucket numbers at p, as int32 lanes. */
-static inline i4 bucket_load(const uint16_t *p)
-{
-    u16x4 v;
-    memcpy(&v, p, sizeof v);
-    return __builtin_convertvector(v, i4);
-}
-
-#define EXP_LO -87.33654f   /* below this exp() is not a normal float: the result is 0 */
-
-/* exp(x) for x <= 0 (Cephes expf: range reduction by ln 2 and a degree-6 polynomial, ~1 ulp);
- * exactly 1 at 0 and exactly 0 below EXP_LO, -inf included, so a weight is 0 only below EXP_LO
- * and the tokens with p > 0 are a prefix of the order. */
-static inline f4 exp4(f4 x)
-{
-    i4 under = x < f4_splat(EXP_LO);
-    x = f4_select(under, f4_splat(EXP_LO), x);
-    f4 t = x * f4_splat(1.44269504088896341f) + f4_splat(0.5f);
-    i4 n = __builtin_convertvector(t, i4);              /* truncates toward 0 ... */
-    n += (i4)(__builtin_convertvector(n, f4) > t);       /* ... so step down to floor(t) */
-    f4 fn = __builtin_convertvector(n, f4);
-    f4 r = x - fn * f4_splat(0.693359375f) - fn * f4_splat(-2.12194440e-4f);
-    f4 y = f4_splat(1.9875691500e-4f);
-    y = y * r + f4_splat(1.3981999507e-3f);
-    y = y * r + f4_splat(8.3334519073e-3f);
-    y = y * r + f4_splat(4.1665795894e-2f);
-    y = y * r + f4_splat(1.6666665459e-1f);
-    y = y * r + f4_splat(5.0000001201e-1f);
-    y = y * r * r + r + f4_splat(1.0f);
-    f4 pow2n = (f4)((n + 127) << 23);
-    return (f4)((i4)(y * pow2n) & ~under);
-}
-
-static inline float exp1(float x) { return exp4(f4_splat(x))[0]; }
+/* exp(x) for x <= 0 with the kernels' formula, for the few scalar uses. */
+static inline float exp1(float x) { return sk_exp(sk_splat(x))[0]; }
 
 /* 1 / T, finite even for a denormal T (0 * inf would make NaN of the top token's weight). */
 static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : FLT_MAX; }
 
-/* Loads four floats from src + j, padding past n with -inf (weight 0, contributes nothing). */
-static inline f4 load_padded(const float *src, int j, int n)
-{
-    if (n - j >= 4)
-        return f4_load(src + j);
-    float tail[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    memcpy(tail, src + j, (size_t)(n - j) * sizeof(float));
-    return f4_load(tail);
-}
-
-static inline void store_partial(float *dst, int j, int n, f4 v)
-{
-    if (n - j >= 4) {
-        f4_store(dst + j, v);
-    } else {
-        float tail[4];
-        f4_store(tail, v);
-        memcpy(dst + j, tail, (size_t)(n - j) * sizeof(float));
-    }
-}
-
-/* w[i] = exp(s_i) with s_i = (src[i] - shift) * scale <= 0, for i < n (w may be NULL); adds
- * sum(w) to *sum_w and sum(w * s) to *sum_ws (the entropy needs it). Lane sums are float over
- * blocks of 64 and double across blocks. */
-static void exp_pass(float *w, const float *src, int n, float shift, float scale, double *sum_w,
-                     double *sum_ws)
-{
-    const f4 vshift = f4_splat(shift), vscale = f4_splat(scale), lo = f4_splat(EXP_LO);
-    double dw = 0, dws = 0;
-    for (int j0 = 0; j0 < n; j0 += 64) {
-        int j1 = j0 + 64 < n ? j0 + 64 : n;
-        f4 aw = f4_splat(0), aws = f4_splat(0);
-        for (int j = j0; j < j1; j += 4) {
-            f4 s = (load_padded(src, j, n) - vshift) * vscale;
-            f4 e = exp4(s);
-            aw += e;
-            aws += e * f4_select(s < lo, lo, s);   /* keeps 0 * -inf out of the sum */
-            if (w)
-                store_partial(w, j, n, e);
-        }
-        dw += ((double)aw[0] + aw[1]) + ((double)aw[2] + aw[3]);
-        dws += ((double)aws[0] + aws[1]) + ((double)aws[2] + aws[3]);
-    }
-    *sum_w += dw;
-    *sum_ws += dws;
-}
-
-/* Copies x to a and b; returns in *out max, min over finite values and the number of finite
- * values, and whether any value is NaN or +inf. */
-typedef struct {
-    float max, min_finite;
-    int n_finite;
-    bool bad;
-} logit_range;
-
-static logit_range scan_logits(const float *x, int V, float *a, float *b)
-{
-    const i4 absmask = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
-    const i4 maxfinite = {0x7f7fffff, 0x7f7fffff, 0x7f7fffff, 0x7f7fffff};
-    const f4 ninf = f4_splat(-INFINITY);
-    f4 mx = ninf, mn = f4_splat(INFINITY);
-    i4 bad = {0, 0, 0, 0}, cnt = {0, 0, 0, 0};
-    int j = 0;
-    for (; j + 4 <= V; j += 4) {
-        f4 v = f4_load(x + j);
-        if (a)
-            f4_store(a + j, v);
-        if (b)
-            f4_store(b + j, v);
-        i4 fin = v != ninf;
-        bad |= (((i4)v & absmask) > maxfinite) & fin;   /* NaN or +inf */
-        cnt -= fin;
-        mx = f4_select(v > mx, v, mx);
-        mn = f4_select(fin & (v < mn), v, mn);
-    }
-    logit_range r = {
-        .max = fmaxf(fmaxf(mx[0], mx[1]), fmaxf(mx[2], mx[3])),
-        .min_finite = fminf(fminf(mn[0], mn[1]), fminf(mn[2], mn[3])),
-        .n_finite = cnt[0] + cnt[1] + cnt[2] + cnt[3],
-        .bad = i4_any(bad),
-    };
-    for (; j < V; j++) {
-        float v = x[j];
-        if (a)
-            a[j] = v;
-        if (b)
-            b[j] = v;
-        if (v == -INFINITY)
-            continue;
-        r.bad |= isnan(v) || v == INFINITY;
-        r.n_finite++;
-        r.max = v > r.max ? v : r.max;
-        r.min_finite = v < r.min_finite ? v : r.min_finite;
-    }
-    return r;
-}
-
-/* Number of finite z with (z - zmax) * inv_t >= ln_min_p: the tokens min-p keeps. */
-static int count_min_p(const float *z, int V, float zmax, float inv_t, float ln_min_p)
-{
-    const f4 vmax = f4_splat(zmax), vinv = f4_splat(inv_t), vthr = f4_splat(ln_min_p);
-    i4 cnt = {0, 0, 0, 0};
-    for (int j = 0; j < V; j += 4)
-        cnt -= (load_padded(z, j, V) - vmax) * vinv >= vthr;
-    return cnt[0] + cnt[1] + cnt[2] + cnt[3];
-}
-
-/* probs[i] = w[i] * inv for tokens in buckets below limit, else 0; returns the number of p > 0
- * and adds sum(p * s) with s = (z - zmax) * inv_t (the entropy term) to *sum_ps. */
-static int normalize_pass(float *probs, const float *w, const uint16_t *bucket, const float *z,
-                          int V, int limit, float inv, float zmax, float inv_t, double *sum_ps)
-{
-    const f4 vinv = f4_splat(inv), vmax = f4_splat(zmax), vt = f4_splat(inv_t);
-    const f4 lo = f4_splat(EXP_LO), zero = f4_splat(0);
-    const i4 vlimit = {limit, limit, limit, limit};
-    i4 cnt = {0, 0, 0, 0};
-    double acc = 0;
-    int j = 0;
-    for (int j0 = 0; j0 + 4 <= V; j0 += 64) {
-        int j1 = j0 + 64 <= V ? j0 + 64 : V & ~3;
-        f4 aps = zero;
-        for (j = j0; j < j1; j += 4) {
-            i4 keep = bucket_load(bucket + j) < vlimit;
-            f4 p = f4_select(keep, f4_load(w + j) * vinv, zero);
-            f4 s = (f4_load(z + j) - vmax) * vt;
-            aps += p * f4_select(s < lo, lo, s);
-            cnt -= p > zero;
-            f4_store(probs + j, p);
-        }
-        acc += ((double)aps[0] + aps[1]) + ((double)aps[2] + aps[3]);
-    }
-    int n = cnt[0] + cnt[1] + cnt[2] + cnt[3];
-    for (j = V & ~3; j < V; j++) {
-        float p = bucket[j] < limit ? w[j] * inv : 0;
-        float s = (z[j] - zmax) * inv_t;
-        acc += (double)p * (s < EXP_LO ? EXP_LO : s);
-        n += p > 0;
-        probs[j] = p;
-    }
-    *sum_ps += acc;
-    return n;
-}
-
-/* Writes the ids i (ascending) with bucket[i] == b to out; stops after n of them. */
-static void gather_bucket(const uint16_t *bucket, int V, int b, int32_t *out, int n)
-{
-    const s16x8 vb = {(int16_t)b, (int16_t)b, (int16_t)b, (int16_t)b,
-                      (int16_t)b, (int16_t)b, (int16_t)b, (int16_t)b};
-    int got = 0, j = 0;
-    for (; j + 8 <= V && got < n; j += 8) {
-        s16x8 v;
-        memcpy(&v, bucket + j, sizeof v);
-        u64x2 hit = (u64x2)(v == vb);
-        if ((hit[0] | hit[1]) == 0)
-            continue;
-        for (int k = 0; k < 8; k++)
-            if (bucket[j + k] == b)
-                out[got++] = j + k;
-    }
-    for (; j < V && got < n; j++)
-        if (bucket[j] == b)
-            out[got++] = j;
-}
-
-/* Writes the ids i (ascending) with bucket[i] <= last to out; stops after n of them. */
-static void gather_prefix_ids(const uint16_t *bucket, int V, int last, int32_t *out, int n)
-{
-    const s16x8 vb = {(int16_t)last, (int16_t)last, (int16_t)last, (int16_t)last,
-                      (int16_t)last, (int16_t)last, (int16_t)last, (int16_t)last};
-    int got = 0, j = 0;
-    for (; j + 8 <= V && got < n; j += 8) {
-        s16x8 v;
-        memcpy(&v, bucket + j, sizeof v);
-        u64x2 hit = (u64x2)(v <= vb);
-        if ((hit[0] | hit[1]) == 0)
-            continue;
-        for (int k = 0; k < 8; k++)
-            if (bucket[j + k] <= last)
-                out[got++] = j + k;
-    }
-    for (; j < V && got < n; j++)
-        if (bucket[j] <= last)
-            out[got++] = j;
-}
+#define EXP_LO SK_EXP_LO
 
 /* ---------------------------------------------------------------------------------------------
  * The sampler: one token order, sorted lazily by buckets.
@@ -487,6 +273,7 @@ static void gather_prefix_ids(const uint16_t *bucket, int V, int last, int32_t *
 
 struct sampler {
     int V;
+    const sampler_kernels *k;
     /* Indexed by token id: */
     float *raw;          /* (V) the caller's logits of the last apply */
     float *z;            /* (V) logits after mask and penalties, untempered */
@@ -522,15 +309,19 @@ struct sampler {
     sampler_snapshot snap;   /* pre-draw fields */
 };
 
-sampler *sampler_create(int V)
+sampler *sampler_create(int V) { return sampler_create_with(V, NULL); }
+
+sampler *sampler_create_with(int V, const char *kernels)
 {
-    if (V < 1 || V > (1 << 28))
+    const sampler_kernels *k = kernels_pick(kernels);
+    if (V < 1 || V > (1 << 28) || !k)
         return NULL;
     sampler *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     size_t n = (size_t)V;
     s->V = V;
+    s->k = k;
     s->raw = malloc(n * sizeof *s->raw);
     s->z = malloc(n * sizeof *s->z);
     s->wfin = malloc(n * sizeof *s->wfin);
@@ -578,6 +369,8 @@ void sampler_free(sampler *s)
 }
 
 const float *sampler_probs(const sampler *s) { return s && s->valid ? s->probs : NULL; }
+
+const char *sampler_kernels_name(const sampler *s) { return s->k->name; }
 
 /* Does token a come after token b in the order? */
 static inline bool ranks_after(const sampler *s, int32_t a, int32_t b)
@@ -656,7 +449,7 @@ static const int32_t *bucket_ids(sampler *s, int b)
     int32_t *out = s->pool + s->pool_n;
     s->where[b] = s->pool_n;
     s->pool_n += s->cnt[b];
-    gather_bucket(s->bucket, s->V, b, out, s->cnt[b]);
+    s->k->gather(s->bucket, s->V, b, b, out, s->cnt[b]);
     sort_ids(s, out, s->cnt[b]);
     return out;
 }
@@ -685,28 +478,28 @@ static int32_t token_at(sampler *s, int pos)
  * top-p) weights per bucket. */
 static void bucket_pass(sampler *s, float scale, const float *wf, const float *ws)
 {
-    const float *z = s->z;
-    uint16_t *bk = s->bucket;
+    const uint16_t *bk = s->bucket;
     int32_t *cnt = s->cnt;
     double *fm = s->fmass, *sm = s->smass;
-    const float zmax = s->zmax, top = (float)(NB - 1);
     memset(s->cnt, 0, sizeof s->cnt);
     memset(s->fmass, 0, sizeof s->fmass);
     memset(s->smass, 0, sizeof s->smass);
-    for (int i = 0, V = s->V; i < V; i++) {
-        float zi = z[i];
-        if (zi == -INFINITY) {
-            bk[i] = NB;
-            continue;
+    s->k->bucket_index(s->bucket, s->z, s->V, s->zmax, scale, NB);
+    /* masked tokens (bucket NB, weight 0) land in the spare slot NB: no branch */
+    if (!wf) {
+        for (int i = 0, V = s->V; i < V; i++)
+            cnt[bk[i]]++;
+    } else if (!ws) {
+        for (int i = 0, V = s->V; i < V; i++) {
+            cnt[bk[i]]++;
+            fm[bk[i]] += wf[i];
         }
-        float q = (zmax - zi) * scale;   /* monotone in zi; inf or NaN land in the last bucket */
-        int b = q < top ? (int)q : NB - 1;
-        bk[i] = (uint16_t)b;
-        cnt[b]++;
-        if (wf)
-            fm[b] += wf[i];
-        if (ws)
-            sm[b] += ws[i];
+    } else {
+        for (int i = 0, V = s->V; i < V; i++) {
+            cnt[bk[i]]++;
+            fm[bk[i]] += wf[i];
+            sm[bk[i]] += ws[i];
+        }
     }
     int32_t acc = 0;
     for (int b = 0; b < NB; b++) {
@@ -811,17 +604,11 @@ static void fill_top(sampler *s, sampler_snapshot *snap)
     int n = 0, i = 0, V = s->V;
     for (; i < V && n < TOP_M; i++)
         n = top_insert(x, id, n, raw[i], i);
-    /* the common case: four tokens, one compare against the current 32nd */
-    for (; i + 4 <= V; i += 4) {
-        if (!i4_any(f4_load(raw + i) > f4_splat(x[TOP_M - 1])))
-            continue;
-        for (int k = i; k < i + 4; k++)
-            if (raw[k] > x[TOP_M - 1])
-                n = top_insert(x, id, n, raw[k], k);
+    /* then only tokens above the current 32nd, found a vector at a time */
+    while ((i = s->k->find_above(raw, i, V, x[TOP_M - 1])) < V) {
+        n = top_insert(x, id, n, raw[i], i);
+        i++;
     }
-    for (; i < V; i++)
-        if (raw[i] > x[n - 1])
-            n = top_insert(x, id, n, raw[i], i);
     snap->n_top = n;
     for (int k = 0; k < n; k++)
         snap->top[k] = make_entry(s, id[k]);
@@ -893,7 +680,7 @@ static void short_list(sampler *s, int last, bool have_wf, float *ws, bool have_
 {
     int n = s->pstart[last] + s->cnt[last];
     int32_t *ids = s->pool;
-    gather_prefix_ids(s->bucket, s->V, last, ids, n);
+    s->k->gather(s->bucket, s->V, 0, last, ids, n);
     sort_ids(s, ids, n);
     for (int b = 0; b <= last; b++)
         s->where[b] = s->pstart[b];
@@ -907,7 +694,7 @@ static void short_list(sampler *s, int last, bool have_wf, float *ws, bool have_
     for (int k = 0; k < 2; k++) {
         if (!out[k])
             continue;
-        exp_pass(s->list_w, s->list_z, n, s->zmax, inv[k], &unused_w, &unused_ws);
+        s->k->exp_pass(s->list_w, s->list_z, n, s->zmax, inv[k], &unused_w, &unused_ws);
         for (int j = 0; j < n; j++)
             out[k][ids[j]] = s->list_w[j];
     }
@@ -956,17 +743,17 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
         } else {
             double unused_w = 0, unused_ws = 0;
             if (!have_wf)
-                exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
+                s->k->exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
             if (ws && !have_ws)
-                exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
+                s->k->exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
             bucket_mass_pass(s, s->wfin, ws);
         }
     } else {
         double unused_w = 0, unused_ws = 0;
         if (!have_wf)
-            exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
+            s->k->exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
         if (ws && !have_ws)
-            exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
+            s->k->exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
         bucket_pass(s, scale, s->wfin, ws);
     }
     s->edge_k = len < s->n_finite ? token_at(s, len - 1) : -1;
@@ -998,7 +785,7 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
             for (int j = 0; j < len; j++)
                 n_m += (s->z[s->pool[j]] - s->zmax) * inv_stage >= thr;
         } else {
-            n_m = count_min_p(s->z, s->V, s->zmax, inv_stage, thr);
+            n_m = s->k->count_at_least(s->z, s->V, s->zmax, inv_stage, thr);
         }
         if (n_m < 1)
             n_m = 1;
@@ -1024,8 +811,8 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
     if (short_regime) {
         memset(s->probs, 0, (size_t)s->V * sizeof *s->probs);
     } else {
-        n_kept = normalize_pass(s->probs, s->wfin, s->bucket, s->z, s->V,
-                                partial ? kb : kb + 1, finv, s->zmax, inv_final, &sum_ps);
+        n_kept = s->k->normalize(s->probs, s->wfin, s->bucket, s->z, s->V,
+                                 partial ? kb : kb + 1, finv, s->zmax, inv_final, &sum_ps);
         first = partial ? s->pstart[kb] : len;
     }
     for (int pos = first; pos < len; pos++) {
@@ -1065,7 +852,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         return tt_fail(err, TT_ERR_ARG, "sampler: history of %d tokens is NULL",
                        ctx->n_history);
 
-    logit_range r = scan_logits(logits, s->V, s->raw, s->z);
+    sampler_range r = s->k->scan(logits, s->V, s->raw, s->z);
     if (r.bad) {
         for (int i = 0; i < s->V; i++)
             if (isnan(logits[i]) || logits[i] == INFINITY)
@@ -1084,7 +871,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
     if ((st = apply_penalties(s, p, ctx, &z_changed, err)) != TT_OK)
         return st;
     if (z_changed)
-        r = scan_logits(s->z, s->V, NULL, NULL);
+        r = s->k->scan(s->z, s->V, NULL, NULL);
     if (r.n_finite == 0)
         return tt_fail(err, TT_ERR_NUMERIC,
                        "sampler: no token left: every logit is -inf after masking token %d",
@@ -1103,7 +890,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
             keep_raw = s->wstage;
     }
     double z_raw = 0, zs_raw = 0;
-    exp_pass(keep_raw, s->raw, s->V, s->xmax, 1.0f, &z_raw, &zs_raw);
+    s->k->exp_pass(keep_raw, s->raw, s->V, s->xmax, 1.0f, &z_raw, &zs_raw);
     s->z_raw = z_raw;
 
     s->edge_k = s->edge_p = s->edge_m = -1;

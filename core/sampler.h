@@ -150,6 +150,14 @@ typedef struct sampler sampler;
 sampler *sampler_create(int V);
 void sampler_free(sampler *s);   /* NULL is safe */
 
+/* Like sampler_create with a named set of vector passes: "vec4" (SSE2/NEON, every build), "avx2",
+ * "avx512"; NULL or "" picks the widest this CPU runs, as sampler_create does. NULL when the name
+ * is unknown or the CPU or the build lacks the set. For tests and benchmarks. */
+sampler *sampler_create_with(int V, const char *kernels);
+
+/* The set in use: "vec4", "avx2" or "avx512". */
+const char *sampler_kernels_name(const sampler *s);
+
 /* Runs the chain over logits (V floats, not modified, not kept). ctx may be NULL (no history, no
  * ban). Afterwards sampler_probs() is the final distribution and snap (when not NULL) holds the
  * pre-draw fields. Fails with TT_ERR_ARG for invalid params (see validate), a history token in

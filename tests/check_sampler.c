@@ -853,9 +853,17 @@ static bool near_boundary(double u, double c)
     return fabs(u - c) < 1e-6 * fmin(c, 1 - c) + 1e-12;
 }
 
+/* The vector-pass sets; the reference test runs once per set (a set this CPU lacks is skipped). */
+static const char *const kernel_sets[] = {"vec4", "avx2", "avx512"};
+
 START_TEST(random_chains_match_a_naive_reference)
 {
     static const int Vs[] = {1, 2, 7, 33, 1000, 50257};
+    const char *set = kernel_sets[_i];
+    sampler *probe = sampler_create_with(1, set);
+    if (!probe)
+        return;   /* not this CPU */
+    sampler_free(probe);
     rng r;
     rng_seed(&r, 2024);
     int max_v = 50257;
@@ -866,7 +874,8 @@ START_TEST(random_chains_match_a_naive_reference)
     int n_draws = 0, n_ambiguous = 0;
     for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
         int V = Vs[vi];
-        sampler *s = sampler_create(V);
+        sampler *s = sampler_create_with(V, set);
+        ck_assert_str_eq(sampler_kernels_name(s), set);
         /* every combination of order, top-k, top-p, min-p and penalties (bits of trial), over
          * temperatures that include 1 (weights shared with the raw pass) and extremes */
         int trials = V > 10000 ? 32 : 64;
@@ -949,6 +958,49 @@ START_TEST(random_chains_match_a_naive_reference)
                   n_draws);
     free(order);
     free(want);
+    free(x);
+}
+END_TEST
+
+/* Every set this CPU runs gives the same kept sets, draws and (to float rounding) probabilities;
+ * the default is the widest; an unknown name is refused. */
+START_TEST(kernel_sets_agree_and_unknown_ones_are_refused)
+{
+    ck_assert_ptr_null(sampler_create_with(10, "avx9000"));
+    int V = 50257;
+    sampler *def = sampler_create(V);
+    ck_assert_ptr_nonnull(def);
+    float *x = malloc((size_t)V * sizeof *x);
+    rng r;
+    rng_seed(&r, 31);
+    lm_like_logits(&r, V, x);
+    sampler_params p = params();
+    p.temperature = 0.9f;
+    p.top_p = 0.97f;
+    ck_assert_int_eq(sampler_apply(def, &p, x, NULL, NULL, NULL), TT_OK);
+    int n_sets = 0;
+    for (size_t k = 0; k < sizeof kernel_sets / sizeof kernel_sets[0]; k++) {
+        sampler *s = sampler_create_with(V, kernel_sets[k]);
+        if (!s)
+            continue;
+        n_sets++;
+        if (k > 0)   /* a wider set runs, so the default is not the 4-lane one */
+            ck_assert_str_ne(sampler_kernels_name(def), "vec4");
+        ck_assert_int_eq(sampler_apply(s, &p, x, NULL, NULL, NULL), TT_OK);
+        const float *a = sampler_probs(s), *b = sampler_probs(def);
+        for (int i = 0; i < V; i++)
+            if ((a[i] > 0) != (b[i] > 0) || fabsf(a[i] - b[i]) > 1e-6f * b[i] + 1e-12f)
+                ck_abort_msg("%s vs %s, token %d: %g vs %g", kernel_sets[k],
+                             sampler_kernels_name(def), i, (double)a[i], (double)b[i]);
+        rng_seed(&r, 5);
+        for (int d = 0; d < 200; d++) {
+            double u = rng_uniform(&r);
+            ck_assert_int_eq(sampler_draw(s, u, NULL), sampler_draw(def, u, NULL));
+        }
+        sampler_free(s);
+    }
+    ck_assert_int_ge(n_sets, 1);
+    sampler_free(def);
     free(x);
 }
 END_TEST
@@ -1260,7 +1312,9 @@ int main(void)
      * (generous: sanitizers and a shared machine) timeout. */
     TCase *ref = tcase_create("reference");
     tcase_set_timeout(ref, 120);
-    tcase_add_test(ref, random_chains_match_a_naive_reference);
+    tcase_add_loop_test(ref, random_chains_match_a_naive_reference, 0,
+                        (int)(sizeof kernel_sets / sizeof kernel_sets[0]));
+    tcase_add_test(ref, kernel_sets_agree_and_unknown_ones_are_refused);
     suite_add_tcase(s, ref);
     TCase *det = tcase_create("determinism");
     tcase_set_timeout(det, 120);
