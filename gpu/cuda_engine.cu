@@ -438,10 +438,11 @@ static tt_status enqueue_chunk(cuda_engine *g, int T, int pos, int lo, float *ou
         char *kc = g->k_cache + (size_t)l * layer_cache, *vc = g->v_cache + (size_t)l * layer_cache;
         GPU_CHECK(cuda_layernorm(g->xn, g->x, pending, ly->ln_1_w, ly->ln_1_b, T, C, eps, d, s));
         BLAS_CHECK(cuda_matmul(h, g->qkv, 3 * C, g->xn, C, ly->attn_w, T, C, 3 * C, false, d));
-        GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, ly->attn_b, g->d_tokens, T, C, NH, n_ctx, d, s));
         if (T == 1) {
-            GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->q, kc, vc, g->d_tokens, C, NH, n_ctx, d, s));
+            GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->qkv, ly->attn_b, kc, vc, g->d_tokens, C, NH,
+                                            n_ctx, d, s));
         } else {
+            GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, ly->attn_b, g->d_tokens, T, C, NH, n_ctx, d, s));
             BLAS_CHECK(cuda_attention_scores(h, g->scores, g->q, kc, pos, T, C, NH, n_ctx, d));
             GPU_CHECK(cuda_softmax_causal(g->probs, g->scores, pos, T, NH, d, s));
             BLAS_CHECK(cuda_attention_values(h, g->att, g->probs, vc, pos, T, C, NH, n_ctx, d));

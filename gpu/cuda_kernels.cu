@@ -224,10 +224,16 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
 
 static int decode_chunks(int n_ctx) { return (n_ctx + DECODE_CHUNK - 1) / DECODE_CHUNK; }
 
+/* v as the backend holds it in dtype D. */
+template <tt_dtype D> __device__ static inline float held(float v)
+{
+    return D == TT_F32 ? v : D == TT_F16 ? tt_f16_to_f32(tt_f32_to_f16(v)) : tt_bf16_to_f32(tt_f32_to_bf16(v));
+}
+
 template <tt_dtype D>
 __global__ void __launch_bounds__(DECODE_THREADS)
-attention_decode_kernel(float *partial, const void *q, const void *k, const void *v, const int *tokens,
-                        int C, int NH, int n_ctx)
+attention_decode_kernel(float *partial, const float *qkv, const float *bias, void *k, void *v,
+                        const int *tokens, int C, int NH, int n_ctx)
 {
     __shared__ float qs[CUDA_MAX_HS];
     __shared__ float att[DECODE_CHUNK];             /* scores, then exp(score - m) */
@@ -240,9 +246,17 @@ attention_decode_kernel(float *partial, const void *q, const void *k, const void
     if (j0 >= n)                                    /* the whole block: no barrier is skipped */
         return;
     const size_t base = (size_t)hd * n_ctx * HS;
-    for (int i = threadIdx.x; i < HS; i += blockDim.x)
-        qs[i] = tt_load_f32(q, D, (size_t)hd * HS + i);
-    __syncthreads();
+    /* q = qkv + bias, rounded as the prefill path holds it; the block whose chunk holds the new
+     * position also stores its key and value (the other chunks never read that row). */
+    for (int i = threadIdx.x; i < HS; i += blockDim.x) {
+        const int c = hd * HS + i;
+        qs[i] = held<D>(qkv[c] + bias[c]);
+        if (j1 == n) {
+            tt_store_f32(k, D, base + (size_t)(n - 1) * HS + i, qkv[C + c] + bias[C + c]);
+            tt_store_f32(v, D, base + (size_t)(n - 1) * HS + i, qkv[2 * C + c] + bias[2 * C + c]);
+        }
+    }
+    __syncthreads();                                /* also publishes the new row to the block */
 
     /* Scores: each warp takes 4 keys at a time, 8 lanes per key; the loop bound is the same for
      * every lane of a warp, so all of them reach the shuffles. */
@@ -324,13 +338,13 @@ size_t cuda_attention_decode_partial(int C, int NH, int n_ctx)
     return (size_t)NH * (size_t)decode_chunks(n_ctx) * (size_t)(C / NH + 2);
 }
 
-cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const void *k, const void *v,
-                                  const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
+cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias, void *k,
+                                  void *v, const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
                                   cudaStream_t stream)
 {
     const int S = decode_chunks(n_ctx);
     cudaError_t e = TT_DISPATCH(d, attention_decode_kernel, dim3(NH, S), dim3(DECODE_THREADS), 0, stream,
-                                partial, q, k, v, tokens, C, NH, n_ctx);
+                                partial, qkv, bias, k, v, tokens, C, NH, n_ctx);
     if (e != cudaSuccess)
         return e;
     return TT_DISPATCH(d, attention_combine_kernel, dim3(NH), dim3(row_block(C / NH)), 0, stream, out,

@@ -8,7 +8,8 @@
  *     kernels_layernorm    <-> cuda_layernorm        (also adds the pending bias of the last matmul)
  *     cpu_matmul           <-> cuda_matmul           cuBLAS, fp32 accumulation; bias in the kernel after
  *     MM_GELU_*            <-> cuda_gelu             bias + GELU
- *     kvcache_store        <-> cuda_qkv_store        bias + split into q and the cache
+ *     kvcache_store        <-> cuda_qkv_store        bias + split into q and the cache (prefill;
+ *                              decode does it inside cuda_attention_decode)
  *     ref_attention        <-> cuda_attention_scores + cuda_softmax_causal + cuda_attention_values
  *                              (prefill, cuBLAS), or cuda_attention_decode (one token, split over keys)
  * Differences by design: activations that feed a matmul (LayerNorm, GELU and attention outputs, q)
@@ -67,11 +68,13 @@ cudaError_t cuda_softmax_causal(void *probs, const float *scores, int pos, int T
 cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *probs, const void *v,
                                      int pos, int T, int C, int NH, int n_ctx, tt_dtype d);
 
-/* One query (T = 1) at position tokens[0] over keys 0 .. tokens[0]: out (1, C) in d. Two kernels:
- * blocks of 256 keys per head write partial results (partial: cuda_attention_decode_partial floats
- * of device scratch), one block per head combines them. Launch shapes depend on n_ctx only. */
-cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const void *k, const void *v,
-                                  const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
+/* One token (T = 1) at position tokens[0], straight from the qkv matmul: what cuda_qkv_store
+ * does (q, and the key and value into the cache at tokens[0]) fused with attention over keys
+ * 0 .. tokens[0]: out (1, C) in d. Two kernels: blocks of 256 keys per head write partial results
+ * (partial: cuda_attention_decode_partial floats of device scratch), one block per head combines
+ * them. Launch shapes depend on n_ctx only. */
+cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias, void *k,
+                                  void *v, const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
                                   cudaStream_t stream);
 size_t cuda_attention_decode_partial(int C, int NH, int n_ctx);
 

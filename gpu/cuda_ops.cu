@@ -224,10 +224,10 @@ extern "C" tt_status cuda_ops_attention(cuda_ops *c, float *out, float *k_cache,
     if (e == cudaSuccess)
         e = cudaMemcpy(dt, tok, sizeof tok, cudaMemcpyHostToDevice);
     OPS_CHECK(e);
-    OPS_CHECK(cuda_qkv_store(dq, dk, dv, dqkv, db, dt, T, C, NH, n_ctx, d, c->stream));
     if (decode) {
-        OPS_CHECK(cuda_attention_decode(dout, dpart, dq, dk, dv, dt, C, NH, n_ctx, d, c->stream));
+        OPS_CHECK(cuda_attention_decode(dout, dpart, dqkv, db, dk, dv, dt, C, NH, n_ctx, d, c->stream));
     } else {
+        OPS_CHECK(cuda_qkv_store(dq, dk, dv, dqkv, db, dt, T, C, NH, n_ctx, d, c->stream));
         OPS_BLAS(cuda_attention_scores(c->cublas, dscores, dq, dk, pos, T, C, NH, n_ctx, d));
         OPS_CHECK(cuda_softmax_causal(dprobs, dscores, pos, T, NH, d, c->stream));
         OPS_BLAS(cuda_attention_values(c->cublas, dout, dprobs, dv, pos, T, C, NH, n_ctx, d));
