@@ -211,7 +211,8 @@ static void cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, int pos
         attention_job aj = {
             .ce = ce,
             .args = {.q = ce->qkv, .ldq = 3 * C, .k = kvcache_k(&ce->cache, l),
-                     .v = kvcache_v(&ce->cache, l), .n_ctx = ce->cache.n_ctx, .out = ce->att,
+                     .v = kvcache_v(&ce->cache, l), .n_ctx = ce->cache.n_ctx,
+                     .ldk = ce->cache.ldk, .out = ce->att,
                      .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = C / NH},
             .layer = l,
             .qkv = ce->qkv,

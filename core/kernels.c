@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/gpt2_math.h"
 
@@ -56,11 +57,18 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
 {
     memset(m, 0, sizeof *m);
     size_t bytes = packed_matrix_bytes(dtype, K, N);
-    size_t alloc = (bytes + 63) & ~(size_t)63;
+    /* Large matrices on 2 MiB boundaries, asking for transparent huge pages: a decode step
+     * streams every matrix once, and 4 KiB pages would cost a TLB miss every 64 cache lines. */
+    size_t align = bytes >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
+    size_t alloc = (bytes + align - 1) & ~(align - 1);
     void *p = NULL;
-    if (alloc == 0 || posix_memalign(&p, 64, alloc) != 0)
+    if (alloc == 0 || posix_memalign(&p, align, alloc) != 0)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes for a %dx%d %s matrix",
                        alloc, K, N, tt_dtype_name(dtype));
+#ifdef MADV_HUGEPAGE
+    if (align > 64)
+        madvise(p, alloc, MADV_HUGEPAGE);     /* a hint: failure only costs speed */
+#endif
     memset(p, 0, alloc);
     m->data = p;
     m->dtype = dtype;
@@ -229,18 +237,17 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
 {
     const int HS = a->HS;
     const float scale = gpt2_attn_scale(HS);
-    const float *kh = a->k + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
-    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
+    const float *kh = a->k + (size_t)h * (size_t)HS * (size_t)a->ldk;   /* (HS, ldk) */
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS; /* (n_ctx, HS) */
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
         int n = a->pos + i + 1;             /* keys 0 .. pos+i */
         float mx = -INFINITY;
         for (int t = 0; t < n; t++) {
-            const float *kr = kh + (size_t)t * (size_t)HS;
             float s = 0.0f;
             for (int d = 0; d < HS; d++)
-                s += q[d] * kr[d];
+                s += q[d] * kh[(size_t)d * (size_t)a->ldk + (size_t)t];
             s *= scale;
             scratch[t] = s;
             if (s > mx)

@@ -85,8 +85,10 @@ typedef struct {
 typedef struct {
     const float *q;          /* (T, ldq); head h at columns h*HS .. h*HS+HS-1 */
     int ldq;
-    const float *k, *v;      /* (NH, n_ctx, HS) one layer of the cache */
+    const float *k;          /* (NH, HS, ldk) one layer of the cache, keys transposed */
+    const float *v;          /* (NH, n_ctx, HS) */
     int n_ctx;
+    int ldk;                 /* floats between rows of k (>= n_ctx) */
     float *out;              /* (T, ldo); head h at columns h*HS .. */
     int ldo;
     int T, pos, NH, HS;

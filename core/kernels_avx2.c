@@ -316,28 +316,37 @@ static void avx2_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 static void avx2_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
 {
     const int HS = a->HS;
-    const float scale = gpt2_attn_scale(HS);
-    const float *kh = a->k + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
-    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
+    const size_t ldk = (size_t)a->ldk;
+    const __m256 scale = _mm256_set1_ps(gpt2_attn_scale(HS));
+    const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
     const int nv = (HS + 7) / 8;
     const __m256i tail = v8_mask(HS - (nv - 1) * 8), full = v8_mask(8);
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
         const int n = a->pos + i + 1;
+        /* Scores of 32 positions per step against the transposed keys (see kernels_avx512.c). */
         float mx = -INFINITY;
-        for (int t = 0; t < n; t++) {
-            const float *kr = kh + (size_t)t * (size_t)HS;
-            __m256 s = _mm256_setzero_ps();
-            for (int d = 0; d < nv; d++) {
-                __m256i m = d == nv - 1 ? tail : full;
-                s = _mm256_fmadd_ps(_mm256_maskload_ps(q + 8 * d, m),
-                                    _mm256_maskload_ps(kr + 8 * d, m), s);
+        for (int t = 0; t < n; t += 32) {
+            const __m256i m0 = v8_mask(n - t), m1 = v8_mask(n - t - 8);
+            const __m256i m2 = v8_mask(n - t - 16), m3 = v8_mask(n - t - 24);
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            const float *kr = kh + t;
+            for (int d = 0; d < HS; d++, kr += ldk) {
+                __m256 qd = _mm256_set1_ps(q[d]);
+                s0 = _mm256_fmadd_ps(qd, _mm256_maskload_ps(kr, m0), s0);
+                s1 = _mm256_fmadd_ps(qd, _mm256_maskload_ps(kr + 8, m1), s1);
+                s2 = _mm256_fmadd_ps(qd, _mm256_maskload_ps(kr + 16, m2), s2);
+                s3 = _mm256_fmadd_ps(qd, _mm256_maskload_ps(kr + 24, m3), s3);
             }
-            float sc = v8_hsum(s) * scale;
-            scratch[t] = sc;
-            mx = sc > mx ? sc : mx;
+            _mm256_maskstore_ps(scratch + t, m0, _mm256_mul_ps(s0, scale));
+            _mm256_maskstore_ps(scratch + t + 8, m1, _mm256_mul_ps(s1, scale));
+            _mm256_maskstore_ps(scratch + t + 16, m2, _mm256_mul_ps(s2, scale));
+            _mm256_maskstore_ps(scratch + t + 24, m3, _mm256_mul_ps(s3, scale));
         }
+        for (int t = 0; t < n; t++)
+            mx = scratch[t] > mx ? scratch[t] : mx;
         __m256 vmx = _mm256_set1_ps(mx), vsum = _mm256_setzero_ps();
         int t = 0;
         for (; t + 8 <= n; t += 8) {

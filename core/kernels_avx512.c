@@ -324,62 +324,98 @@ static void avx512_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 /* ---------------------------------------------------------------------------------------------
  * Attention */
 
+static inline __mmask16 lanes16(int n)
+{
+    return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+}
+
 static void avx512_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
 {
     const int HS = a->HS;
-    const float scale = gpt2_attn_scale(HS);
-    const float *kh = a->k + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
-    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;
-    const int nv = (HS + 15) / 16;           /* head vectors; the last one masked */
-    const __mmask16 tail = (HS % 16) ? (__mmask16)((1u << (HS % 16)) - 1) : 0xffff;
+    const size_t ldk = (size_t)a->ldk;
+    const __m512 scale = _mm512_set1_ps(gpt2_attn_scale(HS));
+    const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
         const int n = a->pos + i + 1;
-        float mx = -INFINITY;
-        for (int t = 0; t < n; t++) {
-            const float *kr = kh + (size_t)t * (size_t)HS;
-            __m512 s = _mm512_setzero_ps();
-            for (int d = 0; d < nv; d++) {
-                __mmask16 m = d == nv - 1 ? tail : 0xffff;
-                s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 16 * d),
-                                    _mm512_maskz_loadu_ps(m, kr + 16 * d), s);
+        /* Scores of 64 positions per step: a broadcast of q[d] against row d of the transposed
+         * keys; even and odd d go to separate accumulators (eight chains hide the latency). */
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (int t = 0; t < n; t += 64) {
+            __mmask16 m[4];
+            __m512 se[4], so[4];
+#pragma GCC unroll 4
+            for (int b = 0; b < 4; b++) {
+                m[b] = lanes16(n - t - 16 * b);
+                se[b] = so[b] = _mm512_setzero_ps();
             }
-            float sc = v_hsum(s) * scale;
-            scratch[t] = sc;
-            mx = sc > mx ? sc : mx;
+            const float *kr = kh + t;
+            int d = 0;
+            for (; d + 1 < HS; d += 2, kr += 2 * ldk) {
+                __m512 qe = _mm512_set1_ps(q[d]), qo = _mm512_set1_ps(q[d + 1]);
+    #pragma GCC unroll 4
+            for (int b = 0; b < 4; b++) {
+                    se[b] = _mm512_fmadd_ps(qe, _mm512_maskz_loadu_ps(m[b], kr + 16 * b), se[b]);
+                    so[b] = _mm512_fmadd_ps(qo, _mm512_maskz_loadu_ps(m[b], kr + ldk + 16 * b),
+                                            so[b]);
+                }
+            }
+            if (d < HS) {
+                __m512 qe = _mm512_set1_ps(q[d]);
+    #pragma GCC unroll 4
+            for (int b = 0; b < 4; b++)
+                    se[b] = _mm512_fmadd_ps(qe, _mm512_maskz_loadu_ps(m[b], kr + 16 * b), se[b]);
+            }
+#pragma GCC unroll 4
+            for (int b = 0; b < 4; b++) {
+                __m512 sc = _mm512_mul_ps(_mm512_add_ps(se[b], so[b]), scale);
+                _mm512_mask_storeu_ps(scratch + t + 16 * b, m[b], sc);
+                vmax = _mm512_mask_max_ps(vmax, m[b], vmax, sc);
+            }
         }
-        __m512 vmx = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
-        int t = 0;
-        for (; t + 16 <= n; t += 16) {
-            __m512 e = v_exp(_mm512_sub_ps(_mm512_loadu_ps(scratch + t), vmx));
-            _mm512_storeu_ps(scratch + t, e);
-            vsum = _mm512_add_ps(vsum, e);
-        }
-        if (t < n) {
-            __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
+        const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+        __m512 vsum = _mm512_setzero_ps();
+        for (int t = 0; t < n; t += 16) {
+            __mmask16 m = lanes16(n - t);
             __m512 e = v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scratch + t), vmx));
             e = _mm512_maskz_mov_ps(m, e);
             _mm512_mask_storeu_ps(scratch + t, m, e);
             vsum = _mm512_add_ps(vsum, e);
         }
-        const float inv = 1.0f / v_hsum(vsum);
-        for (int d = 0; d < nv; d++) {
-            __mmask16 m = d == nv - 1 ? tail : 0xffff;
-            __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
-            int u = 0;
-            for (; u + 1 < n; u += 2) {
-                acc0 = _mm512_fmadd_ps(_mm512_set1_ps(scratch[u]),
-                                       _mm512_maskz_loadu_ps(m, vh + (size_t)u * HS + 16 * d), acc0);
-                acc1 = _mm512_fmadd_ps(_mm512_set1_ps(scratch[u + 1]),
-                                       _mm512_maskz_loadu_ps(m, vh + (size_t)(u + 1) * HS + 16 * d),
-                                       acc1);
+        const __m512 inv = _mm512_set1_ps(1.0f / v_hsum(vsum));
+        /* Weighted sum of value rows, 64 head columns at a time; two positions per step in
+         * separate accumulators. */
+        for (int d0 = 0; d0 < HS; d0 += 64) {
+            __mmask16 m[4];
+            __m512 ae[4], ao[4];
+#pragma GCC unroll 4
+            for (int b = 0; b < 4; b++) {
+                m[b] = lanes16(HS - d0 - 16 * b);
+                ae[b] = ao[b] = _mm512_setzero_ps();
             }
-            if (u < n)
-                acc0 = _mm512_fmadd_ps(_mm512_set1_ps(scratch[u]),
-                                       _mm512_maskz_loadu_ps(m, vh + (size_t)u * HS + 16 * d), acc0);
-            _mm512_mask_storeu_ps(o + 16 * d, m,
-                                  _mm512_mul_ps(_mm512_add_ps(acc0, acc1), _mm512_set1_ps(inv)));
+            const float *vr = vh + d0;
+            int u = 0;
+            for (; u + 1 < n; u += 2, vr += 2 * (size_t)HS) {
+                __m512 pe = _mm512_set1_ps(scratch[u]), po = _mm512_set1_ps(scratch[u + 1]);
+    #pragma GCC unroll 4
+            for (int b = 0; b < 4; b++) {
+                    ae[b] = _mm512_fmadd_ps(pe, _mm512_maskz_loadu_ps(m[b], vr + 16 * b), ae[b]);
+                    ao[b] = _mm512_fmadd_ps(po, _mm512_maskz_loadu_ps(m[b], vr + HS + 16 * b),
+                                            ao[b]);
+                }
+            }
+            if (u < n) {
+                __m512 pe = _mm512_set1_ps(scratch[u]);
+    #pragma GCC unroll 4
+            for (int b = 0; b < 4; b++)
+                    ae[b] = _mm512_fmadd_ps(pe, _mm512_maskz_loadu_ps(m[b], vr + 16 * b), ae[b]);
+            }
+#pragma GCC unroll 4
+            for (int b = 0; b < 4; b++)
+                _mm512_mask_storeu_ps(o + d0 + 16 * b, m[b],
+                                      _mm512_mul_ps(_mm512_add_ps(ae[b], ao[b]), inv));
         }
     }
 }

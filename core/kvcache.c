@@ -11,7 +11,8 @@ tt_status kvcache_init(kvcache *c, int L, int NH, int HS, int n_ctx, tt_error *e
     if (L <= 0 || NH <= 0 || HS <= 0 || n_ctx <= 0)
         return tt_fail(err, TT_ERR_ARG, "kvcache: invalid shape L=%d NH=%d HS=%d n_ctx=%d", L, NH,
                        HS, n_ctx);
-    size_t elems = (size_t)L * (size_t)NH * (size_t)n_ctx * (size_t)HS;
+    int ldk = ((n_ctx + 15) & ~15) + 16;
+    size_t elems = (size_t)L * (size_t)NH * (size_t)ldk * (size_t)HS;
     if (elems > SIZE_MAX / sizeof(float) / 2)
         return tt_fail(err, TT_ERR_NOMEM, "kvcache: %zu elements do not fit in memory", elems);
     c->k = calloc(elems, sizeof(float));
@@ -25,6 +26,7 @@ tt_status kvcache_init(kvcache *c, int L, int NH, int HS, int n_ctx, tt_error *e
     c->NH = NH;
     c->HS = HS;
     c->n_ctx = n_ctx;
+    c->ldk = ldk;
     c->n = 0;
     return TT_OK;
 }
@@ -38,13 +40,16 @@ void kvcache_free(kvcache *c)
 
 size_t kvcache_bytes(const kvcache *c)
 {
-    return 2 * (size_t)c->L * (size_t)c->NH * (size_t)c->n_ctx * (size_t)c->HS * sizeof(float);
+    return (size_t)c->L * (size_t)c->NH * (size_t)c->HS * ((size_t)c->ldk + (size_t)c->n_ctx) *
+           sizeof(float);
 }
 
 void kvcache_store(kvcache *c, int l, int h, int t, const float *k, const float *v)
 {
     size_t off = ((size_t)h * (size_t)c->n_ctx + (size_t)t) * (size_t)c->HS;
-    memcpy(kvcache_k(c, l) + off, k, (size_t)c->HS * sizeof(float));
+    float *kt = kvcache_k(c, l) + (size_t)h * (size_t)c->HS * (size_t)c->ldk + (size_t)t;
+    for (int d = 0; d < c->HS; d++)
+        kt[(size_t)d * (size_t)c->ldk] = k[d];
     memcpy(kvcache_v(c, l) + off, v, (size_t)c->HS * sizeof(float));
 }
 

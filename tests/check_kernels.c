@@ -181,7 +181,7 @@ START_TEST(simd_attention_matches_reference)
 {
     static const struct { int T, pos, NH, HS; } cases[] = {
         {1, 0, 1, 1}, {1, 37, 2, 64}, {5, 0, 3, 12}, {7, 9, 2, 7}, {17, 30, 4, 16},
-        {33, 0, 2, 64}, {3, 100, 1, 40},
+        {33, 0, 2, 64}, {3, 100, 1, 40}, {2, 130, 2, 64},
     };
     const kernels *sets[4];
     int ns = simd_sets(sets);
@@ -190,14 +190,14 @@ START_TEST(simd_attention_matches_reference)
     for (int s = 0; s < ns; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
-            const int C = NH * HS, n_ctx = pos + T + 3;
+            const int C = NH * HS, n_ctx = pos + T + 3, ldk = n_ctx + 5;
             float *q = rand_floats(&g, (size_t)T * 3 * C, -2.0f, 2.0f);
-            float *k = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
+            float *k = rand_floats(&g, (size_t)NH * ldk * HS, -2.0f, 2.0f);     /* (NH, HS, ldk) */
             float *v = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
             float *o_ref = calloc((size_t)T * C, sizeof(float));
             float *o_simd = calloc((size_t)T * C, sizeof(float));
             float *scratch = malloc((size_t)n_ctx * sizeof(float));
-            attention_args a = {.q = q, .ldq = 3 * C, .k = k, .v = v, .n_ctx = n_ctx,
+            attention_args a = {.q = q, .ldq = 3 * C, .k = k, .v = v, .n_ctx = n_ctx, .ldk = ldk,
                                 .out = o_ref, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS};
             for (int h = 0; h < NH; h++)
                 kernels_reference()->attention(&a, h, 0, T, scratch);
@@ -227,7 +227,7 @@ START_TEST(reference_attention_is_a_causal_softmax_average)
      * at position 2 must not leak in. */
     float q[2] = {0.0f, 1.0f}, k[3] = {1.0f, 2.0f, 3.0f}, v[3] = {10.0f, 20.0f, 1000.0f};
     float out[2] = {0}, scratch[3];
-    attention_args a = {.q = q, .ldq = 1, .k = k, .v = v, .n_ctx = 3, .out = out, .ldo = 1,
+    attention_args a = {.q = q, .ldq = 1, .k = k, .v = v, .n_ctx = 3, .ldk = 3, .out = out, .ldo = 1,
                         .T = 2, .pos = 0, .NH = 1, .HS = 1};
     kernels_reference()->attention(&a, 0, 0, 2, scratch);
     double w1 = exp(1.0) / (exp(1.0) + exp(2.0));

@@ -92,12 +92,16 @@ START_TEST(cache_stores_rows_by_layer_head_and_position)
 {
     kvcache c;
     ck_assert_int_eq(kvcache_init(&c, 2, 3, 4, 5, NULL), TT_OK);
-    ck_assert_uint_eq(kvcache_bytes(&c), 2 * 2 * 3 * 4 * 5 * sizeof(float));
+    ck_assert_int_ge(c.ldk, 5);
+    ck_assert_uint_eq(kvcache_bytes(&c), 2 * 3 * 4 * (5 + (size_t)c.ldk) * sizeof(float));
     float k[4] = {1, 2, 3, 4}, v[4] = {5, 6, 7, 8};
     kvcache_store(&c, 1, 2, 3, k, v);
+    /* Keys transposed (NH, HS, ldk) per layer, values (NH, n_ctx, HS). */
     const float *kl = kvcache_k(&c, 1), *vl = kvcache_v(&c, 1);
-    ck_assert(memcmp(kl + (2 * 5 + 3) * 4, k, sizeof k) == 0);
+    for (int d = 0; d < 4; d++)
+        ck_assert(kl[(size_t)(2 * 4 + d) * c.ldk + 3] == k[d]);
     ck_assert(memcmp(vl + (2 * 5 + 3) * 4, v, sizeof v) == 0);
+    ck_assert(kvcache_k(&c, 1) == c.k + (size_t)3 * 4 * c.ldk);
     c.n = 4;
     kvcache_truncate(&c, 9);
     ck_assert_int_eq(c.n, 4);
