@@ -89,9 +89,11 @@ static void matmul_job_run(void *varg, int ith, int nth)
     }
 }
 
-/* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads. Chunks of panels are handed out
- * dynamically: about six per thread keeps every stream long and still evens out a thread that
- * another process slowed down. */
+/* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
+ * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
+ * threads best. With few rows (decode) the work is streaming the weights: chunks of about 128 KiB
+ * keep each stream long enough for the prefetchers while the last chunk, which one thread may
+ * finish alone, stays short. */
 static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
                        const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
 {
@@ -102,9 +104,9 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
         .scratch = ce->mm_scratch,
         .scratch_stride = ce->mm_stride,
     };
-    int nth = threadpool_size(ce->pool);
-    int ppc = w->n_panels / (nth * 6);
-    j.panels_per_chunk = ppc < 1 ? 1 : ppc;
+    size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
+    size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
+    j.panels_per_chunk = ppc < 1 ? 1 : (int)ppc;
     threadpool_chunks_init(&j.chunks, (w->n_panels + j.panels_per_chunk - 1) / j.panels_per_chunk);
     threadpool_run(ce->pool, matmul_job_run, &j);
 }
