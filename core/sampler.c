@@ -266,6 +266,8 @@ static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : F
                                    mass is below V * e^-32 */
 #define TOP_P_SLACK 1e-6        /* a cumulative sum within this of top_p counts as reaching it */
 #define INSERTION_MAX 48        /* buckets up to this size use insertion sort, larger ones radix */
+#define TINY_K 1024             /* top-k up to this is selected by a threshold scan and a heap,
+                                   without buckets */
 #define SHORT_LIST 4096         /* top-k: when the buckets holding the top k have at most this
                                    many tokens, they are sorted outright and only they get
                                    weights (the short-list regime) */
@@ -276,7 +278,9 @@ struct sampler {
     const sampler_kernels *k;
     /* Indexed by token id: */
     float *raw;          /* (V) the caller's logits of the last apply */
-    float *z;            /* (V) logits after mask and penalties, untempered */
+    float *z;            /* (V) logits after mask and penalties, untempered: raw itself until a
+                            ban or a penalty changes one (see z_writable) */
+    float *zbuf;         /* (V) z's own storage once it differs from raw */
     float *wfin;         /* (V) final weight exp((z - zmax) / T), not normalised */
     float *wstage;       /* (V) top-p weight in llama order, when its temperature differs */
     float *probs;        /* (V) the final distribution */
@@ -323,7 +327,7 @@ sampler *sampler_create_with(int V, const char *kernels)
     s->V = V;
     s->k = k;
     s->raw = malloc(n * sizeof *s->raw);
-    s->z = malloc(n * sizeof *s->z);
+    s->zbuf = malloc(n * sizeof *s->zbuf);
     s->wfin = malloc(n * sizeof *s->wfin);
     s->wstage = malloc(n * sizeof *s->wstage);
     s->probs = malloc(n * sizeof *s->probs);
@@ -337,7 +341,7 @@ sampler *sampler_create_with(int V, const char *kernels)
     s->id_b = malloc(n * sizeof *s->id_b);
     s->list_z = malloc(n * sizeof *s->list_z);
     s->list_w = malloc(n * sizeof *s->list_w);
-    if (!s->raw || !s->z || !s->wfin || !s->wstage || !s->probs || !s->bucket || !s->count ||
+    if (!s->raw || !s->zbuf || !s->wfin || !s->wstage || !s->probs || !s->bucket || !s->count ||
         !s->penalized || !s->touched || !s->pool || !s->key_a || !s->key_b || !s->id_b ||
         !s->list_z || !s->list_w) {
         sampler_free(s);
@@ -351,7 +355,7 @@ void sampler_free(sampler *s)
     if (!s)
         return;
     free(s->raw);
-    free(s->z);
+    free(s->zbuf);
     free(s->wfin);
     free(s->wstage);
     free(s->probs);
@@ -411,14 +415,17 @@ static void sort_ids(sampler *s, int32_t *ids, int n)
     }
     uint32_t *ka = s->key_a, *kb = s->key_b;
     int32_t *ia = ids, *ib = s->id_b;
-    for (int j = 0; j < n; j++)
+    uint32_t differ = 0;   /* the bits in which some key differs from the first */
+    for (int j = 0; j < n; j++) {
         ka[j] = order_key(z[ids[j]]);
+        differ |= ka[j] ^ ka[0];
+    }
     for (int shift = 0; shift < 32; shift += 11) {
+        if (((differ >> shift) & 2047) == 0)
+            continue;   /* every key has this digit: the pass would not move anything */
         int32_t h[2048] = {0};
         for (int j = 0; j < n; j++)
             h[(ka[j] >> shift) & 2047]++;
-        if (h[(ka[0] >> shift) & 2047] == n)
-            continue;
         int32_t sum = 0;
         for (int d = 0; d < 2048; d++) {
             int32_t c = h[d];
@@ -595,12 +602,12 @@ static int top_insert(float *x, int32_t *id, int n, float v, int32_t i)
     return n;
 }
 
-/* The TOP_M most probable raw tokens, descending, ties by lower id. */
-static void fill_top(sampler *s, sampler_snapshot *snap)
+/* The TOP_M (or V) most probable raw tokens into id, descending, ties by lower id; returns how
+ * many. */
+static int select_top(const sampler *s, int32_t *id)
 {
     const float *raw = s->raw;
     float x[TOP_M];
-    int32_t id[TOP_M];
     int n = 0, i = 0, V = s->V;
     for (; i < V && n < TOP_M; i++)
         n = top_insert(x, id, n, raw[i], i);
@@ -609,9 +616,17 @@ static void fill_top(sampler *s, sampler_snapshot *snap)
         n = top_insert(x, id, n, raw[i], i);
         i++;
     }
-    snap->n_top = n;
-    for (int k = 0; k < n; k++)
-        snap->top[k] = make_entry(s, id[k]);
+    return n;
+}
+
+/* z, made a copy of raw first if it still is raw: most steps change no logit and skip the copy. */
+static float *z_writable(sampler *s)
+{
+    if (s->z == s->raw) {
+        memcpy(s->zbuf, s->raw, (size_t)s->V * sizeof *s->zbuf);
+        s->z = s->zbuf;
+    }
+    return s->z;
 }
 
 /* Penalties over z; fails (and counts nothing) on a history id outside [0, V). Sets *changed when
@@ -649,7 +664,7 @@ static tt_status apply_penalties(sampler *s, const sampler_params *p, const samp
         v -= c * p->frequency_penalty + p->presence_penalty;
         v = v > FLT_MAX ? FLT_MAX : v < -FLT_MAX ? -FLT_MAX : v;
         if ((float)v != old) {
-            s->z[t] = (float)v;
+            z_writable(s)[t] = (float)v;
             s->penalized[t] = 1;
             *changed = true;
         }
@@ -672,19 +687,12 @@ static void bucket_mass_pass(sampler *s, const float *wf, const float *ws)
     }
 }
 
-/* Short-list regime: gathers buckets 0..last (positions 0..n-1) into the pool, sorted, and
- * computes the weights (wfin unless have_wf; ws unless have_ws) and the per-bucket sums (of wfin
- * and of ws when not NULL) of just those tokens. */
-static void short_list(sampler *s, int last, bool have_wf, float *ws, bool have_ws,
-                       float inv_final, float inv_stage)
+/* Weights (wfin unless have_wf; ws unless have_ws) and per-bucket sums (of wfin, and of ws when
+ * not NULL) of the short list: pool[0, n), sorted, covering buckets 0..last. */
+static void short_list_weights(sampler *s, int n, int last, bool have_wf, float *ws, bool have_ws,
+                               float inv_final, float inv_stage)
 {
-    int n = s->pstart[last] + s->cnt[last];
-    int32_t *ids = s->pool;
-    s->k->gather(s->bucket, s->V, 0, last, ids, n);
-    sort_ids(s, ids, n);
-    for (int b = 0; b <= last; b++)
-        s->where[b] = s->pstart[b];
-    s->pool_n = n;
+    const int32_t *ids = s->pool;
     for (int j = 0; j < n; j++)
         s->list_z[j] = s->z[ids[j]];
     double unused_w = 0, unused_ws = 0;
@@ -711,6 +719,86 @@ static void short_list(sampler *s, int last, bool have_wf, float *ws, bool have_
     }
 }
 
+/* Short list from buckets: gathers buckets 0..last (positions 0..n-1) into the pool, sorted. */
+static int short_list_gather(sampler *s, int last)
+{
+    int n = s->pstart[last] + s->cnt[last];
+    s->k->gather(s->bucket, s->V, 0, last, s->pool, n);
+    sort_ids(s, s->pool, n);
+    for (int b = 0; b <= last; b++)
+        s->where[b] = s->pstart[b];
+    s->pool_n = n;
+    return n;
+}
+
+/* Does token a rank after token b (the heap's "worse")? */
+static inline bool worse(const float *z, int32_t a, int32_t b)
+{
+    return z[a] < z[b] || (z[a] == z[b] && a > b);
+}
+
+static void heap_sift_down(const float *z, int32_t *h, int n, int i)
+{
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && worse(z, h[c + 1], h[c]))
+            c++;
+        if (!worse(z, h[c], h[i]))
+            return;
+        int32_t t = h[c];
+        h[c] = h[i];
+        h[i] = t;
+        i = c;
+    }
+}
+
+/* Short list without buckets, for k <= TINY_K: the top k of z by a vector scan for tokens above
+ * the current k-th (a min-heap of the k best so far), into pool[0, k) in order. The whole list is
+ * one bucket, 0; no other bucket is used in this regime. */
+static void tiny_top_k(sampler *s, int k)
+{
+    const float *z = s->z;
+    int32_t *h = s->pool;
+    int n = 0, i = 0, V = s->V;
+    for (; i < V && n < k; i++) {
+        if (z[i] == -INFINITY)
+            continue;
+        int c = n++;   /* sift up */
+        h[c] = i;
+        while (c > 0 && worse(z, h[c], h[(c - 1) / 2])) {
+            int32_t t = h[c];
+            h[c] = h[(c - 1) / 2];
+            h[(c - 1) / 2] = t;
+            c = (c - 1) / 2;
+        }
+    }
+    /* a later token enters only with a strictly larger z: on a tie the earlier id ranks first */
+    while ((i = s->k->find_above(z, i, V, z[h[0]])) < V) {
+        h[0] = i++;
+        heap_sift_down(z, h, n, 0);
+    }
+    for (int m = n; m > 1; m--) {   /* pop the worst to the back: best first, ties by lower id */
+        int32_t t = h[0];
+        h[0] = h[m - 1];
+        h[m - 1] = t;
+        heap_sift_down(z, h, m - 1, 0);
+    }
+    memset(s->cnt, 0, sizeof s->cnt);
+    memset(s->fmass, 0, sizeof s->fmass);
+    memset(s->smass, 0, sizeof s->smass);
+    for (int b = 0; b < NB; b++) {
+        s->pstart[b] = b == 0 ? 0 : n;
+        s->where[b] = -1;
+    }
+    s->cnt[0] = n;
+    s->where[0] = 0;
+    s->pool_n = n;
+    for (int j = 0; j < n; j++)
+        s->bucket[h[j]] = 0;   /* other tokens' buckets are stale: only kept ones are looked up */
+}
+
 /* The sampling chain after mask and penalties: top-k, top-p, min-p, temperature; fills probs.
  * When z is the raw logits and a temperature is 1, the raw pass already stored those weights. */
 static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_changed)
@@ -734,12 +822,17 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
     /* top-k: exactly k positions. A short top-k list gets weights for its tokens only. */
     int len = (p->top_k > 0 && p->top_k < s->n_finite) ? p->top_k : s->n_finite;
     bool short_regime = false;
-    if (len < s->n_finite && len <= SHORT_LIST) {
+    if (len < s->n_finite && len <= TINY_K) {
+        tiny_top_k(s, len);
+        short_regime = true;
+        short_list_weights(s, len, 0, have_wf, ws, have_ws, inv_final, inv_stage);
+    } else if (len < s->n_finite && len <= SHORT_LIST) {
         bucket_pass(s, scale, NULL, NULL);
         int last = bucket_of_pos(s, len - 1);
         short_regime = s->pstart[last] + s->cnt[last] <= 2 * SHORT_LIST;
         if (short_regime) {
-            short_list(s, last, have_wf, ws, have_ws, inv_final, inv_stage);
+            int n = short_list_gather(s, last);
+            short_list_weights(s, n, last, have_wf, ws, have_ws, inv_final, inv_stage);
         } else {
             double unused_w = 0, unused_ws = 0;
             if (!have_wf)
@@ -852,7 +945,8 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         return tt_fail(err, TT_ERR_ARG, "sampler: history of %d tokens is NULL",
                        ctx->n_history);
 
-    sampler_range r = s->k->scan(logits, s->V, s->raw, s->z);
+    sampler_range r = s->k->scan(logits, s->V, s->raw, NULL);
+    s->z = s->raw;
     if (r.bad) {
         for (int i = 0; i < s->V; i++)
             if (isnan(logits[i]) || logits[i] == INFINITY)
@@ -865,7 +959,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
 
     bool z_changed = false;
     if (banned >= 0 && s->z[banned] != -INFINITY) {
-        s->z[banned] = -INFINITY;
+        z_writable(s)[banned] = -INFINITY;
         z_changed = true;
     }
     if ((st = apply_penalties(s, p, ctx, &z_changed, err)) != TT_OK)
@@ -893,11 +987,14 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
     s->k->exp_pass(keep_raw, s->raw, s->V, s->xmax, 1.0f, &z_raw, &zs_raw);
     s->z_raw = z_raw;
 
+    int32_t top[TOP_M];
+    int n_top = select_top(s, top);
     s->edge_k = s->edge_p = s->edge_m = -1;
     if (s->greedy) {
-        int32_t a = 0;
-        while (s->z[a] != s->zmax)
-            a++;
+        int32_t a = top[0];   /* the raw argmax, ties by lower id, when z is raw */
+        if (z_changed)
+            for (a = 0; s->z[a] != s->zmax; a++) {
+            }
         s->argmax = a;
         memset(s->probs, 0, (size_t)s->V * sizeof *s->probs);
         s->probs[a] = 1;
@@ -914,7 +1011,9 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
     s->snap.token = -1;
     s->snap.token_rank = -1;
     s->snap.u = -1;
-    fill_top(s, &s->snap);
+    s->snap.n_top = n_top;
+    for (int k = 0; k < n_top; k++)
+        s->snap.top[k] = make_entry(s, top[k]);
     if (snap)
         *snap = s->snap;
     return TT_OK;

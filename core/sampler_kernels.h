@@ -143,14 +143,17 @@ static sampler_range sk_scan(const float *x, int V, float *a, float *b)
     const sk_vf ninf = sk_splat(-__builtin_inff());
     sk_vf mx = ninf, mn = sk_splat(__builtin_inff());
     sk_vi bad = (sk_vi){0}, cnt = (sk_vi){0};
+    const int nv = V - V % VW;
     for (int j = 0; j < V; j += VW) {
-        sk_vf v = sk_load_tail(x, j, V, -__builtin_inff());
-        if (j + VW <= V) {
+        sk_vf v;
+        if (j < nv) {
+            v = sk_load(x + j);
             if (a)
                 sk_store(a + j, v);
             if (b)
                 sk_store(b + j, v);
-        } else {
+        } else {   /* the ragged tail, padded with -inf */
+            v = sk_load_tail(x, j, V, -__builtin_inff());
             for (int k = 0; j + k < V; k++) {
                 if (a)
                     a[j + k] = x[j + k];
@@ -209,8 +212,11 @@ static int sk_count_at_least(const float *z, int V, float zmax, float scale, flo
 {
     const sk_vf vmax = sk_splat(zmax), vscale = sk_splat(scale), vthr = sk_splat(thr);
     sk_vi cnt = (sk_vi){0};
-    for (int j = 0; j < V; j += VW)
-        cnt -= (sk_load_tail(z, j, V, -__builtin_inff()) - vmax) * vscale >= vthr;
+    const int nv = V - V % VW;
+    for (int j = 0; j < nv; j += VW)
+        cnt -= (sk_load(z + j) - vmax) * vscale >= vthr;
+    if (nv < V)
+        cnt -= (sk_load_tail(z, nv, V, -__builtin_inff()) - vmax) * vscale >= vthr;
     return sk_isum(cnt);
 }
 

@@ -507,24 +507,33 @@ START_TEST(out_of_range_ids_in_context_are_rejected)
 }
 END_TEST
 
-/* 50257 equal logits: one bucket holds everything, so top-k cannot use its short list; the
- * tie rule still keeps the lowest ids, and a draw still walks them in id order. */
+/* 50257 equal logits: the tie rule keeps the lowest ids, and a draw walks them in id order.
+ * k = 10 goes through the heap selection; with k = 2000 one bucket holds everything, too many
+ * for the short list, so the full pass handles the cut. */
 START_TEST(top_k_on_equal_logits_keeps_the_lowest_ids)
 {
     int V = 50257;
     float *x = calloc((size_t)V, sizeof *x);
     sampler *s = sampler_create(V);
     sampler_params p = params();
-    p.top_k = 10;
     sampler_snapshot snap;
-    ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &snap, NULL), TT_OK);
-    const float *pr = sampler_probs(s);
-    for (int i = 0; i < V; i++)
-        if (pr[i] != (i < 10 ? 0.1f : 0.0f))
-            ck_abort_msg("token %d: p = %g", i, (double)pr[i]);
-    ck_assert_int_eq(snap.n_kept, 10);
-    ck_assert_int_eq(snap.top[10].cut, SAMPLER_CUT_TOP_K);
-    ck_assert_int_eq(sampler_draw(s, 0.55, &snap), 5);
+    const int ks[] = {10, 2000};
+    for (int t = 0; t < 2; t++) {
+        int k = ks[t];
+        p.top_k = k;
+        ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &snap, NULL), TT_OK);
+        const float *pr = sampler_probs(s);
+        for (int i = 0; i < V; i++)
+            if (pr[i] != (i < k ? 1.0f / k : 0.0f))
+                ck_abort_msg("k %d token %d: p = %g", k, i, (double)pr[i]);
+        ck_assert_int_eq(snap.n_kept, k);
+        ck_assert_int_eq(snap.top[10].cut, k == 10 ? SAMPLER_CUT_TOP_K : SAMPLER_CUT_NONE);
+        ck_assert_int_eq(sampler_draw(s, 0.55, &snap), (int)(0.55 * k));
+        ck_assert_int_eq(sampler_force(s, k - 1, &snap), k - 1);
+        ck_assert_int_eq(snap.token_rank, k - 1);
+        ck_assert_int_eq(sampler_force(s, k, &snap), k);
+        ck_assert_int_eq(snap.token_rank, -1);
+    }
     p.top_k = 0;   /* and without top-k: the draw sorts one bucket of 50257 */
     ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &snap, NULL), TT_OK);
     ck_assert_int_eq(sampler_draw(s, 0.5, &snap), V / 2);
@@ -885,8 +894,12 @@ START_TEST(random_chains_match_a_naive_reference)
             const float temps[] = {1, 0.7f, 1.6f, 0.05f, 30};
             p.temperature = temps[(trial + trial / 32) % 5];
             p.order = trial & 1 ? SAMPLER_ORDER_LLAMA : SAMPLER_ORDER_HF;
-            if (trial & 2)   /* short top-k lists, and long ones (the full regime with a cut) */
-                p.top_k = 1 + (int)(rng_next(&r) % (rng_next(&r) % 3 ? 200 : (uint64_t)V));
+            if (trial & 2) {   /* each top-k regime: heap (<= 1024), short list, full */
+                uint64_t kind = rng_next(&r) % 3;
+                p.top_k = kind == 0   ? 1 + (int)(rng_next(&r) % 200)
+                          : kind == 1 ? 1025 + (int)(rng_next(&r) % 3072)
+                                      : 1 + (int)(rng_next(&r) % (uint64_t)V);
+            }
             if (trial & 4)
                 p.top_p = (float)(0.5 + 0.5 * rng_uniform(&r));
             if (trial & 8)
