@@ -169,6 +169,23 @@ endif
 
 GPU_TEST_DEPS += gpu-nvcc-check
 
+# cuda-bench: the backend's own benchmark (gpu/cuda_bench.c), with this build's backend; the
+# emulated twin lets tests/e2e/gpu_backend.sh check that it runs.
+GPU_BENCH := $(BUILD)/gpu/cuda-bench
+$(GPU_BENCH): $(BUILD)/gpu/cuda_bench.o $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
+
+$(EMU_DIR)/cuda-bench-emu: $(BUILD)/gpu/cuda_bench.o $(EMU_OBJ) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(LIB) $(PKG_LIBS) -lstdc++ $(LDLIBS)
+
+.PHONY: gpu-bench
+gpu-bench: $(GPU_BENCH)
+	$(GPU_BENCH) $(GPU_BENCH_ARGS)
+
+GPU_TEST_DEPS += $(GPU_BENCH) $(EMU_DIR)/cuda-bench-emu
+
 # tokentop-emu: the real binary (repl/, core/) with the emulated backend, so tests/e2e/gpu_backend.sh
 # runs `--backend cuda` end to end without a GPU. Needs repl/ objects built with the CUDA code paths
 # (CUDA=1 or emu); in CUDA=emu mode it is the same program as $(BIN).

@@ -57,8 +57,19 @@ if [ -x "$EMU" ]; then
     "$EMU" generate "${M[@]}" -p "Hello" -n 12 --greedy -q --backend cuda --no-graphs >"$tmp/ng" 2>&1
     "$EMU" generate "${M[@]}" -p "Hello" -n 12 --greedy -q --backend cuda >"$tmp/wg" 2>&1
     check "emulated GPU: graphs on and off give the same text" cmp -s "$tmp/ng" "$tmp/wg"
+    "$BUILD/gpu-emu/cuda-bench-emu" --size tiny --prompt 16 --gen 4 --runs 1 >"$tmp/bench" 2>"$tmp/bench.err"
+    check "cuda-bench over the emulation runs" test $? -eq 0
+    check "cuda-bench reports decode with graphs on and off" \
+        grep -q "decode, graphs off: .* tokens/s (graphs: " "$tmp/bench"
+    check "cuda-bench reports the bandwidth share and device memory" \
+        grep -q "% of the .* GB/s peak; graphs on" "$tmp/bench"
 else
     echo "     (no $EMU in this build: CUDA=0)"
+fi
+if [ -x "$BUILD/gpu/cuda-bench" ] && grep -q "no CUDA device" "$tmp/cuda.err"; then
+    "$BUILD/gpu/cuda-bench" >/dev/null 2>"$tmp/nb.err"
+    check "cuda-bench without a device fails with the reason" \
+        test $? -eq 1 -a "$(grep -c "cuda-bench: no CUDA device" "$tmp/nb.err")" -eq 1
 fi
 
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
