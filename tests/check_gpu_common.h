@@ -889,6 +889,52 @@ START_TEST(full_context_is_refused_and_the_engine_goes_on)
 }
 END_TEST
 
+START_TEST(long_context_decode_crosses_key_chunks)
+{
+    /* 250 tokens of prefill (chunks of 256 and the cuBLAS attention), then decode steps across the
+     * decode kernel's 256-key chunk boundary, then a rewind into the first chunk. */
+    const gt_model_case mc = {"long", TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2};
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_pair p;
+    gt_pair_open(&p, &mc, gt_dtypes[_i], &co);
+    int32_t ids[300];
+    for (int i = 0; i < 300; i++)
+        ids[i] = (int32_t)((i * 53 + 7) % 300);
+    gt_pair_forward(&p, ids, 250, 0, false, "prefill of 250");
+    char what[64];
+    for (int pos = 250; pos < 262; pos++) {
+        snprintf(what, sizeof what, "decode at position %d", pos);
+        gt_pair_forward(&p, ids + pos, 1, pos, false, what);
+    }
+    gt_pair_forward(&p, ids + 100, 1, 200, false, "decode after a rewind to 200");
+    gt_pair_close(&p);
+}
+END_TEST
+
+START_TEST(two_engines_interleave_like_draft_and_target)
+{
+    /* Speculative decoding keeps two engines on one device: nothing may be shared between them. */
+    const gt_model_case odd = {"odd", TT_F32, .V = 512, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99};
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_pair a, b;
+    gt_pair_open(&a, &gt_tiny, TT_F16, &co);
+    gt_pair_open(&b, &odd, TT_F32, &co);
+    int32_t ids[16] = {5, 9, 200, 31, 77, 400, 2, 8, 13, 21, 34, 55, 89, 144, 233, 377};
+    gt_pair_forward(&a, ids, 4, 0, false, "target prefill");
+    gt_pair_forward(&b, ids, 4, 0, false, "draft prefill");
+    for (int s = 0; s < 6; s++) {
+        gt_pair_forward(&b, ids + 4 + s, 1, 4 + s, false, "draft step");
+        gt_pair_forward(&a, ids + 4 + s, 1, 4 + s, false, "target step");
+    }
+    gt_pair_forward(&a, ids + 10, 3, 7, true, "target verifies 3 after a rejection");
+    gt_pair_forward(&b, ids + 10, 1, 7, false, "draft rolls back");
+    gt_pair_close(&a);
+    gt_pair_close(&b);
+}
+END_TEST
+
 /* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). */
 static void gt_add_common(Suite *s)
 {
@@ -921,6 +967,8 @@ static void gt_add_common(Suite *s)
     tcase_add_loop_test(tc, graphs_on_and_off_give_identical_logits, 0, 3);
     tcase_add_loop_test(tc, all_rows_of_a_span_equal_step_by_step_logits, 0, 3);
     tcase_add_test(tc, full_context_is_refused_and_the_engine_goes_on);
+    tcase_add_loop_test(tc, long_context_decode_crosses_key_chunks, 0, 3);
+    tcase_add_test(tc, two_engines_interleave_like_draft_and_target);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
 }
