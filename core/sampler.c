@@ -310,7 +310,9 @@ struct sampler {
     int n_finite, kept, kept_bucket, n_kept;
     double inv_w;            /* 1 / (sum of wfin over the kept tokens): p_i = wfin[i] * inv_w */
     int32_t edge_k, edge_p, edge_m;   /* last token a stage kept, -1 when it cut nothing */
-    sampler_snapshot snap;   /* pre-draw fields */
+    sampler_snapshot snap;   /* pre-draw fields; raw ones and the top list once snap_ready */
+    bool raw_ready;          /* z_raw and snap.entropy_raw are computed */
+    bool snap_ready;
 };
 
 sampler *sampler_create(int V) { return sampler_create_with(V, NULL); }
@@ -617,6 +619,34 @@ static int select_top(const sampler *s, int32_t *id)
         i++;
     }
     return n;
+}
+
+/* The raw distribution's normaliser and entropy (and exp(raw - xmax) into w when not NULL). */
+static void raw_pass(sampler *s, float *w)
+{
+    double z_raw = 0, zs_raw = 0;
+    s->k->exp_pass(w, s->raw, s->V, s->xmax, 1.0f, &z_raw, &zs_raw);
+    s->z_raw = z_raw;
+    double h = (log(z_raw) - zs_raw / z_raw) / M_LN2;
+    s->snap.entropy_raw = (float)(h > 0 ? h : 0);
+    s->raw_ready = true;
+}
+
+/* The pre-draw snapshot of the last apply, completed on first use: callers that only need the
+ * distribution (speculative verification) skip the raw pass and the top list. */
+static const sampler_snapshot *snapshot(sampler *s)
+{
+    if (s->snap_ready)
+        return &s->snap;
+    if (!s->raw_ready)
+        raw_pass(s, NULL);
+    int32_t top[TOP_M];
+    int n_top = select_top(s, top);
+    s->snap.n_top = n_top;
+    for (int k = 0; k < n_top; k++)
+        s->snap.top[k] = make_entry(s, top[k]);
+    s->snap_ready = true;
+    return &s->snap;
 }
 
 /* z, made a copy of raw first if it still is raw: most steps change no logit and skip the copy. */
@@ -973,8 +1003,11 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
     s->zmax = r.max;
     s->n_finite = r.n_finite;
 
-    /* Raw statistics; exp(raw - xmax) is kept where the chain would compute it again. */
+    /* exp(raw - xmax) is kept where the chain would compute it again; its sums are the raw
+     * statistics of the snapshot, which otherwise waits until someone asks for it. */
     memset(&s->snap, 0, sizeof s->snap);
+    s->snap_ready = false;
+    s->raw_ready = false;
     s->greedy = p->greedy || p->temperature == 0;
     float *keep_raw = NULL;
     if (!s->greedy && !z_changed) {
@@ -983,18 +1016,13 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         else if (p->top_p < 1 && p->order == SAMPLER_ORDER_LLAMA)
             keep_raw = s->wstage;
     }
-    double z_raw = 0, zs_raw = 0;
-    s->k->exp_pass(keep_raw, s->raw, s->V, s->xmax, 1.0f, &z_raw, &zs_raw);
-    s->z_raw = z_raw;
+    if (keep_raw)
+        raw_pass(s, keep_raw);
 
-    int32_t top[TOP_M];
-    int n_top = select_top(s, top);
     s->edge_k = s->edge_p = s->edge_m = -1;
     if (s->greedy) {
-        int32_t a = top[0];   /* the raw argmax, ties by lower id, when z is raw */
-        if (z_changed)
-            for (a = 0; s->z[a] != s->zmax; a++) {
-            }
+        /* the first token at zmax: ties go to the lower id */
+        int32_t a = s->k->find_above(s->z, 0, s->V, nextafterf(s->zmax, -INFINITY));
         s->argmax = a;
         memset(s->probs, 0, (size_t)s->V * sizeof *s->probs);
         s->probs[a] = 1;
@@ -1004,18 +1032,12 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         run_chain(s, p, r.min_finite, z_changed);
     }
     s->valid = true;
-
-    double h_raw = (log(z_raw) - zs_raw / z_raw) / M_LN2;
-    s->snap.entropy_raw = (float)(h_raw > 0 ? h_raw : 0);
     s->snap.n_kept = s->n_kept;
     s->snap.token = -1;
     s->snap.token_rank = -1;
     s->snap.u = -1;
-    s->snap.n_top = n_top;
-    for (int k = 0; k < n_top; k++)
-        s->snap.top[k] = make_entry(s, top[k]);
     if (snap)
-        *snap = s->snap;
+        *snap = *snapshot(s);
     return TT_OK;
 }
 
@@ -1027,7 +1049,7 @@ static void fill_choice(sampler *s, int32_t id, int rank, double u, double cum_l
 {
     if (!snap)
         return;
-    *snap = s->snap;
+    *snap = *snapshot(s);
     snap->token = id;
     snap->token_p = s->probs[id];
     snap->token_raw_p = raw_prob(s, id);

@@ -62,6 +62,19 @@ static void check_vector(const double *probs, int n, const sampler_params *p,
 
 static const double P4[4] = {0.1, 0.2, 0.3, 0.4};
 
+/* Logits shaped like a language model's: a few large ones over a broad, dense bulk, plus ties. */
+static void lm_like_logits(rng *r, int V, float *x)
+{
+    for (int i = 0; i < V; i++) {
+        double a = rng_uniform(r), b = rng_uniform(r);
+        x[i] = (float)(sqrt(-2 * log(1 - a)) * cos(2 * M_PI * b) * 2.5 - 3);
+    }
+    for (int i = 0; i < 20 && i < V; i++)
+        x[rng_next(r) % (uint64_t)V] += (float)(rng_uniform(r) * 12);
+    for (int i = 0; i < V / 50; i++)   /* duplicated values: ties inside buckets */
+        x[rng_next(r) % (uint64_t)V] = x[rng_next(r) % (uint64_t)V];
+}
+
 /* ---------------------------------------------------------------------------------------------
  * llama.cpp vectors (tests/test-sampling.cpp) */
 
@@ -759,6 +772,49 @@ START_TEST(snapshot_lists_top_raw_tokens_and_always_the_chosen_one)
 }
 END_TEST
 
+static bool same_entries(const sampler_entry *a, const sampler_entry *b, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (a[k].id != b[k].id || a[k].logit != b[k].logit || a[k].raw_p != b[k].raw_p ||
+            a[k].p != b[k].p || a[k].cut != b[k].cut || a[k].penalized != b[k].penalized)
+            return false;
+    return true;
+}
+
+/* apply without a snapshot (speculative verification does) defers the raw statistics and the
+ * top list; a later draw or force must still report exactly what an apply with one would. */
+START_TEST(snapshot_requested_late_is_the_same)
+{
+    int V = 5000;
+    float *x = malloc((size_t)V * sizeof *x);
+    rng r;
+    rng_seed(&r, 8);
+    lm_like_logits(&r, V, x);
+    sampler *s = sampler_create(V);
+    for (int mode = 0; mode < 3; mode++) {
+        sampler_params p = params();
+        p.temperature = mode == 0 ? 1.0f : 0.6f;   /* 1 shares the raw pass with the chain */
+        p.greedy = mode == 2;
+        sampler_snapshot early, late_draw, late_force, d;
+        ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &early, NULL), TT_OK);
+        int32_t id = sampler_draw(s, 0.3, &d);
+        ck_assert_int_eq(sampler_apply(s, &p, x, NULL, NULL, NULL), TT_OK);
+        ck_assert_int_eq(sampler_draw(s, 0.3, &late_draw), id);
+        ck_assert_int_eq(sampler_apply(s, &p, x, NULL, NULL, NULL), TT_OK);
+        ck_assert_int_eq(sampler_force(s, id, &late_force), id);
+        ck_assert_float_eq(late_draw.entropy_raw, early.entropy_raw);
+        ck_assert_float_eq(late_force.entropy_raw, early.entropy_raw);
+        ck_assert_float_gt(early.entropy_raw, 0.0f);
+        ck_assert_int_eq(late_draw.n_top, d.n_top);
+        ck_assert(same_entries(late_draw.top, d.top, d.n_top));
+        ck_assert(same_entries(late_force.top, early.top, SAMPLER_TOP_MAX));
+        ck_assert_float_eq(late_draw.token_raw_p, d.token_raw_p);
+    }
+    sampler_free(s);
+    free(x);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * A naive reference chain (double precision, a full sort) for randomized comparison */
 
@@ -842,18 +898,6 @@ static int ref_chain(int V, const float *logits, const sampler_params *p,
     return kept;
 }
 
-/* Logits shaped like a language model's: a few large ones over a broad, dense bulk, plus ties. */
-static void lm_like_logits(rng *r, int V, float *x)
-{
-    for (int i = 0; i < V; i++) {
-        double a = rng_uniform(r), b = rng_uniform(r);
-        x[i] = (float)(sqrt(-2 * log(1 - a)) * cos(2 * M_PI * b) * 2.5 - 3);
-    }
-    for (int i = 0; i < 20 && i < V; i++)
-        x[rng_next(r) % (uint64_t)V] += (float)(rng_uniform(r) * 12);
-    for (int i = 0; i < V / 50; i++)   /* duplicated values: ties inside buckets */
-        x[rng_next(r) % (uint64_t)V] = x[rng_next(r) % (uint64_t)V];
-}
 
 /* Is u within float-rounding reach of the cumulative boundary c? Single-precision weights move a
  * cumulative sum by about 1e-7 of the smaller of the mass before and after it. */
@@ -1319,6 +1363,7 @@ int main(void)
     tcase_add_test(edges, draw_walks_descending_probability_and_reports_the_interval);
     tcase_add_test(edges, snapshot_lists_top_raw_tokens_and_always_the_chosen_one);
     tcase_add_test(edges, extreme_settings_stay_finite);
+    tcase_add_test(edges, snapshot_requested_late_is_the_same);
     suite_add_tcase(s, edges);
 
     /* The three heavy tests get a case each, so CK_RUN_CASE can pick one and each has its own
