@@ -22,9 +22,10 @@ else
   NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
   CUDA_HOME := $(if $(NVCC),$(patsubst %/bin/,%,$(dir $(NVCC))),/usr/local/cuda)
 endif
-# sm_80 A100 / A30, sm_86 RTX 30xx / A10 / A40, sm_89 RTX 40xx / L4 / L40, sm_90 H100 / H200; PTX
-# of the newest one lets later GPUs (Blackwell) JIT-compile it.
-CUDA_ARCHS ?= 80 86 89 90
+# sm_80 A100 / A30, sm_86 RTX 30xx / A10 / A40, sm_89 RTX 40xx / L4 / L40, sm_90 H100 / H200,
+# sm_100 B200 / GB200, sm_120 RTX 50xx / RTX PRO 6000; PTX of the newest one lets later GPUs
+# JIT-compile it. CUDA_ARCHS=90 (say) builds for one machine in a third of the time.
+CUDA_ARCHS ?= 80 86 89 90 100 120
 CUDA_PTX   ?= $(lastword $(CUDA_ARCHS))
 CUDA_SM    := $(patsubst %,sm_%,$(CUDA_ARCHS))
 
@@ -111,6 +112,13 @@ $(GPU_INFO_OBJ): $(BUILD)/gpu/build_info.c | $(BUILD)/config.mk
 
 # ---------------------------------------------------------------------------------------------
 # Rules
+# The nvcc objects depend on the compiler and its flags (CUDA_ARCHS above all), recorded here.
+$(CUDA_OBJDIR)/nvcc-flags: gpu-info-force
+	@mkdir -p $(@D)
+	@echo '$(NVCC) $(NVCC_FLAGS)' > $@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
+
+$(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC)): $(CUDA_OBJDIR)/nvcc-flags
+
 $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC)): $(CUDA_OBJDIR)/%.o: %.cu
 	@mkdir -p $(@D)
 	@echo "  NVCC    $< ($(CUDA_SM), compute_$(CUDA_PTX))"
@@ -150,8 +158,14 @@ test-gpu-emu: $(BUILD)/tests/check_gpu_emu
 # The nvcc build of gpu/ compiles and links: in CUDA=1 mode the binaries themselves; otherwise
 # check_gpu_cuda is linked again against the nvcc objects and run (no device: it checks the
 # fallback). Without nvcc the check is skipped, saying so.
+# Each requested architecture has machine code in the objects: every SASS image records the ptxas
+# options it was built with ("-arch sm_XX").
+GPU_ARCH_CHECK = for o in $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC)); do for a in $(CUDA_SM); do \
+	  strings $$o | grep -q -- "-arch $$a " || { echo "gpu: $$o has no code for $$a"; exit 1; }; done; done
+
 ifeq ($(CUDA),1)
 gpu-nvcc-check: $(BIN) $(if $(wildcard tests/check_gpu_cuda.c),$(BUILD)/tests/check_gpu_cuda)
+	@$(GPU_ARCH_CHECK)
 	@echo "gpu: nvcc build of gpu/ ($(CUDA_SM)) compiled and linked into $(BIN)"
 else ifneq ($(NVCC),)
 $(CUDA_OBJDIR)/check_gpu_cuda: $(BUILD)/tests/check_gpu_cuda.o $(BUILD)/tests/testutil.o $(CUDA_OBJ) $(LIB)
@@ -160,6 +174,7 @@ $(CUDA_OBJDIR)/check_gpu_cuda: $(BUILD)/tests/check_gpu_cuda.o $(BUILD)/tests/te
 	    $(CUDA_LIBS) $(LDLIBS)
 
 gpu-nvcc-check: $(CUDA_OBJDIR)/check_gpu_cuda
+	@$(GPU_ARCH_CHECK)
 	@echo "gpu: nvcc build of gpu/ ($(CUDA_SM)) compiled and linked; running it"
 	@$(CUDA_OBJDIR)/check_gpu_cuda
 else
