@@ -252,13 +252,23 @@ static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : F
  * The sampler: one token order, sorted lazily by buckets.
  *
  * Every filter keeps a prefix of one order (descending logit, ties by lower id), and the draw
- * walks that order. Sorting 50257 tokens per step would take most of the budget, so each finite
- * token gets a bucket by its distance below the top logit (a monotone map: the bucket order
- * agrees with the token order). One scalar pass counts tokens and sums weights per bucket; a
- * bucket's members are gathered and sorted only when a boundary or a draw falls inside it, and
- * walks skip whole buckets by their sums. Weights and probabilities are computed per token id
- * in vector passes. A position is a token's 0-based rank in the order: bucket b holds positions
- * pstart[b] .. pstart[b] + cnt[b] - 1. */
+ * walks that order. Sorting 50257 tokens per step would take most of the budget (a qsort alone
+ * is ~6 ms here), so each finite token gets a bucket by its distance below the top logit (a
+ * monotone map: the bucket order agrees with the token order). One scalar pass counts tokens and
+ * sums weights per bucket; a bucket's members are gathered (a vector scan) and sorted only when
+ * a boundary or a draw falls inside it, and walks skip whole buckets by their sums. Weights and
+ * probabilities are computed per token id in vector passes. A position is a token's 0-based rank
+ * in the order: bucket b holds positions pstart[b] .. pstart[b] + cnt[b] - 1.
+ *
+ * Three regimes, by how much top-k leaves:
+ *   full        no top-k cut (or a long one): weights for every token, the bucket pass with
+ *               sums, normalisation as a vector pass;
+ *   short list  k <= SHORT_LIST: the bucket pass only counts, the buckets holding the top k are
+ *               gathered and sorted outright, and only those tokens get weights;
+ *   tiny        k <= TINY_K: no buckets at all; a heap fed by a vector threshold scan picks the
+ *               top k, which become bucket 0.
+ * The raw distribution (entropy, raw_p, the top list) is computed only when a snapshot is asked
+ * for, or for free when its weights are the final ones (temperature 1, nothing masked). */
 
 #define NB 4096                 /* buckets */
 #define SPAN_NATS 32.0f         /* buckets cover this many nats (at the flattest temperature in
@@ -296,7 +306,7 @@ struct sampler {
     /* Radix sort scratch for large buckets, and the short list's logits and weights: */
     uint32_t *key_a, *key_b;
     int32_t *id_b;
-    float *list_z, *list_w;
+    float *list_z, *list_w;   /* (min(V, 2 * SHORT_LIST)) */
     /* Per bucket: */
     int32_t cnt[NB + 1];
     int32_t pstart[NB + 1];
@@ -341,8 +351,9 @@ sampler *sampler_create_with(int V, const char *kernels)
     s->key_a = malloc(n * sizeof *s->key_a);
     s->key_b = malloc(n * sizeof *s->key_b);
     s->id_b = malloc(n * sizeof *s->id_b);
-    s->list_z = malloc(n * sizeof *s->list_z);
-    s->list_w = malloc(n * sizeof *s->list_w);
+    size_t list = n < 2 * SHORT_LIST ? n : 2 * SHORT_LIST;   /* the longest short list */
+    s->list_z = malloc(list * sizeof *s->list_z);
+    s->list_w = malloc(list * sizeof *s->list_w);
     if (!s->raw || !s->zbuf || !s->wfin || !s->wstage || !s->probs || !s->bucket || !s->count ||
         !s->penalized || !s->touched || !s->pool || !s->key_a || !s->key_b || !s->id_b ||
         !s->list_z || !s->list_w) {
@@ -378,12 +389,13 @@ const float *sampler_probs(const sampler *s) { return s && s->valid ? s->probs :
 
 const char *sampler_kernels_name(const sampler *s) { return s->k->name; }
 
-/* Does token a come after token b in the order? */
-static inline bool ranks_after(const sampler *s, int32_t a, int32_t b)
+/* Does token a come after token b in the order of z? */
+static inline bool worse(const float *z, int32_t a, int32_t b)
 {
-    float za = s->z[a], zb = s->z[b];
-    return za < zb || (za == zb && a > b);
+    return z[a] < z[b] || (z[a] == z[b] && a > b);
 }
+
+static inline bool ranks_after(const sampler *s, int32_t a, int32_t b) { return worse(s->z, a, b); }
 
 /* A key whose ascending order is descending z (+0 and -0 are the same logit). */
 static inline uint32_t order_key(float f)
@@ -614,7 +626,7 @@ static int select_top(const sampler *s, int32_t *id)
     for (; i < V && n < TOP_M; i++)
         n = top_insert(x, id, n, raw[i], i);
     /* then only tokens above the current 32nd, found a vector at a time */
-    while ((i = s->k->find_above(raw, i, V, x[TOP_M - 1])) < V) {
+    while (n == TOP_M && (i = s->k->find_above(raw, i, V, x[TOP_M - 1])) < V) {
         n = top_insert(x, id, n, raw[i], i);
         i++;
     }
@@ -761,12 +773,6 @@ static int short_list_gather(sampler *s, int last)
     return n;
 }
 
-/* Does token a rank after token b (the heap's "worse")? */
-static inline bool worse(const float *z, int32_t a, int32_t b)
-{
-    return z[a] < z[b] || (z[a] == z[b] && a > b);
-}
-
 static void heap_sift_down(const float *z, int32_t *h, int n, int i)
 {
     for (;;) {
@@ -829,6 +835,17 @@ static void tiny_top_k(sampler *s, int k)
         s->bucket[h[j]] = 0;   /* other tokens' buckets are stale: only kept ones are looked up */
 }
 
+/* wfin (unless have_wf) and ws (when not NULL, unless have_ws) for every token. */
+static void full_weights(sampler *s, bool have_wf, float *ws, bool have_ws, float inv_final,
+                         float inv_stage)
+{
+    double unused_w = 0, unused_ws = 0;
+    if (!have_wf)
+        s->k->exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
+    if (ws && !have_ws)
+        s->k->exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
+}
+
 /* The sampling chain after mask and penalties: top-k, top-p, min-p, temperature; fills probs.
  * When z is the raw logits and a temperature is 1, the raw pass already stored those weights. */
 static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_changed)
@@ -863,20 +880,12 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
         if (short_regime) {
             int n = short_list_gather(s, last);
             short_list_weights(s, n, last, have_wf, ws, have_ws, inv_final, inv_stage);
-        } else {
-            double unused_w = 0, unused_ws = 0;
-            if (!have_wf)
-                s->k->exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
-            if (ws && !have_ws)
-                s->k->exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
+        } else {   /* ties or a flat stretch put too many tokens there: weigh them all */
+            full_weights(s, have_wf, ws, have_ws, inv_final, inv_stage);
             bucket_mass_pass(s, s->wfin, ws);
         }
     } else {
-        double unused_w = 0, unused_ws = 0;
-        if (!have_wf)
-            s->k->exp_pass(s->wfin, s->z, s->V, s->zmax, inv_final, &unused_w, &unused_ws);
-        if (ws && !have_ws)
-            s->k->exp_pass(ws, s->z, s->V, s->zmax, inv_stage, &unused_w, &unused_ws);
+        full_weights(s, have_wf, ws, have_ws, inv_final, inv_stage);
         bucket_pass(s, scale, s->wfin, ws);
     }
     s->edge_k = len < s->n_finite ? token_at(s, len - 1) : -1;
@@ -898,8 +907,8 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
     }
 
     /* min-p: p_i >= min_p * p_max, i.e. (z_i - zmax) / t_stage >= ln(min_p); the tokens passing
-     * are a prefix of the order, so the kept prefix is the shorter of the two. In the short
-     * regime counting over the list is enough: it holds more than the len positions. */
+     * are a prefix of the order, so the kept prefix is the shorter of the two, and in the short
+     * regimes counting over the first len positions is enough. */
     s->edge_m = -1;
     if (use_m) {
         float thr = logf(p->min_p);
@@ -939,7 +948,7 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
         first = partial ? s->pstart[kb] : len;
     }
     for (int pos = first; pos < len; pos++) {
-        int32_t id = token_at(s, pos);
+        int32_t id = short_regime ? s->pool[pos] : token_at(s, pos);
         float pj = s->wfin[id] * finv;
         float sj = (s->z[id] - s->zmax) * inv_final;
         s->probs[id] = pj;

@@ -145,8 +145,9 @@ typedef struct {
 
 typedef struct sampler sampler;
 
-/* Scratch for a vocabulary of V tokens (about 40 bytes per token); NULL when out of memory or
- * V < 1. Not thread-safe: one sampler per thread. */
+/* Scratch for a vocabulary of V tokens (about 50 bytes per token: 2.5 MB for GPT-2); NULL when
+ * out of memory or V < 1. Uses the widest vector passes the CPU runs (AVX-512, AVX2, else 4-lane
+ * SSE2/NEON). Not thread-safe: one sampler per thread. */
 sampler *sampler_create(int V);
 void sampler_free(sampler *s);   /* NULL is safe */
 
@@ -155,7 +156,7 @@ void sampler_free(sampler *s);   /* NULL is safe */
  * is unknown or the CPU or the build lacks the set. For tests and benchmarks. */
 sampler *sampler_create_with(int V, const char *kernels);
 
-/* The set in use: "vec4", "avx2" or "avx512". */
+/* The set in use: "vec4", "avx2" or "avx512" (s not NULL). */
 const char *sampler_kernels_name(const sampler *s);
 
 /* Runs the chain over logits (V floats, not modified, not kept). ctx may be NULL (no history, no
