@@ -693,16 +693,18 @@ static void print_table(const sb_options *o, const model *tm, const model *dm, c
            "tok/s | speed-up: median of per-run ratios to the baseline run next to it\n",
            r->t_target_ms, r->t_draft_ms, r->c, r->baseline_tok_s);
     printf("  gamma  tok/s    speed-up  accept  alpha  tok/pass  verify ms  predicted  "
-           "pred(verify)  meas/pred\n");
+           "meas/pred  pred(verify)  meas/pred(v)\n");
     for (int i = 0; i < r->n_rows; i++) {
         const sb_row *w = &r->rows[i];
-        printf("  %5d  %7.2f  %7.2fx  %6.3f  %5.3f  %8.2f  %9.2f  %8.2fx  %11.2fx  %9.2f\n",
+        printf("  %5d  %7.2f  %7.2fx  %6.3f  %5.3f  %8.2f  %9.2f  %8.2fx  %9.2f  %11.2fx  %12.2f\n",
                w->gamma, w->tok_s, w->speedup, w->acceptance, w->alpha, w->tokens_per_pass,
-               w->verify_ms, w->predicted, w->predicted_verify, w->speedup / w->predicted);
+               w->verify_ms, w->predicted, w->speedup / w->predicted, w->predicted_verify,
+               w->speedup / w->predicted_verify);
     }
-    printf("  predicted: (1 - a^(g+1)) / ((1 - a)(g c + 1)) with a = alpha (accepted / tested "
-           "drafts);\n  pred(verify): tok/pass x target token cost / (g x draft token cost + "
-           "the measured verification pass)\n");
+    printf("  accept: accepted / drafted; alpha: accepted / tested drafts (the per-token rate);\n"
+           "  predicted: (1 - alpha^(g+1)) / ((1 - alpha)(g c + 1)) (Leviathan et al.; assumes a\n"
+           "  verification pass costs one decode step); pred(verify): tok/pass x target step / (g x\n"
+           "  draft step + the measured verification pass of g+1 tokens)\n");
     fflush(stdout);
 }
 
