@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/rng.h"
 #include "core/sampler.h"
@@ -1337,8 +1338,114 @@ START_TEST(extreme_settings_stay_finite)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------
+ * Benchmark (not a test): SAMPLER_BENCH=N [SAMPLER_KERNELS=vec4|avx2|avx512] check_sampler
+ * prints the median and 99th percentile of N apply + draw calls per setting for V = 50257 on
+ * language-model-like logits, in thread CPU time, settings interleaved in rounds so that load
+ * from other processes hits them alike. "snapshot" asks for the histogram's snapshot (the UI
+ * does); "probs only" does not (speculative verification). */
+
+static double cpu_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int run_benchmark(int n_calls, const char *kernels)
+{
+    enum { V = 50257, NL = 8, ROUNDS = 20 };
+    static const struct {
+        const char *name, *settings;
+        bool penalties;
+    } cases[] = {
+        {"defaults (T 1, no filter)", "", false},
+        {"T 0.8, no filter", "temp=0.8", false},
+        {"T 0.8 top-p 0.95", "temp=0.8 top_p=0.95", false},
+        {"T 0.8 top-k 40", "temp=0.8 top_k=40", false},
+        {"T 0.8 top-k 40 top-p 0.95", "temp=0.8 top_k=40 top_p=0.95", false},
+        {"min-p 0.05", "min_p=0.05", false},
+        {"llama order T 0.7 top-p 0.9", "temp=0.7 top_p=0.9 order=llama", false},
+        {"T 0.8 top-p 0.95, penalties win 64", "temp=0.8 top_p=0.95 repeat=1.1 presence=0.3",
+         true},
+        {"greedy", "greedy=on", false},
+    };
+    enum { NC = sizeof cases / sizeof cases[0] };
+    sampler *s = sampler_create_with(V, kernels);
+    if (!s) {
+        fprintf(stderr, "no kernel set \"%s\" on this CPU\n", kernels);
+        return 1;
+    }
+    rng r;
+    rng_seed(&r, 1);
+    float *x[NL];
+    for (int k = 0; k < NL; k++) {
+        x[k] = malloc(V * sizeof *x[k]);
+        lm_like_logits(&r, V, x[k]);
+    }
+    int32_t hist[1024];
+    for (int i = 0; i < 1024; i++)
+        hist[i] = (int32_t)(rng_next(&r) % V);
+    sampler_context ctx = {hist, 1024, -1};
+    sampler_params ps[NC];
+    for (int c = 0; c < NC; c++) {
+        sampler_params_default(&ps[c]);
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", cases[c].settings);
+        for (char *save, *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+            char *eq = strchr(t, '=');
+            *eq = '\0';
+            tt_error err;
+            if (sampler_params_set(&ps[c], t, eq + 1, &err) != TT_OK) {
+                fprintf(stderr, "%s\n", err.msg);
+                return 1;
+            }
+        }
+    }
+    int per = n_calls / ROUNDS > 0 ? n_calls / ROUNDS : 1, n = per * ROUNDS;
+    double *t = malloc(sizeof *t * 2 * NC * (size_t)n);
+    for (int round = 0; round < ROUNDS; round++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int c = 0; c < NC; c++)
+                for (int q = 0; q < per; q++) {
+                    int i = round * per + q;
+                    sampler_snapshot snap;
+                    double t0 = cpu_us();
+                    sampler_apply(s, &ps[c], x[i % NL], cases[c].penalties ? &ctx : NULL,
+                                  mode ? &snap : NULL, NULL);
+                    sampler_draw(s, rng_uniform(&r), mode ? &snap : NULL);
+                    t[((size_t)mode * NC + c) * n + i] = cpu_us() - t0;
+                }
+    printf("sampler_apply + sampler_draw, V = %d, kernels %s, %d calls each (median / p99, us)\n",
+           V, sampler_kernels_name(s), n);
+    printf("%-36s %18s %18s\n", "", "probs only", "snapshot");
+    for (int c = 0; c < NC; c++) {
+        printf("%-36s", cases[c].name);
+        for (int mode = 0; mode < 2; mode++) {
+            double *m = t + ((size_t)mode * NC + c) * n;
+            qsort(m, (size_t)n, sizeof *m, cmp_double);
+            printf(" %8.1f / %7.1f", m[n / 2], m[n * 99 / 100]);
+        }
+        printf("\n");
+    }
+    free(t);
+    for (int k = 0; k < NL; k++)
+        free(x[k]);
+    sampler_free(s);
+    return 0;
+}
+
 int main(void)
 {
+    const char *bench = getenv("SAMPLER_BENCH");
+    if (bench)
+        return run_benchmark(atoi(bench), getenv("SAMPLER_KERNELS"));
     Suite *s = suite_create("sampler");
     TCase *peers = tcase_create("peer_vectors");
     tcase_add_test(peers, temperature_one_keeps_distribution_and_zero_is_greedy);
