@@ -82,8 +82,9 @@ typedef struct {
     /* Speculative rounds (all zero/NULL for plain tokens): */
     int round;                      /* 1-based round within this generation */
     bool rejected;                  /* a draft token the target rejected: not part of the output
-                                       (no text, not appended, step = its replacement's); the
-                                       next event is the replacement (TOKEN_TARGET_RESAMPLE) */
+                                       (no text, not appended, step = its replacement's, origin
+                                       not meaningful, snap = the draft's chain); the next event
+                                       is the replacement (TOKEN_TARGET_RESAMPLE) */
     const spec_draft *draft;        /* this position's draft record (q, p, acceptance u); NULL for
                                        a bonus token */
     const sampler_snapshot *draft_snap; /* the draft's chain at this position (q); NULL for bonus */
