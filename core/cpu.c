@@ -57,7 +57,7 @@ typedef struct {
     float *qkv;                    /* (TB, 3C) */
     float *att;                    /* (TB, C) attention output, heads side by side */
     float *fc;                     /* (TB, FF) */
-    float *scratch;                /* (nth, n_ctx) attention scores, one row per thread */
+    float *scratch;                /* (nth, KERNELS_ATTN_SCRATCH(n_ctx)) attention scores */
     float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
     size_t mm_stride;
     float *embed_row;              /* (C) */
@@ -126,7 +126,7 @@ static void attention_job_run(void *varg, int ith, int nth)
     cpu_engine *ce = j->ce;
     const gpt2_config *cfg = ce->base.config;
     const int C = cfg->C, HS = C / cfg->NH;
-    float *scratch = ce->scratch + (size_t)ith * (size_t)ce->cache.n_ctx;
+    float *scratch = ce->scratch + (size_t)ith * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx);
     int h;
     while ((h = threadpool_next_chunk(&j->heads)) >= 0) {
         for (int t = 0; t < j->args.T; t++) {
@@ -373,13 +373,14 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     const gpt2_config *cfg = ce->base.config;
     const size_t TB = (size_t)ce->TB, C = (size_t)cfg->C, FF = (size_t)cfg->FF;
     int nth = threadpool_size(ce->pool);
-    size_t elems = TB * C * 3 + TB * 3 * C + TB * FF + (size_t)nth * (size_t)ce->cache.n_ctx + C;
+    size_t elems = TB * C * 3 + TB * 3 * C + TB * FF +
+                   (size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) + C;
     ce->x = malloc(TB * C * sizeof(float));
     ce->xn = malloc(TB * C * sizeof(float));
     ce->qkv = malloc(TB * 3 * C * sizeof(float));
     ce->att = malloc(TB * C * sizeof(float));
     ce->fc = malloc(TB * FF * sizeof(float));
-    ce->scratch = malloc((size_t)nth * (size_t)ce->cache.n_ctx * sizeof(float));
+    ce->scratch = malloc((size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) * sizeof(float));
     ce->embed_row = malloc(C * sizeof(float));
     ce->mm_stride = (KERNELS_MATMUL_SCRATCH(C > FF ? C : FF) + 15) & ~(size_t)15;
     elems += (size_t)nth * ce->mm_stride;

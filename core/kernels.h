@@ -31,6 +31,10 @@
  * Decode (one row) streams it once as a GEMV; prefill (T rows) reuses each panel for all T rows. */
 #define KERNELS_NR 32
 
+/* Floats of per-thread scratch an attention call over keys 0 .. n-1 may use (scores of a tile of
+ * up to 8 query rows). */
+#define KERNELS_ATTN_SCRATCH(n) ((size_t)8 * (size_t)(n))
+
 /* Floats of per-thread scratch a matmul over K rows may use (one panel widened to fp32). */
 #define KERNELS_MATMUL_SCRATCH(K) ((size_t)((K) + 1) * KERNELS_NR)
 
@@ -100,7 +104,8 @@ typedef struct {
      * disjoint panel ranges may run on different threads at once. scratch: NULL, or
      * KERNELS_MATMUL_SCRATCH(K) floats, 64-byte aligned, private to the calling thread. */
     void (*matmul)(const matmul_args *a, int p0, int p1, float *scratch);
-    /* Attention for head h, query rows [t0, t1). scratch holds pos + t1 floats. */
+    /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
+     * floats private to the calling thread. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
 } kernels;
 

@@ -329,7 +329,8 @@ static inline __mmask16 lanes16(int n)
     return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
 }
 
-static void avx512_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
+/* One query row at a time (decode, and the rows a tile leaves over). */
+static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
 {
     const int HS = a->HS;
     const size_t ldk = (size_t)a->ldk;
@@ -418,6 +419,108 @@ static void avx512_attention(const attention_args *a, int h, int t0, int t1, flo
                                       _mm512_mul_ps(_mm512_add_ps(ae[b], ao[b]), inv));
         }
     }
+}
+
+/* ATT_QB query rows at once (prefill): each row of transposed keys and each value row loaded
+ * feeds ATT_QB rows of scores or outputs instead of one. Rows i0 .. i0+ATT_QB-1 see keys up to
+ * pos+i0+r; the score tile covers the longest and each row's softmax zeroes what it must not see.
+ * scratch: (ATT_QB, ls) with ls = pos + i0 + ATT_QB. */
+#define ATT_QB 8
+
+static void attention_tile(const attention_args *a, int h, int i0, float *scratch)
+{
+    const int HS = a->HS;
+    const size_t ldk = (size_t)a->ldk;
+    const __m512 scale = _mm512_set1_ps(gpt2_attn_scale(HS));
+    const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    const int n_max = a->pos + i0 + ATT_QB;
+    const size_t ls = (size_t)n_max;
+    const float *q[ATT_QB];
+#pragma GCC unroll 8
+    for (int r = 0; r < ATT_QB; r++)
+        q[r] = a->q + (size_t)(i0 + r) * (size_t)a->ldq + (size_t)h * (size_t)HS;
+
+    /* Scores, 32 positions x ATT_QB rows per step (16 accumulators). */
+    for (int t = 0; t < n_max; t += 32) {
+        const __mmask16 m0 = lanes16(n_max - t), m1 = lanes16(n_max - t - 16);
+        __m512 c0[ATT_QB], c1[ATT_QB];
+#pragma GCC unroll 8
+        for (int r = 0; r < ATT_QB; r++)
+            c0[r] = c1[r] = _mm512_setzero_ps();
+        const float *kr = kh + t;
+        for (int d = 0; d < HS; d++, kr += ldk) {
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, kr), b1 = _mm512_maskz_loadu_ps(m1, kr + 16);
+#pragma GCC unroll 8
+            for (int r = 0; r < ATT_QB; r++) {
+                __m512 qd = _mm512_set1_ps(q[r][d]);
+                c0[r] = _mm512_fmadd_ps(qd, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(qd, b1, c1[r]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < ATT_QB; r++) {
+            _mm512_mask_storeu_ps(scratch + r * ls + t, m0, _mm512_mul_ps(c0[r], scale));
+            _mm512_mask_storeu_ps(scratch + r * ls + t + 16, m1, _mm512_mul_ps(c1[r], scale));
+        }
+    }
+
+    /* Softmax of each row over the positions it sees; zero past them. */
+    float inv[ATT_QB];
+    for (int r = 0; r < ATT_QB; r++) {
+        float *srow = scratch + r * ls;
+        const int n = a->pos + i0 + r + 1;
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (int t = 0; t < n; t += 16)
+            vmax = _mm512_mask_max_ps(vmax, lanes16(n - t), vmax,
+                                      _mm512_maskz_loadu_ps(lanes16(n - t), srow + t));
+        const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+        __m512 vsum = _mm512_setzero_ps();
+        for (int t = 0; t < n; t += 16) {
+            __mmask16 m = lanes16(n - t);
+            __m512 e = _mm512_maskz_mov_ps(m, v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, srow + t),
+                                                                  vmx)));
+            _mm512_mask_storeu_ps(srow + t, m, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        for (int t = n; t < n_max; t++)
+            srow[t] = 0.0f;
+        inv[r] = 1.0f / v_hsum(vsum);
+    }
+
+    /* Outputs, 32 head columns x ATT_QB rows per step (16 accumulators). */
+    for (int d0 = 0; d0 < HS; d0 += 32) {
+        const __mmask16 m0 = lanes16(HS - d0), m1 = lanes16(HS - d0 - 16);
+        __m512 c0[ATT_QB], c1[ATT_QB];
+#pragma GCC unroll 8
+        for (int r = 0; r < ATT_QB; r++)
+            c0[r] = c1[r] = _mm512_setzero_ps();
+        const float *vr = vh + d0;
+        for (int u = 0; u < n_max; u++, vr += HS) {
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, vr), b1 = _mm512_maskz_loadu_ps(m1, vr + 16);
+#pragma GCC unroll 8
+            for (int r = 0; r < ATT_QB; r++) {
+                __m512 p = _mm512_set1_ps(scratch[r * ls + u]);
+                c0[r] = _mm512_fmadd_ps(p, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(p, b1, c1[r]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < ATT_QB; r++) {
+            float *o = a->out + (size_t)(i0 + r) * (size_t)a->ldo + (size_t)h * (size_t)HS + d0;
+            __m512 sc = _mm512_set1_ps(inv[r]);
+            _mm512_mask_storeu_ps(o, m0, _mm512_mul_ps(c0[r], sc));
+            _mm512_mask_storeu_ps(o + 16, m1, _mm512_mul_ps(c1[r], sc));
+        }
+    }
+}
+
+static void avx512_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
+{
+    int i = t0;
+    for (; i + ATT_QB <= t1; i += ATT_QB)
+        attention_tile(a, h, i, scratch);
+    attention_rows(a, h, i, t1, scratch);
 }
 
 /* ---------------------------------------------------------------------------------------------

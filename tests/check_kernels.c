@@ -181,7 +181,7 @@ START_TEST(simd_attention_matches_reference)
 {
     static const struct { int T, pos, NH, HS; } cases[] = {
         {1, 0, 1, 1}, {1, 37, 2, 64}, {5, 0, 3, 12}, {7, 9, 2, 7}, {17, 30, 4, 16},
-        {33, 0, 2, 64}, {3, 100, 1, 40}, {2, 130, 2, 64},
+        {33, 0, 2, 64}, {3, 100, 1, 40}, {2, 130, 2, 64}, {21, 45, 3, 33}, {16, 0, 1, 80},
     };
     const kernels *sets[4];
     int ns = simd_sets(sets);
@@ -196,7 +196,7 @@ START_TEST(simd_attention_matches_reference)
             float *v = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
             float *o_ref = calloc((size_t)T * C, sizeof(float));
             float *o_simd = calloc((size_t)T * C, sizeof(float));
-            float *scratch = malloc((size_t)n_ctx * sizeof(float));
+            float *scratch = malloc(KERNELS_ATTN_SCRATCH(n_ctx) * sizeof(float));
             attention_args a = {.q = q, .ldq = 3 * C, .k = k, .v = v, .n_ctx = n_ctx, .ldk = ldk,
                                 .out = o_ref, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS};
             for (int h = 0; h < NH; h++)
