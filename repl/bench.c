@@ -40,6 +40,7 @@ typedef struct {
     int nocache_ctx;               /* context length of the no-cache comparison */
     double nocache_s;              /* median time of one token recomputed without the cache */
     size_t weight_bytes;
+    double kv_bytes;               /* KV cache bytes a decode step reads, mean over the steps */
     double bandwidth;              /* bytes/s, best of the runs */
     double peak_rss;               /* bytes */
 } bench_result;
@@ -203,6 +204,8 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
             goto fail;
         times[i] = now_s() - t0;
     }
+    /* Each step reads K and V (fp32) of every earlier position in every layer. */
+    r->kv_bytes = 2.0 * cfg->L * cfg->C * sizeof(float) * (N + 0.5 * (M + 1));
     int tail = M < 8 ? M : 8;
     r->decode_tail_s = M > 0 ? median(times + M - tail, tail) : 0.0;
     r->decode_median_s = M > 0 ? median(times, M) : 0.0;
@@ -251,7 +254,8 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
     fprintf(f, "  KV cache      at %d tokens: %.1f tok/s with the cache, %.2f tok/s without "
             "(recompute): %.0fx\n", r->nocache_ctx, tail_tps, nocache_tps,
             r->decode_tail_s > 0 ? r->nocache_s / r->decode_tail_s : 0.0);
-    fprintf(f, "  weights       %.1f MB read per decoded token\n", r->weight_bytes * 1e-6);
+    fprintf(f, "  weights       %.1f MB read per decoded token (+ %.1f MB of KV cache on average)\n",
+            r->weight_bytes * 1e-6, r->kv_bytes * 1e-6);
     fprintf(f, "  bandwidth     %.1f GB/s measured read (%d threads): decode runs at %.0f%% of "
             "that limit (%.1f tok/s max)\n", r->bandwidth * 1e-9, r->threads, frac * 100.0,
             r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
@@ -292,6 +296,7 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
     json_field(f, "kv_speedup", r->decode_tail_s > 0 ? r->nocache_s / r->decode_tail_s : 0.0,
                true);
     fprintf(f, "\"weight_bytes_per_token\":%zu,", r->weight_bytes);
+    json_field(f, "kv_bytes_per_token", r->kv_bytes, true);
     json_field(f, "bandwidth_gb_s", r->bandwidth * 1e-9, true);
     json_field(f, "bandwidth_fraction",
                r->bandwidth > 0 ? (double)r->weight_bytes * decode_tps / r->bandwidth : 0.0, true);
