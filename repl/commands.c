@@ -13,6 +13,7 @@
 #include "core/text.h"
 #include "repl/cli.h"
 #include "repl/jsonw.h"
+#include "ui/grid.h"
 
 #define SAVE_FORMAT "tokentop-session"
 #define SAVE_VERSION 1
@@ -642,8 +643,9 @@ static int exec_ids(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     for (int i = from; i < s->n_tokens; i++) {
         char label[128];
         token_label(s, s->tokens[i], label, sizeof label);
-        out_add(e, "\n%6d %6d  %-16s %-15s %.4f", i, (int)s->tokens[i], label,
-                token_origin_name((token_origin)s->info[i].origin), (double)s->info[i].p);
+        int pad = 16 - ui_text_width(label, strlen(label));   /* columns, not bytes (␣ is 3) */
+        out_add(e, "\n%6d %6d  %s%*s %-15s %.4f", i, (int)s->tokens[i], label, pad > 0 ? pad : 0,
+                "", token_origin_name((token_origin)s->info[i].origin), (double)s->info[i].p);
     }
     return CMD_DONE;
 }
@@ -682,7 +684,8 @@ static int exec_pick(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         return fail(e, "/pick: step mode needs the terminal UI");
     if (!e->step_mode)
         return fail(e, "/pick works in step mode: /step on first");
-    int rows = e->hist.n_top < SAMPLER_TOP_MAX ? e->hist.n_top : SAMPLER_TOP_MAX;
+    int cap = (int)(sizeof e->hist.top / sizeof e->hist.top[0]);
+    int rows = e->hist.n_top < cap ? e->hist.n_top : cap;
     if (e->hist_kind == UI_HIST_NONE || rows <= 0)
         return fail(e, "/pick: no histogram to pick from yet (type a prompt or press Enter)");
     long n;

@@ -536,6 +536,7 @@ static int tui_run(tui *t, const char *first)
         if (g_sigint) {
             g_sigint = 0;
             on_ctrl_c(t);
+            t->dirty = true;
         }
         double now = now_ms();
         if (t->dirty && (!t->running || now - t->last_draw >= FRAME_MS)) {

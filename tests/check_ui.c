@@ -437,6 +437,33 @@ START_TEST(histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars)
 }
 END_TEST
 
+START_TEST(histogram_shows_a_sampled_token_ranked_below_the_top_list)
+{
+    /* The sampler appends the chosen token after the SAMPLER_TOP_MAX most probable ones. */
+    sampler_snapshot s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < SAMPLER_TOP_MAX; i++)
+        s.top[i] = entry(300 + i, 0.02f, 0.02f, SAMPLER_CUT_NONE);
+    s.top[SAMPLER_TOP_MAX] = entry(290, 0.001f, 0.001f, SAMPLER_CUT_NONE);
+    s.n_top = SAMPLER_TOP_MAX + 1;
+    s.n_kept = 500;
+    s.token = 290;
+    s.token_p = 0.001f;
+    s.token_rank = 120;
+    s.u = 0.99;
+    s.cum_lo = 0.989;
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 50));
+    ui_hist_view v = view(&s, 10);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    int r = find_row_start(&g, "33");
+    ck_assert_int_ge(r, 0);
+    ck_assert_int_eq(ui_grid_cell(&g, r, 2)->cp, 0x25b6);
+    ck_assert_int_ge(find_row(&g, "rank 121"), 0);
+    ui_grid_free(&g);
+}
+END_TEST
+
 START_TEST(histogram_stays_inside_its_rectangle)
 {
     for (int w = 10; w <= 60; w += 7) {
@@ -740,6 +767,7 @@ int main(void)
     tcase_add_test(hist, histogram_highlights_the_sampled_token_and_the_draw);
     tcase_add_test(hist, histogram_escapes_a_leading_space);
     tcase_add_test(hist, histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars);
+    tcase_add_test(hist, histogram_shows_a_sampled_token_ranked_below_the_top_list);
     tcase_add_test(hist, histogram_stays_inside_its_rectangle);
     tcase_add_test(hist, histogram_peek_says_nothing_was_drawn);
     tcase_add_test(hist, histogram_speculative_shows_q_beside_p_and_the_acceptance_test);

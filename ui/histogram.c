@@ -75,9 +75,12 @@ static const char *cut_label(uint8_t cut)
 /* ---------------------------------------------------------------------------------------------
  * Pieces */
 
+/* Room in sampler_snapshot.top: the top tokens plus a chosen one ranked below them. */
+#define TOP_CAP ((int)(sizeof ((sampler_snapshot *)0)->top / sizeof ((sampler_snapshot *)0)->top[0]))
+
 static int top_count(const sampler_snapshot *s)
 {
-    return s->n_top < 0 ? 0 : s->n_top > SAMPLER_TOP_MAX ? SAMPLER_TOP_MAX : s->n_top;
+    return s->n_top < 0 ? 0 : s->n_top > TOP_CAP ? TOP_CAP : s->n_top;
 }
 
 /* Eighth blocks: index 1..7 → ▏▎▍▌▋▊▉ */
@@ -128,7 +131,7 @@ static int cmp_seg(const void *a, const void *b, void *ctx)
 static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view *v, int chosen_idx)
 {
     const sampler_snapshot *s = v->snap;
-    cum_seg seg[SAMPLER_TOP_MAX];
+    cum_seg seg[TOP_CAP];
     int n = 0;
     for (int i = 0; i < top_count(s); i++)
         if (s->top[i].p > 0)
@@ -273,7 +276,7 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
                 chosen = i;
                 break;
             }
-    int rows[SAMPLER_TOP_MAX];
+    int rows[TOP_CAP];
     for (int i = 0; i < n; i++)
         rows[i] = i;
     if (chosen >= n)

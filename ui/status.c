@@ -58,7 +58,7 @@ void ui_status_draw(ui_grid *g, ui_rect r, const ui_status_view *v)
         ui_grid_puts(g, r.y + 1, r.x, x1, second, UI_STYLE_STATUS, 0);
     } else {
         size_t n = strlen(line);
-        snprintf(line + n, sizeof line - n, SEP "%s", second + 1);
+        snprintf(line + n, sizeof line - n, SEP "%.300s", second + 1);
         ui_grid_puts(g, r.y, r.x, x1, line, UI_STYLE_STATUS, 0);
     }
     if (v->message && *v->message) {
