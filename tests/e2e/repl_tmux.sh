@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# repl_tmux.sh: the real REPL inside a private tmux server: type a prompt, change /temp and /topk
+# and read the status bar and the histogram back with capture-pane, resize (also below the
+# minimum), stop a generation with Ctrl-C, recall history, quit, and check that the terminal was
+# restored (modes, alternate screen, cursor) after a normal exit, SIGTERM and a crash signal.
+# Every wait polls the screen with a deadline, so a loaded machine only makes it slower.
+set -u
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/tokentop}
+MKMODEL=$BUILD/tools/mkmodel
+TIMEOUT=${E2E_TIMEOUT:-40}
+
+command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (tools/deps.sh installs it)"; exit 1; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+[ -x "$MKMODEL" ] || { echo "FAIL: $MKMODEL not built (make tools)"; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/tokentop-tmux-XXXXXX")
+# Private copies: a rebuild of the tree while the test runs must not pull the binary away.
+cp "$BIN" "$work/tokentop" && cp "$MKMODEL" "$work/mkmodel" || { echo "FAIL: copy"; exit 1; }
+BIN=$work/tokentop
+MKMODEL=$work/mkmodel
+sock="tokentop-e2e-$$"
+T() { tmux -L "$sock" "$@"; }
+cleanup() {
+    T kill-server 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+fails=0
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+
+screen() { T capture-pane -p -t main; }
+
+# A dead server (or pane) makes every later step fail: stop at once instead of timing out.
+alive() {
+    if ! T has-session -t main 2>/dev/null; then
+        echo "FAIL: the tmux session is gone"
+        exit 1
+    fi
+}
+
+# wait_for PATTERN [SECONDS]: polls the pane until grep -E finds PATTERN.
+wait_for() {
+    local pattern=$1 limit=${2:-$TIMEOUT}
+    local end=$((SECONDS + limit))
+    while [ $SECONDS -lt $end ]; do
+        if screen | grep -Eq -- "$pattern"; then
+            return 0
+        fi
+        alive
+        sleep 0.1
+    done
+    echo "--- timed out after ${limit}s waiting for: $pattern; the screen was:"
+    screen | sed 's/^/| /'
+    return 1
+}
+
+# wait_gone PATTERN [SECONDS]: polls until PATTERN is no longer on screen.
+wait_gone() {
+    local pattern=$1 limit=${2:-$TIMEOUT}
+    local end=$((SECONDS + limit))
+    while [ $SECONDS -lt $end ]; do
+        screen | grep -Eq -- "$pattern" || return 0
+        alive
+        sleep 0.1
+    done
+    echo "--- timed out after ${limit}s waiting for this to go: $pattern"
+    screen | sed 's/^/| /'
+    return 1
+}
+
+type_line() {
+    T send-keys -t main -l -- "$1"
+    T send-keys -t main Enter
+}
+
+# The tokentop process running in the pane's shell.
+app_pid() { pgrep -P "$(T display -p -t main '#{pane_pid}')" -f "$BIN" | head -1; }
+
+# The terminal state tokentop must give back: tty modes, main screen, visible cursor.
+check_restored() {
+    local what=$1
+    wait_for '^\$ ?$' 10 >/dev/null || true
+    [ "$(T display -p -t main '#{alternate_on}')" = 0 ] || fail "$what: still on the alternate screen"
+    [ "$(T display -p -t main '#{cursor_flag}')" = 1 ] || fail "$what: cursor left hidden"
+    [ "$(T display -p -t main '#{keypad_cursor_flag}')" = 0 ] || fail "$what: keypad mode left on"
+    rm -f "$work/stty.after"
+    type_line "stty -g > $work/stty.after"
+    local end=$((SECONDS + 10))
+    while [ ! -s "$work/stty.after" ] && [ $SECONDS -lt $end ]; do sleep 0.1; done
+    cmp -s "$work/stty.before" "$work/stty.after" \
+        || fail "$what: tty modes not restored: $(cat "$work/stty.before") vs $(cat "$work/stty.after" 2>/dev/null)"
+}
+
+"$MKMODEL" "$work/model" --ctx 256 --seed 3 >/dev/null || { echo "FAIL: mkmodel"; exit 1; }
+
+# A plain shell in a private server; tokentop is started from it so its exit status and the
+# terminal it leaves behind can be checked.
+T -f /dev/null new-session -d -s main -x 120 -y 36 \
+    "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
+     TOKENTOP_HISTORY=$work/history PS1='\$ ' bash --norc --noprofile"
+T set-option -t main -g status off >/dev/null
+wait_for '^\$' 20 || exit 1
+type_line "ulimit -c 0"   # the crash-signal case must not leave a core file behind
+type_line "stty -g > $work/stty.before"
+for _ in $(seq 100); do [ -s "$work/stty.before" ] && break; sleep 0.1; done
+
+run_app() {
+    type_line "$BIN --model $work/model --backend cpu --seed 7 -n 40 $*; echo EXIT=\$?"
+}
+
+# --- 1. start, first turn -----------------------------------------------------------------------
+run_app
+wait_for 'Send a message' || exit 1
+wait_for 'KV 0/256' 5 || fail "status bar: no KV cache fill"
+screen | grep -q 'Next token' || fail "no histogram pane"
+type_line "In the beginning"
+# (tokens/s replaces "generating N" when the turn is over)
+wait_for '[0-9.]+ tok/s .*reused 0 prefilled [0-9]+' || fail "first turn: no reused/prefilled counts"
+wait_for 'Step [0-9]+ · token' 5 || fail "first turn: histogram did not show a step"
+screen | grep -q 'In the beginning' || fail "the prompt is not in the transcript"
+screen | grep -Eq '[0-9.]+ tok/s' || fail "status bar: no tokens/s"
+screen | grep -Eq 'ttft [0-9]+ ms' || fail "status bar: no time to first token"
+screen | grep -Eq 'H [0-9.]+→[0-9.]+ bits' || fail "histogram: no entropy line"
+screen | grep -q '▶' || fail "histogram: sampled token not marked"
+
+# --- 2. /temp and /topk: confirmations, status bar, cut markers in the histogram ----------------
+type_line "/temp 0.5"
+wait_for 'temp 0.5 \(was 1\)' || fail "/temp: no confirmation"
+wait_for ' temp 0.5 top-k 0 ' 5 || fail "/temp: status bar not updated"
+type_line "/topk 3"
+wait_for 'topk 3 \(was 0\)' || fail "/topk: no confirmation"
+wait_for 'temp 0.5 top-k 3 ' 5 || fail "/topk: status bar not updated"
+wait_for 'Next token at [0-9]+ \(not drawn\)' 10 || fail "/topk: histogram did not show the next-token view"
+[ "$(screen | grep -cE '│ ?[ 0-9][0-9] .* top-k *$')" -ge 5 ] \
+    || { fail "/topk 3: fewer than 5 rows marked as cut by top-k"; screen | sed 's/^/| /'; }
+screen | grep -q 'kept 3 of' || fail "/topk 3: the histogram does not say 3 tokens were kept"
+type_line "/t 1"
+wait_for 'ambiguous command: /t, could be: /temp, /topk, /topp' || fail "ambiguous /t"
+type_line "/x"
+wait_for "Unknown command '/x'. Type /help." || fail "unknown /x"
+
+# --- 3. a second turn reuses the cache -------------------------------------------------------------
+type_line "And the earth"
+wait_for 'tok/s .*reused [1-9][0-9]* prefilled [0-9]+' \
+    || fail "second turn: no prompt tokens reused from the cache"
+
+# --- 4. resize keeps the input line; too small shows a notice -------------------------------------
+T send-keys -t main -l -- "half typed"
+wait_for '>>> half typed' 5 || fail "typed text not shown"
+T resize-window -t main -x 80 -y 30
+wait_for '^─{20,}' || fail "narrow layout: no divider above the histogram"
+screen | grep -q '>>> half typed' || fail "resize lost the input line"
+T resize-window -t main -x 30 -y 8
+wait_for 'terminal too small' || fail "no 'terminal too small' notice"
+T resize-window -t main -x 120 -y 36
+wait_for '>>> half typed' || fail "input line lost after growing back"
+T send-keys -t main C-u
+wait_gone 'half typed' 5 || fail "Ctrl-U did not clear the line"
+
+# --- 5. Ctrl-C stops a long generation and keeps what was generated --------------------------------
+type_line "/max 1000000"
+wait_for 'max 1000000 new tokens' || fail "/max"
+type_line "Go on"
+wait_for 'generating [0-9]+' || fail "the long generation did not start"
+T send-keys -t main C-c
+wait_for '\[stopped after [0-9]+ tokens\]' || fail "Ctrl-C did not stop the generation"
+wait_for 'Send a message' 10 || fail "no prompt after Ctrl-C"
+screen | grep -q 'generating [0-9]' && fail "status still says generating"
+T send-keys -t main -l -- "abc"
+T resize-window -t main -x 100 -y 34   # also while idle after the interrupt
+wait_for '>>> abc' 5 || fail "input after Ctrl-C not shown"
+T send-keys -t main C-u
+
+# --- 6. history ----------------------------------------------------------------------------------
+T send-keys -t main Up
+wait_for '>>> Go on' 5 || fail "Up did not recall the last entry"
+T send-keys -t main Up
+wait_for '>>> /max 1000000' 5 || fail "second Up did not recall the entry before"
+T send-keys -t main Down Down
+wait_for 'Send a message' 5 || fail "Down did not return to the empty line"
+
+# --- 7. quit with Ctrl-D; the terminal comes back -------------------------------------------------
+T send-keys -t main C-d
+wait_for 'EXIT=0' || fail "Ctrl-D did not quit cleanly"
+check_restored "after Ctrl-D"
+grep -q '^In the beginning$' "$work/history" 2>/dev/null || fail "history file lacks the first prompt"
+grep -q '^/temp 0.5$' "$work/history" 2>/dev/null || fail "history file lacks /temp 0.5"
+
+# --- 8. Ctrl-C twice on an empty line quits -------------------------------------------------------
+type_line "clear"
+run_app
+wait_for 'Send a message' || exit 1
+T send-keys -t main C-c
+wait_for 'press Ctrl-C again to quit' 10 || fail "first Ctrl-C: no hint"
+T send-keys -t main C-c
+wait_for 'EXIT=0' || fail "second Ctrl-C did not quit"
+check_restored "after Ctrl-C twice"
+
+# --- 9. SIGTERM and a crash signal restore the terminal too ----------------------------------------
+for sig in TERM SEGV; do
+    type_line "clear"
+    run_app
+    wait_for 'Send a message' || exit 1
+    pid=$(app_pid)
+    [ -n "$pid" ] || { fail "SIG$sig: cannot find the tokentop process"; continue; }
+    kill -s "$sig" "$pid"
+    case $sig in
+        TERM) want=143 ;;
+        SEGV) want=139 ;;
+    esac
+    wait_for "EXIT=$want" || fail "SIG$sig: exit status is not $want"
+    check_restored "after SIG$sig"
+done
+
+if [ $fails -ne 0 ]; then
+    echo "repl_tmux: $fails failure(s)"
+    exit 1
+fi
+echo "repl_tmux: ok"
