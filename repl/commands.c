@@ -351,16 +351,17 @@ static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         out_add(e, "  %-20s %s%s%s%s\n", syn, h->usage, h->alias ? " (/" : "",
                 h->alias ? h->alias : "", h->alias ? ")" : "");
     }
-    out_add(e,
-            "Text is sent to the model as the next part of the conversation; a line that starts\n"
-            "with a letter begins on a new line, one that starts with a space continues the text.\n"
-            "Enter on an empty line lets the model continue. \"\"\" starts and ends multi-line\n"
-            "text; //text sends text that starts with a slash.\n"
-            "Keys: Enter send | Up/Down history | PgUp/PgDn scroll | Ctrl-C stop the generation,\n"
-            "clear the line, or twice on an empty line quit | Ctrl-D quit on an empty line |\n"
-            "Ctrl-A/E start/end | Ctrl-K/U kill to end/start | Ctrl-W kill word | Ctrl-L redraw\n"
-            "Generated text is colored by the probability it was drawn with: plain >= 80%%,\n"
-            "green 50-80%%, yellow 20-50%%, magenta 5-20%%, red < 5%%; your text is bold cyan;\n"
+    /* One line per paragraph: the transcript wraps them to its width. */
+    out_add(e, "Text is sent to the model as the next part of the conversation: a prompt that "
+            "starts with a letter begins on a new line, one that starts with a space continues "
+            "the text, Enter on an empty line lets the model go on, \"\"\" starts and ends "
+            "multi-line text, and //text sends text that starts with a slash.\n");
+    out_add(e, "Keys: Enter send | Up/Down history | PgUp/PgDn scroll | Ctrl-C stops the "
+            "generation, clears the line, or twice on an empty line quits | Ctrl-D on an empty "
+            "line quits | Ctrl-A/E start/end | Ctrl-K/U kill to end/start | Ctrl-W kill a word | "
+            "Ctrl-L redraw.\n");
+    out_add(e, "Generated text is colored by the probability it was drawn with: plain >= 80%%, "
+            "green 50-80%%, yellow 20-50%%, magenta 5-20%%, red < 5%%; your text is bold cyan; "
             "underlined tokens were chosen with /pick.");
     return CMD_DONE;
 }

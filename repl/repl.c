@@ -115,12 +115,15 @@ typedef struct {
 static void note(tui *t, uint8_t style, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void note(tui *t, uint8_t style, const char *fmt, ...)
 {
-    char buf[1024];
+    char *buf = NULL;   /* any length: /help and /show are long */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    int n = vasprintf(&buf, fmt, ap);
     va_end(ap);
+    if (n < 0)
+        return;
     transcript_note_add(&t->tr, t->s->n_tokens, style, buf);
+    free(buf);
     t->scroll.scroll = 0;
     t->dirty = true;
 }
