@@ -90,6 +90,13 @@ printf '/greedy\n"""Line one\nline two"""\n' | TERM=dumb "$BIN" --model "$M" -n 
 printf '\n' >>"$work/egen"
 cmp -s "$work/e" "$work/egen" || fail "the \"\"\" block was not sent as one prompt"
 
+# 4b. /load of the example session (text only: any model) applies its settings.
+printf '/load prompts/session-example.json\n/show\n' | "$BIN" --model "$M" >/dev/null 2>"$work/lerr"
+grep -q "^loaded prompts/session-example.json: [0-9]* tokens in 1 turns" "$work/lerr" \
+    || fail "/load of the example session: $(cat "$work/lerr")"
+grep -q "temp 0.8 top-k 40 top-p 0.95" "$work/lerr" || fail "/load did not apply the settings"
+grep -q 'stop strings: "\\n\\n"' "$work/lerr" || fail "/load did not apply the stop string"
+
 # 5. The scripted tour in prompts/ runs clean.
 "$BIN" --model "$M" --seed 3 -n 8 <prompts/sampling-tour.txt >"$work/tour" 2>"$work/tourerr"
 rc=$?

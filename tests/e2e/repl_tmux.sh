@@ -101,7 +101,7 @@ check_restored() {
 # terminal it leaves behind can be checked.
 T -f /dev/null new-session -d -s main -x 120 -y 36 \
     "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
-     TOKENTOP_HISTORY=$work/history PS1='\$ ' bash --norc --noprofile"
+     TOKENTOP_HISTORY=$work/history HISTFILE=/dev/null PS1='\$ ' bash --norc --noprofile"
 T set-option -t main -g status off >/dev/null
 wait_for '^\$' 20 || exit 1
 type_line "ulimit -c 0"   # the crash-signal case must not leave a core file behind
@@ -147,6 +147,19 @@ wait_for "Unknown command '/x'. Type /help." || fail "unknown /x"
 type_line "And the earth"
 wait_for 'tok/s .*reused [1-9][0-9]* prefilled [0-9]+' \
     || fail "second turn: no prompt tokens reused from the cache"
+
+# --- 3b. step mode: one token per Enter, /pick replaces it; long notices arrive whole -------------
+type_line "/step on"
+wait_for 'step mode on' || fail "/step on"
+type_line ""
+wait_for 'Step 1 · token' || fail "step mode: Enter did not take one step"
+type_line "/pick 2"
+wait_for 'picked #2 ' || fail "/pick 2: no confirmation"
+wait_for 'forced by /pick' 5 || fail "/pick 2: the histogram does not show the forced token"
+type_line "/step off"
+wait_for 'step mode off' || fail "/step off"
+type_line "/help"
+wait_for 'underlined tokens were chosen with /pick' || fail "/help was cut short"
 
 # --- 4. resize keeps the input line; too small shows a notice -------------------------------------
 T send-keys -t main -l -- "half typed"
