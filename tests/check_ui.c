@@ -592,6 +592,7 @@ START_TEST(status_bar_shows_speed_cache_and_reuse)
     ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "bf16",
                         .sampler = "temp 0.8 top-k 40", .mode = "sample", .has_turn = true,
                         .tok_s = 45.25, .ttft_ms = 12.4, .reused = 100, .prefilled = 20,
+                        .generated = 30,
                         .kv_used = 120, .kv_total = 1024, .seed = 7, .max_new = 128};
     ui_grid g;
     ck_assert(ui_grid_init(&g, 2, 140));
@@ -608,6 +609,36 @@ START_TEST(status_bar_shows_speed_cache_and_reuse)
     v.message = "press Ctrl-C again to quit";
     ui_status_draw(&g, (ui_rect){0, 0, 2, 140}, &v);
     ck_assert(strstr(row(&g, 1), "press Ctrl-C again to quit"));
+    ui_grid_free(&g);
+}
+END_TEST
+
+START_TEST(a_narrow_status_bar_keeps_the_cache_figures)
+{
+    ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "bf16",
+                        .sampler = "temp 0.8 top-k 40 top-p 0.95 min-p 0 rep 1 pres 0 freq 0",
+                        .mode = "sample", .has_turn = true, .tok_s = 45.25, .ttft_ms = 12.4,
+                        .reused = 100, .prefilled = 20, .generated = 30, .kv_used = 120,
+                        .kv_total = 1024, .seed = 7, .max_new = 128};
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 2, 64));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 64}, &v);
+    const char *r0 = row(&g, 0);
+    ck_assert_msg(strstr(r0, "KV 120/1024") && strstr(r0, "reused 100 prefilled 20"), "%s", r0);
+    ck_assert_msg(strstr(r0, "cpu bf16") == NULL, "%s", r0);   /* dropped first */
+    ck_assert(strstr(row(&g, 1), "temp 0.8 top-k 40"));
+    /* A turn of one token has no decode speed yet. */
+    v.generated = 1;
+    ui_grid_free(&g);
+    ck_assert(ui_grid_init(&g, 2, 140));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 140}, &v);
+    ck_assert_msg(strstr(row(&g, 0), "- tok/s"), "%s", row(&g, 0));
+    /* One row: both lines share it, the cache figures still there. */
+    ui_grid_free(&g);
+    ck_assert(ui_grid_init(&g, 1, 100));
+    ui_status_draw(&g, (ui_rect){0, 0, 1, 100}, &v);
+    ck_assert_msg(strstr(row(&g, 0), "reused 100 prefilled 20") && strstr(row(&g, 0), "temp 0.8"),
+                  "%s", row(&g, 0));
     ui_grid_free(&g);
 }
 END_TEST
@@ -774,6 +805,7 @@ int main(void)
     suite_add_tcase(s, hist);
     TCase *misc = tcase_create("status_layout_input");
     tcase_add_test(misc, status_bar_shows_speed_cache_and_reuse);
+    tcase_add_test(misc, a_narrow_status_bar_keeps_the_cache_figures);
     tcase_add_test(misc, status_bar_shows_speculative_acceptance_and_speedup);
     tcase_add_test(misc, layout_puts_the_histogram_beside_or_below);
     tcase_add_test(misc, small_terminal_shows_a_notice);

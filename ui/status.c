@@ -1,6 +1,7 @@
 /* status.c: formatting and drawing the status bar. */
 #include "ui/status.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,36 +12,99 @@ int ui_status_height(int screen_rows)
     return screen_rows >= 16 ? 2 : 1;
 }
 
+/* One field of a status line; fields with a higher drop rank go first when the line is too wide
+ * (the cache figures never do). */
+typedef struct {
+    char text[128];
+    int drop;
+} piece;
+
+/* Joins the pieces that fit in width columns (all when width <= 0) with separators. */
+static size_t join_fitting(piece *p, int n, int width, char *out, size_t cap)
+{
+    bool keep[16];
+    for (int i = 0; i < n; i++)
+        keep[i] = p[i].text[0] != 0;
+    for (int rank = 9; rank > 0 && width > 0; rank--) {
+        int w = 1;   /* the leading blank */
+        for (int i = 0, k = 0; i < n; i++)
+            if (keep[i])
+                w += (k++ ? 3 : 0) + ui_text_width(p[i].text, strlen(p[i].text));
+        if (w <= width)
+            break;
+        for (int i = 0; i < n; i++)
+            if (p[i].drop == rank)
+                keep[i] = false;
+    }
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0, k = 0; i < n && o + 1 < cap; i++)
+        if (keep[i]) {
+            int r = snprintf(out + o, cap - o, "%s%s", k++ ? SEP : " ", p[i].text);
+            o = r > 0 && o + (size_t)r < cap ? o + (size_t)r : cap - 1;
+        }
+    return o;
+}
+
+static size_t format_first(const ui_status_view *v, int width, char *out, size_t cap)
+{
+    piece p[8];
+    int n = 0;
+    memset(p, 0, sizeof p);
+    snprintf(p[n].text, sizeof p[n].text, "%s", v->model ? v->model : "?");
+    p[n++].drop = 3;
+    snprintf(p[n].text, sizeof p[n].text, "%s %s", v->backend ? v->backend : "?",
+             v->precision ? v->precision : "?");
+    p[n++].drop = 5;
+    snprintf(p[n].text, sizeof p[n].text, "%s", v->mode ? v->mode : "?");
+    p[n++].drop = 2;
+    if (v->busy)
+        snprintf(p[n].text, sizeof p[n].text, "generating %d", v->generated);
+    else if (v->has_turn && v->generated > 1)
+        snprintf(p[n].text, sizeof p[n].text, "%.1f tok/s", v->tok_s);
+    else
+        snprintf(p[n].text, sizeof p[n].text, "- tok/s");
+    p[n++].drop = 1;
+    if (!v->busy) {
+        if (v->has_turn)
+            snprintf(p[n].text, sizeof p[n].text, "ttft %.0f ms", v->ttft_ms);
+        else
+            snprintf(p[n].text, sizeof p[n].text, "ttft -");
+        p[n++].drop = 4;
+    }
+    if (v->spec) {
+        int k = snprintf(p[n].text, sizeof p[n].text, "accept %.0f%% %.2f tok/pass",
+                         v->acceptance * 100, v->tokens_per_pass);
+        if (v->speedup > 0 && !v->busy && k > 0)
+            snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " %.2fx plain", v->speedup);
+        p[n++].drop = 2;
+    }
+    snprintf(p[n].text, sizeof p[n].text, "KV %d/%d", v->kv_used, v->kv_total);
+    p[n++].drop = 0;
+    if (v->has_turn || v->busy) {
+        snprintf(p[n].text, sizeof p[n].text, "reused %d prefilled %d", v->reused, v->prefilled);
+        p[n++].drop = 0;
+    }
+    return join_fitting(p, n, width, out, cap);
+}
+
+static size_t format_second(const ui_status_view *v, int width, char *out, size_t cap)
+{
+    piece p[3];
+    memset(p, 0, sizeof p);
+    snprintf(p[0].text, sizeof p[0].text, "%s", v->sampler ? v->sampler : "");
+    snprintf(p[1].text, sizeof p[1].text, "seed %llu", (unsigned long long)v->seed);
+    p[1].drop = 2;
+    snprintf(p[2].text, sizeof p[2].text, "max %d", v->max_new);
+    p[2].drop = 1;
+    return join_fitting(p, 3, width, out, cap);
+}
+
 size_t ui_status_format(const ui_status_view *v, char *out, size_t cap)
 {
-    size_t o = 0;
-#define ADD(...)                                                              \
-    do {                                                                      \
-        int n_ = snprintf(out + o, o < cap ? cap - o : 0, __VA_ARGS__);       \
-        if (n_ > 0)                                                           \
-            o = o + (size_t)n_ < cap ? o + (size_t)n_ : (cap ? cap - 1 : 0);  \
-    } while (0)
     if (cap == 0)
         return 0;
-    out[0] = 0;
-    ADD(" %s" SEP "%s %s" SEP "%s", v->model ? v->model : "?", v->backend ? v->backend : "?",
-        v->precision ? v->precision : "?", v->mode ? v->mode : "?");
-    if (v->busy)
-        ADD(SEP "generating %d", v->generated);
-    else if (v->has_turn)
-        ADD(SEP "%.1f tok/s" SEP "ttft %.0f ms", v->tok_s, v->ttft_ms);
-    else
-        ADD(SEP "- tok/s" SEP "ttft -");
-    if (v->spec) {
-        ADD(SEP "accept %.0f%% %.2f tok/pass", v->acceptance * 100, v->tokens_per_pass);
-        if (v->speedup > 0 && !v->busy)
-            ADD(" %.2fx plain", v->speedup);
-    }
-    ADD(SEP "KV %d/%d", v->kv_used, v->kv_total);
-    if (v->has_turn || v->busy)
-        ADD(SEP "reused %d prefilled %d", v->reused, v->prefilled);
-#undef ADD
-    return o;
+    return format_first(v, 0, out, cap);
 }
 
 void ui_status_draw(ui_grid *g, ui_rect r, const ui_status_view *v)
@@ -49,15 +113,17 @@ void ui_status_draw(ui_grid *g, ui_rect r, const ui_status_view *v)
     if (r.h <= 0 || r.w <= 0)
         return;
     char line[512], second[512];
-    ui_status_format(v, line, sizeof line);
-    snprintf(second, sizeof second, " %s" SEP "seed %llu" SEP "max %d", v->sampler ? v->sampler : "",
-             (unsigned long long)v->seed, v->max_new);
     int x1 = r.x + r.w;
     if (r.h >= 2) {
+        format_first(v, r.w, line, sizeof line);
+        format_second(v, r.w, second, sizeof second);
         ui_grid_puts(g, r.y, r.x, x1, line, UI_STYLE_STATUS, 0);
         ui_grid_puts(g, r.y + 1, r.x, x1, second, UI_STYLE_STATUS, 0);
     } else {
+        /* One row: the cache figures and the sampler first, the rest as room allows. */
+        format_first(v, r.w / 2, line, sizeof line);
         size_t n = strlen(line);
+        format_second(v, r.w - ui_text_width(line, n) - 2, second, sizeof second);
         snprintf(line + n, sizeof line - n, SEP "%.300s", second + 1);
         ui_grid_puts(g, r.y, r.x, x1, line, UI_STYLE_STATUS, 0);
     }

@@ -35,7 +35,10 @@ typedef struct {
 /* 2 rows when the screen has room for them, else 1. */
 int ui_status_height(int screen_rows);
 
-/* Draws the bar into r (1 or 2 rows). On one row the sampler line follows the rest and is cut. */
+/* Draws the bar into r (1 or 2 rows). Fields that do not fit the width are left out, the least
+ * telling first (backend and precision, time to first token, model name, seed); the KV cache
+ * fill and the reused / prefilled counts always stay. Tokens/s shows "-" until a turn produced at
+ * least two tokens. On one row the sampler line follows the rest. */
 void ui_status_draw(ui_grid *g, ui_rect r, const ui_status_view *v);
 
 /* The first row's text (for line mode's /show and for tests). */
