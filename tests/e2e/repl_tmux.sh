@@ -179,6 +179,9 @@ type_line "/max 1000000"
 wait_for 'max 1000000 new tokens' || fail "/max"
 type_line "Go on"
 wait_for 'generating [0-9]+' || fail "the long generation did not start"
+T resize-window -t main -x 90 -y 30   # while generating: the layout follows at once
+wait_for '^─{20,}' || fail "no re-layout while generating"
+screen | grep -q 'generating [0-9]' || fail "the resize stopped the generation"
 T send-keys -t main C-c
 wait_for '\[stopped after [0-9]+ tokens\]' || fail "Ctrl-C did not stop the generation"
 wait_for 'Send a message' 10 || fail "no prompt after Ctrl-C"
