@@ -1,5 +1,7 @@
-/* check_transcript.c: the REPL's transcript document (repl/transcript.c): speculative tokens keep
- * their marks, and a rejected draft shows just before its replacement until it is cleared. */
+/* check_transcript.c: the REPL's transcript document (repl/transcript.c): token styles by origin
+ * and probability, notices between turns that move back when the past is edited, characters split
+ * across tokens, escapes; speculative tokens keep their marks, and a rejected draft shows just
+ * before its replacement until it is cleared. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,11 +98,120 @@ START_TEST(rejected_draft_shows_before_its_replacement_until_cleared)
 }
 END_TEST
 
+/* A session view over fixed arrays (transcript_sync only reads tokens, info and the tokenizer). */
+static session view(int32_t *ids, token_info *info, int n)
+{
+    session s;
+    memset(&s, 0, sizeof s);
+    s.tok = tok;
+    s.tokens = ids;
+    s.info = info;
+    s.n_tokens = n;
+    return s;
+}
+
+START_TEST(token_styles_follow_origin_and_probability)
+{
+    int32_t ids[] = {ID('u'), ID('a'), ID('b'), ID('c'), ID('d'), ID('e'), ID('f')};
+    token_info info[7] = {
+        {.origin = TOKEN_USER, .p = 1},     {.origin = TOKEN_SAMPLED, .p = 0.9f},
+        {.origin = TOKEN_SAMPLED, .p = 0.6f}, {.origin = TOKEN_SAMPLED, .p = 0.3f},
+        {.origin = TOKEN_SAMPLED, .p = 0.1f}, {.origin = TOKEN_SAMPLED, .p = 0.01f},
+        {.origin = TOKEN_FORCED, .p = 0.2f},
+    };
+    session s = view(ids, info, 7);
+    transcript t;
+    transcript_init(&t);
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "uabcdef");
+    const uint8_t want[7] = {UI_STYLE_USER, UI_STYLE_P_HIGH, UI_STYLE_P_MID, UI_STYLE_P_LOW,
+                             UI_STYLE_P_VLOW, UI_STYLE_P_RARE, UI_STYLE_P_LOW};
+    for (int i = 0; i < 7; i++)
+        ck_assert_msg(t.doc.chars[i].style == want[i], "char %d: style %d", i,
+                      t.doc.chars[i].style);
+    ck_assert_int_eq(t.doc.chars[5].attr, 0);
+    ck_assert_int_eq(t.doc.chars[6].attr, UI_ATTR_UNDERLINE);   /* chosen with /pick */
+    transcript_free(&t);
+}
+END_TEST
+
+START_TEST(notices_sit_between_turns_and_move_back_when_the_past_is_edited)
+{
+    int32_t ids[] = {ID('a'), ID('b'), ID('c'), ID('d')};
+    token_info info[4] = {{.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 1},
+                          {.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 1}};
+    session s = view(ids, info, 2);
+    transcript t;
+    transcript_init(&t);
+    transcript_sync(&t, &s);
+    transcript_note_add(&t, 2, UI_STYLE_NOTICE, "temp 0.5 (was 1)");
+    s.n_tokens = 4;
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "ab\ntemp 0.5 (was 1)\ncd");
+    ck_assert_int_eq(t.doc.chars[3].style, UI_STYLE_NOTICE);
+    /* /undo back to one token: the notice moves to the new end, then new text follows it */
+    s.n_tokens = 1;
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "a\ntemp 0.5 (was 1)\n");
+    ids[1] = ID('z');
+    s.n_tokens = 2;
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "a\ntemp 0.5 (was 1)\nz");
+    /* /reset: notices are forgotten */
+    transcript_clear(&t);
+    s.n_tokens = 0;
+    transcript_sync(&t, &s);
+    ck_assert_uint_eq(t.doc.n, 0);
+    transcript_free(&t);
+}
+END_TEST
+
+START_TEST(a_character_split_across_tokens_appears_once_whole)
+{
+    /* e-acute is C3 A9: two byte tokens (GPT-2 byte symbols 127 and 102) */
+    int32_t ids[] = {ID('x'), 127, 102, ID('y')};
+    token_info info[4] = {{.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 0.9f},
+                          {.origin = TOKEN_SAMPLED, .p = 0.01f}, {.origin = TOKEN_SAMPLED, .p = 1}};
+    session s = view(ids, info, 2);
+    transcript t;
+    transcript_init(&t);
+    transcript_sync(&t, &s);
+    ck_assert_uint_eq(t.doc.n, 1);   /* the lead byte waits for the rest */
+    s.n_tokens = 4;
+    transcript_sync(&t, &s);
+    ck_assert_uint_eq(t.doc.n, 3);
+    ck_assert_uint_eq(t.doc.chars[1].cp, 0xe9);
+    ck_assert_int_eq(t.doc.chars[1].style, UI_STYLE_P_RARE);   /* the token that completed it */
+    transcript_free(&t);
+}
+END_TEST
+
+START_TEST(control_bytes_are_escaped_and_end_of_text_is_marked)
+{
+    int32_t eot = tokenizer_eot_id(tok);
+    int32_t ids[] = {ID('a'), 195 /* byte 07 */, eot};
+    token_info info[3] = {{.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 1},
+                          {.origin = TOKEN_SAMPLED, .p = 1}};
+    session s = view(ids, info, 3);
+    transcript t;
+    transcript_init(&t);
+    transcript_sync(&t, &s);
+    ck_assert_str_eq(doc_text(&t.doc), "a\\x07<|endoftext|>");
+    ck_assert_int_eq(t.doc.chars[1].style, UI_STYLE_DIM);
+    ck_assert_int_eq(t.doc.chars[5].style, UI_STYLE_SPECIAL);
+    transcript_free(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("transcript");
     TCase *tc = tcase_create("transcript");
     tcase_add_unchecked_fixture(tc, tok_setup, tok_teardown);
+    tcase_add_test(tc, token_styles_follow_origin_and_probability);
+    tcase_add_test(tc, notices_sit_between_turns_and_move_back_when_the_past_is_edited);
+    tcase_add_test(tc, a_character_split_across_tokens_appears_once_whole);
+    tcase_add_test(tc, control_bytes_are_escaped_and_end_of_text_is_marked);
     tcase_add_test(tc, rejected_draft_shows_before_its_replacement_until_cleared);
     suite_add_tcase(su, tc);
     return tu_run_suite(su);
