@@ -503,7 +503,8 @@ static void draw(tui *t)
         .ttft_ms = s->last.ttft_ms,
         .reused = s->last.reused_tokens,
         .prefilled = s->last.prefilled_tokens,
-        .generated = s->last.generated_tokens,
+        /* an open step-mode generation has no decode speed yet */
+        .generated = (s->gen && !t->running) ? 0 : s->last.generated_tokens,
         .kv_used = s->eng->n_past,
         .kv_total = s->eng->n_ctx,
         .seed = s->set.seed,
