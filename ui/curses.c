@@ -112,6 +112,11 @@ bool ui_curses_start(char *why, size_t cap)
     }
     set_term(screen);
     active = true;
+    static bool registered;
+    if (!registered) {   /* an exit() from anywhere still gives the terminal back */
+        atexit(ui_curses_stop);
+        registered = true;
+    }
     emergency_len = 0;
     add_cap("sgr0");
     add_cap("cnorm");

@@ -2,7 +2,8 @@
 # repl_tmux.sh: the real REPL inside a private tmux server: type a prompt, change /temp and /topk
 # and read the status bar and the histogram back with capture-pane, resize (also below the
 # minimum), stop a generation with Ctrl-C, recall history, quit, and check that the terminal was
-# restored (modes, alternate screen, cursor) after a normal exit, SIGTERM and a crash signal.
+# restored (modes, alternate screen, cursor) after a normal exit, SIGTERM, SIGHUP and a crash
+# signal.
 # Every wait polls the screen with a deadline, so a loaded machine only makes it slower.
 set -u
 BUILD=${BUILD:-build}
@@ -216,8 +217,8 @@ T send-keys -t main C-c
 wait_for 'EXIT=0' || fail "second Ctrl-C did not quit"
 check_restored "after Ctrl-C twice"
 
-# --- 9. SIGTERM and a crash signal restore the terminal too ----------------------------------------
-for sig in TERM SEGV; do
+# --- 9. SIGTERM, SIGHUP and a crash signal restore the terminal too ----------------------------------------
+for sig in TERM HUP SEGV; do
     type_line "clear"
     run_app
     wait_for 'Send a message' || exit 1
@@ -226,6 +227,7 @@ for sig in TERM SEGV; do
     kill -s "$sig" "$pid"
     case $sig in
         TERM) want=143 ;;
+        HUP) want=129 ;;
         SEGV) want=139 ;;
     esac
     wait_for "EXIT=$want" || fail "SIG$sig: exit status is not $want"
