@@ -906,6 +906,17 @@ static void write_text_json(FILE *f, const char *s, size_t n)
     free(buf);
 }
 
+/* The shortest decimal that reads back as the same float (0.7, not 0.699999988). */
+static const char *short_float(float v, char buf[32])
+{
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, 32, "%.*g", prec, (double)v);
+        if ((float)strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 tt_status cmd_save_session(const session *s, const char *path, const char *model_name,
                            tt_error *err)
 {
@@ -918,13 +929,15 @@ tt_status cmd_save_session(const session *s, const char *path, const char *model
     const char *name = model_name ? model_name : "";
     jsonw_string(f, name, strlen(name));
     fprintf(f, ",\n  \"vocab_size\": %d,\n  \"settings\": {\n", s->model->config.V);
-    fprintf(f, "    \"temperature\": %.9g,\n    \"top_k\": %d,\n    \"top_p\": %.9g,\n"
-            "    \"min_p\": %.9g,\n    \"repetition_penalty\": %.9g,\n"
-            "    \"presence_penalty\": %.9g,\n    \"frequency_penalty\": %.9g,\n"
+    char t[32], tp[32], mp[32], rp[32], pp[32], fp[32];
+    fprintf(f, "    \"temperature\": %s,\n    \"top_k\": %d,\n    \"top_p\": %s,\n"
+            "    \"min_p\": %s,\n    \"repetition_penalty\": %s,\n"
+            "    \"presence_penalty\": %s,\n    \"frequency_penalty\": %s,\n"
             "    \"penalty_window\": %d,\n    \"greedy\": %s,\n    \"order\": \"%s\",\n",
-            (double)p->temperature, p->top_k, (double)p->top_p, (double)p->min_p,
-            (double)p->repetition_penalty, (double)p->presence_penalty,
-            (double)p->frequency_penalty, p->penalty_window, p->greedy ? "true" : "false",
+            short_float(p->temperature, t), p->top_k, short_float(p->top_p, tp),
+            short_float(p->min_p, mp), short_float(p->repetition_penalty, rp),
+            short_float(p->presence_penalty, pp), short_float(p->frequency_penalty, fp),
+            p->penalty_window, p->greedy ? "true" : "false",
             p->order == SAMPLER_ORDER_LLAMA ? "llama" : "hf");
     if (s->set.seed < (1ull << 53))
         fprintf(f, "    \"seed\": %llu,\n", (unsigned long long)s->set.seed);
