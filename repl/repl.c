@@ -124,8 +124,14 @@ static void note(tui *t, uint8_t style, const char *fmt, ...)
         return;
     transcript_note_add(&t->tr, t->s->n_tokens, style, buf);
     free(buf);
-    t->scroll.scroll = 0;
     t->dirty = true;
+}
+
+/* Back to the end of the transcript (after the user typed something). */
+static void scroll_to_end(tui *t)
+{
+    t->scroll.scroll = 0;
+    t->scroll.anchor = 0;
 }
 
 static bool on_event(void *user, const session_event *ev)
@@ -230,7 +236,7 @@ static bool begin_generation(tui *t, const char *text)
         }
         free(add);
     }
-    t->scroll.scroll = 0;
+    scroll_to_end(t);
     t->spec_round = 0;
     transcript_sync(&t->tr, s);
     g_interrupt = 0;
@@ -281,14 +287,13 @@ static void run_command(tui *t, const char *line)
 {
     cmd_env *e = t->env;
     int flags = cmd_execute(e, line);
+    scroll_to_end(t);   /* show the answer */
     if (flags & CMD_CLEAR)
         transcript_clear(&t->tr);
     if (e->out_len)
         note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", e->out);
     if (flags & CMD_QUIT)
         t->quit = true;
-    if (flags & (CMD_CONV | CMD_CLEAR))
-        t->scroll.scroll = 0;
     if (flags & CMD_GENERATE)
         start_turn(t, NULL);
     else if (flags & CMD_STEP)
@@ -404,11 +409,15 @@ static void handle_key(tui *t, ui_key k)
             ui_input_set(&t->in, h);
         break;
     }
-    case UI_KEY_PAGE_UP: t->scroll.scroll += page_rows(t); break;
+    case UI_KEY_PAGE_UP:
+        if (t->scroll.scroll == 0)
+            t->scroll.anchor = t->tr.doc.n;   /* hold the view while text arrives */
+        t->scroll.scroll += page_rows(t);
+        break;
     case UI_KEY_PAGE_DOWN:
         t->scroll.scroll -= page_rows(t);
-        if (t->scroll.scroll < 0)
-            t->scroll.scroll = 0;
+        if (t->scroll.scroll <= 0)
+            scroll_to_end(t);
         break;
     case UI_KEY_PASTE_BEGIN: t->pasting = true; break;
     case UI_KEY_PASTE_END: t->pasting = false; break;

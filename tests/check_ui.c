@@ -241,6 +241,36 @@ START_TEST(transcript_shows_the_end_and_scrolls_back)
 }
 END_TEST
 
+START_TEST(a_view_scrolled_back_holds_still_while_text_arrives)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 5, 30));
+    ui_doc d;
+    ui_doc_init(&d);
+    char line[32];
+    for (int i = 0; i < 20; i++) {
+        int n = snprintf(line, sizeof line, "%sline %d", i ? "\n" : "", i);
+        ui_doc_append(&d, line, (size_t)n, UI_STYLE_NORMAL, 0);
+    }
+    ui_rect r = {0, 0, 5, 30};
+    ui_scroll sc = {.scroll = 3, .anchor = d.n};   /* PageUp remembered where the end was */
+    ui_transcript_draw(&g, r, &d, &sc, false);
+    ck_assert_str_eq(row(&g, 0), "line 12");
+    for (int i = 20; i < 30; i++) {   /* the model keeps writing */
+        int n = snprintf(line, sizeof line, "\nline %d", i);
+        ui_doc_append(&d, line, (size_t)n, UI_STYLE_NORMAL, 0);
+    }
+    ui_transcript_draw(&g, r, &d, &sc, true);
+    ck_assert_str_eq(row(&g, 0), "line 12");
+    ck_assert(strstr(row(&g, 4), "new text") != NULL);
+    sc.scroll = 0;   /* back at the end: the anchor no longer applies */
+    ui_transcript_draw(&g, r, &d, &sc, false);
+    ck_assert_str_eq(row(&g, 4), "line 29");
+    ui_doc_free(&d);
+    ui_grid_free(&g);
+}
+END_TEST
+
 START_TEST(transcript_caret_follows_the_last_character)
 {
     ui_grid g;
@@ -789,6 +819,7 @@ int main(void)
     tcase_add_test(tr, transcript_wraps_wide_characters_by_width);
     tcase_add_test(tr, transcript_keeps_paragraphs_and_styles);
     tcase_add_test(tr, transcript_shows_the_end_and_scrolls_back);
+    tcase_add_test(tr, a_view_scrolled_back_holds_still_while_text_arrives);
     tcase_add_test(tr, transcript_caret_follows_the_last_character);
     suite_add_tcase(s, tr);
     TCase *hist = tcase_create("histogram");

@@ -186,7 +186,10 @@ void ui_transcript_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, b
     line_acc acc = {0};
     /* Paragraphs from the end until enough lines are known. The caret needs a cell after the
      * last character, so the last paragraph is wrapped one column narrower when it is shown. */
-    size_t end = d->n;
+    size_t doc_end = d->n;
+    if (sc->scroll > 0 && sc->anchor > 0 && sc->anchor < d->n)
+        doc_end = sc->anchor;
+    size_t end = doc_end;
     bool first = true, at_top = false;
     while (acc.n < want + 1 && !acc.oom) {
         size_t start = end;
@@ -239,7 +242,10 @@ void ui_transcript_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, b
     }
     if (sc->scroll > 0) {
         char note[64];
-        int n = snprintf(note, sizeof note, " \xe2\x96\xbc %d more lines (PgDn) ", sc->scroll);
+        int n = doc_end < d->n
+                    ? snprintf(note, sizeof note, " \xe2\x96\xbc %d more lines and new text (PgDn) ",
+                               sc->scroll)
+                    : snprintf(note, sizeof note, " \xe2\x96\xbc %d more lines (PgDn) ", sc->scroll);
         int w = ui_text_width(note, (size_t)n);
         int x = r.x + r.w - w;
         ui_grid_put(g, r.y + r.h - 1, x < r.x ? r.x : x, r.x + r.w, note, (size_t)n,

@@ -41,6 +41,9 @@ bool ui_doc_at_line_start(const ui_doc *d);
 /* Scroll state: lines above the bottom. ui_transcript_draw clamps it to what exists. */
 typedef struct {
     int scroll;             /* in/out: 0 shows the end of the document */
+    size_t anchor;          /* in: while scroll > 0, the document length the view counts from
+                               (0: the current end), so text arriving meanwhile does not move
+                               what the reader is looking at */
     bool more_above;        /* out: lines exist above the view */
     int lines_below;        /* out: == scroll after clamping */
 } ui_scroll;

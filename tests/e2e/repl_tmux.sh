@@ -183,6 +183,10 @@ wait_for 'generating [0-9]+' || fail "the long generation did not start"
 T resize-window -t main -x 90 -y 30   # while generating: the layout follows at once
 wait_for '^─{20,}' || fail "no re-layout while generating"
 screen | grep -q 'generating [0-9]' || fail "the resize stopped the generation"
+T send-keys -t main PPage   # scroll back while text streams in: the view holds
+wait_for 'more lines and new text \(PgDn\)' 10 || fail "PageUp while generating"
+T send-keys -t main NPage
+wait_gone 'more lines' 10 || fail "PageDown did not return to the end"
 T send-keys -t main C-c
 wait_for '\[stopped after [0-9]+ tokens\]' || fail "Ctrl-C did not stop the generation"
 wait_for 'Send a message' 10 || fail "no prompt after Ctrl-C"
