@@ -181,6 +181,10 @@ mm8_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, i
     }
 }
 
+/* Software prefetch distance of the decode GEMV (see kernels_avx512.c). */
+#define GEMV_PREFETCH_16 2048
+#define GEMV_PREFETCH_32 4096
+
 /* One row against the whole panel: the decode GEMV. */
 static inline __attribute__((always_inline)) void
 mm8_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
@@ -192,6 +196,9 @@ mm8_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
         c[i] = _mm256_setzero_ps();
     if (dt == TT_BF16) {
         for (int kp = 0; 2 * kp < K; kp++) {
+            const char *pf = (const char *)panel + (size_t)kp * 128 + GEMV_PREFETCH_16;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
             __m256 xe = _mm256_set1_ps(x[2 * kp]);
             __m256 xo = _mm256_set1_ps(2 * kp + 1 < K ? x[2 * kp + 1] : 0.0f);
             for (int h = 0; h < 2; h++) {
@@ -206,6 +213,17 @@ mm8_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
     } else {
         int k = 0;
         for (; k < K; k += 2) {
+            if (dt == TT_F32) {
+                const char *pf = (const char *)panel + (size_t)k * 128 + GEMV_PREFETCH_32;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+                _mm_prefetch(pf + 192, _MM_HINT_T0);
+            } else {
+                const char *pf = (const char *)panel + (size_t)k * 64 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
             __m256 x0 = _mm256_set1_ps(x[k]);
             __m256 x1 = _mm256_set1_ps(k + 1 < K ? x[k + 1] : 0.0f);
             int k1 = k + 1 < K ? k + 1 : k;     /* odd K: row k again, times zero */

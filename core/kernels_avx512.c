@@ -188,6 +188,13 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         mm_finish(a, t0 + r, n0, m0, m1, c0[r], c1[r]);
 }
 
+/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read. The
+ * hardware prefetchers alone left a core at about 11 GB/s on fp16/bf16 panels (14 on fp32);
+ * prefetching 2-4 KiB ahead (measured 1, 2 and 4 KiB) lifts both to the core's streaming rate.
+ * Prefetches past the end of a matrix are harmless: they never fault. */
+#define GEMV_PREFETCH_16 2048
+#define GEMV_PREFETCH_32 4096
+
 /* One row: the decode GEMV. Four accumulators (two k phases) hide the FMA latency, since here
  * nothing else would. */
 static inline __attribute__((always_inline)) void
@@ -201,6 +208,9 @@ mm_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
     if (dt == TT_BF16) {
         for (; k + 1 < K; k += 2) {
             __m512 e0, o0, e1, o1;
+            const char *pf = (const char *)panel + (size_t)k * 64 + GEMV_PREFETCH_16;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
             load_pair_bf16(panel, k / 2, &e0, &o0, &e1, &o1);
             __m512 xe = _mm512_set1_ps(x[k]), xo = _mm512_set1_ps(x[k + 1]);
             c0 = _mm512_fmadd_ps(xe, e0, c0);
@@ -218,6 +228,17 @@ mm_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
     } else {
         for (; k + 1 < K; k += 2) {
             __m512 b0, b1, b2, b3;
+            if (dt == TT_F32) {
+                const char *pf = (const char *)panel + (size_t)k * 128 + GEMV_PREFETCH_32;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+                _mm_prefetch(pf + 192, _MM_HINT_T0);
+            } else {
+                const char *pf = (const char *)panel + (size_t)k * 64 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
             load_row(dt, panel, k, &b0, &b1);
             load_row(dt, panel, k + 1, &b2, &b3);
             __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
