@@ -5,7 +5,12 @@
  * through a shift and a mask of the pair-interleaved lanes) and broadcasts one activation per
  * tile row. One row (decode) is a GEMV that streams the panel with split accumulators. Two FMA
  * ports at 4-cycle latency need at least 8 independent accumulators to stay busy; 24 leave room
- * for the loads. The epilogue adds the bias and applies GELU or the residual add in registers. */
+ * for the loads. The epilogue adds the bias and applies GELU or the residual add in registers.
+ * With many rows, fp16/bf16 panels are first widened to fp32 in per-thread scratch (once per
+ * panel, not once per tile). One row (decode) streams the weights with software prefetch.
+ *
+ * Attention reads keys transposed: scores come out 16 positions per vector with no horizontal
+ * sums. Prefill runs tiles of 8 query rows so each key and value row loaded serves 8 rows. */
 #include "core/kernels.h"
 
 #include <immintrin.h>
