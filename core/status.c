@@ -39,7 +39,15 @@ void tt_error_prefix(tt_error *err, const char *prefix)
 {
     if (!err || !prefix)
         return;
-    char tmp[2 * TT_ERROR_MAX];
-    snprintf(tmp, sizeof tmp, "%s: %s", prefix, err->msg);
-    snprintf(err->msg, sizeof err->msg, "%s", tmp);
+    /* Shift the message right and put "prefix: " before it, truncating at the buffer's end. */
+    size_t pl = strlen(prefix), ml = strnlen(err->msg, sizeof err->msg - 1);
+    size_t head = pl + 2 < sizeof err->msg - 1 ? pl + 2 : sizeof err->msg - 1;
+    size_t keep = ml < sizeof err->msg - 1 - head ? ml : sizeof err->msg - 1 - head;
+    memmove(err->msg + head, err->msg, keep);
+    memcpy(err->msg, prefix, head < pl ? head : pl);
+    if (head == pl + 2) {
+        err->msg[pl] = ':';
+        err->msg[pl + 1] = ' ';
+    }
+    err->msg[head + keep] = 0;
 }
