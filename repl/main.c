@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/text.h"
+#include "repl/bench.h"
 #include "repl/bench_spec.h"
 #include "repl/cli.h"
 #include "repl/draft.h"
@@ -18,7 +19,6 @@
 #define TOKENTOP_VERSION "0.1.0"
 
 /* Provided by repl/bench.c and repl/repl.c. */
-int bench_main(int argc, char **argv) __attribute__((weak));
 int repl_main(int argc, char **argv);
 
 static volatile sig_atomic_t g_interrupted;
@@ -500,10 +500,6 @@ int main(int argc, char **argv)
         if (strcmp(cmd, "bench") == 0 && bench_spec_wanted(argc - 1, argv + 1))
             return bench_spec_main(argc - 1, argv + 1);
         if (strcmp(cmd, "bench") == 0) {
-            if (!bench_main) {
-                fprintf(stderr, "tokentop: bench is not part of this build\n");
-                return 1;
-            }
             return bench_main(argc - 1, argv + 1);
         }
         if (strcmp(cmd, "help") == 0) {

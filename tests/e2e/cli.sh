@@ -70,6 +70,12 @@ check "score reports a perplexity" grep -q '"perplexity":' "$tmp/s"
 check "score with short chunks predicts the same number of tokens" \
     test "$("$JSONCHECK" --get predicted < "$tmp/s")" == "$("$JSONCHECK" --get predicted < "$tmp/s7")"
 
+# --- bench on the tiny model (figures are not checked here, only that the report is complete)
+"$BIN" bench "${M[@]}" --prompt-tokens 16 --gen-tokens 8 --json > "$tmp/b" 2>"$tmp/be"
+check "bench --json reports prefill, decode and bandwidth use" \
+    "$JSONCHECK" --has prefill_tok_s --has decode_tok_s --has ttft_ms --has peak_rss_mb \
+    --has kv_speedup --has bandwidth_fraction < "$tmp/b"
+
 # --- bad input: a clear message naming the value, exit status 2, nothing run
 expect_err() {
     local name=$1 pattern=$2; shift 2
