@@ -188,7 +188,7 @@ def gpt2_load_hf_state(model, tensors):
     def put(param, name, transpose=False):
         if name not in tensors:
             raise KeyError("model.safetensors: missing tensor %s" % name)
-        a = torch.from_numpy(np.ascontiguousarray(tensors[name], dtype=np.float32))
+        a = torch.from_numpy(np.array(tensors[name], dtype=np.float32))  # a writable copy
         if transpose:
             a = a.t()
         if tuple(a.shape) != tuple(param.shape):

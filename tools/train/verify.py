@@ -86,6 +86,46 @@ def acceptance(target, draft, prompts_ids, n_new, temperature, seed):
     return float(acc.mean()), acc.numel()
 
 
+def tokentop_speculative(tt, target_dir, draft_dir, prompts, n_new, temperature, gamma, seed=1):
+    """tokentop generate --draft over the prompts; returns summed speculative statistics.
+    Sampling is pure temperature (top-k and top-p off) so the numbers compare with the Python ones."""
+    tot = {"prompts": len(prompts), "rounds": 0, "drafted": 0, "accepted": 0, "generated": 0}
+    for text in prompts:
+        cmd = [tt, "generate", "--model", target_dir, "--draft", draft_dir, "-p", text, "--json",
+               "-n", str(n_new), "--ignore-eos", "--gamma", str(gamma), "--seed", str(seed),
+               "--top-k", "0", "--top-p", "1", "--repeat", "1"]
+        cmd += ["--greedy"] if temperature == 0 else ["--temp", str(temperature)]
+        last = json.loads(run(cmd).decode().strip().split("\n")[-1])
+        for k in ("rounds", "drafted", "accepted"):
+            tot[k] += last[k]
+        tot["generated"] += last["generated_tokens"]
+    tot["accepted_per_drafted"] = tot["accepted"] / tot["drafted"]
+    tot["tokens_per_target_pass"] = tot["generated"] / tot["rounds"]
+    return tot
+
+
+def tokentop_decode_speed(tt, model_dir, reps=3):
+    """Median plain decode tokens/s of `tokentop generate` (greedy, 128 tokens, no draft)."""
+    speeds = []
+    for _ in range(reps):
+        last = run([tt, "generate", "--model", model_dir, "-p", "In the beginning", "--json", "-n", "128",
+                    "--ignore-eos", "--greedy"]).decode().strip().split("\n")[-1]
+        speeds.append(json.loads(last)["decode_tok_s"])
+    return sorted(speeds)[len(speeds) // 2]
+
+
+def tokentop_samples(tt, model_dir, prompts, temps, n_new, seed=1):
+    """[(prompt, temperature, text)] from tokentop generate (pure temperature, top-k/top-p off)."""
+    out = []
+    for prompt in prompts:
+        for t in temps:
+            cmd = [tt, "generate", "--model", model_dir, "-p", prompt, "-n", str(n_new), "-q", "--seed", str(seed),
+                   "--top-k", "0", "--top-p", "1", "--repeat", "1"]
+            cmd += ["--greedy"] if t == 0 else ["--temp", str(t)]
+            out.append((prompt, t, run(cmd).decode("utf-8", errors="replace")))
+    return out
+
+
 def write_check(out_dir, books, tok, models):
     """The reference values tests/e2e/kjv_models.sh compares tokentop with (no Python at test time):
     the first chapter of the first validation book, its ids, and each model's mean NLL over it."""
@@ -215,7 +255,28 @@ def main():
         a, n = acceptance(models["target"], models["draft"], prompts_ids, args.acceptance_tokens, temp, seed=1)
         acc["python_T%.1f" % temp] = {"acceptance": a, "positions": n}
         print("acceptance (python, T=%.1f): %.4f over %d positions" % (temp, a, n))
+    if tt:
+        prompt_texts = [tok.decode(p) for p in prompts_ids]
+        for temp in (0.0, 0.8):
+            for gamma in (1, 4):
+                r = tokentop_speculative(tt, args.target, args.draft, prompt_texts, args.acceptance_tokens, temp, gamma)
+                acc["tokentop_T%.1f_gamma%d" % (temp, gamma)] = r
+                print("acceptance (tokentop generate --draft, T=%.1f, gamma %d): %s" % (temp, gamma, json.dumps(r)))
+        speed = {role: tokentop_decode_speed(tt, d) for role, d in (("target", args.target), ("draft", args.draft))}
+        speed["ratio"] = speed["draft"] / speed["target"]
+        res["tokentop_decode_tok_s"] = speed
+        print("decode speed (tokentop, median of 3): %s" % json.dumps(speed))
     res["acceptance"] = acc
+
+    if tt and args.samples:
+        samples = {role: tokentop_samples(tt, d, PROMPTS[:3], (0.0, 0.7, 1.0), 60)
+                   for role, d in (("target", args.target), ("draft", args.draft))}
+        res["samples"] = samples
+        with open(os.path.join(out_dir, "samples.md"), "w") as f:
+            for role, rows in samples.items():
+                for prompt, t, text in rows:
+                    f.write("%s, %s:\n\n```\n%s%s\n```\n\n" % (role, "greedy" if t == 0 else "T %.1f" % t, prompt, text))
+        print("verify: samples in %s" % os.path.join(out_dir, "samples.md"))
 
     if args.write_check:
         write_check(args.write_check, books, tok, models)
