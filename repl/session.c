@@ -510,6 +510,42 @@ static tt_status advance(session *s, session_stop *stop, tt_error *err)
     return st;
 }
 
+/* Appends ev->token to the conversation, reports it through fn (text after the UTF-8 stream and
+ * the stop-string hold-back) and sets *stop when it ends the generation. */
+static tt_status produce(session *s, session_event *ev, session_event_fn fn, void *user,
+                         session_stop *stop, tt_error *err)
+{
+    struct session_gen *g = s->gen;
+    int32_t tok = ev->token;
+    float p = ev->snap ? ev->snap->token_p : 1.0f;
+    tt_status st = append_token(s, tok, ev->origin, p, err);
+    if (st != TT_OK) {
+        *stop = SESSION_STOP_ERROR;
+        return st;
+    }
+    if (g->generated++ == 0) {
+        g->t_first = now_ms();
+        s->last.ttft_ms = g->t_first - g->t_begin;
+    }
+    s->last.generated_tokens = g->generated;
+    bool is_eos = s->set.stop_at_eos && tok == eos_id(s);
+    size_t nb = 0;
+    const char *bytes = is_eos ? "" : tokenizer_token_bytes(s->tok, tok, &nb);
+    if (!bytes)
+        bytes = "";
+    bool hit = false;
+    bool go_on = emit(s, fn, user, ev, bytes, nb, false, &hit);
+    if (hit)
+        *stop = SESSION_STOP_STRING;
+    else if (is_eos)
+        *stop = SESSION_STOP_EOS;
+    else if (!go_on)
+        *stop = SESSION_STOP_INTERRUPTED;
+    else if (g->generated >= s->set.max_new_tokens)
+        *stop = SESSION_STOP_MAX_TOKENS;
+    return TT_OK;
+}
+
 /* Brings the cache in line with the window after a speculative round (which leaves the last token
  * out), shifting the context when it is full, as advance does. */
 static tt_status resync(session *s, session_stop *stop, tt_error *err)
@@ -587,32 +623,9 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
         tok = sampler_draw(s->smp, u, &snap);
         origin = TOKEN_SAMPLED;
     }
-    if ((st = append_token(s, tok, origin, snap.token_p, err)) != TT_OK) {
-        *stop = SESSION_STOP_ERROR;
-        return st;
-    }
-    if (g->generated++ == 0) {
-        g->t_first = now_ms();
-        s->last.ttft_ms = g->t_first - g->t_begin;
-    }
-    s->last.generated_tokens = g->generated;
-
-    bool is_eos = s->set.stop_at_eos && tok == eos;
-    size_t nb = 0;
-    const char *bytes = is_eos ? "" : tokenizer_token_bytes(s->tok, tok, &nb);
-    if (!bytes)
-        bytes = "";
     session_event ev = {.token = tok, .origin = origin, .snap = &snap};
-    bool hit = false;
-    bool go_on = emit(s, fn, user, &ev, bytes, nb, false, &hit);
-    if (hit)
-        *stop = SESSION_STOP_STRING;
-    else if (is_eos)
-        *stop = SESSION_STOP_EOS;
-    else if (!go_on)
-        *stop = SESSION_STOP_INTERRUPTED;
-    else if (g->generated >= s->set.max_new_tokens)
-        *stop = SESSION_STOP_MAX_TOKENS;
+    if ((st = produce(s, &ev, fn, user, stop, err)) != TT_OK)
+        return st;
     if (*stop != SESSION_STOP_NONE)
         return TT_OK;
     st = advance(s, stop, err);
@@ -691,34 +704,12 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
                             : R->rejected ? TOKEN_TARGET_RESAMPLE : TOKEN_BONUS;
         int32_t tok = R->out[i];
         const sampler_snapshot *snap = &R->target_snap[i];
-        if ((st = append_token(s, tok, origin, snap->token_p, err)) != TT_OK) {
-            *stop = SESSION_STOP_ERROR;
-            return st;
-        }
-        if (g->generated++ == 0) {
-            g->t_first = now_ms();
-            s->last.ttft_ms = g->t_first - g->t_begin;
-        }
-        s->last.generated_tokens = g->generated;
-        bool is_eos = s->set.stop_at_eos && tok == eos;
-        size_t nb = 0;
-        const char *bytes = is_eos ? "" : tokenizer_token_bytes(s->tok, tok, &nb);
-        if (!bytes)
-            bytes = "";
         bool has_draft = i < R->n_draft;
         session_event ev = {.token = tok, .origin = origin, .snap = snap, .round = g->rounds,
                             .draft = has_draft ? &R->draft[i] : NULL,
                             .draft_snap = has_draft ? &R->draft_snap[i] : NULL};
-        bool hit = false;
-        bool go_on = emit(s, fn, user, &ev, bytes, nb, false, &hit);
-        if (hit)
-            *stop = SESSION_STOP_STRING;
-        else if (is_eos)
-            *stop = SESSION_STOP_EOS;
-        else if (!go_on)
-            *stop = SESSION_STOP_INTERRUPTED;
-        else if (g->generated >= s->set.max_new_tokens)
-            *stop = SESSION_STOP_MAX_TOKENS;
+        if ((st = produce(s, &ev, fn, user, stop, err)) != TT_OK)
+            return st;
         if (*stop != SESSION_STOP_NONE)
             return TT_OK;
     }
