@@ -11,6 +11,7 @@
 /* The SIMD sets live in files built with their own flags (see the Makefile), so the CPU check
  * happens here, in code that any x86-64 runs. */
 #if defined(__x86_64__)
+#include <cpuid.h>
 #define KERNELS_X86 1
 const kernels *kernels_avx512_get(void);
 
@@ -26,11 +27,18 @@ static const kernels *kernels_avx512(void)
 
 const kernels *kernels_avx2_get(void);
 
+/* F16C (vcvtph2ps) from CPUID leaf 1, ECX bit 29: not every compiler's __builtin_cpu_supports
+ * knows the name. */
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1u);
+}
+
 static const kernels *kernels_avx2(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
         return kernels_avx2_get();
     return NULL;
 }
