@@ -327,14 +327,19 @@ tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err)
     return tokenizer_load(vocab, merges, out, err);
 }
 
+static void engine_options_from(const model *m, const cli_options *o, engine_options *eo)
+{
+    engine_options_default(eo);
+    eo->dtype = o->dtype_set ? o->dtype : m->file_dtype;
+    eo->n_threads = o->n_threads;
+    eo->n_ctx = o->n_ctx;
+}
+
 tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, char *note,
                             size_t note_cap, tt_error *err)
 {
     engine_options eo;
-    engine_options_default(&eo);
-    eo.dtype = o->dtype_set ? o->dtype : m->file_dtype;
-    eo.n_threads = o->n_threads;
-    eo.n_ctx = o->n_ctx;
+    engine_options_from(m, o, &eo);
     if (note_cap)
         note[0] = 0;
     bool want_cuda = strcmp(o->backend, "cuda") == 0;
@@ -382,9 +387,11 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: vocab.json has %d tokens but the model's "
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),
                          app->model->config.V);
-        if (st == TT_OK)
+        if (st == TT_OK) {
+            engine_options_from(app->model, o, &app->eopts);
             st = cli_create_engine(app->model, o, &app->eng, app->backend_note,
                                    sizeof app->backend_note, &err);
+        }
         if (st == TT_OK && app->backend_note[0])
             fprintf(stderr, "tokentop: %s\n", app->backend_note);
     }
@@ -393,6 +400,35 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
         cli_app_free(app);
     }
     return st;
+}
+
+engine *cli_device_fallback(void *user, struct session *s, engine *failed, const tt_error *why)
+{
+    (void)s;
+    cli_app *app = user;
+    engine_options eo = app->eopts;
+    eo.n_ctx = failed->n_ctx;
+    engine *cpu = NULL;
+    tt_error err = {0};
+    if (cpu_engine_create(app->model, &eo, &cpu, &err) != TT_OK) {
+        snprintf(app->fallback_note, sizeof app->fallback_note,
+                 "%.150s; the CPU engine could not be created either: %.100s",
+                 why ? why->msg : "device error",
+                 err.msg);
+        if (!app->fallback_quiet)
+            fprintf(stderr, "\ntokentop: %s\n", app->fallback_note);
+        return NULL;
+    }
+    snprintf(app->fallback_note, sizeof app->fallback_note,
+             "%.240s; continuing on the CPU (the context is prefilled again)",
+             why ? why->msg : "device error");
+    if (!app->fallback_quiet)
+        fprintf(stderr, "\ntokentop: %s\n", app->fallback_note);
+    if (app->eng == failed) {
+        engine_free(failed);
+        app->eng = cpu;
+    }
+    return cpu;
 }
 
 void cli_app_free(cli_app *app)

@@ -56,12 +56,21 @@ typedef struct {
     tokenizer *tok;
     engine *eng;
     char backend_note[256];    /* e.g. "cuda: no CUDA device found; using the CPU" */
+    engine_options eopts;      /* what eng was created with */
+    bool fallback_quiet;       /* cli_device_fallback leaves its note in fallback_note only */
+    char fallback_note[320];   /* set by cli_device_fallback; the front end shows and clears it */
 } cli_app;
 
 /* Loads model + tokenizer (+ engine unless tokenizer_only). On failure prints the message to
  * stderr and returns the status; everything loaded so far is freed. */
 tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only);
 void cli_app_free(cli_app *app);
+
+/* A session_fallback_fn (user = the cli_app): after a device error, continue on a CPU engine with
+ * the same options; frees the failed engine when it is app->eng. Writes a note saying so to
+ * fallback_note, and to stderr unless fallback_quiet. */
+struct session;
+engine *cli_device_fallback(void *app, struct session *s, engine *failed, const tt_error *why);
 
 /* Loads dir's vocab.json + merges.txt. */
 tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err);

@@ -154,7 +154,8 @@ static bool on_event(void *user, const session_event *ev)
     return true;
 }
 
-static void print_summary(const cli_options *o, const session *s, uint64_t seed)
+static void print_summary(const cli_options *o, const session *s, uint64_t seed,
+                          const char *fallback_note)
 {
     const session_stats *st = &s->last;
     if (o->json) {
@@ -169,6 +170,10 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed)
         jsonw_number(stdout, st->decode_tok_s);
         printf(",\"context_shifts\":%d,\"seed\":%llu", st->context_shifts,
                (unsigned long long)seed);
+        if (st->device_fallbacks) {
+            printf(",\"device_fallbacks\":%d,\"device_error\":", st->device_fallbacks);
+            jsonw_string(stdout, fallback_note, strlen(fallback_note));
+        }
         if (st->speculative) {
             printf(",\"gamma\":%d,\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld,"
                    "\"acceptance_rate\":", st->gamma, st->spec_rounds, st->drafted, st->accepted);
@@ -259,6 +264,9 @@ static int cmd_generate(int argc, char **argv)
         free(prompt);
         return 1;
     }
+    s.device_fallback = cli_device_fallback;
+    s.fallback_user = &app;
+    app.fallback_quiet = o.json;   /* JSON output reports it in the summary instead */
     for (int i = 0; i < o.n_stops && rc == 0; i++)
         if (session_add_stop(&s, o.stops[i], &err) != TT_OK) {
             fprintf(stderr, "tokentop: %s\n", err.msg);
@@ -277,7 +285,7 @@ static int cmd_generate(int argc, char **argv)
         s.interrupt = &g_interrupted;
         gen_ctx g = {.o = &o, .tok = app.tok};
         tt_status st = session_generate(&s, on_event, &g, &err);
-        print_summary(&o, &s, o.set.seed);
+        print_summary(&o, &s, o.set.seed, app.fallback_note);
         if (st != TT_OK) {
             if (!o.json)
                 fprintf(stderr, "tokentop: %s\n", err.msg);

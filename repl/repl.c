@@ -110,6 +110,7 @@ typedef struct {
     double last_draw;
     int spec_round;        /* the speculative round the last event belonged to */
     double plain_tok_s;    /* decode speed of the last non-speculative turn (0: none yet) */
+    char *fallback_note;   /* cli_app's: set when the engine moved to the CPU after a GPU error */
 } tui;
 
 static void note(tui *t, uint8_t style, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -256,6 +257,10 @@ static void run_step(tui *t, int32_t force)
     session_stop stop = SESSION_STOP_NONE;
     tt_error err = {0};
     tt_status st = session_gen_step(t->s, force, on_event, t, &stop, &err);
+    if (t->fallback_note && t->fallback_note[0]) {
+        note(t, UI_STYLE_ERROR, "%s", t->fallback_note);
+        t->fallback_note[0] = 0;
+    }
     if (st != TT_OK && stop == SESSION_STOP_NONE)
         stop = SESSION_STOP_ERROR;
     if (stop != SESSION_STOP_NONE)
@@ -681,6 +686,8 @@ int repl_main(int argc, char **argv)
     }
     install_signals();
     s.interrupt = &g_interrupt;
+    s.device_fallback = cli_device_fallback;
+    s.fallback_user = &app;
 
     const char *term = getenv("TERM");
     bool dumb = !term || !*term || strcmp(term, "dumb") == 0;
@@ -691,6 +698,8 @@ int repl_main(int argc, char **argv)
         memset(&t, 0, sizeof t);
         t.s = &s;
         t.env = &env;
+        t.fallback_note = app.fallback_note;
+        app.fallback_quiet = true;
         transcript_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();

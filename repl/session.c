@@ -280,6 +280,30 @@ int session_cached_prefix(const session *s)
     return c;
 }
 
+/* The target engine failed with a device error: take over the engine the front end offers (the
+ * CPU, usually) and let the caller re-prefill the window on it. False when there is none. */
+static bool recover_device(session *s, tt_status st, const tt_error *why)
+{
+    if (st != TT_ERR_DEVICE || !s->device_fallback)
+        return false;
+    session_set_draft(s, NULL, NULL);
+    engine *failed = s->eng;
+    engine *ne = s->device_fallback(s->fallback_user, s, failed, why);
+    if (!ne || ne == failed)
+        return false;
+    if (ne->n_ctx != failed->n_ctx) {
+        int32_t *c = calloc((size_t)ne->n_ctx, sizeof *c);
+        if (!c)
+            return false;
+        free(s->cached);
+        s->cached = c;
+    }
+    s->eng = ne;
+    engine_truncate(ne, 0);
+    s->last.device_fallbacks++;
+    return true;
+}
+
 /* Brings the engine cache in line with the window and leaves logits for its last token.
  * reused/prefilled receive the counts. Honors s->interrupt between chunks. */
 static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shifted, int *dropped,
@@ -312,8 +336,16 @@ static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shift
             return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
         int n = wlen - pos < PREFILL_CHUNK ? wlen - pos : PREFILL_CHUNK;
         tt_status st = engine_forward(s->eng, w + pos, n, pos, false, err);
-        if (st != TT_OK)
+        if (st != TT_OK) {
+            if (!recover_device(s, st, err))
+                return st;
+            /* Everything again on the replacement engine (its cache is empty). */
+            int again_reused, again_prefilled;
+            st = sync_cache(s, &again_reused, &again_prefilled, shifted, dropped, err);
+            *reused = again_reused;
+            *prefilled += again_prefilled;
             return st;
+        }
         memcpy(s->cached + pos, w + pos, (size_t)n * sizeof *w);
         pos += n;
         *prefilled += n;
@@ -505,8 +537,13 @@ static tt_status advance(session *s, session_stop *stop, tt_error *err)
     int pos = wlen - 1;
     int32_t tok = s->tokens[s->n_tokens - 1];
     tt_status st = engine_forward(s->eng, &tok, 1, pos, false, err);
-    if (st == TT_OK)
+    if (st == TT_OK) {
         s->cached[pos] = tok;
+    } else if (recover_device(s, st, err)) {
+        int reused, prefilled, dropped = 0;
+        bool shifted = false;
+        st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
+    }
     return st;
 }
 
@@ -669,6 +706,10 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     };
     st = spec_run_round(s->spec, s->eng, s->cached, s->draft, s->draft_cached, &s->set.sampler,
                         &req, &s->rng, err);
+    if (st != TT_OK && recover_device(s, st, err)) {
+        g->need_sync = true;   /* the next step re-prefills on the new engine and goes on */
+        return TT_OK;
+    }
     if (st != TT_OK) {
         *stop = SESSION_STOP_ERROR;
         return st;

@@ -104,6 +104,7 @@ typedef struct {
     double decode_ms;          /* all generation after the first token */
     double prefill_tok_s, decode_tok_s;
     int context_shifts;
+    int device_fallbacks;      /* engines replaced after a device error (cache re-prefilled) */
     /* Speculative decoding (zero when the generation ran without a draft): */
     bool speculative;
     long spec_rounds;          /* = target verification passes */
@@ -114,6 +115,15 @@ typedef struct {
     session_stop stop;
     tt_error error;            /* when stop == SESSION_STOP_ERROR */
 } session_stats;
+
+struct session;
+
+/* Called when the target engine fails with TT_ERR_DEVICE (a sticky GPU error): returns an engine
+ * to continue on (e.g. the CPU; same n_ctx), or NULL to give up. The failed engine is no longer
+ * used by the session once this returns, so the callee may free it. Speculative decoding is
+ * switched off first (its draft lives on the same device); the callee may set a new draft. */
+typedef engine *(*session_fallback_fn)(void *user, struct session *s, engine *failed,
+                                       const tt_error *why);
 
 typedef struct session {
     const model *model;        /* not owned */
@@ -142,6 +152,8 @@ typedef struct session {
     session_stats last;        /* the last generation */
     struct session_gen *gen;   /* the generation in progress (session.c), NULL between turns */
     volatile sig_atomic_t *interrupt;  /* set by a signal handler; checked every step */
+    session_fallback_fn device_fallback;  /* optional: see session_fallback_fn */
+    void *fallback_user;
 } session;
 
 /* Prepares a session over an engine and tokenizer (not owned; they outlive it). */

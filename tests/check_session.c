@@ -34,6 +34,8 @@ typedef struct {
     const int32_t *script;     /* when set: the token after position p is script[p + 1 - base] */
     int script_n, script_base;
     volatile sig_atomic_t *interrupt_after;   /* set *this after the first forward */
+    long fail_at_call;         /* > 0: that forward call (1-based) and all later ones fail with
+                                  TT_ERR_DEVICE, like a sticky GPU error */
 } fake_engine;
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -60,6 +62,10 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
                               tt_error *err)
 {
     fake_engine *f = (fake_engine *)e;
+    if (f->fail_at_call > 0 && f->calls + 1 >= f->fail_at_call) {
+        f->calls++;
+        return tt_fail(err, TT_ERR_DEVICE, "fake device: illegal address");
+    }
     for (int i = 0; i < n; i++) {
         int p = pos + i;
         f->kv[p] = ids[i];
@@ -634,6 +640,80 @@ START_TEST(a_forced_step_appends_the_chosen_token)
 }
 END_TEST
 
+/* A session_fallback_fn that hands over a second fake engine of the same shape. */
+static fake_engine *G_fallback;
+static int fallback_calls;
+
+static engine *to_second_engine(void *user, session *s, engine *failed, const tt_error *why)
+{
+    (void)user; (void)s;
+    ck_assert_ptr_eq(failed, &F->base);
+    ck_assert_int_eq(why->status, TT_ERR_DEVICE);
+    fallback_calls++;
+    G_fallback = calloc(1, sizeof *G_fallback);
+    ck_assert_ptr_nonnull(G_fallback);
+    G_fallback->base = F->base;      /* same ops, model, context */
+    G_fallback->base.n_past = 0;
+    G_fallback->base.logits = G_fallback->logits;
+    return &G_fallback->base;
+}
+
+static void check_fallback_at(long fail_call)
+{
+    /* The reference: the same conversation on an engine that never fails. */
+    add_text("In the beginning");
+    collected ref = {0};
+    generate(&ref);
+    int n_ref = S.n_tokens;
+    int32_t ref_ids[256];
+    memcpy(ref_ids, S.tokens, (size_t)n_ref * sizeof *ref_ids);
+    session_reset(&S);
+    F->calls = 0;
+    F->fail_at_call = fail_call;
+    fallback_calls = 0;
+    S.device_fallback = to_second_engine;
+    add_text("In the beginning");
+    collected got = {0};
+    generate(&got);
+    ck_assert_int_eq(fallback_calls, 1);
+    ck_assert_int_eq(S.last.device_fallbacks, 1);
+    ck_assert_ptr_eq(S.eng, &G_fallback->base);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_MAX_TOKENS);
+    ck_assert_int_eq(S.n_tokens, n_ref);
+    for (int i = 0; i < n_ref; i++)
+        ck_assert_int_eq(S.tokens[i], ref_ids[i]);
+    ck_assert_str_eq(got.text, ref.text);
+    /* The replacement's cache holds the conversation (minus the last, unforwarded token). */
+    ck_assert_int_eq(session_cached_prefix(&S), G_fallback->base.n_past);
+    ck_assert_int_ge(G_fallback->base.n_past, n_ref - 1);
+    free(G_fallback);
+    G_fallback = NULL;
+    S.eng = &F->base;   /* the teardown frees F; the session no longer needs the replacement */
+}
+
+START_TEST(a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on)
+{
+    check_fallback_at(1);
+}
+END_TEST
+
+START_TEST(a_device_error_in_decode_moves_to_the_fallback_engine_with_the_same_tokens)
+{
+    check_fallback_at(3);
+}
+END_TEST
+
+START_TEST(a_device_error_without_a_fallback_ends_the_turn_with_the_error)
+{
+    F->fail_at_call = 3;
+    add_text("In the beginning");
+    tt_error err = {0};
+    ck_assert_int_eq(session_generate(&S, NULL, NULL, &err), TT_ERR_DEVICE);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_ERROR);
+    ck_assert(strstr(S.last.error.msg, "illegal address") != NULL);
+}
+END_TEST
+
 START_TEST(peek_shows_the_next_distribution_without_drawing)
 {
     session_free(&S);
@@ -683,6 +763,9 @@ int main(void)
     tcase_add_test(tc, interrupt_during_prefill_leaves_a_consistent_prefix);
     tcase_add_test(tc, a_forced_step_appends_the_chosen_token);
     tcase_add_test(tc, peek_shows_the_next_distribution_without_drawing);
+    tcase_add_test(tc, a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on);
+    tcase_add_test(tc, a_device_error_in_decode_moves_to_the_fallback_engine_with_the_same_tokens);
+    tcase_add_test(tc, a_device_error_without_a_fallback_ends_the_turn_with_the_error);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -116,6 +116,11 @@ emu_state &G()
         emu_state *s = new emu_state;   /* never destroyed: usable from atexit paths */
         const char *p = getenv("TT_EMU_PROTECT");
         s->protect = !(p && strcmp(p, "0") == 0);
+        /* TT_EMU_FAULT_AFTER=N: the N-th device operation fails with a sticky error, as
+         * cuda_emu_inject_fault(N) does; lets end-to-end tests provoke a device failure. */
+        const char *f = getenv("TT_EMU_FAULT_AFTER");
+        if (f && *f)
+            s->fault_countdown = strtol(f, NULL, 10);
         return s;
     }();
     return *g;

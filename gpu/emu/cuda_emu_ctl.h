@@ -24,7 +24,8 @@ void cuda_emu_set_memory(size_t total_bytes);
 void cuda_emu_set_thread_order(int descending);
 
 /* The n-th device operation executed from now (1 = the next one) fails with a sticky
- * cudaErrorIllegalAddress, like a kernel fault on a device; 0 disables. */
+ * cudaErrorIllegalAddress, like a kernel fault on a device; 0 disables. TT_EMU_FAULT_AFTER=N in
+ * the environment does the same from the start of the process. */
 void cuda_emu_inject_fault(long n);
 
 /* Clears a sticky error (what a process restart does on a device); allocations stay. */

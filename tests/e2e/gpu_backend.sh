@@ -63,6 +63,23 @@ if [ -x "$EMU" ]; then
         grep -q "decode, graphs off: .* tokens/s (graphs: " "$tmp/bench"
     check "cuda-bench reports the bandwidth share and device memory" \
         grep -q "% of the .* GB/s peak; graphs on" "$tmp/bench"
+    # A sticky device error (injected by the emulation) mid-prefill or mid-decode: the run goes on
+    # on the CPU, with one message, and gives the CPU's greedy text; speculative runs too.
+    "$EMU" generate "${M[@]}" -p "Hello there" -n 24 --greedy -q --backend cpu >"$tmp/fb.cpu" 2>/dev/null
+    for at in 40 400; do
+        TT_EMU_FAULT_AFTER=$at "$EMU" generate "${M[@]}" -p "Hello there" -n 24 --greedy -q \
+            --backend cuda >"$tmp/fb.$at" 2>"$tmp/fb.$at.err"
+        check "device error at operation $at: the run finishes on the CPU" test $? -eq 0
+        check "device error at operation $at: same greedy text as the CPU" cmp -s "$tmp/fb.cpu" "$tmp/fb.$at"
+        check "device error at operation $at: one message naming the call and the fallback" \
+            test "$(grep -c "tokentop: cuda: .* failed at gpu/.*continuing on the CPU" "$tmp/fb.$at.err")" -eq 1
+    done
+    TT_EMU_FAULT_AFTER=300 "$EMU" generate "${M[@]}" --draft "$tmp/m" -p "Hello there" -n 24 --greedy -q \
+        --backend cuda >"$tmp/fb.spec" 2>/dev/null
+    check "device error during speculative rounds: same greedy text" cmp -s "$tmp/fb.cpu" "$tmp/fb.spec"
+    TT_EMU_FAULT_AFTER=400 "$EMU" generate "${M[@]}" -p "Hello there" -n 24 --greedy --json \
+        --backend cuda >"$tmp/fb.json" 2>/dev/null
+    check "device error: the JSON summary reports the fallback" grep -q '"device_fallbacks":1' "$tmp/fb.json"
 else
     echo "     (no $EMU in this build: CUDA=0)"
 fi
