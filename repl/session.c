@@ -288,10 +288,11 @@ static bool recover_device(session *s, tt_status st, const tt_error *why)
         return false;
     session_set_draft(s, NULL, NULL);
     engine *failed = s->eng;
+    int old_ctx = failed->n_ctx;   /* the callee may free the failed engine */
     engine *ne = s->device_fallback(s->fallback_user, s, failed, why);
     if (!ne || ne == failed)
         return false;
-    if (ne->n_ctx != failed->n_ctx) {
+    if (ne->n_ctx != old_ctx) {
         int32_t *c = calloc((size_t)ne->n_ctx, sizeof *c);
         if (!c)
             return false;
