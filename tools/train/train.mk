@@ -10,10 +10,10 @@ TRAIN_WORK  ?= tools/train/work
 TRAIN_VOCAB ?= 4096
 # Settings of the committed models (models/README.md lists them with the results).
 TARGET_ARGS ?= --n-layer 6 --n-head 4 --n-embd 256 --block-size 256 --batch-size 8 \
-               --lr 2e-3 --min-lr 2e-4 --warmup-iters 100 --max-iters 1200 --eval-interval 100 \
+               --lr 3e-3 --min-lr 3e-4 --warmup-iters 100 --max-iters 2400 --eval-interval 200 \
                --dropout 0.0 --seed 1337
-DRAFT_ARGS  ?= --n-layer 2 --n-head 2 --n-embd 128 --block-size 256 --batch-size 8 \
-               --lr 3e-3 --min-lr 3e-4 --warmup-iters 100 --max-iters 3000 --eval-interval 500 \
+DRAFT_ARGS  ?= --n-layer 2 --n-head 2 --n-embd 96 --block-size 256 --batch-size 8 \
+               --lr 3e-3 --min-lr 3e-4 --warmup-iters 100 --max-iters 2400 --eval-interval 200 \
                --dropout 0.0 --seed 1337 --dtype F32
 
 .PHONY: models models-deps models-verify gpt2
