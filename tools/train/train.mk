@@ -29,14 +29,14 @@ $(TRAIN_WORK)/tokenizer/vocab.json: $(TRAIN_WORK)/corpus/books.json tools/train/
 
 # Each model trains in the work tree and is copied into models/ only when its run finished.
 $(TRAIN_WORK)/kjv-target/model.safetensors: $(TRAIN_WORK)/tokenizer/vocab.json tools/train/train.py tools/train/gpt2.py
-	nice -n 10 $(TRAIN_PY) tools/train/train.py --corpus $(TRAIN_WORK)/corpus --tokenizer $(TRAIN_WORK)/tokenizer \
-	    --out $(TRAIN_WORK)/kjv-target $(TARGET_ARGS) 2>&1 | tee $(TRAIN_WORK)/kjv-target.log
-	@test -f $(TRAIN_WORK)/kjv-target.work/summary.json
+	{ nice -n 10 $(TRAIN_PY) tools/train/train.py --corpus $(TRAIN_WORK)/corpus --tokenizer $(TRAIN_WORK)/tokenizer \
+	    --out $(TRAIN_WORK)/kjv-target $(TARGET_ARGS); echo $$? > $(TRAIN_WORK)/kjv-target.status; } 2>&1 | tee $(TRAIN_WORK)/kjv-target.log
+	@test "$$(cat $(TRAIN_WORK)/kjv-target.status)" = 0
 
 $(TRAIN_WORK)/kjv-draft/model.safetensors: $(TRAIN_WORK)/tokenizer/vocab.json tools/train/train.py tools/train/gpt2.py
-	nice -n 10 $(TRAIN_PY) tools/train/train.py --corpus $(TRAIN_WORK)/corpus --tokenizer $(TRAIN_WORK)/tokenizer \
-	    --out $(TRAIN_WORK)/kjv-draft $(DRAFT_ARGS) 2>&1 | tee $(TRAIN_WORK)/kjv-draft.log
-	@test -f $(TRAIN_WORK)/kjv-draft.work/summary.json
+	{ nice -n 10 $(TRAIN_PY) tools/train/train.py --corpus $(TRAIN_WORK)/corpus --tokenizer $(TRAIN_WORK)/tokenizer \
+	    --out $(TRAIN_WORK)/kjv-draft $(DRAFT_ARGS); echo $$? > $(TRAIN_WORK)/kjv-draft.status; } 2>&1 | tee $(TRAIN_WORK)/kjv-draft.log
+	@test "$$(cat $(TRAIN_WORK)/kjv-draft.status)" = 0
 
 models: $(TRAIN_WORK)/kjv-target/model.safetensors $(TRAIN_WORK)/kjv-draft/model.safetensors
 	@for m in kjv-target kjv-draft; do \
@@ -44,10 +44,11 @@ models: $(TRAIN_WORK)/kjv-target/model.safetensors $(TRAIN_WORK)/kjv-draft/model
 	    cp $(TRAIN_WORK)/$$m.log models/$$m/train.log && echo "models: wrote models/$$m"; done
 	$(MAKE) --no-print-directory models-verify
 
-# Needs ./tokentop (built here) for the C side of the comparison; writes $(TRAIN_WORK)/verify.json.
+# Needs ./tokentop (built here) for the C side of the comparison; writes $(TRAIN_WORK)/verify.json,
+# $(TRAIN_WORK)/verify/samples.md and the reference values models/kjv-excerpt.txt, models/kjv-check.tsv.
 models-verify: tokentop
 	$(TRAIN_PY) tools/train/verify.py --corpus $(TRAIN_WORK)/corpus --target models/kjv-target \
-	    --draft models/kjv-draft --tokentop ./tokentop --work $(TRAIN_WORK)
+	    --draft models/kjv-draft --tokentop ./tokentop --work $(TRAIN_WORK) --samples --write-check models
 
 # ---------------------------------------------------------------------------------------------
 # Official GPT-2 checkpoints (curl, verified; tools/download_gpt2.sh documents the checks).
