@@ -154,9 +154,11 @@ layering:
 
 # ---------------------------------------------------------------------------------------------
 # Run, install, clean
-DEFAULT_MODEL ?= models/default
+# The embedded pair (models/README.md): the target, with its draft loaded for /spec on.
+DEFAULT_MODEL ?= models/kjv-target
+DEFAULT_DRAFT ?= models/kjv-draft
 run: tokentop
-	./tokentop --model $(DEFAULT_MODEL)
+	./tokentop --model $(DEFAULT_MODEL) $(if $(DEFAULT_DRAFT),--draft $(DEFAULT_DRAFT) --spec off)
 
 install: tokentop
 	install -d $(DESTDIR)$(PREFIX)/bin

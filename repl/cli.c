@@ -32,7 +32,7 @@ void cli_options_default(cli_options *o)
 enum {
     OPT_MODEL = 'm', OPT_PROMPT = 'p', OPT_FILE = 'f', OPT_MAX = 'n', OPT_THREADS = 't',
     OPT_SEED = 's', OPT_QUIET = 'q', OPT_HELP = 'h',
-    OPT_DRAFT = 256, OPT_BACKEND, OPT_DTYPE, OPT_CTX, OPT_GAMMA, OPT_GAMMA_ADAPTIVE, OPT_NO_GRAPHS,
+    OPT_DRAFT = 256, OPT_BACKEND, OPT_DTYPE, OPT_CTX, OPT_GAMMA, OPT_GAMMA_ADAPTIVE, OPT_SPEC, OPT_NO_GRAPHS,
     OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_FREQUENCY,
     OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
@@ -47,6 +47,7 @@ static const struct option long_options[] = {
     {"ctx", required_argument, 0, OPT_CTX},
     {"gamma", required_argument, 0, OPT_GAMMA},
     {"gamma-adaptive", no_argument, 0, OPT_GAMMA_ADAPTIVE},
+    {"spec", required_argument, 0, OPT_SPEC},
     {"no-graphs", no_argument, 0, OPT_NO_GRAPHS},
     {"temp", required_argument, 0, OPT_TEMP},
     {"temperature", required_argument, 0, OPT_TEMP},
@@ -110,6 +111,7 @@ void cli_usage(FILE *f, const char *cmd)
 "  -t, --threads N        CPU threads (default: one per core)\n"
 "      --ctx N            KV cache positions (default: the model's n_positions)\n"
 "      --draft DIR        draft model for speculative decoding; --gamma N draft tokens per round\n"
+"      --spec on|off      start with speculative decoding on (default, with --draft) or off\n"
 "      --gamma-adaptive   adapt gamma after each round (+2 when all drafts pass, -1 otherwise)\n"
 "Sampling (Hugging Face order by default: penalties, temperature, top-k, top-p, min-p):\n"
 "      --temp X           temperature >= 0 (0 = greedy)       --greedy      always the argmax\n"
@@ -199,6 +201,13 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
         case OPT_CTX: r = parse_int(cmd, "--ctx", a, 2, 1 << 20, &o->n_ctx); break;
         case OPT_GAMMA: r = parse_int(cmd, "--gamma", a, 1, 64, &o->gamma); break;
         case OPT_GAMMA_ADAPTIVE: o->gamma_adaptive = true; break;
+        case OPT_SPEC:
+            if (strcmp(a, "on") && strcmp(a, "off")) {
+                fprintf(stderr, "tokentop %s: --spec: '%s' is not on or off\n", cmd, a);
+                return -1;
+            }
+            o->spec_off = strcmp(a, "off") == 0;
+            break;
         case OPT_NO_GRAPHS: o->no_graphs = true; break;
         case OPT_TEMP: r = set_sampler(o, cmd, "temp", a); break;
         case OPT_TOP_K: r = set_sampler(o, cmd, "top_k", a); break;

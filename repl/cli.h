@@ -21,6 +21,7 @@ typedef struct {
     int n_ctx;                 /* --ctx */
     int gamma;                 /* --gamma (speculative draft length) */
     bool gamma_adaptive;       /* --gamma-adaptive: HF's schedule, +2 after a clean round, -1 else */
+    bool spec_off;             /* --spec off: load the --draft but start with speculation off */
     bool no_graphs;            /* --no-graphs (CUDA) */
     session_settings set;      /* sampler, -n, --min-tokens, --stop, --seed, --context-keep */
     const char *stops[SESSION_MAX_STOPS];

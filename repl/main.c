@@ -264,6 +264,8 @@ static int cmd_generate(int argc, char **argv)
         free(prompt);
         return 1;
     }
+    if (draft.eng && o.spec_off)
+        session_set_speculative(&s, false, NULL);
     s.device_fallback = cli_device_fallback;
     s.fallback_user = &app;
     app.fallback_quiet = o.json;   /* JSON output reports it in the summary instead */

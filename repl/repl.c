@@ -684,6 +684,8 @@ int repl_main(int argc, char **argv)
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
     }
+    if (rc == 0 && o.draft_dir && o.spec_off)
+        session_set_speculative(&s, false, NULL);
     install_signals();
     s.interrupt = &g_interrupt;
     s.device_fallback = cli_device_fallback;
