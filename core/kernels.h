@@ -2,9 +2,16 @@
  * kernels and the SIMD sets chosen at run time (kernels_avx512.c, kernels_avx2.c).
  *
  * Every set computes in fp32 and accumulates in fp32 whatever the dtype the weights are held in;
- * the sets differ in speed and in rounding order only (tests/check_kernels.c holds them to a
+ * the sets differ in speed and in rounding order (tests/check_kernels.c holds them to a
  * tolerance). The reference set is plain C that any compiler can run; it is also what
- * TOKENTOP_KERNELS=reference forces, so a test can compare both paths through the whole engine. */
+ * TOKENTOP_KERNELS=reference forces, so a test can compare both paths through the whole engine.
+ *
+ * Batch invariance, in every set: the result for one row (one token) is the same bits whatever
+ * other rows are computed in the same call, whatever its row offset, and however the callers
+ * split panels or heads among threads. Each matmul output is one sum over k in a fixed order, and
+ * each attention row computes its scores, softmax and weighted sum in a fixed order, whether it
+ * is alone (decode) or in a tile (prefill). Speculative verification, prefix reuse across turns
+ * and scoring rely on it: a position's logits do not depend on how it was computed. */
 #ifndef TOKENTOP_KERNELS_H
 #define TOKENTOP_KERNELS_H
 
@@ -30,6 +37,11 @@
  *             so a shift and a mask turn them into fp32, and it is the operand vdpbf16ps takes.
  * Decode (one row) streams it once as a GEMV; prefill (T rows) reuses each panel for all T rows. */
 #define KERNELS_NR 32
+
+/* Panels a one-row matmul (decode) streams side by side, for the instruction-level parallelism
+ * its one FMA chain per output lane lacks: a caller that splits such a matmul into panel ranges
+ * should cut them at multiples of this (other cuts give the same results, more slowly). */
+#define KERNELS_GEMV_PANELS 4
 
 /* Floats of per-thread scratch an attention call over keys 0 .. n-1 may use (scores of a tile of
  * up to 8 query rows). */

@@ -2,8 +2,11 @@
  * CPUs without AVX-512), the same algorithms as kernels_avx512.c in 8-lane vectors.
  *
  * With 16 ymm registers a tile covers half a panel: up to 6 rows x 16 columns (12 accumulators,
- * two panel loads and a broadcast per k step). One row (decode) streams the whole 32-column
- * panel row with split accumulators. Tails use maskload/maskstore with lane masks. */
+ * two panel loads and a broadcast per k step). One row (decode) streams two whole panels side by
+ * side (8 accumulators). As in kernels_avx512.c every output lane is one FMA chain over k
+ * ascending in both, so a row gives the same bits alone or in a tile. Attention runs one query
+ * row at a time, prefill or decode, so its order cannot depend on the span either. Tails use
+ * maskload/maskstore with lane masks. */
 #include "core/kernels.h"
 
 #include <immintrin.h>
@@ -185,75 +188,83 @@ mm8_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, i
 #define GEMV_PREFETCH_16 2048
 #define GEMV_PREFETCH_32 4096
 
-/* One row against the whole panel: the decode GEMV. */
+/* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
+ * k ascending, the chain mm8_tile runs for every row of a tile, so a row's result does not depend
+ * on how many rows came with it; the 4 NP chains of the NP panels hide the FMA latency. */
 static inline __attribute__((always_inline)) void
-mm8_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
+mm8_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
 {
     const int K = a->w->K;
-    const float *x = a->x + (size_t)t * (size_t)a->ldx;
-    __m256 c[8];
-    for (int i = 0; i < 8; i++)
-        c[i] = _mm256_setzero_ps();
+    const float *x = a->x;
+    __m256 c[2][4];                      /* (NP <= 2, 32 columns / 8) */
+#pragma GCC unroll 2
+    for (int g = 0; g < NP; g++)
+        for (int i = 0; i < 4; i++)
+            c[g][i] = _mm256_setzero_ps();
     if (dt == TT_BF16) {
-        for (int kp = 0; 2 * kp < K; kp++) {
-            const char *pf = (const char *)panel + (size_t)kp * 128 + GEMV_PREFETCH_16;
-            _mm_prefetch(pf, _MM_HINT_T0);
-            _mm_prefetch(pf + 64, _MM_HINT_T0);
-            __m256 xe = _mm256_set1_ps(x[2 * kp]);
-            __m256 xo = _mm256_set1_ps(2 * kp + 1 < K ? x[2 * kp + 1] : 0.0f);
-            for (int h = 0; h < 2; h++) {
-                __m256 e0, o0, e1, o1;
-                load_pair_half(panel, kp, h, &e0, &o0, &e1, &o1);
-                c[4 * h + 0] = _mm256_fmadd_ps(xe, e0, c[4 * h + 0]);
-                c[4 * h + 1] = _mm256_fmadd_ps(xe, e1, c[4 * h + 1]);
-                c[4 * h + 2] = _mm256_fmadd_ps(xo, o0, c[4 * h + 2]);
-                c[4 * h + 3] = _mm256_fmadd_ps(xo, o1, c[4 * h + 3]);
+        int kp = 0;
+        for (; 2 * kp + 1 < K; kp++) {
+            const __m256 xe = _mm256_set1_ps(x[2 * kp]), xo = _mm256_set1_ps(x[2 * kp + 1]);
+#pragma GCC unroll 2
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)kp * 128 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                for (int h = 0; h < 2; h++) {
+                    __m256 e0, o0, e1, o1;
+                    load_pair_half(pg, kp, h, &e0, &o0, &e1, &o1);
+                    c[g][2 * h] = _mm256_fmadd_ps(xe, e0, c[g][2 * h]);
+                    c[g][2 * h + 1] = _mm256_fmadd_ps(xe, e1, c[g][2 * h + 1]);
+                    c[g][2 * h] = _mm256_fmadd_ps(xo, o0, c[g][2 * h]);
+                    c[g][2 * h + 1] = _mm256_fmadd_ps(xo, o1, c[g][2 * h + 1]);
+                }
             }
+        }
+        if (2 * kp < K) {                   /* odd K: the last row has no partner */
+            const __m256 xe = _mm256_set1_ps(x[2 * kp]);
+#pragma GCC unroll 2
+            for (int g = 0; g < NP; g++)
+                for (int h = 0; h < 2; h++) {
+                    __m256 e0, o0, e1, o1;
+                    load_pair_half((const char *)panel + (size_t)g * panel_bytes, kp, h, &e0, &o0,
+                                   &e1, &o1);
+                    c[g][2 * h] = _mm256_fmadd_ps(xe, e0, c[g][2 * h]);
+                    c[g][2 * h + 1] = _mm256_fmadd_ps(xe, e1, c[g][2 * h + 1]);
+                }
         }
     } else {
-        int k = 0;
-        for (; k < K; k += 2) {
-            if (dt == TT_F32) {
-                const char *pf = (const char *)panel + (size_t)k * 128 + GEMV_PREFETCH_32;
+        const size_t row_bytes = dt == TT_F32 ? 128 : 64;
+        for (int k = 0; k < K; k++) {
+            const __m256 xa = _mm256_set1_ps(x[k]);
+#pragma GCC unroll 2
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)k * row_bytes +
+                                 (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
                 _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
-                _mm_prefetch(pf + 128, _MM_HINT_T0);
-                _mm_prefetch(pf + 192, _MM_HINT_T0);
-            } else {
-                const char *pf = (const char *)panel + (size_t)k * 64 + GEMV_PREFETCH_16;
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
-            }
-            __m256 x0 = _mm256_set1_ps(x[k]);
-            __m256 x1 = _mm256_set1_ps(k + 1 < K ? x[k + 1] : 0.0f);
-            int k1 = k + 1 < K ? k + 1 : k;     /* odd K: row k again, times zero */
-            for (int h = 0; h < 2; h++) {
-                __m256 b0, b1, b2, b3;
-                load_half(dt, panel, k, h, &b0, &b1);
-                load_half(dt, panel, k1, h, &b2, &b3);
-                c[4 * h + 0] = _mm256_fmadd_ps(x0, b0, c[4 * h + 0]);
-                c[4 * h + 1] = _mm256_fmadd_ps(x0, b1, c[4 * h + 1]);
-                c[4 * h + 2] = _mm256_fmadd_ps(x1, b2, c[4 * h + 2]);
-                c[4 * h + 3] = _mm256_fmadd_ps(x1, b3, c[4 * h + 3]);
+                if (dt == TT_F32)
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+                for (int h = 0; h < 2; h++) {
+                    __m256 b0, b1;
+                    load_half(dt, pg, k, h, &b0, &b1);
+                    c[g][2 * h] = _mm256_fmadd_ps(xa, b0, c[g][2 * h]);
+                    c[g][2 * h + 1] = _mm256_fmadd_ps(xa, b1, c[g][2 * h + 1]);
+                }
             }
         }
     }
-    int n0 = p * KERNELS_NR;
-    for (int h = 0; h < 2; h++) {
-        int n = n0 + 16 * h;
-        mm8_finish(a, t, n, v8_mask(a->w->N - n), _mm256_add_ps(c[4 * h], c[4 * h + 2]));
-        mm8_finish(a, t, n + 8, v8_mask(a->w->N - n - 8),
-                   _mm256_add_ps(c[4 * h + 1], c[4 * h + 3]));
-    }
+#pragma GCC unroll 2
+    for (int g = 0; g < NP; g++)
+        for (int i = 0; i < 4; i++) {
+            int n = (p + g) * KERNELS_NR + 8 * i;
+            mm8_finish(a, 0, n, v8_mask(a->w->N - n), c[g][i]);
+        }
 }
 
 static inline __attribute__((always_inline)) void
 mm8_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
 {
-    if (a->T == 1) {
-        mm8_row(a, dt, 0, panel, p);
-        return;
-    }
     for (int h = 0; h < 2; h++) {
         if (p * KERNELS_NR + h * 16 >= a->w->N)
             break;
@@ -304,8 +315,17 @@ mm8_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
 {
     const packed_matrix *w = a->w;
     const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
+    const char *data = (const char *)w->data;
+    if (a->T == 1) {
+        int p = p0;
+        for (; p + 2 <= p1; p += 2)
+            mm8_gemv(a, dt, 2, data + (size_t)p * panel_bytes, panel_bytes, p);
+        if (p < p1)
+            mm8_gemv(a, dt, 1, data + (size_t)p * panel_bytes, panel_bytes, p);
+        return;
+    }
     for (int p = p0; p < p1; p++) {
-        const void *panel = (const char *)w->data + (size_t)p * panel_bytes;
+        const void *panel = data + (size_t)p * panel_bytes;
         if (dt != TT_F32 && scratch && a->T >= 2 * MR2) {
             widen8_panel(dt, panel, w->K, scratch);
             mm8_rows(a, TT_F32, scratch, p);

@@ -3,14 +3,20 @@
  * Matmul: a register tile of up to 12 rows x 32 columns (24 zmm accumulators) walks down one
  * packed panel; each k step loads the panel row once (fp32 direct, fp16 through vcvtph2ps, bf16
  * through a shift and a mask of the pair-interleaved lanes) and broadcasts one activation per
- * tile row. One row (decode) is a GEMV that streams the panel with split accumulators. Two FMA
- * ports at 4-cycle latency need at least 8 independent accumulators to stay busy; 24 leave room
- * for the loads. The epilogue adds the bias and applies GELU or the residual add in registers.
- * With many rows, fp16/bf16 panels are first widened to fp32 in per-thread scratch (once per
- * panel, not once per tile). One row (decode) streams the weights with software prefetch.
+ * tile row. Two FMA ports at 4-cycle latency need at least 8 independent accumulators to stay
+ * busy; 24 leave room for the loads. The epilogue adds the bias and applies GELU or the residual
+ * add in registers. With many rows, fp16/bf16 panels are first widened to fp32 in per-thread
+ * scratch (once per panel, not once per tile; widening is exact). One row (decode) is a GEMV that
+ * streams KERNELS_GEMV_PANELS panels side by side with software prefetch.
+ *
+ * Batch invariance (kernels.h): every output lane is one FMA chain over k ascending, from zero,
+ * then bias and epilogue, in the GEMV and in tiles of every height alike; the GEMV gets its
+ * parallelism from several panels, never from splitting k.
  *
  * Attention reads keys transposed: scores come out 16 positions per vector with no horizontal
- * sums. Prefill runs tiles of 8 query rows so each key and value row loaded serves 8 rows. */
+ * sums. Prefill runs tiles of 8 query rows so each key and value row loaded serves 8 rows; a row
+ * alone and a row in a tile run the same chains (scores over d, weighted values over positions,
+ * both ascending) and the same softmax code. */
 #include "core/kernels.h"
 
 #include <immintrin.h>
@@ -19,6 +25,8 @@
 #include "core/gpt2_math.h"
 
 #define MR_MAX 12
+#define GEMV_NP KERNELS_GEMV_PANELS
+_Static_assert(GEMV_NP >= 1 && GEMV_NP <= 4, "mm_gemv holds at most 4 panels");
 
 /* ---------------------------------------------------------------------------------------------
  * Vector math */
@@ -200,74 +208,80 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
 #define GEMV_PREFETCH_16 2048
 #define GEMV_PREFETCH_32 4096
 
-/* One row: the decode GEMV. Four accumulators (two k phases) hide the FMA latency, since here
- * nothing else would. */
+/* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
+ * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
+ * on how many rows came with it. The latency a single chain would expose is hidden by the 2 NP
+ * chains of the NP panels, streamed together (each with its own software prefetch). */
 static inline __attribute__((always_inline)) void
-mm_row(const matmul_args *a, tt_dtype dt, int t, const void *panel, int p)
+mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
 {
     const packed_matrix *w = a->w;
-    const float *x = a->x + (size_t)t * (size_t)a->ldx;
+    const float *x = a->x;
     const int K = w->K;
-    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-    int k = 0;
+    __m512 c0[4], c1[4];                 /* NP <= 4 */
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+        c0[g] = c1[g] = _mm512_setzero_ps();
     if (dt == TT_BF16) {
-        for (; k + 1 < K; k += 2) {
-            __m512 e0, o0, e1, o1;
-            const char *pf = (const char *)panel + (size_t)k * 64 + GEMV_PREFETCH_16;
-            _mm_prefetch(pf, _MM_HINT_T0);
-            _mm_prefetch(pf + 64, _MM_HINT_T0);
-            load_pair_bf16(panel, k / 2, &e0, &o0, &e1, &o1);
-            __m512 xe = _mm512_set1_ps(x[k]), xo = _mm512_set1_ps(x[k + 1]);
-            c0 = _mm512_fmadd_ps(xe, e0, c0);
-            c1 = _mm512_fmadd_ps(xe, e1, c1);
-            c2 = _mm512_fmadd_ps(xo, o0, c2);
-            c3 = _mm512_fmadd_ps(xo, o1, c3);
+        int kp = 0;
+        for (; 2 * kp + 1 < K; kp++) {
+            const __m512 xe = _mm512_set1_ps(x[2 * kp]), xo = _mm512_set1_ps(x[2 * kp + 1]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)kp * 128 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                __m512 e0, o0, e1, o1;
+                load_pair_bf16(pg, kp, &e0, &o0, &e1, &o1);
+                c0[g] = _mm512_fmadd_ps(xe, e0, c0[g]);
+                c1[g] = _mm512_fmadd_ps(xe, e1, c1[g]);
+                c0[g] = _mm512_fmadd_ps(xo, o0, c0[g]);
+                c1[g] = _mm512_fmadd_ps(xo, o1, c1[g]);
+            }
         }
-        if (k < K) {
-            __m512 e0, o0, e1, o1;
-            load_pair_bf16(panel, k / 2, &e0, &o0, &e1, &o1);
-            __m512 xe = _mm512_set1_ps(x[k]);
-            c0 = _mm512_fmadd_ps(xe, e0, c0);
-            c1 = _mm512_fmadd_ps(xe, e1, c1);
+        if (2 * kp < K) {                   /* odd K: the last row has no partner */
+            const __m512 xe = _mm512_set1_ps(x[2 * kp]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                __m512 e0, o0, e1, o1;
+                load_pair_bf16((const char *)panel + (size_t)g * panel_bytes, kp, &e0, &o0, &e1,
+                               &o1);
+                c0[g] = _mm512_fmadd_ps(xe, e0, c0[g]);
+                c1[g] = _mm512_fmadd_ps(xe, e1, c1[g]);
+            }
         }
     } else {
-        for (; k + 1 < K; k += 2) {
-            __m512 b0, b1, b2, b3;
-            if (dt == TT_F32) {
-                const char *pf = (const char *)panel + (size_t)k * 128 + GEMV_PREFETCH_32;
+        const size_t row_bytes = dt == TT_F32 ? 128 : 64;
+        for (int k = 0; k < K; k++) {
+            const __m512 xa = _mm512_set1_ps(x[k]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)k * row_bytes +
+                                 (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
                 _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
-                _mm_prefetch(pf + 128, _MM_HINT_T0);
-                _mm_prefetch(pf + 192, _MM_HINT_T0);
-            } else {
-                const char *pf = (const char *)panel + (size_t)k * 64 + GEMV_PREFETCH_16;
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                if (dt == TT_F32)
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+                __m512 b0, b1;
+                load_row(dt, pg, k, &b0, &b1);
+                c0[g] = _mm512_fmadd_ps(xa, b0, c0[g]);
+                c1[g] = _mm512_fmadd_ps(xa, b1, c1[g]);
             }
-            load_row(dt, panel, k, &b0, &b1);
-            load_row(dt, panel, k + 1, &b2, &b3);
-            __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
-            c0 = _mm512_fmadd_ps(x0, b0, c0);
-            c1 = _mm512_fmadd_ps(x0, b1, c1);
-            c2 = _mm512_fmadd_ps(x1, b2, c2);
-            c3 = _mm512_fmadd_ps(x1, b3, c3);
-        }
-        if (k < K) {
-            __m512 b0, b1;
-            load_row(dt, panel, k, &b0, &b1);
-            __m512 x0 = _mm512_set1_ps(x[k]);
-            c0 = _mm512_fmadd_ps(x0, b0, c0);
-            c1 = _mm512_fmadd_ps(x0, b1, c1);
         }
     }
-    int n0 = p * KERNELS_NR;
-    int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
-    __mmask16 m0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
-    __mmask16 m1 = nc >= 32 ? 0xffff : nc <= 16 ? 0 : (__mmask16)((1u << (nc - 16)) - 1);
-    mm_finish(a, t, n0, m0, m1, _mm512_add_ps(c0, c2), _mm512_add_ps(c1, c3));
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++) {
+        int n0 = (p + g) * KERNELS_NR;
+        int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
+        __mmask16 m0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
+        __mmask16 m1 = nc >= 32 ? 0xffff : nc <= 16 ? 0 : (__mmask16)((1u << (nc - 16)) - 1);
+        mm_finish(a, 0, n0, m0, m1, c0[g], c1[g]);
+    }
 }
 
-/* All rows against one panel, 12 rows at a time, the rest in one smaller tile. */
+/* All rows against one panel, 12 rows at a time, the rest in one smaller tile (the same chains
+ * whatever the tile's height). */
 static inline __attribute__((always_inline)) void
 mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
 {
@@ -276,7 +290,7 @@ mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
         mm_tile(a, dt, MR_MAX, t, panel, p);
     switch (a->T - t) {
     case 0: break;
-    case 1: mm_row(a, dt, t, panel, p); break;
+    case 1: mm_tile(a, dt, 1, t, panel, p); break;
     case 2: mm_tile(a, dt, 2, t, panel, p); break;
     case 3: mm_tile(a, dt, 3, t, panel, p); break;
     case 4: mm_tile(a, dt, 4, t, panel, p); break;
@@ -323,8 +337,21 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
 {
     const packed_matrix *w = a->w;
     const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
+    const char *data = (const char *)w->data;
+    if (a->T == 1) {
+        int p = p0;
+        for (; p + GEMV_NP <= p1; p += GEMV_NP)
+            mm_gemv(a, dt, GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
+        switch (p1 - p) {
+        case 0: break;
+        case 1: mm_gemv(a, dt, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 2: mm_gemv(a, dt, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        default: mm_gemv(a, dt, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        }
+        return;
+    }
     for (int p = p0; p < p1; p++) {
-        const void *panel = (const char *)w->data + (size_t)p * panel_bytes;
+        const void *panel = data + (size_t)p * panel_bytes;
         if (dt != TT_F32 && scratch && a->T >= 2 * MR_MAX) {
             widen_panel(dt, panel, w->K, scratch);
             mm_rows(a, TT_F32, scratch, p);
@@ -355,7 +382,32 @@ static inline __mmask16 lanes16(int n)
     return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
 }
 
-/* One query row at a time (decode, and the rows a tile leaves over). */
+/* The softmax numerators exp(s - max) of one query row's scores srow[0..n), in place; returns
+ * 1 / their sum. The one-row path and the tiles both call it, so a row's weights are the same
+ * bits whichever computed them. */
+static inline float softmax_row(float *srow, int n)
+{
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    for (int t = 0; t < n; t += 16) {
+        const __mmask16 m = lanes16(n - t);
+        vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, srow + t));
+    }
+    const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 vsum = _mm512_setzero_ps();
+    for (int t = 0; t < n; t += 16) {
+        const __mmask16 m = lanes16(n - t);
+        __m512 e = v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, srow + t), vmx));
+        e = _mm512_maskz_mov_ps(m, e);
+        _mm512_mask_storeu_ps(srow + t, m, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    return 1.0f / v_hsum(vsum);
+}
+
+/* One query row at a time (decode, and the rows a tile leaves over). Every score is one FMA chain
+ * over d ascending and every output column one chain over the keys ascending, scaled afterwards:
+ * the chains attention_tile runs for each of its rows. Independent chains side by side (128
+ * positions, 64 head columns) supply the parallelism instead of split accumulators. */
 static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
 {
     const int HS = a->HS;
@@ -367,90 +419,53 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
         const int n = a->pos + i + 1;
-        /* Scores of 64 positions per step: a broadcast of q[d] against row d of the transposed
-         * keys; even and odd d go to separate accumulators (eight chains hide the latency). */
-        __m512 vmax = _mm512_set1_ps(-INFINITY);
-        for (int t = 0; t < n; t += 64) {
-            __mmask16 m[4];
-            __m512 se[4], so[4];
-#pragma GCC unroll 4
-            for (int b = 0; b < 4; b++) {
+        for (int t = 0; t < n; t += 128) {
+            __mmask16 m[8];
+            __m512 sc[8];
+#pragma GCC unroll 8
+            for (int b = 0; b < 8; b++) {
                 m[b] = lanes16(n - t - 16 * b);
-                se[b] = so[b] = _mm512_setzero_ps();
+                sc[b] = _mm512_setzero_ps();
             }
             const float *kr = kh + t;
-            int d = 0;
-            for (; d + 1 < HS; d += 2, kr += 2 * ldk) {
-                __m512 qe = _mm512_set1_ps(q[d]), qo = _mm512_set1_ps(q[d + 1]);
-    #pragma GCC unroll 4
-            for (int b = 0; b < 4; b++) {
-                    se[b] = _mm512_fmadd_ps(qe, _mm512_maskz_loadu_ps(m[b], kr + 16 * b), se[b]);
-                    so[b] = _mm512_fmadd_ps(qo, _mm512_maskz_loadu_ps(m[b], kr + ldk + 16 * b),
-                                            so[b]);
-                }
+            for (int d = 0; d < HS; d++, kr += ldk) {
+                const __m512 qd = _mm512_set1_ps(q[d]);
+#pragma GCC unroll 8
+                for (int b = 0; b < 8; b++)
+                    sc[b] = _mm512_fmadd_ps(qd, _mm512_maskz_loadu_ps(m[b], kr + 16 * b), sc[b]);
             }
-            if (d < HS) {
-                __m512 qe = _mm512_set1_ps(q[d]);
-    #pragma GCC unroll 4
-            for (int b = 0; b < 4; b++)
-                    se[b] = _mm512_fmadd_ps(qe, _mm512_maskz_loadu_ps(m[b], kr + 16 * b), se[b]);
-            }
-#pragma GCC unroll 4
-            for (int b = 0; b < 4; b++) {
-                __m512 sc = _mm512_mul_ps(_mm512_add_ps(se[b], so[b]), scale);
-                _mm512_mask_storeu_ps(scratch + t + 16 * b, m[b], sc);
-                vmax = _mm512_mask_max_ps(vmax, m[b], vmax, sc);
-            }
+#pragma GCC unroll 8
+            for (int b = 0; b < 8; b++)
+                _mm512_mask_storeu_ps(scratch + t + 16 * b, m[b], _mm512_mul_ps(sc[b], scale));
         }
-        const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-        __m512 vsum = _mm512_setzero_ps();
-        for (int t = 0; t < n; t += 16) {
-            __mmask16 m = lanes16(n - t);
-            __m512 e = v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scratch + t), vmx));
-            e = _mm512_maskz_mov_ps(m, e);
-            _mm512_mask_storeu_ps(scratch + t, m, e);
-            vsum = _mm512_add_ps(vsum, e);
-        }
-        const __m512 inv = _mm512_set1_ps(1.0f / v_hsum(vsum));
-        /* Weighted sum of value rows, 64 head columns at a time; two positions per step in
-         * separate accumulators. */
+        const __m512 inv = _mm512_set1_ps(softmax_row(scratch, n));
         for (int d0 = 0; d0 < HS; d0 += 64) {
             __mmask16 m[4];
-            __m512 ae[4], ao[4];
+            __m512 acc[4];
 #pragma GCC unroll 4
             for (int b = 0; b < 4; b++) {
                 m[b] = lanes16(HS - d0 - 16 * b);
-                ae[b] = ao[b] = _mm512_setzero_ps();
+                acc[b] = _mm512_setzero_ps();
             }
             const float *vr = vh + d0;
-            int u = 0;
-            for (; u + 1 < n; u += 2, vr += 2 * (size_t)HS) {
-                __m512 pe = _mm512_set1_ps(scratch[u]), po = _mm512_set1_ps(scratch[u + 1]);
-    #pragma GCC unroll 4
-            for (int b = 0; b < 4; b++) {
-                    ae[b] = _mm512_fmadd_ps(pe, _mm512_maskz_loadu_ps(m[b], vr + 16 * b), ae[b]);
-                    ao[b] = _mm512_fmadd_ps(po, _mm512_maskz_loadu_ps(m[b], vr + HS + 16 * b),
-                                            ao[b]);
-                }
-            }
-            if (u < n) {
-                __m512 pe = _mm512_set1_ps(scratch[u]);
-    #pragma GCC unroll 4
-            for (int b = 0; b < 4; b++)
-                    ae[b] = _mm512_fmadd_ps(pe, _mm512_maskz_loadu_ps(m[b], vr + 16 * b), ae[b]);
+            for (int u = 0; u < n; u++, vr += HS) {
+                const __m512 p = _mm512_set1_ps(scratch[u]);
+#pragma GCC unroll 4
+                for (int b = 0; b < 4; b++)
+                    acc[b] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(m[b], vr + 16 * b), acc[b]);
             }
 #pragma GCC unroll 4
             for (int b = 0; b < 4; b++)
-                _mm512_mask_storeu_ps(o + d0 + 16 * b, m[b],
-                                      _mm512_mul_ps(_mm512_add_ps(ae[b], ao[b]), inv));
+                _mm512_mask_storeu_ps(o + d0 + 16 * b, m[b], _mm512_mul_ps(acc[b], inv));
         }
     }
 }
 
 /* ATT_QB query rows at once (prefill): each row of transposed keys and each value row loaded
  * feeds ATT_QB rows of scores or outputs instead of one. Rows i0 .. i0+ATT_QB-1 see keys up to
- * pos+i0+r; the score tile covers the longest and each row's softmax zeroes what it must not see.
- * scratch: (ATT_QB, ls) with ls = pos + i0 + ATT_QB. */
+ * pos+i0+r; the score tile covers the longest, and in the weighted sum the keys a row does not
+ * see are skipped for that row (not added with weight zero), so each row runs exactly the chains
+ * of attention_rows. scratch: (ATT_QB, ls) with ls = pos + i0 + ATT_QB. */
 #define ATT_QB 8
 
 static void attention_tile(const attention_args *a, int h, int i0, float *scratch)
@@ -460,6 +475,7 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
     const __m512 scale = _mm512_set1_ps(gpt2_attn_scale(HS));
     const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
     const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    const int n_min = a->pos + i0 + 1;        /* keys every row of the tile sees */
     const int n_max = a->pos + i0 + ATT_QB;
     const size_t ls = (size_t)n_max;
     const float *q[ATT_QB];
@@ -491,28 +507,9 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
         }
     }
 
-    /* Softmax of each row over the positions it sees; zero past them. */
     float inv[ATT_QB];
-    for (int r = 0; r < ATT_QB; r++) {
-        float *srow = scratch + r * ls;
-        const int n = a->pos + i0 + r + 1;
-        __m512 vmax = _mm512_set1_ps(-INFINITY);
-        for (int t = 0; t < n; t += 16)
-            vmax = _mm512_mask_max_ps(vmax, lanes16(n - t), vmax,
-                                      _mm512_maskz_loadu_ps(lanes16(n - t), srow + t));
-        const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-        __m512 vsum = _mm512_setzero_ps();
-        for (int t = 0; t < n; t += 16) {
-            __mmask16 m = lanes16(n - t);
-            __m512 e = _mm512_maskz_mov_ps(m, v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, srow + t),
-                                                                  vmx)));
-            _mm512_mask_storeu_ps(srow + t, m, e);
-            vsum = _mm512_add_ps(vsum, e);
-        }
-        for (int t = n; t < n_max; t++)
-            srow[t] = 0.0f;
-        inv[r] = 1.0f / v_hsum(vsum);
-    }
+    for (int r = 0; r < ATT_QB; r++)
+        inv[r] = softmax_row(scratch + r * ls, n_min + r);
 
     /* Outputs, 32 head columns x ATT_QB rows per step (16 accumulators). */
     for (int d0 = 0; d0 < HS; d0 += 32) {
@@ -522,7 +519,8 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
         for (int r = 0; r < ATT_QB; r++)
             c0[r] = c1[r] = _mm512_setzero_ps();
         const float *vr = vh + d0;
-        for (int u = 0; u < n_max; u++, vr += HS) {
+        int u = 0;
+        for (; u < n_min; u++, vr += HS) {
             __m512 b0 = _mm512_maskz_loadu_ps(m0, vr), b1 = _mm512_maskz_loadu_ps(m1, vr + 16);
 #pragma GCC unroll 8
             for (int r = 0; r < ATT_QB; r++) {
@@ -530,6 +528,17 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
                 c0[r] = _mm512_fmadd_ps(p, b0, c0[r]);
                 c1[r] = _mm512_fmadd_ps(p, b1, c1[r]);
             }
+        }
+        /* The triangle: key n_min + j is seen by rows j+1 .. ATT_QB-1 only. */
+        for (int j = 0; j < ATT_QB - 1; j++, u++, vr += HS) {
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, vr), b1 = _mm512_maskz_loadu_ps(m1, vr + 16);
+#pragma GCC unroll 8
+            for (int r = 1; r < ATT_QB; r++)
+                if (r > j) {
+                    __m512 p = _mm512_set1_ps(scratch[r * ls + u]);
+                    c0[r] = _mm512_fmadd_ps(p, b0, c0[r]);
+                    c1[r] = _mm512_fmadd_ps(p, b1, c1[r]);
+                }
         }
 #pragma GCC unroll 8
         for (int r = 0; r < ATT_QB; r++) {

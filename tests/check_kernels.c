@@ -1,5 +1,6 @@
-/* check_kernels.c: packed weights hold what the tensors hold, and every SIMD kernel set computes
- * what the reference kernels compute, on odd shapes, for each dtype and epilogue. */
+/* check_kernels.c: packed weights hold what the tensors hold, every SIMD kernel set computes what
+ * the reference kernels compute (on odd shapes, for each dtype and epilogue), and in every set a
+ * row's result is the same bits whatever rows are computed with it. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -44,6 +45,13 @@ static int simd_sets(const kernels **out)
             out[n++] = k;
     }
     return n;
+}
+
+/* Every set this build and CPU have, the reference first. */
+static int all_sets(const kernels **out)
+{
+    out[0] = kernels_reference();
+    return 1 + simd_sets(out + 1);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -159,6 +167,74 @@ START_TEST(simd_matmul_matches_reference_on_odd_shapes)
 }
 END_TEST
 
+START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
+{
+    /* Batch invariance: row t of x W + b must be the same bits whether it is computed alone (the
+     * decode GEMV), in a tile of any height, at any row offset, and whatever panel ranges the
+     * threads take. Speculative verification and prefix reuse rely on it (tokens identical to
+     * one-at-a-time decoding), so the comparison is memcmp, not a tolerance. */
+    const kernels *sets[4];
+    int ns = all_sets(sets);
+    static const int Ks[] = {1, 7, 36, 99, 130};
+    static const int Ns[] = {17, 100, 301};
+    const int T = 37;                          /* 3 tiles of 12 and one row */
+    rng g;
+    rng_seed(&g, 21);
+    for (int s = 0; s < ns; s++)
+        for (tt_dtype d = TT_F32; d <= TT_BF16; d++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+                for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++) {
+                    const int K = Ks[ki], N = Ns[ni], ldx = K + 1, ldo = N + 3;
+                    const mm_epilogue ep = (mm_epilogue)((ki + ni + (size_t)d) % 4);
+                    float *x = rand_floats(&g, (size_t)T * ldx, -1.0f, 1.0f);
+                    float *w = rand_floats(&g, (size_t)K * N, -1.0f, 1.0f);
+                    float *b = rand_floats(&g, (size_t)N, -1.0f, 1.0f);
+                    float *init = rand_floats(&g, (size_t)T * ldo, -1.0f, 1.0f);
+                    float *all = malloc((size_t)T * ldo * sizeof(float));
+                    float *part = malloc((size_t)T * ldo * sizeof(float));
+                    float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) +
+                                                        63) & ~(size_t)63);
+                    packed_matrix m;
+                    ck_assert_int_eq(packed_matrix_init(&m, d, K, N, NULL), TT_OK);
+                    packed_matrix_pack(&m, (tensor_ref){.data = w, .dtype = TT_F32}, false, 0, N);
+                    memcpy(all, init, (size_t)T * ldo * sizeof(float));
+                    matmul_args a = {.out = all, .ldo = ldo, .x = x, .ldx = ldx, .w = &m,
+                                     .bias = ni % 2 ? NULL : b, .T = T, .epilogue = ep};
+                    sets[s]->matmul(&a, 0, m.n_panels, scratch);
+                    /* The same rows in groups of 1, 2, 5, 1, 13, ...: each group one call, its
+                     * panels split at an odd place (single panels, pairs, groups of four). */
+                    static const int groups[] = {1, 2, 5, 1, 13, 7, 8};
+                    memcpy(part, init, (size_t)T * ldo * sizeof(float));
+                    int t0 = 0;
+                    for (size_t gi = 0; t0 < T; gi++) {
+                        int rows = groups[gi % 7] < T - t0 ? groups[gi % 7] : T - t0;
+                        matmul_args pa = a;
+                        pa.out = part + (size_t)t0 * ldo;
+                        pa.x = x + (size_t)t0 * ldx;
+                        pa.T = rows;
+                        int cut = (int)(gi % 3) < m.n_panels ? (int)(gi % 3) : m.n_panels;
+                        sets[s]->matmul(&pa, 0, cut, gi % 2 ? scratch : NULL);
+                        sets[s]->matmul(&pa, cut, m.n_panels, scratch);
+                        t0 += rows;
+                    }
+                    for (int t = 0; t < T; t++)
+                        ck_assert_msg(memcmp(all + (size_t)t * ldo, part + (size_t)t * ldo,
+                                             (size_t)ldo * sizeof(float)) == 0,
+                                      "%s %s K=%d N=%d ep=%d: row %d differs when computed in "
+                                      "smaller groups", sets[s]->name, tt_dtype_name(d), K, N,
+                                      (int)ep, t);
+                    packed_matrix_free(&m);
+                    free(x);
+                    free(w);
+                    free(b);
+                    free(init);
+                    free(all);
+                    free(part);
+                    free(scratch);
+                }
+}
+END_TEST
+
 START_TEST(simd_gelu_saturates_like_the_formula)
 {
     /* Pre-activations far outside [-10, 10]: the vector exp must saturate, not turn into NaN. */
@@ -215,6 +291,56 @@ START_TEST(simd_attention_matches_reference)
             free(v);
             free(o_ref);
             free(o_simd);
+            free(scratch);
+        }
+}
+END_TEST
+
+START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
+{
+    /* A query row's output must be the same bits computed alone (decode) or inside a tile of
+     * rows (prefill, verification), at any position. */
+    static const struct { int T, pos, NH, HS; } cases[] = {
+        {19, 0, 2, 12}, {17, 5, 1, 64}, {9, 130, 2, 33}, {24, 1, 1, 7}, {40, 256, 1, 64},
+    };
+    const kernels *sets[4];
+    int ns = all_sets(sets);
+    rng g;
+    rng_seed(&g, 23);
+    for (int s = 0; s < ns; s++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
+            const int C = NH * HS, n_ctx = pos + T, ldk = n_ctx + 16;
+            float *q = rand_floats(&g, (size_t)T * C, -2.0f, 2.0f);
+            float *k = rand_floats(&g, (size_t)NH * ldk * HS, -2.0f, 2.0f);
+            float *v = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
+            float *o_all = calloc((size_t)T * C, sizeof(float));
+            float *o_one = calloc((size_t)T * C, sizeof(float));
+            float *scratch = malloc(KERNELS_ATTN_SCRATCH(n_ctx) * sizeof(float));
+            attention_args a = {.q = q, .ldq = C, .k = k, .v = v, .n_ctx = n_ctx, .ldk = ldk,
+                                .out = o_all, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS};
+            for (int h = 0; h < NH; h++)
+                sets[s]->attention(&a, h, 0, T, scratch);
+            /* Row i alone, as the decode step at position pos + i computes it. */
+            for (int i = 0; i < T; i++) {
+                attention_args one = a;
+                one.q = q + (size_t)i * C;
+                one.out = o_one + (size_t)i * C;
+                one.pos = pos + i;
+                one.T = 1;
+                for (int h = 0; h < NH; h++)
+                    sets[s]->attention(&one, h, 0, 1, scratch);
+            }
+            for (int i = 0; i < T; i++)
+                ck_assert_msg(memcmp(o_all + (size_t)i * C, o_one + (size_t)i * C,
+                                     (size_t)C * sizeof(float)) == 0,
+                              "%s T=%d pos=%d HS=%d: row %d alone differs from the same row in "
+                              "the span", sets[s]->name, T, pos, HS, i);
+            free(q);
+            free(k);
+            free(v);
+            free(o_all);
+            free(o_one);
             free(scratch);
         }
 }
@@ -282,8 +408,10 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, packed_matrix_holds_rounded_source_values);
     tcase_add_test(tc, simd_matmul_matches_reference_on_odd_shapes);
+    tcase_add_test(tc, matmul_rows_do_not_depend_on_the_rows_beside_them);
     tcase_add_test(tc, simd_gelu_saturates_like_the_formula);
     tcase_add_test(tc, simd_attention_matches_reference);
+    tcase_add_test(tc, attention_rows_do_not_depend_on_the_rows_beside_them);
     tcase_add_test(tc, reference_attention_is_a_causal_softmax_average);
     tcase_add_test(tc, environment_forces_the_reference_set);
     tcase_add_test(tc, layernorm_normalizes_each_row);
