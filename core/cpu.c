@@ -93,7 +93,8 @@ static void matmul_job_run(void *varg, int ith, int nth)
  * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
  * threads best. With few rows (decode) the work is streaming the weights: chunks of about 128 KiB
  * keep each stream long enough for the prefetchers while the last chunk, which one thread may
- * finish alone, stays short. */
+ * finish alone, stays short; one row takes whole groups of the panels the GEMV streams side by
+ * side. Which thread computes a panel never changes its bits (kernels.h). */
 static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
                        const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
 {
@@ -106,7 +107,11 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
     };
     size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
     size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
-    j.panels_per_chunk = ppc < 1 ? 1 : (int)ppc;
+    if (ppc < 1)
+        ppc = 1;
+    if (T == 1)                    /* whole groups of the panels the GEMV streams side by side */
+        ppc = (ppc + KERNELS_GEMV_PANELS - 1) / KERNELS_GEMV_PANELS * KERNELS_GEMV_PANELS;
+    j.panels_per_chunk = (int)ppc;
     threadpool_chunks_init(&j.chunks, (w->n_panels + j.panels_per_chunk - 1) / j.panels_per_chunk);
     threadpool_run(ce->pool, matmul_job_run, &j);
 }
@@ -281,6 +286,11 @@ static void cpu_truncate(engine *e, int pos)
     kvcache_truncate(&ce->cache, pos);
     if (pos < e->n_past)
         e->n_past = pos < 0 ? 0 : pos;
+}
+
+const kvcache *cpu_engine_kvcache(const engine *e)
+{
+    return &((const cpu_engine *)e)->cache;
 }
 
 /* ---------------------------------------------------------------------------------------------

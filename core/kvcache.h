@@ -50,4 +50,10 @@ void kvcache_store(kvcache *c, int l, int h, int t, const float *k, const float 
 /* Keeps positions 0 .. pos-1 (pos >= n is a no-op; pos < 0 is taken as 0). */
 void kvcache_truncate(kvcache *c, int pos);
 
+struct engine;
+
+/* The cache a CPU engine (cpu_engine_create, cpu.c) holds, read-only: tests compare its contents
+ * after different histories. e must be a CPU engine. */
+const kvcache *cpu_engine_kvcache(const struct engine *e);
+
 #endif

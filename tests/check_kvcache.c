@@ -1,20 +1,18 @@
-/* check_kvcache.c: the KV cache gives the logits a full recompute gives: decoding one token at a
- * time, prefilling in pieces or across chunk boundaries, continuing after a rollback, and after a
- * span that does not fit the context (refused, cache untouched). */
+/* check_kvcache.c: the KV cache gives the logits a full recompute gives, to the bit: decoding one
+ * token at a time, prefilling in pieces or across chunk boundaries, continuing after a rollback,
+ * and after a span that does not fit the context (refused, cache untouched); for every kernel set,
+ * weight dtype and thread count, the cache contents too. */
 #include <check.h>
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/kernels.h"
 #include "core/kvcache.h"
 #include "core/model.h"
 #include "core/modelgen.h"
 #include "tests/testutil.h"
-
-/* Same weights and kernels, different row grouping (a 1-row GEMV vs 12-row tiles) and so a
- * different summation order: the results differ by rounding only. */
-#define KV_TOL 2e-5f
 
 typedef struct {
     char *dir;
@@ -46,17 +44,22 @@ static void model_close(fixture_model *f)
     free(f->dir);
 }
 
-static engine *make_engine(const model *m, tt_dtype d, int n_ctx)
+static engine *make_engine_threads(const model *m, tt_dtype d, int n_ctx, int n_threads)
 {
     engine_options o;
     engine_options_default(&o);
     o.dtype = d;
-    o.n_threads = 2;
+    o.n_threads = n_threads;
     o.n_ctx = n_ctx;
     engine *e;
     tt_error err;
     ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "%s", err.msg);
     return e;
+}
+
+static engine *make_engine(const model *m, tt_dtype d, int n_ctx)
+{
+    return make_engine_threads(m, d, n_ctx, 2);
 }
 
 static void fill_ids(int32_t *ids, int n, int V, int salt)
@@ -65,11 +68,19 @@ static void fill_ids(int32_t *ids, int n, int V, int salt)
         ids[i] = (int32_t)((i * 131 + salt * 17 + 5) % V);
 }
 
-static void assert_rows_close(const float *a, const float *b, int V, const char *what, int row)
+/* The logits of a position do not depend on how it was computed (alone, in a span of any length,
+ * after a rollback): the kernels sum every output in one fixed order. So rows are compared with
+ * memcmp; the message shows the first logit that differs. */
+static void assert_rows_equal(const float *got, const float *want, int V, const char *what,
+                              int row)
 {
-    for (int i = 0; i < V; i++)
-        ck_assert_msg(fabsf(a[i] - b[i]) <= KV_TOL * (1.0f + fabsf(b[i])),
-                      "%s: position %d logit %d: %.9g vs %.9g", what, row, i, a[i], b[i]);
+    if (memcmp(got, want, (size_t)V * sizeof *got) == 0)
+        return;
+    int i = 0;
+    while (i < V && memcmp(&got[i], &want[i], sizeof *got) == 0)
+        i++;
+    ck_abort_msg("%s: position %d logit %d: %.9g vs %.9g (difference %.3g)", what, row, i,
+                 got[i], want[i], (double)got[i] - (double)want[i]);
 }
 
 /* All logits of ids[0..n) computed in one span from position 0 ((n, V), caller frees). */
@@ -135,7 +146,7 @@ START_TEST(decoding_one_token_at_a_time_matches_a_full_recompute)
             ck_assert(engine_forward(e, ids + i, 1, i, false, &err) == TT_OK);
             ck_assert_int_eq(e->n_past, i + 1);
             ck_assert_int_eq(e->n_logits, 1);
-            assert_rows_close(engine_logits(e, 0), full + (size_t)i * V, V, tt_dtype_name(d), i);
+            assert_rows_equal(engine_logits(e, 0), full + (size_t)i * V, V, tt_dtype_name(d), i);
         }
         engine_free(e);
         free(full);
@@ -162,7 +173,7 @@ START_TEST(prefill_in_pieces_across_chunks_matches_a_full_recompute)
         ck_assert(engine_forward(e, ids + pos, pieces[p], pos, true, &err) == TT_OK);
         ck_assert_int_eq(e->n_logits, pieces[p]);
         for (int i = 0; i < pieces[p]; i++)
-            assert_rows_close(engine_logits(e, i), full + (size_t)(pos + i) * V, V, "pieces",
+            assert_rows_equal(engine_logits(e, i), full + (size_t)(pos + i) * V, V, "pieces",
                               pos + i);
         pos += pieces[p];
     }
@@ -192,14 +203,14 @@ START_TEST(truncate_then_continue_equals_a_fresh_run)
     ck_assert_int_eq(e->n_past, 10);
     ck_assert(engine_forward(e, b + 10, 20, 10, true, &err) == TT_OK);
     for (int i = 0; i < 20; i++)
-        assert_rows_close(engine_logits(e, i), fresh + (size_t)(10 + i) * V, V, "truncate",
+        assert_rows_equal(engine_logits(e, i), fresh + (size_t)(10 + i) * V, V, "truncate",
                           10 + i);
 
     /* A forward at pos < n_past rolls back implicitly (rejected drafts, prefix reuse). */
     ck_assert(engine_forward(e, b + 25, 5, 25, true, &err) == TT_OK);
     ck_assert_int_eq(e->n_past, 30);
     for (int i = 0; i < 5; i++)
-        assert_rows_close(engine_logits(e, i), fresh + (size_t)(25 + i) * V, V, "rollback",
+        assert_rows_equal(engine_logits(e, i), fresh + (size_t)(25 + i) * V, V, "rollback",
                           25 + i);
 
     /* Truncating past the end changes nothing. */
@@ -233,18 +244,155 @@ START_TEST(span_past_the_context_fails_and_keeps_the_cache)
 
     /* The cache still holds positions 0..13: the last two tokens give the logits they gave. */
     ck_assert(engine_forward(e, ids + 14, 2, 14, true, &err) == TT_OK);
-    assert_rows_close(engine_logits(e, 0), full + (size_t)14 * V, V, "after failure", 14);
-    assert_rows_close(engine_logits(e, 1), full + (size_t)15 * V, V, "after failure", 15);
+    assert_rows_equal(engine_logits(e, 0), full + (size_t)14 * V, V, "after failure", 14);
+    assert_rows_equal(engine_logits(e, 1), full + (size_t)15 * V, V, "after failure", 15);
 
     /* The session's context shift: start over from position 0 with the newest tokens. */
     engine_truncate(e, 0);
     ck_assert(engine_forward(e, ids + 4, 16, 0, true, &err) == TT_OK);
     float *shifted = full_recompute(f.m, TT_F32, ids + 4, 16);
     for (int i = 0; i < 16; i++)
-        assert_rows_close(engine_logits(e, i), shifted + (size_t)i * V, V, "re-prefill", i);
+        assert_rows_equal(engine_logits(e, i), shifted + (size_t)i * V, V, "re-prefill", i);
     free(shifted);
     engine_free(e);
     free(full);
+    model_close(&f);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Batch invariance: every kernel set, dtype and thread count */
+
+/* The models: the odd-shape golden model (V 301, C 36, HS 12, FF 99) and one whose 300 tokens
+ * cross the engine's 256-token chunk. */
+static const struct {
+    const char *name;
+    int V, maxT, C, NH, L, FF, n;
+    uint64_t seed;
+} inv_models[] = {
+    {"odd", 301, 40, 36, 3, 3, 99, 40, 5},
+    {"long", 300, 320, 32, 2, 2, 0, 300, 9},
+};
+
+/* Span lengths, taken in turn until the sequence is covered: decode steps, a verification-sized
+ * span, a 12-row tile plus one, and one full chunk (crossing its boundary at an odd offset). */
+static const int inv_pieces[] = {1, 2, 7, 1, 13, 256, 5, 12, 3};
+
+/* Positions 0 .. n-1 of the cache: keys (L, NH, HS, n) then values (L, NH, n, HS). */
+static float *kv_snapshot(const engine *e, int n)
+{
+    const kvcache *c = cpu_engine_kvcache(e);
+    ck_assert_int_ge(c->n, n);
+    const size_t HS = (size_t)c->HS, rows = (size_t)c->L * (size_t)c->NH;
+    float *out = malloc(2 * rows * HS * (size_t)n * sizeof(float));
+    float *o = out;
+    for (size_t lh = 0; lh < rows; lh++)
+        for (size_t d = 0; d < HS; d++, o += n)
+            memcpy(o, c->k + (lh * HS + d) * (size_t)c->ldk, (size_t)n * sizeof(float));
+    for (size_t lh = 0; lh < rows; lh++, o += (size_t)n * HS)
+        memcpy(o, c->v + lh * (size_t)c->n_ctx * HS, (size_t)n * HS * sizeof(float));
+    return out;
+}
+
+static void assert_cache_equal(const engine *e, const float *want, int n, const char *what)
+{
+    const kvcache *c = cpu_engine_kvcache(e);
+    size_t len = 2 * (size_t)c->L * (size_t)c->NH * (size_t)c->HS * (size_t)n;
+    float *got = kv_snapshot(e, n);
+    ck_assert_msg(memcmp(got, want, len * sizeof(float)) == 0,
+                  "%s: the KV cache of positions 0..%d differs from one-at-a-time decoding",
+                  what, n - 1);
+    free(got);
+}
+
+START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
+{
+    static const char *sets[] = {"reference", "avx2", "avx512"};
+    static const int threads[] = {1, 3};
+    const int mi = _i;
+    fixture_model f;
+    f.dir = tu_tmpdir();
+    modelgen_options o;
+    modelgen_options_default(&o);
+    o.seed = inv_models[mi].seed;
+    o.V = inv_models[mi].V;
+    o.maxT = inv_models[mi].maxT;
+    o.C = inv_models[mi].C;
+    o.NH = inv_models[mi].NH;
+    o.L = inv_models[mi].L;
+    o.FF = inv_models[mi].FF;
+    tt_error err;
+    ck_assert_msg(modelgen_write(f.dir, &o, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(model_load(f.dir, &f.m, &err) == TT_OK, "%s", err.msg);
+    const int n = inv_models[mi].n, V = f.m->config.V;
+    int32_t *ids = malloc((size_t)n * sizeof *ids), *branch = malloc((size_t)n * sizeof *ids);
+    fill_ids(ids, n, V, 11);
+    fill_ids(branch, n, V, 12);
+    float *dec = malloc((size_t)n * (size_t)V * sizeof(float));
+    int n_sets = 0;
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        if (!kernels_by_name(sets[si]))
+            continue;
+        n_sets++;
+        setenv("TOKENTOP_KERNELS", sets[si], 1);
+        for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+            char what[128];
+            /* The reference history: one token at a time on one thread. */
+            engine *e = make_engine_threads(f.m, d, 0, 1);
+            ck_assert_msg(strstr(e->description, sets[si]) != NULL, "%s", e->description);
+            for (int i = 0; i < n; i++) {
+                ck_assert(engine_forward(e, ids + i, 1, i, false, &err) == TT_OK);
+                memcpy(dec + (size_t)i * V, engine_logits(e, 0), (size_t)V * sizeof(float));
+            }
+            float *kv = kv_snapshot(e, n);
+            engine_free(e);
+
+            for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+                e = make_engine_threads(f.m, d, 0, threads[ti]);
+                /* 1. The whole sequence in one span (two chunks for the long model). */
+                snprintf(what, sizeof what, "%s %s %s, %d threads, one span", inv_models[mi].name,
+                         sets[si], tt_dtype_name(d), threads[ti]);
+                ck_assert(engine_forward(e, ids, n, 0, true, &err) == TT_OK);
+                for (int i = 0; i < n; i++)
+                    assert_rows_equal(engine_logits(e, i), dec + (size_t)i * V, V, what, i);
+                assert_cache_equal(e, kv, n, what);
+
+                /* 2. From scratch in pieces of every length, at every kind of offset. */
+                snprintf(what, sizeof what, "%s %s %s, %d threads, pieces", inv_models[mi].name,
+                         sets[si], tt_dtype_name(d), threads[ti]);
+                engine_truncate(e, 0);
+                for (int pos = 0, pi = 0; pos < n; pi++) {
+                    int len = inv_pieces[pi % 9] < n - pos ? inv_pieces[pi % 9] : n - pos;
+                    ck_assert(engine_forward(e, ids + pos, len, pos, true, &err) == TT_OK);
+                    for (int i = 0; i < len; i++)
+                        assert_rows_equal(engine_logits(e, i), dec + (size_t)(pos + i) * V, V,
+                                          what, pos + i);
+                    pos += len;
+                }
+                assert_cache_equal(e, kv, n, what);
+
+                /* 3. A branch computed and rolled back, then the rest recomputed in one span
+                 * (what a rejected draft and prefix reuse do). */
+                snprintf(what, sizeof what, "%s %s %s, %d threads, after a rollback",
+                         inv_models[mi].name, sets[si], tt_dtype_name(d), threads[ti]);
+                const int mid = n / 3;
+                ck_assert(engine_forward(e, branch + mid, n - mid, mid, false, &err) == TT_OK);
+                engine_truncate(e, mid);
+                ck_assert(engine_forward(e, ids + mid, n - mid, mid, true, &err) == TT_OK);
+                for (int i = 0; i < n - mid; i++)
+                    assert_rows_equal(engine_logits(e, i), dec + (size_t)(mid + i) * V, V, what,
+                                      mid + i);
+                assert_cache_equal(e, kv, n, what);
+                engine_free(e);
+            }
+            free(kv);
+        }
+    }
+    unsetenv("TOKENTOP_KERNELS");
+    ck_assert_int_ge(n_sets, 1);
+    free(ids);
+    free(branch);
+    free(dec);
     model_close(&f);
 }
 END_TEST
@@ -259,6 +407,10 @@ int main(void)
     tcase_add_test(tc, prefill_in_pieces_across_chunks_matches_a_full_recompute);
     tcase_add_test(tc, truncate_then_continue_equals_a_fresh_run);
     tcase_add_test(tc, span_past_the_context_fails_and_keeps_the_cache);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("invariance");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, positions_get_the_same_bits_alone_in_spans_and_after_rollbacks, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
