@@ -461,29 +461,25 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
     }
 }
 
-/* ATT_QB query rows at once (prefill): each row of transposed keys and each value row loaded
- * feeds ATT_QB rows of scores or outputs instead of one. Rows i0 .. i0+ATT_QB-1 see keys up to
- * pos+i0+r; the score tile covers the longest, and in the weighted sum the keys a row does not
- * see are skipped for that row (not added with weight zero), so each row runs exactly the chains
- * of attention_rows. scratch: (ATT_QB, ls) with ls = pos + i0 + ATT_QB. */
+/* Query rows per prefill tile. */
 #define ATT_QB 8
 
-static void attention_tile(const attention_args *a, int h, int i0, float *scratch)
+/* Scores of the tile's rows, 32 positions x ATT_QB rows per step (16 accumulators), into
+ * scratch (ATT_QB, ls). The three steps of a tile are separate functions so that each gets the
+ * register file to itself (GCC 12 spilled a key vector of this loop when they were one). */
+static __attribute__((noinline)) void
+tile_scores(const attention_args *a, int h, int i0, float *scratch)
 {
     const int HS = a->HS;
     const size_t ldk = (size_t)a->ldk;
     const __m512 scale = _mm512_set1_ps(gpt2_attn_scale(HS));
     const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
-    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
-    const int n_min = a->pos + i0 + 1;        /* keys every row of the tile sees */
     const int n_max = a->pos + i0 + ATT_QB;
     const size_t ls = (size_t)n_max;
     const float *q[ATT_QB];
 #pragma GCC unroll 8
     for (int r = 0; r < ATT_QB; r++)
         q[r] = a->q + (size_t)(i0 + r) * (size_t)a->ldq + (size_t)h * (size_t)HS;
-
-    /* Scores, 32 positions x ATT_QB rows per step (16 accumulators). */
     for (int t = 0; t < n_max; t += 32) {
         const __mmask16 m0 = lanes16(n_max - t), m1 = lanes16(n_max - t - 16);
         __m512 c0[ATT_QB], c1[ATT_QB];
@@ -506,12 +502,17 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
             _mm512_mask_storeu_ps(scratch + r * ls + t + 16, m1, _mm512_mul_ps(c1[r], scale));
         }
     }
+}
 
-    float inv[ATT_QB];
-    for (int r = 0; r < ATT_QB; r++)
-        inv[r] = softmax_row(scratch + r * ls, n_min + r);
-
-    /* Outputs, 32 head columns x ATT_QB rows per step (16 accumulators). */
+/* Outputs of the tile's rows from the softmax numerators in scratch (ATT_QB, ls), 32 head
+ * columns x ATT_QB rows per step (16 accumulators), each row scaled by its inv. */
+static __attribute__((noinline)) void
+tile_values(const attention_args *a, int h, int i0, const float *scratch, const float *inv)
+{
+    const int HS = a->HS;
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    const int n_min = a->pos + i0 + 1;        /* keys every row of the tile sees */
+    const size_t ls = (size_t)(a->pos + i0 + ATT_QB);
     for (int d0 = 0; d0 < HS; d0 += 32) {
         const __mmask16 m0 = lanes16(HS - d0), m1 = lanes16(HS - d0 - 16);
         __m512 c0[ATT_QB], c1[ATT_QB];
@@ -529,16 +530,15 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
                 c1[r] = _mm512_fmadd_ps(p, b1, c1[r]);
             }
         }
-        /* The triangle: key n_min + j is seen by rows j+1 .. ATT_QB-1 only. */
-        for (int j = 0; j < ATT_QB - 1; j++, u++, vr += HS) {
-            __m512 b0 = _mm512_maskz_loadu_ps(m0, vr), b1 = _mm512_maskz_loadu_ps(m1, vr + 16);
+        /* The triangle: row r also sees keys n_min .. n_min + r - 1. */
 #pragma GCC unroll 8
-            for (int r = 1; r < ATT_QB; r++)
-                if (r > j) {
-                    __m512 p = _mm512_set1_ps(scratch[r * ls + u]);
-                    c0[r] = _mm512_fmadd_ps(p, b0, c0[r]);
-                    c1[r] = _mm512_fmadd_ps(p, b1, c1[r]);
-                }
+        for (int r = 1; r < ATT_QB; r++) {
+            const float *vt = vr;
+            for (int j = 0; j < r; j++, vt += HS) {
+                __m512 p = _mm512_set1_ps(scratch[r * ls + (size_t)(u + j)]);
+                c0[r] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(m0, vt), c0[r]);
+                c1[r] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(m1, vt + 16), c1[r]);
+            }
         }
 #pragma GCC unroll 8
         for (int r = 0; r < ATT_QB; r++) {
@@ -548,6 +548,22 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
             _mm512_mask_storeu_ps(o + 16, m1, _mm512_mul_ps(c1[r], sc));
         }
     }
+}
+
+/* ATT_QB query rows at once (prefill): each row of transposed keys and each value row loaded
+ * feeds ATT_QB rows of scores or outputs instead of one. Rows i0 .. i0+ATT_QB-1 see keys up to
+ * pos+i0+r; the score tile covers the longest, and in the weighted sum the keys a row does not
+ * see are skipped for that row (not added with weight zero), so each row runs exactly the chains
+ * of attention_rows. scratch: (ATT_QB, ls) with ls = pos + i0 + ATT_QB. */
+static void attention_tile(const attention_args *a, int h, int i0, float *scratch)
+{
+    const int n_min = a->pos + i0 + 1;
+    const size_t ls = (size_t)(a->pos + i0 + ATT_QB);
+    float inv[ATT_QB];
+    tile_scores(a, h, i0, scratch);
+    for (int r = 0; r < ATT_QB; r++)
+        inv[r] = softmax_row(scratch + r * ls, n_min + r);
+    tile_values(a, h, i0, scratch, inv);
 }
 
 static void avx512_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
