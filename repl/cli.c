@@ -209,16 +209,16 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             o->spec_off = strcmp(a, "off") == 0;
             break;
         case OPT_NO_GRAPHS: o->no_graphs = true; break;
-        case OPT_TEMP: r = set_sampler(o, cmd, "temp", a); break;
-        case OPT_TOP_K: r = set_sampler(o, cmd, "top_k", a); break;
-        case OPT_TOP_P: r = set_sampler(o, cmd, "top_p", a); break;
+        case OPT_TEMP: r = set_sampler(o, cmd, "temp", a); o->given |= CLI_GIVEN_TEMP; break;
+        case OPT_TOP_K: r = set_sampler(o, cmd, "top_k", a); o->given |= CLI_GIVEN_TOP_K; break;
+        case OPT_TOP_P: r = set_sampler(o, cmd, "top_p", a); o->given |= CLI_GIVEN_TOP_P; break;
         case OPT_MIN_P: r = set_sampler(o, cmd, "min_p", a); break;
-        case OPT_REPEAT: r = set_sampler(o, cmd, "repeat", a); break;
+        case OPT_REPEAT: r = set_sampler(o, cmd, "repeat", a); o->given |= CLI_GIVEN_REPEAT; break;
         case OPT_PRESENCE: r = set_sampler(o, cmd, "presence", a); break;
         case OPT_FREQUENCY: r = set_sampler(o, cmd, "frequency", a); break;
         case OPT_WINDOW: r = set_sampler(o, cmd, "window", a); break;
         case OPT_ORDER: r = set_sampler(o, cmd, "order", a); break;
-        case OPT_GREEDY: o->set.sampler.greedy = true; break;
+        case OPT_GREEDY: o->set.sampler.greedy = true; o->given |= CLI_GIVEN_GREEDY; break;
         case OPT_SEED: {
             char *end;
             errno = 0;
@@ -231,7 +231,10 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             o->seed_set = true;
             break;
         }
-        case OPT_MAX: r = parse_int(cmd, "--max-tokens", a, 1, 1 << 24, &o->set.max_new_tokens); break;
+        case OPT_MAX:
+            r = parse_int(cmd, "--max-tokens", a, 1, 1 << 24, &o->set.max_new_tokens);
+            o->given |= CLI_GIVEN_MAX;
+            break;
         case OPT_MIN_TOKENS: r = parse_int(cmd, "--min-tokens", a, 0, 1 << 24, &o->set.min_tokens); break;
         case OPT_IGNORE_EOS: o->set.stop_at_eos = false; break;
         case OPT_STOP:
@@ -285,6 +288,32 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
         return -1;
     }
     return 0;
+}
+
+void cli_apply_generation_defaults(cli_options *o, const model *m)
+{
+    const gpt2_generation_defaults *g = &m->gen;
+    sampler_params p = o->set.sampler;
+    char v[32];
+    struct { bool has; unsigned bit; const char *name; double value; bool integer; } rows[] = {
+        {g->has_temperature, CLI_GIVEN_TEMP, "temp", g->temperature, false},
+        {g->has_top_k, CLI_GIVEN_TOP_K, "top_k", g->top_k, true},
+        {g->has_top_p, CLI_GIVEN_TOP_P, "top_p", g->top_p, false},
+        {g->has_rep_penalty, CLI_GIVEN_REPEAT, "repeat", g->repetition_penalty, false},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (!rows[i].has || (o->given & rows[i].bit))
+            continue;
+        snprintf(v, sizeof v, rows[i].integer ? "%.0f" : "%.9g", rows[i].value);
+        tt_error err;
+        if (sampler_params_set(&p, rows[i].name, v, &err) != TT_OK)
+            fprintf(stderr, "tokentop: %s/generation_config.json: %s (ignored)\n", m->dir, err.msg);
+    }
+    if (g->has_do_sample && !g->do_sample && !(o->given & (CLI_GIVEN_GREEDY | CLI_GIVEN_TEMP)))
+        p.greedy = true;
+    o->set.sampler = p;
+    if (g->has_max_new_tokens && g->max_new_tokens > 0 && !(o->given & CLI_GIVEN_MAX))
+        o->set.max_new_tokens = g->max_new_tokens;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ typedef struct {
     int gamma;                 /* --gamma (speculative draft length) */
     bool gamma_adaptive;       /* --gamma-adaptive: HF's schedule, +2 after a clean round, -1 else */
     bool spec_off;             /* --spec off: load the --draft but start with speculation off */
+    unsigned given;            /* CLI_GIVEN_* bits: sampler settings given on the command line */
     bool no_graphs;            /* --no-graphs (CUDA) */
     session_settings set;      /* sampler, -n, --min-tokens, --stop, --seed, --context-keep */
     const char *stops[SESSION_MAX_STOPS];
@@ -36,6 +37,11 @@ typedef struct {
     bool bos;                  /* score --bos: prepend the beginning-of-text token */
     int window;                /* score --window */
 } cli_options;
+
+enum {
+    CLI_GIVEN_TEMP = 1u << 0, CLI_GIVEN_TOP_K = 1u << 1, CLI_GIVEN_TOP_P = 1u << 2,
+    CLI_GIVEN_REPEAT = 1u << 3, CLI_GIVEN_GREEDY = 1u << 4, CLI_GIVEN_MAX = 1u << 5,
+};
 
 /* Defaults: embedded model, auto backend, dtype from the file, sampler defaults. */
 void cli_options_default(cli_options *o);
@@ -72,6 +78,12 @@ void cli_app_free(cli_app *app);
  * fallback_note, and to stderr unless fallback_quiet. */
 struct session;
 engine *cli_device_fallback(void *app, struct session *s, engine *failed, const tt_error *why);
+
+/* Applies the model's generation_config.json (temperature, top_k, top_p, repetition_penalty,
+ * do_sample false = greedy, max_new_tokens) to the settings the command line did not give, the way
+ * Hugging Face's generate() starts from a model's generation config. Values the sampler would
+ * refuse are skipped with a warning on stderr. */
+void cli_apply_generation_defaults(cli_options *o, const model *m);
 
 /* Loads dir's vocab.json + merges.txt. */
 tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err);

@@ -242,6 +242,7 @@ static int cmd_generate(int argc, char **argv)
         free(prompt);
         return 1;
     }
+    cli_apply_generation_defaults(&o, app.model);
     if (!o.seed_set)
         o.set.seed = random_seed();
     session s;

@@ -659,6 +659,7 @@ int repl_main(int argc, char **argv)
         free(first);
         return 1;
     }
+    cli_apply_generation_defaults(&o, app.model);
     if (!o.seed_set)
         o.set.seed = random_seed();
     session s;

@@ -26,6 +26,23 @@ g1=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --greedy -q --seed 1)
 g2=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --temp 0 -q --seed 2)
 check "--greedy equals --temp 0 whatever the seed" test "$g1" == "$g2"
 
+# --- generation_config.json supplies defaults; the command line overrides them
+mkdir -p "$tmp/gc" && cp "$tmp"/m/* "$tmp/gc/"
+printf '{"do_sample": false, "max_new_tokens": 7}\n' > "$tmp/gc/generation_config.json"
+d1=$("$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello there" --seed 1 -q)
+d2=$("$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello there" --seed 2 -q)
+g7=$("$BIN" generate "${M[@]}" -p "Hello there" -n 7 --greedy -q)
+check "do_sample false in generation_config means greedy" test "$d1" == "$g7" -a "$d2" == "$g7"
+"$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello" --json > "$tmp/gcj"
+check "max_new_tokens comes from generation_config" grep -q '"generated_tokens":7' "$tmp/gcj"
+"$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello" --temp 0.9 --seed 3 -n 12 --json > "$tmp/gcj2"
+check "--temp on the command line overrides do_sample false" grep -q '"u":0\.' "$tmp/gcj2"
+printf '{"top_k": 2}\n' > "$tmp/gc/generation_config.json"
+"$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello" -n 3 --seed 1 --json > "$tmp/gcj3"
+check "top_k comes from generation_config" grep -q '"kept":2,' "$tmp/gcj3"
+"$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello" -n 3 --seed 1 --json --top-k 0 > "$tmp/gcj4"
+check "--top-k 0 on the command line overrides it" bash -c "! grep -q '\"kept\":2,' '$tmp/gcj4'"
+
 # --- JSON records
 "$BIN" generate "${M[@]}" -p "Hello" -n 5 --seed 1 --json > "$tmp/j" 2>"$tmp/err"
 check "generate --json writes one JSON object per line" "$JSONCHECK" --has done < "$tmp/j"
