@@ -17,6 +17,12 @@
 #include "core/modelgen.h"
 #include "core/rng.h"
 #include "core/threads.h"
+#if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
+#include "gpu/cuda_engine.h"
+#define BENCH_HAVE_CUDA 1
+#else
+#define BENCH_HAVE_CUDA 0
+#endif
 #include "repl/jsonw.h"
 
 typedef struct {
@@ -26,6 +32,7 @@ typedef struct {
     int gen_tokens;
     int n_threads;
     bool json;
+    bool cuda;                     /* --backend cuda */
 } bench_options;
 
 typedef struct {
@@ -41,8 +48,12 @@ typedef struct {
     double nocache_s;              /* median time of one token recomputed without the cache */
     size_t weight_bytes;
     double kv_bytes;               /* KV cache bytes a decode step reads, mean over the steps */
-    double bandwidth;              /* bytes/s, best of the runs */
+    double bandwidth;              /* bytes/s: measured host read, or the GPU's peak */
     double peak_rss;               /* bytes */
+    /* --backend cuda only: */
+    char device[320];
+    double device_bytes;           /* device memory the engine holds */
+    double decode_nograph_s;       /* median per-token decode time without CUDA graphs */
 } bench_result;
 
 /* ---------------------------------------------------------------------------------------------
@@ -262,9 +273,22 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
             r->decode_tail_s > 0 ? r->nocache_s / r->decode_tail_s : 0.0);
     fprintf(f, "  weights       %.1f MB read per decoded token (+ %.1f MB of KV cache on average)\n",
             r->weight_bytes * 1e-6, r->kv_bytes * 1e-6);
-    fprintf(f, "  bandwidth     %.1f GB/s measured read (%d threads): decode runs at %.0f%% of "
-            "that limit (%.1f tok/s max)\n", r->bandwidth * 1e-9, r->threads, frac * 100.0,
-            r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
+    if (o->cuda) {
+        fprintf(f, "  device        %s, %.1f MB of device memory held\n", r->device,
+                r->device_bytes * 1e-6);
+        fprintf(f, "  CUDA graphs   decode %.1f tok/s replaying the captured step, %.1f tok/s "
+                "launching it (%.2fx)\n", decode_tps,
+                r->decode_nograph_s > 0 ? 1.0 / r->decode_nograph_s : 0.0,
+                r->decode_nograph_s > 0 && r->decode_median_s > 0
+                    ? r->decode_nograph_s / r->decode_median_s : 0.0);
+        fprintf(f, "  bandwidth     %.1f GB/s device peak: decode runs at %.0f%% of that limit "
+                "(%.1f tok/s max)\n", r->bandwidth * 1e-9, frac * 100.0,
+                r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
+    } else {
+        fprintf(f, "  bandwidth     %.1f GB/s measured read (%d threads): decode runs at %.0f%% of "
+                "that limit (%.1f tok/s max)\n", r->bandwidth * 1e-9, r->threads, frac * 100.0,
+                r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
+    }
     fprintf(f, "  peak RSS      %.1f MB\n", r->peak_rss * 1e-6);
     fprintf(f, "  load average  %.2f %.2f %.2f (other work on the machine skews the numbers)\n",
             load[0], load[1], load[2]);
@@ -307,6 +331,15 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
     json_field(f, "bandwidth_fraction",
                r->bandwidth > 0 ? (double)r->weight_bytes * decode_tps / r->bandwidth : 0.0, true);
     json_field(f, "peak_rss_mb", r->peak_rss * 1e-6, true);
+    fprintf(f, "\"backend\":\"%s\",", o->cuda ? "cuda" : "cpu");
+    if (o->cuda) {
+        fputs("\"device\":", f);
+        jsonw_string(f, r->device, strlen(r->device));
+        fputc(',', f);
+        json_field(f, "device_memory_mb", r->device_bytes * 1e-6, true);
+        json_field(f, "decode_nograph_tok_s",
+                   r->decode_nograph_s > 0 ? 1.0 / r->decode_nograph_s : 0.0, true);
+    }
     json_field(f, "load_average", load[0], false);
     fputs("}\n", f);
 }
@@ -317,11 +350,14 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
 static void bench_usage(FILE *f)
 {
     fputs("usage: tokentop bench [--model DIR] [--dtype fp32|fp16|bf16] [--prompt-tokens N]\n"
-          "                      [--gen-tokens M] [--threads N] [--json]\n"
+          "                      [--gen-tokens M] [--threads N] [--backend cpu|cuda] [--json]\n"
           "Measures prefill and decode speed, time to first token, peak memory, decode with and\n"
           "without the KV cache, and decode speed against the measured memory read bandwidth.\n"
           "Without --model, a random model with GPT-2 124M shapes is written to a temporary\n"
-          "directory and removed afterwards.\n", f);
+          "directory and removed afterwards. --backend cuda measures the GPU engine instead:\n"
+          "device memory, decode with and without CUDA graphs, and the fraction of the device's\n"
+          "peak memory bandwidth. With --draft DIR or --random-pair: the speculative benchmark.\n",
+          f);
 }
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
@@ -366,6 +402,13 @@ static int bench_parse(bench_options *o, int argc, char **argv)
             i++;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--backend") == 0 && v) {
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+                fprintf(stderr, "tokentop bench: --backend: expected cpu or cuda, got %s\n", v);
+                return -1;
+            }
+            o->cuda = strcmp(v, "cuda") == 0;
+            i++;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             bench_usage(stdout);
             return 1;
@@ -424,8 +467,42 @@ int bench_main(int argc, char **argv)
     engine_options_default(&eo);
     eo.dtype = o.dtype;
     eo.n_threads = o.n_threads;
-    if (cpu_engine_create(m, &eo, &e, &err) != TT_OK)
+    if (o.cuda) {
+#if BENCH_HAVE_CUDA
+        cuda_engine_options co;
+        cuda_engine_options_default(&co);
+        co.use_graphs = false;
+        if (cuda_engine_create(m, &eo, &co, &e, &err) != TT_OK)
+            goto fail;
+        bench_result nograph = r;
+        if (!o.json)
+            fprintf(stderr, "tokentop bench: %s: without CUDA graphs first ...\n", e->description);
+        if (bench_run(e, &o, &nograph, &err) != 0)
+            goto fail;
+        r.decode_nograph_s = nograph.decode_median_s;
+        engine_free(e);
+        e = NULL;
+        co.use_graphs = true;
+        if (cuda_engine_create(m, &eo, &co, &e, &err) != TT_OK)
+            goto fail;
+        cuda_device_info_t info;
+        if (cuda_device_info(&info, &err) != TT_OK)
+            goto fail;
+        snprintf(r.device, sizeof r.device, "%s%s", info.name,
+                 info.emulated ? " (emulated: the figures mean nothing)" : "");
+        r.bandwidth = info.peak_bandwidth;
+        cuda_engine_stats cs;
+        if (cuda_engine_get_stats(e, &cs))
+            r.device_bytes = (double)cs.device_bytes;
+#else
+        fprintf(stderr, "tokentop bench: --backend cuda: this build has no CUDA backend (build "
+                "with make CUDA=1 where nvcc is installed)\n");
+        rc = 2;
+        goto out;
+#endif
+    } else if (cpu_engine_create(m, &eo, &e, &err) != TT_OK) {
         goto fail;
+    }
     snprintf(r.description, sizeof r.description, "%s", e->description);
     r.weight_bytes = e->weight_bytes;
     r.threads = o.n_threads > 0 ? o.n_threads : threadpool_cores();
@@ -440,7 +517,8 @@ int bench_main(int argc, char **argv)
     r.peak_rss = (double)ru.ru_maxrss * 1024.0;
     engine_free(e);
     e = NULL;
-    r.bandwidth = bench_bandwidth(r.threads);
+    if (!o.cuda)
+        r.bandwidth = bench_bandwidth(r.threads);
     if (o.json)
         bench_print_json(&o, &r, stdout);
     else

@@ -63,6 +63,10 @@ if [ -x "$EMU" ]; then
         grep -q "decode, graphs off: .* tokens/s (graphs: " "$tmp/bench"
     check "cuda-bench reports the bandwidth share and device memory" \
         grep -q "% of the .* GB/s peak; graphs on" "$tmp/bench"
+    "$EMU" bench --backend cuda --model "$tmp/m" --prompt-tokens 8 --gen-tokens 4 --json >"$tmp/gb" 2>/dev/null
+    check "tokentop bench --backend cuda reports device memory, graphs on/off and the bandwidth share" \
+        bash -c "grep -q '\"backend\":\"cuda\"' '$tmp/gb' && grep -q '\"device_memory_mb\":' '$tmp/gb' \
+                 && grep -q '\"decode_nograph_tok_s\":' '$tmp/gb' && grep -q '\"bandwidth_fraction\":' '$tmp/gb'"
     # A sticky device error (injected by the emulation) mid-prefill or mid-decode: the run goes on
     # on the CPU, with one message, and gives the CPU's greedy text; speculative runs too.
     "$EMU" generate "${M[@]}" -p "Hello there" -n 24 --greedy -q --backend cpu >"$tmp/fb.cpu" 2>/dev/null
@@ -82,6 +86,11 @@ if [ -x "$EMU" ]; then
     check "device error: the JSON summary reports the fallback" grep -q '"device_fallbacks":1' "$tmp/fb.json"
 else
     echo "     (no $EMU in this build: CUDA=0)"
+fi
+if grep -q "no CUDA device" "$tmp/cuda.err"; then
+    "$BIN" bench --backend cuda --model "$tmp/m" --prompt-tokens 8 --gen-tokens 4 >/dev/null 2>"$tmp/bb.err"
+    check "tokentop bench --backend cuda without a device fails with the reason" \
+        test $? -ne 0 -a "$(grep -c "no CUDA device" "$tmp/bb.err")" -eq 1
 fi
 if [ -x "$BUILD/gpu/cuda-bench" ] && grep -q "no CUDA device" "$tmp/cuda.err"; then
     "$BUILD/gpu/cuda-bench" >/dev/null 2>"$tmp/nb.err"
