@@ -710,13 +710,17 @@ tt_status model_load(const char *dir, model **out, tt_error *err)
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    s = read_small_file(path, &text, &len, &missing, err);
+    tt_error gerr = {0};
+    s = read_small_file(path, &text, &len, &missing, &gerr);
     if (s == TT_OK)
-        s = gpt2_generation_parse(text, len, path, m->config.V, &m->gen, err);
-    else if (missing)
-        s = TT_OK;
-    if (s != TT_OK)
+        s = gpt2_generation_parse(text, len, path, m->config.V, &m->gen, &gerr);
+    if (s == TT_ERR_NOMEM) {
+        *err = gerr;
         goto fail;
+    }
+    if (s != TT_OK && !missing)
+        snprintf(m->gen_warning, sizeof m->gen_warning, "%s", gerr.msg);
+    s = TT_OK;
     free(text);
     free(path);
     *out = m;

@@ -102,6 +102,7 @@ typedef struct model {
     char *name;                           /* last path component, for display */
     gpt2_config config;
     gpt2_generation_defaults gen;
+    char gen_warning[TT_ERROR_MAX];       /* why generation_config.json was ignored; "" if not */
     gpt2_tensors tensors;
     tt_dtype file_dtype;                  /* dtype of wte in the file */
     size_t n_params;                      /* parameters, tied lm_head counted once */
@@ -111,7 +112,9 @@ typedef struct model {
 /* Loads dir/config.json, dir/model.safetensors (validated, then every tensor GPT-2 needs checked
  * against the config: names with or without "transformer.", extra buffers such as h.N.attn.bias
  * ignored, lm_head tied to wte unless config.json says "tie_word_embeddings": false, which is
- * what transformers does) and the optional dir/generation_config.json.
+ * what transformers does) and the optional dir/generation_config.json: one that cannot be read
+ * or has an invalid field is ignored as a whole, with the reason (file and field) left in
+ * m->gen_warning, since the model itself is usable without it.
  * Weight tensors must be F32, F16 or BF16 (they may differ from each other); shapes must match
  * the config exactly ("DIR/model.safetensors: tensor h.3.mlp.c_fc.weight: expected [768,3072],
  * got [3072,768]"). A directory with only pytorch_model.bin (or another .bin, .pt, .pth or

@@ -421,6 +421,9 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
     tt_status st = cli_load_tokenizer(dir, &app->tok, &err);
     if (st == TT_OK && !tokenizer_only) {
         st = model_load(dir, &app->model, &err);
+        if (st == TT_OK && app->model->gen_warning[0])
+            fprintf(stderr, "tokentop: %s (the file is ignored)\n",
+                    app->model->gen_warning);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: vocab.json has %d tokens but the model's "
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),

@@ -42,6 +42,11 @@ printf '{"top_k": 2}\n' > "$tmp/gc/generation_config.json"
 check "top_k comes from generation_config" grep -q '"kept":2,' "$tmp/gcj3"
 "$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello" -n 3 --seed 1 --json --top-k 0 > "$tmp/gcj4"
 check "--top-k 0 on the command line overrides it" bash -c "! grep -q '\"kept\":2,' '$tmp/gcj4'"
+printf '{"temperature": -2, "do_sample": false}\n' > "$tmp/gc/generation_config.json"
+bad=$("$BIN" generate --model "$tmp/gc" --threads 1 -p "Hello there" -n 24 --seed 11 --temp 0.9 -q 2>"$tmp/gcerr")
+check "an invalid generation_config.json is named with its field and ignored" \
+    grep -q 'gc/generation_config.json: temperature: -2 is negative (the file is ignored)' "$tmp/gcerr"
+check "the model still runs without the ignored file's settings" test "$bad" == "$a"
 
 # --- JSON records
 "$BIN" generate "${M[@]}" -p "Hello" -n 5 --seed 1 --json > "$tmp/j" 2>"$tmp/err"
