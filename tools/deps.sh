@@ -1,18 +1,45 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tokentop needs to build and test, printing what it installs.
-# Usage: tools/deps.sh [--check]   (--check: only report what is missing, exit 1 if anything is)
+# Installs missing Debian packages, printing what it installs. One script for every make target.
+# Usage: tools/deps.sh [--check] [--train]
+#   --check   only report what is missing (exit 1 if anything is)
+#   --train   the packages `make models` needs (retraining the embedded models) instead of the
+#             build-and-test set
 set -eu
 
-# Why each one (the README says the same):
-#   gcc make pkg-config       the build
-#   libcjson-dev              JSON: safetensors headers, config.json, vocab.json (keeps duplicate keys
-#                             visible, which the safetensors validation needs)
-#   libpcre2-dev              the GPT-2 pre-tokenizer regex with Unicode properties (\p{L}, \p{N})
-#   libncurses-dev            the terminal UI (wide-character ncursesw)
-#   check libsubunit-dev      unit tests (Check links against subunit on Debian)
-#   tmux                      end-to-end tests drive the real binary inside tmux
-#   curl                      make gpt2 downloads checkpoints; tests/e2e/download_gpt2.sh runs it on a file:// mirror
-packages=(gcc make pkg-config libcjson-dev libpcre2-dev libncurses-dev check libsubunit-dev tmux curl)
+check=0 train=0
+for a in "$@"; do
+    case "$a" in
+        --check) check=1 ;;
+        --train) train=1 ;;
+        *) echo "tools/deps.sh: unknown option '$a' (use --check, --train)" >&2; exit 2 ;;
+    esac
+done
+
+if [ $train -eq 0 ]; then
+    # Why each one (the README says the same):
+    #   gcc make pkg-config       the build
+    #   libcjson-dev              JSON: safetensors headers, config.json, vocab.json (keeps duplicate
+    #                             keys visible, which the safetensors validation needs)
+    #   libpcre2-dev              the GPT-2 pre-tokenizer regex with Unicode properties (\p{L}, \p{N})
+    #   libncurses-dev            the terminal UI (wide-character ncursesw)
+    #   check libsubunit-dev      unit tests (Check links against subunit on Debian)
+    #   tmux                      end-to-end tests drive the real binary inside tmux
+    #   curl                      make gpt2 downloads checkpoints; tests/e2e/download_gpt2.sh runs it
+    #                             on a file:// mirror
+    who="tokentop"
+    packages=(gcc make pkg-config libcjson-dev libpcre2-dev libncurses-dev check libsubunit-dev
+              tmux curl)
+else
+    # Why each one:
+    #   bible-kjv bible-kjv-text   the corpus: `bible -f 'Gen1:1-Rev22:21'` prints the King James text
+    #   python3 python3-numpy      the training scripts (Debian's /usr/bin/python3, no PyPI)
+    #   python3-torch              the model and the training loop (Debian's PyTorch)
+    #   libopenblas0-pthread       backs python3-torch's CPU math (about 50x faster than without)
+    #   python3-regex              GPT-2's pre-tokenizer regex needs \p{L} and \p{N}, which `re` lacks
+    who="make models"
+    packages=(bible-kjv bible-kjv-text python3 python3-numpy python3-torch libopenblas0-pthread
+              python3-regex)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -26,21 +53,21 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
-if [ "${1:-}" = "--check" ]; then
-    echo "tokentop: missing packages: ${missing[*]}" >&2
+if [ $check -eq 1 ]; then
+    echo "$who: missing packages: ${missing[*]}" >&2
     exit 1
 fi
 
-echo "tokentop: installing missing Debian packages: ${missing[*]}"
+echo "$who: installing missing Debian packages: ${missing[*]}"
 if [ "$(id -u)" -eq 0 ]; then
     sudo=()
 elif command -v sudo >/dev/null 2>&1; then
     sudo=(sudo)
 else
-    echo "tokentop: need root or sudo to install: ${missing[*]}" >&2
+    echo "$who: need root or sudo to install: ${missing[*]}" >&2
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "tokentop: installed ${missing[*]}"
+echo "$who: installed ${missing[*]}"

@@ -19,7 +19,7 @@ DRAFT_ARGS  ?= --n-layer 2 --n-head 2 --n-embd 96 --block-size 256 --batch-size 
 .PHONY: models models-deps models-verify gpt2
 
 models-deps:
-	@tools/train/deps.sh
+	@tools/deps.sh --train
 
 $(TRAIN_WORK)/corpus/books.json: tools/train/corpus.py | models-deps
 	$(TRAIN_PY) tools/train/corpus.py $(TRAIN_WORK)/corpus
