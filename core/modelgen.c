@@ -12,6 +12,7 @@
 
 #include <cJSON.h>
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -880,4 +881,18 @@ tt_status modelgen_write(const char *dir, const modelgen_options *o, tt_error *e
         return s;
     }
     return write_safetensors(dir, o, FF, err);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void modelgen_remove_dir(const char *dir)
+{
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -52,4 +52,8 @@ tt_status modelgen_write(const char *dir, const modelgen_options *o, tt_error *e
  * English-looking tokens, then "<|endoftext|>" as id V-1. */
 tt_status modelgen_write_tokenizer(const char *dir, int V, tt_error *err);
 
+/* Removes a directory tree written here (a temporary model), not following symbolic links.
+ * Best effort: what cannot be removed stays. */
+void modelgen_remove_dir(const char *dir);
+
 #endif

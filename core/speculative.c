@@ -1,4 +1,5 @@
 /* speculative.c: one draft-verify round over two engines, exact by rejection sampling. */
+#include "core/clock.h"
 #include "core/speculative.h"
 
 #include <math.h>
@@ -24,13 +25,6 @@ struct spec {
     spec_stats stats;
     spec_variant variant;          /* SPEC_EXACT except in tests */
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Figures */
@@ -263,7 +257,7 @@ tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engin
     tt_status st;
 
     /* 1. Draft: g proposals, one uniform each. */
-    double t0 = now_ms();
+    double t0 = tt_now_ms();
     if (g > 0 && (st = spec_sync_cache(draft, draft_cached, hist, m, true, err)) != TT_OK)
         return st;
     for (int i = 0; i < g; i++) {
@@ -290,7 +284,7 @@ tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engin
             return st;
         draft_cached[m + i] = d;
     }
-    double t1 = now_ms();
+    double t1 = tt_now_ms();
 
     /* 2. Target: w[m-1] and the g drafts in one span, all rows. */
     if ((st = spec_sync_cache(target, target_cached, hist, m - 1, false, err)) != TT_OK)
@@ -357,7 +351,7 @@ tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engin
     /* 4. Both caches keep the window plus the accepted drafts. */
     engine_truncate(target, m + k);
     engine_truncate(draft, m + k);
-    double t2 = now_ms();
+    double t2 = tt_now_ms();
 
     for (int i = 0; i < k; i++)
         sp->out[i] = hist[m + i];

@@ -10,13 +10,13 @@
  * directory first (gpt2-xl in fp16: 3.1 GB). Decode feeds fixed token ids, so the work is the same
  * whatever the weights. Exit status 0, 1 on a failure (no device included), 2 for bad usage. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/engine.h"
 #include "core/model.h"
 #include "core/modelgen.h"
@@ -33,31 +33,6 @@ typedef struct {
     double decode_s;               /* median per-token time over all steps of all runs */
     cuda_engine_stats st;
 } bench_out;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
 
 /* One engine (graphs on or off): a warm-up, then runs x (prefill of prompt, gen decode steps). */
 static int bench_engine(const model *m, const bench_opts *o, bool graphs, bench_out *out, tt_error *err)
@@ -84,19 +59,19 @@ static int bench_engine(const model *m, const bench_opts *o, bool graphs, bench_
         engine_forward(e, ids + o->prompt, 1, o->prompt, false, err) != TT_OK)
         goto done;
     for (int r = 0; r < o->runs; r++) {
-        double t0 = now_s();
+        double t0 = tt_now_s();
         if (engine_forward(e, ids, o->prompt, 0, false, err) != TT_OK)
             goto done;
-        pre[r] = now_s() - t0;
+        pre[r] = tt_now_s() - t0;
         for (int s = 0; s < o->gen; s++) {
-            t0 = now_s();
+            t0 = tt_now_s();
             if (engine_forward(e, ids + o->prompt + s, 1, o->prompt + s, false, err) != TT_OK)
                 goto done;
-            dec[r * o->gen + s] = now_s() - t0;
+            dec[r * o->gen + s] = tt_now_s() - t0;
         }
     }
-    out->prefill_s = median(pre, o->runs);
-    out->decode_s = median(dec, o->runs * o->gen);
+    out->prefill_s = tt_median(pre, o->runs);
+    out->decode_s = tt_median(dec, o->runs * o->gen);
     cuda_engine_get_stats(e, &out->st);
     if (graphs) {
         char line[512];
@@ -217,6 +192,6 @@ fail:
 out:
     model_free(m);
     if (tmp[0])
-        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        modelgen_remove_dir(tmp);
     return rc;
 }

@@ -3,7 +3,6 @@
 #include "repl/bench.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/engine.h"
 #include "core/model.h"
 #include "core/modelgen.h"
@@ -59,26 +59,6 @@ typedef struct {
 /* ---------------------------------------------------------------------------------------------
  * Helpers */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of v[0..n) (sorts v). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static int argmax(const float *v, int n)
 {
     int best = 0;
@@ -86,12 +66,6 @@ static int argmax(const float *v, int n)
         if (v[i] > v[best])
             best = i;
     return best;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -152,9 +126,9 @@ static double bench_bandwidth(int n_threads)
     for (int r = 0; r < 6; r++) {
         j.prefetch = r % 2 == 1;
         threadpool_chunks_init(&j.chunks, (int)((j.n + BANDWIDTH_CHUNK - 1) / BANDWIDTH_CHUNK));
-        double t0 = now_s();
+        double t0 = tt_now_s();
         threadpool_run(pool, bandwidth_run, &j);
-        double bw = (double)bytes / (now_s() - t0);
+        double bw = (double)bytes / (tt_now_s() - t0);
         if (bw > best)
             best = bw;
     }
@@ -204,39 +178,39 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
     /* Prefill: the median of three. */
     for (int k = 0; k < 3; k++) {
         engine_truncate(e, 0);
-        double t0 = now_s();
+        double t0 = tt_now_s();
         if (engine_forward(e, ids, N, 0, false, err) != TT_OK)
             goto fail;
-        times[k] = now_s() - t0;
+        times[k] = tt_now_s() - t0;
     }
-    r->prefill_s = median(times, 3);
+    r->prefill_s = tt_median(times, 3);
     r->prefill_gflop = (flops_per_token(cfg) * N + attention_flops(cfg, N) +
                         2.0 * cfg->C * cfg->V) * 1e-9;
 
     /* Decode: greedy, one token per call, after the last prefill. */
     for (int i = 0; i < M; i++) {
         ids[N + i] = (int32_t)argmax(engine_logits(e, 0), cfg->V);
-        double t0 = now_s();
+        double t0 = tt_now_s();
         if (engine_forward(e, ids + N + i, 1, N + i, false, err) != TT_OK)
             goto fail;
-        times[i] = now_s() - t0;
+        times[i] = tt_now_s() - t0;
     }
     /* Each step reads K and V (fp32) of every earlier position in every layer. */
     r->kv_bytes = 2.0 * cfg->L * cfg->C * sizeof(float) * (N + 0.5 * (M + 1));
     int tail = M < 8 ? M : 8;
-    r->decode_tail_s = M > 0 ? median(times + M - tail, tail) : 0.0;
-    r->decode_median_s = M > 0 ? median(times, M) : 0.0;
+    r->decode_tail_s = M > 0 ? tt_median(times + M - tail, tail) : 0.0;
+    r->decode_median_s = M > 0 ? tt_median(times, M) : 0.0;
 
     /* Without the cache: every new token recomputes the whole context (a few steps only). */
     r->nocache_ctx = total;
     for (int k = 0; k < 3; k++) {
         engine_truncate(e, 0);
-        double t0 = now_s();
+        double t0 = tt_now_s();
         if (engine_forward(e, ids, total, 0, false, err) != TT_OK)
             goto fail;
-        times[k] = now_s() - t0;
+        times[k] = tt_now_s() - t0;
     }
-    r->nocache_s = median(times, 3);
+    r->nocache_s = tt_median(times, 3);
     free(ids);
     free(times);
     return 0;
@@ -532,6 +506,6 @@ out:
     engine_free(e);
     model_free(m);
     if (tmp[0])
-        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        modelgen_remove_dir(tmp);
     return rc;
 }

@@ -6,7 +6,6 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/engine.h"
 #include "core/model.h"
 #include "core/modelgen.h"
@@ -61,25 +61,6 @@ typedef struct {
 
 /* ---------------------------------------------------------------------------------------------
  * Helpers */
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double loadavg(void)
 {
@@ -469,14 +450,6 @@ static tt_status pair_write(const char *tdir, const char *ddir, double noise, ui
                : TT_OK;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Measurements */
 
@@ -488,13 +461,13 @@ static double time_decode(engine *e, const int32_t *ids, int n, tt_error *err)
         return -1;
     for (int i = 0; i < COST_STEPS; i++) {
         int32_t tok = ids[i % n];
-        double t0 = now_ms();
+        double t0 = tt_now_ms();
         if (engine_forward(e, &tok, 1, n + i, false, err) != TT_OK)
             return -1;
-        t[i] = now_ms() - t0;
+        t[i] = tt_now_ms() - t0;
     }
     engine_truncate(e, 0);
-    return median(t, COST_STEPS);
+    return tt_median(t, COST_STEPS);
 }
 
 /* Median time of one draft step taken right after a target decode step, as in a speculative
@@ -512,14 +485,14 @@ static double time_decode_after(engine *e, engine *other, const int32_t *ids, in
         engine_truncate(other, n);
         if (engine_forward(other, &tok, 1, n, false, err) != TT_OK)
             return -1;
-        double t0 = now_ms();
+        double t0 = tt_now_ms();
         if (engine_forward(e, &tok, 1, n + i, false, err) != TT_OK)
             return -1;
-        t[i] = now_ms() - t0;
+        t[i] = tt_now_ms() - t0;
     }
     engine_truncate(e, 0);
     engine_truncate(other, 0);
-    return median(t, COST_STEPS);
+    return tt_median(t, COST_STEPS);
 }
 
 /* Median time of the verification forward: g + 1 tokens with all logits, after the prompt. */
@@ -532,13 +505,13 @@ static double time_verify(engine *e, const int32_t *ids, int n, int g, tt_error 
     if (engine_forward(e, ids, n, 0, false, err) != TT_OK)
         return -1;
     for (int i = 0; i < VERIFY_REPS; i++) {
-        double t0 = now_ms();
+        double t0 = tt_now_ms();
         if (engine_forward(e, span, g + 1, n - 1, true, err) != TT_OK)
             return -1;
-        t[i] = now_ms() - t0;
+        t[i] = tt_now_ms() - t0;
     }
     engine_truncate(e, 0);
-    return median(t, VERIFY_REPS);
+    return tt_median(t, VERIFY_REPS);
 }
 
 typedef struct {
@@ -672,16 +645,16 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
                 goto out;
         }
     }
-    res->t_target_ms = median(t_t, R);
-    res->t_draft_ms = median(t_d, R);
-    res->t_draft_after_ms = median(t_da, R);
+    res->t_target_ms = tt_median(t_t, R);
+    res->t_draft_ms = tt_median(t_d, R);
+    res->t_draft_after_ms = tt_median(t_da, R);
     res->c = res->t_draft_ms / res->t_target_ms;
-    res->baseline_tok_s = median(base, R);
+    res->baseline_tok_s = tt_median(base, R);
     for (int gi = 0; gi < G; gi++) {
         sb_row *row = &res->rows[gi];
-        row->tok_s = median(spec_ts + gi * R, R);
-        row->speedup = median(ratio + gi * R, R);
-        row->verify_ms = median(ver + gi * R, R);
+        row->tok_s = tt_median(spec_ts + gi * R, R);
+        row->speedup = tt_median(ratio + gi * R, R);
+        row->verify_ms = tt_median(ver + gi * R, R);
         row->acceptance = row->drafted ? (double)row->accepted / row->drafted : 0;
         row->alpha = row->accepted + row->rejections
                          ? (double)row->accepted / (row->accepted + row->rejections) : 0;
@@ -805,7 +778,7 @@ int bench_spec_main(int argc, char **argv)
         if (pair_write(tdir, ddir, o.noise, o.seed + 1, &err) != TT_OK) {
             fprintf(stderr, "tokentop bench: %s\n", err.msg);
             if (!o.pair_dir)
-                nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                modelgen_remove_dir(tmp);
             return 1;
         }
         target_dir = tdir;
@@ -853,6 +826,6 @@ out:
     tokenizer_free(dtok);
     tokenizer_free(tok);
     if (tmp[0] && !o.pair_dir)
-        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        modelgen_remove_dir(tmp);
     return rc;
 }

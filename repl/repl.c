@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "repl/cli.h"
 #include "repl/commands.h"
@@ -74,13 +75,6 @@ static void install_signals(void)
     int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
         sigaction(fatal[i], &sa, NULL);
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 static uint64_t random_seed(void)
@@ -556,7 +550,7 @@ static int tui_run(tui *t, const char *first)
             on_ctrl_c(t);
             t->dirty = true;
         }
-        double now = now_ms();
+        double now = tt_now_ms();
         if (t->dirty && (!t->running || now - t->last_draw >= FRAME_MS)) {
             draw(t);
             t->dirty = false;

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/clock.h"
 
 #define PREFILL_CHUNK 256   /* prefill in spans of this size, so Ctrl-C is seen between them */
 
@@ -37,13 +38,6 @@ const char *token_origin_name(token_origin o)
     case TOKEN_BONUS: return "bonus";
     }
     return "user";
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -486,7 +480,7 @@ tt_status session_gen_begin(session *s, tt_error *err)
         return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     struct session_gen *g = s->gen;
     utf8_stream_init(&g->out.utf8);
-    g->t_begin = now_ms();
+    g->t_begin = tt_now_ms();
     if (s->spec)
         spec_stats_reset(s->spec);
     /* An empty conversation starts from the beginning-of-text token, as GPT-2 was trained. */
@@ -499,7 +493,7 @@ tt_status session_gen_begin(session *s, tt_error *err)
     int dropped = 0;
     st = sync_cache(s, &s->last.reused_tokens, &s->last.prefilled_tokens, &shifted, &dropped, err);
     s->last.prompt_tokens = s->n_tokens - s->window_start;
-    s->last.prefill_ms = now_ms() - g->t_begin;
+    s->last.prefill_ms = tt_now_ms() - g->t_begin;
     if (shifted) {
         g->pending_shift = true;
         g->pending_dropped = dropped;
@@ -562,7 +556,7 @@ static tt_status produce(session *s, session_event *ev, session_event_fn fn, voi
         return st;
     }
     if (g->generated++ == 0) {
-        g->t_first = now_ms();
+        g->t_first = tt_now_ms();
         s->last.ttft_ms = g->t_first - g->t_begin;
     }
     s->last.generated_tokens = g->generated;
@@ -777,7 +771,7 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
                 fn(user, &ev);
         }
     }
-    double t_end = now_ms();
+    double t_end = tt_now_ms();
     s->last.stop = stop;
     if (g->generated > 0) {
         s->last.decode_ms = t_end - g->t_first;
