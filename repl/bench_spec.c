@@ -55,8 +55,10 @@ typedef struct {
     double alpha;                  /* per-token acceptance: accepted / (accepted + rejections) */
     double tokens_per_pass;
     double predicted;              /* (1 - a^(g+1)) / ((1 - a)(g c + 1)) */
-    double predicted_verify;       /* tokens_per_pass * t_target / (g t_draft' + t_verify(g)) */
+    double predicted_verify;       /* tokens_per_pass * t_target / (t_draft' + (g-1) t_draft +
+                                      t_verify(g)) */
     double verify_ms;              /* one (g+1)-token verification forward */
+    double loop_ms, loop_draft_ms, loop_target_ms;  /* in the generation loop, summed over runs */
 } sb_row;
 
 /* ---------------------------------------------------------------------------------------------
@@ -516,6 +518,7 @@ static double time_verify(engine *e, const int32_t *ids, int n, int g, tt_error 
 
 typedef struct {
     double tok_s;
+    double gen_ms;                 /* the generation's wall time (prefill excluded) */
     spec_stats spec;
 } sb_run;
 
@@ -543,6 +546,7 @@ static int run_once(const sb_options *o, const model *m, const tokenizer *tok, e
     const session_stats *st = &s.last;
     double gen_ms = st->ttft_ms - st->prefill_ms + st->decode_ms;
     out->tok_s = gen_ms > 0 ? st->generated_tokens / (gen_ms / 1e3) : 0;
+    out->gen_ms = gen_ms;
     memset(&out->spec, 0, sizeof out->spec);
     if (de)
         out->spec = *spec_get_stats(s.spec);
@@ -590,6 +594,21 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
         free(ids);
         return -1;
     }
+    /* The costs are timed at the middle of a generation's context (the prompt cycled to
+     * n + gen/2 tokens), where attention costs what it costs on average in the runs. */
+    int n_cost = n + o->gen_tokens / 2;
+    if (n_cost > n_ctx - COST_STEPS - gmax - 2)
+        n_cost = n_ctx - COST_STEPS - gmax - 2;
+    if (n_cost < n)
+        n_cost = n;
+    int32_t *cost_ids = malloc((size_t)n_cost * sizeof *cost_ids);
+    if (!cost_ids) {
+        free(ids);
+        tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n_cost; i++)
+        cost_ids[i] = ids[i % n];
     engine_options eo;
     engine_options_default(&eo);
     eo.dtype = dtype;
@@ -612,7 +631,7 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
         goto out;
     snprintf(res->target_desc, sizeof res->target_desc, "%s", te->description);
     /* warm both engines once (page faults, thread start) before timing */
-    if (time_decode(te, ids, n, err) < 0 || time_decode(de, ids, n, err) < 0)
+    if (time_decode(te, cost_ids, n_cost, err) < 0 || time_decode(de, cost_ids, n_cost, err) < 0)
         goto out;
     res->n_rows = G;
     for (int gi = 0; gi < G; gi++) {
@@ -624,9 +643,9 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
         if (!o->json)
             fprintf(stderr, "tokentop bench: %s: repetition %d of %d ...\n", tt_dtype_name(dtype),
                     r + 1, R);
-        t_t[r] = time_decode(te, ids, n, err);
-        t_d[r] = time_decode(de, ids, n, err);
-        t_da[r] = time_decode_after(de, te, ids, n, err);
+        t_t[r] = time_decode(te, cost_ids, n_cost, err);
+        t_d[r] = time_decode(de, cost_ids, n_cost, err);
+        t_da[r] = time_decode_after(de, te, cost_ids, n_cost, err);
         if (t_t[r] < 0 || t_d[r] < 0 || t_da[r] < 0 || run_once(o, tm, tok, te, NULL, 0, &run, err) != 0)
             goto out;
         base[r] = run.tok_s;
@@ -641,7 +660,10 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
             row->rejections += run.spec.rejections;
             row->rounds += run.spec.rounds;
             row->produced += run.spec.produced;
-            if ((ver[gi * R + r] = time_verify(te, ids, n, row->gamma, err)) < 0)
+            row->loop_ms += run.gen_ms;
+            row->loop_draft_ms += run.spec.draft_ms;
+            row->loop_target_ms += run.spec.target_ms;
+            if ((ver[gi * R + r] = time_verify(te, cost_ids, n_cost, row->gamma, err)) < 0)
                 goto out;
         }
     }
@@ -660,8 +682,10 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
                          ? (double)row->accepted / (row->accepted + row->rejections) : 0;
         row->tokens_per_pass = row->rounds ? (double)row->produced / row->rounds : 0;
         row->predicted = spec_predicted_speedup(row->alpha, row->gamma, res->c);
+        /* a round's first draft step follows the target's pass, the others follow the draft */
         row->predicted_verify = row->tokens_per_pass * res->t_target_ms /
-                                (row->gamma * res->t_draft_after_ms + row->verify_ms);
+                                (res->t_draft_after_ms + (row->gamma - 1) * res->t_draft_ms +
+                                 row->verify_ms);
     }
     res->load_after = loadavg();
     rc = 0;
@@ -675,6 +699,7 @@ out:
     free(ver);
     engine_free(de);
     engine_free(te);
+    free(cost_ids);
     free(ids);
     return rc;
 }
@@ -707,8 +732,21 @@ static void print_table(const sb_options *o, const model *tm, const model *dm, c
     }
     printf("  accept: accepted / drafted; alpha: accepted / tested drafts (the per-token rate);\n"
            "  predicted: (1 - alpha^(g+1)) / ((1 - alpha)(g c + 1)) (Leviathan et al.; assumes a\n"
-           "  verification pass costs one decode step); pred(verify): tok/pass x target step / (g x\n"
-           "  draft step right after a target step + the measured verification pass of g+1 tokens)\n");
+           "  verification pass costs one decode step); pred(verify): tok/pass x target step /\n"
+           "  (a draft step right after a target step + g-1 draft steps + the measured verification\n"
+           "  pass of g+1 tokens)\n");
+    printf("  where a round's time goes, measured in the loop (ms per round, all runs): draft =\n"
+           "  catching up + proposing + its sampler chains; target = the verification pass +\n"
+           "  acceptance tests and the last draw; rest = the session's bookkeeping\n"
+           "  gamma  rounds  draft ms  target ms  rest ms  total ms  draft %%\n");
+    for (int i = 0; i < r->n_rows; i++) {
+        const sb_row *w = &r->rows[i];
+        double n = w->rounds > 0 ? (double)w->rounds : 1.0;
+        double rest = (w->loop_ms - w->loop_draft_ms - w->loop_target_ms) / n;
+        printf("  %5d  %6ld  %8.3f  %9.3f  %7.3f  %8.3f  %6.1f%%\n", w->gamma, w->rounds,
+               w->loop_draft_ms / n, w->loop_target_ms / n, rest, w->loop_ms / n,
+               w->loop_ms > 0 ? 100.0 * w->loop_draft_ms / w->loop_ms : 0.0);
+    }
     fflush(stdout);
 }
 
@@ -730,10 +768,14 @@ static void print_json(const sb_options *o, const char *tname, const char *dname
         const sb_row *w = &r->rows[i];
         printf("%s{\"gamma\":%d,\"tok_s\":%.4f,\"speedup\":%.4f,\"drafted\":%ld,\"accepted\":%ld,"
                "\"acceptance_rate\":%.4f,\"alpha\":%.4f,\"tokens_per_target_pass\":%.4f,"
-               "\"verify_ms\":%.4f,\"predicted_speedup\":%.4f,\"predicted_speedup_verify\":%.4f}",
+               "\"verify_ms\":%.4f,\"predicted_speedup\":%.4f,\"predicted_speedup_verify\":%.4f,"
+               "\"rounds\":%ld,\"round_draft_ms\":%.4f,\"round_target_ms\":%.4f,"
+               "\"round_ms\":%.4f}",
                i ? "," : "", w->gamma, w->tok_s, w->speedup, w->drafted, w->accepted,
                w->acceptance, w->alpha, w->tokens_per_pass, w->verify_ms, w->predicted,
-               w->predicted_verify);
+               w->predicted_verify, w->rounds, w->rounds ? w->loop_draft_ms / w->rounds : 0.0,
+               w->rounds ? w->loop_target_ms / w->rounds : 0.0,
+               w->rounds ? w->loop_ms / w->rounds : 0.0);
     }
     puts("]}");
     fflush(stdout);
