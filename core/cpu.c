@@ -204,14 +204,18 @@ static void cpu_embed(cpu_engine *ce, const int32_t *ids, int T, int pos)
     }
 }
 
-/* T tokens at positions pos .. pos+T-1; logits for rows [lo, T) into out (T - lo, V). */
-static void cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, int pos, int lo,
+/* T tokens at positions pos .. pos+T-1; logits for rows [lo, T) into out (T - lo, V). False
+ * when the engine's interrupt flag stopped it between layers (spans of more than one token). */
+static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, int pos, int lo,
                               float *out)
 {
     const gpt2_config *cfg = ce->base.config;
     const int C = cfg->C, FF = cfg->FF, NH = cfg->NH;
+    const volatile sig_atomic_t *stop = T > 1 ? ce->base.interrupt : NULL;
     cpu_embed(ce, ids, T, pos);
     for (int l = 0; l < cfg->L; l++) {
+        if (stop && *stop)
+            return false;
         const cpu_layer *ly = &ce->layers[l];
         cpu_layernorm(ce, ce->xn, ce->x, ly->ln_1_w, ly->ln_1_b, T);
         cpu_matmul(ce, ce->qkv, 3 * C, ce->xn, C, &ly->attn_w, ly->attn_b, T, MM_STORE);
@@ -233,11 +237,12 @@ static void cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, int pos
         cpu_matmul(ce, ce->x, C, ce->fc, FF, &ly->fc_proj_w, ly->fc_proj_b, T, MM_ADD);
     }
     if (lo >= T)
-        return;
+        return true;
     const float *xl = ce->x + (size_t)lo * (size_t)C;
     float *xnl = ce->xn + (size_t)lo * (size_t)C;
     cpu_layernorm(ce, xnl, xl, ce->ln_f_w, ce->ln_f_b, T - lo);
     cpu_matmul(ce, out, cfg->V, xnl, C, &ce->lm_head, NULL, T - lo, MM_STORE);
+    return true;
 }
 
 static tt_status cpu_reserve_logits(cpu_engine *ce, int rows, tt_error *err)
@@ -272,7 +277,8 @@ static tt_status cpu_forward(engine *e, const int32_t *ids, int n, int pos, bool
         bool last = s0 + T == n;
         int lo = all_logits ? 0 : last ? T - 1 : T;
         float *out = all_logits ? e->logits + (size_t)s0 * (size_t)V : e->logits;
-        cpu_forward_chunk(ce, ids + s0, T, pos + s0, lo, out);
+        if (!cpu_forward_chunk(ce, ids + s0, T, pos + s0, lo, out))
+            return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
         ce->cache.n = pos + s0 + T;
     }
     e->n_past = pos + n;

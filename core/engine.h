@@ -3,6 +3,7 @@
 #ifndef TOKENTOP_ENGINE_H
 #define TOKENTOP_ENGINE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,11 @@ struct engine {
     char description[160];     /* e.g. "cpu: 2 threads, AVX-512, bf16 weights" */
     size_t weight_bytes;       /* bytes of weights one decode step reads */
     size_t memory_bytes;       /* weights + cache + activations this engine holds */
+    /* Optional, set by the caller: while it points at a nonzero flag, a forward of more than
+     * one token may stop between layers and fail with TT_ERR_INTERRUPTED; the cache then holds
+     * only the positions before the span. A long prefill of a large model on the CPU so stops
+     * within one layer of Ctrl-C. One-token forwards always finish. */
+    const volatile sig_atomic_t *interrupt;
 };
 
 typedef struct {

@@ -8,7 +8,8 @@
 
 #include "core/clock.h"
 
-#define PREFILL_CHUNK 256   /* prefill in spans of this size, so Ctrl-C is seen between them */
+#define PREFILL_CHUNK 256   /* prefill in spans of this size (the CPU engine also sees Ctrl-C
+                               between layers) */
 
 /* ---------------------------------------------------------------------------------------------
  * Names */
@@ -330,7 +331,9 @@ static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shift
         if (s->interrupt && *s->interrupt)
             return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
         int n = wlen - pos < PREFILL_CHUNK ? wlen - pos : PREFILL_CHUNK;
+        s->eng->interrupt = s->interrupt;
         tt_status st = engine_forward(s->eng, w + pos, n, pos, false, err);
+        s->eng->interrupt = NULL;
         if (st != TT_OK) {
             if (!recover_device(s, st, err))
                 return st;

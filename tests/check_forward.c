@@ -4,6 +4,7 @@
  * threads and span lengths do not change a single bit, so speculative greedy decoding gives the
  * tokens plain greedy decoding gives even where the top two logits are nearly tied. */
 #include <check.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,6 +332,41 @@ START_TEST(thread_count_does_not_change_logits)
 }
 END_TEST
 
+START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent)
+{
+    char *dir;
+    model *m = tiny_model(&dir, &golden_cases[10]);
+    int32_t ids[37];
+    for (int i = 0; i < 37; i++)
+        ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
+    float *want = run_all_logits(m, TT_F32, 2, ids, 37);
+    engine *e = make_engine(m, TT_F32, 2, 0);
+    static volatile sig_atomic_t flag;
+    tt_error err = {0};
+    ck_assert_int_eq(engine_forward(e, ids, 10, 0, false, &err), TT_OK);
+    flag = 1;
+    e->interrupt = &flag;
+    ck_assert_int_eq(engine_forward(e, ids + 10, 27, 10, true, &err), TT_ERR_INTERRUPTED);
+    ck_assert_str_eq(err.msg, "interrupted during prefill");
+    ck_assert_int_eq(e->n_past, 10);                  /* the span is dropped, the prefix kept */
+    ck_assert_int_eq(e->n_logits, 0);
+    /* one-token forwards (decode steps) always finish */
+    ck_assert_int_eq(engine_forward(e, ids + 10, 1, 10, false, &err), TT_OK);
+    ck_assert_int_eq(e->n_past, 11);
+    /* with the flag cleared the span runs again and gives what a fresh engine gives */
+    flag = 0;
+    ck_assert_int_eq(engine_forward(e, ids + 10, 27, 10, true, &err), TT_OK);
+    size_t row = (size_t)m->config.V;
+    ck_assert(memcmp(e->logits, want + 10 * row, 27 * row * sizeof *want) == 0);
+    e->interrupt = NULL;
+    engine_free(e);
+    free(want);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(simd_and_reference_engines_agree)
 {
     /* Every SIMD set this CPU runs, chosen the way a user would (TOKENTOP_KERNELS), against the
@@ -618,6 +654,7 @@ int main(void)
     tc = tcase_create("engine");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, thread_count_does_not_change_logits);
+    tcase_add_test(tc, an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent);
     tcase_add_test(tc, simd_and_reference_engines_agree);
     tcase_add_test(tc, exact_weights_give_the_same_logits_from_every_file_dtype);
     tcase_add_test(tc, speculative_greedy_equals_plain_greedy_on_near_ties);
