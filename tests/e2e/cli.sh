@@ -2,16 +2,7 @@
 # End-to-end checks of the non-interactive commands (generate, tokenize, score) on a tiny random
 # model: determinism, JSON records, stop strings, the context-full path, and bad input.
 set -u
-BUILD=${BUILD:-build}
-BIN=${BIN:-$BUILD/tokentop}
-MKMODEL=$BUILD/tools/mkmodel
-JSONCHECK=$BUILD/tools/jsoncheck
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+source "$(dirname "$0")/common.bash"
 
 "$MKMODEL" "$tmp/m" --size tiny --seed 3 >/dev/null || { echo "FAIL mkmodel"; exit 1; }
 M=(--model "$tmp/m" --threads 1)

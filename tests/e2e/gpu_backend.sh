@@ -4,16 +4,8 @@
 # the emulated build (tokentop-emu, gpu/gpu.mk), --backend cuda generates the same greedy text as
 # --backend cpu in fp32, fp16 and bf16, prefix reuse and all.
 set -u
-BUILD=${BUILD:-build}
-BIN=${BIN:-$BUILD/tokentop}
+source "$(dirname "$0")/common.bash"
 EMU=$BUILD/gpu-emu/tokentop-emu
-MKMODEL=$BUILD/tools/mkmodel
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
 
 "$MKMODEL" "$tmp/m" --size tiny --seed 5 >/dev/null || { echo "FAIL mkmodel"; exit 1; }
 M=(--model "$tmp/m" --threads 1)

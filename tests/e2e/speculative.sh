@@ -3,16 +3,7 @@
 # to plain greedy (also across a context shift, with stop strings and the adaptive gamma), the
 # tokenizer check, per-token origins in --json and the summary's acceptance figures.
 set -u
-BUILD=${BUILD:-build}
-BIN=${BIN:-$BUILD/tokentop}
-MKMODEL=$BUILD/tools/mkmodel
-JSONCHECK=$BUILD/tools/jsoncheck
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+source "$(dirname "$0")/common.bash"
 
 # A target, a draft that is its truncated copy (same seed, 1 block of 3), a model whose vocabulary
 # differs. Small weights (--scale 0.3) make the copy agree with the target often.
