@@ -85,17 +85,6 @@ static const char *out(void)
 #define ck_out_has(s) ck_assert_msg(strstr(out(), (s)) != NULL, "message \"%s\" lacks \"%s\"", \
                                     out(), (s))
 
-/* Field by field: memcmp would read the struct's padding. */
-static bool same_params(const sampler_params *a, const sampler_params *b)
-{
-    return a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p &&
-           a->min_p == b->min_p && a->repetition_penalty == b->repetition_penalty &&
-           a->presence_penalty == b->presence_penalty &&
-           a->frequency_penalty == b->frequency_penalty &&
-           a->penalty_window == b->penalty_window && a->greedy == b->greedy &&
-           a->order == b->order;
-}
-
 static void generate_turn(const char *text)
 {
     tt_error err = {0};
@@ -215,7 +204,7 @@ START_TEST(sampler_commands_validate_and_keep_the_old_value)
             else
                 snprintf(line, sizeof line, "/%s %s", c->cmd, c->bad_kind[k]);
             ck_assert_msg(run(line) == CMD_ERROR, "%s accepted: %s", line, out());
-            ck_assert_msg(same_params(&before, &S.set.sampler), "%s changed it", line);
+            ck_assert_msg(tu_same_sampler_params(&before, &S.set.sampler), "%s changed it", line);
             ck_assert_msg(strstr(out(), "(kept ") != NULL, "%s: %s", line, out());
             ck_assert_msg(strchr(out(), '\n') == NULL, "%s: not one line: %s", line, out());
         }
@@ -743,7 +732,7 @@ START_TEST(load_refuses_bad_files_and_changes_nothing)
         ck_assert_msg(strstr(out(), bad[i].msg) != NULL, "%s: %s", bad[i].json, out());
         ck_assert_msg(strstr(out(), path) != NULL, "%s: no file name", out());
         ck_assert_int_eq(S.n_tokens, n);
-        ck_assert(same_params(&before, &S.set.sampler));
+        ck_assert(tu_same_sampler_params(&before, &S.set.sampler));
     }
     ck_assert_int_eq(run("/load /nonexistent/file.json"), CMD_ERROR);
     ck_out_has("/nonexistent/file.json");

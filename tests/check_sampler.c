@@ -63,17 +63,6 @@ static void check_vector(const double *probs, int n, const sampler_params *p,
 
 static const double P4[4] = {0.1, 0.2, 0.3, 0.4};
 
-/* Field by field: memcmp would read the struct's padding. */
-static bool same_params(const sampler_params *a, const sampler_params *b)
-{
-    return a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p &&
-           a->min_p == b->min_p && a->repetition_penalty == b->repetition_penalty &&
-           a->presence_penalty == b->presence_penalty &&
-           a->frequency_penalty == b->frequency_penalty &&
-           a->penalty_window == b->penalty_window && a->greedy == b->greedy &&
-           a->order == b->order;
-}
-
 /* Logits shaped like a language model's: a few large ones over a broad, dense bulk, plus ties. */
 static void lm_like_logits(rng *r, int V, float *x)
 {
@@ -177,7 +166,7 @@ START_TEST(typical_p_is_not_implemented)
     tt_error err = {0};
     ck_assert_int_eq(sampler_params_set(&p, "typical", "0.5", &err), TT_ERR_ARG);
     ck_assert_ptr_nonnull(strstr(err.msg, "unknown sampler setting \"typical\""));
-    ck_assert(same_params(&p, &before));
+    ck_assert(tu_same_sampler_params(&p, &before));
 }
 END_TEST
 
@@ -1275,7 +1264,7 @@ START_TEST(params_set_rejects_invalid_values_and_leaves_params_unchanged)
         tt_error err = {0};
         ck_assert_msg(sampler_params_set(&p, bad[i].name, bad[i].value, &err) == TT_ERR_ARG,
                       "%s \"%s\" was accepted", bad[i].name, bad[i].value);
-        ck_assert(same_params(&p, &before));
+        ck_assert(tu_same_sampler_params(&p, &before));
         if (bad[i].msg)
             ck_assert_str_eq(err.msg, bad[i].msg);
         else

@@ -99,3 +99,13 @@ int tu_run_suite(Suite *s)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b)
+{
+    return a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p &&
+           a->min_p == b->min_p && a->repetition_penalty == b->repetition_penalty &&
+           a->presence_penalty == b->presence_penalty &&
+           a->frequency_penalty == b->frequency_penalty &&
+           a->penalty_window == b->penalty_window && a->greedy == b->greedy &&
+           a->order == b->order;
+}

@@ -2,7 +2,10 @@
 #ifndef TOKENTOP_TESTUTIL_H
 #define TOKENTOP_TESTUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "core/sampler.h"
 
 /* The GPT-2 tokenizer conformance folder from $TOKENTOP_GPT2_DIR (.ci/run and the Makefile set it
  * to ../shared/gpt2). When it is missing the calling test fails with a message saying where the
@@ -19,6 +22,9 @@ int tu_write_file(const char *path, const void *data, size_t len);
 
 /* printf into a static rotating buffer (8 slots), for building paths in tests. */
 const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Sampler settings equal field by field (memcmp would read the struct's padding). */
+bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b);
 
 /* Runs the suite in a Check runner (CK_VERBOSE output) and returns the process exit status. */
 struct Suite;
