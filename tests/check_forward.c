@@ -487,15 +487,6 @@ static model *near_tie_model(char **dir)
     return m;
 }
 
-static int argmax_row(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 /* Gap between the largest and the second largest logit. */
 static float top_gap(const float *v, int n)
 {
@@ -548,7 +539,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
                 const float *l = engine_logits(target, 0);
                 float gap = top_gap(l, V);
                 near += gap > 0.0f && gap < 1e-5f;
-                plain[n] = (int32_t)argmax_row(l, V);
+                plain[n] = (int32_t)tu_argmax(l, V);
                 if (n + 1 < N_CTX)
                     ck_assert(engine_forward(target, &plain[n], 1, n, false, &err) == TT_OK);
             }

@@ -109,3 +109,12 @@ bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b)
            a->penalty_window == b->penalty_window && a->greedy == b->greedy &&
            a->order == b->order;
 }
+
+int tu_argmax(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}

@@ -23,6 +23,9 @@ int tu_write_file(const char *path, const void *data, size_t len);
 /* printf into a static rotating buffer (8 slots), for building paths in tests. */
 const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Index of the largest of v[0..n), the lowest index on ties (as greedy sampling picks). */
+int tu_argmax(const float *v, int n);
+
 /* Sampler settings equal field by field (memcmp would read the struct's padding). */
 bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b);
 
