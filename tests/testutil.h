@@ -7,8 +7,8 @@
 
 #include "core/sampler.h"
 
-/* The GPT-2 tokenizer conformance folder from $TOKENTOP_GPT2_DIR (.ci/run and the Makefile set it
- * to ../shared/gpt2). When it is missing the calling test fails with a message saying where the
+/* The GPT-2 tokenizer conformance folder: $TOKENTOP_GPT2_DIR when set, else the repository's
+ * tests/fixtures/gpt2. When it is missing the calling test fails with a message saying where the
  * files come from: it never passes silently. */
 const char *tu_gpt2_dir(void);
 
