@@ -43,8 +43,9 @@ ifneq ($(ARCH),x86_64)
 CORE_SRC := $(filter-out %_avx512.c %_avx2.c,$(CORE_SRC))
 endif
 UI_SRC   := $(wildcard ui/*.c)
-REPL_SRC := $(filter-out repl/main.c,$(wildcard repl/*.c))
-LIB_SRC  := $(CORE_SRC) $(UI_SRC) $(REPL_SRC)
+REPL_SRC := $(wildcard repl/*.c)
+APP_SRC  := $(filter-out app/main.c,$(wildcard app/*.c))
+LIB_SRC  := $(CORE_SRC) $(UI_SRC) $(REPL_SRC) $(APP_SRC)
 TEST_SRC := $(wildcard tests/check_*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 
@@ -123,7 +124,7 @@ $(LIB): $(LIB_OBJ) $(GPU_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BIN): $(BUILD)/repl/main.o $(LIB)
+$(BIN): $(BUILD)/app/main.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
 
@@ -150,8 +151,8 @@ test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS)
 layering:
 	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*.[ch] ; then \
 	   echo "layering: core/ must not include ncurses or CUDA headers (see ARCHITECTURE.md)"; exit 1; fi
-	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|gpu)/' core/*.[ch] ; then \
-	   echo "layering: core/ must not include ui/, repl/ or gpu/ headers"; exit 1; fi
+	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|app|gpu)/' core/*.[ch] ; then \
+	   echo "layering: core/ must not include ui/, repl/, app/ or gpu/ headers"; exit 1; fi
 
 # ---------------------------------------------------------------------------------------------
 # Run, install, clean

@@ -61,7 +61,7 @@ typedef struct {
  * without CUDA. */
 tt_status cuda_device_info(cuda_device_info_t *info, tt_error *err);
 
-/* What the benchmark reports besides tokens/s (repl/bench.c). */
+/* What the benchmark reports besides tokens/s (app/bench.c). */
 typedef struct {
     size_t device_bytes;       /* device memory this engine holds (weights, cache, activations) */
     size_t weight_bytes;       /* bytes of weights a decode step reads */

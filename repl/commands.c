@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "core/text.h"
-#include "repl/cli.h"
-#include "repl/jsonw.h"
+#include "app/cli.h"
+#include "core/jsonw.h"
 #include "ui/grid.h"
 
 #define SAVE_FORMAT "tokentop-session"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "core/sampler.h"
-#include "repl/session.h"
+#include "core/session.h"
 #include "ui/histogram.h"
 
 /* What a command changed; the main loop redraws and acts accordingly. */

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/tokenizer.h"
-#include "repl/session.h"
+#include "core/session.h"
 #include "ui/transcript.h"
 
 typedef struct {

@@ -11,9 +11,9 @@
 #include "core/model.h"
 #include "core/modelgen.h"
 #include "core/tokenizer.h"
-#include "repl/cli.h"
+#include "app/cli.h"
 #include "repl/commands.h"
-#include "repl/session.h"
+#include "core/session.h"
 #include "tests/testutil.h"
 
 static char *model_dir;   /* written once by the unchecked fixture */

@@ -13,7 +13,7 @@
 #include "core/model.h"
 #include "core/modelgen.h"
 #include "core/tokenizer.h"
-#include "repl/session.h"
+#include "core/session.h"
 #include "tests/testutil.h"
 
 #define VOCAB 512

@@ -14,7 +14,7 @@
 #include "core/sampler.h"
 #include "core/speculative.h"
 #include "core/tokenizer.h"
-#include "repl/session.h"
+#include "core/session.h"
 #include "tests/testutil.h"
 
 /* ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/text.h"
-#include "repl/jsonw.h"
+#include "core/jsonw.h"
 #include "tests/testutil.h"
 
 static const char *show(const char *bytes, size_t n, int flags)

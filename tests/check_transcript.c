@@ -8,7 +8,7 @@
 
 #include "core/modelgen.h"
 #include "core/tokenizer.h"
-#include "repl/session.h"
+#include "core/session.h"
 #include "repl/transcript.h"
 #include "tests/testutil.h"
 

@@ -7,7 +7,7 @@
  *               [--fa auto|on|off] [--libdir DIR] [--json] [--verbose]
  *   llama_bench MODEL.gguf --text TEXT [-n GEN_TOKENS]     greedy continuation, token ids
  *
- * Bench protocol (repl/bench.c's): N random prompt ids (seeded), a 16-token warm-up, then the
+ * Bench protocol (app/bench.c's): N random prompt ids (seeded), a 16-token warm-up, then the
  * median of three prefills of N tokens (each from an empty cache, logits of the last row only);
  * time to first token is that prefill plus reading the logits and taking the argmax. Then M
  * greedy decode steps after the last prefill, one token per llama_decode; the reported figure

@@ -1,5 +1,5 @@
 /* session.c: the conversation as one token sequence, kept in step with the engine's KV cache. */
-#include "repl/session.h"
+#include "core/session.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* jsonw.c: JSON string escaping and number formatting. */
-#include "repl/jsonw.h"
+#include "core/jsonw.h"
 
 #include <math.h>
 

@@ -1,7 +1,7 @@
 /* bench_spec.c: `tokentop bench --draft DIR --gamma 1..8`: speculative against plain decoding, per
  * gamma and precision, with the speed-up Leviathan et al.'s model predicts from the measured
  * acceptance and draft/target cost ratio next to the measured one. */
-#include "repl/bench_spec.h"
+#include "app/bench_spec.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include "core/speculative.h"
 #include "core/threads.h"
 #include "core/tokenizer.h"
-#include "repl/cli.h"
-#include "repl/jsonw.h"
-#include "repl/session.h"
+#include "app/cli.h"
+#include "core/jsonw.h"
+#include "core/session.h"
 
 #define DEFAULT_PROMPT "In the beginning God created the heaven and the earth."
 #define COST_STEPS 16      /* single-token forwards timed per engine and repetition */

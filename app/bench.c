@@ -1,6 +1,6 @@
 /* bench.c: `tokentop bench`: prefill and decode speed, time to first token, peak memory, the KV
  * cache's gain, and decode speed against the machine's measured read bandwidth. */
-#include "repl/bench.h"
+#include "app/bench.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@
 #else
 #define BENCH_HAVE_CUDA 0
 #endif
-#include "repl/jsonw.h"
+#include "core/jsonw.h"
 
 typedef struct {
     const char *model_dir;

@@ -9,16 +9,16 @@
 #include <unistd.h>
 
 #include "core/text.h"
-#include "repl/bench.h"
-#include "repl/bench_spec.h"
-#include "repl/cli.h"
-#include "repl/draft.h"
-#include "repl/jsonw.h"
-#include "repl/session.h"
+#include "app/bench.h"
+#include "app/bench_spec.h"
+#include "app/cli.h"
+#include "app/draft.h"
+#include "core/jsonw.h"
+#include "core/session.h"
 
 #define TOKENTOP_VERSION "0.1.0"
 
-/* Provided by repl/bench.c and repl/repl.c. */
+/* Provided by app/bench.c and repl/repl.c. */
 int repl_main(int argc, char **argv);
 
 static volatile sig_atomic_t g_interrupted;

@@ -7,7 +7,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "core/tokenizer.h"
-#include "repl/cli.h"
+#include "app/cli.h"
 
 typedef struct {
     char *dir;                 /* owned copy of the directory */

@@ -9,7 +9,7 @@
 #include "core/engine.h"
 #include "core/model.h"
 #include "core/tokenizer.h"
-#include "repl/session.h"
+#include "core/session.h"
 
 typedef struct {
     const char *model_dir;     /* --model */

@@ -1,5 +1,5 @@
 /* cli.c: shared command-line options, and loading the model, tokenizer and engine they name. */
-#include "repl/cli.h"
+#include "app/cli.h"
 
 #include <errno.h>
 #include <getopt.h>

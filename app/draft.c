@@ -1,5 +1,5 @@
 /* draft.c: loading a draft model next to its target, refusing mismatched pairs. */
-#include "repl/draft.h"
+#include "app/draft.h"
 
 #include <stdlib.h>
 #include <string.h>
