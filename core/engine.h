@@ -41,6 +41,10 @@ struct engine {
      * only the positions before the span. A long prefill of a large model on the CPU so stops
      * within one layer of Ctrl-C. One-token forwards always finish. */
     const volatile sig_atomic_t *interrupt;
+    /* (n_ctx) the token at each cached position: tokens[0 .. n_past-1] is what the cache holds.
+     * Written by engine_forward (allocated at the first one), freed by engine_free; backends
+     * never touch it. NULL before the first forward. */
+    int32_t *tokens;
 };
 
 typedef struct {
@@ -68,7 +72,24 @@ static inline const float *engine_logits(const engine *e, int i)
 /* Rolls the cache back to pos tokens (pos >= n_past is a no-op). */
 void engine_truncate(engine *e, int pos);
 
-/* NULL is safe. */
+/* Positions engine_sync forwards per call: a long prefill so reaches the interrupt check between
+ * spans (and the CPU engine also sees Ctrl-C between layers). */
+#define ENGINE_SYNC_CHUNK 256
+
+/* Number of leading positions the cache shares with tokens[0 .. n-1] (at most min(n, n_past)). */
+int engine_cached_prefix(const engine *e, const int32_t *tokens, int n);
+
+/* Brings the cache to hold tokens[0 .. n-1] (0 <= n <= n_ctx, else TT_ERR_CONTEXT): keeps the
+ * longest common prefix, truncates the rest and forwards the remainder in spans of
+ * ENGINE_SYNC_CHUNK. With want_logits (n >= 1) at least the last token is computed, so
+ * engine_logits(e, e->n_logits - 1) is the row of position n-1. While e->interrupt points at a
+ * nonzero flag it stops before the next span with TT_ERR_INTERRUPTED. reused and prefilled (either
+ * may be NULL) receive the positions kept and forwarded, also on failure; on failure the cache
+ * holds a prefix of tokens (what was forwarded before the error). */
+tt_status engine_sync(engine *e, const int32_t *tokens, int n, bool want_logits, int *reused,
+                      int *prefilled, tt_error *err);
+
+/* Frees the token mirror, then the backend's state. NULL is safe. */
 void engine_free(engine *e);
 
 /* The CPU backend (cpu.c). */

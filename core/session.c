@@ -8,9 +8,6 @@
 
 #include "core/clock.h"
 
-#define PREFILL_CHUNK 256   /* prefill in spans of this size (the CPU engine also sees Ctrl-C
-                               between layers) */
-
 /* ---------------------------------------------------------------------------------------------
  * Names */
 
@@ -95,8 +92,7 @@ tt_status session_init(session *s, const model *m, const tokenizer *tok, engine 
         session_settings_default(&s->set);
     }
     s->smp = sampler_create(m->config.V);
-    s->cached = calloc((size_t)eng->n_ctx, sizeof *s->cached);
-    if (!s->smp || !s->cached || grow(s, 1024, err) != TT_OK) {
+    if (!s->smp || grow(s, 1024, err) != TT_OK) {
         session_free(s);
         return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     }
@@ -121,8 +117,6 @@ void session_free(session *s)
     free(s->tokens);
     free(s->info);
     free(s->turn_start);
-    free(s->cached);
-    free(s->draft_cached);
     spec_free(s->spec);
     memset(s, 0, sizeof *s);
 }
@@ -134,9 +128,7 @@ tt_status session_set_draft(session *s, engine *draft, tt_error *err)
 {
     if (!draft) {
         spec_free(s->spec);
-        free(s->draft_cached);
         s->spec = NULL;
-        s->draft_cached = NULL;
         s->draft = NULL;
         s->spec_on = false;
         return TT_OK;
@@ -148,16 +140,10 @@ tt_status session_set_draft(session *s, engine *draft, tt_error *err)
         return tt_fail(err, TT_ERR_CONFIG, "draft model: its context of %d is shorter than the "
                        "target's %d (use --ctx %d)", draft->n_ctx, s->eng->n_ctx, draft->n_ctx);
     spec *sp = spec_create(s->eng->config->V);
-    int32_t *mirror = calloc((size_t)draft->n_ctx, sizeof *mirror);
-    if (!sp || !mirror) {
-        spec_free(sp);
-        free(mirror);
+    if (!sp)
         return tt_fail(err, TT_ERR_NOMEM, "draft model: out of memory");
-    }
     spec_free(s->spec);
-    free(s->draft_cached);
     s->spec = sp;
-    s->draft_cached = mirror;
     s->draft = draft;
     engine_truncate(draft, 0);
     s->spec_on = true;
@@ -267,12 +253,8 @@ static int keep_count(const session *s)
 
 int session_cached_prefix(const session *s)
 {
-    int wlen = s->n_tokens - s->window_start;
-    int n = s->eng->n_past < wlen ? s->eng->n_past : wlen;
-    int c = 0;
-    while (c < n && s->cached[c] == s->tokens[s->window_start + c])
-        c++;
-    return c;
+    return engine_cached_prefix(s->eng, s->tokens + s->window_start,
+                                s->n_tokens - s->window_start);
 }
 
 /* The target engine failed with a device error: take over the engine the front end offers (the
@@ -282,18 +264,10 @@ static bool recover_device(session *s, tt_status st, const tt_error *why)
     if (st != TT_ERR_DEVICE || !s->device_fallback)
         return false;
     session_set_draft(s, NULL, NULL);
-    engine *failed = s->eng;
-    int old_ctx = failed->n_ctx;   /* the callee may free the failed engine */
+    engine *failed = s->eng;   /* the callee may free it */
     engine *ne = s->device_fallback(s->fallback_user, s, failed, why);
     if (!ne || ne == failed)
         return false;
-    if (ne->n_ctx != old_ctx) {
-        int32_t *c = calloc((size_t)ne->n_ctx, sizeof *c);
-        if (!c)
-            return false;
-        free(s->cached);
-        s->cached = c;
-    }
     s->eng = ne;
     engine_truncate(ne, 0);
     s->last.device_fallbacks++;
@@ -301,7 +275,7 @@ static bool recover_device(session *s, tt_status st, const tt_error *why)
 }
 
 /* Brings the engine cache in line with the window and leaves logits for its last token.
- * reused/prefilled receive the counts. Honors s->interrupt between chunks. */
+ * reused/prefilled receive the counts. Honors s->interrupt between chunks (engine_sync). */
 static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shifted, int *dropped,
                             tt_error *err)
 {
@@ -321,34 +295,18 @@ static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shift
     }
     if (wlen == 0)
         return tt_fail(err, TT_ERR_ARG, "nothing to run the model on");
-    int c = session_cached_prefix(s);
-    if (c == wlen)
-        c = wlen - 1;            /* logits are needed for the last token: recompute it */
-    engine_truncate(s->eng, c);
-    *reused = c;
-    const int32_t *w = s->tokens + s->window_start;
-    for (int pos = c; pos < wlen;) {
-        if (s->interrupt && *s->interrupt)
-            return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
-        int n = wlen - pos < PREFILL_CHUNK ? wlen - pos : PREFILL_CHUNK;
-        s->eng->interrupt = s->interrupt;
-        tt_status st = engine_forward(s->eng, w + pos, n, pos, false, err);
-        s->eng->interrupt = NULL;
-        if (st != TT_OK) {
-            if (!recover_device(s, st, err))
-                return st;
-            /* Everything again on the replacement engine (its cache is empty). */
-            int again_reused, again_prefilled;
-            st = sync_cache(s, &again_reused, &again_prefilled, shifted, dropped, err);
-            *reused = again_reused;
-            *prefilled += again_prefilled;
-            return st;
-        }
-        memcpy(s->cached + pos, w + pos, (size_t)n * sizeof *w);
-        pos += n;
-        *prefilled += n;
+    s->eng->interrupt = s->interrupt;
+    tt_status st = engine_sync(s->eng, s->tokens + s->window_start, wlen, true, reused, prefilled,
+                               err);
+    s->eng->interrupt = NULL;
+    if (st != TT_OK && recover_device(s, st, err)) {
+        /* Everything again on the replacement engine (its cache is empty). */
+        int again_reused, again_prefilled;
+        st = sync_cache(s, &again_reused, &again_prefilled, shifted, dropped, err);
+        *reused = again_reused;
+        *prefilled += again_prefilled;
     }
-    return TT_OK;
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -535,9 +493,7 @@ static tt_status advance(session *s, session_stop *stop, tt_error *err)
     int pos = wlen - 1;
     int32_t tok = s->tokens[s->n_tokens - 1];
     tt_status st = engine_forward(s->eng, &tok, 1, pos, false, err);
-    if (st == TT_OK) {
-        s->cached[pos] = tok;
-    } else if (recover_device(s, st, err)) {
+    if (st != TT_OK && recover_device(s, st, err)) {
         int reused, prefilled, dropped = 0;
         bool shifted = false;
         st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
@@ -702,8 +658,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         .banned = eos,
         .n_banned = eos >= 0 && min_left > 0 ? min_left : 0,
     };
-    st = spec_run_round(s->spec, s->eng, s->cached, s->draft, s->draft_cached, &s->set.sampler,
-                        &req, &s->rng, err);
+    st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, &s->rng, err);
     if (st != TT_OK && recover_device(s, st, err)) {
         g->need_sync = true;   /* the next step re-prefills on the new engine and goes on */
         return TT_OK;

@@ -137,13 +137,11 @@ typedef struct session {
     token_info *info;          /* (n_tokens) */
     int n_tokens, cap;
     int window_start;          /* tokens[window_start ..] are the model's view (positions 0 ..) */
-    int32_t *cached;           /* (eng->n_ctx) tokens the engine cache holds, by position */
     int n_turns;
     int *turn_start;           /* (n_turns) index in tokens where each turn began */
 
     /* Speculative decoding (session_set_draft): */
     engine *draft;             /* not owned; NULL when none */
-    int32_t *draft_cached;     /* (draft->n_ctx) tokens the draft's cache holds, by position */
     spec *spec;                /* owned; created with the draft */
     bool spec_on;
     int gamma;                 /* draft tokens per round */

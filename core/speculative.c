@@ -7,8 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#define SYNC_CHUNK 256   /* prefill span, as the session's */
-
 struct spec {
     int V;
     sampler *smp;                  /* one chain object; draft and target rows run through it in
@@ -129,33 +127,6 @@ void spec_stats_reset(spec *sp)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Caches */
-
-tt_status spec_sync_cache(engine *e, int32_t *cached, const int32_t *tokens, int n,
-                          bool want_logits, tt_error *err)
-{
-    if (n < 0 || n > e->n_ctx)
-        return tt_fail(err, TT_ERR_CONTEXT, "speculative: %d tokens do not fit the context of %d",
-                       n, e->n_ctx);
-    int c = 0;
-    int lim = e->n_past < n ? e->n_past : n;
-    while (c < lim && cached[c] == tokens[c])
-        c++;
-    if (want_logits && n > 0 && c == n)
-        c = n - 1;
-    engine_truncate(e, c);
-    for (int pos = c; pos < n;) {
-        int k = n - pos < SYNC_CHUNK ? n - pos : SYNC_CHUNK;
-        tt_status st = engine_forward(e, tokens + pos, k, pos, false, err);
-        if (st != TT_OK)
-            return st;
-        memcpy(cached + pos, tokens + pos, (size_t)k * sizeof *tokens);
-        pos += k;
-    }
-    return TT_OK;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * The round */
 
 static tt_status reserve(spec *sp, int hist, int rows)
@@ -219,8 +190,7 @@ static void mark_chosen(sampler *smp, int32_t id, sampler_snapshot *snap)
     snap->u = -1;
 }
 
-tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engine *draft,
-                         int32_t *draft_cached, const sampler_params *params,
+tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_params *params,
                          const spec_request *req, rng *r, tt_error *err)
 {
     const int m = req->n, V = sp->V;
@@ -258,7 +228,7 @@ tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engin
 
     /* 1. Draft: g proposals, one uniform each. */
     double t0 = tt_now_ms();
-    if (g > 0 && (st = spec_sync_cache(draft, draft_cached, hist, m, true, err)) != TT_OK)
+    if (g > 0 && (st = engine_sync(draft, hist, m, true, NULL, NULL, err)) != TT_OK)
         return st;
     for (int i = 0; i < g; i++) {
         sampler_context ctx = {.history = hist, .n_history = m + i,
@@ -282,16 +252,14 @@ tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engin
         }
         if ((st = engine_forward(draft, &d, 1, m + i, false, err)) != TT_OK)
             return st;
-        draft_cached[m + i] = d;
     }
     double t1 = tt_now_ms();
 
     /* 2. Target: w[m-1] and the g drafts in one span, all rows. */
-    if ((st = spec_sync_cache(target, target_cached, hist, m - 1, false, err)) != TT_OK)
+    if ((st = engine_sync(target, hist, m - 1, false, NULL, NULL, err)) != TT_OK)
         return st;
     if ((st = engine_forward(target, hist + m - 1, g + 1, m - 1, g > 0, err)) != TT_OK)
         return st;
-    memcpy(target_cached + m - 1, hist + m - 1, (size_t)(g + 1) * sizeof *hist);
     int row0 = target->n_logits - (g + 1);
 
     /* 3. Accept/reject, then the residual or bonus draw. */

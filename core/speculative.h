@@ -3,7 +3,7 @@
  * and rejection sampling keeps the output distribution exactly the target's.
  *
  * One round, for a window w[0..m-1] (positions 0..m-1, m >= 1):
- *   1. The draft's cache is brought to w[0..m-2] (prefix reuse through its mirror), then it
+ *   1. The draft's cache is brought to w[0..m-2] (engine_sync: prefix reuse), then it
  *      forwards w[m-1], d_1, ..., d_{g-1} one at a time; at each position it runs the sampler chain
  *      (history = w plus the drafts so far) to get q_i and draws d_i from q_i.
  *   2. The target's cache is brought to w[0..m-2]; one forward of [w[m-1], d_1 .. d_g] at position
@@ -110,14 +110,12 @@ typedef struct spec spec;
 spec *spec_create(int V);
 void spec_free(spec *sp);   /* NULL is safe */
 
-/* Runs one round (see the top of this file). target_cached and draft_cached mirror what each
- * engine's cache holds, by position (n_ctx entries each); they are read to reuse the longest
- * common prefix with the window and updated to what the caches hold afterwards. params must be
- * the session's sampler settings: the draft and target share them. Uniforms come from r.
+/* Runs one round (see the top of this file). Each engine's cache keeps the longest prefix it
+ * shares with the window (engine_sync, through the engine's token mirror). params must be the
+ * session's sampler settings: the draft and target share them. Uniforms come from r.
  * On failure (engine error, non-finite logits: TT_ERR_NUMERIC, n outside [1, n_ctx]) nothing was
- * produced, the stats are unchanged and both mirrors are consistent with their caches. */
-tt_status spec_run_round(spec *sp, engine *target, int32_t *target_cached, engine *draft,
-                         int32_t *draft_cached, const sampler_params *params,
+ * produced, the stats are unchanged and both caches hold a prefix of the window plus drafts. */
+tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_params *params,
                          const spec_request *req, rng *r, tt_error *err);
 
 /* The last round's outcome (n_out 0 before the first). */
@@ -125,13 +123,6 @@ const spec_round *spec_last_round(const spec *sp);
 
 const spec_stats *spec_get_stats(const spec *sp);
 void spec_stats_reset(spec *sp);
-
-/* Brings e's cache to hold tokens[0..n-1] (0 <= n <= n_ctx): keeps the longest prefix that cached
- * (e's mirror) shares with tokens, forwards the rest in chunks and updates cached. With
- * want_logits (n >= 1) at least the last token is computed, so the logits of position n-1 are the
- * last row. On failure the cache holds a prefix of tokens and cached matches it. */
-tt_status spec_sync_cache(engine *e, int32_t *cached, const int32_t *tokens, int n,
-                          bool want_logits, tt_error *err);
 
 /* Deliberately wrong variants, for tests only: they show that the exactness tests can fail. */
 typedef enum {

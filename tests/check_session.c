@@ -95,7 +95,7 @@ static void fake_truncate(engine *e, int pos)
 
 static void fake_destroy(engine *e)
 {
-    (void)e;
+    free(e);
 }
 
 static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy};
@@ -161,7 +161,7 @@ static void session_setup(void)
 static void session_teardown(void)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     F = NULL;
 }
 
@@ -235,7 +235,7 @@ static void fresh_continuation(const int32_t *ids, const token_info *info, int n
     ck_assert_int_eq(S.last.reused_tokens, 0);
     memcpy(out, S.tokens + n, (size_t)max_new * sizeof *out);
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     S = saved;
     F = saved_f;
 }
@@ -356,7 +356,7 @@ END_TEST
 START_TEST(regen_with_the_same_seed_repeats_a_sampled_reply)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(64, false, 6);
     add_text("Hello world");
     int prompt = S.n_tokens;
@@ -462,7 +462,7 @@ static void script(const char *text, int32_t *buf)
 START_TEST(stop_string_ends_the_reply_before_it)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(64, true, 20);
     tt_error err = {0};
     ck_assert_int_eq(session_add_stop(&S, "\n\n", &err), TT_OK);
@@ -480,7 +480,7 @@ END_TEST
 START_TEST(held_back_text_is_released_when_the_stop_does_not_complete)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(64, true, 6);
     tt_error err = {0};
     ck_assert_int_eq(session_add_stop(&S, "\n\nX", &err), TT_OK);
@@ -497,7 +497,7 @@ END_TEST
 START_TEST(end_of_text_stops_generation)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(64, true, 20);
     add_text("Q");
     int32_t buf[4] = {byte_id('a'), EOT};
@@ -519,7 +519,7 @@ END_TEST
 START_TEST(a_full_context_shifts_and_generation_goes_on)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(16, true, 40);
     add_text("Hello world");
     int prompt = S.n_tokens;
@@ -539,7 +539,7 @@ END_TEST
 START_TEST(a_full_context_without_shifting_stops)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(16, true, 40);
     S.set.context_shift = false;
     add_text("Hello world");
@@ -558,7 +558,7 @@ START_TEST(interrupt_stops_after_the_current_token_and_keeps_the_cache_consisten
     static volatile sig_atomic_t flag;
     flag = 0;
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(64, true, 30);
     S.interrupt = &flag;
     add_text("Hello world");
@@ -592,7 +592,7 @@ START_TEST(interrupt_during_prefill_leaves_a_consistent_prefix)
     static volatile sig_atomic_t flag;
     flag = 0;
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(MAX_CTX, true, 5);
     S.interrupt = &flag;
     char text[2048];
@@ -654,6 +654,7 @@ static engine *to_second_engine(void *user, session *s, engine *failed, const tt
     ck_assert_ptr_nonnull(G_fallback);
     G_fallback->base = F->base;      /* same ops, model, context */
     G_fallback->base.n_past = 0;
+    G_fallback->base.tokens = NULL;  /* a fresh engine has its own token mirror */
     G_fallback->base.logits = G_fallback->logits;
     return &G_fallback->base;
 }
@@ -686,7 +687,7 @@ static void check_fallback_at(long fail_call)
     /* The replacement's cache holds the conversation (minus the last, unforwarded token). */
     ck_assert_int_eq(session_cached_prefix(&S), G_fallback->base.n_past);
     ck_assert_int_ge(G_fallback->base.n_past, n_ref - 1);
-    free(G_fallback);
+    engine_free(&G_fallback->base);
     G_fallback = NULL;
     S.eng = &F->base;   /* the teardown frees F; the session no longer needs the replacement */
 }
@@ -717,7 +718,7 @@ END_TEST
 START_TEST(peek_shows_the_next_distribution_without_drawing)
 {
     session_free(&S);
-    free(F);
+    engine_free(&F->base);
     make_session(64, false, 5);
     add_text("Hello");
     int n = S.n_tokens;

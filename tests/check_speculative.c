@@ -199,7 +199,6 @@ static void spec_sample(spec *sp, engine *target, engine *draft, const sampler_p
                         const int32_t *prompt, int np, int gamma, uint64_t seed, int32_t *out,
                         run_stats *rs)
 {
-    int32_t tmirror[FAKE_CTX], dmirror[FAKE_CTX];
     int32_t w[FAKE_CTX];
     memcpy(w, prompt, (size_t)np * sizeof *w);
     int n = np;
@@ -211,8 +210,8 @@ static void spec_sample(spec *sp, engine *target, engine *draft, const sampler_p
     while (n < np + N_GEN) {
         spec_request req = {.tokens = w, .n = n, .gamma = gamma, .max_tokens = 16,
                             .stop_id = -1, .banned = -1};
-        ck_assert_msg(spec_run_round(sp, target, tmirror, draft, dmirror, params, &req, &r,
-                                     &err) == TT_OK, "%s", err.msg);
+        ck_assert_msg(spec_run_round(sp, target, draft, params, &req, &r, &err) == TT_OK, "%s",
+                      err.msg);
         const spec_round *R = spec_last_round(sp);
         ck_assert_int_ge(R->n_out, 1);
         for (int i = 0; i < R->n_draft; i++)
@@ -398,7 +397,7 @@ START_TEST(one_target_pass_per_round_and_caches_hold_the_accepted_prefix)
     spec *sp = spec_create(FAKE_V);
     sampler_params params;
     params_case(&params, 1);
-    int32_t tmirror[FAKE_CTX], dmirror[FAKE_CTX], w[FAKE_CTX] = {3, 1};
+    int32_t w[FAKE_CTX] = {3, 1};
     int n = 2;
     rng r;
     rng_seed(&r, 5);
@@ -409,8 +408,7 @@ START_TEST(one_target_pass_per_round_and_caches_hold_the_accepted_prefix)
         long before = t->forwards;
         spec_request req = {.tokens = w, .n = n, .gamma = gamma, .max_tokens = 64,
                             .stop_id = -1, .banned = -1};
-        ck_assert_int_eq(spec_run_round(sp, &t->base, tmirror, &d->base, dmirror, &params, &req,
-                                        &r, &err), TT_OK);
+        ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err), TT_OK);
         const spec_round *R = spec_last_round(sp);
         if (round > 0)
             ck_assert_int_eq(t->forwards - before, 1);
@@ -446,7 +444,7 @@ START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
     spec *sp = spec_create(FAKE_V);
     sampler_params params;
     sampler_params_default(&params);
-    int32_t tm[FAKE_CTX], dm[FAKE_CTX], w[FAKE_CTX] = {0};
+    int32_t w[FAKE_CTX] = {0};
     rng r;
     tt_error err;
     const spec_round *R = spec_last_round(sp);
@@ -455,7 +453,7 @@ START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
     rng_seed(&r, 1);
     spec_request req = {.tokens = w, .n = 5, .gamma = 8, .max_tokens = 3, .stop_id = -1,
                         .banned = -1};
-    ck_assert_int_eq(spec_run_round(sp, &t->base, tm, &d->base, dm, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
                      TT_OK);
     ck_assert_int_eq(R->n_draft, 2);
     ck_assert_int_eq(R->n_accepted, 2);
@@ -467,7 +465,7 @@ START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
     rng_seed(&r, 1);
     req.max_tokens = 16;
     req.stop_id = second;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, tm, &d->base, dm, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
                      TT_OK);
     ck_assert_int_eq(R->out[0] == second ? 1 : R->n_draft, R->out[0] == second ? 1 : 2);
     ck_assert_int_eq(R->out[R->n_out - 1], second);
@@ -477,17 +475,17 @@ START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
     rng_seed(&r, 2);
     req.stop_id = -1;
     req.n = FAKE_CTX - 2;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, tm, &d->base, dm, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
                      TT_OK);
     ck_assert_int_eq(R->n_draft, 2);
     ck_assert_int_eq(t->base.n_past, FAKE_CTX);
     req.n = FAKE_CTX;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, tm, &d->base, dm, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
                      TT_OK);
     ck_assert_int_eq(R->n_draft, 0);
     ck_assert_int_eq(R->n_out, 1);
     req.n = FAKE_CTX + 1;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, tm, &d->base, dm, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
                      TT_ERR_CONTEXT);
 
     /* the banned token (EOS before --min-tokens) is masked for n_banned positions only */
@@ -495,14 +493,14 @@ START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
     req.n = 5;
     req.max_tokens = 4;
     req.gamma = 3;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, tm, &d->base, dm, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
                      TT_OK);
     int32_t free_run[4];
     memcpy(free_run, R->out, sizeof free_run);
     ck_assert_int_eq(R->n_out, 4);
     req.banned = free_run[1];
     req.n_banned = 2;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, tm, &d->base, dm, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
                      TT_OK);
     ck_assert_int_ne(R->out[0], req.banned);
     ck_assert_int_ne(R->out[1], req.banned);
@@ -738,7 +736,7 @@ START_TEST(caches_equal_a_fresh_prefill_after_every_round)
     engine *t = cpu(g_target, 64);
     engine *d = cpu(g_trunc, 64);
     spec *sp = spec_create(TV);
-    int32_t tm[64], dm[64], w[64] = {5, 17, 200};
+    int32_t w[64] = {5, 17, 200};
     int n = 3;
     sampler_params params;
     sampler_params_default(&params);
@@ -750,7 +748,7 @@ START_TEST(caches_equal_a_fresh_prefill_after_every_round)
     for (int round = 0; n < 56; round++) {
         spec_request req = {.tokens = w, .n = n, .gamma = 1 + round % 5, .max_tokens = 64,
                             .stop_id = -1, .banned = -1};
-        ck_assert_int_eq(spec_run_round(sp, t, tm, d, dm, &params, &req, &r, &err), TT_OK);
+        ck_assert_int_eq(spec_run_round(sp, t, d, &params, &req, &r, &err), TT_OK);
         const spec_round *R = spec_last_round(sp);
         rejections += R->rejected;
         full += !R->rejected;
@@ -759,13 +757,13 @@ START_TEST(caches_equal_a_fresh_prefill_after_every_round)
         memcpy(seq, w, (size_t)n * sizeof *seq);
         for (int i = 0; i < R->n_out; i++)
             seq[n + i] = R->out[i];
-        /* the mirrors say what the caches hold: the window and the accepted drafts */
+        /* the engines' token mirrors say what the caches hold: the window and the accepted drafts */
         ck_assert_int_eq(t->n_past, n + k);
         ck_assert_int_le(d->n_past, n + k);
         for (int i = 0; i < t->n_past; i++)
-            ck_assert_int_eq(tm[i], seq[i]);
+            ck_assert_int_eq(t->tokens[i], seq[i]);
         for (int i = 0; i < d->n_past; i++)
-            ck_assert_int_eq(dm[i], seq[i]);
+            ck_assert_int_eq(d->tokens[i], seq[i]);
         /* ... and the caches' contents equal a fresh prefill of that sequence: stepping both
          * with the next token gives the same logits (up to kernel rounding) */
         double et = cache_error(t, g_target, seq, n + k + 1);
