@@ -221,7 +221,7 @@ static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
     return text;
 }
 
-static int cmd_generate(int argc, char **argv)
+static int app_generate(int argc, char **argv)
 {
     cli_options o;
     cli_options_default(&o);
@@ -305,7 +305,7 @@ static int cmd_generate(int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * tokenize */
 
-static int cmd_tokenize(int argc, char **argv)
+static int app_tokenize(int argc, char **argv)
 {
     cli_options o;
     cli_options_default(&o);
@@ -354,7 +354,7 @@ static int cmd_tokenize(int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * score: perplexity of a file */
 
-static int cmd_score(int argc, char **argv)
+static int app_score(int argc, char **argv)
 {
     cli_options o;
     cli_options_default(&o);
@@ -503,11 +503,11 @@ int main(int argc, char **argv)
     if (argc >= 2 && argv[1][0] != '-') {
         const char *cmd = argv[1];
         if (strcmp(cmd, "generate") == 0)
-            return cmd_generate(argc, argv);
+            return app_generate(argc, argv);
         if (strcmp(cmd, "tokenize") == 0)
-            return cmd_tokenize(argc, argv);
+            return app_tokenize(argc, argv);
         if (strcmp(cmd, "score") == 0)
-            return cmd_score(argc, argv);
+            return app_score(argc, argv);
         if (strcmp(cmd, "bench") == 0 && bench_spec_wanted(argc - 1, argv + 1))
             return bench_spec_main(argc - 1, argv + 1);
         if (strcmp(cmd, "bench") == 0) {

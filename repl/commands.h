@@ -109,11 +109,4 @@ void cmd_free_args(char **argv, int argc);
  * starts a new line unless it asks to continue the text. "//x" sends "/x". */
 char *cmd_prompt_text(const session *s, const char *input, size_t *len);
 
-/* The conversation file format of /save and /load (documented in the README). */
-tt_status cmd_save_session(const session *s, const char *path, const char *model_name,
-                           tt_error *err);
-/* Loads path into s: settings first (all validated before any is applied), then the tokens with
- * prefix reuse. A file that is not JSON is taken as plain text: one user turn. */
-tt_status cmd_load_session(session *s, const char *path, int *n_loaded, tt_error *err);
-
 #endif

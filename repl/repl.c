@@ -19,14 +19,14 @@
 #include "repl/history.h"
 #include "repl/linemode.h"
 #include "core/session.h"
-#include "repl/transcript.h"
+#include "repl/transcript_doc.h"
 #include "ui/curses.h"
 #include "ui/grid.h"
 #include "ui/histogram.h"
 #include "ui/input.h"
 #include "ui/layout.h"
 #include "ui/status.h"
-#include "ui/transcript.h"
+#include "ui/transcript_pane.h"
 
 #define FRAME_MS 33        /* at most one draw per frame while tokens stream in */
 #define IDLE_WAIT_MS 250   /* key wait when idle; signals are noticed at least this often */
@@ -91,7 +91,7 @@ static uint64_t random_seed(void)
 typedef struct {
     session *s;
     cmd_env *env;
-    transcript tr;
+    transcript_doc tr;
     ui_input in;
     history hist;
     ui_grid grid;
@@ -117,7 +117,7 @@ static void note(tui *t, uint8_t style, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return;
-    transcript_note_add(&t->tr, t->s->n_tokens, style, buf);
+    transcript_doc_note_add(&t->tr, t->s->n_tokens, style, buf);
     free(buf);
     t->dirty = true;
 }
@@ -138,11 +138,11 @@ static bool on_event(void *user, const session_event *ev)
     if (ev->round > 0 && ev->round != t->spec_round) {
         /* a new speculative round: the last round's rejected draft leaves the transcript */
         t->spec_round = ev->round;
-        transcript_set_rejected(&t->tr, -1, -1);
+        transcript_doc_set_rejected(&t->tr, -1, -1);
     }
     if (ev->rejected) {
         /* shown before its replacement (the next event) until the next round */
-        transcript_set_rejected(&t->tr, t->s->n_tokens, ev->token);
+        transcript_doc_set_rejected(&t->tr, t->s->n_tokens, ev->token);
         t->dirty = true;
         return true;
     }
@@ -188,7 +188,7 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
 {
     session *s = t->s;
     session_gen_end(s, stop, on_event, t);
-    transcript_set_rejected(&t->tr, -1, -1);
+    transcript_doc_set_rejected(&t->tr, -1, -1);
     if (!s->last.speculative && s->last.generated_tokens > 1)
         t->plain_tok_s = s->last.decode_tok_s;
     t->running = false;
@@ -233,7 +233,7 @@ static bool begin_generation(tui *t, const char *text)
     }
     scroll_to_end(t);
     t->spec_round = 0;
-    transcript_sync(&t->tr, s);
+    transcript_doc_sync(&t->tr, s);
     g_interrupt = 0;
     g_sigint = 0;
     tt_status st = session_gen_begin(s, &err);
@@ -288,7 +288,7 @@ static void run_command(tui *t, const char *line)
     int flags = cmd_execute(e, line);
     scroll_to_end(t);   /* show the answer */
     if (flags & CMD_CLEAR)
-        transcript_clear(&t->tr);
+        transcript_doc_clear(&t->tr);
     if (e->out_len)
         note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", e->out);
     if (flags & CMD_QUIT)
@@ -472,7 +472,7 @@ static void draw(tui *t)
     if (rows != t->grid.rows || cols != t->grid.cols)
         ui_grid_resize(&t->grid, rows, cols);
     ui_grid_clear(&t->grid);
-    transcript_sync(&t->tr, s);
+    transcript_doc_sync(&t->tr, s);
     ui_layout l;
     ui_layout_compute(&l, rows, cols, ui_input_height(&t->in, rows / 3),
                       ui_histogram_height(t->env->bars));
@@ -481,7 +481,7 @@ static void draw(tui *t)
         ui_curses_present(&t->grid);
         return;
     }
-    ui_transcript_draw(&t->grid, l.transcript, &t->tr.doc, &t->scroll, t->running);
+    ui_transcript_pane_draw(&t->grid, l.transcript, &t->tr.doc, &t->scroll, t->running);
     ui_layout_draw_divider(&t->grid, &l);
     ui_hist_view hv = {
         .kind = t->env->hist_kind,
@@ -697,7 +697,7 @@ int repl_main(int argc, char **argv)
         t.env = &env;
         t.fallback_note = app.fallback_note;
         app.fallback_quiet = true;
-        transcript_init(&t.tr);
+        transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();
         history_init(&t.hist, hpath, HISTORY_MAX);
@@ -710,7 +710,7 @@ int repl_main(int argc, char **argv)
         ui_grid_free(&t.grid);
         history_free(&t.hist);
         ui_input_free(&t.in);
-        transcript_free(&t.tr);
+        transcript_doc_free(&t.tr);
     } else if (rc == 0) {
         if (tty && !dumb)
             fprintf(stderr, "tokentop: %s; using line mode\n", why);

@@ -13,6 +13,7 @@
 #include "core/tokenizer.h"
 #include "app/cli.h"
 #include "repl/commands.h"
+#include "repl/session_file.h"
 #include "core/session.h"
 #include "tests/testutil.h"
 
@@ -755,6 +756,48 @@ START_TEST(load_of_a_text_file_makes_it_the_prompt)
 }
 END_TEST
 
+START_TEST(session_file_parses_a_buffer_without_the_file_system)
+{
+    run("/topk 7");
+    generate_turn("Hello");
+    size_t len = 0;
+    char *buf = session_file_serialize(&S, "tiny", &len);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(strlen(buf), len);
+    session_file f;
+    tt_error err = {0};
+    /* the settings fields absent from a file keep the defaults (no base given) */
+    ck_assert_msg(session_file_parse(buf, len, "mem", 512, NULL, &f, &err) == TT_OK, "%s",
+                  err.msg);
+    ck_assert(!f.plain);
+    ck_assert_ptr_null(f.text);
+    ck_assert_int_eq(f.n, S.n_tokens);
+    for (int i = 0; i < f.n; i++) {
+        ck_assert_int_eq(f.ids[i], S.tokens[i]);
+        ck_assert_int_eq(f.info[i].origin, S.info[i].origin);
+    }
+    ck_assert_int_eq(f.sampler.top_k, 7);
+    ck_assert_int_eq(f.max_new_tokens, S.set.max_new_tokens);
+    session_file_free(&f);
+    /* the same bytes against another vocabulary: refused, naming the buffer and the field */
+    ck_assert_int_eq(session_file_parse(buf, len, "mem", 100, NULL, &f, &err), TT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "mem: vocab_size: 512 does not match the model's 100"), "%s",
+                  err.msg);
+    /* a buffer cut anywhere inside the JSON is refused, never read past its end */
+    ck_assert_int_eq(session_file_parse(buf, len / 2, "mem", 512, NULL, &f, &err),
+                     TT_ERR_FORMAT);
+    ck_assert(strstr(err.msg, "mem: not valid JSON"));
+    free(buf);
+    /* not JSON: plain text, taken whole (no NUL needed) */
+    const char plain[4] = {' ', 'a', 'b', 'c'};
+    ck_assert_int_eq(session_file_parse(plain, 3, "mem", 512, NULL, &f, &err), TT_OK);
+    ck_assert(f.plain);
+    ck_assert_uint_eq(f.text_len, 3);
+    ck_assert_str_eq(f.text, " ab");
+    session_file_free(&f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("commands");
@@ -791,6 +834,7 @@ int main(void)
     tcase_add_test(tc, save_then_load_restores_tokens_and_settings_with_prefix_reuse);
     tcase_add_test(tc, load_refuses_bad_files_and_changes_nothing);
     tcase_add_test(tc, load_of_a_text_file_makes_it_the_prompt);
+    tcase_add_test(tc, session_file_parses_a_buffer_without_the_file_system);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -15,7 +15,7 @@
 #include "ui/input.h"
 #include "ui/layout.h"
 #include "ui/status.h"
-#include "ui/transcript.h"
+#include "ui/transcript_pane.h"
 
 static char row_buf[4096];
 
@@ -160,7 +160,7 @@ START_TEST(transcript_wraps_at_spaces_and_cuts_long_words)
     ui_doc d;
     doc_from(&d, "the quick brown fox abcdefghijklmn");
     ui_scroll sc = {0};
-    ui_transcript_draw(&g, (ui_rect){0, 0, 6, 10}, &d, &sc, false);
+    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 6, 10}, &d, &sc, false);
     ck_assert_str_eq(row(&g, 0), "the quick");
     ck_assert_str_eq(row(&g, 1), "brown fox");
     ck_assert_str_eq(row(&g, 2), "abcdefghij");
@@ -179,7 +179,7 @@ START_TEST(transcript_wraps_wide_characters_by_width)
     /* 中文字符测试: six wide characters, two per 5-column line (a third would need 6). */
     doc_from(&d, "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6\xe6\xb5\x8b\xe8\xaf\x95");
     ui_scroll sc = {0};
-    ui_transcript_draw(&g, (ui_rect){0, 0, 4, 5}, &d, &sc, false);
+    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 4, 5}, &d, &sc, false);
     ck_assert_str_eq(row(&g, 0), "\xe4\xb8\xad\xe6\x96\x87");
     ck_assert_str_eq(row(&g, 1), "\xe5\xad\x97\xe7\xac\xa6");
     ck_assert_str_eq(row(&g, 2), "\xe6\xb5\x8b\xe8\xaf\x95");
@@ -199,7 +199,7 @@ START_TEST(transcript_keeps_paragraphs_and_styles)
     ui_doc_append(&d, "Hello", 5, UI_STYLE_USER, 0);
     ui_doc_append(&d, " world\n\tx", 9, UI_STYLE_P_RARE, UI_ATTR_UNDERLINE);
     ui_scroll sc = {0};
-    ui_transcript_draw(&g, (ui_rect){0, 0, 4, 20}, &d, &sc, false);
+    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 4, 20}, &d, &sc, false);
     ck_assert_str_eq(row(&g, 0), "Hello world");
     ck_assert_str_eq(row(&g, 1), "    x");   /* tab to column 4 */
     ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->style, UI_STYLE_USER);
@@ -223,16 +223,16 @@ START_TEST(transcript_shows_the_end_and_scrolls_back)
     }
     ui_rect r = {0, 0, 5, 30};
     ui_scroll sc = {0};
-    ui_transcript_draw(&g, r, &d, &sc, false);
+    ui_transcript_pane_draw(&g, r, &d, &sc, false);
     ck_assert_str_eq(row(&g, 0), "line 15");
     ck_assert_str_eq(row(&g, 4), "line 19");
     ck_assert(sc.more_above);
     sc.scroll = 3;
-    ui_transcript_draw(&g, r, &d, &sc, false);
+    ui_transcript_pane_draw(&g, r, &d, &sc, false);
     ck_assert_str_eq(row(&g, 0), "line 12");
     ck_assert(strstr(row(&g, 4), "3 more lines") != NULL);
     sc.scroll = 1000;   /* clamps to the top */
-    ui_transcript_draw(&g, r, &d, &sc, false);
+    ui_transcript_pane_draw(&g, r, &d, &sc, false);
     ck_assert_int_eq(sc.scroll, 15);
     ck_assert_str_eq(row(&g, 0), "line 0");
     ck_assert(!sc.more_above);
@@ -254,17 +254,17 @@ START_TEST(a_view_scrolled_back_holds_still_while_text_arrives)
     }
     ui_rect r = {0, 0, 5, 30};
     ui_scroll sc = {.scroll = 3, .anchor = d.n};   /* PageUp remembered where the end was */
-    ui_transcript_draw(&g, r, &d, &sc, false);
+    ui_transcript_pane_draw(&g, r, &d, &sc, false);
     ck_assert_str_eq(row(&g, 0), "line 12");
     for (int i = 20; i < 30; i++) {   /* the model keeps writing */
         int n = snprintf(line, sizeof line, "\nline %d", i);
         ui_doc_append(&d, line, (size_t)n, UI_STYLE_NORMAL, 0);
     }
-    ui_transcript_draw(&g, r, &d, &sc, true);
+    ui_transcript_pane_draw(&g, r, &d, &sc, true);
     ck_assert_str_eq(row(&g, 0), "line 12");
     ck_assert(strstr(row(&g, 4), "new text") != NULL);
     sc.scroll = 0;   /* back at the end: the anchor no longer applies */
-    ui_transcript_draw(&g, r, &d, &sc, false);
+    ui_transcript_pane_draw(&g, r, &d, &sc, false);
     ck_assert_str_eq(row(&g, 4), "line 29");
     ui_doc_free(&d);
     ui_grid_free(&g);
@@ -278,7 +278,7 @@ START_TEST(transcript_caret_follows_the_last_character)
     ui_doc d;
     doc_from(&d, "abc");
     ui_scroll sc = {0};
-    ui_transcript_draw(&g, (ui_rect){0, 0, 3, 12}, &d, &sc, true);
+    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 3, 12}, &d, &sc, true);
     ck_assert_int_eq(ui_grid_cell(&g, 0, 3)->cp, 0x258c);
     ui_doc_free(&d);
     ui_grid_free(&g);

@@ -1,12 +1,12 @@
-/* transcript.c: the transcript document built from the session and the notices. */
-#include "repl/transcript.h"
+/* transcript_doc.c: the transcript document built from the session and the notices. */
+#include "repl/transcript_doc.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/text.h"
 
-void transcript_init(transcript *t)
+void transcript_doc_init(transcript_doc *t)
 {
     memset(t, 0, sizeof *t);
     ui_doc_init(&t->doc);
@@ -15,7 +15,7 @@ void transcript_init(transcript *t)
     t->rejected_id = -1;
 }
 
-void transcript_free(transcript *t)
+void transcript_doc_free(transcript_doc *t)
 {
     if (!t)
         return;
@@ -28,11 +28,11 @@ void transcript_free(transcript *t)
     memset(t, 0, sizeof *t);
 }
 
-void transcript_note_add(transcript *t, int n_tokens, uint8_t style, const char *text)
+void transcript_doc_note_add(transcript_doc *t, int n_tokens, uint8_t style, const char *text)
 {
     if (t->n_notes == t->notes_cap) {
         int cap = t->notes_cap ? t->notes_cap * 2 : 32;
-        transcript_note *n = realloc(t->notes, (size_t)cap * sizeof *n);
+        transcript_doc_note *n = realloc(t->notes, (size_t)cap * sizeof *n);
         if (!n)
             return;
         t->notes = n;
@@ -41,10 +41,11 @@ void transcript_note_add(transcript *t, int n_tokens, uint8_t style, const char 
     char *copy = strdup(text);
     if (!copy)
         return;
-    t->notes[t->n_notes++] = (transcript_note){.text = copy, .anchor = n_tokens, .style = style};
+    t->notes[t->n_notes++] = (transcript_doc_note){.text = copy, .anchor = n_tokens,
+                                                   .style = style};
 }
 
-void transcript_clear(transcript *t)
+void transcript_doc_clear(transcript_doc *t)
 {
     for (int i = 0; i < t->n_notes; i++)
         free(t->notes[i].text);
@@ -56,7 +57,7 @@ void transcript_clear(transcript *t)
     utf8_stream_init(&t->utf8);
 }
 
-void transcript_token_style(token_origin origin, float p, uint8_t *style, uint8_t *attr)
+void transcript_doc_token_style(token_origin origin, float p, uint8_t *style, uint8_t *attr)
 {
     *attr = 0;
     if (origin == TOKEN_USER) {
@@ -96,7 +97,7 @@ static void append_text(ui_doc *d, const char *s, size_t n, uint8_t style, uint8
     }
 }
 
-static void append_note(transcript *t, const transcript_note *n)
+static void append_note(transcript_doc *t, const transcript_doc_note *n)
 {
     ui_doc *d = &t->doc;
     /* A character split across tokens cannot wait across a notice: show what is pending. */
@@ -110,7 +111,7 @@ static void append_note(transcript *t, const transcript_note *n)
     ui_doc_append_cp(d, '\n', n->style, 0);
 }
 
-static void append_token(transcript *t, const session *s, int i)
+static void append_token(transcript_doc *t, const session *s, int i)
 {
     int32_t id = s->tokens[i];
     token_origin origin = (token_origin)s->info[i].origin;
@@ -119,7 +120,7 @@ static void append_token(transcript *t, const session *s, int i)
         return;
     }
     uint8_t style, attr;
-    transcript_token_style(origin, s->info[i].p, &style, &attr);
+    transcript_doc_token_style(origin, s->info[i].p, &style, &attr);
     size_t nb = 0;
     const char *b = tokenizer_token_bytes(s->tok, id, &nb);
     if (!b)
@@ -138,7 +139,7 @@ static void append_token(transcript *t, const session *s, int i)
 
 /* The rejected draft: its text in the error colour, dimmed, and not through the UTF-8 stream (it is
  * not part of the text; a partial character shows as escapes). */
-static void append_rejected(transcript *t, const session *s)
+static void append_rejected(transcript_doc *t, const session *s)
 {
     size_t nb = 0;
     const char *b = tokenizer_token_bytes(s->tok, t->rejected_id, &nb);
@@ -148,7 +149,7 @@ static void append_rejected(transcript *t, const session *s)
     t->rejected_shown = true;
 }
 
-void transcript_set_rejected(transcript *t, int at, int32_t id)
+void transcript_doc_set_rejected(transcript_doc *t, int at, int32_t id)
 {
     if (id == t->rejected_id && (id < 0 || at == t->rejected_at))
         return;
@@ -164,7 +165,7 @@ void transcript_set_rejected(transcript *t, int at, int32_t id)
     t->rejected_at = at;
 }
 
-static bool remember(transcript *t, int32_t id, uint8_t origin)
+static bool remember(transcript_doc *t, int32_t id, uint8_t origin)
 {
     if (t->n_done == t->cap) {
         int cap = t->cap ? t->cap * 2 : 1024;
@@ -184,7 +185,7 @@ static bool remember(transcript *t, int32_t id, uint8_t origin)
     return true;
 }
 
-void transcript_sync(transcript *t, const session *s)
+void transcript_doc_sync(transcript_doc *t, const session *s)
 {
     t->eot = tokenizer_eot_id(s->tok);
     /* The first token where the document and the conversation disagree. */

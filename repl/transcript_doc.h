@@ -1,22 +1,22 @@
-/* transcript.h: keeps the transcript document (ui/transcript.h) in step with the session: the
- * conversation's tokens, styled by who wrote them and the probability they were drawn with, and
- * the notices (command output, stop reasons) shown between turns. New tokens are appended as they
- * come; an edit of the past (undo, regen, load, pick) rebuilds the document. */
-#ifndef TOKENTOP_REPL_TRANSCRIPT_H
-#define TOKENTOP_REPL_TRANSCRIPT_H
+/* transcript_doc.h: keeps the transcript document (ui/transcript_pane.h) in step with the
+ * session: the conversation's tokens, styled by who wrote them and the probability they were drawn
+ * with, and the notices (command output, stop reasons) shown between turns. New tokens are
+ * appended as they come; an edit of the past (undo, regen, load, pick) rebuilds the document. */
+#ifndef TOKENTOP_REPL_TRANSCRIPT_DOC_H
+#define TOKENTOP_REPL_TRANSCRIPT_DOC_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/tokenizer.h"
 #include "core/session.h"
-#include "ui/transcript.h"
+#include "ui/transcript_pane.h"
 
 typedef struct {
     char *text;
     int anchor;          /* shown before token `anchor` of the conversation */
     uint8_t style;       /* ui_style */
-} transcript_note;
+} transcript_doc_note;
 
 typedef struct {
     ui_doc doc;              /* what the pane draws */
@@ -24,7 +24,7 @@ typedef struct {
     uint8_t *origin;         /* (n_done) */
     int n_done, cap;
     utf8_stream utf8;        /* characters split across tokens */
-    transcript_note *notes;  /* (n_notes) in the order they were made */
+    transcript_doc_note *notes;  /* (n_notes) in the order they were made */
     int n_notes, notes_cap, notes_done;
     int32_t eot;             /* the end-of-text token (drawn as a marker), or -1 */
     /* A speculative round's rejected draft token, shown (in the rejection style) just before
@@ -32,26 +32,26 @@ typedef struct {
     int32_t rejected_id;     /* -1: none */
     int rejected_at;         /* conversation index of the replacement */
     bool rejected_shown;     /* the document holds the mark */
-} transcript;
+} transcript_doc;
 
-void transcript_init(transcript *t);
-void transcript_free(transcript *t);   /* NULL is safe */
+void transcript_doc_init(transcript_doc *t);
+void transcript_doc_free(transcript_doc *t);   /* NULL is safe */
 
 /* Adds a notice (may span lines) after the current end of the conversation (n_tokens). */
-void transcript_note_add(transcript *t, int n_tokens, uint8_t style, const char *text);
+void transcript_doc_note_add(transcript_doc *t, int n_tokens, uint8_t style, const char *text);
 
 /* Forgets the notices and the document (/reset, /load). */
-void transcript_clear(transcript *t);
+void transcript_doc_clear(transcript_doc *t);
 
 /* Shows token id as a rejected draft just before conversation index at (the replacement's);
- * id < 0 removes the mark. The next transcript_sync redraws accordingly. */
-void transcript_set_rejected(transcript *t, int at, int32_t id);
+ * id < 0 removes the mark. The next transcript_doc_sync redraws accordingly. */
+void transcript_doc_set_rejected(transcript_doc *t, int at, int32_t id);
 
 /* Brings the document up to date with s: appends what is new, or rebuilds from the first token
  * that differs (notices anchored past it move to that point). */
-void transcript_sync(transcript *t, const session *s);
+void transcript_doc_sync(transcript_doc *t, const session *s);
 
 /* The style and attributes of a conversation token (exposed for tests and the legend). */
-void transcript_token_style(token_origin origin, float p, uint8_t *style, uint8_t *attr);
+void transcript_doc_token_style(token_origin origin, float p, uint8_t *style, uint8_t *attr);
 
 #endif

@@ -1,9 +1,9 @@
-/* transcript.h: the transcript pane: a document of styled characters (the conversation and the
+/* transcript_pane.h: the transcript pane: a document of styled characters (the conversation and the
  * notices between its turns), word-wrapped to the pane width and drawn from the bottom up, with
- * scrolling. The REPL keeps the document (repl/transcript.c builds it from the session); this file
- * only lays it out and draws it. */
-#ifndef TOKENTOP_UI_TRANSCRIPT_H
-#define TOKENTOP_UI_TRANSCRIPT_H
+ * scrolling. The REPL keeps the document (repl/transcript_doc.c builds it from the session);
+ * this file only lays it out and draws it. */
+#ifndef TOKENTOP_UI_TRANSCRIPT_PANE_H
+#define TOKENTOP_UI_TRANSCRIPT_PANE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,7 +38,7 @@ bool ui_doc_append_cp(ui_doc *d, uint32_t cp, uint8_t style, uint8_t attr);
 /* True when the document is empty or its last character is a newline. */
 bool ui_doc_at_line_start(const ui_doc *d);
 
-/* Scroll state: lines above the bottom. ui_transcript_draw clamps it to what exists. */
+/* Scroll state: lines above the bottom. ui_transcript_pane_draw clamps it to what exists. */
 typedef struct {
     int scroll;             /* in/out: 0 shows the end of the document */
     size_t anchor;          /* in: while scroll > 0, the document length the view counts from
@@ -52,12 +52,12 @@ typedef struct {
  * than a line are cut; a wide character never straddles the edge). When caret is set, a block
  * caret is drawn after the last character (the model is writing). Only the paragraphs needed for
  * the view are laid out. */
-void ui_transcript_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, bool caret);
+void ui_transcript_pane_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, bool caret);
 
 /* Splits the paragraph chars[0..n) (no '\n' inside) into lines of at most w columns, calling
  * fn(user, start, end) for each line in order (end exclusive; a break at a space skips that
  * space). An empty paragraph is one empty line. Exposed for tests. */
-void ui_transcript_wrap(const ui_doc_char *chars, size_t n, int w,
+void ui_transcript_pane_wrap(const ui_doc_char *chars, size_t n, int w,
                         void (*fn)(void *user, size_t start, size_t end), void *user);
 
 #endif

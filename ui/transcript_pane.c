@@ -1,5 +1,5 @@
-/* transcript.c: word-wrapping and drawing the transcript document, bottom-up with scrolling. */
-#include "ui/transcript.h"
+/* transcript_pane.c: word-wrapping and drawing the transcript document, bottom-up with scrolling. */
+#include "ui/transcript_pane.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +87,7 @@ static bool is_space(uint32_t cp)
     return cp == ' ' || cp == '\t';
 }
 
-void ui_transcript_wrap(const ui_doc_char *chars, size_t n, int w,
+void ui_transcript_pane_wrap(const ui_doc_char *chars, size_t n, int w,
                         void (*fn)(void *user, size_t start, size_t end), void *user)
 {
     if (w < 1)
@@ -175,7 +175,7 @@ static void push_line(line_acc *acc, line_span l)
     acc->v[acc->n++] = l;
 }
 
-void ui_transcript_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, bool caret)
+void ui_transcript_pane_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, bool caret)
 {
     ui_grid_fill_rect(g, r, UI_STYLE_NORMAL);
     if (r.h <= 0 || r.w <= 0)
@@ -198,7 +198,7 @@ void ui_transcript_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, b
         acc.np = 0;
         acc.base = start;
         int w = (first && caret && r.w > 1) ? r.w - 1 : r.w;
-        ui_transcript_wrap(d->chars + start, end - start, w, push_par_line, &acc);
+        ui_transcript_pane_wrap(d->chars + start, end - start, w, push_par_line, &acc);
         for (size_t i = acc.np; i-- > 0;)
             push_line(&acc, acc.par[i]);
         first = false;

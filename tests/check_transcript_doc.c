@@ -1,7 +1,7 @@
-/* check_transcript.c: the REPL's transcript document (repl/transcript.c): token styles by origin
- * and probability, notices between turns that move back when the past is edited, characters split
- * across tokens, escapes; speculative tokens keep their marks, and a rejected draft shows just
- * before its replacement until it is cleared. */
+/* check_transcript_doc.c: the REPL's transcript document (repl/transcript_doc.c): token styles by
+ * origin and probability, notices between turns that move back when the past is edited, characters
+ * split across tokens, escapes; speculative tokens keep their marks, and a rejected draft shows
+ * just before its replacement until it is cleared. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include "core/modelgen.h"
 #include "core/tokenizer.h"
 #include "core/session.h"
-#include "repl/transcript.h"
+#include "repl/transcript_doc.h"
 #include "tests/testutil.h"
 
 static tokenizer *tok;
@@ -59,22 +59,22 @@ START_TEST(rejected_draft_shows_before_its_replacement_until_cleared)
     s.tokens = ids;
     s.info = info;
     s.n_tokens = 5;
-    transcript t;
-    transcript_init(&t);
-    transcript_sync(&t, &s);
+    transcript_doc t;
+    transcript_doc_init(&t);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "abcde");
     /* the accepted draft, the replacement and the bonus keep distinct marks */
     uint8_t st, at_acc, at_res, at_bonus;
-    transcript_token_style(TOKEN_DRAFT_ACCEPTED, 0.9f, &st, &at_acc);
-    transcript_token_style(TOKEN_TARGET_RESAMPLE, 0.3f, &st, &at_res);
-    transcript_token_style(TOKEN_BONUS, 0.6f, &st, &at_bonus);
+    transcript_doc_token_style(TOKEN_DRAFT_ACCEPTED, 0.9f, &st, &at_acc);
+    transcript_doc_token_style(TOKEN_TARGET_RESAMPLE, 0.3f, &st, &at_res);
+    transcript_doc_token_style(TOKEN_BONUS, 0.6f, &st, &at_bonus);
     ck_assert_int_eq(t.doc.chars[2].attr, at_acc);
     ck_assert_int_eq(t.doc.chars[3].attr, at_res);
     ck_assert_int_ne(at_acc, at_res);
 
     /* the draft 'x' was rejected and 'd' (index 3) replaced it */
-    transcript_set_rejected(&t, 3, ID('x'));
-    transcript_sync(&t, &s);
+    transcript_doc_set_rejected(&t, 3, ID('x'));
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "abcxde");
     ck_assert_int_eq(t.doc.chars[3].style, UI_STYLE_ERROR);
     ck_assert(t.doc.chars[3].attr & UI_ATTR_DIM);
@@ -82,23 +82,24 @@ START_TEST(rejected_draft_shows_before_its_replacement_until_cleared)
 
     /* appending more tokens keeps the mark where it is */
     s.n_tokens = 5;
-    transcript_sync(&t, &s);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "abcxde");
 
     /* the next round removes it */
-    transcript_set_rejected(&t, -1, -1);
-    transcript_sync(&t, &s);
+    transcript_doc_set_rejected(&t, -1, -1);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "abcde");
     /* an undo past the mark drops it with the tokens */
-    transcript_set_rejected(&t, 4, ID('y'));
+    transcript_doc_set_rejected(&t, 4, ID('y'));
     s.n_tokens = 3;
-    transcript_sync(&t, &s);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "abc");
-    transcript_free(&t);
+    transcript_doc_free(&t);
 }
 END_TEST
 
-/* A session view over fixed arrays (transcript_sync only reads tokens, info and the tokenizer). */
+/* A session view over fixed arrays (transcript_doc_sync only reads tokens, info and the
+ * tokenizer). */
 static session view(int32_t *ids, token_info *info, int n)
 {
     session s;
@@ -120,9 +121,9 @@ START_TEST(token_styles_follow_origin_and_probability)
         {.origin = TOKEN_FORCED, .p = 0.2f},
     };
     session s = view(ids, info, 7);
-    transcript t;
-    transcript_init(&t);
-    transcript_sync(&t, &s);
+    transcript_doc t;
+    transcript_doc_init(&t);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "uabcdef");
     const uint8_t want[7] = {UI_STYLE_USER, UI_STYLE_P_HIGH, UI_STYLE_P_MID, UI_STYLE_P_LOW,
                              UI_STYLE_P_VLOW, UI_STYLE_P_RARE, UI_STYLE_P_LOW};
@@ -131,7 +132,7 @@ START_TEST(token_styles_follow_origin_and_probability)
                       t.doc.chars[i].style);
     ck_assert_int_eq(t.doc.chars[5].attr, 0);
     ck_assert_int_eq(t.doc.chars[6].attr, UI_ATTR_UNDERLINE);   /* chosen with /pick */
-    transcript_free(&t);
+    transcript_doc_free(&t);
 }
 END_TEST
 
@@ -141,28 +142,28 @@ START_TEST(notices_sit_between_turns_and_move_back_when_the_past_is_edited)
     token_info info[4] = {{.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 1},
                           {.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 1}};
     session s = view(ids, info, 2);
-    transcript t;
-    transcript_init(&t);
-    transcript_sync(&t, &s);
-    transcript_note_add(&t, 2, UI_STYLE_NOTICE, "temp 0.5 (was 1)");
+    transcript_doc t;
+    transcript_doc_init(&t);
+    transcript_doc_sync(&t, &s);
+    transcript_doc_note_add(&t, 2, UI_STYLE_NOTICE, "temp 0.5 (was 1)");
     s.n_tokens = 4;
-    transcript_sync(&t, &s);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "ab\ntemp 0.5 (was 1)\ncd");
     ck_assert_int_eq(t.doc.chars[3].style, UI_STYLE_NOTICE);
     /* /undo back to one token: the notice moves to the new end, then new text follows it */
     s.n_tokens = 1;
-    transcript_sync(&t, &s);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "a\ntemp 0.5 (was 1)\n");
     ids[1] = ID('z');
     s.n_tokens = 2;
-    transcript_sync(&t, &s);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "a\ntemp 0.5 (was 1)\nz");
     /* /reset: notices are forgotten */
-    transcript_clear(&t);
+    transcript_doc_clear(&t);
     s.n_tokens = 0;
-    transcript_sync(&t, &s);
+    transcript_doc_sync(&t, &s);
     ck_assert_uint_eq(t.doc.n, 0);
-    transcript_free(&t);
+    transcript_doc_free(&t);
 }
 END_TEST
 
@@ -173,16 +174,16 @@ START_TEST(a_character_split_across_tokens_appears_once_whole)
     token_info info[4] = {{.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 0.9f},
                           {.origin = TOKEN_SAMPLED, .p = 0.01f}, {.origin = TOKEN_SAMPLED, .p = 1}};
     session s = view(ids, info, 2);
-    transcript t;
-    transcript_init(&t);
-    transcript_sync(&t, &s);
+    transcript_doc t;
+    transcript_doc_init(&t);
+    transcript_doc_sync(&t, &s);
     ck_assert_uint_eq(t.doc.n, 1);   /* the lead byte waits for the rest */
     s.n_tokens = 4;
-    transcript_sync(&t, &s);
+    transcript_doc_sync(&t, &s);
     ck_assert_uint_eq(t.doc.n, 3);
     ck_assert_uint_eq(t.doc.chars[1].cp, 0xe9);
     ck_assert_int_eq(t.doc.chars[1].style, UI_STYLE_P_RARE);   /* the token that completed it */
-    transcript_free(&t);
+    transcript_doc_free(&t);
 }
 END_TEST
 
@@ -193,19 +194,19 @@ START_TEST(control_bytes_are_escaped_and_end_of_text_is_marked)
     token_info info[3] = {{.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 1},
                           {.origin = TOKEN_SAMPLED, .p = 1}};
     session s = view(ids, info, 3);
-    transcript t;
-    transcript_init(&t);
-    transcript_sync(&t, &s);
+    transcript_doc t;
+    transcript_doc_init(&t);
+    transcript_doc_sync(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "a\\x07<|endoftext|>");
     ck_assert_int_eq(t.doc.chars[1].style, UI_STYLE_DIM);
     ck_assert_int_eq(t.doc.chars[5].style, UI_STYLE_SPECIAL);
-    transcript_free(&t);
+    transcript_doc_free(&t);
 }
 END_TEST
 
 int main(void)
 {
-    Suite *su = suite_create("transcript");
+    Suite *su = suite_create("transcript_doc");
     TCase *tc = tcase_create("transcript");
     tcase_add_unchecked_fixture(tc, tok_setup, tok_teardown);
     tcase_add_test(tc, token_styles_follow_origin_and_probability);
