@@ -3,9 +3,7 @@
  * acceptance and draft/target cost ratio next to the measured one. */
 #include "app/bench_spec.h"
 
-#include <cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +16,6 @@
 #include "core/engine.h"
 #include "core/model.h"
 #include "core/modelgen.h"
-#include "core/rng.h"
 #include "core/speculative.h"
 #include "core/threads.h"
 #include "core/tokenizer.h"
@@ -271,185 +268,6 @@ static int parse(sb_options *o, int argc, char **argv)
         return -1;
     }
     return 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The random pair. Both models get inert blocks (c_proj weights and biases zero: the blocks still
- * run, so every matmul costs what it costs in GPT-2, but they add nothing) and a plain ln_f, so a
- * model's logits are LN(wte[t] + wpe[pos]) . lm_head[v]. The target's 768 dimensions are the
- * draft's 256 followed by 512 of its own: its embeddings repeat the draft's on the first 256 and
- * its lm_head too, and the lm_head's other 512 columns are noise-scaled, so the target's logits
- * are the draft's (up to LayerNorm's per-token scale) plus Gaussian noise of about
- * noise * sqrt(512/256) standard deviations (the draft's logits have about 1). An untied lm_head keeps the logits from favouring
- * the current token (x . wte[x] would dominate a tied head). */
-
-typedef struct {
-    FILE *f;
-    long data_start;
-    cJSON *header;
-} st_patch;
-
-static int patch_open(st_patch *p, const char *path, tt_error *err)
-{
-    memset(p, 0, sizeof *p);
-    p->f = fopen(path, "r+b");
-    unsigned char le[8];
-    if (!p->f || fread(le, 1, 8, p->f) != 8) {
-        tt_fail(err, TT_ERR_IO, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
-        n = (n << 8) | le[i];
-    char *h = malloc(n + 1);
-    if (!h || fread(h, 1, n, p->f) != n) {
-        free(h);
-        tt_fail(err, TT_ERR_IO, "%s: cannot read the header", path);
-        return -1;
-    }
-    h[n] = 0;
-    p->header = cJSON_Parse(h);
-    free(h);
-    p->data_start = 8 + (long)n;
-    return p->header ? 0 : (tt_fail(err, TT_ERR_FORMAT, "%s: bad header", path), -1);
-}
-
-static void patch_close(st_patch *p)
-{
-    if (p->f)
-        fclose(p->f);
-    cJSON_Delete(p->header);
-}
-
-/* File offset of element 0 of tensor name (F32 files only). */
-static long patch_offset(const st_patch *p, const char *name)
-{
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(p->header, name);
-    const cJSON *off = t ? cJSON_GetObjectItemCaseSensitive(t, "data_offsets") : NULL;
-    const cJSON *dt = t ? cJSON_GetObjectItemCaseSensitive(t, "dtype") : NULL;
-    if (!off || !cJSON_IsArray(off) || !cJSON_IsString(dt) || strcmp(dt->valuestring, "F32"))
-        return -1;
-    return p->data_start + (long)cJSON_GetArrayItem(off, 0)->valuedouble;
-}
-
-static int patch_fill(st_patch *p, const char *name, size_t n, float value)
-{
-    long at = patch_offset(p, name);
-    if (at < 0 || fseek(p->f, at, SEEK_SET) != 0)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        if (fwrite(&value, sizeof value, 1, p->f) != 1)
-            return -1;
-    return 0;
-}
-
-/* Zeroes every block's output projections and sets ln_f to the identity. */
-static int patch_inert(st_patch *p, int L, int C)
-{
-    char nm[96];
-    static const char *zero[] = {"attn.c_proj.weight", "attn.c_proj.bias", "mlp.c_proj.weight",
-                                 "mlp.c_proj.bias"};
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < 4; k++) {
-            snprintf(nm, sizeof nm, "transformer.h.%d.%s", l, zero[k]);
-            size_t n = k == 0 ? (size_t)C * C : k == 2 ? (size_t)4 * C * C : (size_t)C;
-            if (patch_fill(p, nm, n, 0.0f) != 0)
-                return -1;
-        }
-    if (patch_fill(p, "transformer.ln_f.weight", (size_t)C, 1.0f) != 0 ||
-        patch_fill(p, "transformer.ln_f.bias", (size_t)C, 0.0f) != 0)
-        return -1;
-    return 0;
-}
-
-/* Subtracts each row's mean from a (rows, C) tensor. Zero-sum lm_head rows make a logit blind to
- * LayerNorm's mean, which differs between the 256- and 768-wide models; the target's logits are
- * then the draft's times a per-token scale (LayerNorm's), plus the noise. */
-static int patch_center(st_patch *p, const char *name, int rows, int C)
-{
-    long at = patch_offset(p, name);
-    float *row = malloc((size_t)C * sizeof *row);
-    int bad = at < 0 || !row;
-    for (int i = 0; i < rows && !bad; i++) {
-        bad = fseek(p->f, at + (long)i * C * 4, SEEK_SET) != 0 ||
-              fread(row, sizeof *row, (size_t)C, p->f) != (size_t)C;
-        double mean = 0;
-        for (int j = 0; j < C; j++)
-            mean += row[j];
-        mean /= C;
-        for (int j = 0; j < C; j++)
-            row[j] = (float)(row[j] - mean);
-        bad = bad || fseek(p->f, at + (long)i * C * 4, SEEK_SET) != 0 ||
-              fwrite(row, sizeof *row, (size_t)C, p->f) != (size_t)C;
-    }
-    free(row);
-    return bad ? -1 : 0;
-}
-
-/* Target rows [draft row (Cd) | own (Ct - Cd) with spread s] for a (rows, Ct) tensor. */
-static int patch_extend(st_patch *t, st_patch *d, const char *name, int rows, int Ct, int Cd,
-                        double s, rng *r)
-{
-    long at = patch_offset(t, name), from = patch_offset(d, name);
-    if (at < 0 || from < 0)
-        return -1;
-    float *row = malloc((size_t)Ct * sizeof *row);
-    if (!row)
-        return -1;
-    int bad = 0;
-    double a = s * sqrt(3.0) / 16;      /* uniform with standard deviation s / 16 */
-    for (int i = 0; i < rows && !bad; i++) {
-        bad = fseek(d->f, from + (long)i * Cd * 4, SEEK_SET) != 0 ||
-              fread(row, sizeof *row, (size_t)Cd, d->f) != (size_t)Cd;
-        for (int j = Cd; j < Ct; j++)
-            row[j] = (float)((2 * rng_uniform(r) - 1) * a);
-        bad = bad || fseek(t->f, at + (long)i * Ct * 4, SEEK_SET) != 0 ||
-              fwrite(row, sizeof *row, (size_t)Ct, t->f) != (size_t)Ct;
-    }
-    free(row);
-    return bad ? -1 : 0;
-}
-
-static tt_status pair_write(const char *tdir, const char *ddir, double noise, uint64_t seed,
-                            tt_error *err)
-{
-    modelgen_options d, t;
-    modelgen_options_default(&d);
-    modelgen_options_gpt2(&d, "gpt2");
-    d.C = 256;
-    d.NH = 4;
-    d.L = 2;
-    d.untied_lm_head = true;
-    d.seed = seed;
-    modelgen_options_default(&t);
-    modelgen_options_gpt2(&t, "gpt2");
-    t.untied_lm_head = true;
-    t.seed = seed + 1;
-    tt_status st;
-    if ((st = modelgen_write(ddir, &d, err)) != TT_OK || (st = modelgen_write(tdir, &t, err)))
-        return st;
-    char path[4400];
-    st_patch pd, pt;
-    snprintf(path, sizeof path, "%s/model.safetensors", ddir);
-    if (patch_open(&pd, path, err) != 0)
-        return TT_ERR_IO;
-    snprintf(path, sizeof path, "%s/model.safetensors", tdir);
-    if (patch_open(&pt, path, err) != 0) {
-        patch_close(&pd);
-        return TT_ERR_IO;
-    }
-    rng r;
-    rng_seed(&r, seed + 2);
-    int bad = patch_inert(&pd, d.L, d.C) || patch_inert(&pt, t.L, t.C) ||
-              patch_extend(&pt, &pd, "transformer.wte.weight", t.V, t.C, d.C, 1.0, &r) ||
-              patch_extend(&pt, &pd, "transformer.wpe.weight", t.maxT, t.C, d.C, 1.0, &r) ||
-              patch_center(&pd, "lm_head.weight", d.V, d.C) ||
-              patch_extend(&pt, &pd, "lm_head.weight", t.V, t.C, d.C, noise, &r);
-    bad = (fflush(pt.f) != 0) || (fflush(pd.f) != 0) || bad;
-    patch_close(&pd);
-    patch_close(&pt);
-    return bad ? tt_fail(err, TT_ERR_IO, "%s: cannot rewrite the random pair's tensors", tdir)
-               : TT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -817,7 +635,7 @@ int bench_spec_main(int argc, char **argv)
         snprintf(ddir, sizeof ddir, "%s/draft", tmp);
         fprintf(stderr, "tokentop bench: writing a random pair (target GPT-2 124M shapes, draft C "
                 "256 L 2, noise %g) to %s\n", o.noise, tmp);
-        if (pair_write(tdir, ddir, o.noise, o.seed + 1, &err) != TT_OK) {
+        if (modelgen_write_pair(tdir, ddir, o.noise, o.seed + 1, &err) != TT_OK) {
             fprintf(stderr, "tokentop bench: %s\n", err.msg);
             if (!o.pair_dir)
                 modelgen_remove_dir(tmp);

@@ -23,6 +23,7 @@
 
 #include "core/model.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Options */
@@ -881,6 +882,208 @@ tt_status modelgen_write(const char *dir, const modelgen_options *o, tt_error *e
         return s;
     }
     return write_safetensors(dir, o, FF, err);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The random speculative pair (tokentop bench --random-pair). Both models get inert blocks (c_proj
+ * weights and biases zero: the blocks still run, so every matmul costs what it costs in GPT-2, but
+ * they add nothing) and a plain ln_f, so a model's logits are LN(wte[t] + wpe[pos]) . lm_head[v].
+ * The target's 768 dimensions are the draft's 256 followed by 512 of its own: its embeddings repeat
+ * the draft's on the first 256 and its lm_head too, and the lm_head's other 512 columns are
+ * noise-scaled, so the target's logits are the draft's (up to LayerNorm's per-token scale) plus
+ * Gaussian noise of about noise * sqrt(512/256) standard deviations (the draft's logits have about
+ * 1). An untied lm_head keeps the logits from favouring the current token (x . wte[x] would
+ * dominate a tied head). Written by modelgen_write, then rewritten in place where the validated
+ * header (core/safetensors) says each tensor lies. */
+
+typedef struct {
+    char *path;                /* dir/model.safetensors */
+    safetensors_file *st;      /* its validated header: where each tensor is, dtype and shape */
+    FILE *f;                   /* the same file, opened for rewriting tensors in place */
+} pair_file;
+
+static tt_status pair_open(pair_file *p, const char *dir, tt_error *err)
+{
+    memset(p, 0, sizeof *p);
+    if (!(p->path = path_join(dir, "model.safetensors")))
+        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", dir);
+    tt_status s = safetensors_open(p->path, &p->st, err);
+    if (s != TT_OK)
+        return s;
+    if (!(p->f = fopen(p->path, "r+b")))
+        return tt_fail(err, TT_ERR_IO, "%s: %s", p->path, strerror(errno));
+    return TT_OK;
+}
+
+static void pair_close(pair_file *p)
+{
+    if (p->f)
+        fclose(p->f);
+    safetensors_close(p->st);
+    free(p->path);
+}
+
+/* File offset of element 0 of tensor name, which must be F32 with numel elements. */
+static tt_status pair_tensor(const pair_file *p, const char *name, uint64_t numel, long *at,
+                             tt_error *err)
+{
+    const st_tensor *t = safetensors_find(p->st, name);
+    if (!t)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: no tensor %s", p->path, name);
+    if (t->dtype != ST_F32 || t->numel != numel)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s: expected F32 with %llu elements, got "
+                       "%s with %llu", p->path, name, (unsigned long long)numel,
+                       st_dtype_name(t->dtype), (unsigned long long)t->numel);
+    *at = (long)t->offset;
+    return TT_OK;
+}
+
+static tt_status pair_io_error(const pair_file *p, const char *name, tt_error *err)
+{
+    return tt_fail(err, TT_ERR_IO, "%s: tensor %s: cannot rewrite it: %s", p->path, name,
+                   strerror(errno ? errno : EIO));
+}
+
+static tt_status pair_fill(pair_file *p, const char *name, size_t n, float value, tt_error *err)
+{
+    long at;
+    tt_status s = pair_tensor(p, name, n, &at, err);
+    if (s != TT_OK)
+        return s;
+    if (fseek(p->f, at, SEEK_SET) != 0)
+        return pair_io_error(p, name, err);
+    for (size_t i = 0; i < n; i++)
+        if (fwrite(&value, sizeof value, 1, p->f) != 1)
+            return pair_io_error(p, name, err);
+    return TT_OK;
+}
+
+/* Zeroes every block's output projections and sets ln_f to the identity. */
+static tt_status pair_inert(pair_file *p, int L, int C, tt_error *err)
+{
+    char nm[96];
+    static const char *zero[] = {"attn.c_proj.weight", "attn.c_proj.bias", "mlp.c_proj.weight",
+                                 "mlp.c_proj.bias"};
+    tt_status s = TT_OK;
+    for (int l = 0; l < L && s == TT_OK; l++)
+        for (int k = 0; k < 4 && s == TT_OK; k++) {
+            snprintf(nm, sizeof nm, "transformer.h.%d.%s", l, zero[k]);
+            size_t n = k == 0 ? (size_t)C * C : k == 2 ? (size_t)4 * C * C : (size_t)C;
+            s = pair_fill(p, nm, n, 0.0f, err);
+        }
+    if (s == TT_OK)
+        s = pair_fill(p, "transformer.ln_f.weight", (size_t)C, 1.0f, err);
+    if (s == TT_OK)
+        s = pair_fill(p, "transformer.ln_f.bias", (size_t)C, 0.0f, err);
+    return s;
+}
+
+/* Subtracts each row's mean from a (rows, C) tensor. Zero-sum lm_head rows make a logit blind to
+ * LayerNorm's mean, which differs between the 256- and 768-wide models; the target's logits are
+ * then the draft's times a per-token scale (LayerNorm's), plus the noise. */
+static tt_status pair_center(pair_file *p, const char *name, int rows, int C, tt_error *err)
+{
+    long at;
+    tt_status s = pair_tensor(p, name, (uint64_t)rows * C, &at, err);
+    if (s != TT_OK)
+        return s;
+    float *row = malloc((size_t)C * sizeof *row);
+    if (!row)
+        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", p->path);
+    for (int i = 0; i < rows && s == TT_OK; i++) {
+        if (fseek(p->f, at + (long)i * C * 4, SEEK_SET) != 0 ||
+            fread(row, sizeof *row, (size_t)C, p->f) != (size_t)C) {
+            s = pair_io_error(p, name, err);
+            break;
+        }
+        double mean = 0;
+        for (int j = 0; j < C; j++)
+            mean += row[j];
+        mean /= C;
+        for (int j = 0; j < C; j++)
+            row[j] = (float)(row[j] - mean);
+        if (fseek(p->f, at + (long)i * C * 4, SEEK_SET) != 0 ||
+            fwrite(row, sizeof *row, (size_t)C, p->f) != (size_t)C)
+            s = pair_io_error(p, name, err);
+    }
+    free(row);
+    return s;
+}
+
+/* Target rows [draft row (Cd) | own (Ct - Cd) with spread sd] for a (rows, Ct) tensor. */
+static tt_status pair_extend(pair_file *t, pair_file *d, const char *name, int rows, int Ct,
+                             int Cd, double sd, rng *r, tt_error *err)
+{
+    long at, from;
+    tt_status s = pair_tensor(t, name, (uint64_t)rows * Ct, &at, err);
+    if (s == TT_OK)
+        s = pair_tensor(d, name, (uint64_t)rows * Cd, &from, err);
+    if (s != TT_OK)
+        return s;
+    float *row = malloc((size_t)Ct * sizeof *row);
+    if (!row)
+        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", t->path);
+    double a = sd * sqrt(3.0) / 16;     /* uniform with standard deviation sd / 16 */
+    for (int i = 0; i < rows && s == TT_OK; i++) {
+        if (fseek(d->f, from + (long)i * Cd * 4, SEEK_SET) != 0 ||
+            fread(row, sizeof *row, (size_t)Cd, d->f) != (size_t)Cd) {
+            s = pair_io_error(d, name, err);
+            break;
+        }
+        for (int j = Cd; j < Ct; j++)
+            row[j] = (float)((2 * rng_uniform(r) - 1) * a);
+        if (fseek(t->f, at + (long)i * Ct * 4, SEEK_SET) != 0 ||
+            fwrite(row, sizeof *row, (size_t)Ct, t->f) != (size_t)Ct)
+            s = pair_io_error(t, name, err);
+    }
+    free(row);
+    return s;
+}
+
+tt_status modelgen_write_pair(const char *target_dir, const char *draft_dir, double noise,
+                              uint64_t seed, tt_error *err)
+{
+    modelgen_options d, t;
+    modelgen_options_default(&d);
+    modelgen_options_gpt2(&d, "gpt2");
+    d.C = 256;
+    d.NH = 4;
+    d.L = 2;
+    d.untied_lm_head = true;
+    d.seed = seed;
+    modelgen_options_default(&t);
+    modelgen_options_gpt2(&t, "gpt2");
+    t.untied_lm_head = true;
+    t.seed = seed + 1;
+    tt_status s;
+    if ((s = modelgen_write(draft_dir, &d, err)) != TT_OK ||
+        (s = modelgen_write(target_dir, &t, err)) != TT_OK)
+        return s;
+    pair_file pd, pt;
+    s = pair_open(&pd, draft_dir, err);
+    tt_status s2 = pair_open(&pt, target_dir, s == TT_OK ? err : NULL);
+    if (s == TT_OK)
+        s = s2;
+    rng r;
+    rng_seed(&r, seed + 2);
+    if (s == TT_OK)
+        s = pair_inert(&pd, d.L, d.C, err);
+    if (s == TT_OK)
+        s = pair_inert(&pt, t.L, t.C, err);
+    if (s == TT_OK)
+        s = pair_extend(&pt, &pd, "transformer.wte.weight", t.V, t.C, d.C, 1.0, &r, err);
+    if (s == TT_OK)
+        s = pair_extend(&pt, &pd, "transformer.wpe.weight", t.maxT, t.C, d.C, 1.0, &r, err);
+    if (s == TT_OK)
+        s = pair_center(&pd, "lm_head.weight", d.V, d.C, err);
+    if (s == TT_OK)
+        s = pair_extend(&pt, &pd, "lm_head.weight", t.V, t.C, d.C, noise, &r, err);
+    if (s == TT_OK && ((pt.f && fflush(pt.f) != 0) || (pd.f && fflush(pd.f) != 0)))
+        s = tt_fail(err, TT_ERR_IO, "%s: cannot rewrite the random pair's tensors: %s",
+                    target_dir, strerror(errno));
+    pair_close(&pd);
+    pair_close(&pt);
+    return s;
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -52,6 +52,15 @@ tt_status modelgen_write(const char *dir, const modelgen_options *o, tt_error *e
  * English-looking tokens, then "<|endoftext|>" as id V-1. */
 tt_status modelgen_write_tokenizer(const char *dir, int V, tt_error *err);
 
+/* The random speculative pair of `tokentop bench --random-pair NOISE`: a target with GPT-2's
+ * (124M) shapes in target_dir and a draft of width 256, 4 heads and 2 layers in draft_dir, both
+ * F32 with an untied lm_head and inert blocks (the blocks run at full cost but add nothing), built
+ * so that the target's logits are the draft's plus Gaussian noise of about noise * sqrt(2)
+ * standard deviations (modelgen.c says how). Deterministic in seed. Both directories are created
+ * as modelgen_write does; on failure they may hold some of the files. */
+tt_status modelgen_write_pair(const char *target_dir, const char *draft_dir, double noise,
+                              uint64_t seed, tt_error *err);
+
 /* Removes a directory tree written here (a temporary model), not following symbolic links.
  * Best effort: what cannot be removed stays. */
 void modelgen_remove_dir(const char *dir);

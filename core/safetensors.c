@@ -416,7 +416,10 @@ static tt_status st_parse(safetensors_file *f, const unsigned char *buf, size_t 
         s = st_check_layout(&c, f);
     if (s == TT_OK)
         for (size_t k = 0; k < n; k++)
+        {
             f->tensors[k].data = buf + 8 + hlen + c.ranges[k].begin;
+            f->tensors[k].offset = 8 + hlen + c.ranges[k].begin;
+        }
     free(c.ranges);
 out:
     cJSON_Delete(root);

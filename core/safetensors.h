@@ -24,6 +24,7 @@ typedef struct {
     uint64_t shape[ST_MAX_DIMS];
     uint64_t numel;              /* product of shape (1 for a scalar) */
     uint64_t nbytes;             /* numel * element size == end - begin */
+    uint64_t offset;             /* where data starts, in bytes from the start of the file */
     const void *data;            /* inside the read-only mapping; do not free */
 } st_tensor;
 

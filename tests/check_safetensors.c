@@ -303,6 +303,9 @@ START_TEST(reads_unaligned_data_exactly)
     ck_assert(((uintptr_t)t->data & 3) != 0 || ((uintptr_t)b & 3) != 0);
     for (int i = 0; i < 3; i++)
         ck_assert(get_f32((const unsigned char *)t->data + 4 * i) == want[i]);
+    /* the file offset (what rewriting a tensor in place seeks to) is 8 + header + begin */
+    ck_assert_uint_eq(t->offset, (uint64_t)data + 1);
+    ck_assert_ptr_eq(t->data, b + t->offset);
     safetensors_close(f);
     free(b);
 }
