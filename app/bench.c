@@ -15,6 +15,7 @@
 #include "core/engine.h"
 #include "core/model.h"
 #include "core/modelgen.h"
+#include "core/util.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
@@ -336,10 +337,8 @@ static void bench_usage(FILE *f)
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || *end || end == s || v < lo || v > hi) {
+    long v;
+    if (util_parse_long(s, lo, hi, &v) != UTIL_PARSE_OK) {
         fprintf(stderr, "tokentop bench: %s: expected an integer in [%d, %d], got %s\n", opt, lo,
                 hi, s ? s : "nothing");
         return -1;

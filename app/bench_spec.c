@@ -22,6 +22,7 @@
 #include "app/cli.h"
 #include "core/jsonw.h"
 #include "core/session.h"
+#include "core/util.h"
 
 #define DEFAULT_PROMPT "In the beginning God created the heaven and the earth."
 #define COST_STEPS 16      /* single-token forwards timed per engine and repetition */
@@ -127,15 +128,11 @@ static int parse_dtypes(sb_options *o, const char *s)
 
 static int parse_long_arg(const char *name, const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    if (util_parse_long(s, lo, hi, out) != UTIL_PARSE_OK) {
         fprintf(stderr, "tokentop bench: %s: '%s' is not an integer in [%ld, %ld]\n", name, s,
                 lo, hi);
         return -1;
     }
-    *out = v;
     return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/util.h"
+
 #if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
 #include "gpu/cuda_engine.h"
 #endif
@@ -135,10 +137,8 @@ void cli_usage(FILE *f, const char *cmd)
 
 static int parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    long v;
+    if (util_parse_long(s, lo, hi, &v) != UTIL_PARSE_OK) {
         fprintf(stderr, "tokentop %s: %s: '%s' is not an integer in [%ld, %ld]\n", cmd, opt, s,
                 lo, hi);
         return -1;
@@ -478,44 +478,4 @@ void cli_app_free(cli_app *app)
     model_free(app->model);
     tokenizer_free(app->tok);
     memset(app, 0, sizeof *app);
-}
-
-char *cli_read_file(const char *path, size_t *len, tt_error *err)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        tt_fail(err, TT_ERR_IO, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        if (got == 0)
-            break;
-        n += got;
-    }
-    bool bad = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        tt_fail(err, buf ? TT_ERR_IO : TT_ERR_NOMEM, "%s: %s", path,
-                bad ? "read error" : "out of memory");
-        return NULL;
-    }
-    buf[n] = 0;
-    if (len)
-        *len = n;
-    return buf;
 }

@@ -93,7 +93,4 @@ tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err);
 tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, char *note,
                             size_t note_cap, tt_error *err);
 
-/* Reads a whole file (or stdin for "-") into a malloc'd NUL-terminated buffer. */
-char *cli_read_file(const char *path, size_t *len, tt_error *err);
-
 #endif

@@ -15,6 +15,7 @@
 #include "app/draft.h"
 #include "core/jsonw.h"
 #include "core/session.h"
+#include "core/util.h"
 
 #define TOKENTOP_VERSION "0.1.0"
 
@@ -215,8 +216,8 @@ static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
         path = "-";
     if (!path)
         return NULL;
-    char *text = cli_read_file(path, len, &err);
-    if (!text)
+    char *text;
+    if (util_read_file(path, 0, &text, len, NULL, &err) != TT_OK)
         fprintf(stderr, "tokentop: %s\n", err.msg);
     return text;
 }

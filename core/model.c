@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/util.h"
+
 /* Sanity limits, checked before anything is allocated. They are far above every GPT-2 release
  * (gpt2-xl: V 50257, maxT 1024, C 1600, L 48, NH 25, FF 6400) and low enough that every size
  * product below fits in 64 bits. */
@@ -27,17 +29,6 @@
 /* ---------------------------------------------------------------------------------------------
  * JSON field helpers: each failure names the file and the field. */
 
-static const char *json_type_name(const cJSON *j)
-{
-    if (cJSON_IsString(j)) return "a string";
-    if (cJSON_IsNumber(j)) return "a number";
-    if (cJSON_IsBool(j)) return "a boolean";
-    if (cJSON_IsNull(j)) return "null";
-    if (cJSON_IsArray(j)) return "an array";
-    if (cJSON_IsObject(j)) return "an object";
-    return "invalid JSON";
-}
-
 /* Describes a wrongly typed value for a message: 'a string ("12")', 'a boolean (true)'. */
 static const char *json_describe(const cJSON *j, char *buf, size_t cap)
 {
@@ -48,7 +39,7 @@ static const char *json_describe(const cJSON *j, char *buf, size_t cap)
     else if (cJSON_IsNumber(j))
         snprintf(buf, cap, "a number (%.17g)", j->valuedouble);
     else
-        snprintf(buf, cap, "%s", json_type_name(j));
+        snprintf(buf, cap, "%s", util_json_type_name(j));
     return buf;
 }
 
@@ -187,7 +178,7 @@ static tt_status json_parse_object(const char *json, size_t len, const char *nam
                            (size_t)(p - json));
         }
     if (!cJSON_IsObject(root)) {
-        const char *t = json_type_name(root);
+        const char *t = util_json_type_name(root);
         cJSON_Delete(root);
         return tt_fail(err, TT_ERR_FORMAT, "%s: expected a JSON object, got %s", name, t);
     }
@@ -383,66 +374,9 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Files */
 
-/* Reads a whole small file into a NUL-terminated buffer. ENOENT is reported as TT_ERR_IO with
- * *missing set, so optional files can be skipped. */
-static tt_status read_small_file(const char *path, char **out, size_t *len, bool *missing,
-                                 tt_error *err)
-{
-    *out = NULL;
-    if (missing)
-        *missing = false;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT && missing)
-            *missing = true;
-        return tt_fail(err, TT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tt_fail(err, TT_ERR_IO, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > JSON_FILE_MAX) {
-        fclose(f);
-        return tt_fail(err, TT_ERR_FORMAT, "%s: %lld bytes is too large for a config file", path,
-                       (long long)st.st_size);
-    }
-    size_t n = (size_t)st.st_size;
-    char *buf = malloc(n + 1);
-    if (!buf) {
-        fclose(f);
-        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(buf, 1, n, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (got != n || bad) {
-        free(buf);
-        return tt_fail(err, TT_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return TT_OK;
-}
-
-static char *path_join(const char *dir, const char *file)
-{
-    size_t a = strlen(dir), b = strlen(file);
-    char *p = malloc(a + b + 2);
-    if (!p)
-        return NULL;
-    memcpy(p, dir, a);
-    size_t k = a;
-    if (a > 0 && dir[a - 1] != '/')
-        p[k++] = '/';
-    memcpy(p + k, file, b + 1);
-    return p;
-}
-
 static bool file_exists(const char *dir, const char *file)
 {
-    char *p = path_join(dir, file);
+    char *p = util_path_join(dir, file);
     struct stat st;
     bool ok = p && stat(p, &st) == 0;
     free(p);
@@ -621,7 +555,7 @@ static char *base_name(const char *dir)
 
 static tt_status load_weights(model *m, binder *b, const char *dir, tt_error *err)
 {
-    char *path = path_join(dir, "model.safetensors");
+    char *path = util_path_join(dir, "model.safetensors");
     if (!path)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_status s;
@@ -676,12 +610,12 @@ tt_status model_load(const char *dir, model **out, tt_error *err)
     char *text = NULL, *path = NULL;
     size_t len = 0;
     bool missing = false;
-    if (!m->dir || !m->name || !(path = path_join(dir, "config.json"))) {
+    if (!m->dir || !m->name || !(path = util_path_join(dir, "config.json"))) {
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
         goto fail;
     }
 
-    s = read_small_file(path, &text, &len, &missing, err);
+    s = util_read_file(path, JSON_FILE_MAX, &text, &len, &missing, err);
     if (s != TT_OK) {
         if (missing)
             s = tt_fail(err, TT_ERR_IO, "%s: missing config.json (a Hugging Face model directory "
@@ -706,12 +640,12 @@ tt_status model_load(const char *dir, model **out, tt_error *err)
     m->file_dtype = m->tensors.wte.dtype;
     m->n_params = (size_t)gpt2_config_n_params(&m->config, m->tensors.lm_head_tied);
 
-    if (!(path = path_join(dir, "generation_config.json"))) {
+    if (!(path = util_path_join(dir, "generation_config.json"))) {
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
         goto fail;
     }
     tt_error gerr = {0};
-    s = read_small_file(path, &text, &len, &missing, &gerr);
+    s = util_read_file(path, JSON_FILE_MAX, &text, &len, &missing, &gerr);
     if (s == TT_OK)
         s = gpt2_generation_parse(text, len, path, m->config.V, &m->gen, &gerr);
     if (s == TT_ERR_NOMEM) {

@@ -24,6 +24,9 @@
 #include "core/model.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "core/text.h"
+#include "core/tokenizer.h"
+#include "core/util.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Options */
@@ -62,18 +65,6 @@ int modelgen_options_gpt2(modelgen_options *o, const char *size)
 
 /* ---------------------------------------------------------------------------------------------
  * Small file helpers */
-
-static char *path_join(const char *dir, const char *file)
-{
-    size_t a = strlen(dir), b = strlen(file);
-    char *p = malloc(a + b + 2);
-    if (!p)
-        return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, file, b + 1);
-    return p;
-}
 
 /* A growable string for the JSON/text files. */
 typedef struct {
@@ -138,7 +129,7 @@ static void sb_json_str(sbuf *b, const char *p, size_t n)
 static tt_status write_file(const char *dir, const char *file, const void *data, size_t len,
                             tt_error *err)
 {
-    char *path = path_join(dir, file);
+    char *path = util_path_join(dir, file);
     if (!path)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     FILE *f = fopen(path, "wb");
@@ -164,25 +155,15 @@ static tt_status write_sbuf(const char *dir, const char *file, sbuf *b, tt_error
 static tt_status copy_file(const char *from_dir, const char *to_dir, const char *file,
                            tt_error *err)
 {
-    char *src = path_join(from_dir, file);
+    char *src = util_path_join(from_dir, file);
     if (!src)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    FILE *f = fopen(src, "rb");
-    if (!f) {
-        tt_status s = tt_fail(err, TT_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
-        free(src);
-        return s;
-    }
-    sbuf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        sb_add(&b, chunk, n);
-    bool bad = ferror(f);
-    fclose(f);
-    tt_status s = bad ? tt_fail(err, TT_ERR_IO, "%s: read error", src)
-                      : write_sbuf(to_dir, file, &b, err);
-    free(b.s);
+    char *data;
+    size_t len;
+    tt_status s = util_read_file(src, 0, &data, &len, NULL, err);
+    if (s == TT_OK)
+        s = write_file(to_dir, file, data, len, err);
+    free(data);
     free(src);
     return s;
 }
@@ -190,34 +171,19 @@ static tt_status copy_file(const char *from_dir, const char *to_dir, const char 
 /* ---------------------------------------------------------------------------------------------
  * The synthesized tokenizer */
 
-/* GPT-2's bytes_to_unicode(): the printable bytes map to themselves, in this order, and take ids
- * 0..187; the other 68 bytes map to U+0100.. in byte order and take ids 188..255. */
-static void gpt2_byte_symbols(int byte_of_id[256], unsigned cp_of_id[256])
+/* GPT-2's bytes_to_unicode() (tokenizer_byte_alphabet), numbered as GPT-2's vocab.json numbers
+ * it: the printable bytes take ids 0..187 in byte order, the other 68 ids 188..255. */
+static void gpt2_byte_symbols(int byte_of_id[256], uint32_t cp_of_id[256])
 {
+    uint32_t cp_of_byte[256];
+    tokenizer_byte_alphabet(cp_of_byte);
     int n = 0;
-    bool printable[256] = {false};
-    for (int b = '!'; b <= '~'; b++) printable[b] = true;
-    for (int b = 0xA1; b <= 0xAC; b++) printable[b] = true;
-    for (int b = 0xAE; b <= 0xFF; b++) printable[b] = true;
-    for (int b = 0; b < 256; b++)
-        if (printable[b]) {
-            byte_of_id[n] = b;
-            cp_of_id[n++] = (unsigned)b;
-        }
-    int extra = 0;
-    for (int b = 0; b < 256; b++)
-        if (!printable[b]) {
-            byte_of_id[n] = b;
-            cp_of_id[n++] = 256u + (unsigned)extra++;
-        }
-}
-
-static size_t utf8_put(unsigned cp, char *out)
-{
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;                    /* every symbol here is below U+0800 */
+    for (int pass = 0; pass < 2; pass++)
+        for (int b = 0; b < 256; b++)
+            if ((cp_of_byte[b] == (uint32_t)b) == (pass == 0)) {
+                byte_of_id[n] = b;
+                cp_of_id[n++] = cp_of_byte[b];
+            }
 }
 
 /* Open-addressing set of token strings -> id. */
@@ -403,12 +369,12 @@ out:
 static tt_status gen_vocab(vocab_set *v, int V, sbuf *m, tt_error *err)
 {
     int byte_of_id[256];
-    unsigned cp_of_id[256];
+    uint32_t cp_of_id[256];
     gpt2_byte_symbols(byte_of_id, cp_of_id);
     char sym_of_byte[256][3];
     for (int id = 0; id < 256; id++) {
         char u[3] = {0};
-        utf8_put(cp_of_id[id], u);
+        text_utf8_encode(cp_of_id[id], u);   /* below U+0800: 2 bytes at most */
         memcpy(sym_of_byte[byte_of_id[id]], u, 3);
         if (vs_add(v, u) < 0)
             return tt_fail(err, TT_ERR_NOMEM, "out of memory");
@@ -500,22 +466,17 @@ out:
 /* Entries in dir/vocab.json (must be V, ids 0..V-1). */
 static tt_status check_tokenizer_dir(const char *tdir, int V, tt_error *err)
 {
-    char *path = path_join(tdir, "vocab.json");
+    char *path = util_path_join(tdir, "vocab.json");
     if (!path)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tt_status s = tt_fail(err, TT_ERR_ARG, "%s: cannot open: %s", path, strerror(errno));
+    char *text;
+    size_t len;
+    tt_error read_err = {0};
+    if (util_read_file(path, 0, &text, &len, NULL, &read_err) != TT_OK) {
         free(path);
-        return s;
+        return tt_fail(err, TT_ERR_ARG, "%s", read_err.msg);   /* a bad option, not I/O */
     }
-    sbuf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        sb_add(&b, chunk, n);
-    fclose(f);
-    cJSON *root = b.s ? cJSON_ParseWithLength(b.s, b.len) : NULL;
+    cJSON *root = cJSON_ParseWithLength(text, len);
     tt_status s = TT_OK;
     if (!cJSON_IsObject(root)) {
         s = tt_fail(err, TT_ERR_ARG, "%s: not a JSON object", path);
@@ -530,7 +491,7 @@ static tt_status check_tokenizer_dir(const char *tdir, int V, tt_error *err)
                         "size is %d", path, count, max_id, V);
     }
     cJSON_Delete(root);
-    free(b.s);
+    free(text);
     free(path);
     return s;
 }
@@ -719,8 +680,8 @@ static tt_status write_safetensors(const char *dir, const modelgen_options *o, i
     while (h.len % 8 != 0)       /* data starts 8-aligned, as Hugging Face pads it */
         sb_str(&h, " ");
 
-    char *path = path_join(dir, "model.safetensors");
-    char *tmp = path_join(dir, "model.safetensors.tmp");
+    char *path = util_path_join(dir, "model.safetensors");
+    char *tmp = util_path_join(dir, "model.safetensors.tmp");
     unsigned char *chunk = malloc(65536 * 4);
     tt_status s = TT_OK;
     FILE *f = NULL;
@@ -905,7 +866,7 @@ typedef struct {
 static tt_status pair_open(pair_file *p, const char *dir, tt_error *err)
 {
     memset(p, 0, sizeof *p);
-    if (!(p->path = path_join(dir, "model.safetensors")))
+    if (!(p->path = util_path_join(dir, "model.safetensors")))
         return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", dir);
     tt_status s = safetensors_open(p->path, &p->st, err);
     if (s != TT_OK)

@@ -30,6 +30,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/util.h"
+
 #define ST_HEADER_MAX 100000000ull
 #define ST_INT_MAX 9007199254740992.0 /* 2^53: above it a JSON number may not be the integer written */
 
@@ -81,17 +83,6 @@ static int st_dtype_parse(const char *s, st_dtype *out)
 /* ---------------------------------------------------------------------------------------------
  * Validation helpers */
 
-static const char *json_type_name(const cJSON *j)
-{
-    if (cJSON_IsString(j)) return "a string";
-    if (cJSON_IsNumber(j)) return "a number";
-    if (cJSON_IsBool(j)) return "a boolean";
-    if (cJSON_IsNull(j)) return "null";
-    if (cJSON_IsArray(j)) return "an array";
-    if (cJSON_IsObject(j)) return "an object";
-    return "invalid JSON";
-}
-
 /* Reads a JSON number that must be a non-negative integer <= 2^53. Returns 0, or -1 with why set
  * to a short reason. */
 static int json_to_u64(const cJSON *j, uint64_t *out, const char **why)
@@ -136,7 +127,7 @@ static tt_status st_parse_entry(st_ctx *c, const cJSON *e, st_tensor *t, st_rang
     const char *fn = c->fname, *tn = t->name;
     if (!cJSON_IsObject(e))
         return tt_fail(c->err, TT_ERR_FORMAT, "%s: tensor %s: entry is %s, not a JSON object", fn,
-                       tn, json_type_name(e));
+                       tn, util_json_type_name(e));
     const cJSON *jd = NULL, *js = NULL, *jo = NULL;
     for (const cJSON *f = e->child; f; f = f->next) {
         const cJSON **slot = strcmp(f->string, "dtype") == 0 ? &jd
@@ -155,14 +146,14 @@ static tt_status st_parse_entry(st_ctx *c, const cJSON *e, st_tensor *t, st_rang
 
     if (!cJSON_IsString(jd))
         return tt_fail(c->err, TT_ERR_FORMAT, "%s: tensor %s: dtype is %s, not a string", fn, tn,
-                       json_type_name(jd));
+                       util_json_type_name(jd));
     if (st_dtype_parse(jd->valuestring, &t->dtype) != 0)
         return tt_fail(c->err, TT_ERR_FORMAT, "%s: tensor %s: unknown dtype '%.40s'", fn, tn,
                        jd->valuestring);
 
     if (!cJSON_IsArray(js))
         return tt_fail(c->err, TT_ERR_FORMAT, "%s: tensor %s: shape is %s, not an array", fn, tn,
-                       json_type_name(js));
+                       util_json_type_name(js));
     int ndim = cJSON_GetArraySize(js);
     if (ndim > ST_MAX_DIMS)
         return tt_fail(c->err, TT_ERR_FORMAT, "%s: tensor %s: shape has %d dimensions (at most %d)",
@@ -178,7 +169,7 @@ static tt_status st_parse_entry(st_ctx *c, const cJSON *e, st_tensor *t, st_rang
                 return tt_fail(c->err, TT_ERR_FORMAT, "%s: tensor %s: shape[%d] = %.17g %s", fn,
                                tn, d, x->valuedouble, why);
             return tt_fail(c->err, TT_ERR_FORMAT, "%s: tensor %s: shape[%d] is %s, not an integer",
-                           fn, tn, d, json_type_name(x));
+                           fn, tn, d, util_json_type_name(x));
         }
         uint64_t dim = t->shape[d];
         if (dim != 0 && t->numel > UINT64_MAX / dim)
@@ -214,7 +205,7 @@ static tt_status st_parse_entry(st_ctx *c, const cJSON *e, st_tensor *t, st_rang
                                fn, tn, d, x->valuedouble, why);
             return tt_fail(c->err, TT_ERR_FORMAT,
                            "%s: tensor %s: data_offsets[%d] is %s, not an integer", fn, tn, d,
-                           json_type_name(x));
+                           util_json_type_name(x));
         }
     }
     r->begin = be[0];
@@ -243,12 +234,12 @@ static tt_status st_check_metadata(st_ctx *c, const cJSON *m)
 {
     if (!cJSON_IsObject(m))
         return tt_fail(c->err, TT_ERR_FORMAT, "%s: __metadata__ is %s, not a JSON object",
-                       c->fname, json_type_name(m));
+                       c->fname, util_json_type_name(m));
     for (const cJSON *x = m->child; x; x = x->next)
         if (!cJSON_IsString(x))
             return tt_fail(c->err, TT_ERR_FORMAT,
                            "%s: __metadata__: value of '%.60s' is %s, not a string", c->fname,
-                           x->string, json_type_name(x));
+                           x->string, util_json_type_name(x));
     return TT_OK;
 }
 
@@ -371,7 +362,7 @@ static tt_status st_parse(safetensors_file *f, const unsigned char *buf, size_t 
         }
     if (!cJSON_IsObject(root)) {
         s = tt_fail(err, TT_ERR_FORMAT, "%s: header is %s, not a JSON object", fn,
-                    json_type_name(root));
+                    util_json_type_name(root));
         goto out;
     }
 

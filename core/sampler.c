@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/util.h"
+
 /* ---------------------------------------------------------------------------------------------
  * Parameters */
 
@@ -119,14 +121,12 @@ static tt_status parse_float(const char *field, const char *v, float *out, tt_er
 
 static tt_status parse_int(const char *field, const char *v, int *out, tt_error *err)
 {
-    if (!starts_like_number(v))
+    long l;
+    util_parse_result r = starts_like_number(v) ? util_parse_long(v, INT_MIN, INT_MAX, &l)
+                                                : UTIL_PARSE_NOT_INTEGER;
+    if (r == UTIL_PARSE_NOT_INTEGER)
         return tt_fail(err, TT_ERR_ARG, "%s: \"%s\" is not an integer", field, v);
-    char *end;
-    errno = 0;
-    long l = strtol(v, &end, 10);
-    if (end == v || *end != '\0')
-        return tt_fail(err, TT_ERR_ARG, "%s: \"%s\" is not an integer", field, v);
-    if (errno == ERANGE || l < INT_MIN || l > INT_MAX)
+    if (r == UTIL_PARSE_OUT_OF_RANGE)
         return tt_fail(err, TT_ERR_ARG, "%s: \"%s\" is out of range", field, v);
     *out = (int)l;
     return TT_OK;

@@ -13,6 +13,10 @@ int text_utf8_seq_len(const unsigned char *s, size_t n);
 /* Decodes the valid sequence at s (see text_utf8_seq_len) into *cp; returns its length or 0. */
 int text_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 
+/* Writes the UTF-8 form of cp (<= U+10FFFF) into out (4 bytes of room, not NUL-terminated) and
+ * returns its length, 1..4. */
+int text_utf8_encode(uint32_t cp, char *out);
+
 enum {
     TEXT_ESCAPE_BYTES = 0,        /* only bytes outside complete characters become \xNN */
     TEXT_ESCAPE_WHITESPACE = 1,   /* also: newline -> \n, tab -> \t, CR -> \r, other controls

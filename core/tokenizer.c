@@ -32,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
+#include "core/util.h"
+
 /* Ids at or above this are refused: real BPE vocabularies stay far below (GPT-2: 50,257; the
  * largest in common use: ~256k), and a stray huge id would otherwise size every per-id array. */
 #define TOKENIZER_MAX_ID (1 << 21)
@@ -82,61 +85,23 @@ struct tokenizer {
  * The byte-level alphabet (bytes_to_unicode): printable bytes stand for themselves, the other 68
  * map to U+0100, U+0101, ... in byte order, so every token is printable text. */
 
-static bool byte_is_printable(int b)
+void tokenizer_byte_alphabet(uint32_t cp_of_byte[256])
 {
-    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) ||
+                         (b >= 0xAE && b <= 0xFF);
+        cp_of_byte[b] = printable ? (uint32_t)b : (uint32_t)next++;
+    }
 }
 
 static void byte_alphabet(uint32_t cp_of_byte[256], int16_t byte_of_cp[324])
 {
     for (int cp = 0; cp < 324; cp++)
         byte_of_cp[cp] = -1;
-    int next = 256;
-    for (int b = 0; b < 256; b++) {
-        uint32_t cp = byte_is_printable(b) ? (uint32_t)b : (uint32_t)next++;
-        cp_of_byte[b] = cp;
-        byte_of_cp[cp] = (int16_t)b;
-    }
-}
-
-/* Writes the UTF-8 form of cp (< 0x800 here) and returns its length. */
-static int utf8_put_small(char *out, uint32_t cp)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-}
-
-/* Length of the valid UTF-8 sequence starting at s (at most n bytes), or 0 when invalid.
- * *cp receives the code point. Rejects overlongs, surrogates and values above U+10FFFF. */
-static int utf8_decode_one(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned char c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    int len;
-    uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; v = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; v = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; v = c & 0x07; min = 0x10000; }
-    else return 0;
-    if ((size_t)len > n)
-        return 0;
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
+    tokenizer_byte_alphabet(cp_of_byte);
+    for (int b = 0; b < 256; b++)
+        byte_of_cp[cp_of_byte[b]] = (int16_t)b;
 }
 
 /* Undoes the byte-level mapping of a spelling into out (capacity >= len). Characters outside the
@@ -149,7 +114,7 @@ static uint32_t spelling_to_bytes(const char *s, uint32_t len, const int16_t byt
     uint32_t i = 0, w = 0;
     while (i < len) {
         uint32_t cp;
-        int k = utf8_decode_one(u + i, len - i, &cp);
+        int k = text_utf8_decode(u + i, len - i, &cp);
         if (k == 0) {
             out[w++] = (char)u[i++];
             continue;
@@ -167,41 +132,6 @@ static uint32_t spelling_to_bytes(const char *s, uint32_t len, const int16_t byt
 
 /* ============================================================================================
  * Small helpers: files, quoting for messages, hashing */
-
-static tt_status read_whole_file(const char *path, char **buf, size_t *len, tt_error *err)
-{
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tt_fail(err, TT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    for (;;) {
-        if (!b) {
-            fclose(f);
-            return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory reading the file", path);
-        }
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *nb = realloc(b, 2 * cap + 1);
-        if (!nb)
-            free(b);
-        b = nb;
-        cap *= 2;
-    }
-    int read_errno = ferror(f) ? errno : 0;
-    fclose(f);
-    if (read_errno) {
-        free(b);
-        return tt_fail(err, TT_ERR_IO, "%s: read error: %s", path, strerror(read_errno));
-    }
-    b[n] = 0;
-    *buf = b;
-    *len = n;
-    return TT_OK;
-}
 
 /* A short, printable rendering of len bytes for error messages (quotes included). */
 static const char *quote(char *out, size_t cap, const char *s, size_t len)
@@ -276,17 +206,6 @@ static const pair_slot *pair_lookup(const tokenizer *t, int32_t left, int32_t ri
 /* ============================================================================================
  * Loading vocab.json */
 
-static const char *json_type_name(const cJSON *v)
-{
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsNumber(v)) return "a number";
-    return "an invalid value";
-}
-
 static int line_of_offset(const char *buf, size_t off)
 {
     int line = 1;
@@ -299,7 +218,7 @@ static tt_status load_vocab(tokenizer *t, const char *path, tt_error *err)
 {
     char *buf;
     size_t len;
-    tt_status st = read_whole_file(path, &buf, &len, err);
+    tt_status st = util_read_file(path, 0, &buf, &len, NULL, err);
     if (st != TT_OK)
         return st;
     const char *end = NULL;
@@ -315,7 +234,7 @@ static tt_status load_vocab(tokenizer *t, const char *path, tt_error *err)
     char q[96];
     if (!cJSON_IsObject(root)) {
         st = tt_fail(err, TT_ERR_FORMAT, "%s: expected a JSON object of token -> id, got %s",
-                     path, json_type_name(root));
+                     path, util_json_type_name(root));
         goto done;
     }
 
@@ -341,7 +260,7 @@ static tt_status load_vocab(tokenizer *t, const char *path, tt_error *err)
         }
         if (!cJSON_IsNumber(e)) {
             st = tt_fail(err, TT_ERR_FORMAT, "%s: token %s: id must be an integer, got %s", path,
-                         quote(q, sizeof q, key, klen), json_type_name(e));
+                         quote(q, sizeof q, key, klen), util_json_type_name(e));
             goto done;
         }
         double v = e->valuedouble;
@@ -419,7 +338,7 @@ static tt_status load_vocab(tokenizer *t, const char *path, tt_error *err)
     /* Byte-level BPE needs every single byte as a token, or some text could not be encoded. */
     for (int b = 0; b < 256; b++) {
         char s[2];
-        int slen = utf8_put_small(s, cp_of_byte[b]);
+        int slen = text_utf8_encode(cp_of_byte[b], s);
         t->byte_id[b] = vocab_lookup(t, s, (size_t)slen);
         if (t->byte_id[b] < 0) {
             st = tt_fail(err, TT_ERR_FORMAT,
@@ -442,7 +361,7 @@ static tt_status load_merges(tokenizer *t, const char *path, tt_error *err)
 {
     char *buf;
     size_t len;
-    tt_status st = read_whole_file(path, &buf, &len, err);
+    tt_status st = util_read_file(path, 0, &buf, &len, NULL, err);
     if (st != TT_OK)
         return st;
     size_t n_lines = 1;
@@ -980,13 +899,13 @@ tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int
             size_t end = pos;
             uint32_t cp;
             int k;
-            while (end < len && (k = utf8_decode_one(u + end, len - end, &cp)) > 0)
+            while (end < len && (k = text_utf8_decode(u + end, len - end, &cp)) > 0)
                 end += (size_t)k;
             if (end > pos)
                 st = encode_span(&es, pos, end, PCRE2_NO_UTF_CHECK, err);
             pos = end;
             /* Invalid UTF-8: one piece per byte (see the policy above). */
-            for (; st == TT_OK && pos < len && utf8_decode_one(u + pos, len - pos, &cp) == 0;
+            for (; st == TT_OK && pos < len && text_utf8_decode(u + pos, len - pos, &cp) == 0;
                  pos++) {
                 if (!id_vec_reserve(&es.out, 1)) {
                     st = tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes",

@@ -50,6 +50,11 @@ tt_status tokenizer_decode(const tokenizer *t, const int32_t *ids, int n, char *
 /* True when both have the same vocabulary and merges (a draft model must match its target). */
 bool tokenizer_equal(const tokenizer *a, const tokenizer *b);
 
+/* GPT-2's byte-level alphabet (bytes_to_unicode): cp_of_byte[b] is the character that spells byte
+ * b in vocab.json: the printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves,
+ * the other 68 are U+0100, U+0101, ... in byte order. */
+void tokenizer_byte_alphabet(uint32_t cp_of_byte[256]);
+
 /* Streaming decoder: push token bytes as they are generated; complete UTF-8 characters come out,
  * an incomplete trailing sequence is held back until it completes. Bytes that can never form valid
  * UTF-8 are emitted as U+FFFD (one per maximal invalid subpart). */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/text.h"
+#include "core/util.h"
 #include "repl/session_file.h"
 #include "ui/grid.h"
 
@@ -312,13 +313,7 @@ int cmd_execute(cmd_env *e, const char *line)
 
 static bool parse_int_arg(const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
+    return util_parse_long(s, lo, hi, out) == UTIL_PARSE_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------

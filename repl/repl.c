@@ -19,6 +19,8 @@
 #include "repl/history.h"
 #include "repl/linemode.h"
 #include "core/session.h"
+#include "core/text.h"
+#include "core/util.h"
 #include "repl/transcript_doc.h"
 #include "ui/curses.h"
 #include "ui/grid.h"
@@ -353,7 +355,7 @@ static void on_ctrl_c(tui *t)
 static void insert_cp(tui *t, uint32_t cp)
 {
     char buf[8];
-    int n = ui_utf8_encode(cp, buf);
+    int n = text_utf8_encode(cp, buf);
     ui_input_insert(&t->in, buf, (size_t)n);
 }
 
@@ -612,8 +614,8 @@ static char *initial_prompt(const cli_options *o, int *rc)
         return NULL;
     tt_error err = {0};
     size_t len = 0;
-    char *text = cli_read_file(o->prompt_file, &len, &err);
-    if (!text) {
+    char *text;
+    if (util_read_file(o->prompt_file, 0, &text, &len, NULL, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         *rc = 1;
         return NULL;

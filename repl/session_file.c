@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/cli.h"
 #include "core/jsonw.h"
 #include "core/text.h"
 #include "core/tokenizer.h"
+#include "core/util.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Writing */
@@ -417,11 +417,12 @@ tt_status session_file_apply(session *s, const session_file *f, int *n_loaded, t
 tt_status session_file_load(session *s, const char *path, int *n_loaded, tt_error *err)
 {
     size_t len = 0;
-    char *text = cli_read_file(path, &len, err);
-    if (!text)
-        return err ? err->status : TT_ERR_IO;
+    char *text;
+    tt_status st = util_read_file(path, 0, &text, &len, NULL, err);
+    if (st != TT_OK)
+        return st;
     session_file f;
-    tt_status st = session_file_parse(text, len, path, s->model->config.V, &s->set, &f, err);
+    st = session_file_parse(text, len, path, s->model->config.V, &s->set, &f, err);
     free(text);
     if (st == TT_OK)
         st = session_file_apply(s, &f, n_loaded, err);

@@ -110,29 +110,6 @@ int ui_text_width(const char *s, size_t n)
     return w;
 }
 
-int ui_utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Lifetime */
@@ -315,9 +292,9 @@ size_t ui_grid_row_text(const ui_grid *g, int y, char *out, size_t cap)
         if (c->width == 0)
             continue;
         char enc[8];
-        int len = ui_utf8_encode(c->cp, enc);
+        int len = text_utf8_encode(c->cp, enc);
         if (c->mark)
-            len += ui_utf8_encode(c->mark, enc + len);
+            len += text_utf8_encode(c->mark, enc + len);
         if (o + (size_t)len >= cap)
             break;
         memcpy(out + o, enc, (size_t)len);

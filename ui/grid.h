@@ -113,7 +113,4 @@ char *ui_grid_text(const ui_grid *g);
 /* Cell access with bounds checks (NULL outside). */
 const ui_cell *ui_grid_cell(const ui_grid *g, int y, int x);
 
-/* Encodes cp as UTF-8 into out (4 bytes at most); returns the length. */
-int ui_utf8_encode(uint32_t cp, char *out);
-
 #endif
