@@ -366,6 +366,9 @@ START_TEST(regen_with_the_same_seed_repeats_a_sampled_reply)
     memcpy(first, S.tokens + prompt, sizeof first);
     session_drop_reply(&S);
     generate(NULL);   /* the stream moved on: a different draw sequence */
+    ck_assert_int_eq(S.n_tokens, prompt + 6);
+    ck_assert_msg(memcmp(S.tokens + prompt, first, sizeof first) != 0,
+                  "regen without reseeding repeated the reply");
     session_drop_reply(&S);
     session_set_seed(&S, 99);
     generate(NULL);

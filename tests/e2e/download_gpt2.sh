@@ -3,14 +3,9 @@
 # verified download, skip when complete, corrupted and truncated files refused, resume of a
 # partial file, missing files, unpublished checksums, offline and usage errors.
 set -u
+source "$(dirname "$0")/common.bash"
 
 script=tools/download_gpt2.sh
-fails=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
 
 command -v curl >/dev/null 2>&1 || { echo "FAIL: curl is not installed (tools/deps.sh installs it)"; exit 1; }
 
@@ -53,12 +48,12 @@ if run_dl gpt2 "$tmp/models/gpt2"; then
     for f in config.json generation_config.json vocab.json merges.txt model.safetensors; do
         cmp -s "$src/$f" "$tmp/models/gpt2/$f" || { ok=0; fail "gpt2: $f differs from the mirror"; }
     done
-    [ $ok -eq 1 ] && pass "gpt2: five files downloaded byte for byte"
+    [ $ok -eq 1 ] && ok "gpt2: five files downloaded byte for byte"
     grep -q "model.safetensors: ok (300005 bytes, sha256 verified)" "$tmp/out" \
-        && pass "gpt2: weights verified by sha256" || fail "gpt2: no sha256 verification reported: $(cat "$tmp/out")"
+        && ok "gpt2: weights verified by sha256" || fail "gpt2: no sha256 verification reported: $(cat "$tmp/out")"
     grep -q "vocab.json: ok (.*git blob sha1 verified)" "$tmp/out" \
-        && pass "gpt2: vocab.json verified by its git blob id" || fail "gpt2: vocab.json not verified: $(cat "$tmp/out")"
-    grep -q -- "--model $tmp/models/gpt2" "$tmp/out" && pass "gpt2: prints how to run it" \
+        && ok "gpt2: vocab.json verified by its git blob id" || fail "gpt2: vocab.json not verified: $(cat "$tmp/out")"
+    grep -q -- "--model $tmp/models/gpt2" "$tmp/out" && ok "gpt2: prints how to run it" \
         || fail "gpt2: no run hint"
     grep -q -- "--draft" "$tmp/out" && fail "gpt2: a draft hint for the smallest model" || true
     ls "$tmp/models/gpt2" | grep -q '\.part$' && fail "gpt2: .part files left behind" || true
@@ -70,7 +65,7 @@ fi
 touch -d '2000-01-01' "$tmp/models/gpt2/model.safetensors"
 if run_dl gpt2 "$tmp/models/gpt2" && [ "$(grep -c 'already complete' "$tmp/out")" -eq 5 ] \
         && [ "$(stat -c %Y "$tmp/models/gpt2/model.safetensors")" = "$(date -d '2000-01-01' +%s)" ]; then
-    pass "rerun: complete files are not fetched again"
+    ok "rerun: complete files are not fetched again"
 else
     fail "rerun: $(cat "$tmp/out")"
 fi
@@ -83,17 +78,17 @@ if run_dl gpt2-medium "$tmp/models/gpt2-medium"; then
     fail "corrupted: exit status 0"
 else
     grep -q "model.safetensors: checksum mismatch: sha256" "$tmp/out" \
-        && pass "corrupted: checksum mismatch reported" || fail "corrupted: message: $(cat "$tmp/out")"
+        && ok "corrupted: checksum mismatch reported" || fail "corrupted: message: $(cat "$tmp/out")"
     [ ! -e "$tmp/models/gpt2-medium/model.safetensors" ] && [ ! -e "$tmp/models/gpt2-medium/model.safetensors.part" ] \
-        && pass "corrupted: nothing installed, bad part removed" || fail "corrupted: a bad file was left in place"
-    [ -f "$tmp/models/gpt2-medium/config.json" ] && pass "corrupted: the good files were still installed" \
+        && ok "corrupted: nothing installed, bad part removed" || fail "corrupted: a bad file was left in place"
+    [ -f "$tmp/models/gpt2-medium/config.json" ] && ok "corrupted: the good files were still installed" \
         || fail "corrupted: config.json missing"
 fi
 
 # 4. A truncated file is refused by its size.
 head -c 1000 "$tmp/good.safetensors" > "$med/model.safetensors"
 if ! run_dl gpt2-medium "$tmp/models/gpt2-medium" && grep -q "size 1000 bytes, published 300006" "$tmp/out"; then
-    pass "truncated: size mismatch reported"
+    ok "truncated: size mismatch reported"
 else
     fail "truncated: $(cat "$tmp/out")"
 fi
@@ -103,8 +98,8 @@ cp "$tmp/good.safetensors" "$med/model.safetensors"
 head -c 100000 "$tmp/good.safetensors" > "$tmp/models/gpt2-medium/model.safetensors.part"
 if run_dl gpt2-medium "$tmp/models/gpt2-medium" \
         && cmp -s "$tmp/good.safetensors" "$tmp/models/gpt2-medium/model.safetensors"; then
-    pass "resume: partial download completed and verified"
-    grep -q -- "--draft $tmp/models/gpt2" "$tmp/out" && pass "gpt2-medium: suggests gpt2 as the draft" \
+    ok "resume: partial download completed and verified"
+    grep -q -- "--draft $tmp/models/gpt2" "$tmp/out" && ok "gpt2-medium: suggests gpt2 as the draft" \
         || fail "gpt2-medium: no --draft hint: $(cat "$tmp/out")"
 else
     fail "resume: $(cat "$tmp/out")"
@@ -114,7 +109,7 @@ head -c 100000 /dev/zero > "$tmp/models/gpt2-medium/model.safetensors.part"
 rm -f "$tmp/models/gpt2-medium/model.safetensors"
 if ! run_dl gpt2-medium "$tmp/models/gpt2-medium" && grep -q "checksum mismatch" "$tmp/out" \
         && [ ! -e "$tmp/models/gpt2-medium/model.safetensors" ]; then
-    pass "resume: a corrupt partial file is caught by the checksum"
+    ok "resume: a corrupt partial file is caught by the checksum"
 else
     fail "resume of a corrupt part: $(cat "$tmp/out")"
 fi
@@ -122,7 +117,7 @@ fi
 # 6. A file missing from the mirror is an error naming the file.
 rm "$tmp/mirror/distilbert/distilgpt2/resolve/main/generation_config.json"
 if ! run_dl distilgpt2 "$tmp/models/distilgpt2" && grep -q "generation_config.json: not found" "$tmp/out"; then
-    pass "missing: reported by name"
+    ok "missing: reported by name"
 else
     fail "missing: $(cat "$tmp/out")"
 fi
@@ -132,7 +127,7 @@ rm "$tmp/mirror/distilbert/distilgpt2/resolve/main/"*.headers
 make_repo distilbert/distilgpt2 distil
 rm "$tmp/mirror/distilbert/distilgpt2/resolve/main/merges.txt.headers"
 if run_dl distilgpt2 "$tmp/models/distilgpt2" && grep -q "warning: merges.txt: no checksum published" "$tmp/out"; then
-    pass "unpublished: warning printed"
+    ok "unpublished: warning printed"
 else
     fail "unpublished: $(cat "$tmp/out")"
 fi
@@ -141,25 +136,21 @@ fi
 HF_ENDPOINT=http://127.0.0.1:9 bash "$script" gpt2 "$tmp/models/off" > "$tmp/out" 2>&1
 rc=$?
 if [ $rc -eq 2 ] && grep -q "no network?" "$tmp/out"; then
-    pass "offline: exit 2 with a message"
+    ok "offline: exit 2 with a message"
 else
     fail "offline: rc $rc: $(cat "$tmp/out")"
 fi
 
 # 9. Usage errors.
 bash "$script" gpt3 > "$tmp/out" 2>&1
-[ $? -eq 2 ] && grep -q "usage:" "$tmp/out" && pass "usage: unknown model refused" || fail "usage: $(cat "$tmp/out")"
+[ $? -eq 2 ] && grep -q "usage:" "$tmp/out" && ok "usage: unknown model refused" || fail "usage: $(cat "$tmp/out")"
 
 # 10. The make target runs the script with MODEL.
 if make -s --no-print-directory gpt2 MODEL=gpt2 HF_ENDPOINT="$mirror" GPT2_DEST="$tmp/models/viamake" \
         > "$tmp/out" 2>&1 && cmp -s "$src/model.safetensors" "$tmp/models/viamake/model.safetensors"; then
-    pass "make gpt2 MODEL=gpt2 downloads"
+    ok "make gpt2 MODEL=gpt2 downloads"
 else
     fail "make gpt2: $(cat "$tmp/out")"
 fi
 
-if [ $fails -ne 0 ]; then
-    echo "download_gpt2: $fails check(s) failed"
-    exit 1
-fi
-echo "download_gpt2: all checks passed"
+finish

@@ -3,17 +3,8 @@
 # generated text to stdout, slash-commands on stderr. Outputs are compared with `tokentop
 # generate` on the same model and with the expected command messages.
 set -u
-BUILD=${BUILD:-build}
-BIN=${BIN:-$BUILD/tokentop}
-MKMODEL=$BUILD/tools/mkmodel
-work=$(mktemp -d "${TMPDIR:-/tmp}/tokentop-linemode-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fails=0
-
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
+source "$(dirname "$0")/common.bash"
+work=$tmp
 
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
 [ -x "$MKMODEL" ] || { echo "FAIL: $MKMODEL not built (make tools)"; exit 1; }
@@ -105,8 +96,4 @@ rc=$?
 grep -qi "error\|unknown command\|ambiguous" "$work/tourerr" && fail "the tour hit an error: $(cat "$work/tourerr")"
 [ "$(grep -c . "$work/tourerr")" -ge 5 ] || fail "the tour printed too few confirmations"
 
-if [ $fails -ne 0 ]; then
-    echo "linemode: $fails failure(s)"
-    exit 1
-fi
-echo "linemode: ok"
+finish

@@ -6,15 +6,13 @@
 # signal.
 # Every wait polls the screen with a deadline, so a loaded machine only makes it slower.
 set -u
-BUILD=${BUILD:-build}
-BIN=${BIN:-$BUILD/tokentop}
-MKMODEL=$BUILD/tools/mkmodel
+source "$(dirname "$0")/common.bash"
 TIMEOUT=${E2E_TIMEOUT:-40}
 
 command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (tools/deps.sh installs it)"; exit 1; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
 [ -x "$MKMODEL" ] || { echo "FAIL: $MKMODEL not built (make tools)"; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/tokentop-tmux-XXXXXX")
+work=$tmp
 # Private copies: a rebuild of the tree while the test runs must not pull the binary away.
 cp "$BIN" "$work/tokentop" && cp "$MKMODEL" "$work/mkmodel" || { echo "FAIL: copy"; exit 1; }
 BIN=$work/tokentop
@@ -26,12 +24,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
 
 screen() { T capture-pane -p -t main; }
 
@@ -238,8 +230,4 @@ for sig in TERM HUP SEGV; do
     check_restored "after SIG$sig"
 done
 
-if [ $fails -ne 0 ]; then
-    echo "repl_tmux: $fails failure(s)"
-    exit 1
-fi
-echo "repl_tmux: ok"
+finish
