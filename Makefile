@@ -17,11 +17,18 @@ BUILD   ?= build
 SANFLAGS =
 endif
 
+# CFLAGS, LDFLAGS and LDLIBS are the user's (make CFLAGS=-O0 replaces the optimisation and
+# debug flags only); what the build cannot do without (language, include path, dependency files,
+# threads, sanitizers) is in TT_* and always appended after them.
 OPT      ?= -O2
-CFLAGS   += -std=gnu11 -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wshadow -Wvla \
-            -D_GNU_SOURCE -pthread -MMD -MP $(SANFLAGS) -I.
-LDFLAGS  += -pthread $(SANFLAGS)
-LDLIBS   += -lm
+CFLAGS   ?= -g $(OPT)
+TT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow -Wvla -D_GNU_SOURCE -pthread \
+             -MMD -MP $(SANFLAGS) -I.
+TT_LDFLAGS := -pthread $(SANFLAGS)
+TT_LDLIBS  := -lm
+override CFLAGS  += $(TT_CFLAGS)
+override LDFLAGS += $(TT_LDFLAGS)
+override LDLIBS  += $(TT_LDLIBS)
 
 # Files named *_avx512.c / *_avx2.c hold SIMD kernels chosen at run time; only they get these flags,
 # so the rest of the binary runs on any x86-64 (and non-x86 builds simply leave them out).
@@ -148,11 +155,28 @@ $(BUILD)/tests/check_%: $(BUILD)/tests/check_%.o $(BUILD)/tests/testutil.o $(LIB
 test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh $(TESTS)
 
+# The include rules of ARCHITECTURE.md ("Who may include whom"). GPU_API_HEADERS: the gpu/ headers
+# app/ and repl/ may include (the backend's public interface).
+GPU_API_HEADERS ?= gpu/cuda_engine.h
 layering:
 	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*.[ch] ; then \
 	   echo "layering: core/ must not include ncurses or CUDA headers (see ARCHITECTURE.md)"; exit 1; fi
 	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|app|gpu)/' core/*.[ch] ; then \
-	   echo "layering: core/ must not include ui/, repl/, app/ or gpu/ headers"; exit 1; fi
+	   echo "layering: core/ must not include ui/, repl/, app/ or gpu/ headers (see ARCHITECTURE.md)"; \
+	   exit 1; fi
+	@if grep -n -E '^\s*#\s*include\s*"' ui/*.[ch] | grep -v -E '"(core|ui)/' ; then \
+	   echo "layering: ui/ includes only core/ and ui/ headers (see ARCHITECTURE.md)"; exit 1; fi
+	@if grep -rn -E '^\s*#\s*include\s*"' gpu | grep -v -E '"(core|gpu)/' ; then \
+	   echo "layering: gpu/ includes only core/ and gpu/ headers (see ARCHITECTURE.md)"; exit 1; fi
+	@if grep -rn -E '^\s*#\s*include\s*"core/' --include='*.cu' --include='*.cc' --include='*.h' \
+	     gpu | grep -v '^gpu/core_api.h:' ; then \
+	   echo "layering: gpu/'s C++ sources and headers see core/ only through gpu/core_api.h" \
+	        "(see ARCHITECTURE.md)"; exit 1; fi
+	@if grep -n -E '^\s*#\s*include\s*"' app/*.[ch] repl/*.[ch] \
+	     | grep -v -E '"(core|ui|app|repl)/' | grep -v -F $(GPU_API_HEADERS:%=-e '"%"') ; then \
+	   echo "layering: app/ and repl/ include core/, ui/, app/, repl/ headers and from gpu/ only" \
+	        "$(GPU_API_HEADERS) (see ARCHITECTURE.md)"; exit 1; fi
+	@test -f ARCHITECTURE.md || { echo "layering: ARCHITECTURE.md is missing"; exit 1; }
 
 # ---------------------------------------------------------------------------------------------
 # Run, install, clean
