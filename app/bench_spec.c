@@ -126,13 +126,15 @@ static int parse_dtypes(sb_options *o, const char *s)
     return o->n_dtypes > 0 ? 0 : -1;
 }
 
-static int parse_long_arg(const char *name, const char *s, long lo, long hi, long *out)
+static int parse_int_arg(const char *name, const char *s, long lo, long hi, int *out)
 {
-    if (util_parse_long(s, lo, hi, out) != UTIL_PARSE_OK) {
+    long v;
+    if (util_parse_long(s, lo, hi, &v) != UTIL_PARSE_OK) {
         fprintf(stderr, "tokentop bench: %s: '%s' is not an integer in [%ld, %ld]\n", name, s,
                 lo, hi);
         return -1;
     }
+    *out = (int)v;
     return 0;
 }
 
@@ -177,7 +179,6 @@ static int parse(sb_options *o, int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
-    long v;
     tt_error err;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *a = optarg;
@@ -211,20 +212,17 @@ static int parse(sb_options *o, int argc, char **argv)
             }
             break;
         case SB_GEN:
-            if (parse_long_arg("--gen-tokens", a, 2, 100000, &v))
+            if (parse_int_arg("--gen-tokens", a, 2, 100000, &o->gen_tokens))
                 return -1;
-            o->gen_tokens = (int)v;
             break;
         case SB_REPS:
-            if (parse_long_arg("--reps", a, 1, 1000, &v))
+            if (parse_int_arg("--reps", a, 1, 1000, &o->reps))
                 return -1;
-            o->reps = (int)v;
             break;
         case SB_PROMPT: o->prompt = a; break;
         case SB_THREADS:
-            if (parse_long_arg("--threads", a, 1, 1024, &v))
+            if (parse_int_arg("--threads", a, 1, 1024, &o->n_threads))
                 return -1;
-            o->n_threads = (int)v;
             break;
         case SB_TEMP: case SB_TOPK: case SB_TOPP: {
             const char *name = c == SB_TEMP ? "temp" : c == SB_TOPK ? "top_k" : "top_p";
@@ -236,11 +234,13 @@ static int parse(sb_options *o, int argc, char **argv)
                 o->sampler.greedy = o->sampler.temperature == 0;
             break;
         }
-        case SB_SEED:
-            if (parse_long_arg("--seed", a, 0, 2147483647, &v))
+        case SB_SEED: {
+            int seed;
+            if (parse_int_arg("--seed", a, 0, 2147483647, &seed))
                 return -1;
-            o->seed = (uint64_t)v;
+            o->seed = (uint64_t)seed;
             break;
+        }
         case SB_JSON: o->json = true; break;
         case SB_HELP: case 'h': usage(stdout); return 1;
         case ':':

@@ -314,6 +314,8 @@ void cli_apply_generation_defaults(cli_options *o, const model *m)
     o->set.sampler = p;
     if (g->has_max_new_tokens && g->max_new_tokens > 0 && !(o->given & CLI_GIVEN_MAX))
         o->set.max_new_tokens = g->max_new_tokens;
+    if (!o->seed_set)
+        o->set.seed = rng_clock_seed();
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ engine *cli_device_fallback(void *app, struct session *s, engine *failed, const 
 /* Applies the model's generation_config.json (temperature, top_k, top_p, repetition_penalty,
  * do_sample false = greedy, max_new_tokens) to the settings the command line did not give, the way
  * Hugging Face's generate() starts from a model's generation config. Values the sampler would
- * refuse are skipped with a warning on stderr. */
+ * refuse are skipped with a warning on stderr. Without --seed, the seed is rng_clock_seed(). */
 void cli_apply_generation_defaults(cli_options *o, const model *m);
 
 /* Loads dir's vocab.json + merges.txt. */

@@ -39,14 +39,6 @@ static void install_sigint(void)
     sigaction(SIGINT, &sa, NULL);
 }
 
-static uint64_t random_seed(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40)) %
-           1000000000ull;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * generate */
 
@@ -244,8 +236,6 @@ static int app_generate(int argc, char **argv)
         return 1;
     }
     cli_apply_generation_defaults(&o, app.model);
-    if (!o.seed_set)
-        o.set.seed = random_seed();
     session s;
     tt_error err = {0};
     int rc = 0;

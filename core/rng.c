@@ -1,6 +1,9 @@
 /* rng.c: xoshiro256** seeded through splitmix64. */
 #include "core/rng.h"
 
+#include <time.h>
+#include <unistd.h>
+
 static uint64_t splitmix64(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
@@ -35,4 +38,12 @@ uint64_t rng_next(rng *r)
 double rng_uniform(rng *r)
 {
     return (double)(rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+uint64_t rng_clock_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40)) %
+           1000000000ull;
 }

@@ -18,4 +18,8 @@ uint64_t rng_next(rng *r);
 /* A uniform double in [0, 1) with 53 random bits: (next >> 11) * 2^-53. */
 double rng_uniform(rng *r);
 
+/* A seed for a run given none: from the clock and the process id, in [0, 1e9) so that it is easy
+ * to type back with --seed. Not reproducible, by design. */
+uint64_t rng_clock_seed(void);
+
 #endif

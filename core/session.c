@@ -469,27 +469,34 @@ tt_status session_gen_begin(session *s, tt_error *err)
     return st;
 }
 
+/* Brings the cache in line with the window, shifting the context when it is full (and noting the
+ * shift for the next event), or sets *stop to CONTEXT when it is full and shifting is off: after a
+ * speculative round (which leaves the last token out) and when a token overflows the window. */
+static tt_status resync(session *s, session_stop *stop, tt_error *err)
+{
+    struct session_gen *g = s->gen;
+    if (s->n_tokens - s->window_start > s->eng->n_ctx && !s->set.context_shift) {
+        *stop = SESSION_STOP_CONTEXT;
+        return TT_OK;
+    }
+    int reused, prefilled, dropped = 0;
+    bool shifted = false;
+    tt_status st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
+    if (shifted) {
+        g->pending_shift = true;
+        g->pending_dropped += dropped;
+        s->last.context_shifts++;
+    }
+    return st;
+}
+
 /* After a token was appended: make its logits available (forward it, shifting the window when the
  * context is full). Sets *stop to CONTEXT when full and shifting is off. */
 static tt_status advance(session *s, session_stop *stop, tt_error *err)
 {
-    struct session_gen *g = s->gen;
     int wlen = s->n_tokens - s->window_start;
-    if (wlen > s->eng->n_ctx) {
-        if (!s->set.context_shift) {
-            *stop = SESSION_STOP_CONTEXT;
-            return TT_OK;
-        }
-        int reused, prefilled, dropped = 0;
-        bool shifted = false;
-        tt_status st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
-        if (shifted) {
-            g->pending_shift = true;
-            g->pending_dropped += dropped;
-            s->last.context_shifts++;
-        }
-        return st;
-    }
+    if (wlen > s->eng->n_ctx)
+        return resync(s, stop, err);
     int pos = wlen - 1;
     int32_t tok = s->tokens[s->n_tokens - 1];
     tt_status st = engine_forward(s->eng, &tok, 1, pos, false, err);
@@ -535,26 +542,6 @@ static tt_status produce(session *s, session_event *ev, session_event_fn fn, voi
     else if (g->generated >= s->set.max_new_tokens)
         *stop = SESSION_STOP_MAX_TOKENS;
     return TT_OK;
-}
-
-/* Brings the cache in line with the window after a speculative round (which leaves the last token
- * out), shifting the context when it is full, as advance does. */
-static tt_status resync(session *s, session_stop *stop, tt_error *err)
-{
-    struct session_gen *g = s->gen;
-    if (s->n_tokens - s->window_start > s->eng->n_ctx && !s->set.context_shift) {
-        *stop = SESSION_STOP_CONTEXT;
-        return TT_OK;
-    }
-    int reused, prefilled, dropped = 0;
-    bool shifted = false;
-    tt_status st = sync_cache(s, &reused, &prefilled, &shifted, &dropped, err);
-    if (shifted) {
-        g->pending_shift = true;
-        g->pending_dropped += dropped;
-        s->last.context_shifts++;
-    }
-    return st;
 }
 
 static tt_status spec_step(session *s, session_event_fn fn, void *user, session_stop *stop,

@@ -79,14 +79,6 @@ static void install_signals(void)
         sigaction(fatal[i], &sa, NULL);
 }
 
-static uint64_t random_seed(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40)) %
-           1000000000ull;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * The terminal UI */
 
@@ -656,8 +648,6 @@ int repl_main(int argc, char **argv)
         return 1;
     }
     cli_apply_generation_defaults(&o, app.model);
-    if (!o.seed_set)
-        o.set.seed = random_seed();
     session s;
     tt_error err = {0};
     if (session_init(&s, app.model, app.tok, app.eng, &o.set, &err) != TT_OK) {

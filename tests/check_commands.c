@@ -801,40 +801,27 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("commands");
-    TCase *tc = tcase_create("commands");
+    TCase *tc = tu_add_case(s, "commands", TU_TESTS(
+            exact_names_aliases_and_unique_prefixes_find_commands,
+            ambiguous_prefix_lists_the_candidates, unknown_command_says_how_to_get_help,
+            help_is_generated_from_the_table, wrong_argument_counts_print_the_usage,
+            sampler_commands_validate_and_keep_the_old_value,
+            sampler_command_messages_name_the_change, greedy_and_sample_switch_the_mode,
+            seed_restarts_the_random_stream, max_accepts_positive_token_counts,
+            stop_adds_lists_and_clears_stop_strings, bars_sets_the_histogram_height,
+            show_reports_settings_model_and_cache, speculative_commands_drive_the_session,
+            quit_asks_the_loop_to_leave, reset_clears_conversation_and_cache,
+            undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache, undo_refuses_bad_counts,
+            regen_drops_the_reply_and_asks_for_a_generation,
+            editing_commands_are_refused_while_generating, step_mode_needs_the_terminal,
+            pick_replaces_the_token_just_stepped, pick_from_a_peek_chooses_the_next_token,
+            arguments_split_with_quotes_and_escapes, commands_and_text_are_told_apart,
+            prompts_start_a_new_line_unless_they_continue_the_text,
+            save_then_load_restores_tokens_and_settings_with_prefix_reuse,
+            load_refuses_bad_files_and_changes_nothing, load_of_a_text_file_makes_it_the_prompt,
+            session_file_parses_a_buffer_without_the_file_system));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
     tcase_add_checked_fixture(tc, session_setup, session_teardown);
-    tcase_add_test(tc, exact_names_aliases_and_unique_prefixes_find_commands);
-    tcase_add_test(tc, ambiguous_prefix_lists_the_candidates);
-    tcase_add_test(tc, unknown_command_says_how_to_get_help);
-    tcase_add_test(tc, help_is_generated_from_the_table);
-    tcase_add_test(tc, wrong_argument_counts_print_the_usage);
-    tcase_add_test(tc, sampler_commands_validate_and_keep_the_old_value);
-    tcase_add_test(tc, sampler_command_messages_name_the_change);
-    tcase_add_test(tc, greedy_and_sample_switch_the_mode);
-    tcase_add_test(tc, seed_restarts_the_random_stream);
-    tcase_add_test(tc, max_accepts_positive_token_counts);
-    tcase_add_test(tc, stop_adds_lists_and_clears_stop_strings);
-    tcase_add_test(tc, bars_sets_the_histogram_height);
-    tcase_add_test(tc, show_reports_settings_model_and_cache);
-    tcase_add_test(tc, speculative_commands_drive_the_session);
-    tcase_add_test(tc, quit_asks_the_loop_to_leave);
-    tcase_add_test(tc, reset_clears_conversation_and_cache);
-    tcase_add_test(tc, undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache);
-    tcase_add_test(tc, undo_refuses_bad_counts);
-    tcase_add_test(tc, regen_drops_the_reply_and_asks_for_a_generation);
-    tcase_add_test(tc, editing_commands_are_refused_while_generating);
-    tcase_add_test(tc, step_mode_needs_the_terminal);
-    tcase_add_test(tc, pick_replaces_the_token_just_stepped);
-    tcase_add_test(tc, pick_from_a_peek_chooses_the_next_token);
-    tcase_add_test(tc, arguments_split_with_quotes_and_escapes);
-    tcase_add_test(tc, commands_and_text_are_told_apart);
-    tcase_add_test(tc, prompts_start_a_new_line_unless_they_continue_the_text);
-    tcase_add_test(tc, save_then_load_restores_tokens_and_settings_with_prefix_reuse);
-    tcase_add_test(tc, load_refuses_bad_files_and_changes_nothing);
-    tcase_add_test(tc, load_of_a_text_file_makes_it_the_prompt);
-    tcase_add_test(tc, session_file_parses_a_buffer_without_the_file_system);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -46,18 +46,7 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
     return TT_OK;
 }
 
-static void fake_truncate(engine *e, int pos)
-{
-    if (pos < e->n_past)
-        e->n_past = pos;
-}
-
-static void fake_destroy(engine *e)
-{
-    free(e);
-}
-
-static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy};
+static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy};
 
 static fake_engine *F;
 
@@ -253,15 +242,13 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("engine");
-    TCase *tc = tcase_create("sync");
+    TCase *tc = tu_add_case(s, "sync", TU_TESTS(
+            the_mirror_follows_forwards_and_truncations,
+            sync_forwards_a_long_prompt_in_spans_of_the_chunk_size,
+            sync_keeps_the_common_prefix_and_truncates_the_rest,
+            sync_with_logits_computes_the_last_token_again_when_all_are_cached,
+            interrupted_sync_leaves_a_consistent_prefix, a_failing_span_leaves_the_spans_before_it,
+            sync_refuses_more_tokens_than_the_context));
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, the_mirror_follows_forwards_and_truncations);
-    tcase_add_test(tc, sync_forwards_a_long_prompt_in_spans_of_the_chunk_size);
-    tcase_add_test(tc, sync_keeps_the_common_prefix_and_truncates_the_rest);
-    tcase_add_test(tc, sync_with_logits_computes_the_last_token_again_when_all_are_cached);
-    tcase_add_test(tc, interrupted_sync_leaves_a_consistent_prefix);
-    tcase_add_test(tc, a_failing_span_leaves_the_spans_before_it);
-    tcase_add_test(tc, sync_refuses_more_tokens_than_the_context);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -107,13 +107,10 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("history");
-    TCase *tc = tcase_create("history");
-    tcase_add_test(tc, escaping_round_trips_newlines_and_backslashes);
-    tcase_add_test(tc, up_and_down_browse_and_restore_the_typed_line);
-    tcase_add_test(tc, entries_persist_across_runs_and_the_oldest_go_first);
-    tcase_add_test(tc, the_file_lives_in_the_xdg_state_directory);
-    tcase_add_test(tc, an_unwritable_file_is_reported_and_the_entry_kept);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    return tu_run_tests("history", TU_TESTS(
+            escaping_round_trips_newlines_and_backslashes,
+            up_and_down_browse_and_restore_the_typed_line,
+            entries_persist_across_runs_and_the_oldest_go_first,
+            the_file_lives_in_the_xdg_state_directory,
+            an_unwritable_file_is_reported_and_the_entry_kept));
 }

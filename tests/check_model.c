@@ -977,23 +977,16 @@ int main(void)
     tcase_add_test(tc, parses_generation_config);
     tcase_add_test(tc, rejects_invalid_generation_config);
     suite_add_tcase(s, tc);
-    tc = tcase_create("load");
+    tc = tu_add_case(s, "load", TU_TESTS(
+            loads_generated_model, exact_models_hold_identical_values_in_every_dtype,
+            half_models_hold_rounded_fp32_values, prefix_and_mask_buffers_do_not_change_values,
+            untied_lm_head_is_its_own_matrix, tie_word_embeddings_decides_like_transformers,
+            reads_generation_config_and_ignores_a_missing_or_invalid_one,
+            wrong_shape_is_named_exactly, refuses_missing_and_mistyped_tensors,
+            config_that_disagrees_with_weights_is_named,
+            refuses_pickle_checkpoint_with_conversion_hint, refuses_sharded_checkpoint,
+            names_missing_files, converts_unaligned_halves_exactly,
+            weight_bytes_count_one_decode_step));
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, loads_generated_model);
-    tcase_add_test(tc, exact_models_hold_identical_values_in_every_dtype);
-    tcase_add_test(tc, half_models_hold_rounded_fp32_values);
-    tcase_add_test(tc, prefix_and_mask_buffers_do_not_change_values);
-    tcase_add_test(tc, untied_lm_head_is_its_own_matrix);
-    tcase_add_test(tc, tie_word_embeddings_decides_like_transformers);
-    tcase_add_test(tc, reads_generation_config_and_ignores_a_missing_or_invalid_one);
-    tcase_add_test(tc, wrong_shape_is_named_exactly);
-    tcase_add_test(tc, refuses_missing_and_mistyped_tensors);
-    tcase_add_test(tc, config_that_disagrees_with_weights_is_named);
-    tcase_add_test(tc, refuses_pickle_checkpoint_with_conversion_hint);
-    tcase_add_test(tc, refuses_sharded_checkpoint);
-    tcase_add_test(tc, names_missing_files);
-    tcase_add_test(tc, converts_unaligned_halves_exactly);
-    tcase_add_test(tc, weight_bytes_count_one_decode_step);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -663,29 +663,19 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("modelgen");
-    TCase *tc = tcase_create("files");
+    TCase *tc = tu_add_case(s, "files", TU_TESTS(
+            same_seed_gives_identical_files, weights_are_pinned_across_machines,
+            safetensors_header_is_padded_and_tensors_tile_the_data,
+            config_json_is_what_transformers_writes, exact_values_lie_on_the_grid,
+            matrices_spread_as_scale_over_sqrt_fan_in, activations_stay_order_one));
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, same_seed_gives_identical_files);
-    tcase_add_test(tc, weights_are_pinned_across_machines);
-    tcase_add_test(tc, safetensors_header_is_padded_and_tensors_tile_the_data);
-    tcase_add_test(tc, config_json_is_what_transformers_writes);
-    tcase_add_test(tc, exact_values_lie_on_the_grid);
-    tcase_add_test(tc, matrices_spread_as_scale_over_sqrt_fan_in);
-    tcase_add_test(tc, activations_stay_order_one);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("tokenizer");
+    tc = tu_add_case(s, "tokenizer", TU_TESTS(
+            synthesized_vocabulary_has_gpt2_structure, byte_tokens_match_gpt2,
+            synthesized_tokenizer_loads_and_round_trips, copies_a_given_tokenizer));
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, synthesized_vocabulary_has_gpt2_structure);
-    tcase_add_test(tc, byte_tokens_match_gpt2);
-    tcase_add_test(tc, synthesized_tokenizer_loads_and_round_trips);
-    tcase_add_test(tc, copies_a_given_tokenizer);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("options");
+    tc = tu_add_case(s, "options", TU_TESTS(
+            refuses_invalid_options, knows_released_shapes, mkmodel_writes_what_it_is_asked,
+            mkmodel_validates_arguments));
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, refuses_invalid_options);
-    tcase_add_test(tc, knows_released_shapes);
-    tcase_add_test(tc, mkmodel_writes_what_it_is_asked);
-    tcase_add_test(tc, mkmodel_validates_arguments);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

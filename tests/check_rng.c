@@ -57,12 +57,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("rng");
-    TCase *tc = tcase_create("rng");
-    tcase_add_test(tc, same_seed_gives_same_stream);
-    tcase_add_test(tc, different_seeds_give_different_streams);
-    tcase_add_test(tc, stream_is_pinned_across_builds);
-    tcase_add_test(tc, uniform_draws_are_in_unit_interval_with_mean_half);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    return tu_run_tests("rng", TU_TESTS(
+            same_seed_gives_same_stream, different_seeds_give_different_streams,
+            stream_is_pinned_across_builds, uniform_draws_are_in_unit_interval_with_mean_half));
 }

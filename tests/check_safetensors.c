@@ -500,17 +500,11 @@ int main(void)
     tcase_add_test(tc, rejects_empty_header);
     tcase_add_test(tc, survives_random_corruption);
     suite_add_tcase(s, tc);
-    tc = tcase_create("valid");
-    tcase_add_test(tc, reads_scalar_empty_and_metadata);
-    tcase_add_test(tc, accepts_file_without_tensors);
-    tcase_add_test(tc, reads_unaligned_data_exactly);
-    tcase_add_test(tc, accepts_holes_and_zero_size_inside_ranges);
-    tcase_add_test(tc, accepts_every_known_dtype);
-    tcase_add_test(tc, finds_every_tensor_among_many);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("files");
-    tcase_add_test(tc, opens_file_and_refuses_truncated_copy);
-    tcase_add_test(tc, reports_missing_file_and_directory);
-    suite_add_tcase(s, tc);
+    tu_add_case(s, "valid", TU_TESTS(
+            reads_scalar_empty_and_metadata, accepts_file_without_tensors,
+            reads_unaligned_data_exactly, accepts_holes_and_zero_size_inside_ranges,
+            accepts_every_known_dtype, finds_every_tensor_among_many));
+    tu_add_case(s, "files", TU_TESTS(
+            opens_file_and_refuses_truncated_copy, reports_missing_file_and_directory));
     return tu_run_suite(s);
 }

@@ -1436,42 +1436,27 @@ int main(void)
     if (bench)
         return run_benchmark(atoi(bench), getenv("SAMPLER_KERNELS"));
     Suite *s = suite_create("sampler");
-    TCase *peers = tcase_create("peer_vectors");
-    tcase_add_test(peers, temperature_one_keeps_distribution_and_zero_is_greedy);
-    tcase_add_test(peers, top_k_matches_llama_vectors);
-    tcase_add_test(peers, top_p_matches_llama_vectors);
-    tcase_add_test(peers, min_p_matches_llama_vectors);
-    tcase_add_test(peers, min_p_above_one_is_rejected_unlike_llama);
-    tcase_add_test(peers, typical_p_is_not_implemented);
-    tcase_add_test(peers, penalties_match_llama_vectors);
-    tcase_add_test(peers, penalized_tokens_are_marked_in_snapshot);
-    tcase_add_test(peers, top_p_matches_hf_vectors);
-    tcase_add_test(peers, top_p_boundary_does_not_depend_on_rounding);
-    tcase_add_test(peers, min_p_matches_hf_vectors);
-    tcase_add_test(peers, repetition_penalty_on_raw_scores_matches_hf);
-    tcase_add_test(peers, top_k_keeps_exactly_k_on_ties_unlike_hf);
-    tcase_add_test(peers, chain_order_changes_what_top_p_keeps);
-    tcase_add_test(peers, snapshot_names_the_stage_that_cut_each_token);
-    suite_add_tcase(s, peers);
+    tu_add_case(s, "peer_vectors", TU_TESTS(
+            temperature_one_keeps_distribution_and_zero_is_greedy, top_k_matches_llama_vectors,
+            top_p_matches_llama_vectors, min_p_matches_llama_vectors,
+            min_p_above_one_is_rejected_unlike_llama, typical_p_is_not_implemented,
+            penalties_match_llama_vectors, penalized_tokens_are_marked_in_snapshot,
+            top_p_matches_hf_vectors, top_p_boundary_does_not_depend_on_rounding,
+            min_p_matches_hf_vectors, repetition_penalty_on_raw_scores_matches_hf,
+            top_k_keeps_exactly_k_on_ties_unlike_hf, chain_order_changes_what_top_p_keeps,
+            snapshot_names_the_stage_that_cut_each_token));
 
-    TCase *edges = tcase_create("edge_cases");
-    tcase_add_test(edges, every_token_masked_fails_numeric_and_draws_nothing);
-    tcase_add_test(edges, nan_and_plus_inf_logits_are_rejected_naming_the_first);
-    tcase_add_test(edges, minus_inf_logit_is_a_legal_mask);
-    tcase_add_test(edges, banned_token_is_masked_before_everything);
-    tcase_add_test(edges, empty_history_applies_no_penalty);
-    tcase_add_test(edges, penalty_window_counts_only_the_last_tokens);
-    tcase_add_test(edges, out_of_range_ids_in_context_are_rejected);
-    tcase_add_test(edges, top_k_larger_than_vocab_is_capped);
-    tcase_add_test(edges, top_k_on_equal_logits_keeps_the_lowest_ids);
-    tcase_add_test(edges, single_token_vocabulary_always_draws_it);
-    tcase_add_test(edges, u_close_to_one_never_runs_off_the_end);
-    tcase_add_test(edges, greedy_takes_the_lower_id_on_ties_and_ignores_u);
-    tcase_add_test(edges, draw_walks_descending_probability_and_reports_the_interval);
-    tcase_add_test(edges, snapshot_lists_top_raw_tokens_and_always_the_chosen_one);
-    tcase_add_test(edges, extreme_settings_stay_finite);
-    tcase_add_test(edges, snapshot_requested_late_is_the_same);
-    suite_add_tcase(s, edges);
+    tu_add_case(s, "edge_cases", TU_TESTS(
+            every_token_masked_fails_numeric_and_draws_nothing,
+            nan_and_plus_inf_logits_are_rejected_naming_the_first, minus_inf_logit_is_a_legal_mask,
+            banned_token_is_masked_before_everything, empty_history_applies_no_penalty,
+            penalty_window_counts_only_the_last_tokens, out_of_range_ids_in_context_are_rejected,
+            top_k_larger_than_vocab_is_capped, top_k_on_equal_logits_keeps_the_lowest_ids,
+            single_token_vocabulary_always_draws_it, u_close_to_one_never_runs_off_the_end,
+            greedy_takes_the_lower_id_on_ties_and_ignores_u,
+            draw_walks_descending_probability_and_reports_the_interval,
+            snapshot_lists_top_raw_tokens_and_always_the_chosen_one, extreme_settings_stay_finite,
+            snapshot_requested_late_is_the_same));
 
     /* The three heavy tests get a case each, so CK_RUN_CASE can pick one and each has its own
      * (generous: sanitizers and a shared machine) timeout. */
@@ -1481,20 +1466,16 @@ int main(void)
                         (int)(sizeof kernel_sets / sizeof kernel_sets[0]));
     tcase_add_test(ref, kernel_sets_agree_and_unknown_ones_are_refused);
     suite_add_tcase(s, ref);
-    TCase *det = tcase_create("determinism");
+    TCase *det = tu_add_case(s, "determinism", TU_TESTS(
+            same_logits_params_and_seed_give_the_same_tokens));
     tcase_set_timeout(det, 120);
-    tcase_add_test(det, same_logits_params_and_seed_give_the_same_tokens);
-    suite_add_tcase(s, det);
-    TCase *freq = tcase_create("frequencies");
+    TCase *freq = tu_add_case(s, "frequencies", TU_TESTS(
+            draw_frequencies_match_final_probabilities));
     tcase_set_timeout(freq, 120);
-    tcase_add_test(freq, draw_frequencies_match_final_probabilities);
-    suite_add_tcase(s, freq);
 
-    TCase *prm = tcase_create("params");
-    tcase_add_test(prm, default_params_format_as_one_line);
-    tcase_add_test(prm, params_set_accepts_valid_values);
-    tcase_add_test(prm, params_set_rejects_invalid_values_and_leaves_params_unchanged);
-    tcase_add_test(prm, validate_and_apply_refuse_bad_fields);
-    suite_add_tcase(s, prm);
+    tu_add_case(s, "params", TU_TESTS(
+            default_params_format_as_one_line, params_set_accepts_valid_values,
+            params_set_rejects_invalid_values_and_leaves_params_unchanged,
+            validate_and_apply_refuse_bad_fields));
     return tu_run_suite(s);
 }

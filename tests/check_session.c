@@ -87,18 +87,7 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
     return TT_OK;
 }
 
-static void fake_truncate(engine *e, int pos)
-{
-    if (pos < e->n_past)
-        e->n_past = pos;
-}
-
-static void fake_destroy(engine *e)
-{
-    free(e);
-}
-
-static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy};
+static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy};
 
 /* ---------------------------------------------------------------------------------------------
  * Fixtures */
@@ -163,6 +152,13 @@ static void session_teardown(void)
     session_free(&S);
     engine_free(&F->base);
     F = NULL;
+}
+
+/* For tests that need another context size, sampling mode or token budget than the fixture's. */
+static void remake_session(int n_ctx, bool greedy, int max_new)
+{
+    session_teardown();
+    make_session(n_ctx, greedy, max_new);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -355,9 +351,7 @@ END_TEST
 
 START_TEST(regen_with_the_same_seed_repeats_a_sampled_reply)
 {
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(64, false, 6);
+    remake_session(64, false, 6);
     add_text("Hello world");
     int prompt = S.n_tokens;
     session_set_seed(&S, 99);
@@ -464,9 +458,7 @@ static void script(const char *text, int32_t *buf)
 
 START_TEST(stop_string_ends_the_reply_before_it)
 {
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(64, true, 20);
+    remake_session(64, true, 20);
     tt_error err = {0};
     ck_assert_int_eq(session_add_stop(&S, "\n\n", &err), TT_OK);
     add_text("Q");
@@ -482,9 +474,7 @@ END_TEST
 
 START_TEST(held_back_text_is_released_when_the_stop_does_not_complete)
 {
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(64, true, 6);
+    remake_session(64, true, 6);
     tt_error err = {0};
     ck_assert_int_eq(session_add_stop(&S, "\n\nX", &err), TT_OK);
     add_text("Q");
@@ -499,9 +489,7 @@ END_TEST
 
 START_TEST(end_of_text_stops_generation)
 {
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(64, true, 20);
+    remake_session(64, true, 20);
     add_text("Q");
     int32_t buf[4] = {byte_id('a'), EOT};
     F->script = buf;
@@ -521,9 +509,7 @@ END_TEST
 
 START_TEST(a_full_context_shifts_and_generation_goes_on)
 {
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(16, true, 40);
+    remake_session(16, true, 40);
     add_text("Hello world");
     int prompt = S.n_tokens;
     collected c = {0};
@@ -541,9 +527,7 @@ END_TEST
 
 START_TEST(a_full_context_without_shifting_stops)
 {
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(16, true, 40);
+    remake_session(16, true, 40);
     S.set.context_shift = false;
     add_text("Hello world");
     generate(NULL);
@@ -560,9 +544,7 @@ START_TEST(interrupt_stops_after_the_current_token_and_keeps_the_cache_consisten
 {
     static volatile sig_atomic_t flag;
     flag = 0;
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(64, true, 30);
+    remake_session(64, true, 30);
     S.interrupt = &flag;
     add_text("Hello world");
     collected c = {.stop_after = 3, .flag = &flag};
@@ -594,9 +576,7 @@ START_TEST(interrupt_during_prefill_leaves_a_consistent_prefix)
 {
     static volatile sig_atomic_t flag;
     flag = 0;
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(MAX_CTX, true, 5);
+    remake_session(MAX_CTX, true, 5);
     S.interrupt = &flag;
     char text[2048];
     for (int i = 0; i < 600; i++)
@@ -720,9 +700,7 @@ END_TEST
 
 START_TEST(peek_shows_the_next_distribution_without_drawing)
 {
-    session_free(&S);
-    engine_free(&F->base);
-    make_session(64, false, 5);
+    remake_session(64, false, 5);
     add_text("Hello");
     int n = S.n_tokens;
     rng before = S.rng;
@@ -745,31 +723,26 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("session");
-    TCase *tc = tcase_create("session");
+    TCase *tc = tu_add_case(s, "session", TU_TESTS(
+            first_turn_prefills_the_prompt_and_computes_each_token_once,
+            second_turn_prefills_only_its_new_tokens,
+            undo_turn_reuses_the_cache_and_gives_what_a_fresh_cache_gives,
+            undo_of_n_tokens_keeps_the_rest_cached,
+            regen_reuses_the_prompt_and_repeats_a_greedy_reply,
+            regen_with_the_same_seed_repeats_a_sampled_reply,
+            loading_tokens_keeps_the_longest_common_prefix, reset_empties_the_cache,
+            an_empty_conversation_starts_from_end_of_text, stop_string_ends_the_reply_before_it,
+            held_back_text_is_released_when_the_stop_does_not_complete,
+            end_of_text_stops_generation, a_full_context_shifts_and_generation_goes_on,
+            a_full_context_without_shifting_stops,
+            interrupt_stops_after_the_current_token_and_keeps_the_cache_consistent,
+            a_callback_can_stop_the_generation, interrupt_during_prefill_leaves_a_consistent_prefix,
+            a_forced_step_appends_the_chosen_token,
+            peek_shows_the_next_distribution_without_drawing,
+            a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on,
+            a_device_error_in_decode_moves_to_the_fallback_engine_with_the_same_tokens,
+            a_device_error_without_a_fallback_ends_the_turn_with_the_error));
     tcase_add_unchecked_fixture(tc, tokenizer_setup, tokenizer_teardown);
     tcase_add_checked_fixture(tc, session_setup, session_teardown);
-    tcase_add_test(tc, first_turn_prefills_the_prompt_and_computes_each_token_once);
-    tcase_add_test(tc, second_turn_prefills_only_its_new_tokens);
-    tcase_add_test(tc, undo_turn_reuses_the_cache_and_gives_what_a_fresh_cache_gives);
-    tcase_add_test(tc, undo_of_n_tokens_keeps_the_rest_cached);
-    tcase_add_test(tc, regen_reuses_the_prompt_and_repeats_a_greedy_reply);
-    tcase_add_test(tc, regen_with_the_same_seed_repeats_a_sampled_reply);
-    tcase_add_test(tc, loading_tokens_keeps_the_longest_common_prefix);
-    tcase_add_test(tc, reset_empties_the_cache);
-    tcase_add_test(tc, an_empty_conversation_starts_from_end_of_text);
-    tcase_add_test(tc, stop_string_ends_the_reply_before_it);
-    tcase_add_test(tc, held_back_text_is_released_when_the_stop_does_not_complete);
-    tcase_add_test(tc, end_of_text_stops_generation);
-    tcase_add_test(tc, a_full_context_shifts_and_generation_goes_on);
-    tcase_add_test(tc, a_full_context_without_shifting_stops);
-    tcase_add_test(tc, interrupt_stops_after_the_current_token_and_keeps_the_cache_consistent);
-    tcase_add_test(tc, a_callback_can_stop_the_generation);
-    tcase_add_test(tc, interrupt_during_prefill_leaves_a_consistent_prefix);
-    tcase_add_test(tc, a_forced_step_appends_the_chosen_token);
-    tcase_add_test(tc, peek_shows_the_next_distribution_without_drawing);
-    tcase_add_test(tc, a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on);
-    tcase_add_test(tc, a_device_error_in_decode_moves_to_the_fallback_engine_with_the_same_tokens);
-    tcase_add_test(tc, a_device_error_without_a_fallback_ends_the_turn_with_the_error);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -86,18 +86,7 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
     return TT_OK;
 }
 
-static void fake_truncate(engine *e, int pos)
-{
-    if (pos < e->n_past)
-        e->n_past = pos;
-}
-
-static void fake_destroy(engine *e)
-{
-    free(e);
-}
-
-static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy};
+static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy};
 
 static fake_engine *fake_create(int V, uint64_t seed, float scale, const fake_engine *like,
                                 float mix)
@@ -757,7 +746,8 @@ START_TEST(caches_equal_a_fresh_prefill_after_every_round)
         memcpy(seq, w, (size_t)n * sizeof *seq);
         for (int i = 0; i < R->n_out; i++)
             seq[n + i] = R->out[i];
-        /* the engines' token mirrors say what the caches hold: the window and the accepted drafts */
+        /* the engines' token mirrors say what the caches hold: the window and the accepted
+         * drafts */
         ck_assert_int_eq(t->n_past, n + k);
         ck_assert_int_le(d->n_past, n + k);
         for (int i = 0; i < t->n_past; i++)
@@ -977,28 +967,25 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("speculative");
-    TCase *tc = tcase_create("fake engines");
+    TCase *tc = tu_add_case(s, "fake engines", TU_TESTS(
+            sampled_tokens_follow_the_target_distribution,
+            residual_p_instead_of_p_minus_q_is_caught,
+            draft_raw_softmax_instead_of_final_q_is_caught,
+            target_penalties_without_drafted_history_are_caught,
+            one_target_pass_per_round_and_caches_hold_the_accepted_prefix,
+            round_stops_at_max_tokens_context_end_and_stop_token));
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, sampled_tokens_follow_the_target_distribution);
-    tcase_add_test(tc, residual_p_instead_of_p_minus_q_is_caught);
-    tcase_add_test(tc, draft_raw_softmax_instead_of_final_q_is_caught);
-    tcase_add_test(tc, target_penalties_without_drafted_history_are_caught);
-    tcase_add_test(tc, one_target_pass_per_round_and_caches_hold_the_accepted_prefix);
-    tcase_add_test(tc, round_stops_at_max_tokens_context_end_and_stop_token);
-    suite_add_tcase(s, tc);
-    TCase *tm = tcase_create("cpu engines");
+    TCase *tm = tu_add_case(s, "cpu engines", TU_TESTS(
+            greedy_output_equals_plain_greedy_for_gamma_1_to_8,
+            caches_equal_a_fresh_prefill_after_every_round,
+            sampled_tokens_follow_the_target_distribution_on_real_models,
+            session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context,
+            session_reports_rounds_and_marks_every_token,
+            turns_undo_and_mixed_steps_match_plain_greedy));
     tcase_set_timeout(tm, 300);
     tcase_add_unchecked_fixture(tm, models_setup, models_teardown);
-    tcase_add_test(tm, greedy_output_equals_plain_greedy_for_gamma_1_to_8);
-    tcase_add_test(tm, caches_equal_a_fresh_prefill_after_every_round);
-    tcase_add_test(tm, sampled_tokens_follow_the_target_distribution_on_real_models);
-    tcase_add_test(tm, session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context);
-    tcase_add_test(tm, session_reports_rounds_and_marks_every_token);
-    tcase_add_test(tm, turns_undo_and_mixed_steps_match_plain_greedy);
-    suite_add_tcase(s, tm);
-    TCase *tf = tcase_create("figures");
-    tcase_add_test(tf, predicted_speedup_matches_the_paper_formula);
-    tcase_add_test(tf, adaptive_gamma_follows_the_hugging_face_schedule);
-    suite_add_tcase(s, tf);
+    tu_add_case(s, "figures", TU_TESTS(
+            predicted_speedup_matches_the_paper_formula,
+            adaptive_gamma_follows_the_hugging_face_schedule));
     return tu_run_suite(s);
 }

@@ -52,12 +52,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("status");
-    TCase *tc = tcase_create("status");
-    tcase_add_test(tc, fail_records_status_and_message);
-    tcase_add_test(tc, prefix_puts_the_outer_name_first);
-    tcase_add_test(tc, prefix_truncates_long_messages_inside_the_buffer);
-    tcase_add_test(tc, every_status_has_a_name);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    return tu_run_tests("status", TU_TESTS(
+            fail_records_status_and_message, prefix_puts_the_outer_name_first,
+            prefix_truncates_long_messages_inside_the_buffer, every_status_has_a_name));
 }

@@ -79,13 +79,10 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("text");
-    TCase *tc = tcase_create("display");
-    tcase_add_test(tc, complete_characters_pass_through);
-    tcase_add_test(tc, partial_character_is_shown_as_hex_escapes);
-    tcase_add_test(tc, invalid_sequences_are_escaped_not_decoded);
-    tcase_add_test(tc, whitespace_mode_marks_leading_space_and_escapes_controls);
-    tcase_add_test(tc, output_is_truncated_at_character_boundaries);
-    tcase_add_test(tc, json_strings_escape_quotes_and_controls);
-    suite_add_tcase(s, tc);
+    tu_add_case(s, "display", TU_TESTS(
+            complete_characters_pass_through, partial_character_is_shown_as_hex_escapes,
+            invalid_sequences_are_escaped_not_decoded,
+            whitespace_mode_marks_leading_space_and_escapes_controls,
+            output_is_truncated_at_character_boundaries, json_strings_escape_quotes_and_controls));
     return tu_run_suite(s);
 }

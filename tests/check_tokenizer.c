@@ -767,50 +767,35 @@ int main(void)
 {
     Suite *s = suite_create("tokenizer");
 
-    TCase *tc = tcase_create("gpt2");
+    TCase *tc = tu_add_case(s, "gpt2", TU_TESTS(
+            encodes_every_reference_case_to_its_ids_and_back,
+            encodes_reference_cases_identically_without_pcre2_jit, exposes_gpt2_vocabulary_facts,
+            decode_rejects_unknown_ids));
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, encodes_every_reference_case_to_its_ids_and_back);
-    tcase_add_test(tc, encodes_reference_cases_identically_without_pcre2_jit);
-    tcase_add_test(tc, exposes_gpt2_vocabulary_facts);
-    tcase_add_test(tc, decode_rejects_unknown_ids);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("edge");
+    tc = tu_add_case(s, "edge", TU_TESTS(
+            empty_text_gives_no_ids, whitespace_only_text_round_trips,
+            endoftext_in_text_is_plain_text, contractions_split_like_gpt2, crlf_and_tabs_round_trip,
+            unicode_letters_and_numbers_round_trip, emoji_sequences_round_trip,
+            invalid_utf8_bytes_become_single_byte_tokens, random_bytes_round_trip_exactly,
+            interpreter_fallback_gives_the_same_ids_as_jit, long_inputs_are_fast_and_round_trip));
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, empty_text_gives_no_ids);
-    tcase_add_test(tc, whitespace_only_text_round_trips);
-    tcase_add_test(tc, endoftext_in_text_is_plain_text);
-    tcase_add_test(tc, contractions_split_like_gpt2);
-    tcase_add_test(tc, crlf_and_tabs_round_trip);
-    tcase_add_test(tc, unicode_letters_and_numbers_round_trip);
-    tcase_add_test(tc, emoji_sequences_round_trip);
-    tcase_add_test(tc, invalid_utf8_bytes_become_single_byte_tokens);
-    tcase_add_test(tc, random_bytes_round_trip_exactly);
-    tcase_add_test(tc, interpreter_fallback_gives_the_same_ids_as_jit);
-    tcase_add_test(tc, long_inputs_are_fast_and_round_trip);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("stream");
-    tcase_add_test(tc, stream_holds_a_split_character_until_it_completes);
-    tcase_add_test(tc, stream_of_gpt2_tokens_reproduces_the_text);
-    tcase_add_test(tc, stream_replaces_invalid_bytes_with_one_fffd_per_maximal_subpart);
-    tcase_add_test(tc, stream_flush_emits_held_bytes_once_and_resets);
-    tcase_add_test(tc, stream_never_writes_past_capacity);
-    suite_add_tcase(s, tc);
+    tu_add_case(s, "stream", TU_TESTS(
+            stream_holds_a_split_character_until_it_completes,
+            stream_of_gpt2_tokens_reproduces_the_text,
+            stream_replaces_invalid_bytes_with_one_fffd_per_maximal_subpart,
+            stream_flush_emits_held_bytes_once_and_resets, stream_never_writes_past_capacity));
 
-    tc = tcase_create("load");
+    tc = tu_add_case(s, "load", TU_TESTS(
+            rejects_missing_files, rejects_vocab_that_is_not_an_object, rejects_bad_ids,
+            rejects_vocab_without_every_byte, rejects_merges_line_with_one_symbol,
+            rejects_merge_whose_symbols_or_result_are_not_in_vocab,
+            small_vocab_merges_by_rank_then_leftmost,
+            merges_apply_one_rank_per_pass_like_encoder_py,
+            equal_only_when_vocab_and_merges_match));
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, rejects_missing_files);
-    tcase_add_test(tc, rejects_vocab_that_is_not_an_object);
-    tcase_add_test(tc, rejects_bad_ids);
-    tcase_add_test(tc, rejects_vocab_without_every_byte);
-    tcase_add_test(tc, rejects_merges_line_with_one_symbol);
-    tcase_add_test(tc, rejects_merge_whose_symbols_or_result_are_not_in_vocab);
-    tcase_add_test(tc, small_vocab_merges_by_rank_then_leftmost);
-    tcase_add_test(tc, merges_apply_one_rank_per_pass_like_encoder_py);
-    tcase_add_test(tc, equal_only_when_vocab_and_merges_match);
-    suite_add_tcase(s, tc);
 
     return tu_run_suite(s);
 }

@@ -807,42 +807,29 @@ int main(void)
     /* Widths come from wcwidth in a UTF-8 locale (the built-in table otherwise). */
     setlocale(LC_CTYPE, "C.UTF-8");
     Suite *s = suite_create("ui");
-    TCase *grid = tcase_create("grid");
-    tcase_add_test(grid, wide_character_takes_two_cells);
-    tcase_add_test(grid, wide_character_never_straddles_the_edge);
-    tcase_add_test(grid, overwriting_half_a_wide_character_blanks_the_other_half);
-    tcase_add_test(grid, combining_mark_joins_the_previous_cell);
-    tcase_add_test(grid, invalid_utf8_shows_as_replacement_character);
-    suite_add_tcase(s, grid);
-    TCase *tr = tcase_create("transcript");
-    tcase_add_test(tr, transcript_wraps_at_spaces_and_cuts_long_words);
-    tcase_add_test(tr, transcript_wraps_wide_characters_by_width);
-    tcase_add_test(tr, transcript_keeps_paragraphs_and_styles);
-    tcase_add_test(tr, transcript_shows_the_end_and_scrolls_back);
-    tcase_add_test(tr, a_view_scrolled_back_holds_still_while_text_arrives);
-    tcase_add_test(tr, transcript_caret_follows_the_last_character);
-    suite_add_tcase(s, tr);
-    TCase *hist = tcase_create("histogram");
+    tu_add_case(s, "grid", TU_TESTS(
+            wide_character_takes_two_cells, wide_character_never_straddles_the_edge,
+            overwriting_half_a_wide_character_blanks_the_other_half,
+            combining_mark_joins_the_previous_cell, invalid_utf8_shows_as_replacement_character));
+    tu_add_case(s, "transcript", TU_TESTS(
+            transcript_wraps_at_spaces_and_cuts_long_words,
+            transcript_wraps_wide_characters_by_width, transcript_keeps_paragraphs_and_styles,
+            transcript_shows_the_end_and_scrolls_back,
+            a_view_scrolled_back_holds_still_while_text_arrives,
+            transcript_caret_follows_the_last_character));
+    TCase *hist = tu_add_case(s, "histogram", TU_TESTS(
+            histogram_marks_every_cut_stage_and_the_penalty, histogram_bars_are_proportional,
+            histogram_highlights_the_sampled_token_and_the_draw, histogram_escapes_a_leading_space,
+            histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars,
+            histogram_shows_a_sampled_token_ranked_below_the_top_list,
+            histogram_stays_inside_its_rectangle, histogram_peek_says_nothing_was_drawn,
+            histogram_speculative_shows_q_beside_p_and_the_acceptance_test));
     tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
-    tcase_add_test(hist, histogram_marks_every_cut_stage_and_the_penalty);
-    tcase_add_test(hist, histogram_bars_are_proportional);
-    tcase_add_test(hist, histogram_highlights_the_sampled_token_and_the_draw);
-    tcase_add_test(hist, histogram_escapes_a_leading_space);
-    tcase_add_test(hist, histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars);
-    tcase_add_test(hist, histogram_shows_a_sampled_token_ranked_below_the_top_list);
-    tcase_add_test(hist, histogram_stays_inside_its_rectangle);
-    tcase_add_test(hist, histogram_peek_says_nothing_was_drawn);
-    tcase_add_test(hist, histogram_speculative_shows_q_beside_p_and_the_acceptance_test);
-    suite_add_tcase(s, hist);
-    TCase *misc = tcase_create("status_layout_input");
-    tcase_add_test(misc, status_bar_shows_speed_cache_and_reuse);
-    tcase_add_test(misc, a_narrow_status_bar_keeps_the_cache_figures);
-    tcase_add_test(misc, status_bar_shows_speculative_acceptance_and_speedup);
-    tcase_add_test(misc, layout_puts_the_histogram_beside_or_below);
-    tcase_add_test(misc, small_terminal_shows_a_notice);
-    tcase_add_test(misc, input_moves_and_deletes_by_character);
-    tcase_add_test(misc, input_triple_quotes_make_one_multiline_entry);
-    tcase_add_test(misc, input_pane_scrolls_to_keep_the_cursor_visible);
-    suite_add_tcase(s, misc);
+    tu_add_case(s, "status_layout_input", TU_TESTS(
+            status_bar_shows_speed_cache_and_reuse, a_narrow_status_bar_keeps_the_cache_figures,
+            status_bar_shows_speculative_acceptance_and_speedup,
+            layout_puts_the_histogram_beside_or_below, small_terminal_shows_a_notice,
+            input_moves_and_deletes_by_character, input_triple_quotes_make_one_multiline_entry,
+            input_pane_scrolls_to_keep_the_cursor_visible));
     return tu_run_suite(s);
 }

@@ -181,16 +181,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("util");
-    TCase *tc = tcase_create("util");
-    tcase_add_test(tc, read_file_returns_the_bytes_nul_terminated);
-    tcase_add_test(tc, read_file_grows_past_its_first_buffer);
-    tcase_add_test(tc, read_file_names_a_missing_file_and_says_it_is_missing);
-    tcase_add_test(tc, path_join_puts_one_slash_between);
-    tcase_add_test(tc, json_type_names_read_as_english);
-    tcase_add_test(tc, parse_long_takes_whole_integers_in_range_only);
-    tcase_add_test(tc, utf8_encode_round_trips_through_decode);
-    tcase_add_test(tc, byte_alphabet_is_gpt2s_bytes_to_unicode);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    return tu_run_tests("util", TU_TESTS(
+            read_file_returns_the_bytes_nul_terminated, read_file_grows_past_its_first_buffer,
+            read_file_names_a_missing_file_and_says_it_is_missing, path_join_puts_one_slash_between,
+            json_type_names_read_as_english, parse_long_takes_whole_integers_in_range_only,
+            utf8_encode_round_trips_through_decode, byte_alphabet_is_gpt2s_bytes_to_unicode));
 }

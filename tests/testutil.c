@@ -120,3 +120,30 @@ int tu_argmax(const float *v, int n)
             best = i;
     return best;
 }
+
+TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t n)
+{
+    TCase *tc = tcase_create(name);
+    for (size_t i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+int tu_run_tests(const char *name, const TTest *const *tests, size_t n)
+{
+    Suite *s = suite_create(name);
+    tu_add_case(s, name, tests, n);
+    return tu_run_suite(s);
+}
+
+void tu_fake_truncate(engine *e, int pos)
+{
+    if (pos < e->n_past)
+        e->n_past = pos;
+}
+
+void tu_fake_destroy(engine *e)
+{
+    free(e);
+}

@@ -2,9 +2,11 @@
 #ifndef TOKENTOP_TESTUTIL_H
 #define TOKENTOP_TESTUTIL_H
 
+#include <check.h>
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/engine.h"
 #include "core/sampler.h"
 
 /* The GPT-2 tokenizer conformance folder: $TOKENTOP_GPT2_DIR when set, else the repository's
@@ -30,7 +32,21 @@ int tu_argmax(const float *v, int n);
 bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b);
 
 /* Runs the suite in a Check runner (CK_VERBOSE output) and returns the process exit status. */
-struct Suite;
-int tu_run_suite(struct Suite *s);
+int tu_run_suite(Suite *s);
+
+/* A test case named name holding tests[0..n-1] in order, added to s; returned for fixtures and
+ * timeouts. TU_TESTS(a, b, ...) passes a list as tests, n. */
+TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t n);
+#define TU_TESTS(...)                                                                             \
+    (const TTest *const[]){__VA_ARGS__},                                                        \
+        sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *)
+
+/* A suite of one test case (both named name) run as tu_run_suite does: most suites' main. */
+int tu_run_tests(const char *name, const TTest *const *tests, size_t n);
+
+/* Fake engines in tests (a struct with the engine first, calloc'd, cache = n_past positions):
+ * truncate only lowers n_past, destroy frees the struct. */
+void tu_fake_truncate(engine *e, int pos);
+void tu_fake_destroy(engine *e);
 
 #endif
