@@ -14,17 +14,6 @@
 #include <cpuid.h>
 #define KERNELS_X86 1
 const kernels *kernels_avx512_get(void);
-
-static const kernels *kernels_avx512(void)
-{
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("fma"))
-        return kernels_avx512_get();
-    return NULL;
-}
-
 const kernels *kernels_avx2_get(void);
 
 /* F16C (vcvtph2ps) from CPUID leaf 1, ECX bit 29: not every compiler's __builtin_cpu_supports
@@ -35,13 +24,22 @@ static bool cpu_has_f16c(void)
     return __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1u);
 }
 
-static const kernels *kernels_avx2(void)
+static bool cpu_runs_avx512(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-        return kernels_avx2_get();
-    return NULL;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma");
 }
+
+static bool cpu_runs_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+}
+
+static const kernels *kernels_avx512(void) { return cpu_runs_avx512() ? kernels_avx512_get() : NULL; }
+static const kernels *kernels_avx2(void) { return cpu_runs_avx2() ? kernels_avx2_get() : NULL; }
 #endif
 
 /* ---------------------------------------------------------------------------------------------
@@ -292,6 +290,8 @@ const kernels *kernels_reference(void)
 /* ---------------------------------------------------------------------------------------------
  * Choice */
 
+const char *const kernels_set_names[] = {"avx512", "avx2", "reference", NULL};
+
 const kernels *kernels_by_name(const char *name)
 {
     if (strcmp(name, "reference") == 0)
@@ -303,6 +303,19 @@ const kernels *kernels_by_name(const char *name)
         return kernels_avx2();
 #endif
     return NULL;
+}
+
+bool kernels_cpu_runs(const char *name)
+{
+    if (strcmp(name, "reference") == 0)
+        return true;
+#if defined(__x86_64__)
+    if (strcmp(name, "avx512") == 0)
+        return cpu_runs_avx512();
+    if (strcmp(name, "avx2") == 0)
+        return cpu_runs_avx2();
+#endif
+    return false;
 }
 
 const kernels *kernels_select(void)

@@ -121,6 +121,9 @@ typedef struct {
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
 } kernels;
 
+/* The names of every set some build may have, best first, NULL-terminated ("reference" last). */
+extern const char *const kernels_set_names[];
+
 /* The portable set (always available). */
 const kernels *kernels_reference(void);
 
@@ -131,6 +134,10 @@ const kernels *kernels_select(void);
 
 /* The set called name if this build has it and this CPU runs it, else NULL. */
 const kernels *kernels_by_name(const char *name);
+
+/* Whether this CPU has the instructions the set called name needs, whether or not this build
+ * includes the set (so a test can tell "skipped: the CPU lacks it" from "the build left it out"). */
+bool kernels_cpu_runs(const char *name);
 
 /* LayerNorm of rows [t0, t1) of x (T, C): out = (x - mean) * rstd * w + b, biased variance.
  * Shared by every set: it is a sliver of the work, and one formula keeps the sets comparable. */

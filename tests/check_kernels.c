@@ -3,6 +3,7 @@
  * row's result is the same bits whatever rows are computed with it. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,17 +35,33 @@ static float held(tt_dtype d, float v)
     return v;
 }
 
-/* The SIMD sets this build and CPU have (the reference excluded). */
+/* Under CI a set the CPU runs must be tested, not skipped. */
+static bool under_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && strcmp(ci, "true") == 0;
+}
+
+/* The SIMD sets this build and CPU have (the reference excluded). The ones left out are named
+ * once, with the reason, by report_skipped_sets. */
 static int simd_sets(const kernels **out)
 {
-    static const char *names[] = {"avx512", "avx2"};
     int n = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const kernels *k = kernels_by_name(names[i]);
+    for (const char *const *name = kernels_set_names; *name; name++) {
+        const kernels *k = strcmp(*name, "reference") ? kernels_by_name(*name) : NULL;
         if (k)
             out[n++] = k;
     }
     return n;
+}
+
+static void report_skipped_sets(void)
+{
+    for (const char *const *name = kernels_set_names; *name; name++)
+        if (!kernels_by_name(*name))
+            fprintf(stderr, "check_kernels: SKIPPED the %s kernel set: %s\n", *name,
+                    kernels_cpu_runs(*name) ? "this build does not include it"
+                                            : "this CPU lacks its instructions");
 }
 
 /* Every set this build and CPU have, the reference first. */
@@ -365,6 +382,21 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Choice */
 
+START_TEST(every_set_the_cpu_runs_is_tested_under_ci)
+{
+    /* Outside CI a missing set is only reported (report_skipped_sets); in CI, where the CPU is
+     * known to have it, a build that left it out would let the suite pass without testing it. */
+    for (const char *const *name = kernels_set_names; *name; name++) {
+        bool cpu = kernels_cpu_runs(*name), built = kernels_by_name(*name) != NULL;
+        ck_assert_msg(built || !cpu || !under_ci(),
+                      "CI=true: this CPU runs the %s kernel set but this build does not include "
+                      "it, so its tests did not run", *name);
+        ck_assert_msg(!built || cpu, "%s: the set is offered on a CPU that cannot run it", *name);
+    }
+    ck_assert_ptr_nonnull(kernels_by_name("reference"));
+}
+END_TEST
+
 START_TEST(environment_forces_the_reference_set)
 {
     setenv("TOKENTOP_KERNELS", "reference", 1);
@@ -403,6 +435,7 @@ END_TEST
 
 int main(void)
 {
+    report_skipped_sets();
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 120);
@@ -413,6 +446,7 @@ int main(void)
     tcase_add_test(tc, simd_attention_matches_reference);
     tcase_add_test(tc, attention_rows_do_not_depend_on_the_rows_beside_them);
     tcase_add_test(tc, reference_attention_is_a_causal_softmax_average);
+    tcase_add_test(tc, every_set_the_cpu_runs_is_tested_under_ci);
     tcase_add_test(tc, environment_forces_the_reference_set);
     tcase_add_test(tc, layernorm_normalizes_each_row);
     suite_add_tcase(s, tc);

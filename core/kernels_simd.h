@@ -1,0 +1,751 @@
+/* kernels_simd.h: the SIMD kernel sets' matmul and attention, written once over width macros (as
+ * ggml's simd-mappings.h and core/sampler_kernels.h do) and compiled once per instruction set:
+ * kernels_avx512.c defines KS_VW 16, kernels_avx2.c KS_VW 8, and each includes this file once.
+ * Internal to those two files; everything here is static to the including file.
+ *
+ * Matmul: a register tile of up to KS_MR rows x 2 vectors (2 KS_VW columns) walks down one packed
+ * panel (kernels.h); each k step loads the tile's slice of the panel row once (fp32 direct, fp16
+ * through vcvtph2ps, bf16 through a shift and a mask of the pair-interleaved lanes) and broadcasts
+ * one activation per tile row. Two FMA ports at 4-cycle latency need at least 8 independent
+ * accumulators to stay busy; AVX-512's 32 registers hold 12 x 2, AVX2's 16 hold 6 x 2 (a tile
+ * then covers half a panel, and the panel is walked twice). The epilogue adds the bias and
+ * applies GELU or the residual add in registers. With many rows, fp16/bf16 panels are first
+ * widened to fp32 in per-thread scratch (once per panel, not once per tile; widening is exact).
+ * One row (decode) is a GEMV that streams KS_GEMV_NP whole panels side by side with software
+ * prefetch.
+ *
+ * Batch invariance (kernels.h): every output lane is one FMA chain over k ascending, from zero,
+ * then bias and epilogue, in the GEMV and in tiles of every height alike; the GEMV gets its
+ * parallelism from several panels, never from splitting k.
+ *
+ * Attention reads keys transposed: scores come out KS_VW positions per vector with no horizontal
+ * sums. With KS_ATT_QB rows per tile (AVX-512 only: a tile needs 16 accumulators), prefill runs
+ * tiles so each key and value row loaded serves KS_ATT_QB rows; a row alone and a row in a tile
+ * run the same chains (scores over d, weighted values over positions, both ascending) and the
+ * same softmax code.
+ *
+ * Every set must keep its summation order bit for bit from one release to the next (a stored
+ * conversation replays to the same tokens), so the few places where the two sets sum differently
+ * are tuning parameters below, not copies of the code: the value sum's chain count and the
+ * softmax tail. */
+#ifndef KS_VW
+#error "define KS_VW (8 or 16) before including core/kernels_simd.h"
+#endif
+
+#include <immintrin.h>
+#include <math.h>
+
+#include "core/gpt2_math.h"
+#include "core/kernels.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Mappings: one vector of KS_VW floats (vf), a lane mask (vmask), and the operations the kernels
+ * use. Tuning parameters:
+ *   KS_MR            rows per matmul tile (2 KS_MR accumulators)
+ *   KS_GEMV_NP       panels the decode GEMV streams side by side (KS_GEMV_NP * 32 / KS_VW chains)
+ *   KS_SCORE_NV      score vectors per step of a one-row attention (independent chains over d)
+ *   KS_VALUE_NV      output vectors per step of a one-row weighted value sum
+ *   KS_VALUE_CHAINS  interleaved chains over the positions per output vector, added at the end
+ *   KS_ATT_QB        query rows per attention tile (0: one row at a time)
+ *   KS_SOFTMAX_SCALAR_TAIL  the positions past the last whole vector: 0 = one masked vector in
+ *                    the lane sums, 1 = libm expf added one by one after the lane sums
+ *   KS_EXP_HI/LO     the range v_exp clamps its argument to */
+#if KS_VW == 16
+
+typedef __m512 vf;
+typedef __mmask16 vmask;
+
+#define KS_MR 12
+#define KS_GEMV_NP KERNELS_GEMV_PANELS
+#define KS_SCORE_NV 8
+#define KS_VALUE_NV 4
+#define KS_VALUE_CHAINS 1
+#define KS_ATT_QB 8
+#define KS_SOFTMAX_SCALAR_TAIL 0
+#define KS_EXP_HI 88.8f            /* scalef makes 2^n exactly: large x gives +inf, small 0 */
+#define KS_EXP_LO -104.0f
+
+#define v_zero() _mm512_setzero_ps()
+#define v_set1(x) _mm512_set1_ps(x)
+#define v_add(a, b) _mm512_add_ps((a), (b))
+#define v_sub(a, b) _mm512_sub_ps((a), (b))
+#define v_mul(a, b) _mm512_mul_ps((a), (b))
+#define v_div(a, b) _mm512_div_ps((a), (b))
+#define v_min(a, b) _mm512_min_ps((a), (b))
+#define v_max(a, b) _mm512_max_ps((a), (b))
+#define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define v_fnma(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
+#define v_load(p) _mm512_load_ps(p)
+#define v_loadu(p) _mm512_loadu_ps(p)
+#define v_store(p, v) _mm512_store_ps((p), (v))
+#define v_storeu(p, v) _mm512_storeu_ps((p), (v))
+#define v_mload(m, p) _mm512_maskz_loadu_ps((m), (p))
+#define v_mstore(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
+#define v_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define v_scale2(p, n) _mm512_scalef_ps((p), (n))
+#define v_hsum(v) _mm512_reduce_add_ps(v)
+#define v_hmax(v) _mm512_reduce_max_ps(v)
+
+/* The first n lanes (n clamped to [0, 16]). */
+static inline vmask v_mask(int n)
+{
+    return n <= 0 ? 0 : n >= 16 ? 0xffff : (vmask)((1u << n) - 1);
+}
+
+/* acc with the lanes of m replaced by max(acc, x). */
+static inline vf v_mmax(vf acc, vmask m, vf x) { return _mm512_mask_max_ps(acc, m, acc, x); }
+
+/* x in the lanes of m, zero elsewhere. */
+#define v_keep(m, x) _mm512_maskz_mov_ps((m), (x))
+
+/* 16 fp16 values at p (32-byte aligned) as fp32. */
+static inline vf v_load_f16(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p));
+}
+
+/* 16 bf16 pairs at p (64-byte aligned): the even (low) halves into *e, the odd into *o. */
+static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
+{
+    const __m512i u = _mm512_load_si512((const void *)p);
+    *e = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+    *o = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+#elif KS_VW == 8
+
+typedef __m256 vf;
+typedef __m256i vmask;
+
+#define KS_MR 6
+#define KS_GEMV_NP 2
+#define KS_SCORE_NV 4
+#define KS_VALUE_NV 1
+#define KS_VALUE_CHAINS 2
+#define KS_ATT_QB 0
+#define KS_SOFTMAX_SCALAR_TAIL 1
+#define KS_EXP_HI 88.0f            /* 2^n is built in the exponent field: keep it a normal float */
+#define KS_EXP_LO -87.0f
+
+#define v_zero() _mm256_setzero_ps()
+#define v_set1(x) _mm256_set1_ps(x)
+#define v_add(a, b) _mm256_add_ps((a), (b))
+#define v_sub(a, b) _mm256_sub_ps((a), (b))
+#define v_mul(a, b) _mm256_mul_ps((a), (b))
+#define v_div(a, b) _mm256_div_ps((a), (b))
+#define v_min(a, b) _mm256_min_ps((a), (b))
+#define v_max(a, b) _mm256_max_ps((a), (b))
+#define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define v_fnma(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
+#define v_load(p) _mm256_load_ps(p)
+#define v_loadu(p) _mm256_loadu_ps(p)
+#define v_store(p, v) _mm256_store_ps((p), (v))
+#define v_storeu(p, v) _mm256_storeu_ps((p), (v))
+#define v_mload(m, p) _mm256_maskload_ps((p), (m))
+#define v_mstore(p, m, v) _mm256_maskstore_ps((p), (m), (v))
+#define v_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* p * 2^n for integral n in [-127, 128], through the exponent field. */
+static inline vf v_scale2(vf p, vf n)
+{
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+                                  23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)): the tree _mm512_reduce_add_ps uses. */
+static inline float v_hsum(vf v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float v_hmax(vf v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The first n lanes (n clamped to [0, 8]). */
+static inline vmask v_mask(int n)
+{
+    n = n < 0 ? 0 : n > 8 ? 8 : n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline vf v_mmax(vf acc, vmask m, vf x)
+{
+    return _mm256_blendv_ps(acc, _mm256_max_ps(acc, x), _mm256_castsi256_ps(m));
+}
+
+#define v_keep(m, x) _mm256_and_ps(_mm256_castsi256_ps(m), (x))
+
+static inline vf v_load_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)p));
+}
+
+static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
+{
+    const __m256i u = _mm256_load_si256((const __m256i *)p);
+    *e = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+    *o = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+#else
+#error "KS_VW must be 8 or 16"
+#endif
+
+#define KS_NV (KERNELS_NR / KS_VW)    /* vectors per panel row */
+#define KS_GROUPS (KS_NV / 2)          /* column groups of 2 vectors (one tile wide) per panel */
+_Static_assert(KS_GEMV_NP >= 1 && KS_GEMV_NP <= 4 && KERNELS_GEMV_PANELS % KS_GEMV_NP == 0,
+               "the GEMV holds at most 4 panels and divides the callers' panel cuts");
+
+/* ---------------------------------------------------------------------------------------------
+ * Vector math */
+
+/* e^x, Cephes expf's polynomial on [-ln2/2, ln2/2], x clamped to [KS_EXP_LO, KS_EXP_HI]. About
+ * 1 ulp. */
+static inline vf v_exp(vf x)
+{
+    x = v_max(v_min(x, v_set1(KS_EXP_HI)), v_set1(KS_EXP_LO));
+    vf n = v_round(v_mul(x, v_set1(1.44269504088896341f)));
+    vf r = v_fnma(n, v_set1(0.693359375f), x);
+    r = v_fnma(n, v_set1(-2.12194440e-4f), r);
+    vf p = v_set1(1.9875691500e-4f);
+    p = v_fma(p, r, v_set1(1.3981999507e-3f));
+    p = v_fma(p, r, v_set1(8.3334519073e-3f));
+    p = v_fma(p, r, v_set1(4.1665795894e-2f));
+    p = v_fma(p, r, v_set1(1.6666665459e-1f));
+    p = v_fma(p, r, v_set1(5.0000001201e-1f));
+    p = v_fma(p, v_mul(r, r), v_add(r, v_set1(1.0f)));
+    return v_scale2(p, n);
+}
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), with
+ * tanh(u) = 1 - 2 / (1 + e^(2u)): the same formula as gpt2_math.h, evaluated in vector form. */
+static inline vf v_gelu_tanh(vf x)
+{
+    vf x3 = v_mul(v_mul(x, x), x);
+    vf u = v_mul(v_set1(GPT2_SQRT_2_OVER_PI), v_fma(v_set1(GPT2_GELU_COEF), x3, x));
+    vf e = v_exp(v_add(u, u));
+    vf th = v_sub(v_set1(1.0f), v_div(v_set1(2.0f), v_add(e, v_set1(1.0f))));
+    return v_mul(v_mul(v_set1(0.5f), x), v_add(v_set1(1.0f), th));
+}
+
+static inline vf v_gelu_erf(vf x)
+{
+    float t[KS_VW];
+    v_storeu(t, x);
+    for (int i = 0; i < KS_VW; i++)
+        t[i] = gpt2_gelu_erf(t[i]);
+    return v_loadu(t);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Matmul */
+
+/* Bias, activation or residual add, then the store of one vector of output columns n .. n+VW-1
+ * of row t (masked past N). */
+static inline __attribute__((always_inline)) void
+mm_finish(const matmul_args *a, int t, int n, vf c)
+{
+    const vmask m = v_mask(a->w->N - n);
+    if (a->bias)
+        c = v_add(c, v_mload(m, a->bias + n));
+    float *o = a->out + (size_t)t * (size_t)a->ldo + n;
+    switch (a->epilogue) {
+    case MM_STORE: break;
+    case MM_ADD: c = v_add(c, v_mload(m, o)); break;
+    case MM_GELU_TANH: c = v_gelu_tanh(c); break;
+    case MM_GELU_ERF: c = v_gelu_erf(c); break;
+    }
+    v_mstore(o, m, c);
+}
+
+/* Vector v (columns v*VW ..) of row k of a fp32 or fp16 panel, as fp32. */
+static inline __attribute__((always_inline)) vf
+load_row(tt_dtype dt, const void *panel, int k, int v)
+{
+    const size_t off = (size_t)k * KERNELS_NR + (size_t)v * KS_VW;
+    if (dt == TT_F32)
+        return v_load((const float *)panel + off);
+    return v_load_f16((const uint16_t *)panel + off);
+}
+
+/* Vector v of bf16 pair row kp: the even (k = 2kp) row into *e, the odd (k = 2kp+1) into *o. */
+static inline __attribute__((always_inline)) void
+load_pair(const void *panel, int kp, int v, vf *e, vf *o)
+{
+    v_load_bf16_pairs((const uint16_t *)panel + (size_t)kp * 2 * KERNELS_NR + (size_t)v * 2 * KS_VW,
+                      e, o);
+}
+
+/* MR rows t0 .. t0+MR-1 against column group g (vectors 2g, 2g+1) of panel p (its data at panel,
+ * in dtype dt). MR is a constant after inlining, so c0/c1 live in registers and the row loops
+ * unroll. */
+static inline __attribute__((always_inline)) void
+mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, int p, int g)
+{
+    const int K = a->w->K;
+    const float *x = a->x + (size_t)t0 * (size_t)a->ldx;
+    const size_t ldx = (size_t)a->ldx;
+    vf c0[KS_MR], c1[KS_MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+        c0[r] = v_zero();
+        c1[r] = v_zero();
+    }
+    if (dt == TT_BF16) {
+        int kp = 0;
+        for (; 2 * kp + 1 < K; kp++) {
+            vf e0, o0, e1, o1;
+            load_pair(panel, kp, 2 * g, &e0, &o0);
+            load_pair(panel, kp, 2 * g + 1, &e1, &o1);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; r++) {
+                vf xe = v_set1(x[r * ldx + 2 * kp]);
+                vf xo = v_set1(x[r * ldx + 2 * kp + 1]);
+                c0[r] = v_fma(xe, e0, c0[r]);
+                c1[r] = v_fma(xe, e1, c1[r]);
+                c0[r] = v_fma(xo, o0, c0[r]);
+                c1[r] = v_fma(xo, o1, c1[r]);
+            }
+        }
+        if (2 * kp < K) {                   /* odd K: the last row has no partner */
+            vf e0, o0, e1, o1;
+            load_pair(panel, kp, 2 * g, &e0, &o0);
+            load_pair(panel, kp, 2 * g + 1, &e1, &o1);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; r++) {
+                vf xe = v_set1(x[r * ldx + 2 * kp]);
+                c0[r] = v_fma(xe, e0, c0[r]);
+                c1[r] = v_fma(xe, e1, c1[r]);
+            }
+        }
+    } else {
+        for (int k = 0; k < K; k++) {
+            vf b0 = load_row(dt, panel, k, 2 * g), b1 = load_row(dt, panel, k, 2 * g + 1);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; r++) {
+                vf xa = v_set1(x[r * ldx + k]);
+                c0[r] = v_fma(xa, b0, c0[r]);
+                c1[r] = v_fma(xa, b1, c1[r]);
+            }
+        }
+    }
+    const int n0 = p * KERNELS_NR + g * 2 * KS_VW;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+        mm_finish(a, t0 + r, n0, c0[r]);
+        mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
+    }
+}
+
+/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read. The
+ * hardware prefetchers alone left a core at about 11 GB/s on fp16/bf16 panels (14 on fp32);
+ * prefetching 2-4 KiB ahead (measured 1, 2 and 4 KiB) lifts both to the core's streaming rate.
+ * Prefetches past the end of a matrix are harmless: they never fault. */
+#define GEMV_PREFETCH_16 2048
+#define GEMV_PREFETCH_32 4096
+
+/* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
+ * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
+ * on how many rows came with it. The latency a single chain would expose is hidden by the
+ * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch). */
+static inline __attribute__((always_inline)) void
+mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
+{
+    const float *x = a->x;
+    const int K = a->w->K;
+    vf c[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            c[g][v] = v_zero();
+    if (dt == TT_BF16) {
+        int kp = 0;
+        for (; 2 * kp + 1 < K; kp++) {
+            const vf xe = v_set1(x[2 * kp]), xo = v_set1(x[2 * kp + 1]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)kp * 128 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++) {
+                    vf e, o;
+                    load_pair(pg, kp, v, &e, &o);
+                    c[g][v] = v_fma(xe, e, c[g][v]);
+                    c[g][v] = v_fma(xo, o, c[g][v]);
+                }
+            }
+        }
+        if (2 * kp < K) {                   /* odd K: the last row has no partner */
+            const vf xe = v_set1(x[2 * kp]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++) {
+                    vf e, o;
+                    load_pair((const char *)panel + (size_t)g * panel_bytes, kp, v, &e, &o);
+                    c[g][v] = v_fma(xe, e, c[g][v]);
+                }
+        }
+    } else {
+        const size_t row_bytes = dt == TT_F32 ? 128 : 64;
+        for (int k = 0; k < K; k++) {
+            const vf xa = v_set1(x[k]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)k * row_bytes +
+                                 (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
+                _mm_prefetch(pf, _MM_HINT_T0);
+                if (dt == TT_F32)
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++)
+                    c[g][v] = v_fma(xa, load_row(dt, pg, k, v), c[g][v]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+}
+
+/* All rows against one panel, one column group at a time, KS_MR rows at a time and the rest in
+ * one smaller tile (the same chains whatever the tile's height). */
+static inline __attribute__((always_inline)) void
+mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
+{
+    for (int g = 0; g < KS_GROUPS; g++) {
+        if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
+            break;
+        int t = 0;
+        for (; t + KS_MR <= a->T; t += KS_MR)
+            mm_tile(a, dt, KS_MR, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile(a, dt, n, t, panel, p, g); break;
+        switch (a->T - t) {
+        KS_TAIL(1) KS_TAIL(2) KS_TAIL(3) KS_TAIL(4) KS_TAIL(5)
+#if KS_MR > 6
+        KS_TAIL(6) KS_TAIL(7) KS_TAIL(8) KS_TAIL(9) KS_TAIL(10) KS_TAIL(11)
+#endif
+        default: break;
+        }
+#undef KS_TAIL
+    }
+}
+
+/* A fp16/bf16 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
+ * per panel instead of once per tile, where it would take FMA-port slots. */
+static inline __attribute__((always_inline)) void
+widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
+{
+    if (dt == TT_BF16) {
+        for (int kp = 0; 2 * kp < K; kp++) {
+            float *d = dst + (size_t)2 * kp * KERNELS_NR;
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++) {
+                vf e, o;
+                load_pair(panel, kp, v, &e, &o);
+                v_store(d + v * KS_VW, e);
+                if (2 * kp + 1 < K)
+                    v_store(d + KERNELS_NR + v * KS_VW, o);
+            }
+        }
+    } else {
+        for (int k = 0; k < K; k++)
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                v_store(dst + (size_t)k * KERNELS_NR + v * KS_VW, load_row(dt, panel, k, v));
+    }
+}
+
+static inline __attribute__((always_inline)) void
+mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
+{
+    const packed_matrix *w = a->w;
+    const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
+    const char *data = (const char *)w->data;
+    if (a->T == 1) {
+        int p = p0;
+        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP)
+            mm_gemv(a, dt, KS_GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
+        switch (p1 - p) {
+        case 1: mm_gemv(a, dt, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+#if KS_GEMV_NP > 2
+        case 2: mm_gemv(a, dt, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 3: mm_gemv(a, dt, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+#endif
+        default: break;
+        }
+        return;
+    }
+    for (int p = p0; p < p1; p++) {
+        const void *panel = data + (size_t)p * panel_bytes;
+        if (dt != TT_F32 && scratch && a->T >= 2 * KS_MR) {
+            widen_panel(dt, panel, w->K, scratch);
+            mm_rows(a, TT_F32, scratch, p);
+        } else {
+            mm_rows(a, dt, panel, p);
+        }
+    }
+}
+
+static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
+static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
+static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
+
+static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
+{
+    switch (a->w->dtype) {
+    case TT_F32: mm_f32(a, p0, p1, scratch); break;
+    case TT_F16: mm_f16(a, p0, p1, scratch); break;
+    case TT_BF16: mm_bf16(a, p0, p1, scratch); break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Attention */
+
+/* The softmax numerators exp(s - max) of one query row's scores srow[0..n), in place; returns
+ * 1 / their sum. The one-row path and the tiles both call it, so a row's weights are the same
+ * bits whichever computed them. */
+static inline float softmax_row(float *srow, int n)
+{
+    vf vmax = v_set1(-INFINITY);
+    for (int t = 0; t < n; t += KS_VW) {
+        const vmask m = v_mask(n - t);
+        vmax = v_mmax(vmax, m, v_mload(m, srow + t));
+    }
+    const float mx = v_hmax(vmax);
+    const vf vmx = v_set1(mx);
+    vf vsum = v_zero();
+    int t = 0;
+    for (; t + KS_VW <= n; t += KS_VW) {
+        vf e = v_exp(v_sub(v_loadu(srow + t), vmx));
+        v_storeu(srow + t, e);
+        vsum = v_add(vsum, e);
+    }
+#if KS_SOFTMAX_SCALAR_TAIL
+    float sum = v_hsum(vsum);
+    for (; t < n; t++) {
+        srow[t] = expf(srow[t] - mx);
+        sum += srow[t];
+    }
+    return 1.0f / sum;
+#else
+    if (t < n) {
+        const vmask m = v_mask(n - t);
+        vf e = v_exp(v_sub(v_mload(m, srow + t), vmx));
+        v_mstore(srow + t, m, e);
+        vsum = v_add(vsum, v_keep(m, e));
+    }
+    return 1.0f / v_hsum(vsum);
+#endif
+}
+
+/* One query row at a time (decode, and the rows a tile leaves over). Every score is one FMA chain
+ * over d ascending, and every output column KS_VALUE_CHAINS interleaved chains over the keys
+ * ascending, added and scaled afterwards: the chains attention_tile runs for each of its rows.
+ * Independent chains side by side (KS_SCORE_NV vectors of positions, KS_VALUE_NV of head
+ * columns) supply the parallelism. */
+static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
+{
+    const int HS = a->HS;
+    const size_t ldk = (size_t)a->ldk;
+    const vf scale = v_set1(gpt2_attn_scale(HS));
+    const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    for (int i = t0; i < t1; i++) {
+        const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
+        float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
+        const int n = a->pos + i + 1;
+        for (int t = 0; t < n; t += KS_SCORE_NV * KS_VW) {
+            vmask m[KS_SCORE_NV];
+            vf sc[KS_SCORE_NV];
+#pragma GCC unroll 8
+            for (int b = 0; b < KS_SCORE_NV; b++) {
+                m[b] = v_mask(n - t - KS_VW * b);
+                sc[b] = v_zero();
+            }
+            const float *kr = kh + t;
+            for (int d = 0; d < HS; d++, kr += ldk) {
+                const vf qd = v_set1(q[d]);
+#pragma GCC unroll 8
+                for (int b = 0; b < KS_SCORE_NV; b++)
+                    sc[b] = v_fma(qd, v_mload(m[b], kr + KS_VW * b), sc[b]);
+            }
+#pragma GCC unroll 8
+            for (int b = 0; b < KS_SCORE_NV; b++)
+                v_mstore(scratch + t + KS_VW * b, m[b], v_mul(sc[b], scale));
+        }
+        const vf inv = v_set1(softmax_row(scratch, n));
+        for (int d0 = 0; d0 < HS; d0 += KS_VALUE_NV * KS_VW) {
+            vmask m[KS_VALUE_NV];
+            vf acc[KS_VALUE_NV][KS_VALUE_CHAINS];
+#pragma GCC unroll 4
+            for (int b = 0; b < KS_VALUE_NV; b++) {
+                m[b] = v_mask(HS - d0 - KS_VW * b);
+#pragma GCC unroll 2
+                for (int c = 0; c < KS_VALUE_CHAINS; c++)
+                    acc[b][c] = v_zero();
+            }
+            const float *vr = vh + d0;
+            int u = 0;
+            for (; u + KS_VALUE_CHAINS <= n; u += KS_VALUE_CHAINS)
+#pragma GCC unroll 2
+                for (int c = 0; c < KS_VALUE_CHAINS; c++) {
+                    const vf p = v_set1(scratch[u + c]);
+                    const float *vu = vr + (size_t)(u + c) * (size_t)HS;
+#pragma GCC unroll 4
+                    for (int b = 0; b < KS_VALUE_NV; b++)
+                        acc[b][c] = v_fma(p, v_mload(m[b], vu + KS_VW * b), acc[b][c]);
+                }
+            for (int c = 0; u < n; u++, c++) {       /* fewer keys left than chains */
+                const vf p = v_set1(scratch[u]);
+                const float *vu = vr + (size_t)u * (size_t)HS;
+#pragma GCC unroll 4
+                for (int b = 0; b < KS_VALUE_NV; b++)
+                    acc[b][c] = v_fma(p, v_mload(m[b], vu + KS_VW * b), acc[b][c]);
+            }
+#pragma GCC unroll 4
+            for (int b = 0; b < KS_VALUE_NV; b++) {
+                vf s = acc[b][0];
+#pragma GCC unroll 2
+                for (int c = 1; c < KS_VALUE_CHAINS; c++)
+                    s = v_add(s, acc[b][c]);
+                v_mstore(o + d0 + KS_VW * b, m[b], v_mul(s, inv));
+            }
+        }
+    }
+}
+
+#if KS_ATT_QB
+
+/* Scores of the tile's rows, 2 vectors of positions x KS_ATT_QB rows per step (16 accumulators),
+ * into scratch (KS_ATT_QB, ls). The three steps of a tile are separate functions so that each
+ * gets the register file to itself (GCC 12 spilled a key vector of this loop when they were
+ * one). */
+static __attribute__((noinline)) void
+tile_scores(const attention_args *a, int h, int i0, float *scratch)
+{
+    const int HS = a->HS;
+    const size_t ldk = (size_t)a->ldk;
+    const vf scale = v_set1(gpt2_attn_scale(HS));
+    const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
+    const int n_max = a->pos + i0 + KS_ATT_QB;
+    const size_t ls = (size_t)n_max;
+    const float *q[KS_ATT_QB];
+#pragma GCC unroll 8
+    for (int r = 0; r < KS_ATT_QB; r++)
+        q[r] = a->q + (size_t)(i0 + r) * (size_t)a->ldq + (size_t)h * (size_t)HS;
+    for (int t = 0; t < n_max; t += 2 * KS_VW) {
+        const vmask m0 = v_mask(n_max - t), m1 = v_mask(n_max - t - KS_VW);
+        vf c0[KS_ATT_QB], c1[KS_ATT_QB];
+#pragma GCC unroll 8
+        for (int r = 0; r < KS_ATT_QB; r++)
+            c0[r] = c1[r] = v_zero();
+        const float *kr = kh + t;
+        for (int d = 0; d < HS; d++, kr += ldk) {
+            vf b0 = v_mload(m0, kr), b1 = v_mload(m1, kr + KS_VW);
+#pragma GCC unroll 8
+            for (int r = 0; r < KS_ATT_QB; r++) {
+                vf qd = v_set1(q[r][d]);
+                c0[r] = v_fma(qd, b0, c0[r]);
+                c1[r] = v_fma(qd, b1, c1[r]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < KS_ATT_QB; r++) {
+            v_mstore(scratch + r * ls + t, m0, v_mul(c0[r], scale));
+            v_mstore(scratch + r * ls + t + KS_VW, m1, v_mul(c1[r], scale));
+        }
+    }
+}
+
+/* Outputs of the tile's rows from the softmax numerators in scratch (KS_ATT_QB, ls), 2 vectors
+ * of head columns x KS_ATT_QB rows per step (16 accumulators), each row scaled by its inv. */
+static __attribute__((noinline)) void
+tile_values(const attention_args *a, int h, int i0, const float *scratch, const float *inv)
+{
+    _Static_assert(KS_VALUE_CHAINS == 1, "a tile runs one chain per output column");
+    const int HS = a->HS;
+    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    const int n_min = a->pos + i0 + 1;        /* keys every row of the tile sees */
+    const size_t ls = (size_t)(a->pos + i0 + KS_ATT_QB);
+    for (int d0 = 0; d0 < HS; d0 += 2 * KS_VW) {
+        const vmask m0 = v_mask(HS - d0), m1 = v_mask(HS - d0 - KS_VW);
+        vf c0[KS_ATT_QB], c1[KS_ATT_QB];
+#pragma GCC unroll 8
+        for (int r = 0; r < KS_ATT_QB; r++)
+            c0[r] = c1[r] = v_zero();
+        const float *vr = vh + d0;
+        int u = 0;
+        for (; u < n_min; u++, vr += HS) {
+            vf b0 = v_mload(m0, vr), b1 = v_mload(m1, vr + KS_VW);
+#pragma GCC unroll 8
+            for (int r = 0; r < KS_ATT_QB; r++) {
+                vf p = v_set1(scratch[r * ls + u]);
+                c0[r] = v_fma(p, b0, c0[r]);
+                c1[r] = v_fma(p, b1, c1[r]);
+            }
+        }
+        /* The triangle: row r also sees keys n_min .. n_min + r - 1. */
+#pragma GCC unroll 8
+        for (int r = 1; r < KS_ATT_QB; r++) {
+            const float *vt = vr;
+            for (int j = 0; j < r; j++, vt += HS) {
+                vf p = v_set1(scratch[r * ls + (size_t)(u + j)]);
+                c0[r] = v_fma(p, v_mload(m0, vt), c0[r]);
+                c1[r] = v_fma(p, v_mload(m1, vt + KS_VW), c1[r]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < KS_ATT_QB; r++) {
+            float *o = a->out + (size_t)(i0 + r) * (size_t)a->ldo + (size_t)h * (size_t)HS + d0;
+            vf sc = v_set1(inv[r]);
+            v_mstore(o, m0, v_mul(c0[r], sc));
+            v_mstore(o + KS_VW, m1, v_mul(c1[r], sc));
+        }
+    }
+}
+
+/* KS_ATT_QB query rows at once (prefill): each row of transposed keys and each value row loaded
+ * feeds KS_ATT_QB rows of scores or outputs instead of one. Rows i0 .. i0+KS_ATT_QB-1 see keys
+ * up to pos+i0+r; the score tile covers the longest, and in the weighted sum the keys a row does
+ * not see are skipped for that row (not added with weight zero), so each row runs exactly the
+ * chains of attention_rows. scratch: (KS_ATT_QB, ls) with ls = pos + i0 + KS_ATT_QB. */
+static void attention_tile(const attention_args *a, int h, int i0, float *scratch)
+{
+    const int n_min = a->pos + i0 + 1;
+    const size_t ls = (size_t)(a->pos + i0 + KS_ATT_QB);
+    float inv[KS_ATT_QB];
+    tile_scores(a, h, i0, scratch);
+    for (int r = 0; r < KS_ATT_QB; r++)
+        inv[r] = softmax_row(scratch + r * ls, n_min + r);
+    tile_values(a, h, i0, scratch, inv);
+}
+
+#endif
+
+static void simd_attention(const attention_args *a, int h, int t0, int t1, float *scratch)
+{
+    int i = t0;
+#if KS_ATT_QB
+    _Static_assert(KERNELS_ATTN_SCRATCH(1) >= KS_ATT_QB, "a tile's scores fit the scratch");
+    for (; i + KS_ATT_QB <= t1; i += KS_ATT_QB)
+        attention_tile(a, h, i, scratch);
+#endif
+    attention_rows(a, h, i, t1, scratch);
+}
