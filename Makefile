@@ -89,9 +89,11 @@ deps:
 
 # ---------------------------------------------------------------------------------------------
 # Build
-tokentop: $(BIN)
+# ./tokentop (and the mode's GPU plugin beside it, where the loader looks) for make run.
+tokentop: $(BIN) $(GPU_PLUGIN) gpu-plugin-stale
 ifneq ($(SANITIZE),1)
 	$(Q)cp $(BIN) $@.tmp && mv -f $@.tmp $@
+	$(if $(GPU_PLUGIN),$(Q)cp $(GPU_PLUGIN) $(notdir $(GPU_PLUGIN)).tmp && mv -f $(notdir $(GPU_PLUGIN)).tmp $(notdir $(GPU_PLUGIN)))
 endif
 
 # core/ is compiled without ncurses or CUDA include flags; `make layering` also checks the includes.
@@ -126,7 +128,7 @@ $(LIB): $(LIB_OBJ) $(GPU_OBJ)
 
 $(BIN): $(BUILD)/app/main.o $(LIB)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) $(GPU_HOST_LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB)
 	@echo "  LD      $@"
@@ -170,6 +172,6 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/tokentop
 
 clean:
-	rm -rf build tokentop
+	rm -rf build tokentop $(GPU_PLUGIN_FILES)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
