@@ -96,9 +96,11 @@ deps:
 
 # ---------------------------------------------------------------------------------------------
 # Build
-tokentop: $(BIN)
+# ./tokentop (and the mode's GPU plugin beside it, where the loader looks) for make run.
+tokentop: $(BIN) $(GPU_PLUGIN) gpu-plugin-stale
 ifneq ($(SANITIZE),1)
 	$(Q)cp $(BIN) $@.tmp && mv -f $@.tmp $@
+	$(if $(GPU_PLUGIN),$(Q)cp $(GPU_PLUGIN) $(notdir $(GPU_PLUGIN)).tmp && mv -f $(notdir $(GPU_PLUGIN)).tmp $(notdir $(GPU_PLUGIN)))
 endif
 
 # core/ is compiled without ncurses or CUDA include flags; `make layering` also checks the includes.
@@ -133,7 +135,7 @@ $(LIB): $(LIB_OBJ) $(GPU_OBJ)
 
 $(BIN): $(BUILD)/app/main.o $(LIB)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) $(GPU_HOST_LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB)
 	@echo "  LD      $@"
@@ -186,14 +188,39 @@ DEFAULT_DRAFT ?= models/kjv-draft
 run: tokentop
 	./tokentop --model $(DEFAULT_MODEL) $(if $(DEFAULT_DRAFT),--draft $(DEFAULT_DRAFT) --spec off)
 
-install: tokentop
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 tokentop $(DESTDIR)$(PREFIX)/bin/tokentop
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the binary, what it needs beside it and the
+# man page. The binary finds the models in its ../share/tokentop and the GPU plugin in its
+# ../lib/tokentop, so the tree can move as a whole (PREFIX is not compiled in).
+MANDIR         ?= $(PREFIX)/share/man/man1
+INSTALL_MODELS := kjv-target kjv-draft
+MODEL_FILES    := config.json generation_config.json merges.txt model.safetensors vocab.json
+I_BIN   = $(DESTDIR)$(PREFIX)/bin
+I_DATA  = $(DESTDIR)$(PREFIX)/share/tokentop
+I_LIB   = $(DESTDIR)$(PREFIX)/lib/tokentop
+I_MAN   = $(DESTDIR)$(MANDIR)
+# Only the real CUDA plugin is installed: the emulated one (CUDA=emu) is for tests and demos.
+INSTALL_PLUGIN := $(if $(filter 1,$(CUDA)),$(GPU_PLUGIN))
 
+install: $(BIN) $(INSTALL_PLUGIN)
+	install -d $(I_BIN) $(I_MAN) $(addprefix $(I_DATA)/models/,$(INSTALL_MODELS))
+	install -m 755 $(BIN) $(I_BIN)/tokentop
+	for m in $(INSTALL_MODELS); do \
+	    install -m 644 $(foreach f,$(MODEL_FILES),models/$$m/$(f)) $(I_DATA)/models/$$m || exit 1; done
+	install -m 644 models/README.md $(I_DATA)/models/README.md
+	install -m 644 doc/tokentop.1 $(I_MAN)/tokentop.1
+ifneq ($(INSTALL_PLUGIN),)
+	install -d $(I_LIB)
+	install -m 755 $(INSTALL_PLUGIN) $(I_LIB)/$(notdir $(INSTALL_PLUGIN))
+endif
+
+# Removes what any mode's install wrote, and the directories that were tokentop's alone.
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/tokentop
+	rm -f $(I_BIN)/tokentop $(I_MAN)/tokentop.1 $(addprefix $(I_LIB)/,$(GPU_PLUGIN_FILES)) \
+	    $(I_DATA)/models/README.md \
+	    $(foreach m,$(INSTALL_MODELS),$(addprefix $(I_DATA)/models/$(m)/,$(MODEL_FILES)))
+	rmdir $(addprefix $(I_DATA)/models/,$(INSTALL_MODELS)) $(I_DATA)/models $(I_DATA) $(I_LIB) 2>/dev/null || true
 
 clean:
-	rm -rf build tokentop
+	rm -rf build tokentop $(GPU_PLUGIN_FILES)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -11,20 +11,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app/cli.h"
 #include "core/clock.h"
 #include "core/engine.h"
+#include "core/jsonw.h"
 #include "core/model.h"
 #include "core/modelgen.h"
 #include "core/util.h"
 #include "core/rng.h"
 #include "core/threads.h"
-#if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
-#include "gpu/cuda_engine.h"
-#define BENCH_HAVE_CUDA 1
-#else
-#define BENCH_HAVE_CUDA 0
-#endif
-#include "core/jsonw.h"
+#include "gpu/gpu_plugin.h"
 
 typedef struct {
     const char *model_dir;
@@ -441,11 +437,17 @@ int bench_main(int argc, char **argv)
     eo.dtype = o.dtype;
     eo.n_threads = o.n_threads;
     if (o.cuda) {
-#if BENCH_HAVE_CUDA
+        char why[400];
+        const gpu_plugin *gpu = cli_gpu_plugin(why, sizeof why);
+        if (!gpu || !gpu->backend_available(why, sizeof why)) {
+            fprintf(stderr, "tokentop bench: --backend cuda: %s\n", why);
+            rc = 1;
+            goto out;
+        }
         cuda_engine_options co;
-        cuda_engine_options_default(&co);
+        gpu->engine_options_default(&co);
         co.use_graphs = false;
-        if (cuda_engine_create(m, &eo, &co, &e, &err) != TT_OK)
+        if (gpu->engine_create(m, &eo, &co, &e, &err) != TT_OK)
             goto fail;
         bench_result nograph = r;
         if (!o.json)
@@ -456,23 +458,17 @@ int bench_main(int argc, char **argv)
         engine_free(e);
         e = NULL;
         co.use_graphs = true;
-        if (cuda_engine_create(m, &eo, &co, &e, &err) != TT_OK)
+        if (gpu->engine_create(m, &eo, &co, &e, &err) != TT_OK)
             goto fail;
         cuda_device_info_t info;
-        if (cuda_device_info(&info, &err) != TT_OK)
+        if (gpu->device_info(&info, &err) != TT_OK)
             goto fail;
         snprintf(r.device, sizeof r.device, "%s%s", info.name,
                  info.emulated ? " (emulated: the figures mean nothing)" : "");
         r.bandwidth = info.peak_bandwidth;
         cuda_engine_stats cs;
-        if (cuda_engine_get_stats(e, &cs))
+        if (gpu->engine_get_stats(e, &cs))
             r.device_bytes = (double)cs.device_bytes;
-#else
-        fprintf(stderr, "tokentop bench: --backend cuda: this build has no CUDA backend (build "
-                "with make CUDA=1 where nvcc is installed)\n");
-        rc = 2;
-        goto out;
-#endif
     } else if (cpu_engine_create(m, &eo, &e, &err) != TT_OK) {
         goto fail;
     }

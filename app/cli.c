@@ -11,10 +11,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
-
-#if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
-#include "gpu/cuda_engine.h"
-#endif
+#include "gpu/gpu_plugin.h"
 
 #define DEFAULT_MODEL_NAME "models/kjv-target"
 
@@ -33,7 +30,7 @@ void cli_options_default(cli_options *o)
 
 enum {
     OPT_MODEL = 'm', OPT_PROMPT = 'p', OPT_FILE = 'f', OPT_MAX = 'n', OPT_THREADS = 't',
-    OPT_SEED = 's', OPT_QUIET = 'q', OPT_HELP = 'h',
+    OPT_SEED = 's', OPT_QUIET = 'q', OPT_VERBOSE = 'v', OPT_HELP = 'h',
     OPT_DRAFT = 256, OPT_BACKEND, OPT_DTYPE, OPT_CTX, OPT_GAMMA, OPT_GAMMA_ADAPTIVE, OPT_SPEC, OPT_NO_GRAPHS,
     OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_FREQUENCY,
     OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
@@ -77,6 +74,7 @@ static const struct option long_options[] = {
     {"json", no_argument, 0, OPT_JSON},
     {"echo", no_argument, 0, OPT_ECHO},
     {"quiet", no_argument, 0, OPT_QUIET},
+    {"verbose", no_argument, 0, OPT_VERBOSE},
     {"dump-logits", required_argument, 0, OPT_DUMP_LOGITS},
     {"bos", no_argument, 0, OPT_BOS},
     {"chunk", required_argument, 0, OPT_CHUNK},
@@ -101,7 +99,7 @@ void cli_usage(FILE *f, const char *cmd)
 "  is run from position 0 and predicts its last N tokens. --bos prepends the beginning-of-text\n"
 "  token. --dump-logits writes the logits of every predicted position as raw float32 rows of\n"
 "  vocab_size values (little-endian), in order.\n"
-"  Also: --dtype, --threads, --backend, --ctx.\n");
+"  Also: --dtype, --threads, --backend, --ctx, -v.\n");
         return;
     }
     fprintf(f,
@@ -109,7 +107,7 @@ void cli_usage(FILE *f, const char *cmd)
 "Model and engine:\n"
 "  -m, --model DIR        Hugging Face GPT-2 directory (default: the embedded %s)\n"
 "      --dtype T          precision weights are held in: fp32 | fp16 | bf16 (default: the file's)\n"
-"      --backend B        cpu | cuda | auto (default auto)\n"
+"      --backend B        cpu | cuda | auto (default auto: the GPU when one is usable)\n"
 "  -t, --threads N        CPU threads (default: one per core)\n"
 "      --ctx N            KV cache positions (default: the model's n_positions)\n"
 "      --draft DIR        draft model for speculative decoding; --gamma N draft tokens per round\n"
@@ -131,7 +129,8 @@ void cli_usage(FILE *f, const char *cmd)
 "      --no-context-shift stop when the context is full instead\n"
 "      --json             one JSON object per token, then a summary object\n"
 "      --echo             print the prompt before the continuation\n"
-"  -q, --quiet            no summary line on stderr\n",
+"  -q, --quiet            no summary line on stderr\n"
+"  -v, --verbose          say on stderr which backend runs and why (--backend auto)\n",
             cmd, DEFAULT_MODEL_NAME);
 }
 
@@ -177,7 +176,7 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
     optind = first;
     opterr = 0;
     int c, idx;
-    while ((c = getopt_long(argc, argv, ":m:p:f:n:t:s:qh", long_options, &idx)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:f:n:t:s:qvh", long_options, &idx)) != -1) {
         const char *a = optarg;
         int r = 0;
         switch (c) {
@@ -258,6 +257,7 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
         case OPT_JSON: o->json = true; break;
         case OPT_ECHO: o->echo = true; break;
         case OPT_QUIET: o->quiet = true; break;
+        case OPT_VERBOSE: o->verbose = true; break;
         case OPT_DUMP_LOGITS: o->dump_logits = a; break;
         case OPT_BOS: o->bos = true; break;
         case OPT_CHUNK: r = parse_int(cmd, "--chunk", a, 1, 1 << 20, &o->window); break;
@@ -327,6 +327,29 @@ static bool is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* The directory of the running binary (no trailing slash), into out; false when unknown. */
+static bool exe_dir(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0)
+        return false;
+    out[n] = 0;
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        return false;
+    *slash = 0;
+    return true;
+}
+
+/* base/tokentop/models/kjv-target, into path, when it is a directory: an installed data tree. */
+static bool find_in_data_dir(const char *base, size_t len, char *path, size_t cap)
+{
+    if (len == 0 || base[0] != '/')      /* XDG: relative entries are to be ignored */
+        return false;
+    snprintf(path, cap, "%.*s/tokentop/%s", (int)len, base, DEFAULT_MODEL_NAME);
+    return is_dir(path);
+}
+
 const char *cli_model_dir(const cli_options *o)
 {
     if (o->model_dir)
@@ -336,23 +359,33 @@ const char *cli_model_dir(const cli_options *o)
         return env;
     static char path[2 * PATH_MAX];
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            /* ./tokentop at the repository root, or build/tokentop one level down */
-            snprintf(path, sizeof path, "%s/%s", exe, DEFAULT_MODEL_NAME);
-            if (is_dir(path))
-                return path;
-            snprintf(path, sizeof path, "%s/../%s", exe, DEFAULT_MODEL_NAME);
-            if (is_dir(path))
-                return path;
-            snprintf(path, sizeof path, "%s/../../%s", exe, DEFAULT_MODEL_NAME);
+    if (exe_dir(exe, sizeof exe)) {
+        /* ./tokentop at the repository root, build/tokentop one level down, build/asan/tokentop
+         * two; then an installed tree: $PREFIX/bin/tokentop and $PREFIX/share/tokentop. */
+        static const char *const rel[] = {"", "../", "../../", "../share/tokentop/"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(path, sizeof path, "%s/%s%s", exe, rel[i], DEFAULT_MODEL_NAME);
             if (is_dir(path))
                 return path;
         }
+    }
+    /* The XDG base directories: $XDG_DATA_HOME, then each of $XDG_DATA_DIRS, with their defaults. */
+    const char *home = getenv("HOME"), *data_home = getenv("XDG_DATA_HOME");
+    char buf[PATH_MAX];
+    if (data_home && *data_home)
+        snprintf(buf, sizeof buf, "%s", data_home);
+    else
+        snprintf(buf, sizeof buf, "%s/.local/share", home && *home ? home : "");
+    if (find_in_data_dir(buf, strlen(buf), path, sizeof path))
+        return path;
+    const char *dirs = getenv("XDG_DATA_DIRS");
+    if (!dirs || !*dirs)
+        dirs = "/usr/local/share:/usr/share";
+    for (const char *d = dirs; *d;) {
+        size_t len = strcspn(d, ":");
+        if (find_in_data_dir(d, len, path, sizeof path))
+            return path;
+        d += len + (d[len] == ':');
     }
     if (is_dir(DEFAULT_MODEL_NAME))
         return DEFAULT_MODEL_NAME;
@@ -375,6 +408,12 @@ static void engine_options_from(const model *m, const cli_options *o, engine_opt
     eo->n_ctx = o->n_ctx;
 }
 
+const gpu_plugin *cli_gpu_plugin(char *why, size_t cap)
+{
+    char dir[PATH_MAX];
+    return gpu_plugin_load(exe_dir(dir, sizeof dir) ? dir : NULL, why, cap);
+}
+
 tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, char *note,
                             size_t note_cap, tt_error *err)
 {
@@ -384,29 +423,26 @@ tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, 
         note[0] = 0;
     bool want_cuda = strcmp(o->backend, "cuda") == 0;
     bool want_auto = strcmp(o->backend, "auto") == 0;
-#if defined(TOKENTOP_CUDA) || defined(TOKENTOP_CUDA_EMU)
     if (want_cuda || want_auto) {
-        char why[200] = "";
-        if (cuda_backend_available(why, sizeof why)) {
+        char why[400] = "";
+        const gpu_plugin *gpu = cli_gpu_plugin(why, sizeof why);
+        if (gpu && gpu->backend_available(why, sizeof why)) {
             cuda_engine_options co;
-            cuda_engine_options_default(&co);
+            gpu->engine_options_default(&co);
             co.use_graphs = !o->no_graphs;
-            tt_status st = cuda_engine_create(m, &eo, &co, out, err);
+            tt_status st = gpu->engine_create(m, &eo, &co, out, err);
             if (st == TT_OK)
                 return TT_OK;
-            snprintf(note, note_cap, "cuda: %s; using the CPU", err ? err->msg : "failed");
+            /* The device is there but cannot hold this model (memory, say): the CPU can. */
+            const char *msg = err && err->msg[0] ? err->msg : tt_status_str(st);
+            snprintf(note, note_cap, "%s%s; using the CPU", strncmp(msg, "cuda: ", 6) ? "cuda: " : "",
+                     msg);
         } else if (want_cuda) {
             return tt_fail(err, TT_ERR_DEVICE, "--backend cuda: %s", why);
         } else {
             snprintf(note, note_cap, "cuda: %s; using the CPU", why);
         }
     }
-#else
-    if (want_cuda)
-        return tt_fail(err, TT_ERR_UNSUPPORTED, "--backend cuda: this build has no CUDA backend "
-                       "(build with make CUDA=1 where nvcc is installed)");
-    (void)want_auto;
-#endif
     return cpu_engine_create(m, &eo, out, err);
 }
 
@@ -417,7 +453,9 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
     const char *dir = cli_model_dir(o);
     if (!dir) {
         fprintf(stderr, "tokentop: no model: pass --model DIR (a Hugging Face GPT-2 directory); "
-                "the embedded default %s was not found\n", DEFAULT_MODEL_NAME);
+                "the embedded default %s was not found beside the binary, in its "
+                "../share/tokentop, in $XDG_DATA_HOME or $XDG_DATA_DIRS (tokentop/%s), nor in "
+                "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
         return TT_ERR_ARG;
     }
     tt_status st = cli_load_tokenizer(dir, &app->tok, &err);
@@ -435,8 +473,14 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
             st = cli_create_engine(app->model, o, &app->eng, app->backend_note,
                                    sizeof app->backend_note, &err);
         }
-        if (st == TT_OK && app->backend_note[0])
-            fprintf(stderr, "tokentop: %s\n", app->backend_note);
+        /* Scripted calls stay quiet about an auto fall-back: -v says it, and the REPL shows it
+         * in its status bar and /show. */
+        if (st == TT_OK && o->verbose) {
+            if (app->backend_note[0])
+                fprintf(stderr, "tokentop: %s\n", app->backend_note);
+            fprintf(stderr, "tokentop: %s: %s%s%s\n", dir, app->eng->description,
+                    gpu_plugin_path()[0] ? "; GPU plugin " : "", gpu_plugin_path());
+        }
     }
     if (st != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg[0] ? err.msg : tt_status_str(st));

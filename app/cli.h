@@ -33,6 +33,7 @@ typedef struct {
     bool json;                 /* --json */
     bool echo;                 /* --echo: print the prompt before the continuation */
     bool quiet;                /* -q: no summary line */
+    bool verbose;              /* -v: the backend chosen, and why, on stderr */
     const char *dump_logits;   /* score --dump-logits */
     bool bos;                  /* score --bos: prepend the beginning-of-text token */
     int window;                /* score --window */
@@ -53,8 +54,10 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
 /* Prints the option reference for cmd. */
 void cli_usage(FILE *f, const char *cmd);
 
-/* The model directory to use: --model, else the embedded default found next to the binary or in
- * the working directory; NULL (with a message) when none. */
+/* The model directory to use: --model, else $TOKENTOP_MODEL, else the embedded default found
+ * beside the binary (a checkout: ./tokentop, build/tokentop), in the binary's ../share/tokentop
+ * (an installed tree), in $XDG_DATA_HOME/tokentop or $XDG_DATA_DIRS/tokentop, or in the working
+ * directory; NULL when none. */
 const char *cli_model_dir(const cli_options *o);
 
 /* Everything a run needs, loaded from the options. */
@@ -62,7 +65,9 @@ typedef struct {
     model *model;
     tokenizer *tok;
     engine *eng;
-    char backend_note[256];    /* e.g. "cuda: no CUDA device found; using the CPU" */
+    char backend_note[512];    /* why --backend auto uses the CPU, e.g. "cuda: no CUDA driver
+                                  (libcuda.so.1: ...); using the CPU"; "" otherwise. Printed only
+                                  with -v; the REPL shows it in the status bar and /show */
     engine_options eopts;      /* what eng was created with */
     bool fallback_quiet;       /* cli_device_fallback leaves its note in fallback_note only */
     char fallback_note[320];   /* set by cli_device_fallback; the front end shows and clears it */
@@ -88,8 +93,15 @@ void cli_apply_generation_defaults(cli_options *o, const model *m);
 /* Loads dir's vocab.json + merges.txt. */
 tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err);
 
-/* Creates the engine for backend "cpu" | "cuda" | "auto" (auto: CUDA when a device is usable,
- * otherwise the CPU, with the reason in note). */
+/* The GPU plugin (gpu/gpu_plugin.h: gpu_plugin_load), looked for beside this binary and in its
+ * ../lib/tokentop; NULL with the reason in why (cap bytes). */
+struct gpu_plugin;
+const struct gpu_plugin *cli_gpu_plugin(char *why, size_t cap);
+
+/* Creates the engine for backend "cpu" | "cuda" | "auto". cuda and auto open the GPU plugin
+ * (gpu/gpu_plugin.h; "cpu" never does, so it maps no CUDA library). auto: the GPU when a device is
+ * usable, otherwise the CPU, with the reason in note (the caller decides where to show it). cuda:
+ * TT_ERR_DEVICE "--backend cuda: <why>" when no device is usable. */
 tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, char *note,
                             size_t note_cap, tt_error *err);
 

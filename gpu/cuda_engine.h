@@ -1,11 +1,11 @@
 /* cuda_engine.h: the CUDA backend behind the core engine interface (core/engine.h), and what the
  * REPL and the benchmark ask of the GPU. Plain C: no CUDA header is needed to call it.
  *
- * Three builds provide these functions (gpu/gpu.mk): the real backend (make CUDA=1, nvcc + cuBLAS),
- * the same source over the host emulation (make CUDA=emu; the device is "host emulation (gpu/emu)"),
- * or a stub (make CUDA=0) whose cuda_backend_available says "built without CUDA". A binary holds
- * exactly one of them; repl/ objects see -DTOKENTOP_CUDA=1 or -DTOKENTOP_CUDA_EMU=1 when it is not
- * the stub. */
+ * Two builds provide these functions (gpu/gpu.mk): the real backend (nvcc + cuBLAS) and the same
+ * source over the host emulation (the device is "host emulation (gpu/emu)"). Each is a plugin
+ * (tokentop-cuda.so, tokentop-cuda-emu.so) that hands them to tokentop as one table
+ * (gpu/gpu_plugin.h); tokentop never calls them by name. The GPU test suites and cuda-bench link
+ * one build in and call them directly. */
 #ifndef TOKENTOP_GPU_CUDA_ENGINE_H
 #define TOKENTOP_GPU_CUDA_ENGINE_H
 

@@ -1,18 +1,24 @@
 # gpu/gpu.mk: the GPU backend's part of the build (included by the top-level Makefile).
 #
-#   make              auto: the CUDA backend when nvcc is found (PATH or $(CUDA_HOME)/bin), else none;
-#                     one line says which
-#   make CUDA=1       the CUDA backend: gpu/cuda_kernels.cu through nvcc for CUDA_ARCHS, the host code
-#                     through $(CXX) against the CUDA headers, linked with cudart + cuBLAS
-#   make CUDA=emu     the same gpu/ source over the host emulation (gpu/emu): `--backend cuda` runs
-#                     on the CPU through the emulated runtime (slow; for tests and demos)
-#   make CUDA=0       no GPU backend (gpu/cuda_stub.c: "built without CUDA")
+# tokentop never links CUDA: the backend is a shared object it opens at run time (gpu/gpu_plugin.h)
+# for --backend cuda|auto, so the same binary runs with or without CUDA installed and CPU runs pay
+# nothing for it. The mode only decides which plugin is built and placed beside the binary:
+#
+#   make              auto: CUDA=1 when nvcc is found (PATH or $(CUDA_HOME)/bin), else CUDA=0; one
+#                     line says which
+#   make CUDA=1       $(BUILD)/tokentop-cuda.so: gpu/cuda_kernels.cu through nvcc for CUDA_ARCHS, the
+#                     host code through $(CXX) against the CUDA headers, linked with cudart + cuBLAS
+#   make CUDA=emu     $(BUILD)/tokentop-cuda-emu.so: the same gpu/ source over the host emulation
+#                     (gpu/emu): `--backend cuda` runs on the CPU through the emulated runtime (slow;
+#                     for tests and demos)
+#   make CUDA=0       no plugin: `--backend cuda` says none was found
 #   make test-gpu-emu the emulated GPU suite alone (it is also part of make test, in every mode)
 #
-# nvcc objects go to build/cuda/ whatever BUILD is (they do not depend on SANITIZE), so the slow
-# multi-architecture compile happens once. `make test` also proves that the nvcc build of gpu/
-# compiles and links (in CUDA=1 mode that is the build itself; otherwise a separate link), or says
-# that it is skipped when nvcc is absent.
+# Every mode builds the emulated plugin under $(BUILD)/gpu-emu/ for the tests, which open it through
+# TOKENTOP_GPU_PLUGIN. nvcc objects go to build/cuda/ whatever BUILD is (they do not depend on
+# SANITIZE), so the slow multi-architecture compile happens once. `make test` also proves that the
+# nvcc build of gpu/ compiles and links (check_gpu_cuda, linked with the nvcc objects), or says that
+# it is skipped when nvcc is absent.
 
 # nvcc: $(CUDA_HOME)/bin/nvcc when CUDA_HOME is given, else the one on PATH, else /usr/local/cuda's;
 # the toolkit (headers, libraries) is the directory above nvcc's.
@@ -32,20 +38,20 @@ CUDA_SM    := $(patsubst %,sm_%,$(CUDA_ARCHS))
 ifeq ($(CUDA),)
   ifneq ($(NVCC),)
     CUDA := 1
-    GPU_NOTE := nvcc found ($(NVCC)): building with the CUDA backend (make CUDA=0 to leave it out)
+    GPU_NOTE := nvcc found ($(NVCC)): building the CUDA plugin (make CUDA=0 to leave it out)
   else
     CUDA := 0
-    GPU_NOTE := nvcc not found: building without the CUDA backend (CPU only; make CUDA=1 NVCC=/path/to/nvcc to add it)
+    GPU_NOTE := nvcc not found: building without the CUDA plugin (CPU only; make CUDA=1 NVCC=/path/to/nvcc to add it)
   endif
 else ifeq ($(CUDA),1)
   ifeq ($(NVCC),)
     $(error CUDA=1 but nvcc was not found on PATH or in $(CUDA_HOME)/bin: set NVCC=/path/to/nvcc or CUDA_HOME)
   endif
-  GPU_NOTE := CUDA backend (nvcc $(NVCC), $(CUDA_SM))
+  GPU_NOTE := CUDA plugin (nvcc $(NVCC), $(CUDA_SM))
 else ifeq ($(CUDA),emu)
-  GPU_NOTE := GPU backend over the host emulation (gpu/emu): --backend cuda runs on the CPU
+  GPU_NOTE := GPU plugin over the host emulation (gpu/emu): --backend cuda runs on the CPU
 else ifeq ($(CUDA),0)
-  GPU_NOTE := no GPU backend (CUDA=0)
+  GPU_NOTE := no GPU plugin (CUDA=0)
 else
   $(error CUDA must be 1, emu or 0 (or unset to detect nvcc), not '$(CUDA)')
 endif
@@ -58,66 +64,67 @@ endif
 
 # ---------------------------------------------------------------------------------------------
 # Sources and objects
-GPU_HDR      := $(wildcard gpu/*.h gpu/emu/*.h)
 GPU_KERN_SRC := gpu/cuda_kernels.cu gpu/cuda_selftest.cu       # device code: nvcc
 GPU_HOST_SRC := gpu/cuda_engine.cu gpu/cuda_ops.cu         # host code only: $(CXX)
 CUDA_OBJDIR  := build/cuda
-CUDA_OBJ     := $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC) $(GPU_HOST_SRC))
 EMU_DIR      := $(BUILD)/gpu-emu
-EMU_OBJ      := $(patsubst %.cu,$(EMU_DIR)/%.o,$(GPU_KERN_SRC) $(GPU_HOST_SRC)) $(EMU_DIR)/gpu/emu/cuda_emu.o
-GPU_INFO_OBJ := $(BUILD)/gpu/build_info.o
+# Each flavour of the backend: its objects, then the entry point, which names the flavour.
+CUDA_OBJ     := $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC) $(GPU_HOST_SRC)) \
+                $(CUDA_OBJDIR)/gpu/plugin_entry.o
+EMU_OBJ      := $(patsubst %.cu,$(EMU_DIR)/%.o,$(GPU_KERN_SRC) $(GPU_HOST_SRC)) $(EMU_DIR)/gpu/emu/cuda_emu.o \
+                $(EMU_DIR)/gpu/plugin_entry.o
+CUDA_PLUGIN  := $(CUDA_OBJDIR)/tokentop-cuda.so
+EMU_PLUGIN   := $(EMU_DIR)/tokentop-cuda-emu.so
+GPU_PLUGIN_FILES := tokentop-cuda.so tokentop-cuda-emu.so
 
+# Everything becomes position-independent code: it goes into a shared object.
 GPU_CXXFLAGS := -std=gnu++17 -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wshadow -D_GNU_SOURCE \
-                -pthread -MMD -MP -I.
+                -pthread -MMD -MP -I. -fPIC
 EMU_CXXFLAGS  = $(GPU_CXXFLAGS) $(SANFLAGS) -DTT_EMU
 NVCC_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
                 -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX)
 NVCC_FLAGS   := -std=c++17 -O3 -lineinfo -I. $(NVCC_GENCODE) -MMD -MP \
-                -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Wshadow
+                -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter,-Wshadow
 CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+CUDA_INFO_TEXT := cuda (nvcc $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p'), $(CUDA_SM))
+EMU_INFO_TEXT  := cuda-emu (host emulation)
+# A plugin exports its entry point only (plugin.exports); the binary exports to it the core/
+# functions it calls (host.exports).
+PLUGIN_LDFLAGS   := -shared -Wl,--version-script=gpu/plugin.exports
+GPU_HOST_LDFLAGS := -Wl,--dynamic-list=gpu/host.exports
 
+# The mode's plugin, copied beside $(BIN) (and ./tokentop): what the loader finds there.
 ifeq ($(CUDA),1)
-  GPU_OBJ        += $(CUDA_OBJ)
-  GPU_LIBS       += $(CUDA_LIBS)
-  GPU_REPL_FLAGS := -DTOKENTOP_CUDA=1
-  GPU_INFO_TEXT  := cuda (nvcc $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p'), $(CUDA_SM))
+  GPU_PLUGIN := $(BUILD)/tokentop-cuda.so
 else ifeq ($(CUDA),emu)
-  GPU_OBJ        += $(EMU_OBJ)
-  GPU_LIBS       += -lstdc++
-  GPU_REPL_FLAGS := -DTOKENTOP_CUDA_EMU=1
-  GPU_INFO_TEXT  := cuda-emu (host emulation)
+  GPU_PLUGIN := $(BUILD)/tokentop-cuda-emu.so
 else
-  GPU_OBJ        += $(BUILD)/gpu/cuda_stub.o
-  GPU_REPL_FLAGS :=
-  GPU_INFO_TEXT  := none (built without CUDA)
+  GPU_PLUGIN :=
 endif
-GPU_OBJ += $(GPU_INFO_OBJ)
 
-# The app/ objects see which backend is linked; they (and the library) are rebuilt when the mode
-# changes, because build_info.c is rewritten exactly then.
-$(BUILD)/app/%.o: override CFLAGS += $(GPU_REPL_FLAGS)
-$(APP_SRC:%.c=$(BUILD)/%.o) $(BUILD)/app/main.o: $(BUILD)/gpu/build_info.c
+# What tokentop itself links: the loader, and dlopen.
+GPU_OBJ  += $(BUILD)/gpu/gpu_plugin.o
+GPU_LIBS += -ldl
+$(BIN): gpu/host.exports
 
-GPU_INFO_C := /* build_info.c: generated by gpu/gpu.mk; rewritten when the GPU build mode changes. */\n\#include "gpu/cuda_engine.h"\nconst char *cuda_build_info(void) { return "$(GPU_INFO_TEXT)"; }\n
-
-# Remade on every run, but rewritten (and so newer than its dependents) only when the mode changed.
-.PHONY: gpu-info-force
-$(BUILD)/gpu/build_info.c: gpu-info-force
-	@mkdir -p $(@D)
-	@printf '$(GPU_INFO_C)' > $@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
-
-$(GPU_INFO_OBJ): $(BUILD)/gpu/build_info.c | $(BUILD)/config.mk
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+# A plugin file of another mode left beside the binary would be found first; remove it.
+.PHONY: gpu-plugin-stale
+gpu-plugin-stale:
+	@rm -f $(foreach d,$(BUILD) .,$(addprefix $(d)/,$(filter-out $(notdir $(GPU_PLUGIN)),$(GPU_PLUGIN_FILES))))
 
 # ---------------------------------------------------------------------------------------------
 # Rules
-# The nvcc objects depend on the compiler and its flags (CUDA_ARCHS above all), recorded here.
-$(CUDA_OBJDIR)/nvcc-flags: gpu-info-force
-	@mkdir -p $(@D)
-	@echo '$(NVCC) $(NVCC_FLAGS)' > $@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
+# Each flavour's objects depend on its compilers and their flags (CUDA_ARCHS above all), recorded
+# in a file rewritten only when they change.
+.PHONY: gpu-flags-force
+RECORD_FLAGS = @mkdir -p $(@D); echo '$(1)' > $@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
+$(CUDA_OBJDIR)/nvcc-flags: gpu-flags-force
+	$(call RECORD_FLAGS,$(NVCC) $(NVCC_FLAGS) $(CXX) $(GPU_CXXFLAGS) $(CUDA_INFO_TEXT))
+$(EMU_DIR)/cxx-flags: gpu-flags-force
+	$(call RECORD_FLAGS,$(CXX) $(EMU_CXXFLAGS))
 
-$(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC)): $(CUDA_OBJDIR)/nvcc-flags
+$(CUDA_OBJ): $(CUDA_OBJDIR)/nvcc-flags
+$(filter-out %/plugin_entry.o,$(EMU_OBJ)): $(EMU_DIR)/cxx-flags
 
 $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC)): $(CUDA_OBJDIR)/%.o: %.cu
 	@mkdir -p $(@D)
@@ -129,6 +136,13 @@ $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_HOST_SRC)): $(CUDA_OBJDIR)/%.o: %.cu
 	@echo "  CXX     $<"
 	$(Q)$(CXX) -x c++ $(GPU_CXXFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
+# Like the other nvcc-side objects, without $(CFLAGS)' sanitizers: build/cuda/ serves every BUILD.
+$(CUDA_OBJDIR)/gpu/plugin_entry.o: gpu/plugin_entry.c
+	@mkdir -p $(@D)
+	@echo "  CC      $< (cuda)"
+	$(Q)$(CC) -std=gnu11 -g $(OPT) -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -MMD -MP -I. -fPIC \
+	    -DGPU_BUILD_INFO='"$(CUDA_INFO_TEXT)"' -c $< -o $@
+
 $(EMU_DIR)/%.o: %.cu | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	@echo "  CXX-EMU $<"
@@ -139,75 +153,100 @@ $(EMU_DIR)/%.o: %.cc | $(BUILD)/config.mk
 	@echo "  CXX-EMU $<"
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
+$(EMU_DIR)/gpu/plugin_entry.o: gpu/plugin_entry.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	@echo "  CC      $< (emu)"
+	$(Q)$(CC) $(CFLAGS) -fPIC -DGPU_BUILD_INFO='"$(EMU_INFO_TEXT)"' -c $< -o $@
+
 -include $(wildcard $(CUDA_OBJDIR)/gpu/*.d)
+
+# The plugins. Every symbol a plugin leaves undefined must come from a library it links (the
+# dynamic linker records those with a version) or be one the binary exports: anything else would
+# only fail when the plugin is opened, so the link fails now, naming it.
+PLUGIN_HOST_SYMS := $(shell sed -n 's/^ *\([a-z_0-9]*\);$$/\1/p' gpu/host.exports)
+PLUGIN_CHECK = extra=$$(nm -D --undefined-only $@ | awk '$$1 == "U" && $$2 !~ /@/ && $$2 !~ /^__(a|ub|l)?san/ {print $$2}' \
+	  | grep -vx $(addprefix -e ,$(PLUGIN_HOST_SYMS))); \
+	if [ -n "$$extra" ]; then echo "gpu: $@ needs what tokentop does not export (gpu/host.exports):" $$extra; \
+	  rm -f $@; exit 1; fi
+
+# The nvcc plugin is linked without the sanitizers (its objects never have them), so one file
+# serves every BUILD.
+$(CUDA_PLUGIN): $(CUDA_OBJ) gpu/plugin.exports gpu/host.exports
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) -pthread $(PLUGIN_LDFLAGS) -o $@ $(CUDA_OBJ) $(CUDA_LIBS) $(LDLIBS)
+	@$(PLUGIN_CHECK)
+
+$(EMU_PLUGIN): $(EMU_OBJ) gpu/plugin.exports gpu/host.exports
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(EMU_OBJ) -lstdc++ $(LDLIBS)
+	@$(PLUGIN_CHECK)
+
+$(BUILD)/tokentop-cuda.so: $(CUDA_PLUGIN)
+	$(Q)cp $< $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/tokentop-cuda-emu.so: $(EMU_PLUGIN)
+	$(Q)cp $< $@.tmp && mv -f $@.tmp $@
 
 # ---------------------------------------------------------------------------------------------
 # Tests
 #
-# check_gpu_emu: the backend's own source over the emulation, against the CPU engine. The emulated
-# objects come first on the link line, so the library's GPU members (real or stub) stay out.
+# check_gpu_emu: the backend's own source over the emulation, against the CPU engine, linked in
+# (the suites call gpu/ functions the plugin table does not carry: per-op launchers, emulation knobs).
 $(BUILD)/tests/check_gpu_emu: $(BUILD)/tests/check_gpu_emu.o $(BUILD)/tests/testutil.o $(EMU_OBJ) $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/tests/testutil.o $(EMU_OBJ) $(LIB) $(PKG_LIBS) $(CHECK_LIBS) \
-	    -lstdc++ $(LDLIBS)
+	    $(GPU_LIBS) -lstdc++ $(LDLIBS)
 
 .PHONY: test-gpu-emu gpu-nvcc-check
 test-gpu-emu: $(BUILD)/tests/check_gpu_emu
 	$(BUILD)/tests/check_gpu_emu
 
-# The nvcc build of gpu/ compiles and links: in CUDA=1 mode the binaries themselves; otherwise
-# check_gpu_cuda is linked again against the nvcc objects and run (no device: it checks the
-# fallback). Without nvcc the check is skipped, saying so.
+# The nvcc build of gpu/ compiles and links, in every mode where nvcc is found: the plugin
+# ($(CUDA_OBJDIR)/tokentop-cuda.so, whose link fails on a symbol nothing provides) and
+# check_gpu_cuda, linked with the nvcc objects: on a device it runs the shared cases there; without
+# one it checks the fallback; it asserts the build string this build gives the objects.
 # Each requested architecture has machine code in the objects: every SASS image records the ptxas
 # options it was built with ("-arch sm_XX").
 GPU_ARCH_CHECK = for o in $(patsubst %.cu,$(CUDA_OBJDIR)/%.o,$(GPU_KERN_SRC)); do for a in $(CUDA_SM); do \
 	  strings $$o | grep -q -- "-arch $$a " || { echo "gpu: $$o has no code for $$a"; exit 1; }; done; done
 
-ifeq ($(CUDA),1)
-gpu-nvcc-check: $(BIN) $(if $(wildcard tests/check_gpu_cuda.c),$(BUILD)/tests/check_gpu_cuda)
-	@$(GPU_ARCH_CHECK)
-	@echo "gpu: nvcc build of gpu/ ($(CUDA_SM)) compiled and linked into $(BIN)"
-else ifneq ($(NVCC),)
-$(CUDA_OBJDIR)/check_gpu_cuda: $(BUILD)/tests/check_gpu_cuda.o $(BUILD)/tests/testutil.o $(CUDA_OBJ) $(LIB)
+ifneq ($(NVCC),)
+$(BUILD)/tests/check_gpu_cuda.o: override CFLAGS += -DGPU_EXPECT_BUILD_INFO='"$(CUDA_INFO_TEXT)"'
+$(BUILD)/tests/check_gpu_cuda.o: $(CUDA_OBJDIR)/nvcc-flags
+
+$(BUILD)/tests/check_gpu_cuda: $(BUILD)/tests/check_gpu_cuda.o $(BUILD)/tests/testutil.o $(CUDA_OBJ) $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/tests/testutil.o $(CUDA_OBJ) $(LIB) $(PKG_LIBS) $(CHECK_LIBS) \
-	    $(CUDA_LIBS) $(LDLIBS)
+	    $(CUDA_LIBS) $(GPU_LIBS) $(LDLIBS)
 
-gpu-nvcc-check: $(CUDA_OBJDIR)/check_gpu_cuda
+gpu-nvcc-check: $(CUDA_PLUGIN) $(BUILD)/tests/check_gpu_cuda
 	@$(GPU_ARCH_CHECK)
-	@echo "gpu: nvcc build of gpu/ ($(CUDA_SM)) compiled and linked; running it"
-	@$(CUDA_OBJDIR)/check_gpu_cuda
+	@echo "gpu: nvcc build of gpu/ ($(CUDA_SM)) compiled and linked: $(CUDA_PLUGIN), check_gpu_cuda"
 else
+TESTS := $(filter-out $(BUILD)/tests/check_gpu_cuda,$(TESTS))
 gpu-nvcc-check:
-	@echo "gpu: nvcc not found: skipping the check that the CUDA build of gpu/ compiles and links"
+	@echo "gpu: nvcc not found: skipping check_gpu_cuda and the check that the CUDA build of gpu/ compiles and links"
 endif
 
-GPU_TEST_DEPS += gpu-nvcc-check
+# The emulated plugin: tests/e2e/gpu_backend.sh opens it in the real binary through
+# TOKENTOP_GPU_PLUGIN and runs `--backend cuda` end to end without a GPU.
+GPU_TEST_DEPS += gpu-nvcc-check $(EMU_PLUGIN) $(GPU_PLUGIN) gpu-plugin-stale
 
-# cuda-bench: the backend's own benchmark (gpu/cuda_bench.c), with this build's backend; the
+# cuda-bench: the backend's own benchmark (gpu/cuda_bench.c), linked with the nvcc objects; the
 # emulated twin lets tests/e2e/gpu_backend.sh check that it runs.
 GPU_BENCH := $(BUILD)/gpu/cuda-bench
-$(GPU_BENCH): $(BUILD)/gpu/cuda_bench.o $(LIB)
+$(GPU_BENCH): $(BUILD)/gpu/cuda_bench.o $(CUDA_OBJ) $(LIB)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_OBJ) $(LIB) $(PKG_LIBS) $(CUDA_LIBS) $(GPU_LIBS) $(LDLIBS)
 
 $(EMU_DIR)/cuda-bench-emu: $(BUILD)/gpu/cuda_bench.o $(EMU_OBJ) $(LIB)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(LIB) $(PKG_LIBS) -lstdc++ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(LIB) $(PKG_LIBS) $(GPU_LIBS) -lstdc++ $(LDLIBS)
 
 .PHONY: gpu-bench
 gpu-bench: $(GPU_BENCH)
 	$(GPU_BENCH) $(GPU_BENCH_ARGS)
 
-GPU_TEST_DEPS += $(GPU_BENCH) $(EMU_DIR)/cuda-bench-emu
-
-# tokentop-emu: the real binary (app/, repl/, core/) with the emulated backend, so tests/e2e/gpu_backend.sh
-# runs `--backend cuda` end to end without a GPU. Needs app/ objects built with the CUDA code paths
-# (CUDA=1 or emu); in CUDA=emu mode it is the same program as $(BIN).
-ifneq ($(CUDA),0)
-GPU_EMU_BIN := $(EMU_DIR)/tokentop-emu
-$(GPU_EMU_BIN): $(BUILD)/app/main.o $(EMU_OBJ) $(LIB)
-	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(LIB) $(PKG_LIBS) -lstdc++ $(LDLIBS)
-GPU_TEST_DEPS += $(GPU_EMU_BIN)
-endif
+GPU_TEST_DEPS += $(EMU_DIR)/cuda-bench-emu $(if $(NVCC),$(GPU_BENCH))

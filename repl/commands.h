@@ -34,6 +34,7 @@ typedef struct cmd_env {
     const char *model_dir;
     const char *engine_desc;       /* engine->description */
     const char *backend;           /* engine->ops->name */
+    const char *backend_note;      /* why --backend auto runs on the CPU (cli_app), or NULL */
     bool line_mode;                /* no terminal UI: /step and /pick are refused */
     bool busy;                     /* a generation is running (not step mode): commands that
                                       edit the conversation are refused */

@@ -495,7 +495,9 @@ static void draw(tui *t)
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     ui_status_view sv = {
         .model = s->model->name,
-        .backend = s->eng->ops->name,
+        /* --backend auto found no usable GPU: say so where the backend is named (/show: why) */
+        .backend = t->env->backend_note && strcmp(s->eng->ops->name, "cpu") == 0
+                       ? "cpu (no GPU)" : s->eng->ops->name,
         .precision = tt_dtype_name(s->eng->dtype),
         .sampler = chain,
         .mode = mode_name(t, mode, sizeof mode),
@@ -663,6 +665,7 @@ int repl_main(int argc, char **argv)
         }
     cmd_env env;
     cmd_env_init(&env, &s);
+    env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
     env.load_draft = host_load_draft;
     env.load_draft_user = &host;

@@ -1,17 +1,21 @@
-/* check_gpu_cuda.c: the GPU backend this build links (real CUDA, the emulation, or none). With a
- * usable device it runs the shared per-op and end-to-end cases there (tests/check_gpu_common.h);
- * without one it checks what the REPL relies on to fall back to the CPU: a one-line reason, and
- * failures that leave nothing behind. */
+/* check_gpu_cuda.c: the nvcc build of the GPU backend (the objects of tokentop-cuda.so, linked in;
+ * gpu/gpu.mk builds it wherever nvcc is found). With a usable device it runs the shared per-op and
+ * end-to-end cases there (tests/check_gpu_common.h); without one it checks what tokentop relies on
+ * to fall back to the CPU: a one-line reason, and failures that leave nothing behind. */
 #include <check.h>
 
+#include "gpu/gpu_plugin.h"
 #include "tests/check_gpu_common.h"
+
+#ifndef GPU_EXPECT_BUILD_INFO
+#error "gpu/gpu.mk defines GPU_EXPECT_BUILD_INFO: the build string these objects were given"
+#endif
 
 START_TEST(unavailable_backend_gives_a_one_line_reason)
 {
     char why[160] = "";
     ck_assert(!cuda_backend_available(why, sizeof why));
-    ck_assert_msg(strncmp(why, "no CUDA device", 14) == 0 || strncmp(why, "built without CUDA", 18) == 0,
-                  "%s", why);
+    ck_assert_msg(strncmp(why, "no CUDA device", 14) == 0, "%s", why);
     ck_assert_ptr_null(strchr(why, '\n'));
     ck_assert(!cuda_backend_available(NULL, 0));     /* no buffer: still just an answer */
 }
@@ -28,7 +32,7 @@ START_TEST(engine_creation_fails_cleanly_without_a_device)
     ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     engine *e = (engine *)1;
     tt_status s = cuda_engine_create(m, NULL, NULL, &e, &err);
-    ck_assert_msg(s == TT_ERR_DEVICE || s == TT_ERR_UNSUPPORTED, "status %d", (int)s);
+    ck_assert_msg(s == TT_ERR_DEVICE, "status %d", (int)s);
     ck_assert_ptr_null(e);
     ck_assert_msg(strncmp(err.msg, "cuda: ", 6) == 0 && !strchr(err.msg, '\n'), "%s", err.msg);
     /* The CPU engine still works in the same process: nothing was left half-initialized. */
@@ -38,18 +42,34 @@ START_TEST(engine_creation_fails_cleanly_without_a_device)
     engine_free(e);
     cuda_device_info_t info;
     s = cuda_device_info(&info, &err);
-    ck_assert(s == TT_ERR_DEVICE || s == TT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(s, TT_ERR_DEVICE);
     model_free(m);
     tu_rmtree(dir);
     free(dir);
 }
 END_TEST
 
-START_TEST(build_info_names_the_gpu_support)
+START_TEST(build_info_names_the_nvcc_build)
 {
-    const char *b = cuda_build_info();
-    ck_assert_msg(strncmp(b, "cuda (nvcc ", 11) == 0 || strcmp(b, "cuda-emu (host emulation)") == 0 ||
-                  strcmp(b, "none (built without CUDA)") == 0, "%s", b);
+    /* The string gpu/gpu.mk derived from this build's nvcc and CUDA_ARCHS, and nothing else. */
+    ck_assert_str_eq(cuda_build_info(), GPU_EXPECT_BUILD_INFO);
+    ck_assert_msg(strncmp(GPU_EXPECT_BUILD_INFO, "cuda (nvcc ", 11) == 0, "%s", GPU_EXPECT_BUILD_INFO);
+}
+END_TEST
+
+START_TEST(plugin_entry_point_carries_the_backend)
+{
+    const gpu_plugin *p = tokentop_gpu_plugin();
+    ck_assert_int_eq(p->abi, GPU_PLUGIN_ABI);
+    ck_assert_uint_eq(p->size, sizeof(gpu_plugin));
+    ck_assert_str_eq(p->build_info, GPU_EXPECT_BUILD_INFO);
+    ck_assert(p->engine_create == cuda_engine_create);
+    ck_assert(p->backend_available == cuda_backend_available);
+    ck_assert(p->engine_options_default == cuda_engine_options_default);
+    ck_assert(p->device_info == cuda_device_info);
+    ck_assert(p->engine_get_stats == cuda_engine_get_stats);
+    ck_assert(p->engine_decode_bytes == cuda_engine_decode_bytes);
+    ck_assert(p->bench_format == cuda_bench_format);
 }
 END_TEST
 
@@ -71,7 +91,8 @@ int main(void)
 {
     Suite *s = suite_create("gpu_cuda");
     TCase *tc = tcase_create("build");
-    tcase_add_test(tc, build_info_names_the_gpu_support);
+    tcase_add_test(tc, build_info_names_the_nvcc_build);
+    tcase_add_test(tc, plugin_entry_point_carries_the_backend);
     suite_add_tcase(s, tc);
     char why[160];
     if (cuda_backend_available(why, sizeof why)) {
