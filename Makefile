@@ -159,7 +159,7 @@ test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS)
 
 # The include rules of ARCHITECTURE.md ("Who may include whom"). GPU_API_HEADERS: the gpu/ headers
 # app/ and repl/ may include (the backend's public interface).
-GPU_API_HEADERS ?= gpu/cuda_engine.h
+GPU_API_HEADERS ?= gpu/gpu_plugin.h gpu/cuda_engine.h
 layering:
 	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*.[ch] ; then \
 	   echo "layering: core/ must not include ncurses or CUDA headers (see ARCHITECTURE.md)"; exit 1; fi
