@@ -371,11 +371,11 @@ const char *cli_model_dir(const cli_options *o)
     }
     /* The XDG base directories: $XDG_DATA_HOME, then each of $XDG_DATA_DIRS, with their defaults. */
     const char *home = getenv("HOME"), *data_home = getenv("XDG_DATA_HOME");
-    char buf[PATH_MAX];
+    char buf[PATH_MAX] = "";
     if (data_home && *data_home)
         snprintf(buf, sizeof buf, "%s", data_home);
-    else
-        snprintf(buf, sizeof buf, "%s/.local/share", home && *home ? home : "");
+    else if (home && *home)
+        snprintf(buf, sizeof buf, "%s/.local/share", home);
     if (find_in_data_dir(buf, strlen(buf), path, sizeof path))
         return path;
     const char *dirs = getenv("XDG_DATA_DIRS");

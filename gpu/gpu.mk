@@ -160,24 +160,20 @@ $(EMU_DIR)/gpu/plugin_entry.o: gpu/plugin_entry.c | $(BUILD)/config.mk
 
 -include $(wildcard $(CUDA_OBJDIR)/gpu/*.d)
 
-# The plugins. Every symbol a plugin leaves undefined must come from a library it links (the
-# dynamic linker records those with a version) or be one the binary exports: anything else would
-# only fail when the plugin is opened, so the link fails now, naming it.
-PLUGIN_HOST_SYMS := $(shell sed -n 's/^ *\([a-z_0-9]*\);$$/\1/p' gpu/host.exports)
-PLUGIN_CHECK = extra=$$(nm -D --undefined-only $@ | awk '$$1 == "U" && $$2 !~ /@/ && $$2 !~ /^__(a|ub|l)?san/ {print $$2}' \
-	  | grep -vx $(addprefix -e ,$(PLUGIN_HOST_SYMS))); \
-	if [ -n "$$extra" ]; then echo "gpu: $@ needs what tokentop does not export (gpu/host.exports):" $$extra; \
-	  rm -f $@; exit 1; fi
+# The plugins. Every symbol a plugin leaves undefined must come from a library it links or be one
+# the binary exports (host.exports): anything else would only fail when the plugin is opened, so
+# the link fails now, naming it.
+PLUGIN_CHECK = gpu/plugin_symbols.sh $@ gpu/host.exports || { rm -f $@; exit 1; }
 
 # The nvcc plugin is linked without the sanitizers (its objects never have them), so one file
 # serves every BUILD.
-$(CUDA_PLUGIN): $(CUDA_OBJ) gpu/plugin.exports gpu/host.exports
+$(CUDA_PLUGIN): $(CUDA_OBJ) gpu/plugin.exports gpu/host.exports gpu/plugin_symbols.sh
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) -pthread $(PLUGIN_LDFLAGS) -o $@ $(CUDA_OBJ) $(CUDA_LIBS) $(LDLIBS)
 	@$(PLUGIN_CHECK)
 
-$(EMU_PLUGIN): $(EMU_OBJ) gpu/plugin.exports gpu/host.exports
+$(EMU_PLUGIN): $(EMU_OBJ) gpu/plugin.exports gpu/host.exports gpu/plugin_symbols.sh
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(EMU_OBJ) -lstdc++ $(LDLIBS)
