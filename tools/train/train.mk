@@ -80,8 +80,13 @@ endef
 $(TRAIN_WORK)/kjv-target.work/summary.json: $(TRAIN_WORK)/tokenizer/vocab.json tools/train/train.py tools/train/gpt2.py
 	$(call train_run,kjv-target,$(TARGET_ARGS))
 
-# The draft is distilled from the finished target (--teacher); DRAFT_ARGS may override it.
+# The draft is distilled from the finished target (--teacher); DRAFT_ARGS may override it. A draft
+# checkpoint older than the target it learns from is dropped (train.py would refuse it anyway).
 $(TRAIN_WORK)/kjv-draft.work/summary.json: $(TRAIN_WORK)/kjv-target.work/summary.json
+	@if [ -f $(TRAIN_WORK)/kjv-draft.work/ckpt.pt ] && \
+	    [ ! $(TRAIN_WORK)/kjv-draft.work/ckpt.pt -nt $(TRAIN_WORK)/kjv-target.work/summary.json ]; then \
+	    echo "models: the target is newer than the draft's checkpoint; the draft starts again"; \
+	    rm -rf $(TRAIN_WORK)/kjv-draft.work $(TRAIN_WORK)/kjv-draft; fi
 	$(call train_run,kjv-draft,--teacher $(TRAIN_WORK)/kjv-target $(DRAFT_ARGS))
 
 models: $(TRAIN_WORK)/kjv-target.work/summary.json $(TRAIN_WORK)/kjv-draft.work/summary.json

@@ -58,8 +58,9 @@ GENERATION = {"do_sample": True, "temperature": 0.8, "top_k": 50, "top_p": 0.95,
 
 def train_load_streams(corpus_dir, tok, tok_dir):
     """Returns ({source: train ids with <|endoftext|> after each book}, val ids of val.txt) as int64
-    arrays. Encoding 8 MB in Python takes a minute, so the ids are kept in TOK_DIR/ids.npz, keyed by
-    the SHA-256 of books.json, val.txt and merges.txt (a resumed or distilled run reads them)."""
+    arrays, and the key of the data. Encoding 8 MB in Python takes a minute, so the ids are kept in
+    TOK_DIR/ids.npz, keyed by the SHA-256 of books.json, val.txt and merges.txt (a resumed or
+    distilled run reads them)."""
     h = hashlib.sha256()
     for path in (os.path.join(corpus_dir, "books.json"), os.path.join(corpus_dir, "val.txt"),
                  os.path.join(tok_dir, "merges.txt")):
@@ -70,13 +71,13 @@ def train_load_streams(corpus_dir, tok, tok_dir):
         z = np.load(cache)
         if str(z["key"]) == h.hexdigest():
             return ({k[6:]: z[k].astype(np.int64) for k in z.files if k.startswith("train_")},
-                    z["val"].astype(np.int64))
+                    z["val"].astype(np.int64), h.hexdigest())
     train, val = train_encode_streams(corpus_dir, tok)
     tmp = cache + ".tmp.npz"
     np.savez(tmp, key=h.hexdigest(), val=val.astype(np.int32),
              **{"train_" + k: v.astype(np.int32) for k, v in train.items()})
     os.replace(tmp, cache)
-    return train, val
+    return train, val, h.hexdigest()
 
 
 def train_encode_streams(corpus_dir, tok):
@@ -251,7 +252,7 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     tok = Tokenizer(args.tokenizer)
-    streams, val_ids = train_load_streams(args.corpus, tok, args.tokenizer)
+    streams, val_ids, data_key = train_load_streams(args.corpus, tok, args.tokenizer)
     mix = train_mix(args.mix, streams)
     n_train = sum(len(v) for v in streams.values())
     V = len(tok.vocab)
@@ -332,12 +333,18 @@ def main():
         return
 
     run_cfg = {k: getattr(args, k) for k in CKPT_KEYS}
+    # The data and the teacher's weights too: a checkpoint of another corpus or another target is
+    # refused rather than silently continued.
+    run_cfg["data_sha256"] = data_key
+    if args.teacher:
+        with open(os.path.join(args.teacher, "model.safetensors"), "rb") as f:
+            run_cfg["teacher_sha256"] = hashlib.sha256(f.read()).hexdigest()
     it0, best, history, evaluated = 0, float("inf"), [], False
     spent = {"train_seconds": 0.0, "wall_seconds": 0.0, "cpu_seconds": 0.0, "pieces": 0}
     ckpt_path = os.path.join(work, "ckpt.pt")
     if args.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
-        diff = [k for k in CKPT_KEYS if ck.get("config", {}).get(k) != run_cfg[k]]
+        diff = [k for k in run_cfg if ck.get("config", {}).get(k) != run_cfg[k]]
         if diff:
             raise SystemExit("train.py: %s was made with other settings (%s: %s, now %s); remove %s to start "
                              "again" % (ckpt_path, diff[0], ck.get("config", {}).get(diff[0]),
