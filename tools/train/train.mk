@@ -25,7 +25,7 @@ MODELS_OUT  ?= $(TRAIN_WORK)/models
 # Tiny models on the real corpus and tokenizer, at the real context length, a few minutes in all.
 TARGET_ARGS ?= --n-layer 2 --n-head 2 --n-embd 64 --block-size 1024 --batch-size 1 --autocast bf16 \
                --lr 3e-3 --min-lr 3e-4 --warmup-iters 10 --max-iters 60 --eval-interval 30 \
-               --ckpt-interval 10 --dropout 0.0 --seed 1337
+               --ckpt-interval 10 --dropout 0.0 --seed 1337 --val-chunk 255
 DRAFT_ARGS  ?= --n-layer 1 --n-head 1 --n-embd 32 --block-size 1024 --batch-size 1 --autocast bf16 \
                --lr 3e-3 --min-lr 3e-4 --warmup-iters 10 --max-iters 60 --eval-interval 30 \
                --ckpt-interval 10 --dropout 0.0 --seed 1337 --dtype F32 --distill-alpha 0.9
@@ -39,8 +39,8 @@ MODELS_OUT  ?= models
 # committed shape (2 x 96), 1,500 steps = 6.1M tokens on the target's distributions (90% KL, 10%
 # next-token cross-entropy). Reasoning and the compute estimate: tools/train/PLAN.md.
 TARGET_ARGS ?= --n-layer 6 --n-head 4 --n-embd 256 --block-size 1024 --batch-size 4 --autocast bf16 \
-               --lr 3e-3 --min-lr 3e-4 --warmup-iters 200 --max-iters 5000 --eval-interval 250 \
-               --ckpt-interval 25 --dropout 0.1 --seed 1337
+               --lr 3e-3 --min-lr 3e-4 --warmup-iters 200 --max-iters 5000 --eval-interval 500 \
+               --ckpt-interval 25 --dropout 0.1 --seed 1337 --val-chunk 255
 DRAFT_ARGS  ?= --n-layer 2 --n-head 2 --n-embd 96 --block-size 1024 --batch-size 4 --autocast bf16 \
                --lr 3e-3 --min-lr 3e-4 --warmup-iters 100 --max-iters 1500 --eval-interval 250 \
                --ckpt-interval 25 --dropout 0.0 --seed 1337 --dtype F32 --distill-alpha 0.9

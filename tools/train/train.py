@@ -240,6 +240,8 @@ def main():
     ap.add_argument("--teacher", default=None, help="model directory to distill from")
     ap.add_argument("--distill-alpha", type=float, default=1.0, help="weight of the KL term (1 - it: CE)")
     ap.add_argument("--distill-temp", type=float, default=1.0)
+    ap.add_argument("--val-chunk", type=int, default=0, metavar="N",
+                    help="also evaluate with windows of N+1 tokens (tokentop score --chunk N) and log bits/byte")
     ap.add_argument("--resume", action="store_true", help="continue from WORK/ckpt.pt if it exists")
     ap.add_argument("--bench", type=int, default=0, metavar="N",
                     help="time N training steps (after 1 warm-up step), print tokens/s and exit")
@@ -255,6 +257,8 @@ def main():
     streams, val_ids, data_key = train_load_streams(args.corpus, tok, args.tokenizer)
     mix = train_mix(args.mix, streams)
     n_train = sum(len(v) for v in streams.values())
+    with open(os.path.join(args.corpus, "val.txt"), "rb") as f:
+        val_bytes = len(f.read())
     V = len(tok.vocab)
     T = args.block_size
     cfg = GPT2Config(V, T, args.n_embd, args.n_layer, args.n_head, dropout=args.dropout, eot_id=tok.eot)
@@ -376,18 +380,28 @@ def main():
         did_eval = False
         if (it % args.eval_interval == 0 or it == args.max_iters) and not (it == it0 and evaluated):
             val_loss, n_val = score_stream(model, val_ids, T)
-            erng = np.random.default_rng(0)  # the same 64 training windows every time
+            # The same KJV training windows every time: 64 of 256 tokens, or as many tokens at larger T.
+            erng = np.random.default_rng(0)
             tr = streams[sorted(streams)[0]] if "kjv" not in streams else streams["kjv"]
-            starts = erng.integers(0, len(tr) - T - 1, 64)
+            starts = erng.integers(0, len(tr) - T - 1, max(1, 64 * 256 // T))
             tr_ids = np.concatenate([tr[s:s + T + 1] for s in starts])
             train_loss, _ = score_stream(model, tr_ids, T)
             rec = {"iter": it, "tokens": it * tokens_per_iter, "epochs": it * tokens_per_iter / n_train,
                    "train_loss": train_loss, "val_loss": val_loss, "val_ppl": math.exp(val_loss),
                    "val_tokens": n_val, "train_seconds": round(spent["train_seconds"], 1)}
             extra = ""
+            rec["val_bits_per_byte"] = val_loss * n_val / math.log(2) / val_bytes
+            if args.val_chunk:
+                v, n = score_stream(model, val_ids, args.val_chunk)
+                rec["val_loss_chunk%d" % args.val_chunk] = v
+                rec["val_bits_per_byte_chunk%d" % args.val_chunk] = v * n / math.log(2) / val_bytes
+                extra += "  bpb %.4f (chunk %d: val %.4f, bpb %.4f)" % (
+                    rec["val_bits_per_byte"], args.val_chunk, v, rec["val_bits_per_byte_chunk%d" % args.val_chunk])
+            else:
+                extra += "  bpb %.4f" % rec["val_bits_per_byte"]
             if teacher is not None:
                 rec["val_acceptance_T1"] = expected_acceptance(model, teacher, val_ids, T)
-                extra = "  accept(T=1) %.4f" % rec["val_acceptance_T1"]
+                extra += "  accept(T=1) %.4f" % rec["val_acceptance_T1"]
             model.train()
             history.append(rec)
             mark = ""
