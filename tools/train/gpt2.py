@@ -52,7 +52,7 @@ class GPT2Config:
         return {
             "activation_function": "gelu_new",
             "architectures": ["GPT2LMHeadModel"],
-            "attn_pdrop": self.dropout,
+            "attn_pdrop": 0.0,  # train.py never drops attention weights (a Bernoulli draw per score)
             "bos_token_id": self.eot_id,
             "embd_pdrop": self.dropout,
             "eos_token_id": self.eot_id,
