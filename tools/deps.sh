@@ -36,9 +36,11 @@ else
     #   python3-torch              the model and the training loop (Debian's PyTorch)
     #   libopenblas0-pthread       backs python3-torch's CPU math (about 50x faster than without)
     #   python3-regex              GPT-2's pre-tokenizer regex needs \p{L} and \p{N}, which `re` lacks
+    #   diatheke sword-text-web    more training text: `diatheke -b engWEB2015eb` prints the World
+    #                              English Bible (public domain) from the SWORD module
     who="make models"
     packages=(bible-kjv bible-kjv-text python3 python3-numpy python3-torch libopenblas0-pthread
-              python3-regex)
+              python3-regex diatheke sword-text-web)
 fi
 
 missing=()

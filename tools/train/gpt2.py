@@ -52,7 +52,7 @@ class GPT2Config:
         return {
             "activation_function": "gelu_new",
             "architectures": ["GPT2LMHeadModel"],
-            "attn_pdrop": self.dropout,
+            "attn_pdrop": 0.0,  # train.py never drops attention weights (a Bernoulli draw per score)
             "bos_token_id": self.eot_id,
             "embd_pdrop": self.dropout,
             "eos_token_id": self.eot_id,
@@ -104,21 +104,23 @@ class Block(nn.Module):
         self.attn_drop = nn.Dropout(cfg.dropout)
         self.resid_drop = nn.Dropout(cfg.dropout)
         T = cfg.n_positions
-        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T),
-                             persistent=False)
+        # Additive causal mask (0 on and below the diagonal, -inf above), added by baddbmm in the
+        # same pass as the scaled scores: at T=1024 the score matrices dominate a step on CPU, and
+        # a separate masked_fill and scale are two more passes over them.
+        self.register_buffer("mask", torch.full((T, T), float("-inf")).triu(1), persistent=False)
 
     def forward(self, x):
         B, T, C = x.shape
         NH = self.n_head
         HS = C // NH
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        q = q.view(B, T, NH, HS).transpose(1, 2)  # (B, NH, T, HS)
-        k = k.view(B, T, NH, HS).transpose(1, 2)
-        v = v.view(B, T, NH, HS).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HS))
-        att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+        # (B*NH, T, HS): batched 3-D matmuls
+        q = q.reshape(B, T, NH, HS).transpose(1, 2).reshape(B * NH, T, HS)
+        k = k.reshape(B, T, NH, HS).transpose(1, 2).reshape(B * NH, T, HS)
+        v = v.reshape(B, T, NH, HS).transpose(1, 2).reshape(B * NH, T, HS)
+        att = torch.baddbmm(self.mask[:T, :T].to(q.dtype), q, k.transpose(1, 2), alpha=1.0 / math.sqrt(HS))
         att = self.attn_drop(F.softmax(att, dim=-1))
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        y = torch.bmm(att, v).view(B, NH, T, HS).transpose(1, 2).reshape(B, T, C)
         x = x + self.resid_drop(self.attn_proj(y))
         h = F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh")
         x = x + self.resid_drop(self.mlp_proj(h))
@@ -145,13 +147,18 @@ class GPT2(nn.Module):
             else:
                 nn.init.normal_(p, 0.0, 0.02)
 
-    def forward(self, idx):
-        """idx (B, T) int64 -> logits (B, T, V) float."""
+    def forward(self, idx, head_fp32=False):
+        """idx (B, T) int64 -> logits (B, T, V). Under torch.autocast the logits are bfloat16
+        unless head_fp32, which computes the final LayerNorm and LM head in float32 (a teacher's
+        distribution for distillation: bfloat16 logits are only good to ~0.4%)."""
         B, T = idx.shape
         pos = torch.arange(T, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for blk in self.h:
             x = blk(x)
+        if head_fp32:
+            with torch.autocast("cpu", enabled=False):
+                return self.ln_f(x.float()) @ self.wte.weight.t()
         return self.ln_f(x) @ self.wte.weight.t()
 
     def n_params(self):

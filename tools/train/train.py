@@ -13,8 +13,30 @@ stream and cut into consecutive windows of block_size+1 tokens that overlap by o
 token but the first is predicted exactly once, from the tokens before it in its window (at most
 block_size - 1 of them). The model with the best validation loss over the evaluations is the one
 written (as fp16 or fp32 safetensors); the log records every evaluation.
+
+Training text: the books of split "train" of every source in books.json (corpus.py), each book's
+tokens followed by <|endoftext|>. --mix kjv:0.6,web:0.4 draws that share of each batch's windows from
+each source's stream (default: in proportion to their tokens). Validation is KJV only (val.txt).
+
+--autocast bf16 runs the steps' matrix products in bfloat16 (torch.autocast on the CPU; weights,
+optimizer state, loss and evaluations stay float32): about 3x faster per step at T=1024 on a CPU
+with AVX512-BF16/AMX. Evaluations are always float32.
+
+Distillation (--teacher DIR): the loss is alpha * T^2 * KL(p_teacher || q_student) at temperature
+T (--distill-temp, Hinton et al.'s soft targets; DistillSpec's forward KL at T=1) plus (1 - alpha)
+times the usual cross-entropy on the next token (--distill-alpha). The teacher (a model directory,
+e.g. the trained target) runs in eval mode without gradients on the same windows as the student,
+its LM head in float32; the log then also reports the expected speculative acceptance
+sum_x min(p(x), q(x)) on the validation windows at temperature 1.
+
+Checkpoints: WORK/ckpt.pt is written atomically every --ckpt-interval iterations and after every
+evaluation (model, optimizer, both random generators, history, compute so far). With --resume a run
+continues from it, and the result is the one an uninterrupted run gives (same windows, same
+updates); a checkpoint made with other model or data settings is refused. Compute (wall seconds,
+CPU seconds of all threads, seconds in steps, tokens/s) is summed over all the pieces of a run.
 """
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -25,7 +47,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # threads that spin starve 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bpe import Tokenizer  # noqa: E402
-from gpt2 import GPT2, GPT2Config, gpt2_flops_per_token, gpt2_save_dir  # noqa: E402
+from gpt2 import GPT2, GPT2Config, gpt2_flops_per_token, gpt2_load_dir, gpt2_save_dir  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -34,18 +56,110 @@ GENERATION = {"do_sample": True, "temperature": 0.8, "top_k": 50, "top_p": 0.95,
               "max_new_tokens": 200, "repetition_penalty": 1.0}
 
 
-def train_load_streams(corpus_dir, tok):
-    """Returns (train ids with <|endoftext|> after each book, val ids of val.txt) as int64 arrays."""
+def train_load_streams(corpus_dir, tok, tok_dir):
+    """Returns ({source: train ids with <|endoftext|> after each book}, val ids of val.txt) as int64
+    arrays, and the key of the data. Encoding 8 MB in Python takes a minute, so the ids are kept in
+    TOK_DIR/ids.npz, keyed by the SHA-256 of books.json, val.txt and merges.txt (a resumed or
+    distilled run reads them)."""
+    h = hashlib.sha256()
+    for path in (os.path.join(corpus_dir, "books.json"), os.path.join(corpus_dir, "val.txt"),
+                 os.path.join(tok_dir, "merges.txt")):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    cache = os.path.join(tok_dir, "ids.npz")
+    if os.path.exists(cache):
+        z = np.load(cache)
+        if str(z["key"]) == h.hexdigest():
+            return ({k[6:]: z[k].astype(np.int64) for k in z.files if k.startswith("train_")},
+                    z["val"].astype(np.int64), h.hexdigest())
+    train, val = train_encode_streams(corpus_dir, tok)
+    tmp = cache + ".tmp.npz"
+    np.savez(tmp, key=h.hexdigest(), val=val.astype(np.int32),
+             **{"train_" + k: v.astype(np.int32) for k, v in train.items()})
+    os.replace(tmp, cache)
+    return train, val, h.hexdigest()
+
+
+def train_encode_streams(corpus_dir, tok):
+    """train_load_streams without the cache."""
     with open(os.path.join(corpus_dir, "books.json")) as f:
         books = json.load(f)
-    train = []
+    train = {}
     for b in books:
         if b["split"] == "train":
-            train.extend(tok.encode(b["text"]))
-            train.append(tok.eot)
+            ids = train.setdefault(b.get("source", "kjv"), [])
+            ids.extend(tok.encode(b["text"]))
+            ids.append(tok.eot)
     with open(os.path.join(corpus_dir, "val.txt"), encoding="utf-8") as f:
         val = tok.encode(f.read())
-    return np.array(train, dtype=np.int64), np.array(val, dtype=np.int64)
+    return {k: np.array(v, dtype=np.int64) for k, v in train.items()}, np.array(val, dtype=np.int64)
+
+
+def train_mix(spec, streams):
+    """Windows per batch from each source: {source: share}, shares summing to 1. spec is
+    'kjv:0.6,web:0.4' or empty (in proportion to each source's tokens)."""
+    if not spec:
+        total = sum(len(v) for v in streams.values())
+        return {k: len(v) / total for k, v in streams.items()}
+    mix = {}
+    for part in spec.split(","):
+        name, _, w = part.partition(":")
+        if name not in streams:
+            raise SystemExit("train.py: --mix %r: no training text from source %r (have %s)" %
+                             (spec, name, ", ".join(streams)))
+        try:
+            mix[name] = float(w)
+        except ValueError:
+            raise SystemExit("train.py: --mix %r: share %r of %s is not a number" % (spec, w, name))
+    total = sum(mix.values())
+    if total <= 0 or any(v < 0 for v in mix.values()):
+        raise SystemExit("train.py: --mix %r: shares must be >= 0 with a positive sum" % spec)
+    return {k: v / total for k, v in mix.items()}
+
+
+def train_batch(rng, streams, mix, batch_size, T):
+    """(x, y) int64 (B, T): each row a random window of T+1 tokens from a source drawn by mix.
+    With one source this draws exactly what the single-stream loop of the committed models did."""
+    names = sorted(n for n in mix if mix[n] > 0)
+    if len(names) == 1:
+        picks = [(names[0], batch_size)]
+    else:
+        src = rng.choice(len(names), size=batch_size, p=[mix[n] for n in names])
+        picks = [(n, int((src == i).sum())) for i, n in enumerate(names)]
+    rows = []
+    for name, count in picks:
+        ids = streams[name]
+        rows += [ids[s:s + T + 1] for s in rng.integers(0, len(ids) - T - 1, count)]
+    chunk = np.stack(rows)
+    return torch.from_numpy(chunk[:, :-1]), torch.from_numpy(chunk[:, 1:])
+
+
+def distill_loss(logits, t_logits, y, alpha, temp):
+    """alpha * temp^2 * KL(teacher || student) at temp + (1 - alpha) * cross-entropy(y); all
+    float32. Returns (loss, kl, ce) with kl and ce as floats for the log."""
+    V = logits.size(-1)
+    logits = logits.float().reshape(-1, V)
+    ce = F.cross_entropy(logits, y.reshape(-1))
+    logq = F.log_softmax(logits / temp, -1)
+    logp = F.log_softmax(t_logits.float().reshape(-1, V) / temp, -1)
+    kl = (logp.exp() * (logp - logq)).sum(-1).mean()
+    return alpha * temp * temp * kl + (1.0 - alpha) * ce, kl.item(), ce.item()
+
+
+@torch.no_grad()
+def expected_acceptance(student, teacher, ids, T, max_windows=8):
+    """Mean over positions of sum_x min(p(x), q(x)) at temperature 1 on the first windows of ids:
+    the probability that speculative sampling accepts the student's token there."""
+    student.eval()
+    tot, n = 0.0, 0
+    for s, e in score_windows(len(ids), T)[:max_windows]:
+        x = torch.from_numpy(ids[s:e - 1][None])
+        p = F.softmax(teacher(x), -1)
+        q = F.softmax(student(x), -1)
+        a = torch.minimum(p, q).sum(-1)
+        tot += a.sum().item()
+        n += a.numel()
+    return tot / n
 
 
 def score_windows(n_tokens, T):
@@ -90,6 +204,13 @@ def lr_at(it, args):
     return args.min_lr + 0.5 * (args.lr - args.min_lr) * (1.0 + math.cos(math.pi * min(1.0, frac)))
 
 
+# Settings a checkpoint must share with the run that resumes it (the rest may change, e.g. the
+# evaluation interval or the number of threads).
+CKPT_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "dropout", "lr", "min_lr",
+             "weight_decay", "warmup_iters", "max_iters", "seed", "mix", "autocast", "teacher",
+             "distill_alpha", "distill_temp")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", required=True)
@@ -108,11 +229,22 @@ def main():
     ap.add_argument("--warmup-iters", type=int, default=100)
     ap.add_argument("--max-iters", type=int, default=2000)
     ap.add_argument("--eval-interval", type=int, default=250)
+    ap.add_argument("--ckpt-interval", type=int, default=50, help="iterations between checkpoints")
     ap.add_argument("--log-interval", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["F16", "F32"], default="F16")
-    ap.add_argument("--resume", action="store_true", help="continue from WORK/ckpt.pt")
+    ap.add_argument("--mix", default="", help="shares of each source's windows, e.g. kjv:0.6,web:0.4")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="matrix products of the training steps in bfloat16")
+    ap.add_argument("--teacher", default=None, help="model directory to distill from")
+    ap.add_argument("--distill-alpha", type=float, default=1.0, help="weight of the KL term (1 - it: CE)")
+    ap.add_argument("--distill-temp", type=float, default=1.0)
+    ap.add_argument("--val-chunk", type=int, default=0, metavar="N",
+                    help="also evaluate with windows of N+1 tokens (tokentop score --chunk N) and log bits/byte")
+    ap.add_argument("--resume", action="store_true", help="continue from WORK/ckpt.pt if it exists")
+    ap.add_argument("--bench", type=int, default=0, metavar="N",
+                    help="time N training steps (after 1 warm-up step), print tokens/s and exit")
     args = ap.parse_args()
     work = args.work or args.out.rstrip("/") + ".work"
     os.makedirs(work, exist_ok=True)
@@ -122,7 +254,11 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     tok = Tokenizer(args.tokenizer)
-    train_ids, val_ids = train_load_streams(args.corpus, tok)
+    streams, val_ids, data_key = train_load_streams(args.corpus, tok, args.tokenizer)
+    mix = train_mix(args.mix, streams)
+    n_train = sum(len(v) for v in streams.values())
+    with open(os.path.join(args.corpus, "val.txt"), "rb") as f:
+        val_bytes = len(f.read())
     V = len(tok.vocab)
     T = args.block_size
     cfg = GPT2Config(V, T, args.n_embd, args.n_layer, args.n_head, dropout=args.dropout, eot_id=tok.eot)
@@ -130,96 +266,186 @@ def main():
     # The mask is a buffer: attention dropout is left out (it costs a Bernoulli draw per score).
     for blk in model.h:
         blk.attn_drop.p = 0.0
+    teacher = None
+    if args.teacher:
+        teacher = gpt2_load_dir(args.teacher)
+        for p in teacher.parameters():
+            p.requires_grad_(False)
+        if teacher.cfg.vocab_size != V or teacher.cfg.n_positions < T:
+            raise SystemExit("train.py: --teacher %s: vocab %d, n_positions %d; the student needs vocab %d, "
+                             "n_positions >= %d" % (args.teacher, teacher.cfg.vocab_size,
+                                                    teacher.cfg.n_positions, V, T))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, foreach=True)
     print("config: %s" % json.dumps(vars(args), sort_keys=True))
-    print("data: train %d tokens, val %d tokens, vocab %d, eot %d" % (len(train_ids), len(val_ids), V, tok.eot))
+    print("data: train %d tokens (%s), val %d tokens, vocab %d, eot %d; windows drawn %s" %
+          (n_train, ", ".join("%s %d" % (k, len(v)) for k, v in streams.items()), len(val_ids), V, tok.eot,
+           ", ".join("%s %.3f" % (k, mix[k]) for k in sorted(mix))))
     print("model: %d layers, %d heads, C %d, T %d: %d parameters (%d without wte/wpe); "
           "%.2fM multiply-adds per token at T=%d" %
           (cfg.n_layer, cfg.n_head, cfg.n_embd, T, model.n_params(),
            model.n_params() - model.wte.weight.numel() - model.wpe.weight.numel(),
            gpt2_flops_per_token(cfg, T) / 1e6, T))
+    if teacher:
+        print("teacher: %s (%d layers, C %d, %d parameters); loss %.2f x KL at temperature %.2f + %.2f x CE" %
+              (args.teacher, teacher.cfg.n_layer, teacher.cfg.n_embd, teacher.n_params(),
+               args.distill_alpha, args.distill_temp, 1 - args.distill_alpha))
     sys.stdout.flush()
 
-    it0, best, elapsed0, history, resumed = 0, float("inf"), 0.0, [], False
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+
+    tokens_per_iter = args.batch_size * T
+
+    def step(it):
+        """One training step; returns (loss, kl or None)."""
+        lr = lr_at(it, args)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = train_batch(rng, streams, mix, args.batch_size, T)
+        kl = None
+        if teacher is not None:
+            with torch.no_grad(), autocast():
+                t_logits = teacher(x, head_fp32=True)
+        with autocast():
+            logits = model(x)
+        if teacher is not None:
+            loss, kl, _ = distill_loss(logits, t_logits, y, args.distill_alpha, args.distill_temp)
+        else:
+            loss = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item(), kl
+
+    if args.bench:
+        model.train()
+        step(0)
+        t0, c0 = time.time(), time.process_time()
+        for i in range(args.bench):
+            step(1 + i)
+        dt, dc = time.time() - t0, time.process_time() - c0
+        print("bench: %d steps of %d tokens: %.0f ms/step, %.0f tokens/s (cpu %.0f%% of one core, load %.1f)" %
+              (args.bench, tokens_per_iter, dt / args.bench * 1e3, args.bench * tokens_per_iter / dt,
+               100 * dc / dt, os.getloadavg()[0]))
+        # The untrained model, so that a draft's bench can use it as a teacher of the right shape.
+        gpt2_save_dir(model, args.out, args.tokenizer, GENERATION, args.dtype)
+        return
+
+    run_cfg = {k: getattr(args, k) for k in CKPT_KEYS}
+    # The data and the teacher's weights too: a checkpoint of another corpus or another target is
+    # refused rather than silently continued.
+    run_cfg["data_sha256"] = data_key
+    if args.teacher:
+        with open(os.path.join(args.teacher, "model.safetensors"), "rb") as f:
+            run_cfg["teacher_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    it0, best, history, evaluated = 0, float("inf"), [], False
+    spent = {"train_seconds": 0.0, "wall_seconds": 0.0, "cpu_seconds": 0.0, "pieces": 0}
     ckpt_path = os.path.join(work, "ckpt.pt")
     if args.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
+        diff = [k for k in run_cfg if ck.get("config", {}).get(k) != run_cfg[k]]
+        if diff:
+            raise SystemExit("train.py: %s was made with other settings (%s: %s, now %s); remove %s to start "
+                             "again" % (ckpt_path, diff[0], ck.get("config", {}).get(diff[0]),
+                                        run_cfg[diff[0]], work))
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         torch.set_rng_state(ck["torch_rng"])
         rng.bit_generator.state = ck["np_rng"]
-        it0, best, elapsed0, history = ck["iter"], ck["best"], ck["elapsed"], ck["history"]
-        resumed = True  # the checkpoint was taken right after the evaluation at it0
-        print("resume: iteration %d, best val %.4f, %.0f s trained" % (it0, best, elapsed0))
+        it0, best, history, evaluated, spent = ck["iter"], ck["best"], ck["history"], ck["evaluated"], ck["spent"]
+        print("resume: iteration %d, best val %.4f, %.0f s in steps so far (%d earlier pieces)" %
+              (it0, best, spent["train_seconds"], spent["pieces"]))
+    spent["pieces"] += 1
 
-    train_time = elapsed0          # seconds spent in training steps (evaluations excluded)
     cpu0 = time.process_time()     # CPU seconds of this process, all threads (evaluations included)
     wall0 = time.time()
+    base = dict(spent)
+
+    def save_ckpt(it, evaluated):
+        spent["wall_seconds"] = base["wall_seconds"] + time.time() - wall0
+        spent["cpu_seconds"] = base["cpu_seconds"] + time.process_time() - cpu0
+        tmp = ckpt_path + ".tmp"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iter": it, "evaluated": evaluated,
+                    "best": best, "history": history, "spent": spent, "config": run_cfg,
+                    "torch_rng": torch.get_rng_state(), "np_rng": rng.bit_generator.state}, tmp)
+        os.replace(tmp, ckpt_path)
+
     window_time, window_iters = 0.0, 0
-    tokens_per_iter = args.batch_size * T
     for it in range(it0, args.max_iters + 1):
-        if (it % args.eval_interval == 0 or it == args.max_iters) and not (resumed and it == it0):
+        did_eval = False
+        if (it % args.eval_interval == 0 or it == args.max_iters) and not (it == it0 and evaluated):
             val_loss, n_val = score_stream(model, val_ids, T)
-            erng = np.random.default_rng(0)  # the same 64 training windows every time
-            starts = erng.integers(0, len(train_ids) - T - 1, 64)
-            tr_ids = np.concatenate([train_ids[s:s + T + 1] for s in starts])
+            # The same KJV training windows every time: 64 of 256 tokens, or as many tokens at larger T.
+            erng = np.random.default_rng(0)
+            tr = streams[sorted(streams)[0]] if "kjv" not in streams else streams["kjv"]
+            starts = erng.integers(0, len(tr) - T - 1, max(1, 64 * 256 // T))
+            tr_ids = np.concatenate([tr[s:s + T + 1] for s in starts])
             train_loss, _ = score_stream(model, tr_ids, T)
-            model.train()
-            rec = {"iter": it, "tokens": it * tokens_per_iter, "epochs": it * tokens_per_iter / len(train_ids),
+            rec = {"iter": it, "tokens": it * tokens_per_iter, "epochs": it * tokens_per_iter / n_train,
                    "train_loss": train_loss, "val_loss": val_loss, "val_ppl": math.exp(val_loss),
-                   "val_tokens": n_val, "train_seconds": round(train_time, 1)}
+                   "val_tokens": n_val, "train_seconds": round(spent["train_seconds"], 1)}
+            extra = ""
+            rec["val_bits_per_byte"] = val_loss * n_val / math.log(2) / val_bytes
+            if args.val_chunk:
+                v, n = score_stream(model, val_ids, args.val_chunk)
+                rec["val_loss_chunk%d" % args.val_chunk] = v
+                rec["val_bits_per_byte_chunk%d" % args.val_chunk] = v * n / math.log(2) / val_bytes
+                extra += "  bpb %.4f (chunk %d: val %.4f, bpb %.4f)" % (
+                    rec["val_bits_per_byte"], args.val_chunk, v, rec["val_bits_per_byte_chunk%d" % args.val_chunk])
+            else:
+                extra += "  bpb %.4f" % rec["val_bits_per_byte"]
+            if teacher is not None:
+                rec["val_acceptance_T1"] = expected_acceptance(model, teacher, val_ids, T)
+                extra += "  accept(T=1) %.4f" % rec["val_acceptance_T1"]
+            model.train()
             history.append(rec)
             mark = ""
             if val_loss < best:
                 best = val_loss
                 gpt2_save_dir(model, args.out, args.tokenizer, GENERATION, args.dtype)
                 mark = " (saved)"
-            print("eval %5d: train %.4f  val %.4f  ppl %.2f  epochs %.2f  %.0f s%s" %
-                  (it, train_loss, val_loss, math.exp(val_loss), rec["epochs"], train_time, mark))
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iter": it,
-                        "best": best, "elapsed": train_time, "history": history,
-                        "torch_rng": torch.get_rng_state(), "np_rng": rng.bit_generator.state}, ckpt_path)
+            print("eval %5d: train %.4f  val %.4f  ppl %.2f  epochs %.2f  %.0f s%s%s" %
+                  (it, train_loss, val_loss, math.exp(val_loss), rec["epochs"], spent["train_seconds"], extra, mark))
             with open(os.path.join(work, "history.json"), "w") as f:
                 json.dump(history, f, indent=1)
+            did_eval = True
+        if did_eval or (it % args.ckpt_interval == 0 and it != it0):
+            save_ckpt(it, did_eval)
             sys.stdout.flush()
-            if it == args.max_iters:
-                break
+        if it == args.max_iters:
+            break
         t0 = time.time()
-        lr = lr_at(it, args)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        starts = rng.integers(0, len(train_ids) - T - 1, args.batch_size)
-        chunk = np.stack([train_ids[s:s + T + 1] for s in starts])
-        x = torch.from_numpy(chunk[:, :-1])
-        y = torch.from_numpy(chunk[:, 1:])
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss, kl = step(it)
         dt = time.time() - t0
-        train_time += dt
+        spent["train_seconds"] += dt
         window_time += dt
         window_iters += 1
         if it % args.log_interval == 0:
-            print("iter %5d: loss %.4f  lr %.2e  %.0f ms/iter  %.0f tok/s  %.0f s  (cpu %.0f s, load %.1f)" %
-                  (it, loss.item(), lr, window_time / window_iters * 1000,
-                   window_iters * tokens_per_iter / window_time, train_time,
-                   time.process_time() - cpu0, os.getloadavg()[0]))
+            print("iter %5d: loss %.4f%s  lr %.2e  %.0f ms/iter  %.0f tok/s  %.0f s  (cpu %.0f s, load %.1f)" %
+                  (it, loss, "" if kl is None else "  kl %.4f" % kl, lr_at(it, args),
+                   window_time / window_iters * 1000, window_iters * tokens_per_iter / window_time,
+                   spent["train_seconds"], base["cpu_seconds"] + time.process_time() - cpu0, os.getloadavg()[0]))
             sys.stdout.flush()
             window_time, window_iters = 0.0, 0
-    summary = {"best_val_loss": best, "best_val_ppl": math.exp(best), "train_seconds": round(train_time, 1),
-               "run_wall_seconds": round(time.time() - wall0, 1),
-               "run_cpu_seconds": round(time.process_time() - cpu0, 1),
+    spent["wall_seconds"] = base["wall_seconds"] + time.time() - wall0
+    spent["cpu_seconds"] = base["cpu_seconds"] + time.process_time() - cpu0
+    summary = {"best_val_loss": best, "best_val_ppl": math.exp(best),
+               "train_seconds": round(spent["train_seconds"], 1),
+               "run_wall_seconds": round(spent["wall_seconds"], 1),
+               "run_cpu_seconds": round(spent["cpu_seconds"], 1), "run_pieces": spent["pieces"],
+               "tokens": args.max_iters * tokens_per_iter,
+               "tokens_per_second_in_steps": round(args.max_iters * tokens_per_iter / max(1e-9, spent["train_seconds"]), 1),
                "params": model.n_params(), "history": history}
     with open(os.path.join(work, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    print("done: best val loss %.4f (ppl %.2f), %.0f s of training" % (best, math.exp(best), train_time))
+    print("done: best val loss %.4f (ppl %.2f); %.0f s in steps (%.0f tokens/s), run %.0f s wall, %.0f s cpu, "
+          "%d piece(s)" % (best, math.exp(best), spent["train_seconds"], summary["tokens_per_second_in_steps"],
+                           spent["wall_seconds"], spent["cpu_seconds"], spent["pieces"]))
 
 
 if __name__ == "__main__":

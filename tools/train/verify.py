@@ -88,13 +88,16 @@ def acceptance(target, draft, prompts_ids, n_new, temperature, seed):
 
 def tokentop_speculative(tt, target_dir, draft_dir, prompts, n_new, temperature, gamma, seed=1):
     """tokentop generate --draft over the prompts; returns summed speculative statistics.
-    Sampling is pure temperature (top-k and top-p off) so the numbers compare with the Python ones."""
+    Sampling is pure temperature (top-k and top-p off) so the numbers compare with the Python ones;
+    temperature None keeps the models' generation_config (T 0.8, top-k 50, top-p 0.95: what a
+    user gets, and issue 11's acceptance goal)."""
     tot = {"prompts": len(prompts), "rounds": 0, "drafted": 0, "accepted": 0, "generated": 0}
     for text in prompts:
         cmd = [tt, "generate", "--model", target_dir, "--draft", draft_dir, "-p", text, "--json",
-               "-n", str(n_new), "--ignore-eos", "--gamma", str(gamma), "--seed", str(seed),
-               "--top-k", "0", "--top-p", "1", "--repeat", "1"]
-        cmd += ["--greedy"] if temperature == 0 else ["--temp", str(temperature)]
+               "-n", str(n_new), "--ignore-eos", "--gamma", str(gamma), "--seed", str(seed)]
+        if temperature is not None:
+            cmd += ["--top-k", "0", "--top-p", "1", "--repeat", "1"]
+            cmd += ["--greedy"] if temperature == 0 else ["--temp", str(temperature)]
         last = json.loads(run(cmd).decode().strip().split("\n")[-1])
         for k in ("rounds", "drafted", "accepted"):
             tot[k] += last[k]
@@ -202,9 +205,16 @@ def main():
         T = m.cfg.n_positions
         val_ids = np.array(ids["val"], dtype=np.int64)
         nll, count = score_stream(m, val_ids, T)
+        val_bytes = len(texts["val"].encode())
+        # Bits per byte: the total NLL in bits over the bytes of val.txt (issue 11's measure, with
+        # windows of 256 tokens as `tokentop score --chunk 255`, and with the full context).
+        nll255, count255 = score_stream(m, val_ids, 255)
         r = {"dir": d, "params": m.n_params(), "n_layer": m.cfg.n_layer, "n_head": m.cfg.n_head,
              "n_embd": m.cfg.n_embd, "n_ctx": T, "macs_per_token": gpt2_flops_per_token(m.cfg, T),
-             "python_val_nll": nll, "python_val_ppl": math.exp(nll), "val_predicted": count}
+             "python_val_nll": nll, "python_val_ppl": math.exp(nll), "val_predicted": count,
+             "val_bits_per_byte": nll * count / math.log(2) / val_bytes,
+             "python_val_nll_chunk255": nll255,
+             "val_bits_per_byte_chunk255": nll255 * count255 / math.log(2) / val_bytes}
         # The logits of the first windows, also for a later comparison without tokentop.
         ref = torch_logits_windows(m, val_ids, T, LOGIT_CHUNKS)
         np.save(os.path.join(out_dir, role + "_logits_head.npy"), ref)
@@ -217,6 +227,8 @@ def main():
             r["tokentop_predicted"] = sc["predicted"]
             r["val_nll_abs_diff"] = abs(sc["mean_nll"] - nll)
             r["val_ppl_rel_diff"] = abs(sc["perplexity"] - math.exp(nll)) / math.exp(nll)
+            sc = json.loads(run([tt, "score", "--model", d, "-f", val_path, "--chunk", "255", "--json"]))
+            r["tokentop_val_bits_per_byte_chunk255"] = sc["mean_nll"] * sc["predicted"] / math.log(2) / val_bytes
             # A prefix of val.txt long enough for LOGIT_CHUNKS windows, cut after a line.
             need = LOGIT_CHUNKS * T + 1
             cut = len(tok.decode(val_ids[:need]))
@@ -262,6 +274,11 @@ def main():
                 r = tokentop_speculative(tt, args.target, args.draft, prompt_texts, args.acceptance_tokens, temp, gamma)
                 acc["tokentop_T%.1f_gamma%d" % (temp, gamma)] = r
                 print("acceptance (tokentop generate --draft, T=%.1f, gamma %d): %s" % (temp, gamma, json.dumps(r)))
+        for gamma in (1, 4):
+            r = tokentop_speculative(tt, args.target, args.draft, prompt_texts, args.acceptance_tokens, None, gamma)
+            acc["tokentop_defaults_gamma%d" % gamma] = r
+            print("acceptance (tokentop generate --draft, generation_config defaults, gamma %d): %s" %
+                  (gamma, json.dumps(r)))
         speed = {role: tokentop_decode_speed(tt, d) for role, d in (("target", args.target), ("draft", args.draft))}
         speed["ratio"] = speed["draft"] / speed["target"]
         res["tokentop_decode_tok_s"] = speed
