@@ -100,6 +100,7 @@ deps:
 tokentop: $(BIN) $(GPU_PLUGIN) gpu-plugin-stale
 ifneq ($(SANITIZE),1)
 	$(Q)cp $(BIN) $@.tmp && mv -f $@.tmp $@
+	$(Q)rm -f $(GPU_PLUGIN_STALE)
 	$(if $(GPU_PLUGIN),$(Q)cp $(GPU_PLUGIN) $(notdir $(GPU_PLUGIN)).tmp && mv -f $(notdir $(GPU_PLUGIN)).tmp $(notdir $(GPU_PLUGIN)))
 endif
 

@@ -107,10 +107,12 @@ GPU_OBJ  += $(BUILD)/gpu/gpu_plugin.o
 GPU_LIBS += -ldl
 $(BIN): gpu/host.exports
 
-# A plugin file of another mode left beside the binary would be found first; remove it.
+# A plugin file of another mode left beside the binary would be found first; remove it (the
+# top-level Makefile does the same beside ./tokentop when it copies the binary there).
+GPU_PLUGIN_STALE := $(filter-out $(notdir $(GPU_PLUGIN)),$(GPU_PLUGIN_FILES))
 .PHONY: gpu-plugin-stale
 gpu-plugin-stale:
-	@rm -f $(foreach d,$(BUILD) .,$(addprefix $(d)/,$(filter-out $(notdir $(GPU_PLUGIN)),$(GPU_PLUGIN_FILES))))
+	@rm -f $(addprefix $(BUILD)/,$(GPU_PLUGIN_STALE))
 
 # ---------------------------------------------------------------------------------------------
 # Rules
