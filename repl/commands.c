@@ -544,6 +544,7 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             e->model_name, e->model_dir, (double)s->model->n_params / 1e6, cfg->V, cfg->maxT,
             cfg->C, cfg->L, cfg->NH);
     out_add(e, "engine      %s\n", e->engine_desc);
+    out_add(e, "threads     %s\n", cpu_engine_describe_threads(s->eng, line, sizeof line));
     sampler_params_format(&s->set.sampler, line, sizeof line);
     out_add(e, "sampler     %s\n", line);
     out_add(e, "mode        %s%s\n",
