@@ -48,14 +48,19 @@ struct threadpool {
     bool adaptive;
     bool watch_load;                /* also look at the machine's runnable threads */
     _Atomic unsigned job_claims;    /* chunks the workers claimed in the current job */
-    bool serial;                    /* in a back-off: jobs run on the caller alone */
+    bool serial;                    /* jobs run on the caller alone until resume_us */
     double resume_us;               /* ... until then */
     double backoff_us;              /* the next back-off's length */
     double window_us, window_serial_us; /* the current window: measured, one-thread estimate */
     int window_jobs;
     double gain;                    /* of the last full window (0: none yet) */
     int others;                     /* runnable threads not ours at the last look (-1: unknown) */
+    bool load_limited;              /* the last look left fewer cores than threads */
     int cores;
+    _Atomic int active;             /* threads that take part in jobs; workers with ith >= active
+                                       wait on parked instead of polling for jobs */
+    _Atomic int parked_n;           /* workers waiting on parked */
+    pthread_cond_t parked;
     unsigned long long jobs_parallel, jobs_serial;
 };
 
@@ -123,6 +128,17 @@ static void *worker_main(void *varg)
         seen = wait_generation(p, seen);
         if (atomic_load(&p->stop))
             return NULL;
+        if (ith >= atomic_load(&p->active)) {
+            /* Not wanted now (its core belongs to another process): block until that changes,
+             * rather than poll for every job. pool_set_active raises active under the lock. */
+            pthread_mutex_lock(&p->lock);
+            atomic_fetch_add(&p->parked_n, 1);
+            while (ith >= atomic_load(&p->active) && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->parked, &p->lock);
+            atomic_fetch_sub(&p->parked_n, 1);
+            pthread_mutex_unlock(&p->lock);
+            continue;
+        }
         /* Join unless the caller already closed the job. fn and arg are read after joining:
          * they belong to the job joined (the caller rewrites them only once it has closed the
          * previous job and every worker inside has left). */
@@ -173,9 +189,11 @@ static tt_status pool_start(int n_threads, bool adaptive, bool watch_load, threa
     p->others = -1;
     p->cores = threadpool_cores();
     p->serial = adaptive;           /* resume_us 0: the first job looks at the cores */
+    atomic_store(&p->active, n_threads);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->finished, NULL);
+    pthread_cond_init(&p->parked, NULL);
     if (n_threads > 1) {
         p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
         if (!p->workers) {
@@ -240,23 +258,42 @@ static int running_threads(void)
     return running;
 }
 
-/* Whether every thread of the pool can have a core of its own: the runnable threads that are not
- * ours leave at least n cores free. A worker that must share its core with another process is
- * descheduled for whole time slices while the caller waits for its chunk: that made two threads
- * 1.5-2x slower than one with a single busy process beside them on 2 cores. Unknown counts as
- * free (the window's gain still decides). */
-static bool pool_cores_free(threadpool *p)
+/* How many of the pool's threads can each have a core of their own: the cores the runnable
+ * threads of other processes leave, between 1 and n. A worker that must share its core with
+ * another process is descheduled for whole time slices while the caller waits for its chunk:
+ * that made two threads 1.5-2x slower than one with a single busy process beside them on 2
+ * cores. n where the count cannot be read (the window's gain still decides). */
+static int pool_free_threads(threadpool *p)
 {
     int running = p->watch_load ? running_threads() : -1;
+    p->load_limited = false;
     if (running < 0) {
         p->others = -1;
-        return true;
+        return p->n;
     }
-    int awake = p->serial ? 0 : p->n - 1 - atomic_load(&p->sleepers);
-    p->others = running - 1 - (awake > 0 ? awake : 0);   /* the caller reads: it runs */
+    /* ours among the runnable: the caller (it is reading) and the workers neither asleep nor
+     * parked */
+    int awake = p->n - 1 - atomic_load(&p->sleepers) - atomic_load(&p->parked_n);
+    p->others = running - 1 - (awake > 0 ? awake : 0);
     if (p->others < 0)
         p->others = 0;
-    return p->others <= p->cores - p->n;
+    int k = p->cores - p->others;
+    if (k >= p->n)
+        return p->n;
+    p->load_limited = true;
+    return k < 1 ? 1 : k;
+}
+
+static void pool_set_active(threadpool *p, int k)
+{
+    if (k > atomic_load(&p->active)) {
+        pthread_mutex_lock(&p->lock);
+        atomic_store(&p->active, k);
+        pthread_cond_broadcast(&p->parked);
+        pthread_mutex_unlock(&p->lock);
+    } else {
+        atomic_store(&p->active, k);
+    }
 }
 
 /* One parallel job's accounting: it took job_us; the caller's own share took caller_us for
@@ -286,9 +323,10 @@ static void pool_account(threadpool *p, double end_us, double job_us, double cal
     p->gain = p->window_serial_us / p->window_us;
     p->window_us = p->window_serial_us = 0.0;
     p->window_jobs = 0;
-    bool free_cores = pool_cores_free(p);
-    if (p->gain >= THREADPOOL_MIN_GAIN && free_cores) {
+    int k = pool_free_threads(p);
+    if (p->gain >= THREADPOOL_MIN_GAIN && k > 1) {
         p->backoff_us = THREADPOOL_BACKOFF_MS * 1e3;
+        pool_set_active(p, k);
         return;
     }
     p->serial = true;
@@ -311,13 +349,16 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
     double t0 = 0.0;
     if (p->adaptive) {
         t0 = now_us();
-        if (p->serial && (t0 < p->resume_us || !pool_cores_free(p))) {
-            if (t0 >= p->resume_us)      /* still busy: no parallel window, look again later */
+        int k = 0;
+        if (p->serial && (t0 < p->resume_us || (k = pool_free_threads(p)) == 1)) {
+            if (k == 1)                  /* still busy: no parallel window, look again later */
                 p->resume_us = t0 + THREADPOOL_RECHECK_MS * 1e3;
             p->jobs_serial++;
             fn(arg, 0, p->n);
             return;
         }
+        if (p->serial)
+            pool_set_active(p, k);
         p->serial = false;
         p->jobs_parallel++;
     }
@@ -368,10 +409,10 @@ void threadpool_get_stats(const threadpool *p, threadpool_stats *out)
 {
     out->threads = p->n;
     out->adaptive = p->adaptive && p->n > 1;
-    out->active = p->serial ? 1 : p->n;
+    out->active = p->serial ? 1 : atomic_load(&p->active);
     out->gain = p->gain;
     out->others = p->others;
-    out->threads_free = p->cores - p->n;
+    out->load_limited = p->load_limited;
     out->jobs_parallel = p->jobs_parallel;
     out->jobs_serial = p->jobs_serial;
 }
@@ -385,9 +426,9 @@ void threadpool_describe(const threadpool *p, char *out, size_t cap)
         snprintf(out, cap, "%d thread%s (--threads)", st.threads, s);
     else if (st.threads == 1)
         snprintf(out, cap, "1 thread (auto: one core)");
-    else if (st.active == 1 && st.others > st.threads_free)
-        snprintf(out, cap, "%d threads (auto), 1 in use: %d other thread%s running on %d cores",
-                 st.threads, st.others, st.others == 1 ? "" : "s", p->cores);
+    else if (st.load_limited)
+        snprintf(out, cap, "%d threads (auto), %d in use: %d other thread%s running on %d "
+                 "cores", st.threads, st.active, st.others, st.others == 1 ? "" : "s", p->cores);
     else if (st.gain == 0.0)
         snprintf(out, cap, "%d threads (auto: one per core; falls back to 1 while %d do not "
                  "pay)", st.threads, st.threads);
@@ -409,6 +450,7 @@ void threadpool_free(threadpool *p)
         atomic_fetch_add(&p->generation, 1);
         pthread_mutex_lock(&p->lock);
         pthread_cond_broadcast(&p->wake);
+        pthread_cond_broadcast(&p->parked);
         pthread_mutex_unlock(&p->lock);
         for (int i = 0; i < p->started; i++)
             pthread_join(p->workers[i], NULL);
@@ -416,6 +458,7 @@ void threadpool_free(threadpool *p)
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->finished);
+    pthread_cond_destroy(&p->parked);
     free(p->workers);
     free(p);
 }

@@ -30,17 +30,17 @@ typedef void (*threadpool_fn)(void *arg, int ith, int nth);
  * *out is NULL and no thread is left running. */
 tt_status threadpool_create(int n_threads, threadpool **out, tt_error *err);
 
-/* n_threads (>= 1) threads, adaptive. With watch_load, workers take part only while each thread
- * of the pool can have a core to itself: the runnable threads of other processes (/proc/loadavg, looked at once
- * per window) leave n_threads cores free; if not, jobs run on the caller alone and the pool
- * looks again after THREADPOOL_RECHECK_MS. And only while they pay: after each window of at
- * least THREADPOOL_WINDOW_MS of parallel jobs (and THREADPOOL_WINDOW_JOBS jobs), or as soon as a
- * window has lost THREADPOOL_LOSS_MS, the pool compares the window's time with an estimate of
- * what the calling thread alone would have taken (its own time per chunk in each job times the
- * job's chunks: work handed out with threadpool_next_chunk). Below THREADPOOL_MIN_GAIN, jobs run
- * on the caller alone for a back-off (THREADPOOL_BACKOFF_MS, doubling after each failed retry up
- * to THREADPOOL_BACKOFF_MAX_MS). Results do not depend on it: jobs may never assume any worker
- * joins. */
+/* n_threads (>= 1) threads, adaptive. With watch_load, only as many threads take part as can
+ * each have a core to itself: the cores the runnable threads of other processes leave
+ * (/proc/loadavg, looked at once per window); at one, jobs run on the caller alone and the pool
+ * looks again after THREADPOOL_RECHECK_MS. And workers take part only while they pay: after
+ * each window of at least THREADPOOL_WINDOW_MS of parallel jobs (and THREADPOOL_WINDOW_JOBS
+ * jobs), or as soon as a window has lost THREADPOOL_LOSS_MS, the pool compares the window's
+ * time with an estimate of what the calling thread alone would have taken (its own time per
+ * chunk in each job times the job's chunks: work handed out with threadpool_next_chunk). Below
+ * THREADPOOL_MIN_GAIN, jobs run on the caller alone for a back-off (THREADPOOL_BACKOFF_MS,
+ * doubling after each failed retry up to THREADPOOL_BACKOFF_MAX_MS). Results do not depend on
+ * it: jobs may never assume any worker joins. */
 tt_status threadpool_create_adaptive(int n_threads, bool watch_load, threadpool **out,
                                     tt_error *err);
 
@@ -63,12 +63,13 @@ int threadpool_size(const threadpool *p);
 typedef struct {
     int threads;                   /* the pool's size */
     bool adaptive;                 /* size chosen automatically; workers used only while they pay */
-    int active;                    /* threads the next job uses: threads, or 1 during a back-off */
+    int active;                    /* threads the next job uses: threads, fewer while other
+                                      processes' threads leave fewer cores, 1 during a back-off */
     double gain;                   /* last full window: estimated one-thread time / its time;
                                       0 before the first window */
     int others;                    /* runnable threads of other processes at the last look
                                       (/proc/loadavg), -1 unknown */
-    int threads_free;              /* at most that many leave a core to each of ours */
+    bool load_limited;             /* they left fewer cores than threads */
     unsigned long long jobs_parallel, jobs_serial;  /* jobs run with the workers / without */
 } threadpool_stats;
 
