@@ -45,8 +45,9 @@ struct engine {
 
 typedef struct {
     tt_dtype dtype;            /* precision to hold weights in */
-    int n_threads;             /* CPU threads; <= 0 chooses: one per online core, used while
-                                  they pay (threadpool_create) */
+    int n_threads;             /* CPU threads; <= 0 chooses: one per core the process may use,
+                                  used while they pay (threadpool_create), 1 for a model too
+                                  small to split */
     int n_ctx;                 /* KV cache positions; <= 0 means the model's maxT */
 } engine_options;
 

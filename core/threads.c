@@ -5,6 +5,7 @@
 #include "core/threads.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -56,7 +57,8 @@ struct threadpool {
     double gain;                    /* of the last full window (0: none yet) */
     int others;                     /* runnable threads not ours at the last look (-1: unknown) */
     bool load_limited;              /* the last look left fewer cores than threads */
-    int cores;
+    int cores;                      /* the cores this process may run on */
+    int cores_online;               /* the machine's: /proc/loadavg counts threads on all */
     _Atomic int active;             /* threads that take part in jobs; workers with ith >= active
                                        wait on parked instead of polling for jobs */
     _Atomic int parked_n;           /* workers waiting on parked */
@@ -82,10 +84,20 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-int threadpool_cores(void)
+static int cores_online(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (int)n;
+}
+
+int threadpool_cores(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    return cores_online();
 }
 
 /* Waits until the generation differs from seen; returns the new one. */
@@ -188,6 +200,7 @@ static tt_status pool_start(int n_threads, bool adaptive, bool watch_load, threa
     p->backoff_us = THREADPOOL_BACKOFF_MS * 1e3;
     p->others = -1;
     p->cores = threadpool_cores();
+    p->cores_online = cores_online();
     p->serial = adaptive;           /* resume_us 0: the first job looks at the cores */
     atomic_store(&p->active, n_threads);
     pthread_mutex_init(&p->lock, NULL);
@@ -277,6 +290,8 @@ static int pool_free_threads(threadpool *p)
     p->others = running - 1 - (awake > 0 ? awake : 0);
     if (p->others < 0)
         p->others = 0;
+    if (p->cores < p->cores_online)  /* the others' share of our cores, spread evenly */
+        p->others = (p->others * p->cores + p->cores_online / 2) / p->cores_online;
     int k = p->cores - p->others;
     if (k >= p->n)
         return p->n;

@@ -81,7 +81,7 @@ void threadpool_get_stats(const threadpool *p, threadpool_stats *out);
  * or "2 threads (--threads)". */
 void threadpool_describe(const threadpool *p, char *out, size_t cap);
 
-/* Online cores (at least 1). */
+/* The cores this process may run on (its CPU affinity; else the online ones; at least 1). */
 int threadpool_cores(void);
 
 /* Stops and joins the workers; NULL is safe. */
