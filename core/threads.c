@@ -4,12 +4,12 @@
  * jobs and runs them on the caller alone while the workers do not pay (threads.h). */
 #include "core/threads.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -8,7 +8,8 @@
 # tests/fixtures/gpt2 --eos 50256). Each round runs, for every binary given (default ./tokentop),
 # every model (the embedded kjv-target, the kjv-target + kjv-draft pair, GPT2_DIR), every load
 # (quiet, busy) and both thread settings (default, --threads 1), interleaved so that a change in
-# the machine's load hits every variant alike. The busy load is one `yes >/dev/null` left to
+# the machine's load hits every variant alike; the two thread settings run back to back, and
+# the ratio of each such pair is reported beside the medians. The busy load is one `yes >/dev/null` left to
 # the scheduler (pinned nowhere), started before and stopped after each run. Prints the median,
 # min and max decode tok/s of each cell. Run it under `flock /tmp/tokentop-bench.lock`.
 set -eu
@@ -36,11 +37,15 @@ run() {     # binary model-label threads-label load-label args...
 }
 for r in $(seq "$ROUNDS"); do
     for ld in quiet busy; do
-        for th in default 1; do
-            for bin in "$@"; do
+        for bin in "$@"; do
+            for th in default 1; do     # back to back: the ratio compares neighbours
                 run "$bin" target "$th" "$ld" -p "$PROMPT" -n 200
+            done
+            for th in default 1; do
                 run "$bin" pair "$th" "$ld" -p "$PROMPT" -n 200 --draft models/kjv-draft
-                run "$bin" gpt2 "$th" "$ld" --model "$GPT2" -p "$PROMPT" -n 48
+            done
+            for th in default 1; do
+                run "$bin" gpt2 "$th" "$ld" --model "$GPT2" -p "$PROMPT" -n 32
             done
         done
     done
@@ -49,15 +54,17 @@ done
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 bins = list(dict.fromkeys(r["bin"] for r in rows))
-print(f"{'model':7} {'load':6} {'threads':8} " + " ".join(f"{b[-28:]:>30}" for b in bins))
+def cell(v, fmt):
+    return f"{fmt.format(statistics.median(v))} [{fmt.format(min(v))}..{fmt.format(max(v))}]" if v else "-"
+print("decode tok/s, median [range]; ratio = default / --threads 1 in the same round")
+print(f"{'model':7} {'load':6} {'threads':8} " + " ".join(f"{b[-30:]:>30}" for b in bins))
 for m in ("target", "pair", "gpt2"):
     for ld in ("quiet", "busy"):
+        get = lambda b, th: [r["summary"]["decode_tok_s"] for r in rows
+                             if (r["bin"], r["model"], r["load"], r["threads"]) == (b, m, ld, th)]
         for th in ("default", "1"):
-            cells = []
-            for b in bins:
-                v = [r["summary"]["decode_tok_s"] for r in rows
-                     if (r["bin"], r["model"], r["load"], r["threads"]) == (b, m, ld, th)]
-                cells.append(f"{statistics.median(v):8.0f} [{min(v):6.0f}..{max(v):6.0f}]"
-                             if v else "-")
-            print(f"{m:7} {ld:6} {th:8} " + " ".join(f"{c:>30}" for c in cells))
+            print(f"{m:7} {ld:6} {th:8} " + " ".join(f"{cell(get(b, th), '{:.0f}'):>30}"
+                                                    for b in bins))
+        ratios = [[d / o for d, o in zip(get(b, "default"), get(b, "1"))] for b in bins]
+        print(f"{m:7} {ld:6} {'ratio':8} " + " ".join(f"{cell(r, '{:.2f}'):>30}" for r in ratios))
 EOF
