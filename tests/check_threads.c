@@ -189,17 +189,26 @@ static void run_until_window(threadpool *p, stall_job *j)
     }
 }
 
-START_TEST(an_automatic_pool_drops_workers_that_only_make_the_caller_wait)
+/* An adaptive pool of 2 (the load not watched) after a first window of jobs whose worker
+ * chunks stall the caller: it must have dropped to one thread. */
+static threadpool *pool_after_stalls(stall_job *j, threadpool_stats *st)
 {
     threadpool *p;
     ck_assert_int_eq(threadpool_create_adaptive(2, false, &p, NULL), TT_OK);
-    stall_job j = {.caller_us = 100, .worker_us = 5000};
-    run_until_window(p, &j);
+    *j = (stall_job){.caller_us = 100, .worker_us = 5000};
+    run_until_window(p, j);
+    threadpool_get_stats(p, st);
+    ck_assert(st->adaptive);
+    ck_assert(st->gain > 0 && st->gain < THREADPOOL_MIN_GAIN);
+    ck_assert_int_eq(st->active, 1);
+    return p;
+}
+
+START_TEST(an_automatic_pool_drops_workers_that_only_make_the_caller_wait)
+{
+    stall_job j;
     threadpool_stats st;
-    threadpool_get_stats(p, &st);
-    ck_assert(st.adaptive);
-    ck_assert(st.gain > 0 && st.gain < THREADPOOL_MIN_GAIN);
-    ck_assert_int_eq(st.active, 1);
+    threadpool *p = pool_after_stalls(&j, &st);
     char line[200];
     threadpool_describe(p, line, sizeof line);
     ck_assert_msg(strstr(line, "1 in use") != NULL, "%s", line);
@@ -218,13 +227,9 @@ END_TEST
 
 START_TEST(an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off)
 {
-    threadpool *p;
-    ck_assert_int_eq(threadpool_create_adaptive(2, false, &p, NULL), TT_OK);
-    stall_job j = {.caller_us = 100, .worker_us = 5000};
-    run_until_window(p, &j);
+    stall_job j;
     threadpool_stats st;
-    threadpool_get_stats(p, &st);
-    ck_assert_int_eq(st.active, 1);
+    threadpool *p = pool_after_stalls(&j, &st);
     /* Then jobs whose chunks take 2 ms on either thread (long beside a worker's wake-up): the
      * worker takes about half and a window's gain is near 2. After the back-off the pool must
      * try again, see it and stay parallel (retries allowed: a loaded machine can spoil one
