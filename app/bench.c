@@ -37,15 +37,20 @@ typedef struct {
     bool random_model;
     char description[160];
     int threads;
+    char threads_note[200];        /* the threads the engine used and why (CPU) */
     double prefill_s;              /* median of the prefill runs */
+    double prefill_min_s, prefill_max_s;
     double prefill_gflop;          /* work in one prefill */
     double decode_median_s;        /* median per-token decode time */
+    double decode_q1_s, decode_q3_s; /* quartiles of the per-token decode times */
     double decode_tail_s;          /* median of the last steps (at the longest context) */
     int nocache_ctx;               /* context length of the no-cache comparison */
     double nocache_s;              /* median time of one token recomputed without the cache */
     size_t weight_bytes;
     double kv_bytes;               /* KV cache bytes a decode step reads, mean over the steps */
-    double bandwidth;              /* bytes/s: measured host read, or the GPU's peak */
+    double bandwidth;              /* bytes/s: measured host read (the best pass), or the GPU's
+                                      peak */
+    double bandwidth_min, bandwidth_median, bandwidth_max; /* over the passes (host only) */
     double peak_rss;               /* bytes */
     /* --backend cuda only: */
     char device[320];
@@ -102,36 +107,39 @@ static void bandwidth_run(void *varg, int ith, int nth)
     j->sink[ith % 64] = s[0] + s[1];
 }
 
-/* Bytes per second, the best of six passes over 512 MiB (twice a large L3), with and without
- * software prefetch: the limit decode is compared with is the best this machine showed. 0 on
- * failure. */
-static double bench_bandwidth(int n_threads)
+#define BANDWIDTH_PASSES 6
+
+/* Six passes over 512 MiB (twice a large L3), with and without software prefetch, in bytes per
+ * second: the limit decode is compared with is the best this machine showed (r->bandwidth); the
+ * least, median and best pass are its spread (on a shared machine they differ by 1.5x from one
+ * run to the next). All 0 on failure. */
+static void bench_bandwidth(int n_threads, bench_result *r)
 {
     const size_t bytes = (size_t)512 << 20;
     threadpool *pool;
     if (threadpool_create(n_threads, &pool, NULL) != TT_OK)
-        return 0.0;
+        return;
     bandwidth_job j = {.n = bytes / sizeof(bench_u64x2)};
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes) != 0) {
         threadpool_free(pool);
-        return 0.0;
+        return;
     }
     memset(p, 1, bytes);
     j.buf = p;
-    double best = 0.0;
-    for (int r = 0; r < 6; r++) {
-        j.prefetch = r % 2 == 1;
+    double bw[BANDWIDTH_PASSES];
+    for (int k = 0; k < BANDWIDTH_PASSES; k++) {
+        j.prefetch = k % 2 == 1;
         threadpool_chunks_init(&j.chunks, (int)((j.n + BANDWIDTH_CHUNK - 1) / BANDWIDTH_CHUNK));
         double t0 = tt_now_s();
         threadpool_run(pool, bandwidth_run, &j);
-        double bw = (double)bytes / (tt_now_s() - t0);
-        if (bw > best)
-            best = bw;
+        bw[k] = (double)bytes / (tt_now_s() - t0);
     }
     free(p);
     threadpool_free(pool);
-    return best;
+    r->bandwidth_median = tt_median(bw, BANDWIDTH_PASSES);     /* sorts bw */
+    r->bandwidth_min = bw[0];
+    r->bandwidth = r->bandwidth_max = bw[BANDWIDTH_PASSES - 1];
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -180,7 +188,9 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
             goto fail;
         times[k] = tt_now_s() - t0;
     }
-    r->prefill_s = tt_median(times, 3);
+    r->prefill_s = tt_median(times, 3);          /* sorts times */
+    r->prefill_min_s = times[0];
+    r->prefill_max_s = times[2];
     r->prefill_gflop = (flops_per_token(cfg) * N + attention_flops(cfg, N) +
                         2.0 * cfg->C * cfg->V) * 1e-9;
 
@@ -196,7 +206,9 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
     r->kv_bytes = 2.0 * cfg->L * cfg->C * sizeof(float) * (N + 0.5 * (M + 1));
     int tail = M < 8 ? M : 8;
     r->decode_tail_s = M > 0 ? tt_median(times + M - tail, tail) : 0.0;
-    r->decode_median_s = M > 0 ? tt_median(times, M) : 0.0;
+    r->decode_median_s = M > 0 ? tt_median(times, M) : 0.0;   /* sorts times */
+    r->decode_q1_s = M > 0 ? times[(M - 1) / 4] : 0.0;
+    r->decode_q3_s = M > 0 ? times[(3 * (M - 1) + 3) / 4] : 0.0;
 
     /* Without the cache: every new token recomputes the whole context (a few steps only). */
     r->nocache_ctx = total;
@@ -233,12 +245,18 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
     fprintf(f, "tokentop bench: %s%s\n", r->model_name,
             r->random_model ? " (random weights, GPT-2 124M shapes)" : "");
     fprintf(f, "  engine        %s\n", r->description);
-    fprintf(f, "  prefill       %d tokens: %.1f tok/s (%.1f ms, %.1f GFLOP/s)\n",
-            o->prompt_tokens, prefill_tps, r->prefill_s * 1e3, r->prefill_gflop / r->prefill_s);
+    if (!o->cuda)
+        fprintf(f, "  threads       %s\n", r->threads_note);
+    fprintf(f, "  prefill       %d tokens: %.1f tok/s (%.1f ms, %.1f GFLOP/s; 3 runs: %.1f..%.1f "
+            "tok/s)\n", o->prompt_tokens, prefill_tps, r->prefill_s * 1e3,
+            r->prefill_gflop / r->prefill_s, o->prompt_tokens / r->prefill_max_s,
+            o->prompt_tokens / r->prefill_min_s);
     fprintf(f, "  first token   %.1f ms (prefill of %d tokens + logits)\n", r->prefill_s * 1e3,
             o->prompt_tokens);
-    fprintf(f, "  decode        %d tokens: %.1f tok/s (median %.2f ms/token)\n", o->gen_tokens,
-            decode_tps, r->decode_median_s * 1e3);
+    fprintf(f, "  decode        %d tokens: %.1f tok/s (median %.2f ms/token; middle half of the "
+            "steps %.1f..%.1f tok/s)\n", o->gen_tokens, decode_tps, r->decode_median_s * 1e3,
+            r->decode_q3_s > 0 ? 1.0 / r->decode_q3_s : 0.0,
+            r->decode_q1_s > 0 ? 1.0 / r->decode_q1_s : 0.0);
     fprintf(f, "  KV cache      at %d tokens: %.1f tok/s with the cache, %.2f tok/s without "
             "(recompute): %.0fx\n", r->nocache_ctx, tail_tps, nocache_tps,
             r->decode_tail_s > 0 ? r->nocache_s / r->decode_tail_s : 0.0);
@@ -256,8 +274,10 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
                 "(%.1f tok/s max)\n", r->bandwidth * 1e-9, frac * 100.0,
                 r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
     } else {
-        fprintf(f, "  bandwidth     %.1f GB/s measured read (%d threads): decode runs at %.0f%% of "
-                "that limit (%.1f tok/s max)\n", r->bandwidth * 1e-9, r->threads, frac * 100.0,
+        fprintf(f, "  bandwidth     %.1f GB/s measured read (best of %d passes, %d threads; least "
+                "%.1f, median %.1f): decode runs at %.0f%% of that limit (%.1f tok/s max)\n",
+                r->bandwidth * 1e-9, BANDWIDTH_PASSES, r->threads, r->bandwidth_min * 1e-9,
+                r->bandwidth_median * 1e-9, frac * 100.0,
                 r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
     }
     fprintf(f, "  peak RSS      %.1f MB\n", r->peak_rss * 1e-6);
@@ -288,9 +308,13 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
     json_field(f, "prefill_tok_s", o->prompt_tokens / r->prefill_s, true);
     json_field(f, "prefill_ms", r->prefill_s * 1e3, true);
     json_field(f, "prefill_gflop_s", r->prefill_gflop / r->prefill_s, true);
+    json_field(f, "prefill_tok_s_min", o->prompt_tokens / r->prefill_max_s, true);
+    json_field(f, "prefill_tok_s_max", o->prompt_tokens / r->prefill_min_s, true);
     json_field(f, "ttft_ms", r->prefill_s * 1e3, true);
     json_field(f, "decode_tok_s", decode_tps, true);
     json_field(f, "decode_ms_median", r->decode_median_s * 1e3, true);
+    json_field(f, "decode_tok_s_q1", r->decode_q3_s > 0 ? 1.0 / r->decode_q3_s : 0.0, true);
+    json_field(f, "decode_tok_s_q3", r->decode_q1_s > 0 ? 1.0 / r->decode_q1_s : 0.0, true);
     fprintf(f, "\"kv_context\":%d,", r->nocache_ctx);
     json_field(f, "kv_cached_tok_s", r->decode_tail_s > 0 ? 1.0 / r->decode_tail_s : 0.0, true);
     json_field(f, "kv_nocache_tok_s", 1.0 / r->nocache_s, true);
@@ -299,6 +323,14 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
     fprintf(f, "\"weight_bytes_per_token\":%zu,", r->weight_bytes);
     json_field(f, "kv_bytes_per_token", r->kv_bytes, true);
     json_field(f, "bandwidth_gb_s", r->bandwidth * 1e-9, true);
+    if (!o->cuda) {
+        json_field(f, "bandwidth_gb_s_min", r->bandwidth_min * 1e-9, true);
+        json_field(f, "bandwidth_gb_s_median", r->bandwidth_median * 1e-9, true);
+        json_field(f, "bandwidth_gb_s_max", r->bandwidth_max * 1e-9, true);
+        fprintf(f, "\"bandwidth_passes\":%d,\"threads_note\":", BANDWIDTH_PASSES);
+        jsonw_string(f, r->threads_note, strlen(r->threads_note));
+        fputc(',', f);
+    }
     json_field(f, "bandwidth_fraction",
                r->bandwidth > 0 ? (double)r->weight_bytes * decode_tps / r->bandwidth : 0.0, true);
     json_field(f, "peak_rss_mb", r->peak_rss * 1e-6, true);
@@ -480,6 +512,7 @@ int bench_main(int argc, char **argv)
                 o.prompt_tokens, o.gen_tokens);
     if (bench_run(e, &o, &r, &err) != 0)
         goto fail;
+    cpu_engine_describe_threads(e, r.threads_note, sizeof r.threads_note);
     /* Peak RSS before the bandwidth test, whose buffer would otherwise dominate it. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -487,7 +520,7 @@ int bench_main(int argc, char **argv)
     engine_free(e);
     e = NULL;
     if (!o.cuda)
-        r.bandwidth = bench_bandwidth(r.threads);
+        bench_bandwidth(r.threads, &r);
     if (o.json)
         bench_print_json(&o, &r, stdout);
     else

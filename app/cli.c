@@ -108,7 +108,7 @@ void cli_usage(FILE *f, const char *cmd)
 "  -m, --model DIR        Hugging Face GPT-2 directory (default: the embedded %s)\n"
 "      --dtype T          precision weights are held in: fp32 | fp16 | bf16 (default: the file's)\n"
 "      --backend B        cpu | cuda | auto (default auto: the GPU when one is usable)\n"
-"  -t, --threads N        CPU threads (default: one per core)\n"
+"  -t, --threads N        CPU threads (default auto: one per core, 1 while more are slower)\n"
 "      --ctx N            KV cache positions (default: the model's n_positions)\n"
 "      --draft DIR        draft model for speculative decoding; --gamma N draft tokens per round\n"
 "      --spec on|off      start with speculative decoding on (default, with --draft) or off\n"

@@ -49,7 +49,9 @@ struct engine {
 
 typedef struct {
     tt_dtype dtype;            /* precision to hold weights in */
-    int n_threads;             /* CPU threads; <= 0 means one per online core */
+    int n_threads;             /* CPU threads; <= 0 chooses: one per core the process may use,
+                                  used while they pay (threadpool_create), 1 for a model too
+                                  small to split */
     int n_ctx;                 /* KV cache positions; <= 0 means the model's maxT */
 } engine_options;
 
@@ -94,5 +96,9 @@ void engine_free(engine *e);
 
 /* The CPU backend (cpu.c). */
 tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err);
+
+/* The CPU threads e uses and why, for people (threadpool_describe); for another backend, says
+ * that it does not use them. Returns out. */
+const char *cpu_engine_describe_threads(const engine *e, char *out, size_t cap);
 
 #endif

@@ -1,6 +1,8 @@
 /* threads.h: a small fork-join thread pool for the CPU backend: the calling thread takes a share
  * of every job, and idle workers spin briefly and then sleep, so they do not steal cores while
- * nothing runs.
+ * nothing runs. A pool whose size was chosen automatically also watches whether its workers pay:
+ * while they do not (another process holds a core, or the jobs are too small to split), jobs run
+ * on the calling thread alone, and the pool tries the workers again after a back-off.
  *
  * Why spin at all: a decode step runs about five parallel regions per layer separated by a few
  * microseconds of serial work; waking a sleeping thread costs tens of microseconds on a VM, so a
@@ -8,6 +10,9 @@
  * THREADPOOL_SPIN_US without work it blocks on a condition variable. */
 #ifndef TOKENTOP_THREADS_H
 #define TOKENTOP_THREADS_H
+
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "core/status.h"
 
@@ -20,18 +25,63 @@ typedef struct threadpool threadpool;
  * process keeps off the CPU delays nothing. */
 typedef void (*threadpool_fn)(void *arg, int ith, int nth);
 
-/* Starts n_threads - 1 workers (n_threads <= 0: one thread per online core). On failure *out is
- * NULL and no thread is left running. */
+/* Starts n_threads - 1 workers. n_threads <= 0 chooses automatically: one thread per online core,
+ * adaptive and watching the load as threadpool_create_adaptive. An explicit count is kept for every job. On failure
+ * *out is NULL and no thread is left running. */
 tt_status threadpool_create(int n_threads, threadpool **out, tt_error *err);
+
+/* n_threads (>= 1) threads, adaptive. With watch_load, only as many threads take part as can
+ * each have a core to itself: the cores the runnable threads of other processes leave
+ * (/proc/loadavg, looked at once per window); at one, jobs run on the caller alone and the pool
+ * looks again after THREADPOOL_RECHECK_MS. And workers take part only while they pay: after
+ * each window of at least THREADPOOL_WINDOW_MS of parallel jobs (and THREADPOOL_WINDOW_JOBS
+ * jobs), or as soon as a window has lost THREADPOOL_LOSS_MS, the pool compares the window's
+ * time with an estimate of what the calling thread alone would have taken (its own time per
+ * chunk in each job times the job's chunks: work handed out with threadpool_next_chunk). Below
+ * THREADPOOL_MIN_GAIN, jobs run on the caller alone for a back-off (THREADPOOL_BACKOFF_MS,
+ * doubling after each failed retry up to THREADPOOL_BACKOFF_MAX_MS). Results do not depend on
+ * it: jobs may never assume any worker joins. */
+tt_status threadpool_create_adaptive(int n_threads, bool watch_load, threadpool **out,
+                                    tt_error *err);
+
+#define THREADPOOL_WINDOW_MS 10
+#define THREADPOOL_WINDOW_JOBS 32
+#define THREADPOOL_LOSS_MS 1
+#define THREADPOOL_RECHECK_MS 20
+#define THREADPOOL_MIN_GAIN 1.05
+#define THREADPOOL_BACKOFF_MS 50
+#define THREADPOOL_BACKOFF_MAX_MS 1600
 
 /* Runs fn(arg, ith, nth) as described above and returns when every call that started has
  * returned. Not reentrant: one job at a time, submitted from the thread that created the pool. */
 void threadpool_run(threadpool *p, threadpool_fn fn, void *arg);
 
-/* Threads a job runs on, the caller's included. */
+/* Threads a job runs on, the caller's included (the pool's size, whether or not the workers
+ * currently take part). */
 int threadpool_size(const threadpool *p);
 
-/* Online cores (at least 1). */
+typedef struct {
+    int threads;                   /* the pool's size */
+    bool adaptive;                 /* size chosen automatically; workers used only while they pay */
+    int active;                    /* threads the next job uses: threads, fewer while other
+                                      processes' threads leave fewer cores, 1 during a back-off */
+    double gain;                   /* last full window: estimated one-thread time / its time;
+                                      0 before the first window */
+    int others;                    /* runnable threads of other processes at the last look
+                                      (/proc/loadavg), -1 unknown */
+    bool load_limited;             /* they left fewer cores than threads */
+    unsigned long long jobs_parallel, jobs_serial;  /* jobs run with the workers / without */
+} threadpool_stats;
+
+/* Read from the thread that submits jobs. */
+void threadpool_get_stats(const threadpool *p, threadpool_stats *out);
+
+/* One line for people: "2 threads (auto), 2 in use: 1.71x one thread's speed" or "2 threads
+ * (auto), 1 in use: 2 threads ran at 0.64x one thread's speed (another process busy on a core?)"
+ * or "2 threads (--threads)". */
+void threadpool_describe(const threadpool *p, char *out, size_t cap);
+
+/* The cores this process may run on (its CPU affinity; else the online ones; at least 1). */
 int threadpool_cores(void);
 
 /* Stops and joins the workers; NULL is safe. */

@@ -537,6 +537,7 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     out_add(e, "engine      %s\n", e->engine_desc);
     if (e->backend_note)
         out_add(e, "backend     auto: %s\n", e->backend_note);
+    out_add(e, "threads     %s\n", cpu_engine_describe_threads(s->eng, line, sizeof line));
     sampler_params_format(&s->set.sampler, line, sizeof line);
     out_add(e, "sampler     %s\n", line);
     out_add(e, "mode        %s%s\n",

@@ -1,10 +1,13 @@
 /* check_threads.c: the pool hands out each work chunk exactly once whoever joins, the caller
- * always takes part, workers share long jobs, and sleeping workers wake for the next job. */
+ * always takes part, workers share long jobs, sleeping workers wake for the next job, and an
+ * automatic pool runs jobs on the caller alone while its workers only slow them down. */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/threads.h"
 #include "tests/testutil.h"
 
@@ -140,6 +143,9 @@ START_TEST(default_size_is_one_thread_per_core)
     threadpool *p;
     ck_assert_int_eq(threadpool_create(0, &p, NULL), TT_OK);
     ck_assert_int_eq(threadpool_size(p), threadpool_cores());
+    threadpool_stats st;
+    threadpool_get_stats(p, &st);
+    ck_assert(st.adaptive == (threadpool_cores() > 1));
     threadpool_free(p);
     ck_assert_int_eq(threadpool_create(1, &p, NULL), TT_OK);
     count_job j;
@@ -151,6 +157,160 @@ START_TEST(default_size_is_one_thread_per_core)
     free(j.claimed);
     threadpool_free(p);
     threadpool_free(NULL);
+}
+END_TEST
+
+/* A worker that holds its chunk for 5 ms while the caller's take 100 us each: what a worker
+ * descheduled by another process looks like from the caller, which waits for it. */
+typedef struct {
+    threadpool_chunks chunks;
+    int calls[2];
+    int caller_us, worker_us;
+} stall_job;
+
+static void stall_run(void *varg, int ith, int nth)
+{
+    stall_job *j = varg;
+    j->calls[ith]++;
+    while (threadpool_next_chunk(&j->chunks) >= 0)
+        sleep_us(ith == 0 ? j->caller_us : j->worker_us);
+}
+
+/* Runs jobs of 8 chunks until the pool's first window has closed, at most 200 jobs. */
+static void run_until_window(threadpool *p, stall_job *j)
+{
+    threadpool_stats st;
+    for (int r = 0; r < 200; r++) {
+        threadpool_chunks_init(&j->chunks, 8);
+        threadpool_run(p, stall_run, j);
+        threadpool_get_stats(p, &st);
+        if (st.gain > 0)
+            return;
+    }
+}
+
+/* An adaptive pool of 2 (the load not watched) after a first window of jobs whose worker
+ * chunks stall the caller: it must have dropped to one thread. */
+static threadpool *pool_after_stalls(stall_job *j, threadpool_stats *st)
+{
+    threadpool *p;
+    ck_assert_int_eq(threadpool_create_adaptive(2, false, &p, NULL), TT_OK);
+    *j = (stall_job){.caller_us = 100, .worker_us = 5000};
+    run_until_window(p, j);
+    threadpool_get_stats(p, st);
+    ck_assert(st->adaptive);
+    ck_assert(st->gain > 0 && st->gain < THREADPOOL_MIN_GAIN);
+    ck_assert_int_eq(st->active, 1);
+    return p;
+}
+
+START_TEST(an_automatic_pool_drops_workers_that_only_make_the_caller_wait)
+{
+    stall_job j;
+    threadpool_stats st;
+    threadpool *p = pool_after_stalls(&j, &st);
+    char line[200];
+    threadpool_describe(p, line, sizeof line);
+    ck_assert_msg(strstr(line, "1 in use") != NULL, "%s", line);
+    /* During the back-off the worker is not even asked: every chunk runs on the caller. */
+    int worker_calls = j.calls[1];
+    for (int r = 0; r < 10; r++) {
+        threadpool_chunks_init(&j.chunks, 8);
+        threadpool_run(p, stall_run, &j);
+    }
+    ck_assert_int_eq(j.calls[1], worker_calls);
+    threadpool_get_stats(p, &st);
+    ck_assert_uint_ge(st.jobs_serial, 10);
+    threadpool_free(p);
+}
+END_TEST
+
+START_TEST(an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off)
+{
+    stall_job j;
+    threadpool_stats st;
+    threadpool *p = pool_after_stalls(&j, &st);
+    /* Then jobs whose chunks take 2 ms on either thread (long beside a worker's wake-up): the
+     * worker takes about half and a window's gain is near 2. After the back-off the pool must
+     * try again, see it and stay parallel (retries allowed: a loaded machine can spoil one
+     * window; within 3 s of such jobs one must pass). */
+    j.caller_us = j.worker_us = 2000;
+    int worker_calls = j.calls[1];
+    bool kept = false;
+    double t0 = tt_now_s();
+    while (!kept && tt_now_s() - t0 < 3.0) {
+        double gain0 = st.gain;
+        threadpool_chunks_init(&j.chunks, 8);
+        threadpool_run(p, stall_run, &j);
+        threadpool_get_stats(p, &st);
+        kept = st.gain != gain0 && st.gain >= THREADPOOL_MIN_GAIN && st.active == 2;
+    }
+    ck_assert_msg(kept, "last window's gain %.2f, %d in use", st.gain, st.active);
+    ck_assert_int_gt(j.calls[1], worker_calls);
+    threadpool_free(p);
+}
+END_TEST
+
+static void *spin_until_cleared(void *flag)
+{
+    while (__atomic_load_n((int *)flag, __ATOMIC_RELAXED))
+        ;
+    return NULL;
+}
+
+START_TEST(an_automatic_pool_leaves_the_cores_to_other_running_threads)
+{
+    /* As many spinning threads as cores: whatever else runs, no core is free for a worker. */
+    int n = threadpool_cores(), spin = 1;
+    pthread_t *spinners = calloc((size_t)n, sizeof *spinners);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(pthread_create(&spinners[i], NULL, spin_until_cleared, &spin), 0);
+    threadpool *p;
+    ck_assert_int_eq(threadpool_create_adaptive(2, true, &p, NULL), TT_OK);
+    stall_job j = {.caller_us = 50, .worker_us = 50};
+    for (int r = 0; r < 20; r++) {
+        threadpool_chunks_init(&j.chunks, 8);
+        threadpool_run(p, stall_run, &j);
+    }
+    __atomic_store_n(&spin, 0, __ATOMIC_RELAXED);
+    for (int i = 0; i < n; i++)
+        pthread_join(spinners[i], NULL);
+    free(spinners);
+    threadpool_stats st;
+    threadpool_get_stats(p, &st);
+    if (st.others < 0) {
+        threadpool_free(p);
+        return;                    /* no /proc/loadavg here: nothing to check */
+    }
+    ck_assert_int_eq(st.active, 1);
+    ck_assert_int_ge(st.others, n);
+    ck_assert_int_eq(j.calls[1], 0);
+    char line[200];
+    threadpool_describe(p, line, sizeof line);
+    ck_assert_msg(strstr(line, "other threads running") != NULL, "%s", line);
+    threadpool_free(p);
+}
+END_TEST
+
+START_TEST(an_explicit_thread_count_is_never_dropped)
+{
+    threadpool *p;
+    ck_assert_int_eq(threadpool_create(2, &p, NULL), TT_OK);
+    stall_job j = {.caller_us = 100, .worker_us = 2000};
+    for (int r = 0; r < 60; r++) {
+        threadpool_chunks_init(&j.chunks, 8);
+        threadpool_run(p, stall_run, &j);
+    }
+    threadpool_stats st;
+    threadpool_get_stats(p, &st);
+    ck_assert(!st.adaptive);
+    ck_assert_int_eq(st.active, 2);
+    char line[200];
+    threadpool_describe(p, line, sizeof line);
+    ck_assert_str_eq(line, "2 threads (--threads)");
+    threadpool_free(p);
+    ck_assert_int_eq(threadpool_create_adaptive(0, false, &p, NULL), TT_ERR_ARG);
+    ck_assert_ptr_null(p);
 }
 END_TEST
 
@@ -175,6 +335,10 @@ int main(void)
     tcase_add_test(tc, chunks_are_handed_out_exactly_once);
     tcase_add_test(tc, default_size_is_one_thread_per_core);
     tcase_add_test(tc, absurd_thread_counts_are_refused);
+    tcase_add_test(tc, an_automatic_pool_drops_workers_that_only_make_the_caller_wait);
+    tcase_add_test(tc, an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off);
+    tcase_add_test(tc, an_automatic_pool_leaves_the_cores_to_other_running_threads);
+    tcase_add_test(tc, an_explicit_thread_count_is_never_dropped);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -88,6 +88,25 @@ check "score with short chunks predicts the same number of tokens" \
 check "bench --json reports prefill, decode and bandwidth use" \
     "$JSONCHECK" --has prefill_tok_s --has decode_tok_s --has ttft_ms --has peak_rss_mb \
     --has kv_speedup --has bandwidth_fraction < "$tmp/b"
+check "bench --json reports the spread of prefill, decode and bandwidth, and the threads" \
+    "$JSONCHECK" --has prefill_tok_s_min --has prefill_tok_s_max --has decode_tok_s_q1 \
+    --has decode_tok_s_q3 --has bandwidth_gb_s_min --has bandwidth_gb_s_median \
+    --has bandwidth_gb_s_max --has threads_note < "$tmp/b"
+bget() { "$JSONCHECK" --get "$1" < "$tmp/b"; }
+ordered() {     # keys in order: each value positive and at most the next
+    local prev=0 v
+    for k in "$@"; do
+        v=$(bget "$k") || return 1
+        awk -v a="$prev" -v b="$v" 'BEGIN { exit !(b > 0 && a <= b) }' || return 1
+        prev=$v
+    done
+}
+check "bench's spreads hold their medians (least <= median <= most)" \
+    ordered prefill_tok_s_min prefill_tok_s prefill_tok_s_max
+check "bench's decode quartiles hold its median" ordered decode_tok_s_q1 decode_tok_s decode_tok_s_q3
+check "bench's bandwidth passes: least <= median <= best = the figure decode is compared with" \
+    ordered bandwidth_gb_s_min bandwidth_gb_s_median bandwidth_gb_s_max bandwidth_gb_s
+check "bench names the threads it used" grep -q '"threads_note":"[0-9]* thread' "$tmp/b"
 
 # --- bad input: a clear message naming the value, exit status 2, nothing run
 expect_err() {

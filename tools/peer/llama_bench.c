@@ -4,7 +4,7 @@
  * Not part of the build: compile it by hand against llama.cpp's libllama (see README.md).
  *
  *   llama_bench MODEL.gguf [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [--ctx N]
- *               [--fa auto|on|off] [--libdir DIR] [--json] [--verbose]
+ *               [--fa auto|on|off] [--libdir DIR] [--no-extra-bufts] [--json] [--verbose]
  *   llama_bench MODEL.gguf --text TEXT [-n GEN_TOKENS]     greedy continuation, token ids
  *
  * Bench protocol (app/bench.c's): N random prompt ids (seeded), a 16-token warm-up, then the
@@ -12,6 +12,10 @@
  * time to first token is that prefill plus reading the logits and taking the argmax. Then M
  * greedy decode steps after the last prefill, one token per llama_decode; the reported figure
  * is the median step time, argmax excluded as in tokentop.
+ *
+ * --no-extra-bufts keeps the weights in plain CPU buffers: no AMX tiles, no repacked layouts
+ * (llama_model_params.use_extra_bufts = false). On the Xeon of tools/peer/README.md the AMX path
+ * of a native build dies with SIGILL on Q8_0 weights.
  */
 #include <ggml-backend.h>
 #include <llama.h>
@@ -209,7 +213,7 @@ fail:
 int main(int argc, char **argv)
 {
     const char *model_path = NULL, *text = NULL, *libdir = NULL, *fa = "auto";
-    int threads = 2, N = 256, M = 128, n_ctx = 0, json = 0;
+    int threads = 2, N = 256, M = 128, n_ctx = 0, json = 0, extra_bufts = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-t") && v)
@@ -226,6 +230,8 @@ int main(int argc, char **argv)
             text = argv[++i];
         else if (!strcmp(a, "--libdir") && v)
             libdir = argv[++i];
+        else if (!strcmp(a, "--no-extra-bufts"))
+            extra_bufts = 0;
         else if (!strcmp(a, "--json"))
             json = 1;
         else if (!strcmp(a, "--verbose"))
@@ -239,7 +245,8 @@ int main(int argc, char **argv)
     }
     if (!model_path || threads < 1 || N < 1 || M < 0) {
         fprintf(stderr, "usage: llama_bench MODEL.gguf [-t N] [-p N] [-n N] [--ctx N] "
-                        "[--fa auto|on|off] [--libdir DIR] [--text TEXT] [--json] [--verbose]\n");
+                        "[--fa auto|on|off] [--libdir DIR] [--no-extra-bufts] [--text TEXT] "
+                        "[--json] [--verbose]\n");
         return 2;
     }
 
@@ -253,6 +260,7 @@ int main(int argc, char **argv)
 
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    mp.use_extra_bufts = extra_bufts;
     if (!verbose)
         mp.progress_callback = progress_quiet;   /* the default prints dots on stderr */
     struct llama_model *model = llama_model_load_from_file(model_path, mp);
