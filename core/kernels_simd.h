@@ -9,7 +9,7 @@
  * one activation per tile row. Two FMA ports at 4-cycle latency need at least 8 independent
  * accumulators to stay busy; AVX-512's 32 registers hold 12 x 2, AVX2's 16 hold 6 x 2 (a tile
  * then covers half a panel, and the panel is walked twice). The epilogue adds the bias and
- * applies GELU or the residual add in registers. With many rows, fp16/bf16 panels are first
+ * applies GELU or the residual add in registers. With many rows, fp16/bf16/Q8 panels are first
  * widened to fp32 in per-thread scratch (once per panel, not once per tile; widening is exact).
  * One row (decode) is a GEMV that streams KS_GEMV_NP whole panels side by side with software
  * prefetch.
@@ -104,6 +104,12 @@ static inline vf v_load_f16(const uint16_t *p)
     return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p));
 }
 
+/* 16 int8 at p (16-byte aligned) as fp32. */
+static inline vf v_load_i8(const int8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)p)));
+}
+
 /* 16 bf16 pairs at p (64-byte aligned): the even (low) halves into *e, the odd into *o. */
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
 {
@@ -189,6 +195,11 @@ static inline vf v_load_f16(const uint16_t *p)
     return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)p));
 }
 
+static inline vf v_load_i8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
 {
     const __m256i u = _mm256_load_si256((const __m256i *)p);
@@ -267,13 +278,35 @@ mm_finish(const matmul_args *a, int t, int n, vf c)
     v_mstore(o, m, c);
 }
 
-/* Vector v (columns v*VW ..) of row k of a fp32 or fp16 panel, as fp32. */
+/* A Q8 panel's block of k rows k0 .. k0+31 (k0 a multiple of 32): its scales, then its rows. */
+#define Q8_BLOCK_AT(panel, k0) \
+    ((const char *)(panel) + (size_t)((k0) / TT_Q8_BLOCK) * KERNELS_Q8_BLOCK_BYTES)
+#define Q8_ROWS_OFFSET (KERNELS_NR * 2)
+
+/* Vector v of the scales of a Q8 block, and the integers of its row r, dequantized (exact). */
+static inline __attribute__((always_inline)) vf q8_scale(const char *blk, int v)
+{
+    return v_load_f16((const uint16_t *)blk + (size_t)v * KS_VW);
+}
+
+static inline __attribute__((always_inline)) vf q8_dequant(const char *blk, int r, int v, vf scale)
+{
+    return v_mul(v_load_i8((const int8_t *)(blk + Q8_ROWS_OFFSET) + (size_t)r * KERNELS_NR +
+                           (size_t)v * KS_VW),
+                 scale);
+}
+
+/* Vector v (columns v*VW ..) of row k of a fp32, fp16 or Q8 panel, as fp32. */
 static inline __attribute__((always_inline)) vf
 load_row(tt_dtype dt, const void *panel, int k, int v)
 {
     const size_t off = (size_t)k * KERNELS_NR + (size_t)v * KS_VW;
     if (dt == TT_F32)
         return v_load((const float *)panel + off);
+    if (dt == TT_Q8) {
+        const char *blk = Q8_BLOCK_AT(panel, k);
+        return q8_dequant(blk, k % TT_Q8_BLOCK, v, q8_scale(blk, v));
+    }
     return v_load_f16((const uint16_t *)panel + off);
 }
 
@@ -398,6 +431,32 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
                     c[g][v] = v_fma(xe, e, c[g][v]);
                 }
         }
+    } else if (dt == TT_Q8) {
+        /* Block by block, the scales loaded once per block; a row of 32 integers is half a cache
+         * line, so every other row prefetches. */
+        for (int k0 = 0; k0 < K; k0 += TT_Q8_BLOCK) {
+            const int k1 = K - k0 < TT_Q8_BLOCK ? K : k0 + TT_Q8_BLOCK;
+            vf sc[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++)
+                    sc[g][v] = q8_scale(Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes,
+                                                    k0), v);
+            for (int k = k0; k < k1; k++) {
+                const vf xa = v_set1(x[k]);
+#pragma GCC unroll 4
+                for (int g = 0; g < NP; g++) {
+                    const char *blk = Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes, k0);
+                    if (((k - k0) & 1) == 0)
+                        _mm_prefetch(blk + Q8_ROWS_OFFSET + (size_t)(k - k0) * KERNELS_NR +
+                                     GEMV_PREFETCH_16, _MM_HINT_T0);
+#pragma GCC unroll 4
+                    for (int v = 0; v < KS_NV; v++)
+                        c[g][v] = v_fma(xa, q8_dequant(blk, k - k0, v, sc[g][v]), c[g][v]);
+                }
+            }
+        }
     } else {
         const size_t row_bytes = dt == TT_F32 ? 128 : 64;
         for (int k = 0; k < K; k++) {
@@ -446,7 +505,7 @@ mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
     }
 }
 
-/* A fp16/bf16 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
+/* A fp16/bf16/Q8 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
  * per panel instead of once per tile, where it would take FMA-port slots. */
 static inline __attribute__((always_inline)) void
 widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
@@ -471,9 +530,9 @@ widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
     }
 }
 
-/* The rows against a panel widened to fp32: one function that the fp16 and bf16 matmuls share,
- * kept out of line so that each is small enough for GCC to keep the tile's accumulators in
- * registers (inlined into both, GCC 12 spilled them and prefill ran 2.5x slower). */
+/* The rows against a panel widened to fp32: one function that the fp16, bf16 and Q8 matmuls
+ * share, kept out of line so that each is small enough for GCC to keep the tile's accumulators in
+ * registers (inlined into one of them, GCC 12 spilled them and prefill ran 2.5x slower). */
 static __attribute__((noinline)) void mm_rows_widened(const matmul_args *a, const float *panel, int p)
 {
     mm_rows(a, TT_F32, panel, p);
@@ -513,6 +572,7 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
 static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
 static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
 static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
+static void mm_q8(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_Q8, p0, p1, s); }
 
 static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 {
@@ -520,6 +580,7 @@ static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
     case TT_F32: mm_f32(a, p0, p1, scratch); break;
     case TT_F16: mm_f16(a, p0, p1, scratch); break;
     case TT_BF16: mm_bf16(a, p0, p1, scratch); break;
+    case TT_Q8: mm_q8(a, p0, p1, scratch); break;
     }
 }
 
