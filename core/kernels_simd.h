@@ -65,20 +65,7 @@ typedef __mmask16 vmask;
 #define KS_EXP_HI 88.8f            /* scalef makes 2^n exactly: large x gives +inf, small 0 */
 #define KS_EXP_LO -104.0f
 
-#define v_zero() _mm512_setzero_ps()
-#define v_set1(x) _mm512_set1_ps(x)
-#define v_add(a, b) _mm512_add_ps((a), (b))
-#define v_sub(a, b) _mm512_sub_ps((a), (b))
-#define v_mul(a, b) _mm512_mul_ps((a), (b))
-#define v_div(a, b) _mm512_div_ps((a), (b))
-#define v_min(a, b) _mm512_min_ps((a), (b))
-#define v_max(a, b) _mm512_max_ps((a), (b))
-#define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define v_fnma(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
-#define v_load(p) _mm512_load_ps(p)
-#define v_loadu(p) _mm512_loadu_ps(p)
-#define v_store(p, v) _mm512_store_ps((p), (v))
-#define v_storeu(p, v) _mm512_storeu_ps((p), (v))
+#define KS_PS(op) _mm512_##op##_ps
 #define v_mload(m, p) _mm512_maskz_loadu_ps((m), (p))
 #define v_mstore(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
 #define v_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -133,20 +120,7 @@ typedef __m256i vmask;
 #define KS_EXP_HI 88.0f            /* 2^n is built in the exponent field: keep it a normal float */
 #define KS_EXP_LO -87.0f
 
-#define v_zero() _mm256_setzero_ps()
-#define v_set1(x) _mm256_set1_ps(x)
-#define v_add(a, b) _mm256_add_ps((a), (b))
-#define v_sub(a, b) _mm256_sub_ps((a), (b))
-#define v_mul(a, b) _mm256_mul_ps((a), (b))
-#define v_div(a, b) _mm256_div_ps((a), (b))
-#define v_min(a, b) _mm256_min_ps((a), (b))
-#define v_max(a, b) _mm256_max_ps((a), (b))
-#define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
-#define v_fnma(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
-#define v_load(p) _mm256_load_ps(p)
-#define v_loadu(p) _mm256_loadu_ps(p)
-#define v_store(p, v) _mm256_store_ps((p), (v))
-#define v_storeu(p, v) _mm256_storeu_ps((p), (v))
+#define KS_PS(op) _mm256_##op##_ps
 #define v_mload(m, p) _mm256_maskload_ps((p), (m))
 #define v_mstore(p, m, v) _mm256_maskstore_ps((p), (m), (v))
 #define v_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -210,6 +184,22 @@ static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
 #else
 #error "KS_VW must be 8 or 16"
 #endif
+
+/* The operations both widths spell alike (_mm512_add_ps, _mm256_add_ps, ...). */
+#define v_zero() KS_PS(setzero)()
+#define v_set1(x) KS_PS(set1)(x)
+#define v_add(a, b) KS_PS(add)((a), (b))
+#define v_sub(a, b) KS_PS(sub)((a), (b))
+#define v_mul(a, b) KS_PS(mul)((a), (b))
+#define v_div(a, b) KS_PS(div)((a), (b))
+#define v_min(a, b) KS_PS(min)((a), (b))
+#define v_max(a, b) KS_PS(max)((a), (b))
+#define v_fma(a, b, c) KS_PS(fmadd)((a), (b), (c))
+#define v_fnma(a, b, c) KS_PS(fnmadd)((a), (b), (c))
+#define v_load(p) KS_PS(load)(p)
+#define v_loadu(p) KS_PS(loadu)(p)
+#define v_store(p, v) KS_PS(store)((p), (v))
+#define v_storeu(p, v) KS_PS(storeu)((p), (v))
 
 #define KS_NV (KERNELS_NR / KS_VW)    /* vectors per panel row */
 #define KS_GROUPS (KS_NV / 2)          /* column groups of 2 vectors (one tile wide) per panel */
