@@ -352,7 +352,7 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
 
 static void bench_usage(FILE *f)
 {
-    fputs("usage: tokentop bench [--model DIR] [--dtype fp32|fp16|bf16] [--prompt-tokens N]\n"
+    fputs("usage: tokentop bench [--model DIR] [--dtype fp32|fp16|bf16|q8] [--prompt-tokens N]\n"
           "                      [--gen-tokens M] [--threads N] [--backend cpu|cuda] [--json]\n"
           "Measures prefill and decode speed, time to first token, peak memory, decode with and\n"
           "without the KV cache, and decode speed against the measured memory read bandwidth.\n"
@@ -384,7 +384,7 @@ static int bench_parse(bench_options *o, int argc, char **argv)
             i++;
         } else if (strcmp(a, "--dtype") == 0 && v) {
             if (tt_dtype_parse(v, &o->dtype) != 0) {
-                fprintf(stderr, "tokentop bench: --dtype: expected fp32, fp16 or bf16, got %s\n",
+                fprintf(stderr, "tokentop bench: --dtype: expected fp32, fp16, bf16 or q8, got %s\n",
                         v);
                 return -1;
             }
@@ -447,9 +447,9 @@ int bench_main(int argc, char **argv)
         modelgen_options mo;
         modelgen_options_default(&mo);
         modelgen_options_gpt2(&mo, "gpt2");
-        mo.dtype = o.dtype;
+        mo.dtype = tt_dtype_is_file_type(o.dtype) ? o.dtype : TT_F16;   /* q8: quantized at load */
         fprintf(stderr, "tokentop bench: no --model: writing a random model with GPT-2 124M shapes "
-                "(%s) to %s\n", tt_dtype_name(o.dtype), tmp);
+                "(%s) to %s\n", tt_dtype_name(mo.dtype), tmp);
         if (modelgen_write(tmp, &mo, &err) != TT_OK)
             goto fail;
         dir = tmp;

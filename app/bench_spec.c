@@ -35,7 +35,7 @@ typedef struct {
     const char *pair_dir;          /* --pair-dir: write the random pair here and keep it */
     int gammas[SPEC_GAMMA_MAX];
     int n_gammas;
-    tt_dtype dtypes[3];
+    tt_dtype dtypes[4];
     int n_dtypes;
     int gen_tokens, reps, n_threads;
     const char *prompt;
@@ -119,7 +119,7 @@ static int parse_dtypes(sb_options *o, const char *s)
     char buf[64];
     snprintf(buf, sizeof buf, "%s", s);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_dtypes == 3 || tt_dtype_parse(t, &o->dtypes[o->n_dtypes]) != 0)
+        if (o->n_dtypes == 4 || tt_dtype_parse(t, &o->dtypes[o->n_dtypes]) != 0)
             return -1;
         o->n_dtypes++;
     }
@@ -152,7 +152,7 @@ static void usage(FILE *f)
 "                       C 256, L 2; the target's logits are the draft's plus noise (0: equal)\n"
 "  --pair-dir DIR       write that pair to DIR/target and DIR/draft and keep it (DIR must exist)\n"
 "  --gamma LIST         1..8 (default) | 4 | 1,2,4\n"
-"  --dtype LIST         fp32 (default) | fp16 | bf16, comma-separated\n"
+"  --dtype LIST         fp32 (default) | fp16 | bf16 | q8, comma-separated\n"
 "  --gen-tokens N       tokens per run (default 128)    --reps R  runs per row (default 3)\n"
 "  --prompt TEXT        prompt (default: Genesis 1:1)   --threads N  CPU threads\n"
 "  --temp X --top-k N --top-p X --seed N   sampler (default greedy)\n"
@@ -207,7 +207,7 @@ static int parse(sb_options *o, int argc, char **argv)
         case SB_DTYPE:
             if (parse_dtypes(o, a) != 0) {
                 fprintf(stderr, "tokentop bench: --dtype: '%s' is not a list of fp32, fp16, "
-                        "bf16\n", a);
+                        "bf16, q8\n", a);
                 return -1;
             }
             break;

@@ -14,7 +14,7 @@
  *                        (C 256, L 2, same vocabulary) whose logits the target's equal plus
  *                        Gaussian noise of NOISE * 1.41 standard deviations (0: identical)
  *   --gamma LIST         "1..8" (default), "4" or "1,2,4"
- *   --dtype LIST         fp32 | fp16 | bf16, comma-separated (default fp32)
+ *   --dtype LIST         fp32 | fp16 | bf16 | q8, comma-separated (default fp32)
  *   --gen-tokens N       tokens per run (default 128); --reps R runs per row (default 3, median)
  *   --prompt TEXT        the prompt (default: the first verse of Genesis)
  *   --threads N          CPU threads; --temp X (default 0: greedy), --top-k N, --top-p X, --seed

@@ -106,7 +106,7 @@ void cli_usage(FILE *f, const char *cmd)
 "usage: tokentop %s [options]\n"
 "Model and engine:\n"
 "  -m, --model DIR        Hugging Face GPT-2 directory (default: the embedded %s)\n"
-"      --dtype T          precision weights are held in: fp32 | fp16 | bf16 (default: the file's)\n"
+"      --dtype T          precision weights are held in: fp32 | fp16 | bf16 | q8 (default: the file's)\n"
 "      --backend B        cpu | cuda | auto (default auto: the GPU when one is usable)\n"
 "  -t, --threads N        CPU threads (default auto: one per core, 1 while more are slower)\n"
 "      --ctx N            KV cache positions (default: the model's n_positions)\n"
@@ -191,7 +191,7 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             break;
         case OPT_DTYPE:
             if (tt_dtype_parse(a, &o->dtype) != 0) {
-                fprintf(stderr, "tokentop %s: --dtype: '%s' is not fp32, fp16 or bf16\n", cmd, a);
+                fprintf(stderr, "tokentop %s: --dtype: '%s' is not fp32, fp16, bf16 or q8\n", cmd, a);
                 return -1;
             }
             o->dtype_set = true;

@@ -3,7 +3,8 @@
  * otherwise).
  *
  * The weights are repacked at creation into the dtype asked for (fp32, fp16 or bf16: every
- * parameter, biases and LayerNorm included, is rounded to it once) and the layout the kernels
+ * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
+ * the vectors stay fp32) and the layout the kernels
  * stream (kernels.h); everything is computed and accumulated in fp32. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
@@ -185,7 +186,9 @@ static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const floa
 /* ---------------------------------------------------------------------------------------------
  * Forward */
 
-/* A parameter value as the engine holds it: rounded to the weight dtype once. */
+/* A parameter value as the engine holds it: rounded to the weight dtype once. With Q8 weight
+ * matrices the vectors (biases, LayerNorm, the embedding rows) stay fp32, as llama.cpp keeps
+ * them: they are a sliver of the bytes. */
 static inline float held_value(tt_dtype d, float v)
 {
     if (d == TT_F16)
@@ -471,7 +474,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
         engine_options_default(&def);
         o = &def;
     }
-    if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16)
+    if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16 && o->dtype != TT_Q8)
         return tt_fail(err, TT_ERR_ARG, "cpu: unknown weight dtype %d", (int)o->dtype);
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT;
     if (n_ctx > cfg->maxT)

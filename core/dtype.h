@@ -1,4 +1,4 @@
-/* dtype.h: the weight precisions tokentop holds (F32, F16, BF16) and exact scalar conversions.
+/* dtype.h: the weight precisions tokentop holds (F32, F16, BF16, Q8) and exact scalar conversions.
  * Header-only and usable from CUDA device code (TT_HOSTDEV), so the CPU and GPU backends round the
  * same way: float -> half/bfloat16 rounds to nearest, ties to even, like PyTorch's .half()/.bfloat16(). */
 #ifndef TOKENTOP_DTYPE_H
@@ -13,23 +13,38 @@
 #define TT_HOSTDEV
 #endif
 
-typedef enum { TT_F32 = 0, TT_F16 = 1, TT_BF16 = 2 } tt_dtype;
+/* TT_Q8 exists only in memory, for the CPU engine's weight matrices: 8-bit integers with one fp16
+ * scale per block of TT_Q8_BLOCK weights along K (llama.cpp's Q8_0, 8.5 bits per weight), made
+ * at load from an F32/F16/BF16 file (kernels.h holds the layout). It is never a file's dtype and
+ * tt_load_f32/tt_store_f32 do not read or write it. */
+typedef enum { TT_F32 = 0, TT_F16 = 1, TT_BF16 = 2, TT_Q8 = 3 } tt_dtype;
 
-/* "fp32", "fp16", "bf16" (the spellings --dtype accepts). */
+#define TT_Q8_BLOCK 32
+
+/* "fp32", "fp16", "bf16", "q8" (the spellings --dtype accepts). */
 static inline const char *tt_dtype_name(tt_dtype d)
 {
-    return d == TT_F32 ? "fp32" : d == TT_F16 ? "fp16" : d == TT_BF16 ? "bf16" : "?";
+    return d == TT_F32 ? "fp32" : d == TT_F16 ? "fp16" : d == TT_BF16 ? "bf16" : d == TT_Q8 ? "q8"
+                                                                                          : "?";
 }
 
-static inline size_t tt_dtype_size(tt_dtype d) { return d == TT_F32 ? 4 : 2; }
+/* Bytes of one element: for TT_Q8 the integer alone (its block scales come on top). */
+static inline size_t tt_dtype_size(tt_dtype d) { return d == TT_F32 ? 4 : d == TT_Q8 ? 1 : 2; }
 
-/* Parses "fp32|f32|float32", "fp16|f16|float16|half", "bf16|bfloat16"; returns 0 on success. */
+/* Whether d can be a tensor's dtype in a file (F32, F16, BF16; not Q8). */
+static inline int tt_dtype_is_file_type(tt_dtype d)
+{
+    return d == TT_F32 || d == TT_F16 || d == TT_BF16;
+}
+
+/* Parses "fp32|f32|float32", "fp16|f16|float16|half", "bf16|bfloat16", "q8|q8_0"; returns 0 on
+ * success. */
 static inline int tt_dtype_parse(const char *s, tt_dtype *out)
 {
     static const struct { const char *name; tt_dtype d; } names[] = {
         {"fp32", TT_F32}, {"f32", TT_F32}, {"float32", TT_F32},
         {"fp16", TT_F16}, {"f16", TT_F16}, {"float16", TT_F16}, {"half", TT_F16},
-        {"bf16", TT_BF16}, {"bfloat16", TT_BF16},
+        {"bf16", TT_BF16}, {"bfloat16", TT_BF16}, {"q8", TT_Q8}, {"q8_0", TT_Q8},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) { *out = names[i].d; return 0; }

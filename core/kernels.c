@@ -48,6 +48,8 @@ static const kernels *kernels_avx2(void) { return cpu_runs_avx2() ? kernels_avx2
 static size_t packed_panel_elems(tt_dtype dtype, int K)
 {
     size_t k = (size_t)K;
+    if (dtype == TT_Q8)
+        return (k + TT_Q8_BLOCK - 1) / TT_Q8_BLOCK * KERNELS_Q8_BLOCK_BYTES;
     if (dtype == TT_BF16)
         k = (k + 1) & ~(size_t)1;
     return k * KERNELS_NR;
@@ -91,6 +93,18 @@ void packed_matrix_free(packed_matrix *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Block k / 32 of a Q8 panel: its 32 scales and its (32, 32) integers. */
+static inline const uint16_t *q8_scales(const packed_matrix *m, int p, int k)
+{
+    return (const uint16_t *)((const uint8_t *)m->data + (size_t)p * m->panel_elems +
+                              (size_t)(k / TT_Q8_BLOCK) * KERNELS_Q8_BLOCK_BYTES);
+}
+
+static inline const int8_t *q8_row(const packed_matrix *m, int p, int k)
+{
+    return (const int8_t *)(q8_scales(m, p, k) + KERNELS_NR) + (size_t)(k % TT_Q8_BLOCK) * KERNELS_NR;
+}
+
 static inline size_t packed_index(const packed_matrix *m, int k, int n)
 {
     size_t base = (size_t)(n / KERNELS_NR) * m->panel_elems;
@@ -102,12 +116,64 @@ static inline size_t packed_index(const packed_matrix *m, int k, int n)
 
 float packed_matrix_get(const packed_matrix *m, int k, int n)
 {
+    if (m->dtype == TT_Q8) {
+        int p = n / KERNELS_NR, j = n % KERNELS_NR;
+        return (float)q8_row(m, p, k)[j] * tt_f16_to_f32(q8_scales(m, p, k)[j]);
+    }
     return tt_load_f32(m->data, m->dtype, packed_index(m, k, n));
+}
+
+/* Quantizes one block: w (32 k, 32 columns), rows past kc and columns past nc zero, into block kb
+ * of panel p. */
+static void q8_pack_block(packed_matrix *m, int p, int kb, const float (*w)[KERNELS_NR])
+{
+    uint16_t *sc = (uint16_t *)q8_scales(m, p, kb * TT_Q8_BLOCK);
+    int8_t *q = (int8_t *)(sc + KERNELS_NR);
+    for (int j = 0; j < KERNELS_NR; j++) {
+        float amax = 0.0f;
+        for (int r = 0; r < TT_Q8_BLOCK; r++)
+            amax = fmaxf(amax, fabsf(w[r][j]));
+        uint16_t h = tt_f32_to_f16(amax / 127.0f);
+        if (h == 0x7c00u)                     /* past fp16's range: the largest finite scale */
+            h = 0x7bffu;
+        sc[j] = h;
+        const float s = tt_f16_to_f32(h);
+        for (int r = 0; r < TT_Q8_BLOCK; r++) {
+            float v = s > 0.0f ? nearbyintf(w[r][j] / s) : 0.0f;
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;   /* s rounded down: |v| 128 */
+            q[r * KERNELS_NR + j] = (int8_t)v;
+        }
+    }
+}
+
+static void q8_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1)
+{
+    float blk[TT_Q8_BLOCK][KERNELS_NR], col[TT_Q8_BLOCK];
+    for (int n = n0; n < n1; n += KERNELS_NR) {
+        const int nc = n1 - n < KERNELS_NR ? n1 - n : KERNELS_NR;
+        for (int k0 = 0; k0 < m->K; k0 += TT_Q8_BLOCK) {
+            const int kc = m->K - k0 < TT_Q8_BLOCK ? m->K - k0 : TT_Q8_BLOCK;
+            memset(blk, 0, sizeof blk);
+            for (int r = 0; r < kc && !transposed; r++)
+                tensor_ref_to_f32(src, (size_t)(k0 + r) * (size_t)m->N + (size_t)n, (size_t)nc,
+                                  blk[r]);
+            for (int j = 0; j < nc && transposed; j++) {
+                tensor_ref_to_f32(src, (size_t)(n + j) * (size_t)m->K + (size_t)k0, (size_t)kc, col);
+                for (int r = 0; r < kc; r++)
+                    blk[r][j] = col[r];
+            }
+            q8_pack_block(m, n / KERNELS_NR, k0 / TT_Q8_BLOCK, (const float (*)[KERNELS_NR])blk);
+        }
+    }
 }
 
 void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1)
 {
     float buf[256];
+    if (m->dtype == TT_Q8) {
+        q8_pack(m, src, transposed, n0, n1);
+        return;
+    }
     if (!transposed) {
         /* (K, N): row k holds every output column; copy 32 at a time into the panels. */
         for (int k = 0; k < m->K; k++)
@@ -189,6 +255,11 @@ static void panel_row(const packed_matrix *w, int p, int k, float *row)
     if (w->dtype == TT_F32) {
         memcpy(row, (const float *)w->data + base + (size_t)k * KERNELS_NR,
                KERNELS_NR * sizeof(float));
+    } else if (w->dtype == TT_Q8) {
+        const int8_t *q = q8_row(w, p, k);
+        const uint16_t *sc = q8_scales(w, p, k);
+        for (int j = 0; j < KERNELS_NR; j++)
+            row[j] = (float)q[j] * tt_f16_to_f32(sc[j]);
     } else if (w->dtype == TT_F16) {
         const uint16_t *h = (const uint16_t *)w->data + base + (size_t)k * KERNELS_NR;
         for (int j = 0; j < KERNELS_NR; j++)

@@ -35,8 +35,16 @@
  *   BF16:     panel (K2 / 2, 32, 2)      element (k, j) at (k / 2) * 64 + j * 2 + k % 2
  *             (K2 = K rounded up to even, the odd row zero) -- pairs along k share a 32-bit lane,
  *             so a shift and a mask turn them into fp32, and it is the operand vdpbf16ps takes.
+ *   Q8:       panel (KB, KERNELS_Q8_BLOCK_BYTES) bytes, KB = ceil(K / 32) blocks of 32 k rows:
+ *             32 fp16 scales s[j] (one per column, 64 bytes), then int8 q[k % 32][j] (1024 bytes;
+ *             the rows past K zero). Element (k, j) is q * s, which fp32 holds exactly (an 8-bit
+ *             integer times an 11-bit significand), so every set computes a Q8 matmul as the fp32
+ *             matmul of those dequantized values: the same chains, the same batch invariance.
+ *             Packing picks s = fp16(max |w| / 127) over the block's 32 k of a column and
+ *             q = round-to-nearest(w / s) in [-127, 127] (llama.cpp's Q8_0 per column).
  * Decode (one row) streams it once as a GEMV; prefill (T rows) reuses each panel for all T rows. */
 #define KERNELS_NR 32
+#define KERNELS_Q8_BLOCK_BYTES (KERNELS_NR * 2 + TT_Q8_BLOCK * KERNELS_NR)
 
 /* Panels a one-row matmul (decode) streams side by side, for the instruction-level parallelism
  * its one FMA chain per output lane lacks: a caller that splits such a matmul into panel ranges
@@ -55,7 +63,7 @@ typedef struct {
     tt_dtype dtype;
     int K, N;
     int n_panels;            /* ceil(N / 32) */
-    size_t panel_elems;      /* K * 32, or K2 * 32 for BF16 */
+    size_t panel_elems;      /* K * 32, K2 * 32 for BF16, KB * KERNELS_Q8_BLOCK_BYTES for Q8 */
 } packed_matrix;
 
 /* Bytes packed_matrix_init allocates for a (K, N) matrix held in dtype. */
@@ -68,7 +76,7 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
 void packed_matrix_free(packed_matrix *m);
 
 /* Packs output columns [n0, n1) of W from a row-major source tensor, converting each value to
- * m->dtype (round to nearest even, as dtype.h does). transposed = false: the source is (K, N)
+ * m->dtype (round to nearest even, as dtype.h does; Q8 as described above). transposed = false: the source is (K, N)
  * (Conv1D); true: it is (N, K) (the lm_head / wte). Split [n0, n1) over threads at multiples of 32. */
 void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1);
 

@@ -9,7 +9,7 @@
  * one activation per tile row. Two FMA ports at 4-cycle latency need at least 8 independent
  * accumulators to stay busy; AVX-512's 32 registers hold 12 x 2, AVX2's 16 hold 6 x 2 (a tile
  * then covers half a panel, and the panel is walked twice). The epilogue adds the bias and
- * applies GELU or the residual add in registers. With many rows, fp16/bf16 panels are first
+ * applies GELU or the residual add in registers. With many rows, fp16/bf16/Q8 panels are first
  * widened to fp32 in per-thread scratch (once per panel, not once per tile; widening is exact).
  * One row (decode) is a GEMV that streams KS_GEMV_NP whole panels side by side with software
  * prefetch.
@@ -65,20 +65,7 @@ typedef __mmask16 vmask;
 #define KS_EXP_HI 88.8f            /* scalef makes 2^n exactly: large x gives +inf, small 0 */
 #define KS_EXP_LO -104.0f
 
-#define v_zero() _mm512_setzero_ps()
-#define v_set1(x) _mm512_set1_ps(x)
-#define v_add(a, b) _mm512_add_ps((a), (b))
-#define v_sub(a, b) _mm512_sub_ps((a), (b))
-#define v_mul(a, b) _mm512_mul_ps((a), (b))
-#define v_div(a, b) _mm512_div_ps((a), (b))
-#define v_min(a, b) _mm512_min_ps((a), (b))
-#define v_max(a, b) _mm512_max_ps((a), (b))
-#define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define v_fnma(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
-#define v_load(p) _mm512_load_ps(p)
-#define v_loadu(p) _mm512_loadu_ps(p)
-#define v_store(p, v) _mm512_store_ps((p), (v))
-#define v_storeu(p, v) _mm512_storeu_ps((p), (v))
+#define KS_PS(op) _mm512_##op##_ps
 #define v_mload(m, p) _mm512_maskz_loadu_ps((m), (p))
 #define v_mstore(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
 #define v_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -104,6 +91,12 @@ static inline vf v_load_f16(const uint16_t *p)
     return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p));
 }
 
+/* 16 int8 at p (16-byte aligned) as fp32. */
+static inline vf v_load_i8(const int8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)p)));
+}
+
 /* 16 bf16 pairs at p (64-byte aligned): the even (low) halves into *e, the odd into *o. */
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
 {
@@ -127,20 +120,7 @@ typedef __m256i vmask;
 #define KS_EXP_HI 88.0f            /* 2^n is built in the exponent field: keep it a normal float */
 #define KS_EXP_LO -87.0f
 
-#define v_zero() _mm256_setzero_ps()
-#define v_set1(x) _mm256_set1_ps(x)
-#define v_add(a, b) _mm256_add_ps((a), (b))
-#define v_sub(a, b) _mm256_sub_ps((a), (b))
-#define v_mul(a, b) _mm256_mul_ps((a), (b))
-#define v_div(a, b) _mm256_div_ps((a), (b))
-#define v_min(a, b) _mm256_min_ps((a), (b))
-#define v_max(a, b) _mm256_max_ps((a), (b))
-#define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
-#define v_fnma(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
-#define v_load(p) _mm256_load_ps(p)
-#define v_loadu(p) _mm256_loadu_ps(p)
-#define v_store(p, v) _mm256_store_ps((p), (v))
-#define v_storeu(p, v) _mm256_storeu_ps((p), (v))
+#define KS_PS(op) _mm256_##op##_ps
 #define v_mload(m, p) _mm256_maskload_ps((p), (m))
 #define v_mstore(p, m, v) _mm256_maskstore_ps((p), (m), (v))
 #define v_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -189,6 +169,11 @@ static inline vf v_load_f16(const uint16_t *p)
     return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)p));
 }
 
+static inline vf v_load_i8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
 {
     const __m256i u = _mm256_load_si256((const __m256i *)p);
@@ -199,6 +184,22 @@ static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
 #else
 #error "KS_VW must be 8 or 16"
 #endif
+
+/* The operations both widths spell alike (_mm512_add_ps, _mm256_add_ps, ...). */
+#define v_zero() KS_PS(setzero)()
+#define v_set1(x) KS_PS(set1)(x)
+#define v_add(a, b) KS_PS(add)((a), (b))
+#define v_sub(a, b) KS_PS(sub)((a), (b))
+#define v_mul(a, b) KS_PS(mul)((a), (b))
+#define v_div(a, b) KS_PS(div)((a), (b))
+#define v_min(a, b) KS_PS(min)((a), (b))
+#define v_max(a, b) KS_PS(max)((a), (b))
+#define v_fma(a, b, c) KS_PS(fmadd)((a), (b), (c))
+#define v_fnma(a, b, c) KS_PS(fnmadd)((a), (b), (c))
+#define v_load(p) KS_PS(load)(p)
+#define v_loadu(p) KS_PS(loadu)(p)
+#define v_store(p, v) KS_PS(store)((p), (v))
+#define v_storeu(p, v) KS_PS(storeu)((p), (v))
 
 #define KS_NV (KERNELS_NR / KS_VW)    /* vectors per panel row */
 #define KS_GROUPS (KS_NV / 2)          /* column groups of 2 vectors (one tile wide) per panel */
@@ -267,13 +268,35 @@ mm_finish(const matmul_args *a, int t, int n, vf c)
     v_mstore(o, m, c);
 }
 
-/* Vector v (columns v*VW ..) of row k of a fp32 or fp16 panel, as fp32. */
+/* A Q8 panel's block of k rows k0 .. k0+31 (k0 a multiple of 32): its scales, then its rows. */
+#define Q8_BLOCK_AT(panel, k0) \
+    ((const char *)(panel) + (size_t)((k0) / TT_Q8_BLOCK) * KERNELS_Q8_BLOCK_BYTES)
+#define Q8_ROWS_OFFSET (KERNELS_NR * 2)
+
+/* Vector v of the scales of a Q8 block, and the integers of its row r, dequantized (exact). */
+static inline __attribute__((always_inline)) vf q8_scale(const char *blk, int v)
+{
+    return v_load_f16((const uint16_t *)blk + (size_t)v * KS_VW);
+}
+
+static inline __attribute__((always_inline)) vf q8_dequant(const char *blk, int r, int v, vf scale)
+{
+    return v_mul(v_load_i8((const int8_t *)(blk + Q8_ROWS_OFFSET) + (size_t)r * KERNELS_NR +
+                           (size_t)v * KS_VW),
+                 scale);
+}
+
+/* Vector v (columns v*VW ..) of row k of a fp32, fp16 or Q8 panel, as fp32. */
 static inline __attribute__((always_inline)) vf
 load_row(tt_dtype dt, const void *panel, int k, int v)
 {
     const size_t off = (size_t)k * KERNELS_NR + (size_t)v * KS_VW;
     if (dt == TT_F32)
         return v_load((const float *)panel + off);
+    if (dt == TT_Q8) {
+        const char *blk = Q8_BLOCK_AT(panel, k);
+        return q8_dequant(blk, k % TT_Q8_BLOCK, v, q8_scale(blk, v));
+    }
     return v_load_f16((const uint16_t *)panel + off);
 }
 
@@ -398,6 +421,32 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
                     c[g][v] = v_fma(xe, e, c[g][v]);
                 }
         }
+    } else if (dt == TT_Q8) {
+        /* Block by block, the scales loaded once per block; a row of 32 integers is half a cache
+         * line, so every other row prefetches. */
+        for (int k0 = 0; k0 < K; k0 += TT_Q8_BLOCK) {
+            const int k1 = K - k0 < TT_Q8_BLOCK ? K : k0 + TT_Q8_BLOCK;
+            vf sc[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++)
+                    sc[g][v] = q8_scale(Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes,
+                                                    k0), v);
+            for (int k = k0; k < k1; k++) {
+                const vf xa = v_set1(x[k]);
+#pragma GCC unroll 4
+                for (int g = 0; g < NP; g++) {
+                    const char *blk = Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes, k0);
+                    if (((k - k0) & 1) == 0)
+                        _mm_prefetch(blk + Q8_ROWS_OFFSET + (size_t)(k - k0) * KERNELS_NR +
+                                     GEMV_PREFETCH_16, _MM_HINT_T0);
+#pragma GCC unroll 4
+                    for (int v = 0; v < KS_NV; v++)
+                        c[g][v] = v_fma(xa, q8_dequant(blk, k - k0, v, sc[g][v]), c[g][v]);
+                }
+            }
+        }
     } else {
         const size_t row_bytes = dt == TT_F32 ? 128 : 64;
         for (int k = 0; k < K; k++) {
@@ -446,7 +495,7 @@ mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
     }
 }
 
-/* A fp16/bf16 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
+/* A fp16/bf16/Q8 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
  * per panel instead of once per tile, where it would take FMA-port slots. */
 static inline __attribute__((always_inline)) void
 widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
@@ -469,6 +518,14 @@ widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
             for (int v = 0; v < KS_NV; v++)
                 v_store(dst + (size_t)k * KERNELS_NR + v * KS_VW, load_row(dt, panel, k, v));
     }
+}
+
+/* The rows against a panel widened to fp32: one function that the fp16, bf16 and Q8 matmuls
+ * share, kept out of line so that each is small enough for GCC to keep the tile's accumulators in
+ * registers (inlined into one of them, GCC 12 spilled them and prefill ran 2.5x slower). */
+static __attribute__((noinline)) void mm_rows_widened(const matmul_args *a, const float *panel, int p)
+{
+    mm_rows(a, TT_F32, panel, p);
 }
 
 static inline __attribute__((always_inline)) void
@@ -495,7 +552,7 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
         const void *panel = data + (size_t)p * panel_bytes;
         if (dt != TT_F32 && scratch && a->T >= 2 * KS_MR) {
             widen_panel(dt, panel, w->K, scratch);
-            mm_rows(a, TT_F32, scratch, p);
+            mm_rows_widened(a, scratch, p);
         } else {
             mm_rows(a, dt, panel, p);
         }
@@ -505,6 +562,7 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
 static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
 static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
 static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
+static void mm_q8(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_Q8, p0, p1, s); }
 
 static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 {
@@ -512,6 +570,7 @@ static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
     case TT_F32: mm_f32(a, p0, p1, scratch); break;
     case TT_F16: mm_f16(a, p0, p1, scratch); break;
     case TT_BF16: mm_bf16(a, p0, p1, scratch); break;
+    case TT_Q8: mm_q8(a, p0, p1, scratch); break;
     }
 }
 

@@ -712,6 +712,9 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
         cuda_engine_options_default(&cdef);
         co = &cdef;
     }
+    if (o->dtype == TT_Q8)
+        return tt_fail(err, TT_ERR_ARG, "cuda: --dtype q8 runs on the CPU only (the GPU engine "
+                       "holds fp32, fp16 or bf16): use --backend cpu or another --dtype");
     if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16)
         return tt_fail(err, TT_ERR_ARG, "cuda: unknown weight dtype %d", (int)o->dtype);
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT;

@@ -313,7 +313,7 @@ START_TEST(thread_count_does_not_change_logits)
         if (!kernels_by_name(sets[k]))
             continue;
         setenv("TOKENTOP_KERNELS", sets[k], 1);
-        for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+        for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
             float *one = run_all_logits(m, d, 1, ids, 37);
             for (int nt = 2; nt <= 4; nt++) {
                 float *many = run_all_logits(m, d, nt, ids, 37);
@@ -381,7 +381,7 @@ START_TEST(simd_and_reference_engines_agree)
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
         if (!kernels_by_name(sets[k]))
             continue;
-        for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+        for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
             setenv("TOKENTOP_KERNELS", sets[k], 1);
             engine *e = make_engine(m, d, 2, 0);
             ck_assert_msg(strstr(e->description, sets[k]) != NULL, "%s", e->description);
@@ -453,7 +453,10 @@ END_TEST
 #define NEAR_COMMON 64.0f
 #define NEAR_PRIVATE 0x1p-10f
 
-static model *near_tie_model(char **dir)
+/* For q8 weights the private part must survive quantization, so it gets k blocks of its own (one
+ * scale per 32 k of a row): the first 32 of the 64 columns hold the shared part, the last 32 the
+ * private one, and the chain over k still adds a small private sum to a large shared one. */
+static model *near_tie_model(char **dir, bool split_blocks)
 {
     *dir = tu_tmpdir();
     modelgen_options o;
@@ -475,9 +478,12 @@ static model *near_tie_model(char **dir)
     safetensors_close(f);
     float *w = malloc(V * C * sizeof *w);
     memcpy(w, data, V * C * sizeof *w);
+    ck_assert(!split_blocks || C == 2 * TT_Q8_BLOCK);
     for (size_t i = V; i-- > 0;)          /* row 0 last: the others read the original */
         for (size_t c = 0; c < C; c++)
-            w[i * C + c] = NEAR_COMMON * w[c] + NEAR_PRIVATE * w[i * C + c];
+            w[i * C + c] = !split_blocks ? NEAR_COMMON * w[c] + NEAR_PRIVATE * w[i * C + c]
+                           : c < C / 2   ? NEAR_COMMON * w[c]
+                                         : NEAR_PRIVATE * w[i * C + c];
     memcpy(data, w, V * C * sizeof *w);
     free(w);
     ck_assert_int_eq(tu_write_file(path, buf, len), 0);
@@ -513,8 +519,10 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
     static const char *sets[] = {"reference", "avx2", "avx512"};
     static const int gammas[] = {4, 7};
     enum { N_PROMPTS = 6, N_CTX = 64, NP = 5 };
+    static const tt_dtype dtypes[] = {TT_F32, TT_Q8};
+    const tt_dtype dt = dtypes[_i];
     char *dir;
-    model *m = near_tie_model(&dir);
+    model *m = near_tie_model(&dir, dt == TT_Q8);
     const int V = m->config.V;
     sampler_params params;
     sampler_params_default(&params);
@@ -526,7 +534,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
         if (!kernels_by_name(sets[k]))
             continue;
         setenv("TOKENTOP_KERNELS", sets[k], 1);
-        engine *target = make_engine(m, TT_F32, 2, N_CTX), *draft = make_engine(m, TT_F32, 1, N_CTX);
+        engine *target = make_engine(m, dt, 2, N_CTX), *draft = make_engine(m, dt, 1, N_CTX);
         int near = 0, rejected = 0;
         for (int pi = 0; pi < N_PROMPTS; pi++) {
             int32_t plain[N_CTX], w[N_CTX];
@@ -561,15 +569,15 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
                         w[n++] = R->out[i];
                 }
                 for (int i = NP; i < N_CTX; i++)
-                    ck_assert_msg(w[i] == plain[i], "%s, prompt %d, gamma %d: speculative greedy "
-                                  "gives token %d at position %d, plain greedy %d", sets[k], pi,
-                                  gammas[gi], (int)w[i], i, (int)plain[i]);
+                    ck_assert_msg(w[i] == plain[i], "%s %s, prompt %d, gamma %d: speculative "
+                                  "greedy gives token %d at position %d, plain greedy %d", sets[k],
+                                  tt_dtype_name(dt), pi, gammas[gi], (int)w[i], i, (int)plain[i]);
             }
         }
         /* The case is a real test only if near ties occurred (the draft is the target itself,
          * so a rejection can only come from different logits). */
-        ck_assert_msg(near >= 3, "%s: only %d steps with the top two logits within 1e-5", sets[k],
-                      near);
+        ck_assert_msg(near >= 3, "%s %s: only %d steps with the top two logits within 1e-5",
+                      sets[k], tt_dtype_name(dt), near);
         ck_assert_int_eq(rejected, 0);
         engine_free(target);
         engine_free(draft);
@@ -607,6 +615,13 @@ START_TEST(engine_reports_what_it_holds)
     ck_assert_msg(e16->weight_bytes < e32->weight_bytes * 6 / 10, "bf16 %zu vs fp32 %zu",
                   e16->weight_bytes, e32->weight_bytes);
     ck_assert(e32->memory_bytes > e32->weight_bytes);
+    /* q8: 34 bytes per 32 weights (8.5 bits), the vectors fp32. */
+    engine *e8 = make_engine(m, TT_Q8, 1, 16);
+    ck_assert_msg(strstr(e8->description, "q8"), "%s", e8->description);
+    ck_assert_msg(e8->weight_bytes * 100 > e32->weight_bytes * 26 &&
+                  e8->weight_bytes * 100 < e32->weight_bytes * 30, "q8 %zu vs fp32 %zu",
+                  e8->weight_bytes, e32->weight_bytes);
+    engine_free(e8);
     engine_free(e32);
     engine_free(e16);
     model_free(m);
@@ -647,7 +662,7 @@ int main(void)
     tcase_add_test(tc, an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent);
     tcase_add_test(tc, simd_and_reference_engines_agree);
     tcase_add_test(tc, exact_weights_give_the_same_logits_from_every_file_dtype);
-    tcase_add_test(tc, speculative_greedy_equals_plain_greedy_on_near_ties);
+    tcase_add_loop_test(tc, speculative_greedy_equals_plain_greedy_on_near_ties, 0, 2);
     tcase_add_test(tc, engine_reports_what_it_holds);
     tcase_add_test(tc, context_longer_than_the_model_is_refused);
     suite_add_tcase(s, tc);

@@ -112,6 +112,120 @@ START_TEST(packed_matrix_holds_rounded_source_values)
 }
 END_TEST
 
+/* The Q8 value packing must hold for w, a block's values over k of one column being block[0..n):
+ * scale fp16(max |w| / 127), integer round-to-nearest(w / scale) in [-127, 127]. */
+static float q8_expected(const float *block, int n, float w)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++)
+        amax = fmaxf(amax, fabsf(block[i]));
+    float s = tt_f16_to_f32(tt_f32_to_f16(amax / 127.0f));
+    if (s == 0.0f)
+        return 0.0f;
+    float q = nearbyintf(w / s);
+    q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+    return q * s;
+}
+
+START_TEST(q8_packing_rounds_each_weight_to_its_block_scale)
+{
+    static const int shapes[][2] = {{1, 1}, {7, 33}, {32, 32}, {33, 17}, {99, 64}, {130, 100}};
+    rng g;
+    rng_seed(&g, 12);
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        const int K = shapes[sh][0], N = shapes[sh][1];
+        float *w = rand_floats(&g, (size_t)K * (size_t)N, -3.0f, 3.0f);
+        for (int k = 0; k < K; k += 5)           /* blocks of very different magnitudes */
+            for (int n = 0; n < N; n++)
+                w[(size_t)k * N + n] *= (float)(1 + (k + n) % 7) * 10.0f;
+        float col[32];
+        for (int tr = 0; tr < 2; tr++) {
+            packed_matrix m;
+            ck_assert_int_eq(packed_matrix_init(&m, TT_Q8, K, N, NULL), TT_OK);
+            /* (K, N), or the same matrix stored (N, K) */
+            float *src = malloc((size_t)K * N * sizeof(float));
+            for (int k = 0; k < K; k++)
+                for (int n = 0; n < N; n++)
+                    src[tr ? (size_t)n * K + k : (size_t)k * N + n] = w[(size_t)k * N + n];
+            int mid = N > 32 ? 32 : N;
+            packed_matrix_pack(&m, (tensor_ref){.data = src, .dtype = TT_F32}, tr, 0, mid);
+            packed_matrix_pack(&m, (tensor_ref){.data = src, .dtype = TT_F32}, tr, mid, N);
+            ck_assert_uint_eq(packed_matrix_bytes(TT_Q8, K, N),
+                              (size_t)m.n_panels * ((K + 31) / 32) * (64 + 1024));
+            for (int n = 0; n < N; n++)
+                for (int k0 = 0; k0 < K; k0 += 32) {
+                    int kc = K - k0 < 32 ? K - k0 : 32;
+                    for (int i = 0; i < kc; i++)
+                        col[i] = w[(size_t)(k0 + i) * N + n];
+                    for (int i = 0; i < kc; i++) {
+                        float got = packed_matrix_get(&m, k0 + i, n);
+                        float want = q8_expected(col, kc, col[i]);
+                        ck_assert_msg(got == want, "q8 %dx%d transposed=%d (%d,%d): got %g want %g "
+                                      "(source %g)", K, N, tr, k0 + i, n, got, want, col[i]);
+                    }
+                }
+            for (int k = 0; k < K; k++)
+                for (int n = N; n < m.n_panels * 32; n++)
+                    ck_assert(packed_matrix_get(&m, k, n) == 0.0f);
+            packed_matrix_free(&m);
+            free(src);
+        }
+        free(w);
+    }
+}
+END_TEST
+
+START_TEST(q8_matmul_is_the_fp32_matmul_of_the_dequantized_weights)
+{
+    /* The arithmetic definition of Q8 in every set: dequantize exactly (q * scale), then the fp32
+     * chains. So a Q8 matrix and an F32 matrix holding its dequantized values give the same bits,
+     * one row (decode) or many (the widened and the direct tile paths). */
+    const kernels *sets[4];
+    int ns = all_sets(sets);
+    static const int Ts[] = {1, 3, 30};
+    static const int Ks[] = {5, 32, 70};
+    rng g;
+    rng_seed(&g, 31);
+    for (int s = 0; s < ns; s++)
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                const int T = Ts[ti], K = Ks[ki], N = 150, ldx = K, ldo = N;
+                float *x = rand_floats(&g, (size_t)T * ldx, -1.0f, 1.0f);
+                float *w = rand_floats(&g, (size_t)K * N, -1.0f, 1.0f);
+                float *b = rand_floats(&g, (size_t)N, -1.0f, 1.0f);
+                float *o8 = calloc((size_t)T * ldo, sizeof(float));
+                float *o32 = calloc((size_t)T * ldo, sizeof(float));
+                float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) &
+                                                       ~(size_t)63);
+                packed_matrix q, f;
+                ck_assert_int_eq(packed_matrix_init(&q, TT_Q8, K, N, NULL), TT_OK);
+                ck_assert_int_eq(packed_matrix_init(&f, TT_F32, K, N, NULL), TT_OK);
+                packed_matrix_pack(&q, (tensor_ref){.data = w, .dtype = TT_F32}, false, 0, N);
+                for (int k = 0; k < K; k++)
+                    for (int n = 0; n < N; n++)
+                        w[(size_t)k * N + n] = packed_matrix_get(&q, k, n);
+                packed_matrix_pack(&f, (tensor_ref){.data = w, .dtype = TT_F32}, false, 0, N);
+                matmul_args a = {.out = o8, .ldo = ldo, .x = x, .ldx = ldx, .w = &q, .bias = b,
+                                 .T = T, .epilogue = MM_GELU_TANH};
+                sets[s]->matmul(&a, 0, q.n_panels, scratch);
+                a.out = o32;
+                a.w = &f;
+                sets[s]->matmul(&a, 0, f.n_panels, scratch);
+                ck_assert_msg(memcmp(o8, o32, (size_t)T * ldo * sizeof(float)) == 0,
+                              "%s T=%d K=%d: q8 differs from fp32 over its dequantized values",
+                              sets[s]->name, T, K);
+                packed_matrix_free(&q);
+                packed_matrix_free(&f);
+                free(x);
+                free(w);
+                free(b);
+                free(o8);
+                free(o32);
+                free(scratch);
+            }
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * Matmul */
 
@@ -173,7 +287,7 @@ START_TEST(simd_matmul_matches_reference_on_odd_shapes)
     rng g;
     rng_seed(&g, 5);
     for (int s = 0; s < ns; s++)
-        for (tt_dtype d = TT_F32; d <= TT_BF16; d++)
+        for (tt_dtype d = TT_F32; d <= TT_Q8; d++)
             for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
                 for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
                     for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++) {
@@ -198,7 +312,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
     rng g;
     rng_seed(&g, 21);
     for (int s = 0; s < ns; s++)
-        for (tt_dtype d = TT_F32; d <= TT_BF16; d++)
+        for (tt_dtype d = TT_F32; d <= TT_Q8; d++)
             for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
                 for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++) {
                     const int K = Ks[ki], N = Ns[ni], ldx = K + 1, ldo = N + 3;
@@ -260,7 +374,7 @@ START_TEST(simd_gelu_saturates_like_the_formula)
     rng g;
     rng_seed(&g, 6);
     for (int s = 0; s < ns; s++)
-        for (tt_dtype d = TT_F32; d <= TT_BF16; d++) {
+        for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
             check_matmul_case(sets[s], &g, 3, 8, 40, d, MM_GELU_TANH, true, 200.0f);
             check_matmul_case(sets[s], &g, 1, 8, 40, d, MM_GELU_ERF, true, 200.0f);
         }
@@ -440,6 +554,8 @@ int main(void)
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, packed_matrix_holds_rounded_source_values);
+    tcase_add_test(tc, q8_packing_rounds_each_weight_to_its_block_scale);
+    tcase_add_test(tc, q8_matmul_is_the_fp32_matmul_of_the_dequantized_weights);
     tcase_add_test(tc, simd_matmul_matches_reference_on_odd_shapes);
     tcase_add_test(tc, matmul_rows_do_not_depend_on_the_rows_beside_them);
     tcase_add_test(tc, simd_gelu_saturates_like_the_formula);

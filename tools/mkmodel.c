@@ -135,6 +135,9 @@ int main(int argc, char **argv)
             NEEDS_VALUE();
             if (tt_dtype_parse(val, &o.dtype) != 0)
                 return die("--dtype: unknown dtype '%s' (fp32, fp16, bf16)", val);
+            if (!tt_dtype_is_file_type(o.dtype))
+                return die("--dtype: %s is not a file dtype (fp32, fp16, bf16); tokentop "
+                           "--dtype %s quantizes a model at load", val, val);
         } else if (strcmp(a, "--seed") == 0) {
             NEEDS_VALUE();
             char *end;
