@@ -6,16 +6,6 @@
 #pragma GCC target("no-avx512fp16,no-avx512bf16")
 
 #define KS_VW 16
+#define KS_SET_NAME "avx512"
+#define KS_SET_GET kernels_avx512_get
 #include "core/kernels_simd.h"
-
-static const kernels avx512_set = {
-    .name = "avx512",
-    .matmul = simd_matmul,
-    .attention = simd_attention,
-};
-
-/* The CPU check is the caller's (kernels.c, built without AVX-512 flags). */
-const kernels *kernels_avx512_get(void)
-{
-    return &avx512_set;
-}

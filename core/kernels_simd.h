@@ -1,7 +1,8 @@
 /* kernels_simd.h: the SIMD kernel sets' matmul and attention, written once over width macros (as
  * ggml's simd-mappings.h and core/sampler_kernels.h do) and compiled once per instruction set:
- * kernels_avx512.c defines KS_VW 16, kernels_avx2.c KS_VW 8, and each includes this file once.
- * Internal to those two files; everything here is static to the including file.
+ * kernels_avx512.c defines KS_VW 16, kernels_avx2.c KS_VW 8, and each includes this file once,
+ * also naming its set (KS_SET_NAME) and the function that returns it (KS_SET_GET). Internal to
+ * those two files; everything else here is static to the including file.
  *
  * Matmul: a register tile of up to KS_MR rows x 2 vectors (2 KS_VW columns) walks down one packed
  * panel (kernels.h); each k step loads the tile's slice of the panel row once (fp32 direct, fp16
@@ -28,8 +29,8 @@
  * conversation replays to the same tokens), so the few places where the two sets sum differently
  * are tuning parameters below, not copies of the code: the value sum's chain count and the
  * softmax tail. */
-#ifndef KS_VW
-#error "define KS_VW (8 or 16) before including core/kernels_simd.h"
+#if !defined(KS_VW) || !defined(KS_SET_NAME) || !defined(KS_SET_GET)
+#error "define KS_VW (8 or 16), KS_SET_NAME and KS_SET_GET before including core/kernels_simd.h"
 #endif
 
 #include <immintrin.h>
@@ -85,25 +86,14 @@ static inline vf v_mmax(vf acc, vmask m, vf x) { return _mm512_mask_max_ps(acc, 
 /* x in the lanes of m, zero elsewhere. */
 #define v_keep(m, x) _mm512_maskz_mov_ps((m), (x))
 
-/* 16 fp16 values at p (32-byte aligned) as fp32. */
-static inline vf v_load_f16(const uint16_t *p)
-{
-    return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p));
-}
-
-/* 16 int8 at p (16-byte aligned) as fp32. */
-static inline vf v_load_i8(const int8_t *p)
-{
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)p)));
-}
-
-/* 16 bf16 pairs at p (64-byte aligned): the even (low) halves into *e, the odd into *o. */
-static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
-{
-    const __m512i u = _mm512_load_si512((const void *)p);
-    *e = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
-    *o = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
-}
+/* Integer vectors: a whole one (vi), and the loads of KS_VW 16-bit or 8-bit values. */
+typedef __m512i vi;
+#define KS_EPI32(op) _mm512_##op##_epi32
+#define v_iload(p) _mm512_load_si512((const void *)(p))
+#define v_iand(a, b) _mm512_and_si512((a), (b))
+#define v_icast(a) _mm512_castsi512_ps(a)
+#define v_iload_16bit(p) _mm256_load_si256((const __m256i *)(p))
+#define v_iload_8bit(p) _mm_load_si128((const __m128i *)(p))
 
 #elif KS_VW == 8
 
@@ -164,22 +154,13 @@ static inline vf v_mmax(vf acc, vmask m, vf x)
 
 #define v_keep(m, x) _mm256_and_ps(_mm256_castsi256_ps(m), (x))
 
-static inline vf v_load_f16(const uint16_t *p)
-{
-    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)p));
-}
-
-static inline vf v_load_i8(const int8_t *p)
-{
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
-
-static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
-{
-    const __m256i u = _mm256_load_si256((const __m256i *)p);
-    *e = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
-    *o = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
-}
+typedef __m256i vi;
+#define KS_EPI32(op) _mm256_##op##_epi32
+#define v_iload(p) _mm256_load_si256((const __m256i *)(p))
+#define v_iand(a, b) _mm256_and_si256((a), (b))
+#define v_icast(a) _mm256_castsi256_ps(a)
+#define v_iload_16bit(p) _mm_load_si128((const __m128i *)(p))
+#define v_iload_8bit(p) _mm_loadl_epi64((const __m128i *)(p))
 
 #else
 #error "KS_VW must be 8 or 16"
@@ -200,6 +181,23 @@ static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
 #define v_loadu(p) KS_PS(loadu)(p)
 #define v_store(p, v) KS_PS(store)((p), (v))
 #define v_storeu(p, v) KS_PS(storeu)((p), (v))
+
+/* KS_VW fp16 values at p (aligned to their size) as fp32. */
+static inline vf v_load_f16(const uint16_t *p) { return KS_PS(cvtph)(v_iload_16bit(p)); }
+
+/* KS_VW int8 at p (aligned to their size) as fp32. */
+static inline vf v_load_i8(const int8_t *p)
+{
+    return KS_PS(cvtepi32)(KS_EPI32(cvtepi8)(v_iload_8bit(p)));
+}
+
+/* KS_VW bf16 pairs at p (aligned to a vector): the even (low) halves into *e, the odd into *o. */
+static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
+{
+    const vi u = v_iload(p);
+    *e = v_icast(KS_EPI32(slli)(u, 16));
+    *o = v_icast(v_iand(u, KS_EPI32(set1)((int)0xffff0000u)));
+}
 
 #define KS_NV (KERNELS_NR / KS_VW)    /* vectors per panel row */
 #define KS_GROUPS (KS_NV / 2)          /* column groups of 2 vectors (one tile wide) per panel */
@@ -807,4 +805,12 @@ static void simd_attention(const attention_args *a, int h, int t0, int t1, float
         attention_tile(a, h, i, scratch);
 #endif
     attention_rows(a, h, i, t1, scratch);
+}
+
+/* The CPU check is the caller's (kernels.c, built without this set's flags). */
+const kernels *KS_SET_GET(void)
+{
+    static const kernels set = {
+        .name = KS_SET_NAME, .matmul = simd_matmul, .attention = simd_attention};
+    return &set;
 }
