@@ -306,6 +306,14 @@ load_pair(const void *panel, int kp, int v, vf *e, vf *o)
                       e, o);
 }
 
+/* Both vectors of column group g (one tile wide) of bf16 pair row kp. */
+static inline __attribute__((always_inline)) void
+load_pair_group(const void *panel, int kp, int g, vf *e0, vf *o0, vf *e1, vf *o1)
+{
+    load_pair(panel, kp, 2 * g, e0, o0);
+    load_pair(panel, kp, 2 * g + 1, e1, o1);
+}
+
 /* MR rows t0 .. t0+MR-1 against column group g (vectors 2g, 2g+1) of panel p (its data at panel,
  * in dtype dt). MR is a constant after inlining, so c0/c1 live in registers and the row loops
  * unroll. */
@@ -325,8 +333,7 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         int kp = 0;
         for (; 2 * kp + 1 < K; kp++) {
             vf e0, o0, e1, o1;
-            load_pair(panel, kp, 2 * g, &e0, &o0);
-            load_pair(panel, kp, 2 * g + 1, &e1, &o1);
+            load_pair_group(panel, kp, g, &e0, &o0, &e1, &o1);
 #pragma GCC unroll 16
             for (int r = 0; r < MR; r++) {
                 vf xe = v_set1(x[r * ldx + 2 * kp]);
@@ -339,8 +346,7 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         }
         if (2 * kp < K) {                   /* odd K: the last row has no partner */
             vf e0, o0, e1, o1;
-            load_pair(panel, kp, 2 * g, &e0, &o0);
-            load_pair(panel, kp, 2 * g + 1, &e1, &o1);
+            load_pair_group(panel, kp, g, &e0, &o0, &e1, &o1);
 #pragma GCC unroll 16
             for (int r = 0; r < MR; r++) {
                 vf xe = v_set1(x[r * ldx + 2 * kp]);
@@ -690,6 +696,29 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
 
 #if KS_ATT_QB
 
+/* The tile's 2 x KS_ATT_QB accumulators, zeroed. */
+static inline __attribute__((always_inline)) void tile_zero(vf *c0, vf *c1)
+{
+#pragma GCC unroll 8
+    for (int r = 0; r < KS_ATT_QB; r++)
+        c0[r] = c1[r] = v_zero();
+}
+
+/* One step of a tile, for each of its rows r: c0[r] += x[r xs] row[0 .. KS_VW) (lanes of m0) and
+ * c1[r] += x[r xs] row[KS_VW .. 2 KS_VW) (lanes of m1). Inlined so that the accumulators stay in
+ * registers. */
+static inline __attribute__((always_inline)) void
+tile_fma(vf *c0, vf *c1, const float *x, size_t xs, vmask m0, vmask m1, const float *row)
+{
+    vf b0 = v_mload(m0, row), b1 = v_mload(m1, row + KS_VW);
+#pragma GCC unroll 8
+    for (int r = 0; r < KS_ATT_QB; r++) {
+        vf p = v_set1(x[(size_t)r * xs]);
+        c0[r] = v_fma(p, b0, c0[r]);
+        c1[r] = v_fma(p, b1, c1[r]);
+    }
+}
+
 /* Scores of the tile's rows, 2 vectors of positions x KS_ATT_QB rows per step (16 accumulators),
  * into scratch (KS_ATT_QB, ls). The three steps of a tile are separate functions so that each
  * gets the register file to itself (GCC 12 spilled a key vector of this loop when they were
@@ -703,26 +732,14 @@ tile_scores(const attention_args *a, int h, int i0, float *scratch)
     const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
     const int n_max = a->pos + i0 + KS_ATT_QB;
     const size_t ls = (size_t)n_max;
-    const float *q[KS_ATT_QB];
-#pragma GCC unroll 8
-    for (int r = 0; r < KS_ATT_QB; r++)
-        q[r] = a->q + (size_t)(i0 + r) * (size_t)a->ldq + (size_t)h * (size_t)HS;
+    const float *q = a->q + (size_t)i0 * (size_t)a->ldq + (size_t)h * (size_t)HS;  /* row i0 */
     for (int t = 0; t < n_max; t += 2 * KS_VW) {
         const vmask m0 = v_mask(n_max - t), m1 = v_mask(n_max - t - KS_VW);
         vf c0[KS_ATT_QB], c1[KS_ATT_QB];
-#pragma GCC unroll 8
-        for (int r = 0; r < KS_ATT_QB; r++)
-            c0[r] = c1[r] = v_zero();
+        tile_zero(c0, c1);
         const float *kr = kh + t;
-        for (int d = 0; d < HS; d++, kr += ldk) {
-            vf b0 = v_mload(m0, kr), b1 = v_mload(m1, kr + KS_VW);
-#pragma GCC unroll 8
-            for (int r = 0; r < KS_ATT_QB; r++) {
-                vf qd = v_set1(q[r][d]);
-                c0[r] = v_fma(qd, b0, c0[r]);
-                c1[r] = v_fma(qd, b1, c1[r]);
-            }
-        }
+        for (int d = 0; d < HS; d++, kr += ldk)
+            tile_fma(c0, c1, q + d, (size_t)a->ldq, m0, m1, kr);
 #pragma GCC unroll 8
         for (int r = 0; r < KS_ATT_QB; r++) {
             v_mstore(scratch + r * ls + t, m0, v_mul(c0[r], scale));
@@ -744,20 +761,11 @@ tile_values(const attention_args *a, int h, int i0, const float *scratch, const 
     for (int d0 = 0; d0 < HS; d0 += 2 * KS_VW) {
         const vmask m0 = v_mask(HS - d0), m1 = v_mask(HS - d0 - KS_VW);
         vf c0[KS_ATT_QB], c1[KS_ATT_QB];
-#pragma GCC unroll 8
-        for (int r = 0; r < KS_ATT_QB; r++)
-            c0[r] = c1[r] = v_zero();
+        tile_zero(c0, c1);
         const float *vr = vh + d0;
         int u = 0;
-        for (; u < n_min; u++, vr += HS) {
-            vf b0 = v_mload(m0, vr), b1 = v_mload(m1, vr + KS_VW);
-#pragma GCC unroll 8
-            for (int r = 0; r < KS_ATT_QB; r++) {
-                vf p = v_set1(scratch[r * ls + u]);
-                c0[r] = v_fma(p, b0, c0[r]);
-                c1[r] = v_fma(p, b1, c1[r]);
-            }
-        }
+        for (; u < n_min; u++, vr += HS)
+            tile_fma(c0, c1, scratch + u, ls, m0, m1, vr);
         /* The triangle: row r also sees keys n_min .. n_min + r - 1. */
 #pragma GCC unroll 8
         for (int r = 1; r < KS_ATT_QB; r++) {
