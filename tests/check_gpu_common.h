@@ -623,6 +623,32 @@ static char *gt_write_model(const gt_model_case *mc)
     return dir;
 }
 
+/* Model case mc written to a new directory (*dir, removed by gt_unload) and loaded. */
+static model *gt_load(const gt_model_case *mc, char **dir)
+{
+    *dir = gt_write_model(mc);
+    model *m;
+    tt_error err = {0};
+    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
+    return m;
+}
+
+static void gt_unload(model *m, char *dir)
+{
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The default engine options computing in d. */
+static engine_options gt_engine_options(tt_dtype d)
+{
+    engine_options eo;
+    engine_options_default(&eo);
+    eo.dtype = d;
+    return eo;
+}
+
 typedef struct {
     char *dir;
     model *m;
@@ -634,14 +660,11 @@ typedef struct {
 static void gt_pair_open(gt_pair *p, const gt_model_case *mc, tt_dtype d, const cuda_engine_options *co)
 {
     memset(p, 0, sizeof *p);
-    p->dir = gt_write_model(mc);
+    p->m = gt_load(mc, &p->dir);
     p->d = d;
     gt_logit_tol(d, &p->tol, &p->eps);
     tt_error err = {0};
-    ck_assert_msg(model_load(p->dir, &p->m, &err) == TT_OK, "%s", err.msg);
-    engine_options eo;
-    engine_options_default(&eo);
-    eo.dtype = d;
+    engine_options eo = gt_engine_options(d);
     eo.n_threads = 1;
     ck_assert_msg(cpu_engine_create(p->m, &eo, &p->cpu, &err) == TT_OK, "%s", err.msg);
     ck_assert_msg(cuda_engine_create(p->m, &eo, co, &p->gpu, &err) == TT_OK, "%s", err.msg);
@@ -653,9 +676,7 @@ static void gt_pair_close(gt_pair *p)
 {
     engine_free(p->gpu);
     engine_free(p->cpu);
-    model_free(p->m);
-    tu_rmtree(p->dir);
-    free(p->dir);
+    gt_unload(p->m, p->dir);
 }
 
 /* The same span on both engines; every logits row compared. */
@@ -778,13 +799,10 @@ END_TEST
 START_TEST(graphs_on_and_off_give_identical_logits)
 {
     tt_dtype d = gt_dtypes[_i];
-    char *dir = gt_write_model(&gt_tiny);
-    model *m;
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
-    engine_options eo;
-    engine_options_default(&eo);
-    eo.dtype = d;
+    engine_options eo = gt_engine_options(d);
     cuda_engine_options on, off;
     cuda_engine_options_default(&on);
     cuda_engine_options_default(&off);
@@ -815,9 +833,7 @@ START_TEST(graphs_on_and_off_give_identical_logits)
     ck_assert_int_eq(st.graph_replays, 0);
     engine_free(a);
     engine_free(b);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 
@@ -826,13 +842,10 @@ START_TEST(all_rows_of_a_span_equal_step_by_step_logits)
     /* Prefill (GEMM attention) of n tokens with every row kept equals n decode steps (the decode
      * kernel), within the dtype's tolerance. */
     tt_dtype d = gt_dtypes[_i];
-    char *dir = gt_write_model(&gt_tiny);
-    model *m;
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
-    engine_options eo;
-    engine_options_default(&eo);
-    eo.dtype = d;
+    engine_options eo = gt_engine_options(d);
     engine *a, *b;
     ck_assert_msg(cuda_engine_create(m, &eo, NULL, &a, &err) == TT_OK, "%s", err.msg);
     ck_assert_msg(cuda_engine_create(m, &eo, NULL, &b, &err) == TT_OK, "%s", err.msg);
@@ -853,19 +866,16 @@ START_TEST(all_rows_of_a_span_equal_step_by_step_logits)
     free(ref);
     engine_free(a);
     engine_free(b);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(full_context_is_refused_and_the_engine_goes_on)
 {
     const gt_model_case mc = {"short", TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0};
-    char *dir = gt_write_model(&mc);
-    model *m;
+    char *dir;
+    model *m = gt_load(&mc, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     engine *g;
     ck_assert_msg(cuda_engine_create(m, NULL, NULL, &g, &err) == TT_OK, "%s", err.msg);
     int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -874,9 +884,7 @@ START_TEST(full_context_is_refused_and_the_engine_goes_on)
     ck_assert(engine_forward(g, ids + 8, 1, 7, false, &err) == TT_OK);  /* replace the last one */
     ck_assert_int_eq(g->n_past, 8);
     engine_free(g);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 

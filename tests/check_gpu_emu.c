@@ -134,32 +134,26 @@ START_TEST(no_device_means_cpu_with_a_reason)
     char why[160] = "";
     ck_assert(!cuda_backend_available(why, sizeof why));
     ck_assert_str_eq(why, "no CUDA device");
-    char *dir = gt_write_model(&gt_tiny);
-    model *m;
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     engine *e = (engine *)1;
     ck_assert_int_eq(cuda_engine_create(m, NULL, NULL, &e, &err), TT_ERR_DEVICE);
     ck_assert_ptr_null(e);
     ck_assert_str_eq(err.msg, "cuda: no CUDA device");
     cuda_device_info_t info;
     ck_assert_int_eq(cuda_device_info(&info, &err), TT_ERR_DEVICE);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(out_of_device_memory_says_needed_and_free)
 {
     cuda_emu_set_memory((size_t)32 << 20);   /* 32 MiB: the cuBLAS workspace alone, not the rest */
-    char *dir = gt_write_model(&gt_tiny);
-    model *m;
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
-    engine_options eo;
-    engine_options_default(&eo);
-    eo.dtype = TT_F16;
+    engine_options eo = gt_engine_options(TT_F16);
     engine *e;
     cuda_emu_stats before, after;
     cuda_emu_get_stats(&before);
@@ -175,19 +169,16 @@ START_TEST(out_of_device_memory_says_needed_and_free)
     engine_free(e);
     cuda_emu_get_stats(&after);
     ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(sticky_error_stops_the_engine_with_one_message)
 {
     cuda_emu_set_quiet(1);         /* the diagnostic is expected */
-    char *dir = gt_write_model(&gt_tiny);
-    model *m;
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     co.use_graphs = _i == 0;
@@ -218,18 +209,15 @@ START_TEST(sticky_error_stops_the_engine_with_one_message)
     /* The context is poisoned: a new engine says so instead of crashing. */
     ck_assert_int_eq(cuda_engine_create(m, NULL, &co, &e, &err), TT_ERR_DEVICE);
     ck_assert_ptr_null(e);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(decode_step_is_captured_once_and_replayed)
 {
-    char *dir = gt_write_model(&gt_tiny);
-    model *m;
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     engine *e;
     ck_assert_msg(cuda_engine_create(m, NULL, NULL, &e, &err) == TT_OK, "%s", err.msg);
     int32_t ids[2] = {10, 20};
@@ -246,22 +234,17 @@ START_TEST(decode_step_is_captured_once_and_replayed)
     ck_assert_msg(strstr(e->description, "cuda: host emulation (gpu/emu), fp32 weights, graphs on"), "%s",
                   e->description);
     engine_free(e);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(kernels_give_the_same_logits_in_both_thread_orders)
 {
     /* A race between threads of a block would make the result depend on their order. */
-    char *dir = gt_write_model(&gt_tiny);
-    model *m;
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
-    engine_options eo;
-    engine_options_default(&eo);
-    eo.dtype = gt_dtypes[_i];
+    engine_options eo = gt_engine_options(gt_dtypes[_i]);
     const int V = m->config.V;
     float *logits[2];
     for (int order = 0; order < 2; order++) {
@@ -278,9 +261,7 @@ START_TEST(kernels_give_the_same_logits_in_both_thread_orders)
     ck_assert(memcmp(logits[0], logits[1], (size_t)V * sizeof(float)) == 0);
     free(logits[0]);
     free(logits[1]);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    gt_unload(m, dir);
 }
 END_TEST
 
