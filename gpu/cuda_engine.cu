@@ -117,8 +117,11 @@ static tt_status gpu_fail(cuda_engine *g, tt_error *err, const char *call, const
     return TT_ERR_DEVICE;
 }
 
-static tt_status gpu_fail_cuda(cuda_engine *g, tt_error *err, cudaError_t e, const char *call,
-                               const char *file, int line)
+static bool gpu_ok(cudaError_t e) { return e == cudaSuccess; }
+static bool gpu_ok(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
+
+static tt_status gpu_fail_status(cuda_engine *g, tt_error *err, cudaError_t e, const char *call,
+                                 const char *file, int line)
 {
     char what[192];
     snprintf(what, sizeof what, "%s (%s)%s", cudaGetErrorString(e), cudaGetErrorName(e),
@@ -128,28 +131,24 @@ static tt_status gpu_fail_cuda(cuda_engine *g, tt_error *err, cudaError_t e, con
     return gpu_fail(g, err, call, what, file, line);
 }
 
-static tt_status gpu_fail_blas(cuda_engine *g, tt_error *err, cublasStatus_t s, const char *call,
-                               const char *file, int line)
+static tt_status gpu_fail_status(cuda_engine *g, tt_error *err, cublasStatus_t s, const char *call,
+                                 const char *file, int line)
 {
     char what[192];
     snprintf(what, sizeof what, "%s (%s)", cublasGetStatusString(s), cublasGetStatusName(s));
     return gpu_fail(g, err, call, what, file, line);
 }
 
-/* In functions with `cuda_engine *g` (may be NULL) and `tt_error *err` in scope. */
+/* In functions with `cuda_engine *g` (may be NULL) and `tt_error *err` in scope; call returns a
+ * cudaError_t (GPU_CHECK) or a cublasStatus_t (BLAS_CHECK), told apart by overloading. */
 #define GPU_CHECK(call)                                                        \
     do {                                                                       \
-        cudaError_t e_ = (call);                                               \
-        if (e_ != cudaSuccess)                                                 \
-            return gpu_fail_cuda(g, err, e_, #call, __FILE__, __LINE__);       \
+        const auto r_ = (call);                                                \
+        if (!gpu_ok(r_))                                                       \
+            return gpu_fail_status(g, err, r_, #call, __FILE__, __LINE__);     \
     } while (0)
 
-#define BLAS_CHECK(call)                                                       \
-    do {                                                                       \
-        cublasStatus_t s_ = (call);                                            \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                       \
-            return gpu_fail_blas(g, err, s_, #call, __FILE__, __LINE__);       \
-    } while (0)
+#define BLAS_CHECK(call) GPU_CHECK(call)
 
 /* =============================================================================================
  * Availability and device information */

@@ -21,23 +21,23 @@ static tt_status ops_fail(cuda_ops *c, tt_error *err, const char *call, const ch
     return tt_fail(err, TT_ERR_DEVICE, "cuda_ops: %s failed at %s:%d: %s", call, __FILE__, line, what);
 }
 
+/* What went wrong, or NULL on success: a cudaError_t (OPS_CHECK) or a cublasStatus_t (OPS_BLAS). */
+static const char *ops_error(cudaError_t e) { return e == cudaSuccess ? NULL : cudaGetErrorString(e); }
+static const char *ops_error(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s);
+}
+
 #define OPS_CHECK(call)                                                              \
     do {                                                                             \
-        cudaError_t e_ = (call);                                                     \
-        if (e_ != cudaSuccess) {                                                     \
+        const char *what_ = ops_error(call);                                         \
+        if (what_) {                                                                 \
             ops_release(c);                                                          \
-            return ops_fail(c, err, #call, cudaGetErrorString(e_), __LINE__);        \
+            return ops_fail(c, err, #call, what_, __LINE__);                         \
         }                                                                            \
     } while (0)
 
-#define OPS_BLAS(call)                                                               \
-    do {                                                                             \
-        cublasStatus_t s_ = (call);                                                  \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
-            ops_release(c);                                                          \
-            return ops_fail(c, err, #call, cublasGetStatusString(s_), __LINE__);     \
-        }                                                                            \
-    } while (0)
+#define OPS_BLAS(call) OPS_CHECK(call)
 
 static void ops_release(cuda_ops *c)
 {
