@@ -144,35 +144,34 @@ typedef struct {
     bool oom;
 } line_acc;
 
-static void push_par_line(void *user, size_t start, size_t end)
+/* Appends l to the array *v of *n spans (room for *cap), which grows from first_cap by doubling;
+ * out of memory, l is dropped and acc->oom set. */
+static void push_span(line_acc *acc, line_span **v, size_t *n, size_t *cap, size_t first_cap,
+                      line_span l)
 {
-    line_acc *acc = user;
-    if (acc->np == acc->capp) {
-        size_t cap = acc->capp ? acc->capp * 2 : 64;
-        line_span *p = realloc(acc->par, cap * sizeof *p);
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : first_cap;
+        line_span *p = realloc(*v, c * sizeof *p);
         if (!p) {
             acc->oom = true;
             return;
         }
-        acc->par = p;
-        acc->capp = cap;
+        *v = p;
+        *cap = c;
     }
-    acc->par[acc->np++] = (line_span){acc->base + start, acc->base + end};
+    (*v)[(*n)++] = l;
+}
+
+static void push_par_line(void *user, size_t start, size_t end)
+{
+    line_acc *acc = user;
+    push_span(acc, &acc->par, &acc->np, &acc->capp, 64,
+              (line_span){acc->base + start, acc->base + end});
 }
 
 static void push_line(line_acc *acc, line_span l)
 {
-    if (acc->n == acc->cap) {
-        size_t cap = acc->cap ? acc->cap * 2 : 128;
-        line_span *v = realloc(acc->v, cap * sizeof *v);
-        if (!v) {
-            acc->oom = true;
-            return;
-        }
-        acc->v = v;
-        acc->cap = cap;
-    }
-    acc->v[acc->n++] = l;
+    push_span(acc, &acc->v, &acc->n, &acc->cap, 128, l);
 }
 
 void ui_transcript_pane_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *sc, bool caret)
