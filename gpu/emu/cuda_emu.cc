@@ -1575,37 +1575,24 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
 /* =============================================================================================
  * Control (cuda_emu_ctl.h) */
 
+/* The setters below: one field of the emulated device, set under its lock. */
+template <typename T> static void control_set(T emu_state::*field, T v)
+{
+    CONTROL();
+    g.*field = v;
+}
+
 extern "C" {
 
-void cuda_emu_set_device_count(int n)
-{
-    CONTROL();
-    g.device_count = n;
-}
+void cuda_emu_set_device_count(int n) { control_set(&emu_state::device_count, n); }
 
-void cuda_emu_set_memory(size_t total_bytes)
-{
-    CONTROL();
-    g.capacity = total_bytes;
-}
+void cuda_emu_set_memory(size_t total_bytes) { control_set(&emu_state::capacity, total_bytes); }
 
-void cuda_emu_set_thread_order(int descending)
-{
-    CONTROL();
-    g.descending = descending;
-}
+void cuda_emu_set_thread_order(int descending) { control_set(&emu_state::descending, descending); }
 
-void cuda_emu_inject_fault(long n)
-{
-    CONTROL();
-    g.fault_countdown = n;
-}
+void cuda_emu_inject_fault(long n) { control_set(&emu_state::fault_countdown, n); }
 
-void cuda_emu_set_quiet(int quiet)
-{
-    CONTROL();
-    g.quiet = quiet != 0;
-}
+void cuda_emu_set_quiet(int quiet) { control_set(&emu_state::quiet, quiet != 0); }
 
 void cuda_emu_clear_sticky_error(void)
 {
