@@ -1374,13 +1374,20 @@ cublasStatus_t cublasDestroy(cublasHandle_t handle)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream)
+/* The handle setters below: one field of the handle, an API call that needs a handle. */
+template <typename T>
+static cublasStatus_t handle_set(cublasHandle_t handle, T emu_cublas::*field, T v)
 {
     ENTER();
     if (!handle)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    handle->stream = stream;
+    handle->*field = v;
     return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream)
+{
+    return handle_set(handle, &emu_cublas::stream, stream);
 }
 
 cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void *workspace, size_t bytes)
@@ -1395,20 +1402,12 @@ cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void *workspace, size_t
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)
 {
-    ENTER();
-    if (!handle)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    handle->math = mode;
-    return CUBLAS_STATUS_SUCCESS;
+    return handle_set(handle, &emu_cublas::math, mode);
 }
 
 cublasStatus_t cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode)
 {
-    ENTER();
-    if (!handle)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    handle->pointer_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
+    return handle_set(handle, &emu_cublas::pointer_mode, mode);
 }
 
 namespace {
