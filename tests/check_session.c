@@ -456,16 +456,23 @@ static void script(const char *text, int32_t *buf)
     F->script_base = S.n_tokens;
 }
 
+/* A reply to "Q" scripted as "ab\n\ncd", at most max_new tokens, with the stop string stop; the
+ * text shown into c. */
+static void generate_scripted_with_stop(int max_new, const char *stop, collected *c)
+{
+    remake_session(64, true, max_new);
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_stop(&S, stop, &err), TT_OK);
+    add_text("Q");
+    static int32_t buf[32];      /* the fake engine reads the script until the next session */
+    script("ab\n\ncd", buf);
+    generate(c);
+}
+
 START_TEST(stop_string_ends_the_reply_before_it)
 {
-    remake_session(64, true, 20);
-    tt_error err = {0};
-    ck_assert_int_eq(session_add_stop(&S, "\n\n", &err), TT_OK);
-    add_text("Q");
-    int32_t buf[32];
-    script("ab\n\ncd", buf);
     collected c = {0};
-    generate(&c);
+    generate_scripted_with_stop(20, "\n\n", &c);
     ck_assert_int_eq(S.last.stop, SESSION_STOP_STRING);
     ck_assert_str_eq(c.text, "ab");
     ck_assert_int_eq(S.last.generated_tokens, 4);
@@ -474,14 +481,8 @@ END_TEST
 
 START_TEST(held_back_text_is_released_when_the_stop_does_not_complete)
 {
-    remake_session(64, true, 6);
-    tt_error err = {0};
-    ck_assert_int_eq(session_add_stop(&S, "\n\nX", &err), TT_OK);
-    add_text("Q");
-    int32_t buf[32];
-    script("ab\n\ncd", buf);
     collected c = {0};
-    generate(&c);
+    generate_scripted_with_stop(6, "\n\nX", &c);
     ck_assert_int_eq(S.last.stop, SESSION_STOP_MAX_TOKENS);
     ck_assert_str_eq(c.text, "ab\n\ncd");
 }
