@@ -640,6 +640,15 @@ static void gt_unload(model *m, char *dir)
     free(dir);
 }
 
+/* A CUDA engine for m that must open (eo, co as cuda_engine_create takes them). */
+static engine *gt_engine(model *m, const engine_options *eo, const cuda_engine_options *co)
+{
+    engine *e;
+    tt_error err = {0};
+    ck_assert_msg(cuda_engine_create(m, eo, co, &e, &err) == TT_OK, "%s", err.msg);
+    return e;
+}
+
 /* The default engine options computing in d. */
 static engine_options gt_engine_options(tt_dtype d)
 {
@@ -667,7 +676,7 @@ static void gt_pair_open(gt_pair *p, const gt_model_case *mc, tt_dtype d, const 
     engine_options eo = gt_engine_options(d);
     eo.n_threads = 1;
     ck_assert_msg(cpu_engine_create(p->m, &eo, &p->cpu, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(cuda_engine_create(p->m, &eo, co, &p->gpu, &err) == TT_OK, "%s", err.msg);
+    p->gpu = gt_engine(p->m, &eo, co);
     ck_assert_str_eq(p->gpu->ops->name, "cuda");
     ck_assert_int_eq(p->gpu->n_ctx, p->cpu->n_ctx);
 }
@@ -808,8 +817,8 @@ START_TEST(graphs_on_and_off_give_identical_logits)
     cuda_engine_options_default(&off);
     off.use_graphs = false;
     engine *a, *b;
-    ck_assert_msg(cuda_engine_create(m, &eo, &on, &a, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(cuda_engine_create(m, &eo, &off, &b, &err) == TT_OK, "%s", err.msg);
+    a = gt_engine(m, &eo, &on);
+    b = gt_engine(m, &eo, &off);
     const int V = m->config.V;
     int32_t prompt[3] = {5, 6, 7};
     ck_assert(engine_forward(a, prompt, 3, 0, false, &err) == TT_OK);
@@ -847,8 +856,8 @@ START_TEST(all_rows_of_a_span_equal_step_by_step_logits)
     tt_error err = {0};
     engine_options eo = gt_engine_options(d);
     engine *a, *b;
-    ck_assert_msg(cuda_engine_create(m, &eo, NULL, &a, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(cuda_engine_create(m, &eo, NULL, &b, &err) == TT_OK, "%s", err.msg);
+    a = gt_engine(m, &eo, NULL);
+    b = gt_engine(m, &eo, NULL);
     const int V = m->config.V, n = 7;
     int32_t ids[7] = {1, 2, 3, 400, 5, 6, 7};
     ck_assert(engine_forward(a, ids, n, 0, true, &err) == TT_OK);
@@ -876,8 +885,7 @@ START_TEST(full_context_is_refused_and_the_engine_goes_on)
     char *dir;
     model *m = gt_load(&mc, &dir);
     tt_error err = {0};
-    engine *g;
-    ck_assert_msg(cuda_engine_create(m, NULL, NULL, &g, &err) == TT_OK, "%s", err.msg);
+    engine *g = gt_engine(m, NULL, NULL);
     int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     ck_assert(engine_forward(g, ids, 8, 0, false, &err) == TT_OK);     /* exactly full */
     ck_assert_int_eq(engine_forward(g, ids + 8, 1, 8, false, &err), TT_ERR_CONTEXT);

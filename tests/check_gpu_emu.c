@@ -165,7 +165,7 @@ START_TEST(out_of_device_memory_says_needed_and_free)
     ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);     /* nothing left behind */
     /* With room, the same model loads. */
     cuda_emu_set_memory((size_t)1 << 30);
-    ck_assert_msg(cuda_engine_create(m, &eo, NULL, &e, &err) == TT_OK, "%s", err.msg);
+    e = gt_engine(m, &eo, NULL);
     engine_free(e);
     cuda_emu_get_stats(&after);
     ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
@@ -182,8 +182,7 @@ START_TEST(sticky_error_stops_the_engine_with_one_message)
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     co.use_graphs = _i == 0;
-    engine *e;
-    ck_assert_msg(cuda_engine_create(m, NULL, &co, &e, &err) == TT_OK, "%s", err.msg);
+    engine *e = gt_engine(m, NULL, &co);
     int32_t ids[4] = {1, 2, 3, 4};
     ck_assert(engine_forward(e, ids, 3, 0, false, &err) == TT_OK);
     ck_assert(engine_forward(e, ids + 3, 1, 3, false, &err) == TT_OK);
@@ -218,8 +217,7 @@ START_TEST(decode_step_is_captured_once_and_replayed)
     char *dir;
     model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    engine *e;
-    ck_assert_msg(cuda_engine_create(m, NULL, NULL, &e, &err) == TT_OK, "%s", err.msg);
+    engine *e = gt_engine(m, NULL, NULL);
     int32_t ids[2] = {10, 20};
     ck_assert(engine_forward(e, ids, 2, 0, false, &err) == TT_OK);
     ck_assert(engine_forward(e, ids, 1, 2, false, &err) == TT_OK);     /* captures, replays */
@@ -249,8 +247,7 @@ START_TEST(kernels_give_the_same_logits_in_both_thread_orders)
     float *logits[2];
     for (int order = 0; order < 2; order++) {
         cuda_emu_set_thread_order(order);
-        engine *e;
-        ck_assert_msg(cuda_engine_create(m, &eo, NULL, &e, &err) == TT_OK, "%s", err.msg);
+        engine *e = gt_engine(m, &eo, NULL);
         int32_t ids[6] = {7, 70, 170, 270, 370, 470};
         ck_assert(engine_forward(e, ids, 5, 0, false, &err) == TT_OK);
         ck_assert(engine_forward(e, ids + 5, 1, 5, false, &err) == TT_OK);
