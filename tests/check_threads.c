@@ -45,19 +45,37 @@ static void count_job_init(count_job *j, int n_chunks, int chunk_sleep_us)
     j->chunk_sleep_us = chunk_sleep_us;
 }
 
-START_TEST(every_chunk_runs_once_and_the_caller_always_joins)
+/* A pool of n threads (0: automatic) that must open. */
+static threadpool *pool_open(int n)
 {
     threadpool *p;
-    ck_assert_int_eq(threadpool_create(3, &p, NULL), TT_OK);
+    ck_assert_int_eq(threadpool_create(n, &p, NULL), TT_OK);
+    return p;
+}
+
+/* One job of n chunks (counted in *chunks) run by the pool. */
+static void run_chunks(threadpool *p, threadpool_chunks *chunks, int n, threadpool_fn fn, void *job)
+{
+    threadpool_chunks_init(chunks, n);
+    threadpool_run(p, fn, job);
+}
+
+/* Each of the first n chunks was claimed exactly times times. */
+static void assert_claimed(const int *claimed, int n, int times)
+{
+    for (int c = 0; c < n; c++)
+        ck_assert_int_eq(claimed[c], times);
+}
+
+START_TEST(every_chunk_runs_once_and_the_caller_always_joins)
+{
+    threadpool *p = pool_open(3);
     ck_assert_int_eq(threadpool_size(p), 3);
     count_job j;
     count_job_init(&j, 64, 0);
-    for (int r = 0; r < 2000; r++) {
-        threadpool_chunks_init(&j.chunks, 64);
-        threadpool_run(p, count_run, &j);
-    }
-    for (int c = 0; c < 64; c++)
-        ck_assert_int_eq(j.claimed[c], 2000);
+    for (int r = 0; r < 2000; r++)
+        run_chunks(p, &j.chunks, 64, count_run, &j);
+    assert_claimed(j.claimed, 64, 2000);
     ck_assert_int_eq(j.calls[0], 2000);
     for (int i = 0; i < 3; i++) {
         ck_assert_int_le(j.calls[i], 2000);
@@ -73,15 +91,12 @@ END_TEST
 START_TEST(workers_share_a_long_job)
 {
     /* 40 chunks of 2 ms each: the caller alone would need 80 ms; the worker must take some. */
-    threadpool *p;
-    ck_assert_int_eq(threadpool_create(2, &p, NULL), TT_OK);
+    threadpool *p = pool_open(2);
     count_job j;
     count_job_init(&j, 40, 2000);
-    threadpool_chunks_init(&j.chunks, 40);
-    threadpool_run(p, count_run, &j);
+    run_chunks(p, &j.chunks, 40, count_run, &j);
     ck_assert_int_eq(j.calls[1], 1);
-    for (int c = 0; c < 40; c++)
-        ck_assert_int_eq(j.claimed[c], 1);
+    assert_claimed(j.claimed, 40, 1);
     free(j.claimed);
     threadpool_free(p);
 }
@@ -91,18 +106,15 @@ START_TEST(sleeping_workers_wake_for_the_next_job)
 {
     /* Pauses longer than the spin window put the workers to sleep between jobs; a long job then
      * must still be shared, so the sleepers were woken. */
-    threadpool *p;
-    ck_assert_int_eq(threadpool_create(2, &p, NULL), TT_OK);
+    threadpool *p = pool_open(2);
     count_job j;
     count_job_init(&j, 20, 2000);
     for (int r = 0; r < 3; r++) {
         sleep_us(20000);
-        threadpool_chunks_init(&j.chunks, 20);
-        threadpool_run(p, count_run, &j);
+        run_chunks(p, &j.chunks, 20, count_run, &j);
     }
     ck_assert_int_ge(j.calls[1], 1);
-    for (int c = 0; c < 20; c++)
-        ck_assert_int_eq(j.claimed[c], 3);
+    assert_claimed(j.claimed, 20, 3);
     free(j.claimed);
     threadpool_free(p);
 }
@@ -123,16 +135,12 @@ static void chunk_run(void *varg, int ith, int nth)
 
 START_TEST(chunks_are_handed_out_exactly_once)
 {
-    threadpool *p;
-    ck_assert_int_eq(threadpool_create(4, &p, NULL), TT_OK);
+    threadpool *p = pool_open(4);
     chunk_job j;
     j.claimed = calloc(1000, sizeof(int));
-    for (int r = 0; r < 50; r++) {
-        threadpool_chunks_init(&j.chunks, 1000);
-        threadpool_run(p, chunk_run, &j);
-    }
-    for (int i = 0; i < 1000; i++)
-        ck_assert_int_eq(j.claimed[i], 50);
+    for (int r = 0; r < 50; r++)
+        run_chunks(p, &j.chunks, 1000, chunk_run, &j);
+    assert_claimed(j.claimed, 1000, 50);
     free(j.claimed);
     threadpool_free(p);
 }
@@ -140,18 +148,16 @@ END_TEST
 
 START_TEST(default_size_is_one_thread_per_core)
 {
-    threadpool *p;
-    ck_assert_int_eq(threadpool_create(0, &p, NULL), TT_OK);
+    threadpool *p = pool_open(0);
     ck_assert_int_eq(threadpool_size(p), threadpool_cores());
     threadpool_stats st;
     threadpool_get_stats(p, &st);
     ck_assert(st.adaptive == (threadpool_cores() > 1));
     threadpool_free(p);
-    ck_assert_int_eq(threadpool_create(1, &p, NULL), TT_OK);
+    p = pool_open(1);
     count_job j;
     count_job_init(&j, 5, 0);
-    threadpool_chunks_init(&j.chunks, 5);
-    threadpool_run(p, count_run, &j);
+    run_chunks(p, &j.chunks, 5, count_run, &j);
     ck_assert_int_eq(j.calls[0], 1);
     ck_assert_int_eq(j.claimed[4], 1);
     free(j.claimed);
@@ -181,8 +187,7 @@ static void run_until_window(threadpool *p, stall_job *j)
 {
     threadpool_stats st;
     for (int r = 0; r < 200; r++) {
-        threadpool_chunks_init(&j->chunks, 8);
-        threadpool_run(p, stall_run, j);
+        run_chunks(p, &j->chunks, 8, stall_run, j);
         threadpool_get_stats(p, &st);
         if (st.gain > 0)
             return;
@@ -214,10 +219,8 @@ START_TEST(an_automatic_pool_drops_workers_that_only_make_the_caller_wait)
     ck_assert_msg(strstr(line, "1 in use") != NULL, "%s", line);
     /* During the back-off the worker is not even asked: every chunk runs on the caller. */
     int worker_calls = j.calls[1];
-    for (int r = 0; r < 10; r++) {
-        threadpool_chunks_init(&j.chunks, 8);
-        threadpool_run(p, stall_run, &j);
-    }
+    for (int r = 0; r < 10; r++)
+        run_chunks(p, &j.chunks, 8, stall_run, &j);
     ck_assert_int_eq(j.calls[1], worker_calls);
     threadpool_get_stats(p, &st);
     ck_assert_uint_ge(st.jobs_serial, 10);
@@ -240,8 +243,7 @@ START_TEST(an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_o
     double t0 = tt_now_s();
     while (!kept && tt_now_s() - t0 < 3.0) {
         double gain0 = st.gain;
-        threadpool_chunks_init(&j.chunks, 8);
-        threadpool_run(p, stall_run, &j);
+        run_chunks(p, &j.chunks, 8, stall_run, &j);
         threadpool_get_stats(p, &st);
         kept = st.gain != gain0 && st.gain >= THREADPOOL_MIN_GAIN && st.active == 2;
     }
@@ -268,10 +270,8 @@ START_TEST(an_automatic_pool_leaves_the_cores_to_other_running_threads)
     threadpool *p;
     ck_assert_int_eq(threadpool_create_adaptive(2, true, &p, NULL), TT_OK);
     stall_job j = {.caller_us = 50, .worker_us = 50};
-    for (int r = 0; r < 20; r++) {
-        threadpool_chunks_init(&j.chunks, 8);
-        threadpool_run(p, stall_run, &j);
-    }
+    for (int r = 0; r < 20; r++)
+        run_chunks(p, &j.chunks, 8, stall_run, &j);
     __atomic_store_n(&spin, 0, __ATOMIC_RELAXED);
     for (int i = 0; i < n; i++)
         pthread_join(spinners[i], NULL);
@@ -294,13 +294,10 @@ END_TEST
 
 START_TEST(an_explicit_thread_count_is_never_dropped)
 {
-    threadpool *p;
-    ck_assert_int_eq(threadpool_create(2, &p, NULL), TT_OK);
+    threadpool *p = pool_open(2);
     stall_job j = {.caller_us = 100, .worker_us = 2000};
-    for (int r = 0; r < 60; r++) {
-        threadpool_chunks_init(&j.chunks, 8);
-        threadpool_run(p, stall_run, &j);
-    }
+    for (int r = 0; r < 60; r++)
+        run_chunks(p, &j.chunks, 8, stall_run, &j);
     threadpool_stats st;
     threadpool_get_stats(p, &st);
     ck_assert(!st.adaptive);
