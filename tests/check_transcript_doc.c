@@ -45,6 +45,13 @@ static const char *doc_text(const ui_doc *d)
 /* GPT-2 byte symbols: id c - 33 is the printable byte c. */
 #define ID(c) ((int32_t)((c) - 33))
 
+/* A new document drawn from s. */
+static void doc_open(transcript_doc *t, const session *s)
+{
+    transcript_doc_init(t);
+    transcript_doc_sync(t, s);
+}
+
 START_TEST(rejected_draft_shows_before_its_replacement_until_cleared)
 {
     int32_t ids[] = {ID('a'), ID('b'), ID('c'), ID('d'), ID('e')};
@@ -60,8 +67,7 @@ START_TEST(rejected_draft_shows_before_its_replacement_until_cleared)
     s.info = info;
     s.n_tokens = 5;
     transcript_doc t;
-    transcript_doc_init(&t);
-    transcript_doc_sync(&t, &s);
+    doc_open(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "abcde");
     /* the accepted draft, the replacement and the bonus keep distinct marks */
     uint8_t st, at_acc, at_res, at_bonus;
@@ -122,8 +128,7 @@ START_TEST(token_styles_follow_origin_and_probability)
     };
     session s = view(ids, info, 7);
     transcript_doc t;
-    transcript_doc_init(&t);
-    transcript_doc_sync(&t, &s);
+    doc_open(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "uabcdef");
     const uint8_t want[7] = {UI_STYLE_USER, UI_STYLE_P_HIGH, UI_STYLE_P_MID, UI_STYLE_P_LOW,
                              UI_STYLE_P_VLOW, UI_STYLE_P_RARE, UI_STYLE_P_LOW};
@@ -143,8 +148,7 @@ START_TEST(notices_sit_between_turns_and_move_back_when_the_past_is_edited)
                           {.origin = TOKEN_USER, .p = 1}, {.origin = TOKEN_SAMPLED, .p = 1}};
     session s = view(ids, info, 2);
     transcript_doc t;
-    transcript_doc_init(&t);
-    transcript_doc_sync(&t, &s);
+    doc_open(&t, &s);
     transcript_doc_note_add(&t, 2, UI_STYLE_NOTICE, "temp 0.5 (was 1)");
     s.n_tokens = 4;
     transcript_doc_sync(&t, &s);
@@ -175,8 +179,7 @@ START_TEST(a_character_split_across_tokens_appears_once_whole)
                           {.origin = TOKEN_SAMPLED, .p = 0.01f}, {.origin = TOKEN_SAMPLED, .p = 1}};
     session s = view(ids, info, 2);
     transcript_doc t;
-    transcript_doc_init(&t);
-    transcript_doc_sync(&t, &s);
+    doc_open(&t, &s);
     ck_assert_uint_eq(t.doc.n, 1);   /* the lead byte waits for the rest */
     s.n_tokens = 4;
     transcript_doc_sync(&t, &s);
@@ -195,8 +198,7 @@ START_TEST(control_bytes_are_escaped_and_end_of_text_is_marked)
                           {.origin = TOKEN_SAMPLED, .p = 1}};
     session s = view(ids, info, 3);
     transcript_doc t;
-    transcript_doc_init(&t);
-    transcript_doc_sync(&t, &s);
+    doc_open(&t, &s);
     ck_assert_str_eq(doc_text(&t.doc), "a\\x07<|endoftext|>");
     ck_assert_int_eq(t.doc.chars[1].style, UI_STYLE_DIM);
     ck_assert_int_eq(t.doc.chars[5].style, UI_STYLE_SPECIAL);
