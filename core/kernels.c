@@ -38,8 +38,6 @@ static bool cpu_runs_avx2(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
-static const kernels *kernels_avx512(void) { return cpu_runs_avx512() ? kernels_avx512_get() : NULL; }
-static const kernels *kernels_avx2(void) { return cpu_runs_avx2() ? kernels_avx2_get() : NULL; }
 #endif
 
 /* ---------------------------------------------------------------------------------------------
@@ -363,30 +361,41 @@ const kernels *kernels_reference(void)
 
 const char *const kernels_set_names[] = {"avx512", "avx2", "reference", NULL};
 
+static bool cpu_runs_always(void) { return true; }
+
+/* Every set this build has, best first: whether this CPU runs it, and the set. */
+static const struct {
+    const char *name;
+    bool (*cpu_runs)(void);
+    const kernels *(*get)(void);
+} kernels_sets[] = {
+#ifdef KERNELS_X86
+    {"avx512", cpu_runs_avx512, kernels_avx512_get},
+    {"avx2", cpu_runs_avx2, kernels_avx2_get},
+#endif
+    {"reference", cpu_runs_always, kernels_reference},
+};
+#define KERNELS_N_SETS (sizeof kernels_sets / sizeof kernels_sets[0])
+
+/* The index of the set called name in kernels_sets, or -1. */
+static int kernels_find(const char *name)
+{
+    for (size_t i = 0; i < KERNELS_N_SETS; i++)
+        if (strcmp(name, kernels_sets[i].name) == 0)
+            return (int)i;
+    return -1;
+}
+
 const kernels *kernels_by_name(const char *name)
 {
-    if (strcmp(name, "reference") == 0)
-        return &reference_set;
-#ifdef KERNELS_X86
-    if (strcmp(name, "avx512") == 0)
-        return kernels_avx512();
-    if (strcmp(name, "avx2") == 0)
-        return kernels_avx2();
-#endif
-    return NULL;
+    int i = kernels_find(name);
+    return i >= 0 && kernels_sets[i].cpu_runs() ? kernels_sets[i].get() : NULL;
 }
 
 bool kernels_cpu_runs(const char *name)
 {
-    if (strcmp(name, "reference") == 0)
-        return true;
-#if defined(__x86_64__)
-    if (strcmp(name, "avx512") == 0)
-        return cpu_runs_avx512();
-    if (strcmp(name, "avx2") == 0)
-        return cpu_runs_avx2();
-#endif
-    return false;
+    int i = kernels_find(name);
+    return i >= 0 && kernels_sets[i].cpu_runs();
 }
 
 const kernels *kernels_select(void)
@@ -397,12 +406,7 @@ const kernels *kernels_select(void)
         if (k)
             return k;
     }
-#ifdef KERNELS_X86
-    const kernels *k = kernels_avx512();
-    if (!k)
-        k = kernels_avx2();
-    if (k)
-        return k;
-#endif
-    return &reference_set;
+    for (size_t i = 0;; i++)          /* the last, the reference set, runs everywhere */
+        if (kernels_sets[i].cpu_runs())
+            return kernels_sets[i].get();
 }
