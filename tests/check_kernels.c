@@ -74,6 +74,14 @@ static int all_sets(const kernels **out)
 /* ---------------------------------------------------------------------------------------------
  * Packing */
 
+/* The padding columns past N are zero, so the kernels may read whole panels. */
+static void assert_padding_zero(const packed_matrix *m, int K, int N)
+{
+    for (int k = 0; k < K; k++)
+        for (int n = N; n < m->n_panels * 32; n++)
+            ck_assert(packed_matrix_get(m, k, n) == 0.0f);
+}
+
 START_TEST(packed_matrix_holds_rounded_source_values)
 {
     static const int shapes[][2] = {{1, 1}, {7, 33}, {64, 64}, {99, 17}, {130, 100}};
@@ -100,10 +108,7 @@ START_TEST(packed_matrix_holds_rounded_source_values)
                                       tt_dtype_name(d), K, N, tr, k, n,
                                       packed_matrix_get(&m, k, n), want);
                     }
-                /* The padding columns are zero, so the kernels may read whole panels. */
-                for (int k = 0; k < K; k++)
-                    for (int n = N; n < m.n_panels * 32; n++)
-                        ck_assert(packed_matrix_get(&m, k, n) == 0.0f);
+                assert_padding_zero(&m, K, N);
                 packed_matrix_free(&m);
                 ck_assert_ptr_null(m.data);
             }
@@ -164,9 +169,7 @@ START_TEST(q8_packing_rounds_each_weight_to_its_block_scale)
                                       "(source %g)", K, N, tr, k0 + i, n, got, want, col[i]);
                     }
                 }
-            for (int k = 0; k < K; k++)
-                for (int n = N; n < m.n_panels * 32; n++)
-                    ck_assert(packed_matrix_get(&m, k, n) == 0.0f);
+            assert_padding_zero(&m, K, N);
             packed_matrix_free(&m);
             free(src);
         }
