@@ -506,7 +506,7 @@ int bench_main(int argc, char **argv)
     }
     snprintf(r.description, sizeof r.description, "%s", e->description);
     r.weight_bytes = e->weight_bytes;
-    r.threads = o.n_threads > 0 ? o.n_threads : threadpool_cores();
+    r.threads = e->threads > 0 ? e->threads : o.n_threads > 0 ? o.n_threads : threadpool_cores();
     if (!o.json)
         fprintf(stderr, "tokentop bench: %s: prefill %d, decode %d ...\n", e->description,
                 o.prompt_tokens, o.gen_tokens);

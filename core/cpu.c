@@ -515,6 +515,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
         return s;
     }
     int nth = threadpool_size(ce->pool);
+    e->threads = nth;
     snprintf(e->description, sizeof e->description, "cpu: %d thread%s%s, %s, %s weights", nth,
              nth == 1 ? "" : "s", o->n_threads <= 0 ? " (auto)" : "", ce->kern->name,
              tt_dtype_name(e->dtype));

@@ -34,6 +34,7 @@ struct engine {
     int n_logits;              /* rows valid in logits after the last forward */
     tt_dtype dtype;            /* precision the weights are held in */
     char description[160];     /* e.g. "cpu: 2 threads, AVX-512, bf16 weights" */
+    int threads;               /* CPU threads the engine was created with; 0 for a GPU engine */
     size_t weight_bytes;       /* bytes of weights one decode step reads */
     size_t memory_bytes;       /* weights + cache + activations this engine holds */
     /* Optional, set by the caller: while it points at a nonzero flag, a forward of more than
