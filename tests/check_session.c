@@ -98,7 +98,7 @@ static void fake_destroy(engine *e)
     (void)e;
 }
 
-static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy};
+static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy, NULL};
 
 /* ---------------------------------------------------------------------------------------------
  * Fixtures */

@@ -97,7 +97,7 @@ static void fake_destroy(engine *e)
     free(e);
 }
 
-static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy};
+static const engine_ops fake_ops = {"fake", fake_forward, fake_truncate, fake_destroy, NULL};
 
 static fake_engine *fake_create(int V, uint64_t seed, float scale, const fake_engine *like,
                                 float mix)
