@@ -13,6 +13,8 @@
 #include "app/bench_spec.h"
 #include "app/cli.h"
 #include "app/draft.h"
+#include "core/beam.h"
+#include "core/clock.h"
 #include "core/jsonw.h"
 #include "core/session.h"
 
@@ -203,6 +205,122 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
                 st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * generate --num-beams */
+
+/* Hypothesis text: its ids without a final EOS, decoded, bytes outside complete characters as
+ * \xNN (always valid UTF-8). malloc'd. */
+static char *beam_text(const tokenizer *tok, const beam_hypothesis *h, size_t *len)
+{
+    int n = h->eos ? h->n - 1 : h->n;
+    char *raw = NULL;
+    size_t raw_len = 0;
+    if (n <= 0 || tokenizer_decode(tok, h->ids, n, &raw, &raw_len, NULL) != TT_OK) {
+        *len = 0;
+        return strdup("");
+    }
+    size_t cap = 4 * raw_len + 1;
+    char *out = malloc(cap);
+    *len = out ? text_token_display(raw, raw_len, TEXT_ESCAPE_BYTES, out, cap) : 0;
+    free(raw);
+    return out ? out : strdup("");
+}
+
+static int generate_beams(session *s, const cli_options *o, uint64_t seed)
+{
+    tt_error err = {0};
+    if (!engine_has_seqs(s->eng)) {
+        fprintf(stderr, "tokentop generate: --num-beams: the %s backend has no batched forward "
+                "yet (use --backend cpu)\n", s->eng->ops->name);
+        return 2;
+    }
+    beam_options bo;
+    beam_options_default(&bo);
+    bo.num_beams = o->num_beams;
+    bo.length_penalty = o->length_penalty;
+    bo.no_repeat_ngram = o->no_repeat_ngram;
+    bo.early_stopping = o->early_stopping;
+    bo.num_return = o->num_return;
+    bo.max_new_tokens = s->set.max_new_tokens;
+    bo.min_tokens = s->set.min_tokens;
+    bo.eos = s->set.stop_at_eos ? session_eos_id(s) : -1;
+    bo.penalties = s->set.sampler;
+    int n_prompt = s->n_tokens > 0 ? s->n_tokens : 1;   /* an empty prompt becomes BOS */
+    if (beam_options_validate(&bo, s->model->config.V, n_prompt, s->eng->n_ctx, &err) != TT_OK) {
+        fprintf(stderr, "tokentop generate: %s\n", err.msg);
+        return 2;
+    }
+    if (session_gen_begin(s, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        return 1;
+    }
+    beam_result res;
+    const int32_t *prompt = s->tokens + s->window_start;
+    tt_status st = beam_search(s->eng, s->smp, prompt, s->n_tokens - s->window_start, &bo, &res,
+                               &err);
+    session_gen_end(s, st == TT_OK ? SESSION_STOP_MAX_TOKENS : SESSION_STOP_ERROR, NULL, NULL);
+    if (st != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        return 1;
+    }
+    const session_stats *ss = &s->last;
+    const beam_hypothesis *best = res.n_hyps > 0 ? &res.hyps[0] : NULL;
+    double steps_s = res.decode_ms / 1e3;
+    if (o->json) {
+        printf("{\"done\":true,\"stop_reason\":\"%s\",\"prompt_tokens\":%d,\"reused_tokens\":%d,"
+               "\"prefilled_tokens\":%d,\"generated_tokens\":%d,\"prefill_tok_s\":",
+               best && best->eos ? "eos" : "max_tokens", ss->prompt_tokens, ss->reused_tokens,
+               ss->prefilled_tokens, best ? best->n : 0);
+        jsonw_number(stdout, ss->prefill_tok_s);
+        printf(",\"num_beams\":%d,\"steps\":%d,\"decode_ms\":", bo.num_beams, res.steps);
+        jsonw_number(stdout, res.decode_ms);
+        fputs(",\"beam_tok_s\":", stdout);
+        jsonw_number(stdout, steps_s > 0 ? res.steps * bo.num_beams / steps_s : 0.0);
+        fputs(",\"copy_ms\":", stdout);
+        jsonw_number(stdout, res.copy_ms);
+        printf(",\"copied_positions\":%ld,\"seed\":%llu,\"beams\":[", res.copied_positions,
+               (unsigned long long)seed);
+        for (int i = 0; i < res.n_hyps; i++) {
+            const beam_hypothesis *h = &res.hyps[i];
+            printf("%s{\"ids\":[", i ? "," : "");
+            for (int k = 0; k < h->n; k++)
+                printf("%s%d", k ? "," : "", (int)h->ids[k]);
+            fputs("],\"text\":", stdout);
+            size_t len;
+            char *text = beam_text(s->tok, h, &len);
+            jsonw_string(stdout, text, len);
+            free(text);
+            fputs(",\"logprob\":", stdout);
+            jsonw_number(stdout, h->logprob);
+            fputs(",\"score\":", stdout);
+            jsonw_number(stdout, h->score);
+            printf(",\"eos\":%s}", h->eos ? "true" : "false");
+        }
+        fputs("]}\n", stdout);
+        fflush(stdout);
+    } else {
+        if (best) {
+            size_t len;
+            char *text = beam_text(s->tok, best, &len);
+            fwrite(text, 1, len, stdout);
+            free(text);
+            fputc('\n', stdout);
+        }
+        if (!o->quiet) {
+            for (int i = 0; i < res.n_hyps; i++)
+                fprintf(stderr, "[beam %d: score %.4f | logprob %.4f | %d tokens, %s]\n", i + 1,
+                        res.hyps[i].score, res.hyps[i].logprob, res.hyps[i].n,
+                        res.hyps[i].eos ? "eos" : "max_tokens");
+            fprintf(stderr, "[%d beams | %d batched steps in %.1f ms (%.1f beam tokens/s) | "
+                    "%ld KV positions copied in %.1f ms]\n", bo.num_beams, res.steps,
+                    res.decode_ms, steps_s > 0 ? res.steps * bo.num_beams / steps_s : 0.0,
+                    res.copied_positions, res.copy_ms);
+        }
+    }
+    beam_result_free(&res);
+    return 0;
+}
+
 static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
 {
     tt_error err = {0};
@@ -287,6 +405,10 @@ static int cmd_generate(int argc, char **argv)
         install_sigint();
         s.interrupt = &g_interrupted;
         gen_ctx g = {.o = &o, .tok = app.tok};
+        if (o.num_beams) {
+            rc = generate_beams(&s, &o, o.set.seed);
+            goto done;
+        }
         tt_status st = session_generate(&s, on_event, &g, &err);
         print_summary(&o, &s, o.set.seed, app.fallback_note);
         if (st != TT_OK) {
@@ -295,6 +417,7 @@ static int cmd_generate(int argc, char **argv)
             rc = 1;
         }
     }
+done:
     session_free(&s);
     draft_free(&draft);
     cli_app_free(&app);
