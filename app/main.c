@@ -15,6 +15,7 @@
 #include "app/draft.h"
 #include "core/beam.h"
 #include "core/clock.h"
+#include "core/samples.h"
 #include "core/jsonw.h"
 #include "core/session.h"
 
@@ -54,6 +55,7 @@ static uint64_t random_seed(void)
 typedef struct {
     const cli_options *o;
     const tokenizer *tok;
+    int sample;                    /* --samples: the sample an event belongs to; -1 otherwise */
 } gen_ctx;
 
 static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
@@ -69,6 +71,8 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
 {
     FILE *f = stdout;
     fprintf(f, "{\"step\":%d,", ev->step);
+    if (g->sample >= 0)
+        fprintf(f, "\"sample\":%d,", g->sample);
     if (ev->flush) {
         fputs("\"id\":null,\"flush\":true,\"text\":", f);
         jsonw_string(f, ev->text, ev->text_len);
@@ -321,6 +325,109 @@ static int generate_beams(session *s, const cli_options *o, uint64_t seed)
     return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * generate --samples */
+
+typedef struct {
+    gen_ctx g;
+    char **text;                   /* (n) each sample's output, for the plain-text listing */
+    size_t *len;
+} samples_ctx;
+
+static bool on_sample_event(void *user, int sample, const session_event *ev)
+{
+    samples_ctx *c = user;
+    if (c->g.o->json) {
+        c->g.sample = sample;
+        return on_event_json(&c->g, ev);
+    }
+    if (ev->text_len) {
+        char *t = realloc(c->text[sample], c->len[sample] + ev->text_len + 1);
+        if (!t)
+            return false;
+        memcpy(t + c->len[sample], ev->text, ev->text_len);
+        c->len[sample] += ev->text_len;
+        t[c->len[sample]] = 0;
+        c->text[sample] = t;
+    }
+    return true;
+}
+
+static int generate_samples(const cli_app *app, const cli_options *o, const char *prompt,
+                            size_t plen)
+{
+    if (!engine_has_seqs(app->eng)) {
+        fprintf(stderr, "tokentop generate: --samples: the %s backend has no batched forward yet "
+                "(use --backend cpu)\n", app->eng->ops->name);
+        return 2;
+    }
+    session_settings set = o->set;
+    for (int i = 0; i < o->n_stops; i++)
+        set.stops[i] = (char *)o->stops[i];   /* copied by each sample's session */
+    set.n_stops = o->n_stops;
+    samples_ctx c = {.g = {.o = o, .tok = app->tok, .sample = -1}};
+    c.text = calloc((size_t)o->samples, sizeof *c.text);
+    c.len = calloc((size_t)o->samples, sizeof *c.len);
+    samples_result res;
+    tt_error err = {0};
+    tt_status st = TT_ERR_NOMEM;
+    if (c.text && c.len)
+        st = samples_generate(app->eng, app->model, app->tok, &set, prompt, plen, o->samples,
+                              on_sample_event, &c, &g_interrupted, &res, &err);
+    int rc = 0;
+    if (st != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", st == TT_ERR_NOMEM && !err.msg[0] ? "out of memory"
+                                                                          : err.msg);
+        rc = 1;
+    } else {
+        double s = res.decode_ms / 1e3;
+        double agg = s > 0 ? res.tokens / s : 0.0;
+        if (o->json) {
+            printf("{\"done\":true,\"samples\":%d,\"seed\":%llu,\"steps\":%d,"
+                   "\"generated_tokens\":%ld,\"aggregate_tok_s\":", res.n,
+                   (unsigned long long)o->set.seed, res.steps, res.tokens);
+            jsonw_number(stdout, agg);
+            fputs(",\"results\":[", stdout);
+            for (int i = 0; i < res.n; i++) {
+                const session_stats *st_i = &res.stats[i];
+                printf("%s{\"sample\":%d,\"seed\":%llu,\"stop_reason\":\"%s\","
+                       "\"generated_tokens\":%d", i ? "," : "", i,
+                       (unsigned long long)(o->set.seed + (uint64_t)i),
+                       session_stop_name(st_i->stop), st_i->generated_tokens);
+                if (st_i->stop == SESSION_STOP_ERROR) {
+                    fputs(",\"error\":", stdout);
+                    jsonw_string(stdout, st_i->error.msg, strlen(st_i->error.msg));
+                }
+                fputc('}', stdout);
+            }
+            fputs("]}\n", stdout);
+        } else {
+            for (int i = 0; i < res.n; i++) {
+                printf("%s--- sample %d (seed %llu, %s) ---\n", i ? "\n" : "", i,
+                       (unsigned long long)(o->set.seed + (uint64_t)i),
+                       session_stop_name(res.stats[i].stop));
+                if (o->echo)
+                    fwrite(prompt, 1, plen, stdout);
+                if (c.text[i])
+                    fwrite(c.text[i], 1, c.len[i], stdout);
+                fputc('\n', stdout);
+            }
+            if (!o->quiet)
+                fprintf(stderr, "[%d samples | %ld tokens in %d batched steps, %.1f ms | %.1f "
+                        "tok/s aggregate | seeds %llu..%llu]\n", res.n, res.tokens, res.steps,
+                        res.decode_ms, agg, (unsigned long long)o->set.seed,
+                        (unsigned long long)(o->set.seed + (uint64_t)res.n - 1));
+        }
+        fflush(stdout);
+        samples_result_free(&res);
+    }
+    for (int i = 0; c.text && i < o->samples; i++)
+        free(c.text[i]);
+    free(c.text);
+    free(c.len);
+    return rc;
+}
+
 static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
 {
     tt_error err = {0};
@@ -404,9 +511,13 @@ static int cmd_generate(int argc, char **argv)
         }
         install_sigint();
         s.interrupt = &g_interrupted;
-        gen_ctx g = {.o = &o, .tok = app.tok};
+        gen_ctx g = {.o = &o, .tok = app.tok, .sample = -1};
         if (o.num_beams) {
             rc = generate_beams(&s, &o, o.set.seed);
+            goto done;
+        }
+        if (o.samples) {
+            rc = generate_samples(&app, &o, prompt, plen);
             goto done;
         }
         tt_status st = session_generate(&s, on_event, &g, &err);

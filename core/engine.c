@@ -131,9 +131,6 @@ tt_status engine_forward_batch(engine *e, const int *seqs, const int32_t *ids, i
         if (s != TT_OK)
             return s;
         int len = engine_seq_len(e, seqs[b]);
-        if (len < 1)
-            return tt_fail(err, TT_ERR_ARG, "forward_batch: sequence %d is empty (prefill it "
-                           "first)", seqs[b]);
         if (len >= e->n_ctx)
             return tt_fail(err, TT_ERR_CONTEXT, "forward_batch: sequence %d is full (%d of %d "
                            "positions)", seqs[b], len, e->n_ctx);

@@ -123,9 +123,9 @@ tt_status engine_seq_forward(engine *e, int seq, const int32_t *ids, int n, int 
 
 /* Appends ids[b] to sequence seqs[b] at position engine_seq_len(seqs[b]) for b in [0, B) in one
  * step, and leaves logits row b (engine_logits(e, b)) for it. The seqs must exist and be
- * distinct, every sequence must have room (TT_ERR_CONTEXT otherwise) and hold at least one token,
- * ids must be in the vocabulary; nothing runs when a check fails. On any failure every sequence
- * keeps its previous length. */
+ * distinct, every sequence must have room (TT_ERR_CONTEXT otherwise; an empty one starts at
+ * position 0), ids must be in the vocabulary; nothing runs when a check fails. On any failure
+ * every sequence keeps its previous length. */
 tt_status engine_forward_batch(engine *e, const int *seqs, const int32_t *ids, int B,
                                tt_error *err);
 

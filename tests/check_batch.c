@@ -216,6 +216,30 @@ START_TEST(a_copied_sequence_continues_exactly_like_its_source)
 }
 END_TEST
 
+START_TEST(an_empty_sequence_in_a_batch_starts_at_position_zero)
+{
+    const model *m = odd_model;
+    const int V = m->config.V;
+    engine *e = make_engine(m, TT_F32, 2, 0);
+    tt_error err;
+    ck_assert_int_eq(engine_seq_reserve(e, 2, &err), TT_OK);
+    int32_t ids[4] = {5, 9, 11, 13};
+    ck_assert_int_eq(engine_forward(e, ids, 3, 0, false, &err), TT_OK);
+    int seqs[2] = {0, 1};
+    int32_t next[2] = {ids[3], ids[0]};
+    ck_assert_int_eq(engine_forward_batch(e, seqs, next, 2, &err), TT_OK);
+    ck_assert_int_eq(engine_seq_len(e, 1), 1);
+    float *row = malloc((size_t)V * sizeof *row);
+    memcpy(row, engine_logits(e, 1), (size_t)V * sizeof *row);
+    engine_free(e);
+    e = make_engine(m, TT_F32, 1, 0);
+    ck_assert_int_eq(engine_forward(e, ids, 1, 0, false, &err), TT_OK);
+    ck_assert(memcmp(engine_logits(e, 0), row, (size_t)V * sizeof *row) == 0);
+    free(row);
+    engine_free(e);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * Bad input */
 
@@ -236,9 +260,6 @@ START_TEST(bad_batches_and_copies_are_refused_and_change_nothing)
     int missing[2] = {0, 3};
     ck_assert_int_eq(engine_forward_batch(e, missing, ids, 2, &err), TT_ERR_ARG);
     ck_assert_str_eq(err.msg, "forward_batch: sequence 3 does not exist (3 reserved)");
-    int empty[2] = {0, 2};
-    ck_assert_int_eq(engine_forward_batch(e, empty, ids, 2, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "forward_batch: sequence 2 is empty (prefill it first)");
     int32_t bad[2] = {1, 301};
     int ok[2] = {0, 1};
     ck_assert_int_eq(engine_forward_batch(e, ok, bad, 2, &err), TT_ERR_ARG);
@@ -297,6 +318,7 @@ static Suite *batch_suite(void)
     tcase_add_test(tc, a_batched_row_has_the_bits_of_the_same_token_run_alone);
     tcase_add_test(tc, a_batch_larger_than_a_chunk_runs_in_groups_with_the_same_bits);
     tcase_add_test(tc, a_copied_sequence_continues_exactly_like_its_source);
+    tcase_add_test(tc, an_empty_sequence_in_a_batch_starts_at_position_zero);
     tcase_add_test(tc, bad_batches_and_copies_are_refused_and_change_nothing);
     tcase_add_test(tc, reserving_sequences_grows_the_memory_the_engine_reports);
     suite_add_tcase(s, tc);
