@@ -43,19 +43,6 @@ static void odd_model_teardown(void)
     free(model_dir);
 }
 
-static engine *make_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
-{
-    engine_options o;
-    engine_options_default(&o);
-    o.dtype = d;
-    o.n_threads = n_threads;
-    o.n_ctx = n_ctx;
-    engine *e = NULL;
-    tt_error err;
-    ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "cpu_engine_create: %s", err.msg);
-    return e;
-}
-
 /* Token t of sequence b: a different stream per sequence. */
 static int32_t token_of(const model *m, int b, int t)
 {
@@ -78,7 +65,7 @@ static int prompt_len(int b)
  * prompt, then one token at a time. (STEPS, V) */
 static float *alone(const model *m, tt_dtype d, int n_threads, int n_ctx, int b)
 {
-    engine *e = make_engine(m, d, n_threads, n_ctx);
+    engine *e = tu_cpu_engine(m, d, n_threads, n_ctx);
     const int V = m->config.V, P = prompt_len(b);
     int32_t ids[64];
     for (int t = 0; t < P + STEPS; t++)
@@ -100,7 +87,7 @@ static float *alone(const model *m, tt_dtype d, int n_threads, int n_ctx, int b)
 static void check_batched(const model *m, tt_dtype d, int n_threads, int n_ctx, int B,
                           float *const *want, const char *what)
 {
-    engine *e = make_engine(m, d, n_threads, n_ctx);
+    engine *e = tu_cpu_engine(m, d, n_threads, n_ctx);
     const int V = m->config.V;
     tt_error err;
     ck_assert_msg(engine_seq_reserve(e, B, &err) == TT_OK, "%s", err.msg);
@@ -181,7 +168,7 @@ START_TEST(a_copied_sequence_continues_exactly_like_its_source)
 {
     const model *m = odd_model;
     const int V = m->config.V;
-    engine *e = make_engine(m, TT_F32, 2, 0);
+    engine *e = tu_cpu_engine(m, TT_F32, 2, 0);
     tt_error err;
     ck_assert_int_eq(engine_seq_reserve(e, 3, &err), TT_OK);
     int32_t ids[20];
@@ -208,7 +195,7 @@ START_TEST(a_copied_sequence_continues_exactly_like_its_source)
     float *want = malloc((size_t)V * sizeof(float));
     memcpy(want, engine_logits(e, 1), (size_t)V * sizeof(float));
     engine_free(e);
-    e = make_engine(m, TT_F32, 1, 0);
+    e = tu_cpu_engine(m, TT_F32, 1, 0);
     ck_assert_int_eq(engine_forward(e, ids, 11, 0, false, &err), TT_OK);
     ck_assert(memcmp(engine_logits(e, 0), want, (size_t)V * sizeof(float)) == 0);
     free(want);
@@ -220,7 +207,7 @@ START_TEST(an_empty_sequence_in_a_batch_starts_at_position_zero)
 {
     const model *m = odd_model;
     const int V = m->config.V;
-    engine *e = make_engine(m, TT_F32, 2, 0);
+    engine *e = tu_cpu_engine(m, TT_F32, 2, 0);
     tt_error err;
     ck_assert_int_eq(engine_seq_reserve(e, 2, &err), TT_OK);
     int32_t ids[4] = {5, 9, 11, 13};
@@ -232,7 +219,7 @@ START_TEST(an_empty_sequence_in_a_batch_starts_at_position_zero)
     float *row = malloc((size_t)V * sizeof *row);
     memcpy(row, engine_logits(e, 1), (size_t)V * sizeof *row);
     engine_free(e);
-    e = make_engine(m, TT_F32, 1, 0);
+    e = tu_cpu_engine(m, TT_F32, 1, 0);
     ck_assert_int_eq(engine_forward(e, ids, 1, 0, false, &err), TT_OK);
     ck_assert(memcmp(engine_logits(e, 0), row, (size_t)V * sizeof *row) == 0);
     free(row);
@@ -246,7 +233,7 @@ END_TEST
 START_TEST(bad_batches_and_copies_are_refused_and_change_nothing)
 {
     const model *m = odd_model;
-    engine *e = make_engine(m, TT_F32, 1, 8);
+    engine *e = tu_cpu_engine(m, TT_F32, 1, 8);
     tt_error err;
     int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     ck_assert_int_eq(engine_seq_reserve(e, 0, &err), TT_ERR_ARG);
@@ -295,7 +282,7 @@ END_TEST
 
 START_TEST(reserving_sequences_grows_the_memory_the_engine_reports)
 {
-    engine *e = make_engine(odd_model, TT_F32, 1, 0);
+    engine *e = tu_cpu_engine(odd_model, TT_F32, 1, 0);
     size_t before = e->memory_bytes;
     tt_error err;
     ck_assert_int_eq(engine_seq_reserve(e, 4, &err), TT_OK);

@@ -98,11 +98,7 @@ static uint64_t file_fnv(const char *path)
     size_t n = 0;
     char *data = tu_read_file(path, &n);
     ck_assert(data != NULL);
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)data[i];
-        h *= 0x100000001b3ull;
-    }
+    uint64_t h = tu_fnv1a64(data, n);
     free(data);
     return h;
 }
@@ -124,20 +120,9 @@ static model *case_model(char **dir, uint64_t seed, unsigned long long fnv)
     return m;
 }
 
-static engine *make_engine(const model *m, int n_threads)
-{
-    engine_options eo;
-    engine_options_default(&eo);
-    eo.n_threads = n_threads;
-    engine *e;
-    tt_error err;
-    ck_assert_msg(cpu_engine_create(m, &eo, &e, &err) == TT_OK, "%s", err.msg);
-    return e;
-}
-
 static void run_case(const model *m, const beam_case *c, int n_threads, beam_result *r)
 {
-    engine *e = make_engine(m, n_threads);
+    engine *e = tu_cpu_engine(m, TT_F32, n_threads, 0);
     sampler *smp = sampler_create(m->config.V);
     tt_error err;
     ck_assert_int_eq(engine_forward(e, c->prompt, c->n_prompt, 0, false, &err), TT_OK);
@@ -256,7 +241,7 @@ START_TEST(a_search_that_does_not_fit_runs_nothing)
     case_read("beam-one", &c);
     char *dir;
     model *m = case_model(&dir, 27, c.fnv);
-    engine *e = make_engine(m, 1);
+    engine *e = tu_cpu_engine(m, TT_F32, 1, 0);
     sampler *smp = sampler_create(m->config.V);
     tt_error err;
     ck_assert_int_eq(engine_forward(e, c.prompt, c.n_prompt, 0, false, &err), TT_OK);
