@@ -309,6 +309,7 @@ static int generate_beams(session *s, const cli_options *o, uint64_t seed)
             fwrite(text, 1, len, stdout);
             free(text);
             fputc('\n', stdout);
+            fflush(stdout);
         }
         if (!o->quiet) {
             for (int i = 0; i < res.n_hyps; i++)
