@@ -777,6 +777,11 @@ tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
                          &ctx, snap, err);
 }
 
+int32_t session_eos_id(const session *s)
+{
+    return eos_id(s);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Editing the past (the cache is brought back in line lazily, reusing the common prefix) */
 
