@@ -12,6 +12,12 @@ SANITIZE ?=
 ifeq ($(SANITIZE),1)
 BUILD   ?= build/asan
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZE),fuzz)
+# The fuzzers' build (clang only; `make fuzz` starts it): the library with libFuzzer's coverage
+# instrumentation and ASan + UBSan; the harnesses add libFuzzer's main when they are linked.
+BUILD   ?= build/fuzz
+SANFLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined
 else
 BUILD   ?= build
 SANFLAGS =
@@ -66,7 +72,8 @@ GPU_OBJ :=
 # Keep objects that only feed test and tool binaries.
 .SECONDARY:
 
-.PHONY: all run test check-tests e2e tools install uninstall clean deps layering
+.PHONY: all run test check-tests e2e tools install uninstall clean deps layering fuzz fuzz-build \
+        fuzz-binaries soak
 all: tokentop
 
 # ---------------------------------------------------------------------------------------------
@@ -145,14 +152,53 @@ $(BUILD)/tests/check_%: $(BUILD)/tests/check_%.o $(BUILD)/tests/testutil.o $(LIB
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/tests/testutil.o $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
-test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS)
-	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh $(TESTS)
+test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS) fuzz-build
+	@BUILD=$(BUILD) BIN=$(BIN) FUZZ_DIR=$(FUZZ_DIR) tests/run.sh $(TESTS)
 
 layering:
 	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*.[ch] ; then \
 	   echo "layering: core/ must not include ncurses or CUDA headers (see ARCHITECTURE.md)"; exit 1; fi
 	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|app|gpu)/' core/*.[ch] ; then \
 	   echo "layering: core/ must not include ui/, repl/, app/ or gpu/ headers"; exit 1; fi
+
+# ---------------------------------------------------------------------------------------------
+# Fuzzing: every tests/fuzz/fuzz_<target>.c is a libFuzzer harness over one parser, built with
+# clang under build/fuzz/ (tools/deps.sh --fuzz installs clang when it is missing). `make fuzz`
+# runs each target for FUZZ_SECONDS (FUZZ_TARGETS="a b" picks some), keeping what it learns in
+# build/fuzz/corpus/; `make test` replays each committed corpus (tests/fuzz/corpus/<target>) and
+# fuzzes it a few seconds more (tests/fuzz/run.sh). Without clang, both say they skip.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := build/fuzz
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+ifeq ($(SANITIZE),fuzz)
+# The SIMD kernels parse nothing: they are left uninstrumented (with it they take minutes to compile).
+$(BUILD)/core/%_avx512.o $(BUILD)/core/%_avx2.o: SANFLAGS =
+
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzzutil.o $(BUILD)/tests/testutil.o $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ $(PKG_LIBS) $(GPU_LIBS) \
+	    $(CHECK_LIBS) $(LDLIBS)
+
+fuzz-binaries: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
+else
+fuzz-build:
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1 && tools/deps.sh --fuzz --check 2>/dev/null || \
+	    tools/deps.sh --fuzz; then \
+	  $(MAKE) --no-print-directory SANITIZE=fuzz BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CUDA=0 OPT=-O1 \
+	    fuzz-binaries; \
+	else \
+	  echo "fuzz: $(FUZZ_CC) is not installed and could not be installed: the fuzz step is SKIPPED"; \
+	fi
+
+fuzz: fuzz-build
+	@FUZZ_DIR=$(FUZZ_DIR) tests/fuzz/run.sh --long $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+endif
+
+# The long-session soak (tests/soak/soak.sh): 10,000 line-mode turns; SOAK_ARGS for its options.
+soak: tokentop
+	tests/soak/soak.sh $(SOAK_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # Run, install, clean

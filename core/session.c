@@ -905,7 +905,8 @@ tt_status session_set_tokens(session *s, const int32_t *ids, const token_info *i
                            i, (int)ids[i], V);
     if (grow(s, n + 1, err) != TT_OK)
         return TT_ERR_NOMEM;
-    memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
+    if (n > 0)   /* ids may be NULL when n is 0 (an empty file loaded with /load) */
+        memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
     s->n_tokens = n;
     s->n_turns = 0;
     for (int i = 0; i < n; i++) {

@@ -923,6 +923,15 @@ tt_status cmd_save_session(const session *s, const char *path, const char *model
     FILE *f = fopen(path, "w");
     if (!f)
         return tt_fail(err, TT_ERR_IO, "%s: %s", path, strerror(errno));
+    cmd_write_session(s, f, model_name);
+    bool bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return tt_fail(err, TT_ERR_IO, "%s: write error", path);
+    return TT_OK;
+}
+
+void cmd_write_session(const session *s, FILE *f, const char *model_name)
+{
     const sampler_params *p = &s->set.sampler;
     fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", SAVE_FORMAT,
             SAVE_VERSION);
@@ -965,10 +974,6 @@ tt_status cmd_save_session(const session *s, const char *path, const char *model
         fputc('}', f);
     }
     fputs(s->n_tokens ? "\n  ]\n}\n" : "]\n}\n", f);
-    bool bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return tt_fail(err, TT_ERR_IO, "%s: write error", path);
-    return TT_OK;
 }
 
 /* Reads one number field; absent or null leaves *found false. */
@@ -1172,6 +1177,14 @@ tt_status cmd_load_session(session *s, const char *path, int *n_loaded, tt_error
     char *text = cli_read_file(path, &len, err);
     if (!text)
         return err ? err->status : TT_ERR_IO;
+    tt_status st = cmd_load_session_buffer(s, text, len, path, n_loaded, err);
+    free(text);
+    return st;
+}
+
+tt_status cmd_load_session_buffer(session *s, const char *text, size_t len, const char *path,
+                                  int *n_loaded, tt_error *err)
+{
     size_t k = 0;
     while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r'))
         k++;
@@ -1187,11 +1200,9 @@ tt_status cmd_load_session(session *s, const char *path, int *n_loaded, tt_error
         if (st == TT_OK)
             *n_loaded = n;
         free(ids);
-        free(text);
         return st;
     }
     cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
     if (!root)
         return tt_fail(err, TT_ERR_FORMAT, "%s: not valid JSON", path);
     loaded_settings ls = {0};

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/sampler.h"
 #include "core/session.h"
@@ -112,8 +113,14 @@ char *cmd_prompt_text(const session *s, const char *input, size_t *len);
 /* The conversation file format of /save and /load (documented in the README). */
 tt_status cmd_save_session(const session *s, const char *path, const char *model_name,
                            tt_error *err);
+/* The same JSON written to an open stream (cmd_save_session opens path and calls this). */
+void cmd_write_session(const session *s, FILE *f, const char *model_name);
 /* Loads path into s: settings first (all validated before any is applied), then the tokens with
  * prefix reuse. A file that is not JSON is taken as plain text: one user turn. */
 tt_status cmd_load_session(session *s, const char *path, int *n_loaded, tt_error *err);
+/* The same over len bytes of file text already in memory (cmd_load_session reads the file and
+ * calls this); path names it in messages. On failure s is unchanged. */
+tt_status cmd_load_session_buffer(session *s, const char *text, size_t len, const char *path,
+                                  int *n_loaded, tt_error *err);
 
 #endif

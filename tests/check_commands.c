@@ -755,6 +755,23 @@ START_TEST(load_of_a_text_file_makes_it_the_prompt)
 }
 END_TEST
 
+/* Found by fuzzing (tests/fuzz/corpus/session_file/crash-empty-file): an empty file is plain text
+ * with no tokens, and the copy of its NULL id array was undefined behaviour (UBSan stopped). */
+START_TEST(load_of_an_empty_file_empties_the_conversation)
+{
+    int32_t ids[] = {1, 2, 3};
+    tt_error err = {0};
+    ck_assert_int_eq(session_set_tokens(&S, ids, NULL, 3, &err), TT_OK);
+    const char *path = tu_path("%s/empty.txt", work_dir);
+    ck_assert_int_eq(tu_write_file(path, "", 0), 0);
+    char line[512];
+    snprintf(line, sizeof line, "/load %s", path);
+    ck_assert_int_eq(run(line) & CMD_ERROR, 0);
+    ck_assert_int_eq(S.n_tokens, 0);
+    ck_assert_int_eq(S.n_turns, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("commands");
@@ -791,6 +808,7 @@ int main(void)
     tcase_add_test(tc, save_then_load_restores_tokens_and_settings_with_prefix_reuse);
     tcase_add_test(tc, load_refuses_bad_files_and_changes_nothing);
     tcase_add_test(tc, load_of_a_text_file_makes_it_the_prompt);
+    tcase_add_test(tc, load_of_an_empty_file_empties_the_conversation);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

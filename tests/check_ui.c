@@ -403,6 +403,36 @@ START_TEST(histogram_bars_are_proportional)
 }
 END_TEST
 
+/* Without a UTF-8 terminal (LANG=C) curses shows each cell as ui_ascii_fallback's character:
+ * the histogram must stay readable, every drawing character with its own ASCII look-alike. */
+START_TEST(histogram_reads_in_ascii_without_a_utf8_terminal)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 50));
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    int r1 = find_row_start(&g, " 1 ");
+    ck_assert_int_ge(r1, 0);
+    char row[51];
+    for (int x = 0; x < 50; x++)
+        row[x] = ui_ascii_fallback(ui_grid_cell(&g, r1, x)->cp);
+    row[50] = 0;
+    ck_assert_msg(strstr(row, "########") != NULL, "no bar in '%s'", row);
+    ck_assert_msg(strchr(row, '?') == NULL, "an unmapped character in '%s'", row);
+    static const uint32_t drawn[] = {0x2588, 0x2589, 0x258a, 0x258b, 0x258c, 0x258d, 0x258e,
+                                     0x258f, 0x2591, 0x2592, 0x2595, 0x25b2, 0x25b6, 0x2193,
+                                     0x2192, 0x2423, 0x2502, 0x2500, 0x2026, 0x00b7};
+    for (size_t i = 0; i < sizeof drawn / sizeof drawn[0]; i++) {
+        char c = ui_ascii_fallback(drawn[i]);
+        ck_assert_msg(c > 0x20 && c < 0x7f && c != '?', "U+%04X has no look-alike", drawn[i]);
+    }
+    ck_assert_int_eq(ui_ascii_fallback('A'), 'A');
+    ck_assert_int_eq(ui_ascii_fallback(0x4e2d), '?');
+    ui_grid_free(&g);
+}
+END_TEST
+
 START_TEST(histogram_highlights_the_sampled_token_and_the_draw)
 {
     ui_grid g;
@@ -826,6 +856,7 @@ int main(void)
     tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
     tcase_add_test(hist, histogram_marks_every_cut_stage_and_the_penalty);
     tcase_add_test(hist, histogram_bars_are_proportional);
+    tcase_add_test(hist, histogram_reads_in_ascii_without_a_utf8_terminal);
     tcase_add_test(hist, histogram_highlights_the_sampled_token_and_the_draw);
     tcase_add_test(hist, histogram_escapes_a_leading_space);
     tcase_add_test(hist, histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars);

@@ -110,6 +110,26 @@ int ui_text_width(const char *s, size_t n)
     return w;
 }
 
+char ui_ascii_fallback(uint32_t cp)
+{
+    static const struct {
+        uint32_t cp;
+        char c;
+    } map[] = {
+        {0x00a0, ' '}, {0x00b7, '.'}, {0x03b3, 'g'}, {0x2026, '~'}, {0x2192, '>'}, {0x2193, 'v'},
+        {0x2212, '-'}, {0x2265, '>'}, {0x23ce, '<'}, {0x2423, '_'}, {0x2500, '-'}, {0x2502, '|'},
+        {0x2588, '#'}, {0x2589, '#'}, {0x258a, '#'}, {0x258b, '#'}, {0x258c, '#'}, {0x258d, '+'},
+        {0x258e, '+'}, {0x258f, '|'}, {0x2591, '.'}, {0x2592, ':'}, {0x2593, '%'}, {0x2595, '|'},
+        {0x25b2, '^'}, {0x25b6, '>'}, {0x25bc, 'v'}, {0x2713, '+'}, {0x2717, 'x'},
+    };
+    if (cp >= 0x20 && cp < 0x7f)
+        return (char)cp;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].cp == cp)
+            return map[i].c;
+    return '?';
+}
+
 int ui_utf8_encode(uint32_t cp, char *out)
 {
     if (cp < 0x80) {

@@ -116,4 +116,10 @@ const ui_cell *ui_grid_cell(const ui_grid *g, int y, int x);
 /* Encodes cp as UTF-8 into out (4 bytes at most); returns the length. */
 int ui_utf8_encode(uint32_t cp, char *out);
 
+/* The ASCII character shown for cp on a terminal that cannot show UTF-8 (ui/curses.c uses it when
+ * the environment's locale is not UTF-8): cp itself below 0x7f; for the characters the panes
+ * draw, a look-alike (bars '#' over '.', '>' for the drawn token, '^' for u, '|' for borders, '_'
+ * for a leading space, ...); '?' for any other character. */
+char ui_ascii_fallback(uint32_t cp);
+
 #endif
