@@ -838,6 +838,17 @@ tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
 /* ---------------------------------------------------------------------------------------------
  * Editing the past (the cache is brought back in line lazily, reusing the common prefix) */
 
+/* After the conversation shrank: a window that started at or past its end starts again
+ * keep_count tokens before the end, so there is context to run the model on. */
+static void window_after_truncate(session *s)
+{
+    int n = s->n_tokens;
+    if (s->window_start >= n) {
+        int keep = keep_count(s);
+        s->window_start = n > keep ? n - keep : 0;
+    }
+}
+
 static void truncate_to(session *s, int n)
 {
     if (n < 0)
@@ -847,10 +858,7 @@ static void truncate_to(session *s, int n)
     s->n_tokens = n;
     while (s->n_turns > 0 && s->turn_start[s->n_turns - 1] >= n)
         s->n_turns--;
-    if (s->window_start >= n) {
-        int keep = keep_count(s);
-        s->window_start = n > keep ? n - keep : 0;
-    }
+    window_after_truncate(s);
 }
 
 int session_undo_turn(session *s)
@@ -878,9 +886,8 @@ int session_drop_reply(session *s)
         i++;
     int before = s->n_tokens;
     if (i < s->n_tokens) {
-        s->n_tokens = i;
-        if (s->window_start >= i)
-            truncate_to(s, i);
+        s->n_tokens = i;   /* the turn stays: its reply is generated again */
+        window_after_truncate(s);
     }
     return before - s->n_tokens;
 }

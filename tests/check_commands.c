@@ -478,6 +478,24 @@ START_TEST(regen_drops_the_reply_and_asks_for_a_generation)
 }
 END_TEST
 
+/* Found by the soak (tests/soak/soak.sh): a reply long enough to shift the context had moved the
+ * window past everything /regen keeps, and the window was left there, so the regeneration failed
+ * with "nothing to run the model on". */
+START_TEST(regen_after_context_shifts_has_the_prompt_to_run_on)
+{
+    tt_error err = {0};
+    ck_assert_int_eq(run("/max 150") & CMD_ERROR, 0);   /* the context holds 64 */
+    ck_assert_int_eq(session_add_user_text(&S, "Hi", 2, &err), TT_OK);
+    int prompt = S.n_tokens;
+    ck_assert_msg(session_generate(&S, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_gt(S.last.context_shifts, 0);
+    ck_assert_int_eq(run("/regen"), CMD_CONV | CMD_STATUS | CMD_GENERATE);
+    ck_assert_int_eq(S.n_tokens, prompt);
+    ck_assert_msg(session_generate(&S, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_gt(S.n_tokens, prompt);
+}
+END_TEST
+
 START_TEST(editing_commands_are_refused_while_generating)
 {
     generate_turn("Hello");
@@ -798,6 +816,7 @@ int main(void)
     tcase_add_test(tc, undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache);
     tcase_add_test(tc, undo_refuses_bad_counts);
     tcase_add_test(tc, regen_drops_the_reply_and_asks_for_a_generation);
+    tcase_add_test(tc, regen_after_context_shifts_has_the_prompt_to_run_on);
     tcase_add_test(tc, editing_commands_are_refused_while_generating);
     tcase_add_test(tc, step_mode_needs_the_terminal);
     tcase_add_test(tc, pick_replaces_the_token_just_stepped);
