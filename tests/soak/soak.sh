@@ -12,9 +12,9 @@
 #     fresh process, and the exit status is 0.
 # Usage: tests/soak/soak.sh [--turns N] [--bin PATH] [--model DIR] [--draft DIR] [--ctx N]
 #                           [--seed N] [--rss-slack KB] [--keep DIR]
-# `make soak` runs the full 10,000 turns with ./tokentop; `make SANITIZE=1 soak` is not a thing:
-# run it with --bin build/asan/tokentop --turns 1000 for the sanitizer build (leaks are reported
-# by LeakSanitizer at exit and fail the run).
+# `make soak` runs the full 10,000 turns with ./tokentop; for the sanitizer build run
+# tests/soak/soak.sh --bin build/asan/tokentop --turns 2000 (ASan/UBSan errors and
+# LeakSanitizer's report at exit fail the run; its RSS is shown but not judged).
 set -u
 turns=10000 bin=./tokentop model=models/kjv-target draft=models/kjv-draft ctx=64 seed=1
 slack=4096 keep=
@@ -32,6 +32,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -x "$bin" ] || { echo "soak: $bin is not built" >&2; exit 1; }
+# An AddressSanitizer build keeps freed memory in quarantine (up to 256 MB), so its RSS grows by
+# design: there LeakSanitizer's report at exit judges memory, and the RSS figures are only shown.
+asan=0
+grep -aq __asan_init "$bin" && asan=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/tokentop-soak-XXXXXX")
 trap 'rm -rf "$work"; [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null' EXIT
 export TOKENTOP_HISTORY=""
@@ -130,8 +134,11 @@ if [ "$n" -ge 8 ]; then
     echo "soak: $turns turns ($lines lines) in ${elapsed%.*} s; RSS peak first quarter ${first} KB," \
          "last quarter ${last} KB, overall ${peak} KB (VmHWM ${hwm:-?} KB); fds after start" \
          "$fds_start, at most $fds_max, at the end $fds_end ($n samples)"
-    [ $((last - first)) -le "$slack" ] ||
+    if [ $asan -eq 1 ]; then
+        echo "soak: AddressSanitizer build: RSS not judged (quarantine); leaks are, at exit"
+    elif [ $((last - first)) -gt "$slack" ]; then
         fail "memory grew: last quarter's peak ${last} KB vs first quarter's ${first} KB"
+    fi
     [ "$fds_end" -le "$fds_start" ] || fail "file descriptors leaked: $fds_start -> $fds_end"
 else
     echo "soak: $turns turns in ${elapsed%.*} s (too short for memory figures: $n samples)"
@@ -142,9 +149,10 @@ for k in "${!bad_count[@]}"; do
     got=$(grep -cF -- "${bad_msgs[k]}" "$work/err")
     [ "$got" -ge "$want" ] || fail "'${bad_cmds[k]}' sent $want times, answered $got times"
 done
-grep -E 'ERROR|AddressSanitizer|LeakSanitizer|runtime error' "$work/err" | head -n 5 |
-    while read -r l; do fail "stderr: $l"; done
-[ "$(grep -cE 'ERROR|Sanitizer|runtime error' "$work/err")" -eq 0 ] || fails=$((fails + 1))
+if grep -qE 'ERROR|Sanitizer|runtime error' "$work/err"; then
+    fail "error reports on stderr:"
+    grep -E 'ERROR|Sanitizer|runtime error' "$work/err" | head -n 5
+fi
 # The last reply equals a fresh process's reply to the same greedy prompt.
 want=$(printf '/greedy\nIn the beginning God created\n' |
        "$bin" --backend cpu --model "$model" --ctx "$ctx" -n 12 2>/dev/null)
