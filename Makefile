@@ -184,12 +184,13 @@ $(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzzutil.o $(B
 fuzz-binaries: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 else
 fuzz-build:
-	@if command -v $(FUZZ_CC) >/dev/null 2>&1 && tools/deps.sh --fuzz --check 2>/dev/null || \
-	    tools/deps.sh --fuzz; then \
+	@tools/deps.sh --fuzz --check 2>/dev/null || tools/deps.sh --fuzz || true
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1 && tools/deps.sh --fuzz --check 2>/dev/null; then \
 	  $(MAKE) --no-print-directory SANITIZE=fuzz BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CUDA=0 OPT=-O1 \
 	    fuzz-binaries; \
 	else \
-	  echo "fuzz: $(FUZZ_CC) is not installed and could not be installed: the fuzz step is SKIPPED"; \
+	  echo "fuzz: $(FUZZ_CC) (or its libFuzzer runtime) is not installed and could not be" \
+	       "installed: the fuzz step is SKIPPED"; \
 	fi
 
 fuzz: fuzz-build

@@ -378,15 +378,22 @@ START_TEST(histogram_marks_every_cut_stage_and_the_penalty)
 }
 END_TEST
 
+/* The step of snapshot() drawn with 8 bars into a fresh 20x50 grid; returns the first row's y. */
+static int draw_step(ui_grid *g)
+{
+    ck_assert(ui_grid_init(g, 20, 50));
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    ui_histogram_draw(g, (ui_rect){0, 0, 20, 50}, &v);
+    int r1 = find_row_start(g, " 1 ");
+    ck_assert_int_ge(r1, 0);
+    return r1;
+}
+
 START_TEST(histogram_bars_are_proportional)
 {
     ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
-    int r1 = find_row_start(&g, " 1 ");
-    ck_assert_int_ge(r1, 0);
+    int r1 = draw_step(&g);
     int full1 = count_cp(&g, r1, 0, 50, 0x2588), full2 = count_cp(&g, r1 + 1, 0, 50, 0x2588);
     int full3 = count_cp(&g, r1 + 2, 0, 50, 0x2588);
     ck_assert_int_gt(full1, 8);
@@ -408,12 +415,7 @@ END_TEST
 START_TEST(histogram_reads_in_ascii_without_a_utf8_terminal)
 {
     ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
-    int r1 = find_row_start(&g, " 1 ");
-    ck_assert_int_ge(r1, 0);
+    int r1 = draw_step(&g);
     char row[51];
     for (int x = 0; x < 50; x++)
         row[x] = ui_ascii_fallback(ui_grid_cell(&g, r1, x)->cp);

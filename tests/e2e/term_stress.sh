@@ -5,23 +5,6 @@
 # (line mode). Each time the screen must be coherent afterwards (one status bar, one input line,
 # the histogram's rows) and the terminal given back on exit.
 set -u
-BUILD=${BUILD:-build}
-BIN=${BIN:-$BUILD/tokentop}
-MKMODEL=$BUILD/tools/mkmodel
-TIMEOUT=${E2E_TIMEOUT:-40}
-
-command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (tools/deps.sh installs it)"; exit 1; }
-[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
-[ -x "$MKMODEL" ] || { echo "FAIL: $MKMODEL not built (make tools)"; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/tokentop-stress-XXXXXX")
-cp "$BIN" "$work/tokentop" && cp "$MKMODEL" "$work/mkmodel" || { echo "FAIL: copy"; exit 1; }
-BIN=$work/tokentop
-MKMODEL=$work/mkmodel
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
 . "$(dirname "$0")/tmux.bash"
 
 "$MKMODEL" "$work/model" --ctx 256 --seed 3 >/dev/null || { echo "FAIL: mkmodel"; exit 1; }

@@ -1,8 +1,27 @@
-# tmux.bash: what the tmux-driven e2e scripts share (sourced, not run): a private tmux server
-# (T), reading the pane (screen), polling waits with deadlines (wait_for, wait_gone), typing
-# (type_line), the tokentop process in the pane (app_pid) and the check that the terminal was
-# given back (check_restored, against $work/stty.before). The sourcing script sets BIN, work,
-# TIMEOUT and fails, and defines fail.
+# tmux.bash: what the tmux-driven e2e scripts share (sourced, not run): the build paths, private
+# copies of the binaries in $work, fail (counting in $fails), a private tmux server (T), reading
+# the pane (screen), polling waits with deadlines (wait_for, wait_gone), typing (type_line), the
+# tokentop process in the pane (app_pid) and the check that the terminal was given back
+# (check_restored, against $work/stty.before).
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/tokentop}
+MKMODEL=$BUILD/tools/mkmodel
+TIMEOUT=${E2E_TIMEOUT:-40}
+
+command -v tmux >/dev/null || { echo "FAIL: tmux is not installed (tools/deps.sh installs it)"; exit 1; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+[ -x "$MKMODEL" ] || { echo "FAIL: $MKMODEL not built (make tools)"; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/tokentop-tmux-XXXXXX")
+# Private copies: a rebuild of the tree while the test runs must not pull the binary away.
+cp "$BIN" "$work/tokentop" && cp "$MKMODEL" "$work/mkmodel" || { echo "FAIL: copy"; exit 1; }
+BIN=$work/tokentop
+MKMODEL=$work/mkmodel
+fails=0
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+
 sock="tokentop-e2e-$$"
 T() { tmux -L "$sock" "$@"; }
 cleanup() {

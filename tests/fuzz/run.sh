@@ -26,8 +26,8 @@ if [ ${#targets[@]} -eq 0 ]; then
     done
 fi
 
-if ! command -v "${FUZZ_CC:-clang}" >/dev/null 2>&1; then
-    echo "fuzz: SKIPPED: ${FUZZ_CC:-clang} is not installed (tools/deps.sh --fuzz installs it)"
+if ! command -v "${FUZZ_CC:-clang}" >/dev/null 2>&1 || ! tools/deps.sh --fuzz --check 2>/dev/null; then
+    echo "fuzz: SKIPPED: clang or its libFuzzer runtime is not installed (tools/deps.sh --fuzz)"
     exit 0
 fi
 
