@@ -190,7 +190,12 @@ static int set_sampler(cli_options *o, const char *cmd, const char *name, const 
 
 int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
 {
-    optind = first;
+    /* getopt keeps hidden state (where it is inside a cluster such as -qx) from the last call;
+     * only optind = 0 resets it, and then it starts at element 1. So parse argv[first - 1 ..],
+     * with argv[first - 1] in the program name's place. */
+    argc -= first - 1;
+    argv += first - 1;
+    optind = 0;
     opterr = 0;
     int c, idx;
     while ((c = getopt_long(argc, argv, ":m:p:f:n:t:s:qvh", long_options, &idx)) != -1) {
