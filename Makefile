@@ -12,6 +12,12 @@ SANITIZE ?=
 ifeq ($(SANITIZE),1)
 BUILD   ?= build/asan
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZE),fuzz)
+# The fuzzers' build (clang only; `make fuzz` starts it): the library with libFuzzer's coverage
+# instrumentation and ASan + UBSan; the harnesses add libFuzzer's main when they are linked.
+BUILD   ?= build/fuzz
+SANFLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined
 else
 BUILD   ?= build
 SANFLAGS =
@@ -19,12 +25,13 @@ endif
 
 # CFLAGS, LDFLAGS and LDLIBS are the user's (make CFLAGS=-O0 replaces the optimisation and
 # debug flags only); what the build cannot do without (language, include path, dependency files,
-# threads, sanitizers) is in TT_* and always appended after them.
+# threads, sanitizers) is in TT_* and always appended after them. TT_CFLAGS and TT_LDFLAGS expand
+# when used, so a target-specific SANFLAGS (the fuzz build's SIMD kernels) reaches them.
 OPT      ?= -O2
 CFLAGS   ?= -g $(OPT)
-TT_CFLAGS := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow -Wvla -D_GNU_SOURCE -pthread \
+TT_CFLAGS = -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow -Wvla -D_GNU_SOURCE -pthread \
              -MMD -MP $(SANFLAGS) -I.
-TT_LDFLAGS := -pthread $(SANFLAGS)
+TT_LDFLAGS = -pthread $(SANFLAGS)
 TT_LDLIBS  := -lm
 override CFLAGS  += $(TT_CFLAGS)
 override LDFLAGS += $(TT_LDFLAGS)
@@ -73,7 +80,8 @@ GPU_OBJ :=
 # Keep objects that only feed test and tool binaries.
 .SECONDARY:
 
-.PHONY: all run test check-tests e2e tools install uninstall clean deps layering
+.PHONY: all run test check-tests e2e tools install uninstall clean deps layering fuzz fuzz-build \
+        fuzz-binaries soak
 all: tokentop
 
 # ---------------------------------------------------------------------------------------------
@@ -155,8 +163,8 @@ $(BUILD)/tests/check_%: $(BUILD)/tests/check_%.o $(BUILD)/tests/testutil.o $(LIB
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/tests/testutil.o $(LIB) $(PKG_LIBS) $(GPU_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
-test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS)
-	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh $(TESTS)
+test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS) fuzz-build
+	@BUILD=$(BUILD) BIN=$(BIN) FUZZ_DIR=$(FUZZ_DIR) tests/run.sh $(TESTS)
 
 # The include rules of ARCHITECTURE.md ("Who may include whom"). GPU_API_HEADERS: the gpu/ headers
 # app/ and repl/ may include (the backend's public interface).
@@ -180,6 +188,49 @@ layering:
 	   echo "layering: app/ and repl/ include core/, ui/, app/, repl/ headers and from gpu/ only" \
 	        "$(GPU_API_HEADERS) (see ARCHITECTURE.md)"; exit 1; fi
 	@test -f ARCHITECTURE.md || { echo "layering: ARCHITECTURE.md is missing"; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Fuzzing: every tests/fuzz/fuzz_<target>.c is a libFuzzer harness over one parser, built with
+# clang under build/fuzz/ (tools/deps.sh --fuzz installs clang when it is missing). `make fuzz`
+# runs each target for FUZZ_SECONDS (FUZZ_TARGETS="a b" picks some), keeping what it learns in
+# build/fuzz/corpus/; `make test` replays each committed corpus (tests/fuzz/corpus/<target>) and
+# fuzzes it a few seconds more (tests/fuzz/run.sh). Without clang, both say they skip.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := build/fuzz
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+ifeq ($(SANITIZE),fuzz)
+# The SIMD kernels parse nothing: they are left uninstrumented (with it they take minutes to compile).
+$(BUILD)/core/%_avx512.o $(BUILD)/core/%_avx2.o: SANFLAGS =
+# clang ignores the kernels' `#pragma GCC target("no-avx512fp16,no-avx512bf16")`: leave those
+# instructions out with the flags instead (the fuzzers must run on CPUs without them too).
+$(BUILD)/core/%_avx512.o: AVX512_FLAGS := $(filter-out -mavx512fp16 -mavx512bf16,$(AVX512_FLAGS)) \
+                                         -Wno-unknown-pragmas
+
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzzutil.o $(BUILD)/tests/testutil.o $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) $(GPU_LIBS) $(CHECK_LIBS) $(LDLIBS)
+
+fuzz-binaries: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
+else
+fuzz-build:
+	@tools/deps.sh --fuzz --check 2>/dev/null || tools/deps.sh --fuzz || true
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1 && tools/deps.sh --fuzz --check 2>/dev/null; then \
+	  $(MAKE) --no-print-directory SANITIZE=fuzz BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CUDA=0 OPT=-O1 \
+	    fuzz-binaries; \
+	else \
+	  echo "fuzz: $(FUZZ_CC) (or its libFuzzer runtime) is not installed and could not be" \
+	       "installed: the fuzz step is SKIPPED"; \
+	fi
+
+fuzz: fuzz-build
+	@FUZZ_DIR=$(FUZZ_DIR) tests/fuzz/run.sh --long $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+endif
+
+# The long-session soak (tests/soak/soak.sh): 10,000 line-mode turns; SOAK_ARGS for its options.
+soak: tokentop
+	tests/soak/soak.sh $(SOAK_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # Run, install, clean

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app/bench_batch.h"
 #include "app/cli.h"
 #include "core/clock.h"
 #include "core/engine.h"
@@ -30,6 +31,8 @@ typedef struct {
     int n_threads;
     bool json;
     bool cuda;                     /* --backend cuda */
+    int batch[BENCH_BATCH_MAX];    /* --batch sizes */
+    int n_batch;
 } bench_options;
 
 typedef struct {
@@ -56,6 +59,7 @@ typedef struct {
     char device[320];
     double device_bytes;           /* device memory the engine holds */
     double decode_nograph_s;       /* median per-token decode time without CUDA graphs */
+    bench_batch_row batch[BENCH_BATCH_MAX];   /* --batch */
 } bench_result;
 
 /* ---------------------------------------------------------------------------------------------
@@ -280,6 +284,8 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
                 r->bandwidth_median * 1e-9, frac * 100.0,
                 r->weight_bytes ? r->bandwidth / (double)r->weight_bytes : 0.0);
     }
+    if (o->n_batch > 0)
+        bench_batch_print(f, r->batch, o->n_batch, r->weight_bytes, r->bandwidth);
     fprintf(f, "  peak RSS      %.1f MB\n", r->peak_rss * 1e-6);
     fprintf(f, "  load average  %.2f %.2f %.2f (other work on the machine skews the numbers)\n",
             load[0], load[1], load[2]);
@@ -343,6 +349,10 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
         json_field(f, "decode_nograph_tok_s",
                    r->decode_nograph_s > 0 ? 1.0 / r->decode_nograph_s : 0.0, true);
     }
+    if (o->n_batch > 0) {
+        bench_batch_print_json(f, r->batch, o->n_batch, r->weight_bytes, r->bandwidth);
+        fputc(',', f);
+    }
     json_field(f, "load_average", load[0], false);
     fputs("}\n", f);
 }
@@ -354,12 +364,14 @@ static void bench_usage(FILE *f)
 {
     fputs("usage: tokentop bench [--model DIR] [--dtype fp32|fp16|bf16|q8] [--prompt-tokens N]\n"
           "                      [--gen-tokens M] [--threads N] [--backend cpu|cuda] [--json]\n"
+          "                      [--batch B1,B2,...]\n"
           "Measures prefill and decode speed, time to first token, peak memory, decode with and\n"
           "without the KV cache, and decode speed against the measured memory read bandwidth.\n"
           "Without --model, a random model with GPT-2 124M shapes is written to a temporary\n"
           "directory and removed afterwards. --backend cuda measures the GPU engine instead:\n"
           "device memory, decode with and without CUDA graphs, and the fraction of the device's\n"
-          "peak memory bandwidth. With --draft DIR or --random-pair: the speculative benchmark.\n",
+          "peak memory bandwidth. With --draft DIR or --random-pair: the speculative benchmark.\n"
+          "--batch 1,2,4,8: decode throughput of B sequences advanced together, per size.\n",
           f);
 }
 
@@ -403,6 +415,10 @@ static int bench_parse(bench_options *o, int argc, char **argv)
             i++;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--batch") == 0) {
+            if ((o->n_batch = bench_batch_parse(v, o->batch)) < 0)
+                return -1;
+            i++;
         } else if (strcmp(a, "--backend") == 0 && v) {
             if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
                 fprintf(stderr, "tokentop bench: --backend: expected cpu or cuda, got %s\n", v);
@@ -506,13 +522,20 @@ int bench_main(int argc, char **argv)
     }
     snprintf(r.description, sizeof r.description, "%s", e->description);
     r.weight_bytes = e->weight_bytes;
-    r.threads = o.n_threads > 0 ? o.n_threads : threadpool_cores();
+    r.threads = e->threads > 0 ? e->threads : o.n_threads > 0 ? o.n_threads : threadpool_cores();
     if (!o.json)
         fprintf(stderr, "tokentop bench: %s: prefill %d, decode %d ...\n", e->description,
                 o.prompt_tokens, o.gen_tokens);
     if (bench_run(e, &o, &r, &err) != 0)
         goto fail;
     cpu_engine_describe_threads(e, r.threads_note, sizeof r.threads_note);
+    if (o.n_batch > 0) {
+        if (!o.json)
+            fprintf(stderr, "tokentop bench: batched decode ...\n");
+        if (bench_batch_run(e, o.batch, o.n_batch, o.prompt_tokens, o.gen_tokens, r.batch, &err)
+            != TT_OK)
+            goto fail;
+    }
     /* Peak RSS before the bandwidth test, whose buffer would otherwise dominate it. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/beam.h"
 #include "core/util.h"
 #include "gpu/gpu_plugin.h"
 
@@ -21,6 +22,7 @@ void cli_options_default(cli_options *o)
     o->backend = "auto";
     o->dtype = TT_F32;
     o->gamma = 4;
+    o->length_penalty = 1.0f;
     session_settings_default(&o->set);
 }
 
@@ -35,6 +37,8 @@ enum {
     OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_FREQUENCY,
     OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
+    OPT_NUM_BEAMS, OPT_LENGTH_PENALTY, OPT_NO_REPEAT_NGRAM, OPT_EARLY_STOPPING, OPT_NUM_RETURN,
+    OPT_SAMPLES,
 };
 
 static const struct option long_options[] = {
@@ -78,6 +82,12 @@ static const struct option long_options[] = {
     {"dump-logits", required_argument, 0, OPT_DUMP_LOGITS},
     {"bos", no_argument, 0, OPT_BOS},
     {"chunk", required_argument, 0, OPT_CHUNK},
+    {"num-beams", required_argument, 0, OPT_NUM_BEAMS},
+    {"length-penalty", required_argument, 0, OPT_LENGTH_PENALTY},
+    {"no-repeat-ngram", required_argument, 0, OPT_NO_REPEAT_NGRAM},
+    {"early-stopping", no_argument, 0, OPT_EARLY_STOPPING},
+    {"num-return", required_argument, 0, OPT_NUM_RETURN},
+    {"samples", required_argument, 0, OPT_SAMPLES},
     {"help", no_argument, 0, OPT_HELP},
     {0, 0, 0, 0},
 };
@@ -130,7 +140,14 @@ void cli_usage(FILE *f, const char *cmd)
 "      --json             one JSON object per token, then a summary object\n"
 "      --echo             print the prompt before the continuation\n"
 "  -q, --quiet            no summary line on stderr\n"
-"  -v, --verbose          say on stderr which backend runs and why (--backend auto)\n",
+"  -v, --verbose          say on stderr which backend runs and why (--backend auto)\n"
+"Beam search and parallel samples (generate):\n"
+"      --num-beams N      beam search with N beams (Hugging Face semantics; sampling settings\n"
+"                         other than the penalties do not apply)\n"
+"      --length-penalty X hypothesis score = logprob / length^X (default 1)\n"
+"      --no-repeat-ngram N  no n-gram of N tokens occurs twice    --early-stopping\n"
+"      --num-return N     beams returned, best first (default: all)\n"
+"      --samples N        N samples in one batch: sample i = the run with --seed S+i\n",
             cmd, DEFAULT_MODEL_NAME);
 }
 
@@ -173,7 +190,12 @@ static int set_sampler(cli_options *o, const char *cmd, const char *name, const 
 
 int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
 {
-    optind = first;
+    /* getopt keeps hidden state (where it is inside a cluster such as -qx) from the last call;
+     * only optind = 0 resets it, and then it starts at element 1. So parse argv[first - 1 ..],
+     * with argv[first - 1] in the program name's place. */
+    argc -= first - 1;
+    argv += first - 1;
+    optind = 0;
     opterr = 0;
     int c, idx;
     while ((c = getopt_long(argc, argv, ":m:p:f:n:t:s:qvh", long_options, &idx)) != -1) {
@@ -261,6 +283,21 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
         case OPT_DUMP_LOGITS: o->dump_logits = a; break;
         case OPT_BOS: o->bos = true; break;
         case OPT_CHUNK: r = parse_int(cmd, "--chunk", a, 1, 1 << 20, &o->window); break;
+        case OPT_NUM_BEAMS: r = parse_int(cmd, "--num-beams", a, 1, BEAM_MAX, &o->num_beams); break;
+        case OPT_LENGTH_PENALTY:
+            r = parse_float(cmd, "--length-penalty", a, -1e3, 1e3, &o->length_penalty);
+            o->beam_option_given = true;
+            break;
+        case OPT_NO_REPEAT_NGRAM:
+            r = parse_int(cmd, "--no-repeat-ngram", a, 0, 1 << 16, &o->no_repeat_ngram);
+            o->beam_option_given = true;
+            break;
+        case OPT_EARLY_STOPPING: o->early_stopping = o->beam_option_given = true; break;
+        case OPT_NUM_RETURN:
+            r = parse_int(cmd, "--num-return", a, 1, BEAM_MAX, &o->num_return);
+            o->beam_option_given = true;
+            break;
+        case OPT_SAMPLES: r = parse_int(cmd, "--samples", a, 1, 256, &o->samples); break;
         case OPT_HELP: cli_usage(stdout, cmd); return 1;
         case ':':
             fprintf(stderr, "tokentop %s: %s needs a value\n", cmd, argv[optind - 1]);
@@ -280,6 +317,30 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
     }
     if (o->prompt && o->prompt_file) {
         fprintf(stderr, "tokentop %s: give either -p or -f, not both\n", cmd);
+        return -1;
+    }
+    if (o->beam_option_given && !o->num_beams) {
+        fprintf(stderr, "tokentop %s: --length-penalty, --no-repeat-ngram, --early-stopping and "
+                "--num-return need --num-beams N\n", cmd);
+        return -1;
+    }
+    if (o->num_return > 0 && o->num_return > o->num_beams) {
+        fprintf(stderr, "tokentop %s: --num-return: %d is more than the %d beams\n", cmd,
+                o->num_return, o->num_beams);
+        return -1;
+    }
+    if ((o->num_beams || o->samples) && o->draft_dir) {
+        fprintf(stderr, "tokentop %s: --%s does not combine with --draft (speculative decoding)\n",
+                cmd, o->num_beams ? "num-beams" : "samples");
+        return -1;
+    }
+    if (o->num_beams && o->samples) {
+        fprintf(stderr, "tokentop %s: give either --num-beams or --samples, not both\n", cmd);
+        return -1;
+    }
+    if (o->num_beams && o->n_stops) {
+        fprintf(stderr, "tokentop %s: --stop does not apply to beam search (beams end at EOS or "
+                "--max-tokens)\n", cmd);
         return -1;
     }
     tt_error err;

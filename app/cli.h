@@ -37,6 +37,14 @@ typedef struct {
     const char *dump_logits;   /* score --dump-logits */
     bool bos;                  /* score --bos: prepend the beginning-of-text token */
     int window;                /* score --window */
+    /* generate: beam search and parallel samples (0 = off) */
+    int num_beams;             /* --num-beams */
+    float length_penalty;      /* --length-penalty (default 1) */
+    int no_repeat_ngram;       /* --no-repeat-ngram */
+    bool early_stopping;       /* --early-stopping */
+    int num_return;            /* --num-return (0: all beams) */
+    bool beam_option_given;    /* one of the four above: needs --num-beams */
+    int samples;               /* --samples */
 } cli_options;
 
 enum {

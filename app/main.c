@@ -13,6 +13,9 @@
 #include "app/bench_spec.h"
 #include "app/cli.h"
 #include "app/draft.h"
+#include "core/beam.h"
+#include "core/clock.h"
+#include "core/samples.h"
 #include "core/jsonw.h"
 #include "core/session.h"
 #include "core/util.h"
@@ -45,6 +48,7 @@ static void install_sigint(void)
 typedef struct {
     const cli_options *o;
     const tokenizer *tok;
+    int sample;                    /* --samples: the sample an event belongs to; -1 otherwise */
 } gen_ctx;
 
 static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
@@ -60,6 +64,8 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
 {
     FILE *f = stdout;
     fprintf(f, "{\"step\":%d,", ev->step);
+    if (g->sample >= 0)
+        fprintf(f, "\"sample\":%d,", g->sample);
     if (ev->flush) {
         fputs("\"id\":null,\"flush\":true,\"text\":", f);
         jsonw_string(f, ev->text, ev->text_len);
@@ -196,6 +202,226 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
                 st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * generate --num-beams */
+
+/* Hypothesis text: its ids without a final EOS, decoded, bytes outside complete characters as
+ * \xNN (always valid UTF-8). malloc'd. */
+static char *beam_text(const tokenizer *tok, const beam_hypothesis *h, size_t *len)
+{
+    int n = h->eos ? h->n - 1 : h->n;
+    char *raw = NULL;
+    size_t raw_len = 0;
+    if (n <= 0 || tokenizer_decode(tok, h->ids, n, &raw, &raw_len, NULL) != TT_OK) {
+        *len = 0;
+        return strdup("");
+    }
+    size_t cap = 4 * raw_len + 1;
+    char *out = malloc(cap);
+    *len = out ? text_token_display(raw, raw_len, TEXT_ESCAPE_BYTES, out, cap) : 0;
+    free(raw);
+    return out ? out : strdup("");
+}
+
+static int generate_beams(session *s, const cli_options *o, uint64_t seed)
+{
+    tt_error err = {0};
+    if (!engine_has_seqs(s->eng)) {
+        fprintf(stderr, "tokentop generate: --num-beams: the %s backend has no batched forward "
+                "yet (use --backend cpu)\n", s->eng->ops->name);
+        return 2;
+    }
+    beam_options bo;
+    beam_options_default(&bo);
+    bo.num_beams = o->num_beams;
+    bo.length_penalty = o->length_penalty;
+    bo.no_repeat_ngram = o->no_repeat_ngram;
+    bo.early_stopping = o->early_stopping;
+    bo.num_return = o->num_return;
+    bo.max_new_tokens = s->set.max_new_tokens;
+    bo.min_tokens = s->set.min_tokens;
+    bo.eos = s->set.stop_at_eos ? session_eos_id(s) : -1;
+    bo.penalties = s->set.sampler;
+    int n_prompt = s->n_tokens > 0 ? s->n_tokens : 1;   /* an empty prompt becomes BOS */
+    if (beam_options_validate(&bo, s->model->config.V, n_prompt, s->eng->n_ctx, &err) != TT_OK) {
+        fprintf(stderr, "tokentop generate: %s\n", err.msg);
+        return 2;
+    }
+    if (session_gen_begin(s, &err) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        return 1;
+    }
+    beam_result res;
+    const int32_t *prompt = s->tokens + s->window_start;
+    tt_status st = beam_search(s->eng, s->smp, prompt, s->n_tokens - s->window_start, &bo, &res,
+                               &err);
+    session_gen_end(s, st == TT_OK ? SESSION_STOP_MAX_TOKENS : SESSION_STOP_ERROR, NULL, NULL);
+    if (st != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        return 1;
+    }
+    const session_stats *ss = &s->last;
+    const beam_hypothesis *best = res.n_hyps > 0 ? &res.hyps[0] : NULL;
+    double steps_s = res.decode_ms / 1e3;
+    if (o->json) {
+        printf("{\"done\":true,\"stop_reason\":\"%s\",\"prompt_tokens\":%d,\"reused_tokens\":%d,"
+               "\"prefilled_tokens\":%d,\"generated_tokens\":%d,\"prefill_tok_s\":",
+               best && best->eos ? "eos" : "max_tokens", ss->prompt_tokens, ss->reused_tokens,
+               ss->prefilled_tokens, best ? best->n : 0);
+        jsonw_number(stdout, ss->prefill_tok_s);
+        printf(",\"num_beams\":%d,\"steps\":%d,\"decode_ms\":", bo.num_beams, res.steps);
+        jsonw_number(stdout, res.decode_ms);
+        fputs(",\"beam_tok_s\":", stdout);
+        jsonw_number(stdout, steps_s > 0 ? res.steps * bo.num_beams / steps_s : 0.0);
+        fputs(",\"copy_ms\":", stdout);
+        jsonw_number(stdout, res.copy_ms);
+        printf(",\"copied_positions\":%ld,\"seed\":%llu,\"beams\":[", res.copied_positions,
+               (unsigned long long)seed);
+        for (int i = 0; i < res.n_hyps; i++) {
+            const beam_hypothesis *h = &res.hyps[i];
+            printf("%s{\"ids\":[", i ? "," : "");
+            for (int k = 0; k < h->n; k++)
+                printf("%s%d", k ? "," : "", (int)h->ids[k]);
+            fputs("],\"text\":", stdout);
+            size_t len;
+            char *text = beam_text(s->tok, h, &len);
+            jsonw_string(stdout, text, len);
+            free(text);
+            fputs(",\"logprob\":", stdout);
+            jsonw_number(stdout, h->logprob);
+            fputs(",\"score\":", stdout);
+            jsonw_number(stdout, h->score);
+            printf(",\"eos\":%s}", h->eos ? "true" : "false");
+        }
+        fputs("]}\n", stdout);
+        fflush(stdout);
+    } else {
+        if (best) {
+            size_t len;
+            char *text = beam_text(s->tok, best, &len);
+            fwrite(text, 1, len, stdout);
+            free(text);
+            fputc('\n', stdout);
+            fflush(stdout);
+        }
+        if (!o->quiet) {
+            for (int i = 0; i < res.n_hyps; i++)
+                fprintf(stderr, "[beam %d: score %.4f | logprob %.4f | %d tokens, %s]\n", i + 1,
+                        res.hyps[i].score, res.hyps[i].logprob, res.hyps[i].n,
+                        res.hyps[i].eos ? "eos" : "max_tokens");
+            fprintf(stderr, "[%d beams | %d batched steps in %.1f ms (%.1f beam tokens/s) | "
+                    "%ld KV positions copied in %.1f ms]\n", bo.num_beams, res.steps,
+                    res.decode_ms, steps_s > 0 ? res.steps * bo.num_beams / steps_s : 0.0,
+                    res.copied_positions, res.copy_ms);
+        }
+    }
+    beam_result_free(&res);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * generate --samples */
+
+typedef struct {
+    gen_ctx g;
+    char **text;                   /* (n) each sample's output, for the plain-text listing */
+    size_t *len;
+} samples_ctx;
+
+static bool on_sample_event(void *user, int sample, const session_event *ev)
+{
+    samples_ctx *c = user;
+    if (c->g.o->json) {
+        c->g.sample = sample;
+        return on_event_json(&c->g, ev);
+    }
+    if (ev->text_len) {
+        char *t = realloc(c->text[sample], c->len[sample] + ev->text_len + 1);
+        if (!t)
+            return false;
+        memcpy(t + c->len[sample], ev->text, ev->text_len);
+        c->len[sample] += ev->text_len;
+        t[c->len[sample]] = 0;
+        c->text[sample] = t;
+    }
+    return true;
+}
+
+static int generate_samples(const cli_app *app, const cli_options *o, const char *prompt,
+                            size_t plen)
+{
+    if (!engine_has_seqs(app->eng)) {
+        fprintf(stderr, "tokentop generate: --samples: the %s backend has no batched forward yet "
+                "(use --backend cpu)\n", app->eng->ops->name);
+        return 2;
+    }
+    session_settings set = o->set;
+    for (int i = 0; i < o->n_stops; i++)
+        set.stops[i] = (char *)o->stops[i];   /* copied by each sample's session */
+    set.n_stops = o->n_stops;
+    samples_ctx c = {.g = {.o = o, .tok = app->tok, .sample = -1}};
+    c.text = calloc((size_t)o->samples, sizeof *c.text);
+    c.len = calloc((size_t)o->samples, sizeof *c.len);
+    samples_result res;
+    tt_error err = {0};
+    tt_status st = TT_ERR_NOMEM;
+    if (c.text && c.len)
+        st = samples_generate(app->eng, app->model, app->tok, &set, prompt, plen, o->samples,
+                              on_sample_event, &c, &g_interrupted, &res, &err);
+    int rc = 0;
+    if (st != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", st == TT_ERR_NOMEM && !err.msg[0] ? "out of memory"
+                                                                          : err.msg);
+        rc = 1;
+    } else {
+        double s = res.decode_ms / 1e3;
+        double agg = s > 0 ? res.tokens / s : 0.0;
+        if (o->json) {
+            printf("{\"done\":true,\"samples\":%d,\"seed\":%llu,\"steps\":%d,"
+                   "\"generated_tokens\":%ld,\"aggregate_tok_s\":", res.n,
+                   (unsigned long long)o->set.seed, res.steps, res.tokens);
+            jsonw_number(stdout, agg);
+            fputs(",\"results\":[", stdout);
+            for (int i = 0; i < res.n; i++) {
+                const session_stats *st_i = &res.stats[i];
+                printf("%s{\"sample\":%d,\"seed\":%llu,\"stop_reason\":\"%s\","
+                       "\"generated_tokens\":%d", i ? "," : "", i,
+                       (unsigned long long)(o->set.seed + (uint64_t)i),
+                       session_stop_name(st_i->stop), st_i->generated_tokens);
+                if (st_i->stop == SESSION_STOP_ERROR) {
+                    fputs(",\"error\":", stdout);
+                    jsonw_string(stdout, st_i->error.msg, strlen(st_i->error.msg));
+                }
+                fputc('}', stdout);
+            }
+            fputs("]}\n", stdout);
+        } else {
+            for (int i = 0; i < res.n; i++) {
+                printf("%s--- sample %d (seed %llu, %s) ---\n", i ? "\n" : "", i,
+                       (unsigned long long)(o->set.seed + (uint64_t)i),
+                       session_stop_name(res.stats[i].stop));
+                if (o->echo)
+                    fwrite(prompt, 1, plen, stdout);
+                if (c.text[i])
+                    fwrite(c.text[i], 1, c.len[i], stdout);
+                fputc('\n', stdout);
+            }
+            if (!o->quiet)
+                fprintf(stderr, "[%d samples | %ld tokens in %d batched steps, %.1f ms | %.1f "
+                        "tok/s aggregate | seeds %llu..%llu]\n", res.n, res.tokens, res.steps,
+                        res.decode_ms, agg, (unsigned long long)o->set.seed,
+                        (unsigned long long)(o->set.seed + (uint64_t)res.n - 1));
+        }
+        fflush(stdout);
+        samples_result_free(&res);
+    }
+    for (int i = 0; c.text && i < o->samples; i++)
+        free(c.text[i]);
+    free(c.text);
+    free(c.len);
+    return rc;
+}
+
 static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
 {
     tt_error err = {0};
@@ -230,6 +456,8 @@ static int app_generate(int argc, char **argv)
     char *prompt = read_prompt(&o, &plen, true);
     if (!prompt)
         return 1;
+    if ((o.num_beams || o.samples) && strcmp(o.backend, "auto") == 0)
+        o.backend = "cpu";         /* only the CPU engine has sequences (batched steps) yet */
     cli_app app;
     if (cli_app_load(&app, &o, false) != TT_OK) {
         free(prompt);
@@ -277,7 +505,15 @@ static int app_generate(int argc, char **argv)
         }
         install_sigint();
         s.interrupt = &g_interrupted;
-        gen_ctx g = {.o = &o, .tok = app.tok};
+        gen_ctx g = {.o = &o, .tok = app.tok, .sample = -1};
+        if (o.num_beams) {
+            rc = generate_beams(&s, &o, o.set.seed);
+            goto done;
+        }
+        if (o.samples) {
+            rc = generate_samples(&app, &o, prompt, plen);
+            goto done;
+        }
         tt_status st = session_generate(&s, on_event, &g, &err);
         print_summary(&o, &s, o.set.seed, app.fallback_note);
         if (st != TT_OK) {
@@ -286,6 +522,7 @@ static int app_generate(int argc, char **argv)
             rc = 1;
         }
     }
+done:
     session_free(&s);
     draft_free(&draft);
     cli_app_free(&app);

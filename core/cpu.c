@@ -50,7 +50,9 @@ typedef struct {
     engine base;                   /* first: an engine * is a cpu_engine * */
     const kernels *kern;
     threadpool *pool;
-    kvcache cache;
+    kvcache cache;                 /* sequence 0 */
+    kvcache *more;                 /* (n_seqs - 1) sequences 1 .. n_seqs-1, engine_seq_reserve */
+    int n_seqs;
 
     cpu_layer *layers;             /* (L) */
     float *ln_f_w, *ln_f_b;        /* (C) */
@@ -71,7 +73,20 @@ typedef struct {
     float *embed_row;              /* (C) */
     int logits_rows;               /* rows allocated in base.logits */
     double small_macs;             /* nonzero: one thread chosen, model too small to split */
+    struct cpu_seg *segs;          /* (TB) the sequences of a chunk */
 } cpu_engine;
+
+/* Rows row .. row+T-1 of a chunk are one sequence's positions pos .. pos+T-1, whose keys and
+ * values go to cache. A span is one segment; a batched decode step is one segment per row. */
+typedef struct cpu_seg {
+    kvcache *cache;
+    int row, T, pos;
+} cpu_seg;
+
+static kvcache *cpu_seq_cache(cpu_engine *ce, int seq)
+{
+    return seq == 0 ? &ce->cache : &ce->more[seq - 1];
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Parallel jobs */
@@ -127,27 +142,37 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
 
 typedef struct {
     cpu_engine *ce;
-    attention_args args;
     int layer;
     const float *qkv;              /* (T, 3C): keys at column C, values at 2C */
-    threadpool_chunks heads;
+    const cpu_seg *segs;
+    int n_segs;
+    threadpool_chunks work;        /* (segment, head) pairs */
 } attention_job;
 
-/* One head at a time: store the chunk's keys and values of that head in the cache, then attend. */
+/* One head of one sequence at a time: store that sequence's keys and values of the head in its
+ * cache, then attend over its cache. */
 static void attention_job_run(void *varg, int ith, int nth)
 {
     attention_job *j = varg;
     cpu_engine *ce = j->ce;
     const gpt2_config *cfg = ce->base.config;
-    const int C = cfg->C, HS = C / cfg->NH;
+    const int C = cfg->C, NH = cfg->NH, HS = C / NH;
     float *scratch = ce->scratch + (size_t)ith * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx);
-    int h;
-    while ((h = threadpool_next_chunk(&j->heads)) >= 0) {
-        for (int t = 0; t < j->args.T; t++) {
-            const float *row = j->qkv + (size_t)t * 3 * (size_t)C + (size_t)h * (size_t)HS;
-            kvcache_store(&ce->cache, j->layer, h, j->args.pos + t, row + C, row + 2 * C);
+    int c;
+    while ((c = threadpool_next_chunk(&j->work)) >= 0) {
+        const cpu_seg *sg = &j->segs[c / NH];
+        int h = c % NH;
+        kvcache *kv = sg->cache;
+        const float *q = j->qkv + (size_t)sg->row * 3 * (size_t)C;
+        for (int t = 0; t < sg->T; t++) {
+            const float *row = q + (size_t)t * 3 * (size_t)C + (size_t)h * (size_t)HS;
+            kvcache_store(kv, j->layer, h, sg->pos + t, row + C, row + 2 * C);
         }
-        ce->kern->attention(&j->args, h, 0, j->args.T, scratch);
+        attention_args a = {.q = q, .ldq = 3 * C, .k = kvcache_k(kv, j->layer),
+                            .v = kvcache_v(kv, j->layer), .n_ctx = kv->n_ctx, .ldk = kv->ldk,
+                            .out = ce->att + (size_t)sg->row * (size_t)C, .ldo = C, .T = sg->T,
+                            .pos = sg->pos, .NH = NH, .HS = HS};
+        ce->kern->attention(&a, h, 0, sg->T, scratch);
     }
 }
 
@@ -198,48 +223,44 @@ static inline float held_value(tt_dtype d, float v)
     return v;
 }
 
-/* x[t] = wte[id] + wpe[pos + t], read from the model's mapping (one row each) and rounded to the
- * held dtype like every other parameter. */
-static void cpu_embed(cpu_engine *ce, const int32_t *ids, int T, int pos)
+/* x[t] = wte[id] + wpe[pos] for every row of the segments, read from the model's mapping (one
+ * row each) and rounded to the held dtype like every other parameter. */
+static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, int n_segs)
 {
     const model *m = ce->base.model;
     const int C = ce->base.config->C;
     const tt_dtype d = ce->base.dtype;
     float *pe = ce->embed_row;
-    for (int t = 0; t < T; t++) {
-        float *x = ce->x + (size_t)t * (size_t)C;
-        tensor_ref_to_f32(m->tensors.wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
-        tensor_ref_to_f32(m->tensors.wpe, (size_t)(pos + t) * (size_t)C, (size_t)C, pe);
-        for (int i = 0; i < C; i++)
-            x[i] = held_value(d, x[i]) + held_value(d, pe[i]);
-    }
+    for (int sg = 0; sg < n_segs; sg++)
+        for (int t = segs[sg].row; t < segs[sg].row + segs[sg].T; t++) {
+            int pos = segs[sg].pos + (t - segs[sg].row);
+            float *x = ce->x + (size_t)t * (size_t)C;
+            tensor_ref_to_f32(m->tensors.wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
+            tensor_ref_to_f32(m->tensors.wpe, (size_t)pos * (size_t)C, (size_t)C, pe);
+            for (int i = 0; i < C; i++)
+                x[i] = held_value(d, x[i]) + held_value(d, pe[i]);
+        }
 }
 
-/* T tokens at positions pos .. pos+T-1; logits for rows [lo, T) into out (T - lo, V). False
- * when the engine's interrupt flag stopped it between layers (spans of more than one token). */
-static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, int pos, int lo,
-                              float *out)
+/* T rows (ids) split into segments, each one sequence's consecutive positions; logits for rows
+ * [lo, T) into out (T - lo, V). False when stop (the engine's interrupt flag, passed for spans
+ * of more than one token) stopped it between layers. */
+static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const cpu_seg *segs,
+                              int n_segs, int lo, float *out,
+                              const volatile sig_atomic_t *stop)
 {
     const gpt2_config *cfg = ce->base.config;
     const int C = cfg->C, FF = cfg->FF, NH = cfg->NH;
-    const volatile sig_atomic_t *stop = T > 1 ? ce->base.interrupt : NULL;
-    cpu_embed(ce, ids, T, pos);
+    cpu_embed(ce, ids, segs, n_segs);
     for (int l = 0; l < cfg->L; l++) {
         if (stop && *stop)
             return false;
         const cpu_layer *ly = &ce->layers[l];
         cpu_layernorm(ce, ce->xn, ce->x, ly->ln_1_w, ly->ln_1_b, T);
         cpu_matmul(ce, ce->qkv, 3 * C, ce->xn, C, &ly->attn_w, ly->attn_b, T, MM_STORE);
-        attention_job aj = {
-            .ce = ce,
-            .args = {.q = ce->qkv, .ldq = 3 * C, .k = kvcache_k(&ce->cache, l),
-                     .v = kvcache_v(&ce->cache, l), .n_ctx = ce->cache.n_ctx,
-                     .ldk = ce->cache.ldk, .out = ce->att,
-                     .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = C / NH},
-            .layer = l,
-            .qkv = ce->qkv,
-        };
-        threadpool_chunks_init(&aj.heads, NH);
+        attention_job aj = {.ce = ce, .layer = l, .qkv = ce->qkv, .segs = segs,
+                            .n_segs = n_segs};
+        threadpool_chunks_init(&aj.work, n_segs * NH);
         threadpool_run(ce->pool, attention_job_run, &aj);
         cpu_matmul(ce, ce->x, C, ce->att, C, &ly->attn_proj_w, ly->attn_proj_b, T, MM_ADD);
         cpu_layernorm(ce, ce->xn, ce->x, ly->ln_2_w, ly->ln_2_b, T);
@@ -273,36 +294,137 @@ static tt_status cpu_reserve_logits(cpu_engine *ce, int rows, tt_error *err)
     return TT_OK;
 }
 
-static tt_status cpu_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits,
-                             tt_error *err)
+static tt_status cpu_seq_forward(engine *e, int seq, const int32_t *ids, int n, int pos,
+                                 bool all_logits, tt_error *err)
 {
     cpu_engine *ce = (cpu_engine *)e;
     const int V = e->config->V;
+    kvcache *kv = cpu_seq_cache(ce, seq);
     e->n_logits = 0;
     tt_status s = cpu_reserve_logits(ce, all_logits ? n : 1, err);
     if (s != TT_OK)
         return s;
-    kvcache_truncate(&ce->cache, pos);
+    kvcache_truncate(kv, pos);
     for (int s0 = 0; s0 < n; s0 += ce->TB) {
         int T = n - s0 < ce->TB ? n - s0 : ce->TB;
         bool last = s0 + T == n;
         int lo = all_logits ? 0 : last ? T - 1 : T;
         float *out = all_logits ? e->logits + (size_t)s0 * (size_t)V : e->logits;
-        if (!cpu_forward_chunk(ce, ids + s0, T, pos + s0, lo, out))
+        cpu_seg sg = {.cache = kv, .row = 0, .T = T, .pos = pos + s0};
+        if (!cpu_forward_chunk(ce, ids + s0, T, &sg, 1, lo, out,
+                               T > 1 ? e->interrupt : NULL))
             return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
-        ce->cache.n = pos + s0 + T;
+        kv->n = pos + s0 + T;
+        if (seq == 0)
+            e->n_past = kv->n;
     }
-    e->n_past = pos + n;
     e->n_logits = all_logits ? n : 1;
     return TT_OK;
 }
 
-static void cpu_truncate(engine *e, int pos)
+static tt_status cpu_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits,
+                             tt_error *err)
+{
+    return cpu_seq_forward(e, 0, ids, n, pos, all_logits, err);
+}
+
+static void cpu_seq_truncate(engine *e, int seq, int pos)
 {
     cpu_engine *ce = (cpu_engine *)e;
-    kvcache_truncate(&ce->cache, pos);
-    if (pos < e->n_past)
-        e->n_past = pos < 0 ? 0 : pos;
+    kvcache *kv = cpu_seq_cache(ce, seq);
+    kvcache_truncate(kv, pos);
+    if (seq == 0)
+        e->n_past = kv->n;
+}
+
+static void cpu_truncate(engine *e, int pos)
+{
+    cpu_seq_truncate(e, 0, pos);
+}
+
+/* Rows of up to TB sequences at a time, one token each: every matmul streams the weights once for
+ * the whole group. */
+static tt_status cpu_forward_batch(engine *e, const int *seqs, const int32_t *ids, int B,
+                                   tt_error *err)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    const int V = e->config->V;
+    e->n_logits = 0;
+    tt_status s = cpu_reserve_logits(ce, B, err);
+    if (s != TT_OK)
+        return s;
+    for (int b0 = 0; b0 < B; b0 += ce->TB) {
+        int T = B - b0 < ce->TB ? B - b0 : ce->TB;
+        for (int b = 0; b < T; b++) {
+            kvcache *kv = cpu_seq_cache(ce, seqs[b0 + b]);
+            ce->segs[b] = (cpu_seg){.cache = kv, .row = b, .T = 1, .pos = kv->n};
+        }
+        cpu_forward_chunk(ce, ids + b0, T, ce->segs, T, 0, e->logits + (size_t)b0 * (size_t)V,
+                          NULL);
+        for (int b = 0; b < T; b++)
+            ce->segs[b].cache->n++;
+    }
+    e->n_past = ce->cache.n;
+    e->n_logits = B;
+    return TT_OK;
+}
+
+static tt_status cpu_seq_reserve(engine *e, int n, tt_error *err)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    if (n <= ce->n_seqs)
+        return TT_OK;
+    kvcache *more = realloc(ce->more, (size_t)(n - 1) * sizeof *more);
+    if (!more)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %d sequences", n);
+    ce->more = more;
+    const kvcache *c0 = &ce->cache;
+    for (int i = ce->n_seqs; i < n; i++) {
+        tt_status s = kvcache_init(&more[i - 1], c0->L, c0->NH, c0->HS, c0->n_ctx, err);
+        if (s != TT_OK) {
+            for (int k = ce->n_seqs; k < i; k++) {
+                e->memory_bytes -= kvcache_bytes(&more[k - 1]);
+                kvcache_free(&more[k - 1]);
+            }
+            return s;
+        }
+        e->memory_bytes += kvcache_bytes(&more[i - 1]);
+    }
+    ce->n_seqs = n;
+    return TT_OK;
+}
+
+static int cpu_seq_count(const engine *e)
+{
+    return ((const cpu_engine *)e)->n_seqs;
+}
+
+static int cpu_seq_len(const engine *e, int seq)
+{
+    return cpu_seq_cache((cpu_engine *)e, seq)->n;
+}
+
+/* Keys are transposed (one row per dimension, positions along it): one copy per row of every
+ * head and layer; values are whole position rows. */
+static void cpu_seq_copy(engine *e, int dst, int src, int from, int n)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    kvcache *d = cpu_seq_cache(ce, dst);
+    const kvcache *s = cpu_seq_cache(ce, src);
+    size_t len = (size_t)(n - from);
+    for (int l = 0; l < s->L && len > 0; l++)
+        for (int h = 0; h < s->NH; h++) {
+            size_t koff = (size_t)h * (size_t)s->HS * (size_t)s->ldk + (size_t)from;
+            for (int k = 0; k < s->HS; k++)
+                memcpy(kvcache_k(d, l) + koff + (size_t)k * (size_t)s->ldk,
+                       kvcache_k(s, l) + koff + (size_t)k * (size_t)s->ldk, len * sizeof(float));
+            size_t voff = ((size_t)h * (size_t)s->n_ctx + (size_t)from) * (size_t)s->HS;
+            memcpy(kvcache_v(d, l) + voff, kvcache_v(s, l) + voff,
+                   len * (size_t)s->HS * sizeof(float));
+        }
+    d->n = n;
+    if (dst == 0)
+        e->n_past = n;
 }
 
 const kvcache *cpu_engine_kvcache(const engine *e)
@@ -332,6 +454,10 @@ static void cpu_destroy(engine *e)
     packed_matrix_free(&ce->lm_head);
     free(ce->vectors);
     kvcache_free(&ce->cache);
+    for (int i = 1; i < ce->n_seqs; i++)
+        kvcache_free(&ce->more[i - 1]);
+    free(ce->more);
+    free(ce->segs);
     free(ce->x);
     free(ce->xn);
     free(ce->qkv);
@@ -344,11 +470,22 @@ static void cpu_destroy(engine *e)
     free(ce);
 }
 
+static const engine_seq_ops cpu_seq_ops = {
+    .reserve = cpu_seq_reserve,
+    .count = cpu_seq_count,
+    .len = cpu_seq_len,
+    .forward = cpu_seq_forward,
+    .forward_batch = cpu_forward_batch,
+    .copy = cpu_seq_copy,
+    .truncate = cpu_seq_truncate,
+};
+
 static const engine_ops cpu_ops = {
     .name = "cpu",
     .forward = cpu_forward,
     .truncate = cpu_truncate,
     .destroy = cpu_destroy,
+    .seq = &cpu_seq_ops,
 };
 
 /* Packing, spread over the pool: a 124M model is 124M conversions. */
@@ -409,13 +546,14 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     ce->fc = malloc(TB * FF * sizeof(float));
     ce->scratch = malloc((size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) * sizeof(float));
     ce->embed_row = malloc(C * sizeof(float));
+    ce->segs = malloc(TB * sizeof *ce->segs);
     ce->mm_stride = (KERNELS_MATMUL_SCRATCH(C > FF ? C : FF) + 15) & ~(size_t)15;
     elems += (size_t)nth * ce->mm_stride;
     void *mm = NULL;
     if (posix_memalign(&mm, 64, (size_t)nth * ce->mm_stride * sizeof(float)) == 0)
         ce->mm_scratch = mm;
     if (!ce->x || !ce->xn || !ce->qkv || !ce->att || !ce->fc || !ce->scratch || !ce->embed_row ||
-        !ce->mm_scratch)
+        !ce->mm_scratch || !ce->segs)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of activations",
                        elems * sizeof(float));
     ce->base.memory_bytes += elems * sizeof(float);
@@ -492,6 +630,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
     e->dtype = o->dtype;
     ce->kern = kernels_select();
     ce->TB = n_ctx < CPU_CHUNK ? n_ctx : CPU_CHUNK;
+    ce->n_seqs = 1;
 
     int n_threads = o->n_threads;
     double macs = (double)cfg->L * 12.0 * cfg->C * cfg->C + (double)cfg->C * cfg->V;
@@ -515,6 +654,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
         return s;
     }
     int nth = threadpool_size(ce->pool);
+    e->threads = nth;
     snprintf(e->description, sizeof e->description, "cpu: %d thread%s%s, %s, %s weights", nth,
              nth == 1 ? "" : "s", o->n_threads <= 0 ? " (auto)" : "", ce->kern->name,
              tt_dtype_name(e->dtype));

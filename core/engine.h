@@ -13,6 +13,7 @@
 #include "core/status.h"
 
 typedef struct engine engine;
+typedef struct engine_seq_ops engine_seq_ops;
 
 typedef struct {
     const char *name;   /* "cpu", "cuda" */
@@ -22,6 +23,9 @@ typedef struct {
     /* Drops cache entries at positions >= pos (pos <= n_past). */
     void (*truncate)(engine *e, int pos);
     void (*destroy)(engine *e);
+    /* Several sequences (batched decoding, see the section at the end); NULL when the backend
+     * has only the one cache. */
+    const engine_seq_ops *seq;
 } engine_ops;
 
 struct engine {
@@ -34,6 +38,7 @@ struct engine {
     int n_logits;              /* rows valid in logits after the last forward */
     tt_dtype dtype;            /* precision the weights are held in */
     char description[160];     /* e.g. "cpu: 2 threads, AVX-512, bf16 weights" */
+    int threads;               /* CPU threads the engine was created with; 0 for a GPU engine */
     size_t weight_bytes;       /* bytes of weights one decode step reads */
     size_t memory_bytes;       /* weights + cache + activations this engine holds */
     /* Optional, set by the caller: while it points at a nonzero flag, a forward of more than
@@ -43,8 +48,15 @@ struct engine {
     const volatile sig_atomic_t *interrupt;
     /* (n_ctx) the token at each cached position: tokens[0 .. n_past-1] is what the cache holds.
      * Written by engine_forward (allocated at the first one), freed by engine_free; backends
-     * never touch it. NULL before the first forward. */
+     * never touch it. NULL before the first forward. A view engine over one of another engine's
+     * sequences (core/samples.c) points it at that sequence's mirror (engine_seq_tokens) and is
+     * never engine_free'd. */
     int32_t *tokens;
+    /* (n_seq_tokens) the mirrors of sequences 1 .. n_seq_tokens-1, like tokens for sequence 0
+     * (entry 0 unused): made by engine_seq_reserve, written by whatever changes a sequence's
+     * cache (engine_seq_forward, engine_forward_batch, engine_seq_copy), freed by engine_free. */
+    int32_t **seq_tokens;
+    int n_seq_tokens;
 };
 
 typedef struct {
@@ -93,6 +105,74 @@ tt_status engine_sync(engine *e, const int32_t *tokens, int n, bool want_logits,
 
 /* Frees the token mirror, then the backend's state. NULL is safe. */
 void engine_free(engine *e);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sequences: batched decoding (beam search, parallel samples)
+ *
+ * A backend with sequences holds several KV-cache slots, numbered from 0, each with the engine's
+ * n_ctx positions and its own length. Slot 0 is the cache the single-sequence calls above use
+ * (engine_forward, engine_truncate, n_past), so code that knows nothing of sequences is
+ * unchanged. Positions are absolute per sequence: no padding, each sequence runs at its own
+ * position. A batched step appends one token to each of B sequences and reads the weights once
+ * for all B rows. Row b of a batch gives the same bits as the same token run alone on its
+ * sequence (the CPU kernels are batch-invariant: kernels.h), whatever B, the other rows, the
+ * thread count or the order of the sequences. */
+
+struct engine_seq_ops {
+    /* Makes slots 0 .. n-1 exist (new ones empty); n >= 1. */
+    tt_status (*reserve)(engine *e, int n, tt_error *err);
+    int (*count)(const engine *e);
+    int (*len)(const engine *e, int seq);
+    /* engine_forward on slot seq (checked by the wrapper, like forward). */
+    tt_status (*forward)(engine *e, int seq, const int32_t *ids, int n, int pos, bool all_logits,
+                         tt_error *err);
+    /* One token per sequence, appended at its length; logits row b for seqs[b]. */
+    tt_status (*forward_batch)(engine *e, const int *seqs, const int32_t *ids, int B,
+                               tt_error *err);
+    /* Positions from .. n-1 of src into dst; dst's length becomes n. */
+    void (*copy)(engine *e, int dst, int src, int from, int n);
+    void (*truncate)(engine *e, int seq, int pos);
+};
+
+/* True when the backend runs several sequences (the CPU does; see engine_seq_ops). */
+bool engine_has_seqs(const engine *e);
+
+/* Makes sequences 0 .. n-1 exist; new ones are empty and hold n_ctx positions each (memory_bytes
+ * grows by their cache). Fails with TT_ERR_ARG when the backend has no sequences or n < 1, with
+ * TT_ERR_NOMEM (nothing changed) when the memory is not there. */
+tt_status engine_seq_reserve(engine *e, int n, tt_error *err);
+
+/* The engine's mirror of sequence seq (n_ctx entries; positions 0 .. engine_seq_len(e, seq)-1
+ * are the tokens its cache holds): e->tokens for sequence 0, NULL for a sequence that
+ * engine_seq_reserve did not make. The pointer stays valid until engine_free. */
+int32_t *engine_seq_tokens(engine *e, int seq);
+
+/* Sequences that exist (1 for a backend without them). */
+int engine_seq_count(const engine *e);
+
+/* Tokens in sequence seq's cache (0 for a sequence that does not exist). */
+int engine_seq_len(const engine *e, int seq);
+
+/* engine_forward on sequence seq (same contract; seq 0 is engine_forward itself). */
+tt_status engine_seq_forward(engine *e, int seq, const int32_t *ids, int n, int pos,
+                             bool all_logits, tt_error *err);
+
+/* Appends ids[b] to sequence seqs[b] at position engine_seq_len(seqs[b]) for b in [0, B) in one
+ * step, and leaves logits row b (engine_logits(e, b)) for it. The seqs must exist and be
+ * distinct, every sequence must have room (TT_ERR_CONTEXT otherwise; an empty one starts at
+ * position 0), ids must be in the vocabulary; nothing runs when a check fails. On any failure
+ * every sequence keeps its previous length. */
+tt_status engine_forward_batch(engine *e, const int *seqs, const int32_t *ids, int B,
+                               tt_error *err);
+
+/* Makes sequence dst hold what src holds at positions 0 .. n-1 (cache rows and token mirror) by
+ * copying positions from .. n-1: the caller states that dst already holds src's rows 0 .. from-1
+ * (a shared prefix, e.g. the prompt both started from); from = 0 copies everything. Fails with TT_ERR_ARG (nothing changed)
+ * for a sequence that does not exist, n > len(src) or from > len(dst). dst == src is a no-op. */
+tt_status engine_seq_copy(engine *e, int dst, int src, int from, int n, tt_error *err);
+
+/* Rolls sequence seq back to pos tokens (pos >= its length is a no-op). */
+void engine_seq_truncate(engine *e, int seq, int pos);
 
 /* The CPU backend (cpu.c). */
 tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err);

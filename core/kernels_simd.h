@@ -13,7 +13,7 @@
  * applies GELU or the residual add in registers. With many rows, fp16/bf16/Q8 panels are first
  * widened to fp32 in per-thread scratch (once per panel, not once per tile; widening is exact).
  * One row (decode) is a GEMV that streams KS_GEMV_NP whole panels side by side with software
- * prefetch.
+ * prefetch; tiles shorter than KS_MR rows (a batched decode step) prefetch at the same distance.
  *
  * Batch invariance (kernels.h): every output lane is one FMA chain over k ascending, from zero,
  * then bias and epilogue, in the GEMV and in tiles of every height alike; the GEMV gets its
@@ -314,6 +314,28 @@ load_pair_group(const void *panel, int kp, int g, vf *e0, vf *o0, vf *e1, vf *o1
     load_pair(panel, kp, 2 * g + 1, e1, o1);
 }
 
+/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read. The
+ * hardware prefetchers alone left a core at about 11 GB/s on fp16/bf16 panels (14 on fp32);
+ * prefetching 2-4 KiB ahead (measured 1, 2 and 4 KiB) lifts both to the core's streaming rate.
+ * Prefetches past the end of a matrix are harmless: they never fault. */
+#define GEMV_PREFETCH_16 2048
+#define GEMV_PREFETCH_32 4096
+
+/* Prefetches, at the GEMV's distance, what mm_tile reads of column group g in panel row k (bf16:
+ * row pair k): a short tile (a decode batch of a few rows) streams the panel like the GEMV, and
+ * the hardware prefetchers alone leave it as slow. Only loads move: results are unchanged. */
+static inline __attribute__((always_inline)) void
+mm_tile_prefetch(tt_dtype dt, const void *panel, int k, int g)
+{
+    const size_t row = dt == TT_F16 ? 2 * KERNELS_NR : 4 * KERNELS_NR; /* bytes per k step */
+    const size_t part = row / KS_GROUPS;                                /* group g's share */
+    const char *pf = (const char *)panel + (size_t)k * row + (size_t)g * part +
+                     (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
+    _mm_prefetch(pf, _MM_HINT_T0);
+    if (part > 64)
+        _mm_prefetch(pf + 64, _MM_HINT_T0);
+}
+
 /* MR rows t0 .. t0+MR-1 against column group g (vectors 2g, 2g+1) of panel p (its data at panel,
  * in dtype dt). MR is a constant after inlining, so c0/c1 live in registers and the row loops
  * unroll. */
@@ -333,6 +355,8 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         int kp = 0;
         for (; 2 * kp + 1 < K; kp++) {
             vf e0, o0, e1, o1;
+            if (MR < KS_MR)
+                mm_tile_prefetch(dt, panel, kp, g);
             load_pair_group(panel, kp, g, &e0, &o0, &e1, &o1);
 #pragma GCC unroll 16
             for (int r = 0; r < MR; r++) {
@@ -356,6 +380,8 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         }
     } else {
         for (int k = 0; k < K; k++) {
+            if (MR < KS_MR)
+                mm_tile_prefetch(dt, panel, k, g);
             vf b0 = load_row(dt, panel, k, 2 * g), b1 = load_row(dt, panel, k, 2 * g + 1);
 #pragma GCC unroll 16
             for (int r = 0; r < MR; r++) {
@@ -372,13 +398,6 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
     }
 }
-
-/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read. The
- * hardware prefetchers alone left a core at about 11 GB/s on fp16/bf16 panels (14 on fp32);
- * prefetching 2-4 KiB ahead (measured 1, 2 and 4 KiB) lifts both to the core's streaming rate.
- * Prefetches past the end of a matrix are harmless: they never fault. */
-#define GEMV_PREFETCH_16 2048
-#define GEMV_PREFETCH_32 4096
 
 /* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
  * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend

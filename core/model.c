@@ -5,6 +5,7 @@
 #include <cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,9 @@ static tt_status json_num(const cJSON *obj, const char *name, const char *key, d
                        json_describe(j, db, sizeof db));
     if (!isfinite(j->valuedouble))
         return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %g is not finite", name, key, j->valuedouble);
+    /* Every such field is held as a float: 1e300 would become infinity there. */
+    if (fabs(j->valuedouble) > FLT_MAX)
+        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %g is too large", name, key, j->valuedouble);
     *out = j->valuedouble;
     return TT_OK;
 }
@@ -251,6 +255,8 @@ static tt_status config_from_json(const cJSON *root, const char *name, gpt2_conf
     if (!(eps > 0 && eps < 1))
         return tt_fail(err, TT_ERR_CONFIG, "%s: layer_norm_epsilon: %g is not in (0, 1)", name,
                        eps);
+    if (!((float)eps > 0))   /* 1e-50 would be 0 as a float: a division by zero in LayerNorm */
+        return tt_fail(err, TT_ERR_CONFIG, "%s: layer_norm_epsilon: %g is too small", name, eps);
     c->ln_eps = (float)eps;
 
     if ((s = json_str(root, name, "activation_function", &str, err)) != TT_OK)
@@ -346,6 +352,10 @@ tt_status gpt2_generation_parse(const char *json, size_t len, const char *name, 
         goto out;
     if (present && !(x > 0)) {
         s = tt_fail(err, TT_ERR_CONFIG, "%s: repetition_penalty: %g is not positive", name, x);
+        goto out;
+    }
+    if (present && !((float)x > 0)) {   /* 1e-300 would be 0 as a float */
+        s = tt_fail(err, TT_ERR_CONFIG, "%s: repetition_penalty: %g is too small", name, x);
         goto out;
     }
     g.has_rep_penalty = present;

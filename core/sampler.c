@@ -389,6 +389,8 @@ const float *sampler_probs(const sampler *s) { return s && s->valid ? s->probs :
 
 const char *sampler_kernels_name(const sampler *s) { return s->k->name; }
 
+const float *sampler_penalized_logits(const sampler *s) { return s && s->valid ? s->z : NULL; }
+
 /* Does token a come after token b in the order of z? */
 static inline bool worse(const float *z, int32_t a, int32_t b)
 {

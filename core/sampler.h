@@ -173,6 +173,11 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
  * until the next apply. */
 const float *sampler_probs(const sampler *s);
 
+/* The logits after the mask and the penalties of the last apply (stages 0 and 1 above: no
+ * temperature, no truncation), V floats owned by the sampler, valid until the next apply; NULL
+ * when the last apply failed or there was none. Beam search scores tokens by their log-softmax. */
+const float *sampler_penalized_logits(const sampler *s);
+
 /* Draws from the last applied distribution with u in [0, 1) (NaN and u < 0 act as 0, u >= 1 as
  * the largest double below 1): walks kept tokens in descending final probability (ties: lower id
  * first) and picks the first whose cumulative mass exceeds u. Greedy ignores u. Fills snap (when

@@ -777,8 +777,24 @@ tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
                          &ctx, snap, err);
 }
 
+int32_t session_eos_id(const session *s)
+{
+    return eos_id(s);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Editing the past (the cache is brought back in line lazily, reusing the common prefix) */
+
+/* After the conversation shrank: a window that started at or past its end starts again
+ * keep_count tokens before the end, so there is context to run the model on. */
+static void window_after_truncate(session *s)
+{
+    int n = s->n_tokens;
+    if (s->window_start >= n) {
+        int keep = keep_count(s);
+        s->window_start = n > keep ? n - keep : 0;
+    }
+}
 
 static void truncate_to(session *s, int n)
 {
@@ -789,10 +805,7 @@ static void truncate_to(session *s, int n)
     s->n_tokens = n;
     while (s->n_turns > 0 && s->turn_start[s->n_turns - 1] >= n)
         s->n_turns--;
-    if (s->window_start >= n) {
-        int keep = keep_count(s);
-        s->window_start = n > keep ? n - keep : 0;
-    }
+    window_after_truncate(s);
 }
 
 int session_undo_turn(session *s)
@@ -820,9 +833,8 @@ int session_drop_reply(session *s)
         i++;
     int before = s->n_tokens;
     if (i < s->n_tokens) {
-        s->n_tokens = i;
-        if (s->window_start >= i)
-            truncate_to(s, i);
+        s->n_tokens = i;   /* the turn stays: its reply is generated again */
+        window_after_truncate(s);
     }
     return before - s->n_tokens;
 }
@@ -847,7 +859,8 @@ tt_status session_set_tokens(session *s, const int32_t *ids, const token_info *i
                            i, (int)ids[i], V);
     if (grow(s, n + 1, err) != TT_OK)
         return TT_ERR_NOMEM;
-    memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
+    if (n > 0)   /* ids may be NULL when n is 0 (an empty file loaded with /load) */
+        memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
     s->n_tokens = n;
     s->n_turns = 0;
     for (int i = 0; i < n; i++) {

@@ -222,6 +222,10 @@ tt_status session_set_tokens(session *s, const int32_t *ids, const token_info *i
 /* Decoded text of tokens[from .. to) (malloc'd, NUL-terminated). */
 char *session_text(const session *s, int from, int to);
 
+/* The token that ends a generation: generation_config.json's eos_token_id, else config.json's,
+ * else the tokenizer's <|endoftext|>; -1 when none. */
+int32_t session_eos_id(const session *s);
+
 /* Number of leading positions the engine cache shares with the current window. */
 int session_cached_prefix(const session *s);
 

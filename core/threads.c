@@ -50,7 +50,8 @@ struct threadpool {
     bool watch_load;                /* also look at the machine's runnable threads */
     _Atomic unsigned job_claims;    /* chunks the workers claimed in the current job */
     bool serial;                    /* jobs run on the caller alone until resume_us */
-    double resume_us;               /* ... until then */
+    double resume_us;               /* ... until then, when it looks at the load again */
+    double probe_us;                /* from then, a busy machine does not stop a parallel window */
     double backoff_us;              /* the next back-off's length */
     double window_us, window_serial_us; /* the current window: measured, one-thread estimate */
     int window_jobs;
@@ -201,7 +202,7 @@ static tt_status pool_start(int n_threads, bool adaptive, bool watch_load, threa
     p->others = -1;
     p->cores = threadpool_cores();
     p->cores_online = cores_online();
-    p->serial = adaptive;           /* resume_us 0: the first job looks at the cores */
+    p->serial = adaptive;           /* resume_us, probe_us 0: the first job runs a window */
     atomic_store(&p->active, n_threads);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
@@ -339,17 +340,19 @@ static void pool_account(threadpool *p, double end_us, double job_us, double cal
     p->window_us = p->window_serial_us = 0.0;
     p->window_jobs = 0;
     int k = pool_free_threads(p);
-    if (p->gain >= THREADPOOL_MIN_GAIN && k > 1) {
+    if ((p->gain >= THREADPOOL_MIN_GAIN && k > 1) || p->gain >= THREADPOOL_MIN_GAIN_BUSY) {
+        /* Paying, on free cores; or paying so well beside other runnable threads that the
+         * workers evidently get their share (long jobs, or others of lower priority). */
         p->backoff_us = THREADPOOL_BACKOFF_MS * 1e3;
-        pool_set_active(p, k);
+        pool_set_active(p, k > 1 ? k : p->n);
         return;
     }
     p->serial = true;
-    if (p->gain >= THREADPOOL_MIN_GAIN) {         /* only busy: look again soon */
-        p->resume_us = end_us + THREADPOOL_RECHECK_MS * 1e3;
-        return;
-    }
-    p->resume_us = end_us + p->backoff_us;
+    /* Busy (but paying a little): look at the load again soon, and try a parallel window
+     * despite it after the back-off. Not paying: neither before the back-off. */
+    p->resume_us = end_us + (p->gain >= THREADPOOL_MIN_GAIN ? THREADPOOL_RECHECK_MS * 1e3
+                                                              : p->backoff_us);
+    p->probe_us = end_us + p->backoff_us;
     p->backoff_us *= 2.0;
     if (p->backoff_us > THREADPOOL_BACKOFF_MAX_MS * 1e3)
         p->backoff_us = THREADPOOL_BACKOFF_MAX_MS * 1e3;
@@ -365,15 +368,16 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
     if (p->adaptive) {
         t0 = now_us();
         int k = 0;
-        if (p->serial && (t0 < p->resume_us || (k = pool_free_threads(p)) == 1)) {
+        if (p->serial && (t0 < p->resume_us ||
+                          ((k = pool_free_threads(p)) == 1 && t0 < p->probe_us))) {
             if (k == 1)                  /* still busy: no parallel window, look again later */
                 p->resume_us = t0 + THREADPOOL_RECHECK_MS * 1e3;
             p->jobs_serial++;
             fn(arg, 0, p->n);
             return;
         }
-        if (p->serial)
-            pool_set_active(p, k);
+        if (p->serial)                   /* free cores, or a probe despite the load: all */
+            pool_set_active(p, k > 1 ? k : p->n);
         p->serial = false;
         p->jobs_parallel++;
     }

@@ -33,7 +33,9 @@ tt_status threadpool_create(int n_threads, threadpool **out, tt_error *err);
 /* n_threads (>= 1) threads, adaptive. With watch_load, only as many threads take part as can
  * each have a core to itself: the cores the runnable threads of other processes leave
  * (/proc/loadavg, looked at once per window); at one, jobs run on the caller alone and the pool
- * looks again after THREADPOOL_RECHECK_MS. And workers take part only while they pay: after
+ * looks again after THREADPOOL_RECHECK_MS, and tries a parallel window despite the load after a
+ * back-off, kept while its gain is at least THREADPOOL_MIN_GAIN_BUSY (long jobs lose little to
+ * a descheduled worker). And workers take part only while they pay: after
  * each window of at least THREADPOOL_WINDOW_MS of parallel jobs (and THREADPOOL_WINDOW_JOBS
  * jobs), or as soon as a window has lost THREADPOOL_LOSS_MS, the pool compares the window's
  * time with an estimate of what the calling thread alone would have taken (its own time per
@@ -49,6 +51,7 @@ tt_status threadpool_create_adaptive(int n_threads, bool watch_load, threadpool 
 #define THREADPOOL_LOSS_MS 1
 #define THREADPOOL_RECHECK_MS 20
 #define THREADPOOL_MIN_GAIN 1.05
+#define THREADPOOL_MIN_GAIN_BUSY 1.3
 #define THREADPOOL_BACKOFF_MS 50
 #define THREADPOOL_BACKOFF_MAX_MS 1600
 

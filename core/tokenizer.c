@@ -214,23 +214,18 @@ static int line_of_offset(const char *buf, size_t off)
     return line;
 }
 
-static tt_status load_vocab(tokenizer *t, const char *path, tt_error *err)
+/* path names the text in messages; buf holds len bytes of it. */
+static tt_status load_vocab(tokenizer *t, const char *path, const char *buf, size_t len,
+                            tt_error *err)
 {
-    char *buf;
-    size_t len;
-    tt_status st = util_read_file(path, 0, &buf, &len, NULL, err);
-    if (st != TT_OK)
-        return st;
+    tt_status st;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, false);
     if (!root) {
         size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
-        st = tt_fail(err, TT_ERR_FORMAT, "%s:%d: invalid JSON (near byte %zu)", path,
-                     line_of_offset(buf, off), off);
-        free(buf);
-        return st;
+        return tt_fail(err, TT_ERR_FORMAT, "%s:%d: invalid JSON (near byte %zu)", path,
+                       line_of_offset(buf, off), off);
     }
-    free(buf);
     char q[96];
     if (!cJSON_IsObject(root)) {
         st = tt_fail(err, TT_ERR_FORMAT, "%s: expected a JSON object of token -> id, got %s",
@@ -357,20 +352,16 @@ done:
 /* ============================================================================================
  * Loading merges.txt */
 
-static tt_status load_merges(tokenizer *t, const char *path, tt_error *err)
+/* path names the text in messages; buf holds len bytes of it. */
+static tt_status load_merges(tokenizer *t, const char *path, const char *buf, size_t len,
+                             tt_error *err)
 {
-    char *buf;
-    size_t len;
-    tt_status st = util_read_file(path, 0, &buf, &len, NULL, err);
-    if (st != TT_OK)
-        return st;
+    tt_status st;
     size_t n_lines = 1;
     for (size_t i = 0; i < len; i++)
         n_lines += buf[i] == '\n';
-    if (n_lines > (size_t)INT32_MAX / 2) {
-        free(buf);
+    if (n_lines > (size_t)INT32_MAX / 2)
         return tt_fail(err, TT_ERR_FORMAT, "%s: too many lines (%zu)", path, n_lines);
-    }
     t->merges = malloc(n_lines * sizeof *t->merges);
     uint32_t cap = table_capacity(n_lines);
     t->pair_slots = malloc(cap * sizeof *t->pair_slots);
@@ -394,9 +385,9 @@ static tt_status load_merges(tokenizer *t, const char *path, tt_error *err)
 
     char q[96], q2[96], q3[96];
     int line_no = 0;
-    for (char *line = buf; line < buf + len;) {
-        char *nl = memchr(line, '\n', (size_t)(buf + len - line));
-        char *next = nl ? nl + 1 : buf + len;
+    for (const char *line = buf; line < buf + len;) {
+        const char *nl = memchr(line, '\n', (size_t)(buf + len - line));
+        const char *next = nl ? nl + 1 : buf + len;
         size_t llen = (size_t)((nl ? nl : buf + len) - line);
         line_no++;
         if (llen > 0 && line[llen - 1] == '\r')
@@ -405,7 +396,7 @@ static tt_status load_merges(tokenizer *t, const char *path, tt_error *err)
             line = next;
             continue;
         }
-        char *sp = memchr(line, ' ', llen);
+        const char *sp = memchr(line, ' ', llen);
         size_t l1 = sp ? (size_t)(sp - line) : llen;
         size_t l2 = sp ? llen - l1 - 1 : 0;
         if (!sp || l1 == 0 || l2 == 0 || memchr(sp + 1, ' ', l2)) {
@@ -448,7 +439,6 @@ static tt_status load_merges(tokenizer *t, const char *path, tt_error *err)
     st = TT_OK;
 done:
     free(joined);
-    free(buf);
     return st;
 }
 
@@ -499,13 +489,33 @@ tt_status tokenizer_load(const char *vocab_path, const char *merges_path, tokeni
     *out = NULL;
     if (!vocab_path || !merges_path)
         return tt_fail(err, TT_ERR_ARG, "tokenizer: vocab and merges paths are required");
+    char *vocab = NULL, *merges = NULL;
+    size_t vocab_len = 0, merges_len = 0;
+    tt_status st = util_read_file(vocab_path, 0, &vocab, &vocab_len, NULL, err);
+    if (st == TT_OK)
+        st = util_read_file(merges_path, 0, &merges, &merges_len, NULL, err);
+    if (st == TT_OK)
+        st = tokenizer_load_buffers(vocab, vocab_len, vocab_path, merges, merges_len,
+                                    merges_path, out, err);
+    free(vocab);
+    free(merges);
+    return st;
+}
+
+tt_status tokenizer_load_buffers(const char *vocab, size_t vocab_len, const char *vocab_name,
+                                 const char *merges, size_t merges_len, const char *merges_name,
+                                 tokenizer **out, tt_error *err)
+{
+    *out = NULL;
+    if ((!vocab && vocab_len) || (!merges && merges_len))
+        return tt_fail(err, TT_ERR_ARG, "tokenizer: vocab or merges buffer is NULL");
     tokenizer *t = calloc(1, sizeof *t);
     if (!t)
         return tt_fail(err, TT_ERR_NOMEM, "tokenizer: out of memory");
     t->eot_id = -1;
-    tt_status st = load_vocab(t, vocab_path, err);
+    tt_status st = load_vocab(t, vocab_name, vocab ? vocab : "", vocab_len, err);
     if (st == TT_OK)
-        st = load_merges(t, merges_path, err);
+        st = load_merges(t, merges_name, merges ? merges : "", merges_len, err);
     if (st == TT_OK)
         st = compile_pretokenizer(t, err);
     if (st != TT_OK) {

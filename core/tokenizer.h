@@ -19,6 +19,13 @@ typedef struct tokenizer tokenizer;
 tt_status tokenizer_load(const char *vocab_path, const char *merges_path, tokenizer **out,
                          tt_error *err);
 
+/* The same over caller-owned text (tests, fuzzing): vocab_len bytes of vocab.json and
+ * merges_len bytes of merges.txt (no NUL needed), named vocab_name and merges_name in messages.
+ * tokenizer_load reads the two files and calls this; the buffers may be freed afterwards. */
+tt_status tokenizer_load_buffers(const char *vocab, size_t vocab_len, const char *vocab_name,
+                                 const char *merges, size_t merges_len, const char *merges_name,
+                                 tokenizer **out, tt_error *err);
+
 /* NULL is safe. */
 void tokenizer_free(tokenizer *t);
 

@@ -616,6 +616,7 @@ static const engine_ops cuda_ops = {
     cuda_forward,
     cuda_truncate,
     cuda_destroy,
+    NULL,                          /* no sequences (batched decoding) yet */
 };
 
 static tt_status alloc_device(cuda_engine *g, char **p, size_t bytes, tt_error *err)

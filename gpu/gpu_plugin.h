@@ -26,7 +26,7 @@ extern "C" {
 /* Bumped whenever gpu_plugin or a type it passes (cuda_engine_options, cuda_device_info_t,
  * cuda_engine_stats, engine, model, engine_options) changes layout: a plugin from another build is
  * refused with both numbers instead of crashing. */
-#define GPU_PLUGIN_ABI 1
+#define GPU_PLUGIN_ABI 2                 /* 2: engine_ops.seq, engine.seq_tokens */
 #define GPU_PLUGIN_ENTRY "tokentop_gpu_plugin"
 
 /* The functions of gpu/cuda_engine.h, as one table; see there for each contract. */

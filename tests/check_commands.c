@@ -479,6 +479,24 @@ START_TEST(regen_drops_the_reply_and_asks_for_a_generation)
 }
 END_TEST
 
+/* Found by the soak (tests/soak/soak.sh): a reply long enough to shift the context had moved the
+ * window past everything /regen keeps, and the window was left there, so the regeneration failed
+ * with "nothing to run the model on". */
+START_TEST(regen_after_context_shifts_has_the_prompt_to_run_on)
+{
+    tt_error err = {0};
+    ck_assert_int_eq(run("/max 150") & CMD_ERROR, 0);   /* the context holds 64 */
+    ck_assert_int_eq(session_add_user_text(&S, "Hi", 2, &err), TT_OK);
+    int prompt = S.n_tokens;
+    ck_assert_msg(session_generate(&S, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_gt(S.last.context_shifts, 0);
+    ck_assert_int_eq(run("/regen"), CMD_CONV | CMD_STATUS | CMD_GENERATE);
+    ck_assert_int_eq(S.n_tokens, prompt);
+    ck_assert_msg(session_generate(&S, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_gt(S.n_tokens, prompt);
+}
+END_TEST
+
 START_TEST(editing_commands_are_refused_while_generating)
 {
     generate_turn("Hello");
@@ -798,6 +816,34 @@ START_TEST(session_file_parses_a_buffer_without_the_file_system)
 }
 END_TEST
 
+/* Found by fuzzing (tests/fuzz/corpus/session_file/crash-empty-file): an empty file is plain text
+ * with no tokens, and the copy of its NULL id array was undefined behaviour (UBSan stopped). */
+START_TEST(load_of_an_empty_file_empties_the_conversation)
+{
+    int32_t ids[] = {1, 2, 3};
+    tt_error err = {0};
+    ck_assert_int_eq(session_set_tokens(&S, ids, NULL, 3, &err), TT_OK);
+    const char *path = tu_path("%s/empty.txt", work_dir);
+    ck_assert_int_eq(tu_write_file(path, "", 0), 0);
+    char line[512];
+    snprintf(line, sizeof line, "/load %s", path);
+    ck_assert_int_eq(run(line) & CMD_ERROR, 0);
+    ck_assert_int_eq(S.n_tokens, 0);
+    ck_assert_int_eq(S.n_turns, 0);
+    /* the same through the buffer API (what the session_file fuzzer drives) */
+    ck_assert_int_eq(session_set_tokens(&S, ids, NULL, 3, &err), TT_OK);
+    session_file f;
+    ck_assert_int_eq(session_file_parse("", 0, "empty", 512, NULL, &f, &err), TT_OK);
+    ck_assert(f.plain);
+    ck_assert_uint_eq(f.text_len, 0);
+    int n = -1;
+    ck_assert_msg(session_file_apply(&S, &f, &n, &err) == TT_OK, "%s", err.msg);
+    session_file_free(&f);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(S.n_tokens, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("commands");
@@ -813,12 +859,14 @@ int main(void)
             quit_asks_the_loop_to_leave, reset_clears_conversation_and_cache,
             undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache, undo_refuses_bad_counts,
             regen_drops_the_reply_and_asks_for_a_generation,
+            regen_after_context_shifts_has_the_prompt_to_run_on,
             editing_commands_are_refused_while_generating, step_mode_needs_the_terminal,
             pick_replaces_the_token_just_stepped, pick_from_a_peek_chooses_the_next_token,
             arguments_split_with_quotes_and_escapes, commands_and_text_are_told_apart,
             prompts_start_a_new_line_unless_they_continue_the_text,
             save_then_load_restores_tokens_and_settings_with_prefix_reuse,
             load_refuses_bad_files_and_changes_nothing, load_of_a_text_file_makes_it_the_prompt,
+            load_of_an_empty_file_empties_the_conversation,
             session_file_parses_a_buffer_without_the_file_system));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);

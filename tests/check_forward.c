@@ -56,16 +56,6 @@ static const golden_case golden_cases[] = {
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 
-static uint64_t fnv1a64(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* Writes the case's model into dir (config edited for erf). */
 static void golden_write_model(const golden_case *gc, const char *dir)
 {
@@ -180,19 +170,6 @@ static double compare_row(const golden *g, int r, const float *got, const char *
     return worst;
 }
 
-static engine *make_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
-{
-    engine_options o;
-    engine_options_default(&o);
-    o.dtype = d;
-    o.n_threads = n_threads;
-    o.n_ctx = n_ctx;
-    engine *e = NULL;
-    tt_error err;
-    ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "cpu_engine_create: %s", err.msg);
-    return e;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Golden comparisons */
 
@@ -208,7 +185,7 @@ START_TEST(logits_match_the_float64_reference)
     size_t len;
     char *blob = tu_read_file(tu_path("%s/model.safetensors", dir), &len);
     ck_assert_ptr_nonnull(blob);
-    uint64_t h = fnv1a64((const unsigned char *)blob, len);
+    uint64_t h = tu_fnv1a64(blob, len);
     free(blob);
     ck_assert_msg(h == g.fnv, "%s: modelgen wrote a different model.safetensors (FNV %016llx, "
                   "golden %016llx): regenerate tests/golden with tools/ref/mkgolden.sh", gc->name,
@@ -218,7 +195,7 @@ START_TEST(logits_match_the_float64_reference)
     tt_error err;
     ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "model_load: %s", err.msg);
     ck_assert_int_eq(m->config.V, g.V);
-    engine *e = make_engine(m, gc->held, 2, 0);
+    engine *e = tu_cpu_engine(m, gc->held, 2, 0);
     ck_assert_msg(engine_forward(e, g.ids, g.n_ids, 0, true, &err) == TT_OK, "%s", err.msg);
     ck_assert_int_eq(e->n_logits, g.n_ids);
     ck_assert_int_eq(e->n_past, g.n_ids);
@@ -258,7 +235,7 @@ START_TEST(reference_kernels_match_the_float64_reference)
         model *m;
         tt_error err;
         ck_assert(model_load(dir, &m, &err) == TT_OK);
-        engine *e = make_engine(m, gc->held, 2, 0);
+        engine *e = tu_cpu_engine(m, gc->held, 2, 0);
         ck_assert_msg(strstr(e->description, "reference") != NULL, "%s", e->description);
         ck_assert(engine_forward(e, g.ids, g.n_ids, 0, true, &err) == TT_OK);
         for (int r = 0; r < g.n_rows; r++)
@@ -278,7 +255,7 @@ END_TEST
 
 static float *run_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n)
 {
-    engine *e = make_engine(m, d, n_threads, 0);
+    engine *e = tu_cpu_engine(m, d, n_threads, 0);
     tt_error err;
     ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
     size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
@@ -340,7 +317,7 @@ START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consi
     for (int i = 0; i < 37; i++)
         ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
     float *want = run_all_logits(m, TT_F32, 2, ids, 37);
-    engine *e = make_engine(m, TT_F32, 2, 0);
+    engine *e = tu_cpu_engine(m, TT_F32, 2, 0);
     static volatile sig_atomic_t flag;
     tt_error err = {0};
     ck_assert_int_eq(engine_forward(e, ids, 10, 0, false, &err), TT_OK);
@@ -383,7 +360,7 @@ START_TEST(simd_and_reference_engines_agree)
             continue;
         for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
             setenv("TOKENTOP_KERNELS", sets[k], 1);
-            engine *e = make_engine(m, d, 2, 0);
+            engine *e = tu_cpu_engine(m, d, 2, 0);
             ck_assert_msg(strstr(e->description, sets[k]) != NULL, "%s", e->description);
             engine_free(e);
             float *fast = run_all_logits(m, d, 2, ids, 33);
@@ -534,7 +511,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
         if (!kernels_by_name(sets[k]))
             continue;
         setenv("TOKENTOP_KERNELS", sets[k], 1);
-        engine *target = make_engine(m, dt, 2, N_CTX), *draft = make_engine(m, dt, 1, N_CTX);
+        engine *target = tu_cpu_engine(m, dt, 2, N_CTX), *draft = tu_cpu_engine(m, dt, 1, N_CTX);
         int near = 0, rejected = 0;
         for (int pi = 0; pi < N_PROMPTS; pi++) {
             int32_t plain[N_CTX], w[N_CTX];
@@ -597,8 +574,8 @@ START_TEST(engine_reports_what_it_holds)
 {
     char *dir;
     model *m = tiny_model(&dir, &golden_cases[0]);
-    engine *e32 = make_engine(m, TT_F32, 2, 0);
-    engine *e16 = make_engine(m, TT_BF16, 1, 16);
+    engine *e32 = tu_cpu_engine(m, TT_F32, 2, 0);
+    engine *e16 = tu_cpu_engine(m, TT_BF16, 1, 16);
     ck_assert_str_eq(e32->ops->name, "cpu");
     ck_assert_int_eq(e32->n_ctx, m->config.maxT);
     ck_assert_int_eq(e16->n_ctx, 16);
@@ -616,7 +593,7 @@ START_TEST(engine_reports_what_it_holds)
                   e16->weight_bytes, e32->weight_bytes);
     ck_assert(e32->memory_bytes > e32->weight_bytes);
     /* q8: 34 bytes per 32 weights (8.5 bits), the vectors fp32. */
-    engine *e8 = make_engine(m, TT_Q8, 1, 16);
+    engine *e8 = tu_cpu_engine(m, TT_Q8, 1, 16);
     ck_assert_msg(strstr(e8->description, "q8"), "%s", e8->description);
     ck_assert_msg(e8->weight_bytes * 100 > e32->weight_bytes * 26 &&
                   e8->weight_bytes * 100 < e32->weight_bytes * 30, "q8 %zu vs fp32 %zu",

@@ -2,6 +2,7 @@
  * shapes, dtypes, tied/untied lm_head, mask buffers), refusal of pickle checkpoints, and models
  * written by modelgen loading with the same values whatever their dtype or naming. */
 #include <check.h>
+#include <math.h>
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +292,47 @@ START_TEST(rejects_invalid_generation_config)
         ck_assert_msg(strstr(err.msg, cases[i].want) != NULL, "'%s' lacks '%s'", err.msg,
                       cases[i].want);
     }
+}
+END_TEST
+
+/* Found by fuzzing (tests/fuzz/corpus/generation_config/crash-float-overflow and
+ * crash-float-underflow): a finite double beyond the float range was accepted and became an
+ * infinite repetition penalty, and a tiny positive one became a penalty of 0. */
+/* Found by fuzzing (tests/fuzz/corpus/config/crash-epsilon-underflow): 1e-50 is in (0, 1) as a
+ * double but 0 as the float the model keeps, which LayerNorm then divides by. */
+START_TEST(rejects_layer_norm_epsilon_that_is_zero_as_a_float)
+{
+    const char *json = "{\"vocab_size\":300,\"n_positions\":8,\"n_embd\":4,\"n_head\":2,"
+                       "\"n_layer\":1,\"layer_norm_epsilon\":1e-50}";
+    gpt2_config c;
+    tt_error err = {0};
+    ck_assert_int_eq(gpt2_config_parse(json, strlen(json), "config.json", &c, &err),
+                     TT_ERR_CONFIG);
+    ck_assert_str_eq(err.msg, "config.json: layer_norm_epsilon: 1e-50 is too small");
+}
+END_TEST
+
+START_TEST(rejects_generation_values_beyond_the_float_range)
+{
+    static const char *const cases[][2] = {
+        {"{\"repetition_penalty\": 1.21e308}", "repetition_penalty: 1.21e+308 is too large"},
+        {"{\"temperature\": 1e39}", "temperature: 1e+39 is too large"},
+        {"{\"repetition_penalty\": 1.21e-308}", "repetition_penalty: 1.21e-308 is too small"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gpt2_generation_defaults g;
+        tt_error err = {0};
+        ck_assert_int_ne(gpt2_generation_parse(cases[i][0], strlen(cases[i][0]),
+                                               "generation_config.json", 512, &g, &err), TT_OK);
+        ck_assert_msg(strstr(err.msg, cases[i][1]) != NULL, "'%s' lacks '%s'", err.msg,
+                      cases[i][1]);
+    }
+    const char *ok = "{\"repetition_penalty\": 3e38}";
+    gpt2_generation_defaults g;
+    tt_error err = {0};
+    ck_assert_int_eq(gpt2_generation_parse(ok, strlen(ok), "generation_config.json", 512, &g,
+                                           &err), TT_OK);
+    ck_assert(isfinite(g.repetition_penalty));
 }
 END_TEST
 
@@ -976,6 +1018,8 @@ int main(void)
     tcase_add_test(tc, counts_parameters_of_released_sizes);
     tcase_add_test(tc, parses_generation_config);
     tcase_add_test(tc, rejects_invalid_generation_config);
+    tcase_add_test(tc, rejects_generation_values_beyond_the_float_range);
+    tcase_add_test(tc, rejects_layer_norm_epsilon_that_is_zero_as_a_float);
     suite_add_tcase(s, tc);
     tc = tu_add_case(s, "load", TU_TESTS(
             loads_generated_model, exact_models_hold_identical_values_in_every_dtype,

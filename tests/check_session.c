@@ -87,7 +87,8 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
     return TT_OK;
 }
 
-static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy};
+static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy,
+                                   NULL};
 
 /* ---------------------------------------------------------------------------------------------
  * Fixtures */

@@ -737,6 +737,34 @@ START_TEST(merges_apply_one_rank_per_pass_like_encoder_py)
 }
 END_TEST
 
+/* tokenizer_load is tokenizer_load_buffers over the files' bytes (the fuzzer's entry point). */
+START_TEST(load_from_buffers_matches_load_from_files_and_names_the_buffers)
+{
+    const char *dir = tu_gpt2_dir();
+    size_t vlen = 0, mlen = 0;
+    char *vocab = tu_read_file(tu_path("%s/vocab.json", dir), &vlen);
+    char *merges = tu_read_file(tu_path("%s/merges.txt", dir), &mlen);
+    ck_assert(vocab && merges);
+    tokenizer *a = load_gpt2(), *b = NULL;
+    tt_error err = {0};
+    ck_assert_msg(tokenizer_load_buffers(vocab, vlen, "v", merges, mlen, "m", &b, &err) == TT_OK,
+                  "%s", err.msg);
+    ck_assert(tokenizer_equal(a, b));
+    tokenizer_free(b);
+    b = (tokenizer *)1;
+    ck_assert_int_eq(tokenizer_load_buffers(vocab, vlen, "v", "a b c\n", 6, "my-merges", &b, &err),
+                     TT_ERR_FORMAT);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strncmp(err.msg, "my-merges:1: ", 13) == 0, "%s", err.msg);
+    ck_assert_int_eq(tokenizer_load_buffers("{", 1, "my-vocab", "", 0, "m", &b, &err),
+                     TT_ERR_FORMAT);
+    ck_assert_msg(strncmp(err.msg, "my-vocab:1: invalid JSON", 24) == 0, "%s", err.msg);
+    tokenizer_free(a);
+    free(vocab);
+    free(merges);
+}
+END_TEST
+
 START_TEST(equal_only_when_vocab_and_merges_match)
 {
     tokenizer *a = load_gpt2(), *b = load_gpt2();
@@ -793,7 +821,8 @@ int main(void)
             rejects_merge_whose_symbols_or_result_are_not_in_vocab,
             small_vocab_merges_by_rank_then_leftmost,
             merges_apply_one_rank_per_pass_like_encoder_py,
-            equal_only_when_vocab_and_merges_match));
+            equal_only_when_vocab_and_merges_match,
+            load_from_buffers_matches_load_from_files_and_names_the_buffers));
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 60);
 

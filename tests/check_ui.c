@@ -378,15 +378,22 @@ START_TEST(histogram_marks_every_cut_stage_and_the_penalty)
 }
 END_TEST
 
+/* The step of snapshot() drawn with 8 bars into a fresh 20x50 grid; returns the first row's y. */
+static int draw_step(ui_grid *g)
+{
+    ck_assert(ui_grid_init(g, 20, 50));
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    ui_histogram_draw(g, (ui_rect){0, 0, 20, 50}, &v);
+    int r1 = find_row_start(g, " 1 ");
+    ck_assert_int_ge(r1, 0);
+    return r1;
+}
+
 START_TEST(histogram_bars_are_proportional)
 {
     ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
-    int r1 = find_row_start(&g, " 1 ");
-    ck_assert_int_ge(r1, 0);
+    int r1 = draw_step(&g);
     int full1 = count_cp(&g, r1, 0, 50, 0x2588), full2 = count_cp(&g, r1 + 1, 0, 50, 0x2588);
     int full3 = count_cp(&g, r1 + 2, 0, 50, 0x2588);
     ck_assert_int_gt(full1, 8);
@@ -399,6 +406,31 @@ START_TEST(histogram_bars_are_proportional)
     ck_assert_int_gt(count_cp(&g, r4, 0, 50, 0x2591), 0);
     int x = find_cp(&g, r4, 0x2591);
     ck_assert_int_eq(ui_grid_cell(&g, r4, x)->style, UI_STYLE_BAR_CUT);
+    ui_grid_free(&g);
+}
+END_TEST
+
+/* Without a UTF-8 terminal (LANG=C) curses shows each cell as ui_ascii_fallback's character:
+ * the histogram must stay readable, every drawing character with its own ASCII look-alike. */
+START_TEST(histogram_reads_in_ascii_without_a_utf8_terminal)
+{
+    ui_grid g;
+    int r1 = draw_step(&g);
+    char row[51];
+    for (int x = 0; x < 50; x++)
+        row[x] = ui_ascii_fallback(ui_grid_cell(&g, r1, x)->cp);
+    row[50] = 0;
+    ck_assert_msg(strstr(row, "########") != NULL, "no bar in '%s'", row);
+    ck_assert_msg(strchr(row, '?') == NULL, "an unmapped character in '%s'", row);
+    static const uint32_t drawn[] = {0x2588, 0x2589, 0x258a, 0x258b, 0x258c, 0x258d, 0x258e,
+                                     0x258f, 0x2591, 0x2592, 0x2595, 0x25b2, 0x25b6, 0x2193,
+                                     0x2192, 0x2423, 0x2502, 0x2500, 0x2026, 0x00b7};
+    for (size_t i = 0; i < sizeof drawn / sizeof drawn[0]; i++) {
+        char c = ui_ascii_fallback(drawn[i]);
+        ck_assert_msg(c > 0x20 && c < 0x7f && c != '?', "U+%04X has no look-alike", drawn[i]);
+    }
+    ck_assert_int_eq(ui_ascii_fallback('A'), 'A');
+    ck_assert_int_eq(ui_ascii_fallback(0x4e2d), '?');
     ui_grid_free(&g);
 }
 END_TEST
@@ -819,6 +851,7 @@ int main(void)
             transcript_caret_follows_the_last_character));
     TCase *hist = tu_add_case(s, "histogram", TU_TESTS(
             histogram_marks_every_cut_stage_and_the_penalty, histogram_bars_are_proportional,
+            histogram_reads_in_ascii_without_a_utf8_terminal,
             histogram_highlights_the_sampled_token_and_the_draw, histogram_escapes_a_leading_space,
             histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars,
             histogram_shows_a_sampled_token_ranked_below_the_top_list,

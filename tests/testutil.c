@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/engine.h"
+
 const char *tu_gpt2_dir(void)
 {
     const char *d = getenv("TOKENTOP_GPT2_DIR");
@@ -146,4 +148,28 @@ void tu_fake_truncate(engine *e, int pos)
 void tu_fake_destroy(engine *e)
 {
     free(e);
+}
+
+engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
+{
+    engine_options o;
+    engine_options_default(&o);
+    o.dtype = d;
+    o.n_threads = n_threads;
+    o.n_ctx = n_ctx;
+    engine *e = NULL;
+    tt_error err;
+    ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "cpu_engine_create: %s", err.msg);
+    return e;
+}
+
+uint64_t tu_fnv1a64(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
 }

@@ -6,7 +6,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <stdint.h>
+
+#include "core/dtype.h"
 #include "core/engine.h"
+#include "core/model.h"
 #include "core/sampler.h"
 
 /* The GPT-2 tokenizer conformance folder: $TOKENTOP_GPT2_DIR when set, else the repository's
@@ -27,6 +31,13 @@ const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Index of the largest of v[0..n), the lowest index on ties (as greedy sampling picks). */
 int tu_argmax(const float *v, int n);
+
+/* A CPU engine over m holding weights in d (n_ctx 0: the model's); fails the calling test when
+ * it cannot be made. */
+struct engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx);
+
+/* FNV-1a 64 of p[0..n): the checksum the golden files record of model.safetensors. */
+uint64_t tu_fnv1a64(const void *p, size_t n);
 
 /* Sampler settings equal field by field (memcmp would read the struct's padding). */
 bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b);

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
 # Installs missing Debian packages, printing what it installs. One script for every make target.
-# Usage: tools/deps.sh [--check] [--train]
+# Usage: tools/deps.sh [--check] [--train | --fuzz]
 #   --check   only report what is missing (exit 1 if anything is)
 #   --train   the packages `make models` needs (retraining the embedded models) instead of the
 #             build-and-test set
+#   --fuzz    the packages the fuzzers need (`make fuzz`, and the fuzz step of `make test`)
 set -eu
 
-check=0 train=0
+check=0 train=0 fuzz=0
 for a in "$@"; do
     case "$a" in
         --check) check=1 ;;
         --train) train=1 ;;
-        *) echo "tools/deps.sh: unknown option '$a' (use --check, --train)" >&2; exit 2 ;;
+        --fuzz) fuzz=1 ;;
+        *) echo "tools/deps.sh: unknown option '$a' (use --check, --train, --fuzz)" >&2; exit 2 ;;
     esac
 done
 
-if [ $train -eq 0 ]; then
+if [ $fuzz -eq 1 ]; then
+    # Why each one:
+    #   clang              libFuzzer and its coverage instrumentation (-fsanitize=fuzzer); gcc has
+    #                      no coverage-guided fuzzer
+    #   libclang-rt-dev    the libFuzzer, ASan and UBSan runtime libraries clang links
+    who="make fuzz"
+    packages=(clang libclang-rt-dev)
+elif [ $train -eq 0 ]; then
     # Why each one (the README says the same):
     #   gcc make pkg-config       the build
     #   libcjson-dev              JSON: safetensors headers, config.json, vocab.json (keeps duplicate

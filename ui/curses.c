@@ -28,6 +28,7 @@ static struct termios saved_termios;
 static bool have_saved_termios;
 static char emergency_seq[256];
 static size_t emergency_len;
+static bool ascii_only;   /* the terminal shows only ASCII: see terminal_is_utf8 */
 static attr_t style_attr[UI_STYLE_COUNT];
 static short style_pair[UI_STYLE_COUNT];
 
@@ -95,6 +96,21 @@ static void add_cap(const char *name)
     }
 }
 
+/* Whether the terminal shows UTF-8, judged as tmux and less do, from the locale the environment
+ * names (LC_ALL, else LC_CTYPE, else LANG), not from the process's locale: the REPL switches its
+ * own LC_CTYPE to C.UTF-8 to handle token text, which says nothing about the terminal. With
+ * LANG=C (or none), each cell is drawn as its ASCII look-alike (ui_ascii_fallback). */
+static bool terminal_is_utf8(void)
+{
+    const char *vars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return strcasestr(v, "UTF-8") || strcasestr(v, "utf8");
+    }
+    return false;
+}
+
 bool ui_curses_start(char *why, size_t cap)
 {
     if (active)
@@ -112,6 +128,7 @@ bool ui_curses_start(char *why, size_t cap)
     }
     set_term(screen);
     active = true;
+    ascii_only = !terminal_is_utf8();
     static bool registered;
     if (!registered) {   /* an exit() from anywhere still gives the terminal back */
         atexit(ui_curses_stop);
@@ -220,6 +237,16 @@ void ui_curses_present(const ui_grid *g)
             if (c->width == 2 && x + 1 >= cols)
                 wc[0] = L' ', wc[1] = 0;
             cchar_t cc;
+            if (ascii_only) {
+                /* One ASCII character per cell; a wide character's second cell is a blank. */
+                wc[0] = (wchar_t)ui_ascii_fallback((uint32_t)wc[0]);
+                wc[1] = 0;
+                if (c->width == 2 && x + 1 < cols) {
+                    wchar_t blank[2] = {L' ', 0};
+                    setcchar(&cc, blank, a, style_pair[st], NULL);
+                    mvadd_wch(y, x + 1, &cc);
+                }
+            }
             setcchar(&cc, wc, a, style_pair[st], NULL);
             mvadd_wch(y, x, &cc);
         }

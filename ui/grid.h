@@ -113,4 +113,10 @@ char *ui_grid_text(const ui_grid *g);
 /* Cell access with bounds checks (NULL outside). */
 const ui_cell *ui_grid_cell(const ui_grid *g, int y, int x);
 
+/* The ASCII character shown for cp on a terminal that cannot show UTF-8 (ui/curses.c uses it when
+ * the environment's locale is not UTF-8): cp itself below 0x7f; for the characters the panes
+ * draw, a look-alike (bars '#' over '.', '>' for the drawn token, '^' for u, '|' for borders, '_'
+ * for a leading space, ...); '?' for any other character. */
+char ui_ascii_fallback(uint32_t cp);
+
 #endif

@@ -1,0 +1,136 @@
+/* bench_batch.c: batched decode throughput for `tokentop bench --batch`. */
+#include "app/bench_batch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/jsonw.h"
+#include "core/rng.h"
+
+int bench_batch_parse(const char *s, int *sizes)
+{
+    int n = 0;
+    const char *p = s ? s : "";
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 256 || (*end != ',' && *end != 0) ||
+            n == BENCH_BATCH_MAX || *p == ' ' || *p == '+') {
+            fprintf(stderr, "tokentop bench: --batch: expected a comma-separated list of up to %d "
+                    "batch sizes in [1, 256] (e.g. 1,2,4,8), got %s\n", BENCH_BATCH_MAX,
+                    s ? s : "nothing");
+            return -1;
+        }
+        sizes[n++] = (int)v;
+        if (*end == 0)
+            return n;
+        p = end + 1;
+    }
+}
+
+static int argmax_row(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
+                          bench_batch_row *rows, tt_error *err)
+{
+    const gpt2_config *cfg = e->config;
+    const int N = prompt_tokens, M = gen_tokens;
+    int maxB = 1;
+    for (int i = 0; i < n; i++)
+        maxB = sizes[i] > maxB ? sizes[i] : maxB;
+    tt_status st = engine_seq_reserve(e, maxB, err);
+    if (st != TT_OK)
+        return st;
+    int32_t *ids = malloc((size_t)(N > maxB ? N : maxB) * sizeof *ids);
+    int *seqs = malloc((size_t)maxB * sizeof *seqs);
+    double *times = malloc((size_t)M * sizeof *times);
+    if (!ids || !seqs || !times) {
+        st = tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
+        goto out;
+    }
+    rng g;
+    rng_seed(&g, 2);
+    for (int i = 0; i < N; i++)
+        ids[i] = (int32_t)(rng_next(&g) % (uint64_t)cfg->V);
+    for (int i = 0; i < n; i++) {
+        int B = sizes[i];
+        if ((st = engine_forward(e, ids, N, 0, false, err)) != TT_OK)
+            goto out;
+        int32_t first = (int32_t)argmax_row(engine_logits(e, 0), cfg->V);
+        for (int b = 0; b < B; b++) {
+            seqs[b] = b;
+            if ((st = engine_seq_copy(e, b, 0, 0, N, err)) != TT_OK)
+                goto out;
+        }
+        int32_t next[256];
+        for (int b = 0; b < B; b++)
+            next[b] = first;
+        for (int s = 0; s < M; s++) {
+            double t0 = tt_now_s();
+            if ((st = engine_forward_batch(e, seqs, next, B, err)) != TT_OK)
+                goto out;
+            times[s] = tt_now_s() - t0;
+            for (int b = 0; b < B; b++)
+                next[b] = (int32_t)argmax_row(engine_logits(e, b), cfg->V);
+        }
+        rows[i].batch = B;
+        rows[i].step_s = tt_median(times, M);
+        rows[i].kv_bytes_per_sequence = 2.0 * cfg->L * cfg->C * sizeof(float) * e->n_ctx;
+        rows[i].kv_read_bytes = 2.0 * cfg->L * cfg->C * sizeof(float) * (N + 0.5 * (M + 1));
+    }
+out:
+    free(ids);
+    free(seqs);
+    free(times);
+    return st;
+}
+
+static double predicted_tok_s(const bench_batch_row *r, size_t weight_bytes, double bandwidth)
+{
+    if (bandwidth <= 0)
+        return 0.0;
+    return r->batch * bandwidth / ((double)weight_bytes + r->batch * r->kv_read_bytes);
+}
+
+void bench_batch_print(FILE *f, const bench_batch_row *rows, int n, size_t weight_bytes,
+                       double bandwidth)
+{
+    double base = rows[0].batch > 0 ? rows[0].batch / rows[0].step_s : 0.0;
+    for (int i = 0; i < n; i++) {
+        double agg = rows[i].batch / rows[i].step_s;
+        fprintf(f, "  batch %-3d     %.1f tok/s aggregate (%.2fx the first), %.1f tok/s per "
+                "sequence, %.1f MB KV cache per sequence; bandwidth model: %.1f tok/s\n",
+                rows[i].batch, agg, base > 0 ? agg / base : 0.0, 1.0 / rows[i].step_s,
+                rows[i].kv_bytes_per_sequence * 1e-6,
+                predicted_tok_s(&rows[i], weight_bytes, bandwidth));
+    }
+}
+
+void bench_batch_print_json(FILE *f, const bench_batch_row *rows, int n, size_t weight_bytes,
+                            double bandwidth)
+{
+    fputs("\"batch\":[", f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{\"batch\":%d,\"aggregate_tok_s\":", i ? "," : "", rows[i].batch);
+        jsonw_number(f, rows[i].batch / rows[i].step_s);
+        fputs(",\"per_sequence_tok_s\":", f);
+        jsonw_number(f, 1.0 / rows[i].step_s);
+        fputs(",\"step_ms\":", f);
+        jsonw_number(f, rows[i].step_s * 1e3);
+        fprintf(f, ",\"kv_bytes_per_sequence\":%.0f,\"predicted_aggregate_tok_s\":",
+                rows[i].kv_bytes_per_sequence);
+        jsonw_number(f, predicted_tok_s(&rows[i], weight_bytes, bandwidth));
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
