@@ -675,6 +675,25 @@ START_TEST(status_bar_shows_speed_cache_and_reuse)
 }
 END_TEST
 
+/* At 100 columns, after a turn, the fall-back note and the precision stay; the time to first
+ * token goes first. */
+START_TEST(a_100_column_status_bar_keeps_the_backend_and_precision)
+{
+    ui_status_view v = {.model = "kjv-target", .backend = "cpu (no GPU)", .precision = "fp16",
+                        .sampler = "temp 0.8", .mode = "sample", .has_turn = true,
+                        .tok_s = 2101.9, .ttft_ms = 2.0, .reused = 0, .prefilled = 3,
+                        .generated = 200, .kv_used = 202, .kv_total = 256, .seed = 7,
+                        .max_new = 200};
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 2, 100));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 100}, &v);
+    const char *r0 = row(&g, 0);
+    ck_assert_msg(strstr(r0, "cpu (no GPU) fp16") && strstr(r0, "KV 202/256"), "%s", r0);
+    ck_assert_msg(strstr(r0, "ttft") == NULL, "%s", r0);
+    ui_grid_free(&g);
+}
+END_TEST
+
 START_TEST(a_narrow_status_bar_keeps_the_cache_figures)
 {
     ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "bf16",
@@ -860,6 +879,7 @@ int main(void)
     tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
     tu_add_case(s, "status_layout_input", TU_TESTS(
             status_bar_shows_speed_cache_and_reuse, a_narrow_status_bar_keeps_the_cache_figures,
+            a_100_column_status_bar_keeps_the_backend_and_precision,
             status_bar_shows_speculative_acceptance_and_speedup,
             layout_puts_the_histogram_beside_or_below, small_terminal_shows_a_notice,
             input_moves_and_deletes_by_character, input_triple_quotes_make_one_multiline_entry,

@@ -55,7 +55,7 @@ static size_t format_first(const ui_status_view *v, int width, char *out, size_t
     p[n++].drop = 3;
     snprintf(p[n].text, sizeof p[n].text, "%s %s", v->backend ? v->backend : "?",
              v->precision ? v->precision : "?");
-    p[n++].drop = 5;
+    p[n++].drop = 4;       /* the precision stays longer than the time to first token */
     snprintf(p[n].text, sizeof p[n].text, "%s", v->mode ? v->mode : "?");
     p[n++].drop = 2;
     if (v->busy)
@@ -70,7 +70,7 @@ static size_t format_first(const ui_status_view *v, int width, char *out, size_t
             snprintf(p[n].text, sizeof p[n].text, "ttft %.0f ms", v->ttft_ms);
         else
             snprintf(p[n].text, sizeof p[n].text, "ttft -");
-        p[n++].drop = 4;
+        p[n++].drop = 5;
     }
     if (v->spec) {
         int k = snprintf(p[n].text, sizeof p[n].text, "accept %.0f%% %.2f tok/pass",
