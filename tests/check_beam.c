@@ -44,11 +44,7 @@ static const uint64_t case_seeds[N_CASES] = {21, 22, 23, 24, 25, 26, 27};
 static void case_read(const char *name, beam_case *c)
 {
     memset(c, 0, sizeof *c);
-    const char *srcdir = getenv("TOKENTOP_SRCDIR");
-    const char *path = tu_path("%s/tests/golden/%s.txt", srcdir && *srcdir ? srcdir : ".", name);
-    char *text = tu_read_file(path, NULL);
-    ck_assert_msg(text != NULL, "cannot read %s (run from the repository root, or set "
-                  "TOKENTOP_SRCDIR)", path);
+    char *text = tu_read_golden(name);
     beam_options_default(&c->o);
     char *save = NULL;
     bool have_options = false;
@@ -90,7 +86,7 @@ static void case_read(const char *name, beam_case *c)
     }
     free(text);
     ck_assert_msg(c->fnv && c->n_prompt && have_options && c->want.n_hyps,
-                  "%s: incomplete beam file", path);
+                  "tests/golden/%s.txt: incomplete beam file", name);
 }
 
 static uint64_t file_fnv(const char *path)

@@ -104,11 +104,7 @@ typedef struct {
 static void golden_read(const char *name, golden *g)
 {
     memset(g, 0, sizeof *g);
-    const char *srcdir = getenv("TOKENTOP_SRCDIR");
-    const char *path = tu_path("%s/tests/golden/%s.txt", srcdir && *srcdir ? srcdir : ".", name);
-    char *text = tu_read_file(path, NULL);
-    ck_assert_msg(text != NULL, "cannot read %s (run the tests from the repository root, or set "
-                  "TOKENTOP_SRCDIR)", path);
+    char *text = tu_read_golden(name);
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *p;
@@ -132,14 +128,14 @@ static void golden_read(const char *name, golden *g)
             for (int i = 0; i < g->V; i++) {
                 char *end;
                 g->logits[r][i] = strtof(p, &end);
-                ck_assert_msg(end != p, "%s: row %d has fewer than %d logits", path, g->rows[r],
-                              g->V);
+                ck_assert_msg(end != p, "tests/golden/%s.txt: row %d has fewer than %d logits",
+                              name, g->rows[r], g->V);
                 p = end;
             }
         }
     }
     free(text);
-    ck_assert_msg(g->fnv && g->V && g->n_ids && g->n_rows, "%s: incomplete golden file", path);
+    ck_assert_msg(g->fnv && g->V && g->n_ids && g->n_rows, "tests/golden/%s.txt: incomplete golden file", name);
 }
 
 static void golden_free(golden *g)

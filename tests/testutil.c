@@ -173,3 +173,13 @@ uint64_t tu_fnv1a64(const void *p, size_t n)
     }
     return h;
 }
+
+char *tu_read_golden(const char *name)
+{
+    const char *srcdir = getenv("TOKENTOP_SRCDIR");
+    const char *path = tu_path("%s/tests/golden/%s.txt", srcdir && *srcdir ? srcdir : ".", name);
+    char *text = tu_read_file(path, NULL);
+    ck_assert_msg(text != NULL, "cannot read %s (run the tests from the repository root, or set "
+                  "TOKENTOP_SRCDIR)", path);
+    return text;
+}

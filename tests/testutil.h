@@ -26,6 +26,10 @@ void tu_rmtree(const char *dir);
 char *tu_read_file(const char *path, size_t *len);
 int tu_write_file(const char *path, const void *data, size_t len);
 
+/* The text of tests/golden/NAME.txt (under $TOKENTOP_SRCDIR, else the working directory),
+ * NUL-terminated, caller frees; fails the calling test with the path when it cannot be read. */
+char *tu_read_golden(const char *name);
+
 /* printf into a static rotating buffer (8 slots), for building paths in tests. */
 const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
