@@ -33,7 +33,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt2_ref import fnv1a64, forward, load_model  # noqa: E402
+from gpt2_ref import fnv1a64, forward, load_model, write_text  # noqa: E402
 
 
 def penalized(logits, hist, a, eos, t):
@@ -162,12 +162,7 @@ def main():
     for score, _, ids, logprob, is_eos in hyps:
         lines.append("hyp score %.12g logprob %.12g eos %d n %d %s" % (
             score, logprob, int(is_eos), len(ids), " ".join(str(i) for i in ids)))
-    text = "\n".join(lines) + "\n"
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_text("\n".join(lines) + "\n", a.out)
     return 0
 
 

@@ -188,6 +188,15 @@ def forward(cfg, w, ids):
 # --------------------------------------------------------------------------------------------
 # main
 
+
+def write_text(text, path):
+    """Writes text to path, or to standard output when path is empty."""
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
@@ -220,12 +229,7 @@ def main():
     for r in rows:
         lines.append("row %d argmax %d logits %s" % (
             r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))
-    text = "\n".join(lines) + "\n"
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_text("\n".join(lines) + "\n", a.out)
     return 0
 
 
