@@ -15,7 +15,8 @@ MKMODEL=$work/mkmodel
 "$MKMODEL" "$work/m" --ctx 128 --seed 5 >/dev/null || { echo "FAIL: mkmodel"; exit 1; }
 M=$work/m
 export TOKENTOP_HISTORY=""
-# --backend cpu everywhere: a CUDA build on a machine without a GPU would add a note to stderr.
+# --backend cpu everywhere: the comparisons below are about line mode, not the backend chosen;
+# the plugin's absence is reported only where a person looks (status bar, /show, -v).
 
 # 1. A greedy reply in line mode is what `generate` prints for the same prompt, plus a newline.
 printf '/temp 0\nHello\n' | "$BIN" --backend cpu --model "$M" -n 12 >"$work/out1" 2>"$work/err1"
