@@ -274,6 +274,32 @@ static bool recover_device(session *s, tt_status st, const tt_error *why)
     return true;
 }
 
+tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err)
+{
+    if (prefilled)
+        *prefilled = 0;
+    if (s->gen)
+        return tt_fail(err, TT_ERR_ARG, "session: cannot change the engine while a generation is "
+                       "open");
+    if (ne->config->V != s->eng->config->V)
+        return tt_fail(err, TT_ERR_CONFIG, "session: the new engine's vocabulary has %d tokens, "
+                       "the conversation's model %d", ne->config->V, s->eng->config->V);
+    int wlen = s->n_tokens - s->window_start;
+    if (wlen > ne->n_ctx)
+        return tt_fail(err, TT_ERR_CONTEXT, "session: the conversation's window (%d tokens) does "
+                       "not fit the new engine's context of %d", wlen, ne->n_ctx);
+    if (wlen > 0) {
+        ne->interrupt = s->interrupt;
+        tt_status st = engine_sync(ne, s->tokens + s->window_start, wlen, true, NULL, prefilled,
+                                   err);
+        ne->interrupt = NULL;
+        if (st != TT_OK)
+            return st;
+    }
+    s->eng = ne;
+    return TT_OK;
+}
+
 /* Brings the engine cache in line with the window and leaves logits for its last token.
  * reused/prefilled receive the counts. Honors s->interrupt between chunks (engine_sync). */
 static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shifted, int *dropped,
@@ -601,7 +627,7 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
         tok = sampler_draw(s->smp, u, &snap);
         origin = TOKEN_SAMPLED;
     }
-    session_event ev = {.token = tok, .origin = origin, .snap = &snap};
+    session_event ev = {.token = tok, .origin = origin, .snap = &snap, .logits = logits};
     if ((st = produce(s, &ev, fn, user, stop, err)) != TT_OK)
         return st;
     if (*stop != SESSION_STOP_NONE)

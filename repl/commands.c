@@ -11,6 +11,7 @@
 
 #include "core/text.h"
 #include "core/util.h"
+#include "repl/dtype_cmd.h"
 #include "repl/session_file.h"
 #include "ui/grid.h"
 
@@ -19,16 +20,14 @@
 /* ---------------------------------------------------------------------------------------------
  * Output */
 
-static void out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_add(cmd_env *e, const char *fmt, ...)
+void cmd_out_vadd(cmd_env *e, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
+    va_list again;
+    va_copy(again, ap);
     char small[512];
     int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
     if (n < 0)
-        return;
+        goto out;
     size_t need = e->out_len + (size_t)n + 1;
     if (need > e->out_cap) {
         size_t cap = e->out_cap ? e->out_cap : 1024;
@@ -36,18 +35,26 @@ static void out_add(cmd_env *e, const char *fmt, ...)
             cap *= 2;
         char *o = realloc(e->out, cap);
         if (!o)
-            return;
+            goto out;
         e->out = o;
         e->out_cap = cap;
     }
-    if ((size_t)n < sizeof small) {
+    if ((size_t)n < sizeof small)
         memcpy(e->out + e->out_len, small, (size_t)n + 1);
-    } else {
-        va_start(ap, fmt);
-        vsnprintf(e->out + e->out_len, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
+    else
+        vsnprintf(e->out + e->out_len, (size_t)n + 1, fmt, again);
     e->out_len += (size_t)n;
+out:
+    va_end(again);
+}
+
+static void out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_add(cmd_env *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cmd_out_vadd(e, fmt, ap);
+    va_end(ap);
 }
 
 static int fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -98,6 +105,7 @@ void cmd_env_free(cmd_env *e)
 {
     if (!e)
         return;
+    dtype_cmd_compare_off(e);
     free(e->out);
     e->out = NULL;
     e->out_len = e->out_cap = 0;
@@ -535,6 +543,7 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             e->model_name, e->model_dir, (double)s->model->n_params / 1e6, cfg->V, cfg->maxT,
             cfg->C, cfg->L, cfg->NH);
     out_add(e, "engine      %s\n", e->engine_desc);
+    dtype_cmd_show(e);
     if (e->backend_note)
         out_add(e, "backend     auto: %s\n", e->backend_note);
     out_add(e, "threads     %s\n", cpu_engine_describe_threads(s->eng, line, sizeof line));
@@ -921,6 +930,12 @@ const cmd_entry cmd_table[] = {
      .usage = "tokens the histogram shows (1 to 32)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
      .exec = exec_bars},
+    {.name = "dtype", .alias = NULL, .args = "[T|compare [T|off]]",
+     .usage = "weight precision T (fp32, fp16, bf16, q8): switch, prefilling the conversation "
+              "again; compare T: the histogram shows p under both on a second engine (twice "
+              "the weight memory; compare off frees it)",
+     .min_args = 0, .max_args = 2, .busy_ok = false, .param = NULL,
+     .exec = dtype_cmd_exec},
     {.name = "save", .alias = NULL, .args = "FILE",
      .usage = "save the conversation and settings (JSON)",
      .min_args = 1, .max_args = 1, .busy_ok = true, .param = NULL,

@@ -5,9 +5,12 @@
 #ifndef TOKENTOP_COMMANDS_H
 #define TOKENTOP_COMMANDS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/dtype_compare.h"
 
 #include "core/sampler.h"
 #include "core/session.h"
@@ -56,6 +59,17 @@ typedef struct cmd_env {
     sampler_snapshot hist_draft;   /* the draft's chain there (q) */
     spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
     bool hist_bonus;               /* the token was a bonus (no draft at that position) */
+    /* Precision (/dtype, repl/dtype_cmd.c). make_engine (set by the front end; NULL: /dtype is
+     * not available) creates an engine over the session's model on the session engine's backend
+     * and n_ctx, holding weights in d. adopt_engine is called once the session runs on a new
+     * engine (session_set_engine): the front end owns the engines and frees old. */
+    tt_status (*make_engine)(void *user, tt_dtype d, engine **out, tt_error *err);
+    void (*adopt_engine)(void *user, engine *old, engine *now);
+    void *engine_user;
+    engine *cmp;                   /* /dtype compare: the second engine, owned (freed by
+                                      /dtype compare off and cmd_env_free); NULL when off */
+    bool hist_has_cmp;             /* hist_cmp describes the histogram's position */
+    dtype_compare hist_cmp;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */
@@ -82,6 +96,9 @@ extern const int cmd_count;
 /* Prepares env for session s (not owned) with the defaults (10 bars, sampling, no step mode). */
 void cmd_env_init(cmd_env *e, session *s);
 void cmd_env_free(cmd_env *e);   /* NULL is safe */
+
+/* Appends printf-style text to e->out (for handlers that live in their own file). */
+void cmd_out_vadd(cmd_env *e, const char *fmt, va_list ap);
 
 /* Finds a command by exact name, alias, or unique name prefix. On failure returns NULL and puts
  * the message in msg: "Unknown command '/x'. Type /help." or
