@@ -18,6 +18,8 @@
 #include "core/tokenizer.h"
 #include "repl/commands.h"
 #include "tests/testutil.h"
+#include "ui/grid.h"
+#include "ui/histogram_pair.h"
 
 /* ---------------------------------------------------------------------------------------------
  * The figures */
@@ -409,6 +411,92 @@ START_TEST(dtype_compare_shows_both_precisions_and_off_frees_the_engine)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------
+ * The two-precision view (ui/histogram_pair.c) */
+
+/* p 0.40 0.30 0.10 under fp32, q 0.38 0.33 0.09 under q8; the argmaxes differ (token 30 leads
+ * under q8 elsewhere in the vocabulary). */
+static dtype_compare pair_case(void)
+{
+    dtype_compare c;
+    memset(&c, 0, sizeof c);
+    c.ref_dtype = TT_F32;
+    c.dtype = TT_Q8;
+    c.kl = 0.0123;
+    c.max_dp = 0.03f;
+    c.max_dp_id = 'b' - 33;
+    c.top1_ref = 'a' - 33;
+    c.top1_cmp = 'b' - 33;
+    c.top1_agree = false;
+    c.n_top = 3;
+    const int32_t ids[3] = {'a' - 33, 'b' - 33, 'c' - 33};
+    const float p[3] = {0.40f, 0.30f, 0.10f}, q[3] = {0.38f, 0.33f, 0.09f};
+    for (int i = 0; i < 3; i++) {
+        c.top_id[i] = ids[i];
+        c.top_p[i] = p[i];
+        c.top_q[i] = q[i];
+    }
+    return c;
+}
+
+static char rowbuf[1024];
+static const char *row_text(const ui_grid *g, int y)
+{
+    ui_grid_row_text(g, y, rowbuf, sizeof rowbuf);
+    return rowbuf;
+}
+
+START_TEST(pair_view_puts_both_precisions_on_each_token_row)
+{
+    dtype_compare c = pair_case();
+    for (int w = 30; w <= 70; w += 20) {     /* narrow (no bars), side pane, wide */
+        ui_grid g;
+        ck_assert(ui_grid_init(&g, 16, 80));
+        for (int y = 0; y < 16; y++)
+            ui_grid_fill(&g, y, 0, 80, 'X', UI_STYLE_NORMAL, 0);
+        ui_pair_view v = {.kind = UI_HIST_STEP, .cmp = &c, .tok = tok, .bars = 10, .step = 2,
+                          .position = 9, .chosen = 'b' - 33};
+        ui_rect r = {1, 2, ui_histogram_pair_height(10), w};
+        ui_histogram_pair_draw(&g, r, &v);
+        ck_assert_msg(strstr(row_text(&g, 1), "fp32 vs q8"), "w %d: %s", w, rowbuf);
+        const char *want[3][3] = {{"40.0%", "38.0%", "-2.00%"}, {"30.0%", "33.0%", "+3.00%"},
+                                  {"10.0%", " 9.0%", "-1.00%"}};
+        for (int i = 0; i < 3; i++)
+            for (int k = 0; k < 3; k++)
+                ck_assert_msg(strstr(row_text(&g, 3 + i), want[i][k]),
+                              "w %d row %d lacks %s: %s", w, i, want[i][k], rowbuf);
+        ck_assert_msg(strstr(row_text(&g, 4), "\xe2\x96\xb6"), "the drawn token is marked");
+        /* bars only where there is room for them */
+        ck_assert_int_eq(strstr(row_text(&g, 3), "\xe2\x96\x88") != NULL, w >= 50);
+        ck_assert_msg(strstr(row_text(&g, 6), "KL"), "w %d: %s", w, rowbuf);
+        ck_assert_msg(strstr(row_text(&g, 7), "top-1 differs"), "w %d: %s", w, rowbuf);
+        for (int y = 0; y < 16; y++)
+            for (int x = 0; x < 80; x++)
+                if (!(y >= r.y && y < r.y + r.h && x >= r.x && x < r.x + r.w))
+                    ck_assert_msg(ui_grid_cell(&g, y, x)->cp == 'X', "w %d: (%d,%d) drawn", w,
+                                  y, x);
+        ui_grid_free(&g);
+    }
+}
+END_TEST
+
+START_TEST(pair_bars_are_proportional_and_padded)
+{
+    char b[128];
+    ui_histogram_pair_bar(0.5, 1.0, 10, b, sizeof b);
+    ck_assert_str_eq(b, "\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88     ");
+    ui_histogram_pair_bar(0.0001, 1.0, 4, b, sizeof b);    /* a sliver, not nothing */
+    ck_assert_str_eq(b, "\xe2\x96\x8f   ");
+    ui_histogram_pair_bar(0, 1.0, 3, b, sizeof b);
+    ck_assert_str_eq(b, "   ");
+    char d[16];
+    ui_histogram_pair_delta(-0.0123, d, sizeof d);
+    ck_assert_str_eq(d, "-1.23%");
+    ui_histogram_pair_delta(0.00001, d, sizeof d);
+    ck_assert_str_eq(d, "0");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dtype_compare");
@@ -425,7 +513,8 @@ int main(void)
     tc = tu_add_case(s, "commands", TU_TESTS(
             dtype_switch_keeps_the_conversation_and_matches_a_fresh_engine,
             dtype_refuses_bad_input_and_keeps_everything,
-            dtype_compare_shows_both_precisions_and_off_frees_the_engine));
+            dtype_compare_shows_both_precisions_and_off_frees_the_engine,
+            pair_view_puts_both_precisions_on_each_token_row, pair_bars_are_proportional_and_padded));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
     tcase_add_checked_fixture(tc, cmd_setup, cmd_teardown);

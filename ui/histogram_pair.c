@@ -7,6 +7,11 @@
 
 #define CHROME_ROWS 5   /* title, header, two summary lines, hint: as ui_histogram_height */
 
+int ui_histogram_pair_height(int bars)
+{
+    return bars + CHROME_ROWS;
+}
+
 void ui_histogram_pair_bar(double p, double scale, int w, char *out, size_t cap)
 {
     /* Eighth blocks by width: index 1..7 are U+258F..U+2589 (▏ to ▉), 8 is █. */
@@ -104,8 +109,11 @@ void ui_histogram_pair_draw(ui_grid *g, ui_rect r, const ui_pair_view *v)
      * [bar(bw) gap(1)] q(6) gap(1) change(7). */
     int tw = r.w >= 60 ? 12 : r.w >= 48 ? 9 : 6;
     int bw = (r.w - (tw + 26)) / 2 - 1;
-    if (bw < 3)
+    if (bw < 3) {              /* no room for bars: the numbers, with a shorter token column */
         bw = 0;
+        if (tw > r.w - 26)
+            tw = r.w - 26 > 3 ? r.w - 26 : 3;
+    }
     int xt = x0 + 4, xa = xt + tw + 1;
     int xpa = xa + (bw ? bw + 1 : 0);
     int xb = xpa + 7;

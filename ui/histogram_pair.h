@@ -24,6 +24,9 @@ typedef struct {
     int32_t chosen;                 /* the token drawn there (STEP), else -1 */
 } ui_pair_view;
 
+/* Rows the view needs for bars tokens (the same as ui_histogram_height: the panes swap). */
+int ui_histogram_pair_height(int bars);
+
 /* Draws v into r (the histogram pane's rectangle, ui_histogram_height rows for v->bars).
  * Narrow panes drop the bars and keep the numbers. */
 void ui_histogram_pair_draw(ui_grid *g, ui_rect r, const ui_pair_view *v);
