@@ -244,8 +244,8 @@ int dtype_cmd_exec(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     if (argc == 0) {
         dtype_cmd_show(e);
-        e->out_len--;          /* no newline at the end of a message */
-        e->out[e->out_len] = 0;
+        if (e->out_len > 0 && e->out[e->out_len - 1] == '\n')
+            e->out[--e->out_len] = 0;    /* no newline at the end of a message */
         return CMD_DONE;
     }
     if (strcmp(argv[0], "compare") == 0)
