@@ -23,6 +23,11 @@ grep -q "^next token at [0-9]*, raw p: q8 vs bf16" "$work/a.err" || fail "/dtype
 grep -Eq "^KL\(q8‖bf16\) [0-9.e+-]+ nats · max \|Δp\| [0-9.]+% at " "$work/a.err" || fail "/dtype compare: no KL line"
 grep -Eq "^top-1 (agrees|differs)" "$work/a.err" || fail "/dtype compare: no top-1 line"
 grep -q "^comparison off: the second engine's [0-9.]* MiB are freed" "$work/a.err" || fail "/dtype compare off"
+printf 'In the beginning\n/dtype compare\n' | "$BIN" "${M[@]}" -n 3 --greedy --compare-dtype q8 >/dev/null 2>"$work/s.err"
+grep -q "^next token at [0-9]*, raw p: fp32 vs q8" "$work/s.err" || fail "--compare-dtype q8 did not start the REPL comparing: $(cat "$work/s.err")"
+"$BIN" "${M[@]}" --compare-dtype fp32 </dev/null >/dev/null 2>"$work/s2.err"
+check "the REPL refuses --compare-dtype of its own precision (exit 1)" test $? -eq 1
+grep -q "^tokentop: --compare-dtype: /dtype compare fp32: the weights are fp32 already" "$work/s2.err" || fail "message: $(cat "$work/s2.err")"
 # The reply after the switch is what a fresh q8 engine gives on the same tokens.
 printf '/load %s\n\n' "$work/conv.json" | "$BIN" "${M[@]}" -n 6 --greedy --dtype q8 >"$work/b.out" 2>"$work/b.err"
 check "after /dtype q8 the conversation goes on as a fresh q8 engine's" \
