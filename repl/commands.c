@@ -20,14 +20,15 @@
 /* ---------------------------------------------------------------------------------------------
  * Output */
 
-void cmd_out_vadd(cmd_env *e, const char *fmt, va_list ap)
+void cmd_out_add(cmd_env *e, const char *fmt, ...)
 {
-    va_list again;
-    va_copy(again, ap);
+    va_list ap;
+    va_start(ap, fmt);
     char small[512];
     int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
     if (n < 0)
-        goto out;
+        return;
     size_t need = e->out_len + (size_t)n + 1;
     if (need > e->out_cap) {
         size_t cap = e->out_cap ? e->out_cap : 1024;
@@ -35,30 +36,21 @@ void cmd_out_vadd(cmd_env *e, const char *fmt, va_list ap)
             cap *= 2;
         char *o = realloc(e->out, cap);
         if (!o)
-            goto out;
+            return;
         e->out = o;
         e->out_cap = cap;
     }
-    if ((size_t)n < sizeof small)
+    if ((size_t)n < sizeof small) {
         memcpy(e->out + e->out_len, small, (size_t)n + 1);
-    else
-        vsnprintf(e->out + e->out_len, (size_t)n + 1, fmt, again);
+    } else {
+        va_start(ap, fmt);
+        vsnprintf(e->out + e->out_len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     e->out_len += (size_t)n;
-out:
-    va_end(again);
 }
 
-static void out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_add(cmd_env *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    cmd_out_vadd(e, fmt, ap);
-    va_end(ap);
-}
-
-static int fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(cmd_env *e, const char *fmt, ...)
+int cmd_fail(cmd_env *e, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -66,9 +58,13 @@ static int fail(cmd_env *e, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     e->out_len = 0;
-    out_add(e, "%s", msg);
+    cmd_out_add(e, "%s", msg);
     return CMD_ERROR;
 }
+
+/* The handlers in this file use the short names. */
+#define out_add cmd_out_add
+#define fail cmd_fail
 
 /* A value for messages: escaped the way the histogram shows tokens. */
 static void show_text(const char *s, char *out, size_t cap)

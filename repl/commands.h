@@ -5,7 +5,6 @@
 #ifndef TOKENTOP_COMMANDS_H
 #define TOKENTOP_COMMANDS_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,8 +96,10 @@ extern const int cmd_count;
 void cmd_env_init(cmd_env *e, session *s);
 void cmd_env_free(cmd_env *e);   /* NULL is safe */
 
-/* Appends printf-style text to e->out (for handlers that live in their own file). */
-void cmd_out_vadd(cmd_env *e, const char *fmt, va_list ap);
+/* For handlers: cmd_out_add appends printf-style text to e->out; cmd_fail replaces e->out with
+ * the message and returns CMD_ERROR. */
+void cmd_out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cmd_fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Finds a command by exact name, alias, or unique name prefix. On failure returns NULL and puts
  * the message in msg: "Unknown command '/x'. Type /help." or

@@ -11,6 +11,7 @@
 #include "core/session.h"
 #include "core/status.h"
 #include "repl/commands.h"
+#include "ui/grid.h"
 
 /* The /dtype handler (the row is in commands.c's table). */
 int dtype_cmd_exec(cmd_env *e, const cmd_entry *c, int argc, char **argv);
@@ -31,6 +32,10 @@ tt_status dtype_cmd_track_step(cmd_env *e, const session_event *ev, tt_error *er
 /* After session_peek filled e->hist for the end of the conversation: the same for that
  * position, from the session engine's logits. */
 tt_status dtype_cmd_track_peek(cmd_env *e, tt_error *err);
+
+/* Draws the two-precision view of the histogram's position into r when a comparison is on
+ * and describes it (then returns true); false draws nothing (the sampler view goes there). */
+bool dtype_cmd_draw(const cmd_env *e, ui_grid *g, ui_rect r);
 
 /* What the status bar shows for the precision: "fp32", or "fp32 vs q8" while comparing. */
 const char *dtype_cmd_status(const cmd_env *e, char *buf, size_t cap);

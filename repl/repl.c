@@ -26,7 +26,6 @@
 #include "ui/curses.h"
 #include "ui/grid.h"
 #include "ui/histogram.h"
-#include "ui/histogram_pair.h"
 #include "ui/input.h"
 #include "ui/layout.h"
 #include "ui/status.h"
@@ -497,20 +496,8 @@ static void draw(tui *t)
         .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
         .bonus = t->env->hist_bonus,
     };
-    if (t->env->cmp && t->env->hist_has_cmp) {
-        ui_pair_view pv = {
-            .kind = t->env->hist_kind,
-            .cmp = &t->env->hist_cmp,
-            .tok = s->tok,
-            .bars = t->env->bars,
-            .step = t->env->hist_step,
-            .position = t->env->hist_pos,
-            .chosen = t->env->hist_kind == UI_HIST_STEP ? t->env->hist.token : -1,
-        };
-        ui_histogram_pair_draw(&t->grid, l.histogram, &pv);
-    } else {
+    if (!dtype_cmd_draw(t->env, &t->grid, l.histogram))
         ui_histogram_draw(&t->grid, l.histogram, &hv);
-    }
     char chain[200], mode[64], precision[32];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     ui_status_view sv = {

@@ -72,16 +72,6 @@ void ui_histogram_pair_summary(const dtype_compare *c, const tokenizer *tok, boo
     }
 }
 
-static void pct6(double p, char *out, size_t cap)
-{
-    if (p <= 0)
-        snprintf(out, cap, "%6s", "0");
-    else if (p < 0.001)
-        snprintf(out, cap, "%6s", "<0.1%");
-    else
-        snprintf(out, cap, "%5.1f%%", p * 100.0);
-}
-
 void ui_histogram_pair_draw(ui_grid *g, ui_rect r, const ui_pair_view *v)
 {
     ui_grid_fill_rect(g, r, UI_STYLE_NORMAL);
@@ -151,9 +141,9 @@ void ui_histogram_pair_draw(ui_grid *g, ui_rect r, const ui_pair_view *v)
             ui_histogram_pair_bar(c->top_q[i], scale, bw, cell, sizeof cell);
             ui_grid_puts(g, y, xb, xb + bw, cell, UI_STYLE_BAR_RAW, 0);
         }
-        pct6(c->top_p[i], cell, sizeof cell);
+        ui_histogram_format_pct(c->top_p[i], cell, sizeof cell);
         ui_grid_puts(g, y, xpa, x1, cell, st, at);
-        pct6(c->top_q[i], cell, sizeof cell);
+        ui_histogram_format_pct(c->top_q[i], cell, sizeof cell);
         ui_grid_puts(g, y, xpb, x1, cell, st, at);
         ui_histogram_pair_delta((double)c->top_q[i] - c->top_p[i], cell, sizeof cell);
         ui_grid_printf(g, y, xd, x1, UI_STYLE_DIM, 0, "%7s", cell);
