@@ -274,32 +274,6 @@ static bool recover_device(session *s, tt_status st, const tt_error *why)
     return true;
 }
 
-tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err)
-{
-    if (prefilled)
-        *prefilled = 0;
-    if (s->gen)
-        return tt_fail(err, TT_ERR_ARG, "session: cannot change the engine while a generation is "
-                       "open");
-    if (ne->config->V != s->eng->config->V)
-        return tt_fail(err, TT_ERR_CONFIG, "session: the new engine's vocabulary has %d tokens, "
-                       "the conversation's model %d", ne->config->V, s->eng->config->V);
-    int wlen = s->n_tokens - s->window_start;
-    if (wlen > ne->n_ctx)
-        return tt_fail(err, TT_ERR_CONTEXT, "session: the conversation's window (%d tokens) does "
-                       "not fit the new engine's context of %d", wlen, ne->n_ctx);
-    if (wlen > 0) {
-        ne->interrupt = s->interrupt;
-        tt_status st = engine_sync(ne, s->tokens + s->window_start, wlen, true, NULL, prefilled,
-                                   err);
-        ne->interrupt = NULL;
-        if (st != TT_OK)
-            return st;
-    }
-    s->eng = ne;
-    return TT_OK;
-}
-
 /* Brings the engine cache in line with the window and leaves logits for its last token.
  * reused/prefilled receive the counts. Honors s->interrupt between chunks (engine_sync). */
 static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shifted, int *dropped,
@@ -331,6 +305,41 @@ static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shift
         st = sync_cache(s, &again_reused, &again_prefilled, shifted, dropped, err);
         *reused = again_reused;
         *prefilled += again_prefilled;
+    }
+    return st;
+}
+
+tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err)
+{
+    if (prefilled)
+        *prefilled = 0;
+    if (s->gen)
+        return tt_fail(err, TT_ERR_ARG, "session: cannot change the engine while a generation is "
+                       "open");
+    if (ne->config->V != s->eng->config->V)
+        return tt_fail(err, TT_ERR_CONFIG, "session: the new engine's vocabulary has %d tokens, "
+                       "the conversation's model %d", ne->config->V, s->eng->config->V);
+    if (s->n_tokens - s->window_start <= 0) {
+        s->eng = ne;
+        return TT_OK;
+    }
+    /* The path every generation takes (sync_cache: a window one token past the context shifts
+     * as it would on the old engine), run on ne; a device error here is not the session's
+     * engine failing, so no fall-back engine takes over. */
+    engine *old = s->eng;
+    int old_start = s->window_start;
+    session_fallback_fn fallback = s->device_fallback;
+    s->device_fallback = NULL;
+    s->eng = ne;
+    int reused, done, dropped = 0;
+    bool shifted = false;
+    tt_status st = sync_cache(s, &reused, &done, &shifted, &dropped, err);
+    s->device_fallback = fallback;
+    if (prefilled)
+        *prefilled = done;
+    if (st != TT_OK) {
+        s->eng = old;
+        s->window_start = old_start;
     }
     return st;
 }

@@ -176,13 +176,14 @@ tt_status session_set_speculative(session *s, bool on, tt_error *err);
 tt_status session_set_gamma(session *s, int gamma, bool adaptive, tt_error *err);
 
 /* Moves the conversation onto engine ne (same model and vocabulary; not owned, like eng), e.g.
- * the same model at another precision (/dtype): the window is prefilled again on ne (engine_sync,
- * stopped by s->interrupt with TT_ERR_INTERRUPTED), so ne's cache and token mirror hold exactly
- * the window and its logits are those of the last token. Refused while a generation is open
- * (TT_ERR_ARG), for another vocabulary size (TT_ERR_CONFIG) and when the window does not fit
- * ne->n_ctx (TT_ERR_CONTEXT). On success s->eng == ne and the caller may free the old engine;
- * on any failure nothing in the session changed (s->eng is the old engine, with its cache) and
- * ne holds a prefix of the window. prefilled (may be NULL) receives the tokens forwarded. */
+ * the same model at another precision (/dtype): the window is prefilled again on ne the way a
+ * generation brings the cache in line (stopped by s->interrupt with TT_ERR_INTERRUPTED; a window
+ * longer than ne->n_ctx shifts, or fails with TT_ERR_CONTEXT when shifting is off), so ne's cache
+ * and token mirror hold exactly the window and its logits are those of the last token. Refused
+ * while a generation is open (TT_ERR_ARG) and for another vocabulary size (TT_ERR_CONFIG). On
+ * success s->eng == ne and the caller may free the old engine; on any failure nothing in the
+ * session changed (s->eng is the old engine, with its cache; the window as it was) and ne holds
+ * a prefix of the window. prefilled (may be NULL) receives the tokens forwarded. */
 tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err);
 
 /* Adds a stop string (copied); fails when empty or SESSION_MAX_STOPS are set. */

@@ -180,12 +180,13 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * The switch */
 
-static void start_session(session *s, engine *e)
+/* A session on e with TOKENS as the prompt and a greedy reply of max_new tokens. */
+static void start_session(session *s, engine *e, int max_new)
 {
     session_settings set;
     session_settings_default(&set);
     set.seed = 7;
-    set.max_new_tokens = 6;
+    set.max_new_tokens = max_new;
     set.sampler.greedy = true;
     tt_error err = {0};
     ck_assert_msg(session_init(s, mdl, tok, e, &set, &err) == TT_OK, "%s", err.msg);
@@ -198,7 +199,7 @@ START_TEST(switching_precision_keeps_the_conversation_and_matches_a_fresh_engine
     static const tt_dtype to[] = {TT_Q8, TT_F16, TT_BF16, TT_F32};
     engine *e = tu_cpu_engine(mdl, TT_F32, 1, 0);
     session s;
-    start_session(&s, e);
+    start_session(&s, e, 6);
     int n = s.n_tokens;
     int32_t *before = malloc((size_t)n * sizeof *before);
     memcpy(before, s.tokens, (size_t)n * sizeof *before);
@@ -235,18 +236,46 @@ START_TEST(switching_precision_keeps_the_conversation_and_matches_a_fresh_engine
 }
 END_TEST
 
+START_TEST(a_switch_after_the_context_filled_shifts_the_window_as_a_step_would)
+{
+    /* A context of 16: the generation's last token can leave the window one past it (the next
+     * step would shift); the switch shifts the same way and the new engine holds the window. */
+    engine *e = tu_cpu_engine(mdl, TT_F32, 1, 16);
+    session s;
+    start_session(&s, e, 16 + 1 - N_TOKENS);
+    int wlen = s.n_tokens - s.window_start;
+    ck_assert_int_eq(wlen, 17);
+    engine *ne = tu_cpu_engine(mdl, TT_Q8, 1, 16);
+    tt_error err = {0};
+    ck_assert_msg(session_set_engine(&s, ne, NULL, &err) == TT_OK, "%s", err.msg);
+    wlen = s.n_tokens - s.window_start;
+    ck_assert_int_le(wlen, 16);
+    ck_assert_int_eq(ne->n_past, wlen);
+    ck_assert_mem_eq(ne->tokens, s.tokens + s.window_start, (size_t)wlen * sizeof *s.tokens);
+    float *want = fresh_logits(TT_Q8, s.tokens + s.window_start, wlen);
+    ck_assert_mem_eq(engine_logits(ne, ne->n_logits - 1), want,
+                     (size_t)mdl->config.V * sizeof *want);
+    free(want);
+    session_free(&s);
+    engine_free(e);
+    engine_free(ne);
+}
+END_TEST
+
 START_TEST(a_failed_switch_changes_nothing)
 {
     engine *e = tu_cpu_engine(mdl, TT_F32, 1, 0);
     session s;
-    start_session(&s, e);
+    start_session(&s, e, 6);
     int n = s.n_tokens, past = e->n_past;
     tt_error err = {0};
-    /* A context too small for the window. */
+    /* A context too small for the window, with context shifting off. */
+    s.set.context_shift = false;
     engine *small = tu_cpu_engine(mdl, TT_Q8, 1, 4);
     ck_assert_int_eq(session_set_engine(&s, small, NULL, &err), TT_ERR_CONTEXT);
     ck_assert_msg(strstr(err.msg, "does not fit") != NULL, "%s", err.msg);
     engine_free(small);
+    s.set.context_shift = true;
     /* Ctrl-C during the prefill. */
     volatile sig_atomic_t stop = 1;
     s.interrupt = &stop;
@@ -300,7 +329,7 @@ static void cmd_setup(void)
 {
     model_setup();
     cmd_eng = tu_cpu_engine(mdl, TT_F32, 1, 0);
-    start_session(&S, cmd_eng);
+    start_session(&S, cmd_eng, 6);
     cmd_env_init(&E, &S);
     E.line_mode = true;
     E.make_engine = test_make_engine;
@@ -506,6 +535,7 @@ int main(void)
     TCase *tc = tu_add_case(s, "engines", TU_TESTS(
             compare_at_runs_the_comparison_engine_on_the_same_tokens,
             switching_precision_keeps_the_conversation_and_matches_a_fresh_engine,
+            a_switch_after_the_context_filled_shifts_the_window_as_a_step_would,
             a_failed_switch_changes_nothing));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
