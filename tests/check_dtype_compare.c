@@ -495,6 +495,15 @@ START_TEST(pair_view_puts_both_precisions_on_each_token_row)
                 ck_assert_msg(strstr(row_text(&g, 3 + i), want[i][k]),
                               "w %d row %d lacks %s: %s", w, i, want[i][k], rowbuf);
         ck_assert_msg(strstr(row_text(&g, 4), "\xe2\x96\xb6"), "the drawn token is marked");
+        if (w == 50) {         /* two bars: the drawn token (third) takes the second row */
+            ui_pair_view two = v;
+            two.bars = 2;
+            two.chosen = 'c' - 33;
+            ui_histogram_pair_draw(&g, r, &two);
+            ck_assert_msg(strstr(row_text(&g, 4), " 3\xe2\x96\xb6") &&
+                          strstr(rowbuf, "10.0%"), "the drawn token is not shown: %s", rowbuf);
+            ui_histogram_pair_draw(&g, r, &v);
+        }
         /* bars only where there is room for them */
         ck_assert_int_eq(strstr(row_text(&g, 3), "\xe2\x96\x88") != NULL, w >= 50);
         ck_assert_msg(strstr(row_text(&g, 6), "KL"), "w %d: %s", w, rowbuf);

@@ -118,14 +118,23 @@ void ui_histogram_pair_draw(ui_grid *g, ui_rect r, const ui_pair_view *v)
         ui_grid_puts(g, y, xd + 4, x1, "\xce\x94p", UI_STYLE_DIM, 0);
         y++;
     }
+    /* The first n tokens; the drawn one takes the last row when it ranks below them. */
+    int rows[DTYPE_COMPARE_TOP];
+    for (int i = 0; i < n; i++)
+        rows[i] = i;
+    for (int i = n; i < c->n_top && n > 0; i++)
+        if (c->top_id[i] == v->chosen)
+            rows[n - 1] = i;
     double scale = 0;
-    for (int i = 0; i < n; i++) {
+    for (int k = 0; k < n; k++) {
+        int i = rows[k];
         if (c->top_p[i] > scale)
             scale = c->top_p[i];
         if (c->top_q[i] > scale)
             scale = c->top_q[i];
     }
-    for (int i = 0; i < n; i++, y++) {
+    for (int k = 0; k < n; k++, y++) {
+        int i = rows[k];
         bool is_chosen = c->top_id[i] == v->chosen;
         uint8_t st = is_chosen ? UI_STYLE_CHOSEN : UI_STYLE_NORMAL;
         uint8_t at = is_chosen ? UI_ATTR_BOLD : 0;
