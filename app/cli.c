@@ -38,7 +38,7 @@ enum {
     OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
     OPT_NUM_BEAMS, OPT_LENGTH_PENALTY, OPT_NO_REPEAT_NGRAM, OPT_EARLY_STOPPING, OPT_NUM_RETURN,
-    OPT_SAMPLES,
+    OPT_SAMPLES, OPT_COMPARE_DTYPE,
 };
 
 static const struct option long_options[] = {
@@ -46,6 +46,7 @@ static const struct option long_options[] = {
     {"draft", required_argument, 0, OPT_DRAFT},
     {"backend", required_argument, 0, OPT_BACKEND},
     {"dtype", required_argument, 0, OPT_DTYPE},
+    {"compare-dtype", required_argument, 0, OPT_COMPARE_DTYPE},
     {"threads", required_argument, 0, OPT_THREADS},
     {"ctx", required_argument, 0, OPT_CTX},
     {"gamma", required_argument, 0, OPT_GAMMA},
@@ -117,6 +118,9 @@ void cli_usage(FILE *f, const char *cmd)
 "Model and engine:\n"
 "  -m, --model DIR        Hugging Face GPT-2 directory (default: the embedded %s)\n"
 "      --dtype T          precision weights are held in: fp32 | fp16 | bf16 | q8 (default: the file's)\n"
+"      --compare-dtype T  run a second engine at precision T on the same tokens: --json records\n"
+"                         get a \"compare\" object (p under both, KL, max |dp|, top-1), the REPL\n"
+"                         starts with /dtype compare T (twice the weight memory)\n"
 "      --backend B        cpu | cuda | auto (default auto: the GPU when one is usable)\n"
 "  -t, --threads N        CPU threads (default auto: one per core, 1 while more are slower)\n"
 "      --ctx N            KV cache positions (default: the model's n_positions)\n"
@@ -217,6 +221,14 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
                 return -1;
             }
             o->dtype_set = true;
+            break;
+        case OPT_COMPARE_DTYPE:
+            if (tt_dtype_parse(a, &o->compare_dtype) != 0) {
+                fprintf(stderr, "tokentop %s: --compare-dtype: '%s' is not fp32, fp16, bf16 or "
+                        "q8\n", cmd, a);
+                return -1;
+            }
+            o->compare_set = true;
             break;
         case OPT_THREADS: r = parse_int(cmd, "--threads", a, 1, 1024, &o->n_threads); break;
         case OPT_CTX: r = parse_int(cmd, "--ctx", a, 2, 1 << 20, &o->n_ctx); break;
@@ -505,6 +517,28 @@ tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, 
         }
     }
     return cpu_engine_create(m, &eo, out, err);
+}
+
+tt_status cli_create_engine_like(const model *m, const cli_options *o, const engine *like,
+                                 tt_dtype d, engine **out, tt_error *err)
+{
+    cli_options lo = *o;
+    lo.backend = like->ops->name;
+    lo.dtype = d;
+    lo.dtype_set = true;
+    lo.n_ctx = like->n_ctx;
+    char note[512] = "";
+    tt_status st = cli_create_engine(m, &lo, out, note, sizeof note, err);
+    if (st != TT_OK || strcmp((*out)->ops->name, lo.backend) == 0)
+        return st;
+    /* cli_create_engine fell back to the CPU: here the precision is what was asked for, on the
+     * backend the session runs on, so say why the backend refused it. */
+    engine_free(*out);
+    *out = NULL;
+    char *tail = strstr(note, "; using the CPU");
+    if (tail)
+        *tail = 0;
+    return tt_fail(err, TT_ERR_UNSUPPORTED, "%s", note[0] ? note : "the backend refused it");
 }
 
 tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)

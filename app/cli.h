@@ -17,6 +17,8 @@ typedef struct {
     const char *backend;       /* --backend cpu|cuda|auto */
     tt_dtype dtype;            /* --dtype */
     bool dtype_set;
+    tt_dtype compare_dtype;    /* --compare-dtype: a second engine at this precision */
+    bool compare_set;
     int n_threads;             /* --threads */
     int n_ctx;                 /* --ctx */
     int gamma;                 /* --gamma (speculative draft length) */
@@ -85,6 +87,12 @@ typedef struct {
  * stderr and returns the status; everything loaded so far is freed. */
 tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only);
 void cli_app_free(cli_app *app);
+
+/* An engine over m like `like` (its backend and n_ctx; threads and the rest from o) holding
+ * weights in d: /dtype and --compare-dtype. Fails, with nothing made, when like's backend cannot
+ * hold d (e.g. "cuda: --dtype q8 runs on the CPU only ...") instead of falling back to the CPU. */
+tt_status cli_create_engine_like(const model *m, const cli_options *o, const engine *like,
+                                 tt_dtype d, engine **out, tt_error *err);
 
 /* A session_fallback_fn (user = the cli_app): after a device error, continue on a CPU engine with
  * the same options; frees the failed engine when it is app->eng. Writes a note saying so to

@@ -13,6 +13,7 @@
 #include "app/bench_spec.h"
 #include "app/cli.h"
 #include "app/draft.h"
+#include "app/gen_compare.h"
 #include "core/beam.h"
 #include "core/clock.h"
 #include "core/samples.h"
@@ -49,6 +50,8 @@ typedef struct {
     const cli_options *o;
     const tokenizer *tok;
     int sample;                    /* --samples: the sample an event belongs to; -1 otherwise */
+    gen_compare *cmp;              /* --compare-dtype, else NULL */
+    const session *s;              /* the session generating (with cmp) */
 } gen_ctx;
 
 static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
@@ -131,6 +134,8 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
         }
         fputc(']', f);
     }
+    if (g->cmp)
+        gen_compare_json_record(f, g->cmp, ev->token);
     if (ev->context_shifted)
         fprintf(f, ",\"context_shift\":{\"dropped\":%d}", ev->shift_dropped);
     fputs("}\n", f);
@@ -141,6 +146,11 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
 static bool on_event(void *user, const session_event *ev)
 {
     const gen_ctx *g = user;
+    tt_error err = {0};
+    if (g->cmp && gen_compare_event(g->cmp, g->s, ev, &err) != TT_OK) {
+        fprintf(stderr, "\ntokentop: --compare-dtype: %s\n", err.msg);
+        return false;
+    }
     if (g->o->json)
         return on_event_json(g, ev);
     if (ev->context_shifted && !g->o->quiet)
@@ -154,7 +164,7 @@ static bool on_event(void *user, const session_event *ev)
 }
 
 static void print_summary(const cli_options *o, const session *s, uint64_t seed,
-                          const char *fallback_note)
+                          const char *fallback_note, const gen_compare *cmp)
 {
     const session_stats *st = &s->last;
     if (o->json) {
@@ -184,6 +194,7 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             fputs(",\"error\":", stdout);
             jsonw_string(stdout, st->error.msg, strlen(st->error.msg));
         }
+        gen_compare_summary(stdout, cmp, true);
         fputs("}\n", stdout);
         fflush(stdout);
         return;
@@ -200,6 +211,7 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
                 "per target pass]\n", st->gamma, st->drafted, st->accepted,
                 st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
                 st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
+    gen_compare_summary(stderr, cmp, false);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -456,6 +468,12 @@ static int app_generate(int argc, char **argv)
     char *prompt = read_prompt(&o, &plen, true);
     if (!prompt)
         return 1;
+    if (o.compare_set && (o.num_beams || o.samples || o.draft_dir)) {
+        fprintf(stderr, "tokentop generate: --compare-dtype compares plain generation, not "
+                "--num-beams, --samples or --draft\n");
+        free(prompt);
+        return 2;
+    }
     if ((o.num_beams || o.samples) && strcmp(o.backend, "auto") == 0)
         o.backend = "cpu";         /* only the CPU engine has sequences (batched steps) yet */
     cli_app app;
@@ -468,8 +486,11 @@ static int app_generate(int argc, char **argv)
     tt_error err = {0};
     int rc = 0;
     draft_app draft = {0};
-    if (o.draft_dir && draft_load(&draft, o.draft_dir, &app, &o, &err) != TT_OK) {
+    gen_compare cmp = {0};
+    if ((o.draft_dir && draft_load(&draft, o.draft_dir, &app, &o, &err) != TT_OK) ||
+        (o.compare_set && gen_compare_open(&cmp, app.model, &o, app.eng, &err) != TT_OK)) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
+        draft_free(&draft);
         cli_app_free(&app);
         free(prompt);
         return 1;
@@ -480,6 +501,7 @@ static int app_generate(int argc, char **argv)
         fprintf(stderr, "tokentop: %s\n", err.msg);
         session_free(&s);
         draft_free(&draft);
+        gen_compare_close(&cmp);
         cli_app_free(&app);
         free(prompt);
         return 1;
@@ -505,7 +527,8 @@ static int app_generate(int argc, char **argv)
         }
         install_sigint();
         s.interrupt = &g_interrupted;
-        gen_ctx g = {.o = &o, .tok = app.tok, .sample = -1};
+        gen_ctx g = {.o = &o, .tok = app.tok, .sample = -1, .cmp = cmp.eng ? &cmp : NULL,
+                     .s = &s};
         if (o.num_beams) {
             rc = generate_beams(&s, &o, o.set.seed);
             goto done;
@@ -515,7 +538,7 @@ static int app_generate(int argc, char **argv)
             goto done;
         }
         tt_status st = session_generate(&s, on_event, &g, &err);
-        print_summary(&o, &s, o.set.seed, app.fallback_note);
+        print_summary(&o, &s, o.set.seed, app.fallback_note, &cmp);
         if (st != TT_OK) {
             if (!o.json)
                 fprintf(stderr, "tokentop: %s\n", err.msg);
@@ -525,6 +548,7 @@ static int app_generate(int argc, char **argv)
 done:
     session_free(&s);
     draft_free(&draft);
+    gen_compare_close(&cmp);
     cli_app_free(&app);
     free(prompt);
     return rc;

@@ -309,6 +309,41 @@ static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shift
     return st;
 }
 
+tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err)
+{
+    if (prefilled)
+        *prefilled = 0;
+    if (s->gen)
+        return tt_fail(err, TT_ERR_ARG, "session: cannot change the engine while a generation is "
+                       "open");
+    if (ne->config->V != s->eng->config->V)
+        return tt_fail(err, TT_ERR_CONFIG, "session: the new engine's vocabulary has %d tokens, "
+                       "the conversation's model %d", ne->config->V, s->eng->config->V);
+    if (s->n_tokens - s->window_start <= 0) {
+        s->eng = ne;
+        return TT_OK;
+    }
+    /* The path every generation takes (sync_cache: a window one token past the context shifts
+     * as it would on the old engine), run on ne; a device error here is not the session's
+     * engine failing, so no fall-back engine takes over. */
+    engine *old = s->eng;
+    int old_start = s->window_start;
+    session_fallback_fn fallback = s->device_fallback;
+    s->device_fallback = NULL;
+    s->eng = ne;
+    int reused, done, dropped = 0;
+    bool shifted = false;
+    tt_status st = sync_cache(s, &reused, &done, &shifted, &dropped, err);
+    s->device_fallback = fallback;
+    if (prefilled)
+        *prefilled = done;
+    if (st != TT_OK) {
+        s->eng = old;
+        s->window_start = old_start;
+    }
+    return st;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Generation */
 
@@ -601,7 +636,7 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
         tok = sampler_draw(s->smp, u, &snap);
         origin = TOKEN_SAMPLED;
     }
-    session_event ev = {.token = tok, .origin = origin, .snap = &snap};
+    session_event ev = {.token = tok, .origin = origin, .snap = &snap, .logits = logits};
     if ((st = produce(s, &ev, fn, user, stop, err)) != TT_OK)
         return st;
     if (*stop != SESSION_STOP_NONE)

@@ -73,6 +73,8 @@ typedef struct {
     int32_t token;
     token_origin origin;
     const sampler_snapshot *snap;   /* the chain's view of this step (NULL for some spec tokens) */
+    const float *logits;            /* the raw logits snap was computed from (V floats, valid
+                                       during the call); NULL for speculative rounds' tokens */
     bool flush;                     /* the last event of a generation: token -1, only text */
     const char *text;               /* output bytes this step adds (complete UTF-8, stop strings
                                        held back until resolved); not NUL-terminated */
@@ -173,6 +175,17 @@ tt_status session_set_speculative(session *s, bool on, tt_error *err);
  * spec_adapt_gamma after every round. */
 tt_status session_set_gamma(session *s, int gamma, bool adaptive, tt_error *err);
 
+/* Moves the conversation onto engine ne (same model and vocabulary; not owned, like eng), e.g.
+ * the same model at another precision (/dtype): the window is prefilled again on ne the way a
+ * generation brings the cache in line (stopped by s->interrupt with TT_ERR_INTERRUPTED; a window
+ * longer than ne->n_ctx shifts, or fails with TT_ERR_CONTEXT when shifting is off), so ne's cache
+ * and token mirror hold exactly the window and its logits are those of the last token. Refused
+ * while a generation is open (TT_ERR_ARG) and for another vocabulary size (TT_ERR_CONFIG). On
+ * success s->eng == ne and the caller may free the old engine; on any failure nothing in the
+ * session changed (s->eng is the old engine, with its cache; the window as it was) and ne holds
+ * a prefix of the window. prefilled (may be NULL) receives the tokens forwarded. */
+tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err);
+
 /* Adds a stop string (copied); fails when empty or SESSION_MAX_STOPS are set. */
 tt_status session_add_stop(session *s, const char *stop, tt_error *err);
 void session_clear_stops(session *s);
@@ -203,7 +216,8 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user);
 
 /* The next-token distribution at the current end of the conversation without drawing (for the
- * histogram before a step): fills snap. */
+ * histogram before a step): fills snap. On success engine_logits(s->eng, s->eng->n_logits - 1)
+ * holds the raw logits snap was computed from (until the engine runs again). */
 tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err);
 
 /* Drops the last turn (user text and reply); returns tokens dropped. */

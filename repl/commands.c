@@ -11,6 +11,7 @@
 
 #include "core/text.h"
 #include "core/util.h"
+#include "repl/dtype_cmd.h"
 #include "repl/session_file.h"
 #include "ui/grid.h"
 
@@ -19,8 +20,7 @@
 /* ---------------------------------------------------------------------------------------------
  * Output */
 
-static void out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_add(cmd_env *e, const char *fmt, ...)
+void cmd_out_add(cmd_env *e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -50,8 +50,7 @@ static void out_add(cmd_env *e, const char *fmt, ...)
     e->out_len += (size_t)n;
 }
 
-static int fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(cmd_env *e, const char *fmt, ...)
+int cmd_fail(cmd_env *e, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -59,9 +58,13 @@ static int fail(cmd_env *e, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     e->out_len = 0;
-    out_add(e, "%s", msg);
+    cmd_out_add(e, "%s", msg);
     return CMD_ERROR;
 }
+
+/* The handlers in this file use the short names. */
+#define out_add cmd_out_add
+#define fail cmd_fail
 
 /* A value for messages: escaped the way the histogram shows tokens. */
 static void show_text(const char *s, char *out, size_t cap)
@@ -98,6 +101,7 @@ void cmd_env_free(cmd_env *e)
 {
     if (!e)
         return;
+    dtype_cmd_compare_off(e);
     free(e->out);
     e->out = NULL;
     e->out_len = e->out_cap = 0;
@@ -535,6 +539,7 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             e->model_name, e->model_dir, (double)s->model->n_params / 1e6, cfg->V, cfg->maxT,
             cfg->C, cfg->L, cfg->NH);
     out_add(e, "engine      %s\n", e->engine_desc);
+    dtype_cmd_show(e);
     if (e->backend_note)
         out_add(e, "backend     auto: %s\n", e->backend_note);
     out_add(e, "threads     %s\n", cpu_engine_describe_threads(s->eng, line, sizeof line));
@@ -921,6 +926,12 @@ const cmd_entry cmd_table[] = {
      .usage = "tokens the histogram shows (1 to 32)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
      .exec = exec_bars},
+    {.name = "dtype", .alias = NULL, .args = "[T|compare [T|off]]",
+     .usage = "weight precision T (fp32, fp16, bf16, q8): switch, prefilling the conversation "
+              "again; compare T: the histogram shows p under both on a second engine (twice "
+              "the weight memory; compare off frees it)",
+     .min_args = 0, .max_args = 2, .busy_ok = false, .param = NULL,
+     .exec = dtype_cmd_exec},
     {.name = "save", .alias = NULL, .args = "FILE",
      .usage = "save the conversation and settings (JSON)",
      .min_args = 1, .max_args = 1, .busy_ok = true, .param = NULL,

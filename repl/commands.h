@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype_compare.h"
+
 #include "core/sampler.h"
 #include "core/session.h"
 #include "ui/histogram.h"
@@ -56,6 +58,17 @@ typedef struct cmd_env {
     sampler_snapshot hist_draft;   /* the draft's chain there (q) */
     spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
     bool hist_bonus;               /* the token was a bonus (no draft at that position) */
+    /* Precision (/dtype, repl/dtype_cmd.c). make_engine (set by the front end; NULL: /dtype is
+     * not available) creates an engine over the session's model on the session engine's backend
+     * and n_ctx, holding weights in d. adopt_engine is called once the session runs on a new
+     * engine (session_set_engine): the front end owns the engines and frees old. */
+    tt_status (*make_engine)(void *user, tt_dtype d, engine **out, tt_error *err);
+    void (*adopt_engine)(void *user, engine *old, engine *now);
+    void *engine_user;
+    engine *cmp;                   /* /dtype compare: the second engine, owned (freed by
+                                      /dtype compare off and cmd_env_free); NULL when off */
+    bool hist_has_cmp;             /* hist_cmp describes the histogram's position */
+    dtype_compare hist_cmp;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */
@@ -82,6 +95,11 @@ extern const int cmd_count;
 /* Prepares env for session s (not owned) with the defaults (10 bars, sampling, no step mode). */
 void cmd_env_init(cmd_env *e, session *s);
 void cmd_env_free(cmd_env *e);   /* NULL is safe */
+
+/* For handlers: cmd_out_add appends printf-style text to e->out; cmd_fail replaces e->out with
+ * the message and returns CMD_ERROR. */
+void cmd_out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cmd_fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Finds a command by exact name, alias, or unique name prefix. On failure returns NULL and puts
  * the message in msg: "Unknown command '/x'. Type /help." or

@@ -16,6 +16,7 @@
 #include "app/cli.h"
 #include "repl/commands.h"
 #include "app/draft.h"
+#include "repl/dtype_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
 #include "core/session.h"
@@ -153,6 +154,9 @@ static bool on_event(void *user, const session_event *ev)
     e->hist_kind = UI_HIST_STEP;
     e->hist_pos = t->s->n_tokens - 1;
     e->hist_step = ev->step;
+    tt_error err = {0};
+    if (dtype_cmd_track_step(e, ev, &err) != TT_OK)
+        note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
     t->dirty = true;
     return true;
 }
@@ -174,6 +178,8 @@ static void refresh_peek(tui *t)
         t->env->hist_has_draft = t->env->hist_bonus = false;
         t->env->hist_kind = UI_HIST_PEEK;
         t->env->hist_pos = s->n_tokens;
+        if (dtype_cmd_track_peek(t->env, &err) != TT_OK)
+            note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
     }
     t->dirty = true;
 }
@@ -490,15 +496,16 @@ static void draw(tui *t)
         .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
         .bonus = t->env->hist_bonus,
     };
-    ui_histogram_draw(&t->grid, l.histogram, &hv);
-    char chain[200], mode[64];
+    if (!dtype_cmd_draw(t->env, &t->grid, l.histogram))
+        ui_histogram_draw(&t->grid, l.histogram, &hv);
+    char chain[200], mode[64], precision[32];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     ui_status_view sv = {
         .model = s->model->name,
         /* --backend auto found no usable GPU: say so where the backend is named (/show: why) */
         .backend = t->env->backend_note && strcmp(s->eng->ops->name, "cpu") == 0
                        ? "cpu (no GPU)" : s->eng->ops->name,
-        .precision = tt_dtype_name(s->eng->dtype),
+        .precision = dtype_cmd_status(t->env, precision, sizeof precision),
         .sampler = chain,
         .mode = mode_name(t, mode, sizeof mode),
         .busy = t->running,
@@ -599,6 +606,25 @@ static tt_status host_load_draft(void *user, const char *dir, tt_error *err)
     return TT_OK;
 }
 
+/* cmd_env.make_engine (cli_create_engine_like). */
+static tt_status host_make_engine(void *user, tt_dtype d, engine **out, tt_error *err)
+{
+    draft_host *h = user;
+    return cli_create_engine_like(h->app->model, h->o, h->s->eng, d, out, err);
+}
+
+/* cmd_env.adopt_engine: the session runs on now; the app owns it (and the CPU fall-back after a
+ * GPU error keeps its precision). */
+static void host_adopt_engine(void *user, engine *old, engine *now)
+{
+    draft_host *h = user;
+    if (h->app->eng == old) {
+        engine_free(old);
+        h->app->eng = now;
+    }
+    h->app->eopts.dtype = now->dtype;
+}
+
 static char *initial_prompt(const cli_options *o, int *rc)
 {
     *rc = 0;
@@ -669,10 +695,21 @@ int repl_main(int argc, char **argv)
     draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
     env.load_draft = host_load_draft;
     env.load_draft_user = &host;
+    env.make_engine = host_make_engine;
+    env.adopt_engine = host_adopt_engine;
+    env.engine_user = &host;
     session_set_gamma(&s, o.gamma, o.gamma_adaptive, NULL);
     if (rc == 0 && o.draft_dir && host_load_draft(&host, o.draft_dir, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
+    }
+    if (rc == 0 && o.compare_set) {   /* --compare-dtype T: start as /dtype compare T would */
+        char line[64];
+        snprintf(line, sizeof line, "/dtype compare %s", tt_dtype_name(o.compare_dtype));
+        if (cmd_execute(&env, line) & CMD_ERROR) {
+            fprintf(stderr, "tokentop: --compare-dtype: %s\n", env.out);
+            rc = 1;
+        }
     }
     if (rc == 0 && o.draft_dir && o.spec_off)
         session_set_speculative(&s, false, NULL);

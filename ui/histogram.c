@@ -49,11 +49,11 @@ void ui_histogram_token_label(const tokenizer *tok, int32_t id, int max_cols, ch
     snprintf(out, cap, "%.*s\xe2\x80\xa6", (int)o, full);   /* … */
 }
 
-static void format_pct(float p, char *out, size_t cap)
+void ui_histogram_format_pct(double p, char *out, size_t cap)
 {
-    if (p <= 0.0f)
+    if (p <= 0)
         snprintf(out, cap, "%6s", "0");
-    else if (p < 0.001f)
+    else if (p < 0.001)
         snprintf(out, cap, "%6s", "<0.1%");
     else
         snprintf(out, cap, "%5.1f%%", (double)p * 100.0);
@@ -332,18 +332,18 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
                 if (v->draft->top[j].id == e->id)
                     q = &v->draft->top[j];
             if (q)
-                format_pct(q->p, pct, sizeof pct);
+                ui_histogram_format_pct(q->p, pct, sizeof pct);
             else
                 snprintf(pct, sizeof pct, "%6s", "\xc2\xb7");
         } else {
-            format_pct(e->raw_p, pct, sizeof pct);
+            ui_histogram_format_pct(e->raw_p, pct, sizeof pct);
         }
         ui_grid_puts(g, y, xr, x1, pct, UI_STYLE_DIM, 0);
         const char *cut = cut_label(e->cut);
         if (cut)
             ui_grid_printf(g, y, xp, x1, UI_STYLE_CUT, 0, "%6s", cut);
         else {
-            format_pct(e->p, pct, sizeof pct);
+            ui_histogram_format_pct(e->p, pct, sizeof pct);
             ui_grid_puts(g, y, xp, x1, pct, st, at);
         }
     }

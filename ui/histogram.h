@@ -43,6 +43,9 @@ int ui_histogram_height(int bars);
  * tokens (the sampled one is always shown). */
 void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v);
 
+/* A probability in 6 columns: "  0", " <0.1%", " 41.2%". */
+void ui_histogram_format_pct(double p, char *out, size_t cap);
+
 /* The display form of a token for the pane: escaped (leading space as U+2423, newline as \n,
  * partial UTF-8 as \xNN) and cut to at most max_cols columns with a trailing ellipsis. */
 void ui_histogram_token_label(const tokenizer *tok, int32_t id, int max_cols, char *out,

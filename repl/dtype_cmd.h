@@ -1,0 +1,43 @@
+/* dtype_cmd.h: /dtype: switching the session's weight precision at run time, and the comparison
+ * engine (/dtype compare T) that runs the same tokens at another precision beside it, for the
+ * histogram's two-precision view. The front end supplies the engines (cmd_env.make_engine,
+ * adopt_engine) and calls the dtype_cmd_track_* functions where the histogram's position
+ * changes. */
+#ifndef TOKENTOP_DTYPE_CMD_H
+#define TOKENTOP_DTYPE_CMD_H
+
+#include <stdbool.h>
+
+#include "core/session.h"
+#include "core/status.h"
+#include "repl/commands.h"
+#include "ui/grid.h"
+
+/* The /dtype handler (the row is in commands.c's table). */
+int dtype_cmd_exec(cmd_env *e, const cmd_entry *c, int argc, char **argv);
+
+/* /show's precision line. */
+void dtype_cmd_show(cmd_env *e);
+
+/* Frees the comparison engine (no-op when there is none); the histogram drops its comparison. */
+void dtype_cmd_compare_off(cmd_env *e);
+
+/* After an event of a generation (the token is already appended): compares the distribution it
+ * was drawn from (ev->logits) on the comparison engine and sets e->hist_has_cmp and e->hist_cmp.
+ * Without a comparison engine, or for an event without logits (speculative rounds), only clears
+ * e->hist_has_cmp. On failure (the comparison engine's, e.g. out of memory) the comparison is
+ * off: the engine is freed and err says why (TT_OK otherwise). */
+tt_status dtype_cmd_track_step(cmd_env *e, const session_event *ev, tt_error *err);
+
+/* After session_peek filled e->hist for the end of the conversation: the same for that
+ * position, from the session engine's logits. */
+tt_status dtype_cmd_track_peek(cmd_env *e, tt_error *err);
+
+/* Draws the two-precision view of the histogram's position into r when a comparison is on
+ * and describes it (then returns true); false draws nothing (the sampler view goes there). */
+bool dtype_cmd_draw(const cmd_env *e, ui_grid *g, ui_rect r);
+
+/* What the status bar shows for the precision: "fp32", or "fp32 vs q8" while comparing. */
+const char *dtype_cmd_status(const cmd_env *e, char *buf, size_t cap);
+
+#endif
