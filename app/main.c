@@ -456,8 +456,6 @@ static int app_generate(int argc, char **argv)
     char *prompt = read_prompt(&o, &plen, true);
     if (!prompt)
         return 1;
-    if ((o.num_beams || o.samples) && strcmp(o.backend, "auto") == 0)
-        o.backend = "cpu";         /* only the CPU engine has sequences (batched steps) yet */
     cli_app app;
     if (cli_app_load(&app, &o, false) != TT_OK) {
         free(prompt);
