@@ -178,6 +178,15 @@ check "device error during speculative rounds: same greedy text" cmp -s "$tmp/fb
 TT_EMU_FAULT_AFTER=400 "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 24 --greedy --json \
     --backend cuda >"$tmp/fb.json" 2>/dev/null
 check "device error: the JSON summary reports the fallback" grep -q '"device_fallbacks":1' "$tmp/fb.json"
+# Beams and samples have no CPU fallback: a device error ends the run with the reason and exit 1.
+TT_EMU_FAULT_AFTER=150 "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 8 --num-beams 3 -q --backend cuda \
+    >/dev/null 2>"$tmp/fb.beam"
+check "device error during beam steps: exit 1 with one message naming the call" \
+    test $? -eq 1 -a "$(grep -c '^tokentop: cuda: .* failed at gpu/cuda_engine.cu:' "$tmp/fb.beam")" -eq 1
+TT_EMU_FAULT_AFTER=40 "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 8 --samples 2 -q --backend cuda \
+    >/dev/null 2>"$tmp/fb.smp"
+check "device error during --samples: exit 1 and each sample says why" \
+    test $? -eq 1 -a "$(grep -c '^tokentop: sample [01]: cuda: ' "$tmp/fb.smp")" -eq 2
 
 if [ -x "$BUILD/gpu/cuda-bench" ] && grep -q "no CUDA" "$tmp/cuda.err"; then
     "$BUILD/gpu/cuda-bench" >/dev/null 2>"$tmp/nb.err"
