@@ -1115,7 +1115,8 @@ END_TEST
 START_TEST(gpu_copied_sequence_continues_exactly_like_its_source)
 {
     /* A beam fork: sequence 2 takes sequence 1's rows (all of them, then only the ones past a
-     * shared prefix), and both continue with the same tokens: the same bits, row for row. */
+     * shared prefix), and both continue with the same tokens: the same logits, row for row (bit for
+     * bit where GT_BATCH_BITWISE). */
     char *dir;
     model *m = gt_load(&gt_tiny, &dir);
     engine_options eo = gt_engine_options(gt_dtypes[_i]);
@@ -1135,8 +1136,9 @@ START_TEST(gpu_copied_sequence_continues_exactly_like_its_source)
     for (int s = 0; s < 3; s++) {
         int32_t two[2] = {ids[9 + s], ids[9 + s]};
         ck_assert_msg(engine_forward_batch(e, pair, two, 2, &err) == TT_OK, "%s", err.msg);
-        ck_assert_msg(memcmp(engine_logits(e, 0), engine_logits(e, 1), (size_t)V * sizeof(float)) == 0,
-                      "step %d after a full copy: the copy's row differs from its source's", s);
+        char what[64];
+        snprintf(what, sizeof what, "step %d after a full copy: the copy's row vs its source's", s);
+        gt_same_row(what, eo.dtype, engine_logits(e, 1), engine_logits(e, 0), V);
     }
     /* Sequence 2 diverges, then takes positions 9 .. 11 back from sequence 1 (0 .. 8 are shared). */
     engine_seq_truncate(e, 2, 9);
@@ -1146,8 +1148,8 @@ START_TEST(gpu_copied_sequence_continues_exactly_like_its_source)
     ck_assert(memcmp(engine_seq_tokens(e, 2), ids, 12 * sizeof(int32_t)) == 0);
     int32_t two[2] = {ids[12], ids[12]};
     ck_assert(engine_forward_batch(e, pair, two, 2, &err) == TT_OK);
-    ck_assert_msg(memcmp(engine_logits(e, 0), engine_logits(e, 1), (size_t)V * sizeof(float)) == 0,
-                  "after a copy past a shared prefix: the rows differ");
+    gt_same_row("after a copy past a shared prefix: the copy's row vs its source's", eo.dtype,
+                engine_logits(e, 1), engine_logits(e, 0), V);
     /* Copying into sequence 0 moves the plain cache too. */
     ck_assert(engine_seq_copy(e, 0, 1, 0, 13, &err) == TT_OK);
     ck_assert_int_eq(e->n_past, 13);
