@@ -484,6 +484,7 @@ int bench_main(int argc, char **argv)
     engine_options_default(&eo);
     eo.dtype = o.dtype;
     eo.n_threads = o.n_threads;
+    size_t kv_bytes_per_pos = 0;   /* 0: the CPU engine's fp32 cache */
     if (o.cuda) {
         char why[400];
         const gpu_plugin *gpu = cli_gpu_plugin(why, sizeof why);
@@ -515,8 +516,10 @@ int bench_main(int argc, char **argv)
                  info.emulated ? " (emulated: the figures mean nothing)" : "");
         r.bandwidth = info.peak_bandwidth;
         cuda_engine_stats cs;
-        if (gpu->engine_get_stats(e, &cs))
+        if (gpu->engine_get_stats(e, &cs)) {
             r.device_bytes = (double)cs.device_bytes;
+            kv_bytes_per_pos = cs.kv_bytes_per_pos;   /* the cache is in the weight dtype */
+        }
     } else if (cpu_engine_create(m, &eo, &e, &err) != TT_OK) {
         goto fail;
     }
@@ -532,7 +535,8 @@ int bench_main(int argc, char **argv)
     if (o.n_batch > 0) {
         if (!o.json)
             fprintf(stderr, "tokentop bench: batched decode ...\n");
-        if (bench_batch_run(e, o.batch, o.n_batch, o.prompt_tokens, o.gen_tokens, r.batch, &err)
+        if (bench_batch_run(e, o.batch, o.n_batch, o.prompt_tokens, o.gen_tokens, kv_bytes_per_pos,
+                            r.batch, &err)
             != TT_OK)
             goto fail;
     }

@@ -41,10 +41,12 @@ static int argmax_row(const float *v, int n)
 }
 
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
-                          bench_batch_row *rows, tt_error *err)
+                          size_t kv_bytes_per_pos, bench_batch_row *rows, tt_error *err)
 {
     const gpt2_config *cfg = e->config;
     const int N = prompt_tokens, M = gen_tokens;
+    const double per_pos = kv_bytes_per_pos ? (double)kv_bytes_per_pos
+                                            : 2.0 * cfg->L * cfg->C * sizeof(float);
     int maxB = 1;
     for (int i = 0; i < n; i++)
         maxB = sizes[i] > maxB ? sizes[i] : maxB;
@@ -85,8 +87,8 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
         }
         rows[i].batch = B;
         rows[i].step_s = tt_median(times, M);
-        rows[i].kv_bytes_per_sequence = 2.0 * cfg->L * cfg->C * sizeof(float) * e->n_ctx;
-        rows[i].kv_read_bytes = 2.0 * cfg->L * cfg->C * sizeof(float) * (N + 0.5 * (M + 1));
+        rows[i].kv_bytes_per_sequence = per_pos * e->n_ctx;
+        rows[i].kv_read_bytes = per_pos * (N + 0.5 * (M + 1));
     }
 out:
     free(ids);

@@ -26,9 +26,11 @@ int bench_batch_parse(const char *s, int *sizes);
 
 /* For each size B: the prompt (prompt_tokens random ids) is prefilled on sequence 0 and copied to
  * sequences 1 .. B-1, then gen_tokens batched steps append each row's greedy token. Fills rows[i]
- * for sizes[i]. Fails on an engine without sequences. */
+ * for sizes[i]. kv_bytes_per_pos: cache bytes one position of one sequence holds (K and V of every
+ * layer; the GPU engine's are in the weight dtype), 0 for the CPU engine's fp32 cache. Fails on an
+ * engine without sequences. */
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
-                          bench_batch_row *rows, tt_error *err);
+                          size_t kv_bytes_per_pos, bench_batch_row *rows, tt_error *err);
 
 /* The table, and the JSON array ("batch":[...], no trailing comma). weight_bytes and bandwidth
  * (bytes/s, 0 when unknown) give the prediction: a step reads the weights once and every row's

@@ -388,6 +388,14 @@ static int generate_samples(const cli_app *app, const cli_options *o, const char
     } else {
         double s = res.decode_ms / 1e3;
         double agg = s > 0 ? res.tokens / s : 0.0;
+        /* A sample stopped by an error (a device error on the GPU, whose sessions have no engine
+         * to fall back to here) says why, once per sample, and the run fails. */
+        for (int i = 0; i < res.n; i++)
+            if (res.stats[i].stop == SESSION_STOP_ERROR) {
+                if (!o->json)
+                    fprintf(stderr, "tokentop: sample %d: %s\n", i, res.stats[i].error.msg);
+                rc = 1;
+            }
         if (o->json) {
             printf("{\"done\":true,\"samples\":%d,\"seed\":%llu,\"steps\":%d,"
                    "\"generated_tokens\":%ld,\"aggregate_tok_s\":", res.n,
@@ -474,8 +482,6 @@ static int app_generate(int argc, char **argv)
         free(prompt);
         return 2;
     }
-    if ((o.num_beams || o.samples) && strcmp(o.backend, "auto") == 0)
-        o.backend = "cpu";         /* only the CPU engine has sequences (batched steps) yet */
     cli_app app;
     if (cli_app_load(&app, &o, false) != TT_OK) {
         free(prompt);

@@ -114,9 +114,10 @@ void engine_free(engine *e);
  * (engine_forward, engine_truncate, n_past), so code that knows nothing of sequences is
  * unchanged. Positions are absolute per sequence: no padding, each sequence runs at its own
  * position. A batched step appends one token to each of B sequences and reads the weights once
- * for all B rows. Row b of a batch gives the same bits as the same token run alone on its
- * sequence (the CPU kernels are batch-invariant: kernels.h), whatever B, the other rows, the
- * thread count or the order of the sequences. */
+ * for all B rows. On the CPU, row b of a batch gives the same bits as the same token run alone on
+ * its sequence (the kernels are batch-invariant: kernels.h), whatever B, the other rows, the
+ * thread count or the order of the sequences; the CUDA engine (gpu/cuda_engine.cu) gives them
+ * within its rounding tolerance (cuBLAS may sum B rows in another order than one). */
 
 struct engine_seq_ops {
     /* Makes slots 0 .. n-1 exist (new ones empty); n >= 1. */
@@ -134,7 +135,7 @@ struct engine_seq_ops {
     void (*truncate)(engine *e, int seq, int pos);
 };
 
-/* True when the backend runs several sequences (the CPU does; see engine_seq_ops). */
+/* True when the backend runs several sequences (the CPU and CUDA ones do; see engine_seq_ops). */
 bool engine_has_seqs(const engine *e);
 
 /* Makes sequences 0 .. n-1 exist; new ones are empty and hold n_ctx positions each (memory_bytes

@@ -5,7 +5,9 @@
  * records (probabilities, uniform draws, text), the same stop reason. It holds because every
  * sample is an ordinary session (core/session.c: penalties, --min-tokens, stop strings, the
  * context shift) over a view of one engine sequence, and the CPU kernels are batch-invariant: a
- * row of a batched step has the bits of the same token run alone.
+ * row of a batched step has the bits of the same token run alone. On the CUDA engine a row equals
+ * the row run alone within its rounding (bit for bit in the host emulation), so there the contract
+ * holds up to near-ties between tokens.
  *
  * How: sample i runs on engine sequence 1 + i (sequence 0 is not touched). A view engine turns
  * the session's one-token forwards into rows of the next batched step (engine_forward_batch);

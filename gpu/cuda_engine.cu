@@ -4,12 +4,21 @@
  * Weights are uploaded once in the dtype asked for (every parameter rounded to it, as the CPU engine
  * does; the bias and LayerNorm vectors are kept as fp32 arrays of those rounded values). The KV
  * cache lives on the device, (L, NH, n_ctx, HS) per K and V like the CPU's, in the weight dtype;
- * truncate only lowers n_past. A span runs in chunks of up to TB tokens: matmuls through cuBLAS with
- * fp32 accumulation, attention through two strided batched GEMMs and a causal softmax; a one-token
- * step (decode) uses a single attention kernel instead, and every kernel of the step reads the
- * position from a device buffer, so the whole step is captured once as a CUDA graph and replayed,
- * only the token and position being copied in before each replay. Logits always come back to host
- * memory (pinned, e->logits); sampling stays on the host.
+ * truncate only lowers a length. A span runs in chunks of up to TB tokens: matmuls through cuBLAS
+ * with fp32 accumulation, attention through two strided batched GEMMs and a causal softmax.
+ *
+ * Sequences (core/engine.h): slot 0 is the cache above; engine_seq_reserve adds slots, each one
+ * device allocation (K then V) of the same shape. A decode step is B rows, one token of each of B
+ * sequences (a plain one-token forward is a step of one row): the matmuls are one cuBLAS GEMM over
+ * the B rows, so the weights are read once, and attention runs per row over that row's sequence at
+ * its own position (cuda_attention_decode). Every kernel of the step reads the rows (token,
+ * position, cache) from a device array, so the step of B rows is captured once as a CUDA graph and
+ * replayed for any sequences at any positions, only the rows being copied in before each replay.
+ * A row's result does not depend on the other rows in the kernels here; cuBLAS may pick another
+ * algorithm (summation order) for B rows than for one, so on a device a row of a batch equals the
+ * row run alone within the backend's rounding tolerance, not bit for bit (the emulation's GEMM is
+ * bitwise the same for any B). Logits always come back to host memory (pinned, e->logits);
+ * sampling stays on the host.
  *
  * Every CUDA and cuBLAS call is checked (GPU_CHECK/BLAS_CHECK: the call, the file, the line). The
  * first error during a forward stops the engine: a sticky error poisons the CUDA context, so the
@@ -42,6 +51,12 @@ typedef struct {
     const float *fc_proj_b;        /* (C) */
 } cuda_layer;
 
+/* One sequence's KV cache: K and V (L, NH, n_ctx, HS) in the weight dtype. */
+typedef struct {
+    char *k, *v;
+    int len;                       /* tokens held; sequence 0 keeps its length in base.n_past */
+} cuda_seq;
+
 typedef struct {
     engine base;                   /* first: an engine * is a cuda_engine * */
     cuda_engine_options co;
@@ -61,15 +76,16 @@ typedef struct {
     const float *ln_f_w, *ln_f_b;  /* (C) */
     char *k_cache, *v_cache;       /* (L, NH, n_ctx, HS) in dtype */
 
-    int TB;                        /* tokens per chunk */
-    int *d_tokens;                 /* (1 + TB): position, then ids */
+    int TB;                        /* tokens per chunk, rows per decode step */
+    int *d_tokens;                 /* (1 + TB): position, then ids (a prefill chunk) */
+    cuda_row *d_rows;              /* (TB) the rows of a decode step */
     float *x;                      /* (TB, C) residual stream */
     char *xn;                      /* (TB, C) LayerNorm output, dtype */
     float *qkv;                    /* (TB, 3C) */
     char *q;                       /* (TB, C) dtype */
     char *att;                     /* (TB, C) attention output, heads side by side, dtype */
     float *scores;                 /* (NH, TB, n_ctx) */
-    float *partial;                /* decode attention's per-chunk results */
+    float *partial;                /* decode attention's per-chunk results, TB rows */
     char *probs;                   /* (NH, TB, n_ctx) dtype */
     float *fc;                     /* (TB, FF) */
     char *fc_act;                  /* (TB, FF) dtype */
@@ -77,15 +93,33 @@ typedef struct {
     void *workspace;               /* cuBLAS */
 
     int *h_tokens;                 /* (1 + TB) pinned host: what d_tokens is copied from */
+    cuda_row *h_rows;              /* (TB) pinned host: what d_rows is copied from */
     int logits_rows;               /* rows of pinned host memory at base.logits */
 
-    cudaGraphExec_t graph;         /* the decode step, captured on first use */
+    cuda_seq *seqs;                /* (n_seqs) seqs[0] is k_cache/v_cache */
+    int n_seqs;
+    size_t seq_bytes;              /* device memory of one added sequence */
+
+    cudaGraphExec_t *graphs;       /* (TB + 1) the decode step of B rows at [B], captured on first use */
     bool graph_failed;             /* capture failed once: steps run without a graph */
     bool capturing;                /* errors while capturing fall back instead of stopping */
     bool dead;                     /* a device error stopped the engine */
     char dead_msg[TT_ERROR_MAX];
-    long steps, replays;
+    long steps, replays, batch_steps;
 } cuda_engine;
+
+static int seq_len(const cuda_engine *g, int seq)
+{
+    return seq == 0 ? g->base.n_past : g->seqs[seq].len;
+}
+
+static void seq_set_len(cuda_engine *g, int seq, int n)
+{
+    if (seq == 0)
+        g->base.n_past = n;
+    else
+        g->seqs[seq].len = n;
+}
 
 /* =============================================================================================
  * Error checks */
@@ -279,13 +313,14 @@ static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
     g->v_cache = (char *)carve(kv, L * n_ctx * C * ds);
 
     g->d_tokens = (int *)carve(a, (1 + TB) * sizeof(int));
+    g->d_rows = (cuda_row *)carve(a, TB * sizeof(cuda_row));
     g->x = (float *)carve(a, TB * C * 4);
     g->xn = (char *)carve(a, TB * C * ds);
     g->qkv = (float *)carve(a, TB * 3 * C * 4);
     g->q = (char *)carve(a, TB * C * ds);
     g->att = (char *)carve(a, TB * C * ds);
     g->scores = (float *)carve(a, NH * TB * n_ctx * 4);
-    g->partial = (float *)carve(a, cuda_attention_decode_partial(cfg->C, cfg->NH, g->base.n_ctx) * 4);
+    g->partial = (float *)carve(a, TB * cuda_attention_decode_partial(cfg->C, cfg->NH, g->base.n_ctx) * 4);
     g->probs = (char *)carve(a, NH * TB * n_ctx * ds);
     g->fc = (float *)carve(a, TB * FF * 4);
     g->fc_act = (char *)carve(a, TB * FF * ds);
@@ -417,30 +452,37 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
 /* =============================================================================================
  * Forward */
 
-/* Queues the work of one chunk of T tokens at positions pos .. pos+T-1 (already in d_tokens) and,
- * when lo < T, the logits of rows lo .. T-1 into out (pinned host memory). With T == 1 nothing
- * queued depends on pos: the device reads it from d_tokens, so the step can be captured once. */
-static tt_status enqueue_chunk(cuda_engine *g, int T, int pos, int lo, float *out, tt_error *err)
+/* Queues a forward of T rows: a prefill chunk of sequence sq (positions pos .. pos+T-1, the ids
+ * already in d_tokens), or, with sq NULL, a decode step of T rows (already in d_rows: one token of
+ * one sequence each). When lo < T, the logits of rows lo .. T-1 go to out (pinned host memory). A
+ * decode step queues nothing that depends on positions or sequences: the device reads them from
+ * d_rows, so the step of T rows can be captured once. */
+static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int pos, int lo, float *out,
+                                 tt_error *err)
 {
     const gpt2_config *cfg = g->base.config;
     const int C = cfg->C, FF = cfg->FF, NH = cfg->NH, V = cfg->V, n_ctx = g->base.n_ctx;
     const tt_dtype d = g->base.dtype;
-    const size_t ds = tt_dtype_size(d), layer_cache = (size_t)n_ctx * (size_t)C * ds;
+    const size_t ds = tt_dtype_size(d), layer_elems = (size_t)n_ctx * (size_t)C;
     const float eps = cfg->ln_eps;
     cudaStream_t s = g->stream;
     cublasHandle_t h = g->cublas;
 
-    GPU_CHECK(cuda_embed(g->x, g->d_tokens, g->wte, g->wpe, T, C, d, s));
+    if (sq)
+        GPU_CHECK(cuda_embed(g->x, g->d_tokens, g->wte, g->wpe, T, C, d, s));
+    else
+        GPU_CHECK(cuda_embed_rows(g->x, g->d_rows, g->wte, g->wpe, T, C, d, s));
     const float *pending = NULL;   /* the bias of the last matmul added into x */
     for (int l = 0; l < cfg->L; l++) {
         const cuda_layer *ly = &g->layers[l];
-        char *kc = g->k_cache + (size_t)l * layer_cache, *vc = g->v_cache + (size_t)l * layer_cache;
+        const size_t layer = (size_t)l * layer_elems;
         GPU_CHECK(cuda_layernorm(g->xn, g->x, pending, ly->ln_1_w, ly->ln_1_b, T, C, eps, d, s));
         BLAS_CHECK(cuda_matmul(h, g->qkv, 3 * C, g->xn, C, ly->attn_w, T, C, 3 * C, false, d));
-        if (T == 1) {
-            GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->qkv, ly->attn_b, kc, vc, g->d_tokens, C, NH,
+        if (!sq) {
+            GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->qkv, ly->attn_b, g->d_rows, layer, T, C, NH,
                                             n_ctx, d, s));
         } else {
+            char *kc = sq->k + layer * ds, *vc = sq->v + layer * ds;
             GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, ly->attn_b, g->d_tokens, T, C, NH, n_ctx, d, s));
             BLAS_CHECK(cuda_attention_scores(h, g->scores, g->q, kc, pos, T, C, NH, n_ctx, d));
             GPU_CHECK(cuda_softmax_causal(g->probs, g->scores, pos, T, NH, d, s));
@@ -463,9 +505,9 @@ static tt_status enqueue_chunk(cuda_engine *g, int T, int pos, int lo, float *ou
     return TT_OK;
 }
 
-/* Runs one chunk without a graph. */
-static tt_status run_chunk(cuda_engine *g, const int32_t *ids, int T, int pos, int lo, float *out,
-                           tt_error *err)
+/* Runs one prefill chunk of sequence sq without a graph. */
+static tt_status run_chunk(cuda_engine *g, const cuda_seq *sq, const int32_t *ids, int T, int pos, int lo,
+                           float *out, tt_error *err)
 {
     /* h_tokens is pinned: the copy reads it when the stream gets there, and the previous chunk's
      * copy has completed (every chunk ends with a synchronize). */
@@ -473,57 +515,75 @@ static tt_status run_chunk(cuda_engine *g, const int32_t *ids, int T, int pos, i
     memcpy(g->h_tokens + 1, ids, (size_t)T * sizeof(int));
     GPU_CHECK(cudaMemcpyAsync(g->d_tokens, g->h_tokens, (size_t)(1 + T) * sizeof(int), cudaMemcpyHostToDevice,
                               g->stream));
-    tt_status s = enqueue_chunk(g, T, pos, lo, out, err);
+    tt_status s = enqueue_forward(g, sq, T, pos, lo, out, err);
     if (s != TT_OK)
         return s;
     GPU_CHECK(cudaStreamSynchronize(g->stream));
     return TT_OK;
 }
 
-/* Captures the decode step (copy in token + position, the layers, the logits copy out to row 0 of
- * base.logits). A failure leaves graphs off for this engine; it is not a device error. */
-static void capture_decode(cuda_engine *g)
+/* Captures the decode step of B rows (copy in the rows, the layers, the logits copy out to rows
+ * 0 .. B-1 of base.logits) into graphs[B]. A failure leaves graphs off for this engine; it is not a
+ * device error. */
+static void capture_rows(cuda_engine *g, int B)
 {
     tt_error err;
     cudaGraph_t graph = NULL;
     g->capturing = true;
     cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
     if (e == cudaSuccess) {
-        e = cudaMemcpyAsync(g->d_tokens, g->h_tokens, 2 * sizeof(int), cudaMemcpyHostToDevice, g->stream);
-        tt_status s = e == cudaSuccess ? enqueue_chunk(g, 1, 0, 0, g->base.logits, &err) : TT_ERR_DEVICE;
+        e = cudaMemcpyAsync(g->d_rows, g->h_rows, (size_t)B * sizeof(cuda_row), cudaMemcpyHostToDevice,
+                            g->stream);
+        tt_status s = e == cudaSuccess ? enqueue_forward(g, NULL, B, 0, 0, g->base.logits, &err) : TT_ERR_DEVICE;
         cudaError_t end = cudaStreamEndCapture(g->stream, &graph);
         if (s != TT_OK || end != cudaSuccess)
             e = cudaErrorUnknown;
     }
     if (e == cudaSuccess)
-        e = cudaGraphInstantiate(&g->graph, graph, 0);
+        e = cudaGraphInstantiate(&g->graphs[B], graph, 0);
     if (graph)
         cudaGraphDestroy(graph);
     g->capturing = false;
     if (e != cudaSuccess) {
         cudaGetLastError();
-        g->graph = NULL;
+        g->graphs[B] = NULL;
         g->graph_failed = true;
         size_t n = strlen(g->base.description);
         snprintf(g->base.description + n, sizeof g->base.description - n, " (graph capture failed)");
     }
 }
 
-static tt_status run_decode(cuda_engine *g, int32_t id, int pos, tt_error *err)
+/* Runs a decode step of the B rows in h_rows (B <= TB), logits to out: by replaying the step's
+ * graph when out is base.logits (where the graph writes), else by direct launches. */
+static tt_status run_rows(cuda_engine *g, int B, float *out, tt_error *err)
 {
-    if (!g->co.use_graphs || g->graph_failed)
-        return run_chunk(g, &id, 1, pos, 0, g->base.logits, err);
-    g->h_tokens[0] = pos;
-    g->h_tokens[1] = id;
-    if (!g->graph) {
-        capture_decode(g);
-        if (!g->graph)
-            return run_chunk(g, &id, 1, pos, 0, g->base.logits, err);
+    if (g->co.use_graphs && !g->graph_failed && out == g->base.logits) {
+        if (!g->graphs[B])
+            capture_rows(g, B);
+        if (g->graphs[B]) {
+            GPU_CHECK(cudaGraphLaunch(g->graphs[B], g->stream));
+            GPU_CHECK(cudaStreamSynchronize(g->stream));
+            g->replays++;
+            return TT_OK;
+        }
     }
-    GPU_CHECK(cudaGraphLaunch(g->graph, g->stream));
+    GPU_CHECK(cudaMemcpyAsync(g->d_rows, g->h_rows, (size_t)B * sizeof(cuda_row), cudaMemcpyHostToDevice,
+                              g->stream));
+    tt_status s = enqueue_forward(g, NULL, B, 0, 0, out, err);
+    if (s != TT_OK)
+        return s;
     GPU_CHECK(cudaStreamSynchronize(g->stream));
-    g->replays++;
     return TT_OK;
+}
+
+/* Destroys every captured step (they write to the old logits buffer). */
+static void drop_graphs(cuda_engine *g)
+{
+    for (int b = 0; g->graphs && b <= g->TB; b++)
+        if (g->graphs[b]) {
+            cudaGraphExecDestroy(g->graphs[b]);
+            g->graphs[b] = NULL;
+        }
 }
 
 /* Grows the pinned logits to rows rows. A captured graph writes to the old buffer: it goes too. */
@@ -538,10 +598,7 @@ static tt_status reserve_logits(cuda_engine *g, int rows, tt_error *err)
         return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate %zu bytes of pinned host memory for "
                        "%d rows of logits", bytes, rows);
     }
-    if (g->graph) {
-        cudaGraphExecDestroy(g->graph);
-        g->graph = NULL;
-    }
+    drop_graphs(g);
     cudaFreeHost(g->base.logits);
     g->base.memory_bytes += (size_t)(rows - g->logits_rows) * (size_t)g->base.config->V * sizeof(float);
     g->base.logits = p;
@@ -549,41 +606,176 @@ static tt_status reserve_logits(cuda_engine *g, int rows, tt_error *err)
     return TT_OK;
 }
 
-static tt_status cuda_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits, tt_error *err)
+static tt_status stopped(const cuda_engine *g, tt_error *err)
+{
+    return tt_fail(err, TT_ERR_DEVICE, "cuda: the GPU backend stopped after an earlier error: %s", g->dead_msg);
+}
+
+static tt_status cuda_seq_forward(engine *e, int seq, const int32_t *ids, int n, int pos, bool all_logits,
+                                  tt_error *err)
 {
     cuda_engine *g = (cuda_engine *)e;
     const int V = e->config->V;
+    const cuda_seq *sq = &g->seqs[seq];
     e->n_logits = 0;
     if (g->dead)
-        return tt_fail(err, TT_ERR_DEVICE, "cuda: the GPU backend stopped after an earlier error: %s",
-                       g->dead_msg);
+        return stopped(g, err);
     tt_status s = reserve_logits(g, all_logits ? n : 1, err);
     if (s != TT_OK)
         return s;
     g->steps++;
-    if (n == 1) {
-        s = run_decode(g, ids[0], pos, err);
-    } else {
-        for (int s0 = 0; s0 < n && s == TT_OK; s0 += g->TB) {
-            int T = n - s0 < g->TB ? n - s0 : g->TB;
-            bool last = s0 + T == n;
-            int lo = all_logits ? 0 : last ? T - 1 : T;
-            float *out = all_logits ? e->logits + (size_t)s0 * (size_t)V : e->logits;
-            s = run_chunk(g, ids + s0, T, pos + s0, lo, out, err);
-        }
+    /* The last token, when only its logits are wanted, runs as a decode step of one row: its logits
+     * then come from the kernels of a row of a batch (the decode attention kernel, not the prefill
+     * GEMMs, which round the probabilities to the dtype), so a sample that recomputes a copied
+     * prompt's last token in a batch (core/samples.c) gets what the prompt run alone gets. It costs
+     * one more read of the weights per span. */
+    const bool last_row = !all_logits || n == 1;
+    const int span = last_row ? n - 1 : n;
+    for (int s0 = 0; s0 < span && s == TT_OK; s0 += g->TB) {
+        int T = span - s0 < g->TB ? span - s0 : g->TB;
+        float *out = last_row ? e->logits : e->logits + (size_t)s0 * (size_t)V;
+        s = run_chunk(g, sq, ids + s0, T, pos + s0, last_row ? T : 0, out, err);
+    }
+    if (s == TT_OK && last_row) {
+        g->h_rows[0] = cuda_row{pos + n - 1, ids[n - 1], sq->k, sq->v};
+        s = run_rows(g, 1, e->logits, err);
     }
     if (s != TT_OK)
         return s;
-    e->n_past = pos + n;
+    seq_set_len(g, seq, pos + n);
     e->n_logits = all_logits ? n : 1;
     return TT_OK;
 }
 
-static void cuda_truncate(engine *e, int pos)
+static tt_status cuda_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits, tt_error *err)
+{
+    return cuda_seq_forward(e, 0, ids, n, pos, all_logits, err);
+}
+
+static void cuda_seq_truncate(engine *e, int seq, int pos)
 {
     /* The stale rows past pos are overwritten by the next append and never read before. */
-    if (pos < e->n_past)
-        e->n_past = pos < 0 ? 0 : pos;
+    cuda_engine *g = (cuda_engine *)e;
+    if (pos < seq_len(g, seq))
+        seq_set_len(g, seq, pos < 0 ? 0 : pos);
+}
+
+static void cuda_truncate(engine *e, int pos)
+{
+    cuda_seq_truncate(e, 0, pos);
+}
+
+/* Rows of up to TB sequences per step (the engine wrapper checked them: distinct, room left, ids in
+ * range). Lengths grow only once every row has run, so a failure leaves them as they were. */
+static tt_status cuda_forward_batch(engine *e, const int *seqs, const int32_t *ids, int B, tt_error *err)
+{
+    cuda_engine *g = (cuda_engine *)e;
+    const size_t V = (size_t)e->config->V;
+    e->n_logits = 0;
+    if (g->dead)
+        return stopped(g, err);
+    tt_status s = reserve_logits(g, B, err);
+    if (s != TT_OK)
+        return s;
+    g->steps++;
+    g->batch_steps++;
+    for (int b0 = 0; b0 < B; b0 += g->TB) {
+        int T = B - b0 < g->TB ? B - b0 : g->TB;
+        for (int b = 0; b < T; b++) {
+            const int q = seqs[b0 + b];
+            g->h_rows[b] = cuda_row{seq_len(g, q), ids[b0 + b], g->seqs[q].k, g->seqs[q].v};
+        }
+        if ((s = run_rows(g, T, e->logits + (size_t)b0 * V, err)) != TT_OK)
+            return s;
+    }
+    for (int b = 0; b < B; b++)
+        seq_set_len(g, seqs[b], seq_len(g, seqs[b]) + 1);
+    e->n_logits = B;
+    return TT_OK;
+}
+
+/* K then V of one sequence in one allocation at base (NULL: only measures), as plan() lays out
+ * sequence 0's. */
+static size_t carve_seq(cuda_engine *g, char *base, cuda_seq *out)
+{
+    const gpt2_config *cfg = g->base.config;
+    const size_t bytes = (size_t)cfg->L * (size_t)g->base.n_ctx * (size_t)cfg->C * tt_dtype_size(g->base.dtype);
+    carver c = {base, 0};
+    out->k = (char *)carve(&c, bytes);
+    out->v = (char *)carve(&c, bytes);
+    out->len = 0;
+    return c.used;
+}
+
+static tt_status cuda_seq_reserve(engine *e, int n, tt_error *err)
+{
+    cuda_engine *g = (cuda_engine *)e;
+    if (n <= g->n_seqs)
+        return TT_OK;
+    if (g->dead)
+        return stopped(g, err);
+    cuda_seq *seqs = (cuda_seq *)realloc(g->seqs, (size_t)n * sizeof *seqs);
+    if (!seqs)
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the table of %d sequences", n);
+    g->seqs = seqs;
+    const int had = g->n_seqs;
+    for (int i = had; i < n; i++) {
+        size_t free_b = 0, total_b = 0;
+        cudaError_t r = cudaMemGetInfo(&free_b, &total_b);
+        char *p = NULL;
+        if (r == cudaSuccess && free_b >= g->seq_bytes)
+            r = cudaMalloc((void **)&p, g->seq_bytes);
+        if (r == cudaSuccess && p)
+            r = cudaMemsetAsync(p, 0, g->seq_bytes, g->stream);   /* as sequence 0: deterministic */
+        if (r != cudaSuccess || !p) {
+            cudaGetLastError();
+            if (p)
+                cudaFree(p);
+            for (int k = had; k < i; k++) {
+                cudaFree(g->seqs[k].k);
+                e->memory_bytes -= g->seq_bytes;
+            }
+            cudaGetLastError();
+            if (r != cudaSuccess && r != cudaErrorMemoryAllocation)
+                return gpu_fail_status(g, err, r, "cudaMalloc/cudaMemsetAsync(sequence cache)", __FILE__,
+                                       __LINE__);
+            return tt_fail(err, TT_ERR_NOMEM, "cuda: %d sequences need %.1f MiB more device memory for "
+                           "their KV caches (%.1f MiB each, %d positions in %s); sequence %d does not fit: "
+                           "%.0f MiB free of %.0f MiB on %s", n, mib(g->seq_bytes * (size_t)(n - had)),
+                           mib(g->seq_bytes), e->n_ctx, tt_dtype_name(e->dtype), i, mib(free_b),
+                           mib(total_b), g->device_name);
+        }
+        carve_seq(g, p, &g->seqs[i]);
+        e->memory_bytes += g->seq_bytes;
+    }
+    g->n_seqs = n;
+    return TT_OK;
+}
+
+static int cuda_seq_count(const engine *e)
+{
+    return ((const cuda_engine *)e)->n_seqs;
+}
+
+static int cuda_seq_len(const engine *e, int seq)
+{
+    return seq_len((const cuda_engine *)e, seq);
+}
+
+/* Queued on the engine's stream, so the next forward sees the rows. A launch error stops the engine
+ * like one in a forward: the next forward reports it (the interface's copy cannot fail). */
+static void cuda_seq_copy(engine *e, int dst, int src, int from, int n)
+{
+    cuda_engine *g = (cuda_engine *)e;
+    const gpt2_config *cfg = e->config;
+    if (g->dead)
+        return;
+    const cuda_seq *d = &g->seqs[dst], *sq = &g->seqs[src];
+    cudaError_t r = cuda_kv_copy(d->k, d->v, sq->k, sq->v, from, n, cfg->L, cfg->NH, e->n_ctx, cfg->C / cfg->NH,
+                                 e->dtype, g->stream);
+    if (r != cudaSuccess)
+        gpu_fail_status(g, NULL, r, "cuda_kv_copy(d->k, d->v, sq->k, sq->v, ...)", __FILE__, __LINE__);
+    seq_set_len(g, dst, n);
 }
 
 /* =============================================================================================
@@ -595,8 +787,11 @@ static void cuda_destroy(engine *e)
     if (!g)
         return;
     /* After a sticky error these calls fail too; the memory goes with the context either way. */
-    if (g->graph)
-        cudaGraphExecDestroy(g->graph);
+    drop_graphs(g);
+    free(g->graphs);
+    for (int i = 1; i < g->n_seqs; i++)
+        cudaFree(g->seqs[i].k);
+    free(g->seqs);
     if (g->cublas)
         cublasDestroy(g->cublas);
     if (g->stream)
@@ -605,18 +800,29 @@ static void cuda_destroy(engine *e)
     cudaFree(g->cache);
     cudaFree(g->acts);
     cudaFreeHost(g->h_tokens);
+    cudaFreeHost(g->h_rows);
     cudaFreeHost(e->logits);
     cudaGetLastError();
     free(g->layers);
     free(g);
 }
 
+static const engine_seq_ops cuda_seq_ops = {
+    cuda_seq_reserve,
+    cuda_seq_count,
+    cuda_seq_len,
+    cuda_seq_forward,
+    cuda_forward_batch,
+    cuda_seq_copy,
+    cuda_seq_truncate,
+};
+
 static const engine_ops cuda_ops = {
     "cuda",
     cuda_forward,
     cuda_truncate,
     cuda_destroy,
-    NULL,                          /* no sequences (batched decoding) yet */
+    &cuda_seq_ops,
 };
 
 static tt_status alloc_device(cuda_engine *g, char **p, size_t bytes, tt_error *err)
@@ -683,6 +889,15 @@ static tt_status setup(cuda_engine *g, tt_error *err)
     GPU_CHECK(cudaStreamSynchronize(g->stream));
 
     GPU_CHECK(cudaMallocHost((void **)&g->h_tokens, (size_t)(1 + g->TB) * sizeof(int)));
+    GPU_CHECK(cudaMallocHost((void **)&g->h_rows, (size_t)g->TB * sizeof(cuda_row)));
+    g->graphs = (cudaGraphExec_t *)calloc((size_t)g->TB + 1, sizeof *g->graphs);
+    g->seqs = (cuda_seq *)calloc(1, sizeof *g->seqs);
+    if (!g->graphs || !g->seqs)
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the engine's tables");
+    cuda_seq measured;
+    g->seq_bytes = carve_seq(g, NULL, &measured);
+    g->seqs[0] = cuda_seq{g->k_cache, g->v_cache, 0};
+    g->n_seqs = 1;
     if ((s = reserve_logits(g, 1, err)) != TT_OK)
         return s;
 
@@ -764,12 +979,16 @@ extern "C" bool cuda_engine_get_stats(const engine *e, cuda_engine_stats *out)
     if (!e || e->ops != &cuda_ops)
         return false;
     const cuda_engine *g = (const cuda_engine *)e;
-    out->device_bytes = g->weights_bytes + g->cache_bytes + g->acts_bytes;
+    out->device_bytes = g->weights_bytes + g->cache_bytes + g->acts_bytes +
+                        (size_t)(g->n_seqs - 1) * g->seq_bytes;
     out->weight_bytes = e->weight_bytes;
     out->kv_bytes_per_pos = 2 * (size_t)e->config->L * (size_t)e->config->C * tt_dtype_size(e->dtype);
     out->graphs = g->co.use_graphs && !g->graph_failed;
     out->graph_replays = g->replays;
     out->steps = g->steps;
+    out->sequences = g->n_seqs;
+    out->sequence_bytes = g->seq_bytes;
+    out->batch_steps = g->batch_steps;
     return true;
 }
 

@@ -68,7 +68,10 @@ typedef struct {
     size_t kv_bytes_per_pos;   /* cache bytes a decode step reads per position already cached */
     bool graphs;               /* decode steps replay a captured CUDA graph */
     long graph_replays;        /* decode steps run as graph replays so far */
-    long steps;                /* forward calls so far */
+    long steps;                /* forward calls so far (batched steps included) */
+    int sequences;             /* KV-cache slots (engine_seq_reserve); 1 until sequences are used */
+    size_t sequence_bytes;     /* device memory of one slot (K and V for n_ctx positions) */
+    long batch_steps;          /* engine_forward_batch calls so far */
 } cuda_engine_stats;
 
 /* False (and *out untouched) when e is not a CUDA engine. */

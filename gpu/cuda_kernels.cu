@@ -46,6 +46,22 @@ cudaError_t cuda_embed(float *x, const int *tokens, const void *wte, const void 
     return TT_DISPATCH(d, embed_kernel, dim3(T), dim3(row_block(C)), 0, stream, x, tokens, wte, wpe, C);
 }
 
+template <tt_dtype D>
+__global__ void embed_rows_kernel(float *x, const cuda_row *rows, const void *wte, const void *wpe, int C)
+{
+    const int b = blockIdx.x;
+    const size_t id = (size_t)rows[b].id, p = (size_t)rows[b].pos;
+    float *xr = x + (size_t)b * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        xr[i] = tt_load_f32(wte, D, id * C + i) + tt_load_f32(wpe, D, p * C + i);
+}
+
+cudaError_t cuda_embed_rows(float *x, const cuda_row *rows, const void *wte, const void *wpe, int B,
+                            int C, tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, embed_rows_kernel, dim3(B), dim3(row_block(C)), 0, stream, x, rows, wte, wpe, C);
+}
+
 /* =============================================================================================
  * LayerNorm (with the pending bias of the residual stream) */
 
@@ -213,11 +229,13 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
                                       NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-/* Decode attention, split over the keys (flash-decoding): block (h, s) handles keys
- * [s*CHUNK, (s+1)*CHUNK) of head h and leaves its maximum score m, its sum of exp(score - m) l and
- * its unnormalized output acc in partial; a second kernel combines the chunks. The grid covers the
- * whole cache (n_ctx / CHUNK blocks per head) and blocks past the current position return at once,
- * so the launch is the same at every position and the step can be captured in a graph. */
+/* Decode attention, split over the keys (flash-decoding): block (h, s, b) handles keys
+ * [s*CHUNK, (s+1)*CHUNK) of head h of row b's sequence and leaves its maximum score m, its sum of
+ * exp(score - m) l and its unnormalized output acc in partial; a second kernel combines the chunks.
+ * The grid covers the whole cache (n_ctx / CHUNK blocks per head and row) and blocks past their
+ * row's position return at once, so the launch is the same at every position and the step can be
+ * captured in a graph. A block reads nothing of the other rows: a row's result does not depend on
+ * the batch. */
 #define DECODE_THREADS 128             /* 4 warps */
 #define DECODE_CHUNK 256               /* keys per block */
 #define DECODE_KEY_LANES 8             /* lanes per key when scoring: 4 keys per warp at a time */
@@ -232,20 +250,22 @@ template <tt_dtype D> __device__ static inline float held(float v)
 
 template <tt_dtype D>
 __global__ void __launch_bounds__(DECODE_THREADS)
-attention_decode_kernel(float *partial, const float *qkv, const float *bias, void *k, void *v,
-                        const int *tokens, int C, int NH, int n_ctx)
+attention_decode_kernel(float *partial, const float *qkv, const float *bias, const cuda_row *rows,
+                        size_t layer, int C, int NH, int n_ctx)
 {
     __shared__ float qs[CUDA_MAX_HS];
     __shared__ float att[DECODE_CHUNK];             /* scores, then exp(score - m) */
     __shared__ float part[DECODE_THREADS / 32][CUDA_MAX_HS];
     __shared__ float red[32];
-    const int HS = C / NH, hd = blockIdx.x, chunk = blockIdx.y;
+    const int HS = C / NH, hd = blockIdx.x, chunk = blockIdx.y, row = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    const int n = tokens[0] + 1;                    /* keys 0 .. pos, the new one included */
+    const int n = rows[row].pos + 1;                /* keys 0 .. pos, the new one included */
     const int j0 = chunk * DECODE_CHUNK, j1 = j0 + DECODE_CHUNK < n ? j0 + DECODE_CHUNK : n;
     if (j0 >= n)                                    /* the whole block: no barrier is skipped */
         return;
-    const size_t base = (size_t)hd * n_ctx * HS;
+    void *k = rows[row].k, *v = rows[row].v;
+    qkv += (size_t)row * 3 * C;
+    const size_t base = layer + (size_t)hd * n_ctx * HS;
     /* q = qkv + bias, rounded as the prefill path holds it; the block whose chunk holds the new
      * position also stores its key and value (the other chunks never read that row). */
     for (int i = threadIdx.x; i < HS; i += blockDim.x) {
@@ -298,7 +318,7 @@ attention_decode_kernel(float *partial, const float *qkv, const float *bias, voi
     for (int i = lane, r = 0; i < HS; i += 32, r++)
         part[warp][i] = acc[r];
     __syncthreads();
-    float *out = partial + ((size_t)hd * gridDim.y + chunk) * (HS + 2);   /* m, l, acc (HS) */
+    float *out = partial + (((size_t)row * NH + hd) * gridDim.y + chunk) * (HS + 2);   /* m, l, acc (HS) */
     for (int i = threadIdx.x; i < HS; i += blockDim.x) {
         float o = 0.0f;
         for (int w = 0; w < nwarps; w++)
@@ -312,12 +332,12 @@ attention_decode_kernel(float *partial, const float *qkv, const float *bias, voi
 }
 
 template <tt_dtype D>
-__global__ void attention_combine_kernel(void *out, const float *partial, const int *tokens, int C, int NH,
+__global__ void attention_combine_kernel(void *out, const float *partial, const cuda_row *rows, int C, int NH,
                                          int n_chunks)
 {
-    const int HS = C / NH, hd = blockIdx.x;
-    const int used = (tokens[0] + 1 + DECODE_CHUNK - 1) / DECODE_CHUNK;   /* chunks that ran */
-    const float *p = partial + (size_t)hd * n_chunks * (HS + 2);
+    const int HS = C / NH, hd = blockIdx.x, row = blockIdx.y;
+    const int used = (rows[row].pos + 1 + DECODE_CHUNK - 1) / DECODE_CHUNK;   /* chunks that ran */
+    const float *p = partial + ((size_t)row * NH + hd) * n_chunks * (HS + 2);
     float mx = -INFINITY;
     for (int c = 0; c < used; c++)
         mx = fmaxf(mx, p[(size_t)c * (HS + 2)]);
@@ -329,7 +349,7 @@ __global__ void attention_combine_kernel(void *out, const float *partial, const 
         float o = 0.0f;
         for (int c = 0; c < used; c++)
             o += expf(p[(size_t)c * (HS + 2)] - mx) * p[(size_t)c * (HS + 2) + 2 + i];
-        tt_store_f32(out, D, (size_t)hd * HS + i, o * inv);
+        tt_store_f32(out, D, (size_t)row * C + (size_t)hd * HS + i, o * inv);
     }
 }
 
@@ -338,17 +358,49 @@ size_t cuda_attention_decode_partial(int C, int NH, int n_ctx)
     return (size_t)NH * (size_t)decode_chunks(n_ctx) * (size_t)(C / NH + 2);
 }
 
-cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias, void *k,
-                                  void *v, const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
-                                  cudaStream_t stream)
+cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias,
+                                  const cuda_row *rows, size_t layer, int B, int C, int NH, int n_ctx,
+                                  tt_dtype d, cudaStream_t stream)
 {
     const int S = decode_chunks(n_ctx);
-    cudaError_t e = TT_DISPATCH(d, attention_decode_kernel, dim3(NH, S), dim3(DECODE_THREADS), 0, stream,
-                                partial, qkv, bias, k, v, tokens, C, NH, n_ctx);
+    cudaError_t e = TT_DISPATCH(d, attention_decode_kernel, dim3(NH, S, B), dim3(DECODE_THREADS), 0, stream,
+                                partial, qkv, bias, rows, layer, C, NH, n_ctx);
     if (e != cudaSuccess)
         return e;
-    return TT_DISPATCH(d, attention_combine_kernel, dim3(NH), dim3(row_block(C / NH)), 0, stream, out,
-                       (const float *)partial, tokens, C, NH, S);
+    return TT_DISPATCH(d, attention_combine_kernel, dim3(NH, B), dim3(row_block(C / NH)), 0, stream, out,
+                       (const float *)partial, rows, C, NH, S);
+}
+
+/* =============================================================================================
+ * Sequence copy */
+
+/* Element type of a cache element: its bytes are copied, never converted. */
+template <typename E>
+__global__ void kv_copy_kernel(E *dk, E *dv, const E *sk, const E *sv, size_t from, size_t len,
+                               size_t n_ctx, size_t HS, size_t N)
+{
+    /* Element i: slab (layer, head) i / (len HS), then the position's row inside it. */
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t slab = i / (len * HS), r = i % (len * HS);
+        const size_t at = slab * n_ctx * HS + from * HS + r;
+        dk[at] = sk[at];
+        dv[at] = sv[at];
+    }
+}
+
+cudaError_t cuda_kv_copy(void *dst_k, void *dst_v, const void *src_k, const void *src_v, int from,
+                         int n, int L, int NH, int n_ctx, int HS, tt_dtype d, cudaStream_t stream)
+{
+    if (n <= from)
+        return cudaSuccess;
+    const size_t len = (size_t)(n - from), N = (size_t)L * NH * len * HS;
+    if (tt_dtype_size(d) == 4)
+        return TT_LAUNCH(kv_copy_kernel<uint32_t>, dim3(flat_grid(N)), dim3(256), 0, stream, (uint32_t *)dst_k,
+                         (uint32_t *)dst_v, (const uint32_t *)src_k, (const uint32_t *)src_v, (size_t)from, len,
+                         (size_t)n_ctx, (size_t)HS, N);
+    return TT_LAUNCH(kv_copy_kernel<uint16_t>, dim3(flat_grid(N)), dim3(256), 0, stream, (uint16_t *)dst_k,
+                     (uint16_t *)dst_v, (const uint16_t *)src_k, (const uint16_t *)src_v, (size_t)from, len,
+                     (size_t)n_ctx, (size_t)HS, N);
 }
 
 /* =============================================================================================

@@ -16,9 +16,12 @@
  * and the KV cache are held in the weight dtype, because cuBLAS multiplies two operands of one type;
  * the residual stream, matmul outputs, scores and logits are fp32, as on the CPU.
  *
- * Dimension letters as in core/model.h. `tokens` is a device buffer (1 + T) ints: tokens[0] is the
- * position of the first token, tokens[1 .. T] the ids; kernels read the position from it, so a
- * captured decode graph is valid at every position. Pointers are device pointers. */
+ * Dimension letters as in core/model.h. A prefill chunk (one sequence, T consecutive positions)
+ * passes `tokens`, a device buffer of (1 + T) ints: tokens[0] is the position of the first token,
+ * tokens[1 .. T] the ids. A decode step (B rows, one token of each of B sequences) passes `rows`, a
+ * device array of cuda_row: kernels read every position and cache from it, so one captured graph
+ * per B is valid at every position and for every choice of sequences. Pointers are device
+ * pointers. */
 #ifndef TOKENTOP_GPU_CUDA_KERNELS_H
 #define TOKENTOP_GPU_CUDA_KERNELS_H
 
@@ -29,9 +32,22 @@
 /* Largest head size cuda_attention_decode handles (GPT-2 uses 64). */
 #define CUDA_MAX_HS 256
 
+/* One row of a decode step: its token, its position in its sequence, and that sequence's KV
+ * cache, (L, NH, n_ctx, HS) per K and V in the weight dtype (layer l at element l NH n_ctx HS).
+ * Rows of one step belong to distinct sequences. */
+typedef struct {
+    int pos;
+    int id;
+    void *k, *v;
+} cuda_row;
+
 /* x (T, C) fp32 = wte[tokens[1 + t]] + wpe[tokens[0] + t]; wte (V, C), wpe (maxT, C) in d. */
 cudaError_t cuda_embed(float *x, const int *tokens, const void *wte, const void *wpe, int T, int C,
                        tt_dtype d, cudaStream_t stream);
+
+/* x (B, C) fp32 = wte[rows[b].id] + wpe[rows[b].pos]: cuda_embed's sum, per row. */
+cudaError_t cuda_embed_rows(float *x, const cuda_row *rows, const void *wte, const void *wpe, int B,
+                            int C, tt_dtype d, cudaStream_t stream);
 
 /* For each row t of x (T, C) fp32: x[t] += bias (when bias is not NULL; the bias of the matmul that
  * last accumulated into x), then out[t] = LayerNorm(x[t]) * w + b, written in d. */
@@ -68,15 +84,22 @@ cudaError_t cuda_softmax_causal(void *probs, const float *scores, int pos, int T
 cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *probs, const void *v,
                                      int pos, int T, int C, int NH, int n_ctx, tt_dtype d);
 
-/* One token (T = 1) at position tokens[0], straight from the qkv matmul: what cuda_qkv_store
- * does (q, and the key and value into the cache at tokens[0]) fused with attention over keys
- * 0 .. tokens[0]: out (1, C) in d. Two kernels: blocks of 256 keys per head write partial results
- * (partial: cuda_attention_decode_partial floats of device scratch), one block per head combines
- * them. Launch shapes depend on n_ctx only. */
-cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias, void *k,
-                                  void *v, const int *tokens, int C, int NH, int n_ctx, tt_dtype d,
-                                  cudaStream_t stream);
-size_t cuda_attention_decode_partial(int C, int NH, int n_ctx);
+/* A decode step of B rows, straight from the qkv matmul (qkv (B, 3C) fp32): for each row b, what
+ * cuda_qkv_store does (q, and the key and value into rows[b]'s cache at rows[b].pos, layer at
+ * element offset `layer`) fused with attention over that sequence's keys 0 .. rows[b].pos:
+ * out (B, C) in d. Each row is computed as it would be alone (the same blocks, the same order of
+ * every sum), whatever B and the other rows. Two kernels: blocks of 256 keys per head and row
+ * write partial results (partial: B * cuda_attention_decode_partial floats of device scratch), one
+ * block per head and row combines them. Launch shapes depend on B and n_ctx only. */
+cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias,
+                                  const cuda_row *rows, size_t layer, int B, int C, int NH, int n_ctx,
+                                  tt_dtype d, cudaStream_t stream);
+size_t cuda_attention_decode_partial(int C, int NH, int n_ctx);   /* floats per row */
+
+/* Positions from .. n-1 of every layer and head of one sequence's cache (src_k, src_v) into
+ * another's (dst_k, dst_v); caches (L, NH, n_ctx, HS) in d. One launch (beam search forks). */
+cudaError_t cuda_kv_copy(void *dst_k, void *dst_v, const void *src_k, const void *src_v, int from,
+                         int n, int L, int NH, int n_ctx, int HS, tt_dtype d, cudaStream_t stream);
 
 /* A launch that touches every kind of instruction the kernels use, on a one-int buffer: fails with
  * cudaErrorNoKernelImageForDevice (or similar) when the build has no code for this device. */

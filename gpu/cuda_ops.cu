@@ -221,11 +221,16 @@ extern "C" tt_status cuda_ops_attention(cuda_ops *c, float *out, float *k_cache,
     void *dprobs = decode ? NULL : ops_upload(c, NULL, (size_t)NH * T * n_keys, d, &e);
     float *dpart = decode ? (float *)ops_upload(c, NULL, cuda_attention_decode_partial(C, NH, n_ctx), TT_F32, &e)
                           : NULL;
+    /* The decode step's one row: this position, this cache (as one layer of it). */
+    cuda_row row = {pos, 0, dk, dv};
+    cuda_row *drow = decode ? (cuda_row *)ops_upload(c, NULL, sizeof row / sizeof(float), TT_F32, &e) : NULL;
     if (e == cudaSuccess)
         e = cudaMemcpy(dt, tok, sizeof tok, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && drow)
+        e = cudaMemcpy(drow, &row, sizeof row, cudaMemcpyHostToDevice);
     OPS_CHECK(e);
     if (decode) {
-        OPS_CHECK(cuda_attention_decode(dout, dpart, dqkv, db, dk, dv, dt, C, NH, n_ctx, d, c->stream));
+        OPS_CHECK(cuda_attention_decode(dout, dpart, dqkv, db, drow, 0, 1, C, NH, n_ctx, d, c->stream));
     } else {
         OPS_CHECK(cuda_qkv_store(dq, dk, dv, dqkv, db, dt, T, C, NH, n_ctx, d, c->stream));
         OPS_BLAS(cuda_attention_scores(c->cublas, dscores, dq, dk, pos, T, C, NH, n_ctx, d));

@@ -26,7 +26,8 @@ extern "C" {
 /* Bumped whenever gpu_plugin or a type it passes (cuda_engine_options, cuda_device_info_t,
  * cuda_engine_stats, engine, model, engine_options) changes layout: a plugin from another build is
  * refused with both numbers instead of crashing. */
-#define GPU_PLUGIN_ABI 2                 /* 2: engine_ops.seq, engine.seq_tokens */
+#define GPU_PLUGIN_ABI 3   /* 2: engine_ops.seq, engine.seq_tokens; 3: cuda_engine_stats.sequences,
+                              .sequence_bytes, .batch_steps (the CUDA engine has sequences) */
 #define GPU_PLUGIN_ENTRY "tokentop_gpu_plugin"
 
 /* The functions of gpu/cuda_engine.h, as one table; see there for each contract. */
@@ -67,7 +68,7 @@ const gpu_plugin *tokentop_gpu_plugin(void);
  * Returns the table, or NULL with one line in why (cap bytes; may be NULL) that a user can act on:
  * "no CUDA driver (libcuda.so.1: cannot open shared object file: ...)", "no GPU plugin
  * (tokentop-cuda.so is neither in DIR nor in DIR/../lib/tokentop; ...)", "cannot load PATH
- * (<dlerror>)", "PATH: plugin ABI 2, this tokentop expects 1 (...)".
+ * (<dlerror>)", "PATH: plugin ABI 2, this tokentop expects 3 (...)".
  * A table returned does not mean a device is usable: ask its backend_available. */
 const gpu_plugin *gpu_plugin_load(const char *exe_dir, char *why, size_t cap);
 

@@ -6,7 +6,14 @@
  *  - per op: each launcher of gpu/cuda_kernels.cu on random inputs against a float64 loop over the same
  *    held (dtype-rounded) inputs: |got - ref| <= tol + eps |ref|, per dtype
  *  - end to end: the GPU engine against the CPU engine on small random models, logits over prefill,
- *    decode, truncate and continue, greedy generations, graphs on and off, chunked prefill. */
+ *    decode, truncate and continue, greedy generations, graphs on and off, chunked prefill
+ *  - sequences (gt_add_sequences): batched rows against the same rows run alone, copies, beam
+ *    search against the CPU's, the samples contract, bad input.
+ *
+ * A file that includes this one defines GT_BATCH_BITWISE when its backend's batched rows must equal
+ * rows run alone bit for bit (the emulation: every kernel is row-independent and its GEMM sums each
+ * element in k order whatever the rows); on a device cuBLAS may choose another algorithm for B rows,
+ * so they are held to the logits tolerance instead. */
 #ifndef TOKENTOP_CHECK_GPU_COMMON_H
 #define TOKENTOP_CHECK_GPU_COMMON_H
 
@@ -16,12 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/beam.h"
 #include "core/engine.h"
 #include "core/gpt2_math.h"
 #include "core/kernels.h"
 #include "core/model.h"
 #include "core/modelgen.h"
 #include "core/rng.h"
+#include "core/samples.h"
+#include "core/tokenizer.h"
 #include "gpu/cuda_engine.h"
 #include "gpu/cuda_ops.h"
 #include "gpu/cuda_selftest.h"
@@ -836,7 +846,7 @@ START_TEST(graphs_on_and_off_give_identical_logits)
     cuda_engine_stats st;
     ck_assert(cuda_engine_get_stats(a, &st));
     ck_assert(st.graphs);
-    ck_assert_int_eq(st.graph_replays, 8);
+    ck_assert_int_eq(st.graph_replays, 9);   /* 8 steps, and the prompt's last token (a one-row step) */
     ck_assert(cuda_engine_get_stats(b, &st));
     ck_assert(!st.graphs);
     ck_assert_int_eq(st.graph_replays, 0);
@@ -941,6 +951,428 @@ START_TEST(two_engines_interleave_like_draft_and_target)
     gt_pair_close(&b);
 }
 END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Sequences: batched decoding (engine_seq_*, engine_forward_batch) */
+
+#define GT_SEQS 6
+#define GT_SEQ_STEPS 4
+
+/* Sequence b's prompt length and tokens: each sequence at its own position. */
+static int gt_seq_prompt(int b)
+{
+    return 1 + (b * 5) % 9;
+}
+
+static int32_t gt_seq_token(const model *m, int b, int t)
+{
+    return (int32_t)((b * 97 + t * 31 + 7) % m->config.V);
+}
+
+/* Row got against want: bit for bit where GT_BATCH_BITWISE, else within the logits tolerance. */
+static void gt_same_row(const char *what, tt_dtype d, const float *got, const float *want, int V)
+{
+#ifdef GT_BATCH_BITWISE
+    (void)d;
+    ck_assert_msg(memcmp(got, want, (size_t)V * sizeof(float)) == 0, "%s: not bit for bit", what);
+#else
+    double tol, eps;
+    gt_logit_tol(d, &tol, &eps);
+    double *ref = malloc((size_t)V * sizeof(double));
+    for (int v = 0; v < V; v++)
+        ref[v] = want[v];
+    gt_close(what, d, got, ref, (size_t)V, tol, eps);
+    free(ref);
+#endif
+}
+
+/* The logits of sequence b's decode steps run alone on a fresh GPU engine (prompt as a span, then
+ * one token at a time): (GT_SEQ_STEPS, V). */
+static float *gt_seq_alone(model *m, const engine_options *eo, const cuda_engine_options *co, int b)
+{
+    engine *e = gt_engine(m, eo, co);
+    const int V = m->config.V, P = gt_seq_prompt(b);
+    int32_t ids[32];
+    for (int t = 0; t < P + GT_SEQ_STEPS; t++)
+        ids[t] = gt_seq_token(m, b, t);
+    tt_error err = {0};
+    ck_assert_msg(engine_forward(e, ids, P, 0, false, &err) == TT_OK, "%s", err.msg);
+    float *out = malloc((size_t)GT_SEQ_STEPS * (size_t)V * sizeof(float));
+    for (int s = 0; s < GT_SEQ_STEPS; s++) {
+        ck_assert_msg(engine_forward(e, ids + P + s, 1, P + s, false, &err) == TT_OK, "%s", err.msg);
+        memcpy(out + (size_t)s * (size_t)V, engine_logits(e, 0), (size_t)V * sizeof(float));
+    }
+    engine_free(e);
+    return out;
+}
+
+START_TEST(gpu_batched_rows_equal_the_same_rows_run_alone)
+{
+    /* Loop index: dtype x {graphs, small chunks without graphs}. With max_chunk 4 a batch of 6
+     * runs as 4 + 2 rows. Rows come in a permuted order; batch sizes 1, 3 and 6. */
+    const tt_dtype d = gt_dtypes[_i % 3];
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    if (_i >= 3) {
+        co.use_graphs = false;
+        co.max_chunk = 4;
+    }
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
+    engine_options eo = gt_engine_options(d);
+    const int V = m->config.V;
+    float *want[GT_SEQS];
+    for (int b = 0; b < GT_SEQS; b++)
+        want[b] = gt_seq_alone(m, &eo, &co, b);
+    static const int batches[] = {1, 3, GT_SEQS};
+    tt_error err = {0};
+    for (int k = 0; k < 3; k++) {
+        const int B = batches[k];
+        engine *e = gt_engine(m, &eo, &co);
+        ck_assert_msg(engine_seq_reserve(e, B, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(engine_seq_count(e), B);
+        int order[GT_SEQS];
+        for (int r = 0; r < B; r++)
+            order[r] = (r * 5 + 2) % B;    /* 5 is prime to every B here: a permutation */
+        for (int b = 0; b < B; b++) {
+            int32_t ids[16];
+            for (int t = 0; t < gt_seq_prompt(b); t++)
+                ids[t] = gt_seq_token(m, b, t);
+            ck_assert_msg(engine_seq_forward(e, b, ids, gt_seq_prompt(b), 0, false, &err) == TT_OK, "%s",
+                          err.msg);
+        }
+        for (int s = 0; s < GT_SEQ_STEPS; s++) {
+            int32_t ids[GT_SEQS];
+            for (int r = 0; r < B; r++)
+                ids[r] = gt_seq_token(m, order[r], gt_seq_prompt(order[r]) + s);
+            ck_assert_msg(engine_forward_batch(e, order, ids, B, &err) == TT_OK, "%s", err.msg);
+            ck_assert_int_eq(e->n_logits, B);
+            for (int r = 0; r < B; r++) {
+                const int b = order[r];
+                ck_assert_int_eq(engine_seq_len(e, b), gt_seq_prompt(b) + s + 1);
+                ck_assert_int_eq(engine_seq_tokens(e, b)[gt_seq_prompt(b) + s], ids[r]);
+                char what[128];
+                snprintf(what, sizeof what, "batch %d, step %d, row %d (sequence %d at position %d) vs alone",
+                         B, s, r, b, gt_seq_prompt(b) + s);
+                gt_same_row(what, d, engine_logits(e, r), want[b] + (size_t)s * (size_t)V, V);
+            }
+        }
+        ck_assert_int_eq(e->n_past, gt_seq_prompt(0) + GT_SEQ_STEPS);   /* sequence 0 is the plain cache */
+        cuda_engine_stats st;
+        ck_assert(cuda_engine_get_stats(e, &st));
+        ck_assert_int_eq(st.sequences, B);
+        ck_assert_int_eq(st.batch_steps, GT_SEQ_STEPS);
+        engine_free(e);
+    }
+    for (int b = 0; b < GT_SEQS; b++)
+        free(want[b]);
+    gt_unload(m, dir);
+}
+END_TEST
+
+START_TEST(gpu_batched_rows_match_the_cpu_batch)
+{
+    /* The same batch on the CPU engine (batch-invariant) and the GPU engine: every row within the
+     * logits tolerance, so a batch is GPT-2's forward and not just self-consistent. */
+    gt_pair p;
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_pair_open(&p, &gt_tiny, gt_dtypes[_i], &co);
+    const int V = p.m->config.V, B = 4;
+    engine *es[2] = {p.cpu, p.gpu};
+    tt_error err = {0};
+    int seqs[4] = {3, 0, 2, 1};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(engine_seq_reserve(es[k], B, &err) == TT_OK, "%s", err.msg);
+        for (int b = 0; b < B; b++) {
+            int32_t ids[16];
+            for (int t = 0; t < gt_seq_prompt(b); t++)
+                ids[t] = gt_seq_token(p.m, b, t);
+            ck_assert_msg(engine_seq_forward(es[k], b, ids, gt_seq_prompt(b), 0, false, &err) == TT_OK, "%s",
+                          err.msg);
+        }
+    }
+    double *ref = malloc((size_t)V * sizeof(double));
+    for (int s = 0; s < 3; s++) {
+        int32_t ids[4];
+        for (int r = 0; r < B; r++)
+            ids[r] = gt_seq_token(p.m, seqs[r], 20 + s);
+        for (int k = 0; k < 2; k++)
+            ck_assert_msg(engine_forward_batch(es[k], seqs, ids, B, &err) == TT_OK, "%s", err.msg);
+        for (int r = 0; r < B; r++) {
+            for (int v = 0; v < V; v++)
+                ref[v] = engine_logits(p.cpu, r)[v];
+            char what[96];
+            snprintf(what, sizeof what, "batched step %d, row %d (sequence %d) vs the CPU", s, r, seqs[r]);
+            gt_close(what, p.d, engine_logits(p.gpu, r), ref, (size_t)V, p.tol, p.eps);
+        }
+    }
+    free(ref);
+    gt_pair_close(&p);
+}
+END_TEST
+
+START_TEST(gpu_copied_sequence_continues_exactly_like_its_source)
+{
+    /* A beam fork: sequence 2 takes sequence 1's rows (all of them, then only the ones past a
+     * shared prefix), and both continue with the same tokens: the same logits, row for row (bit for
+     * bit where GT_BATCH_BITWISE). */
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
+    engine_options eo = gt_engine_options(gt_dtypes[_i]);
+    engine *e = gt_engine(m, &eo, NULL);
+    const int V = m->config.V;
+    tt_error err = {0};
+    ck_assert_msg(engine_seq_reserve(e, 3, &err) == TT_OK, "%s", err.msg);
+    int32_t ids[24];
+    for (int t = 0; t < 24; t++)
+        ids[t] = gt_seq_token(m, 4, t);
+    ck_assert(engine_seq_forward(e, 1, ids, 9, 0, false, &err) == TT_OK);
+    ck_assert(engine_seq_forward(e, 2, ids + 12, 5, 0, false, &err) == TT_OK);   /* other rows, replaced */
+    ck_assert_msg(engine_seq_copy(e, 2, 1, 0, 9, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(engine_seq_len(e, 2), 9);
+    ck_assert(memcmp(engine_seq_tokens(e, 2), ids, 9 * sizeof(int32_t)) == 0);
+    int pair[2] = {1, 2};
+    for (int s = 0; s < 3; s++) {
+        int32_t two[2] = {ids[9 + s], ids[9 + s]};
+        ck_assert_msg(engine_forward_batch(e, pair, two, 2, &err) == TT_OK, "%s", err.msg);
+        char what[64];
+        snprintf(what, sizeof what, "step %d after a full copy: the copy's row vs its source's", s);
+        gt_same_row(what, eo.dtype, engine_logits(e, 1), engine_logits(e, 0), V);
+    }
+    /* Sequence 2 diverges, then takes positions 9 .. 11 back from sequence 1 (0 .. 8 are shared). */
+    engine_seq_truncate(e, 2, 9);
+    int32_t other[3] = {1, 2, 3};
+    ck_assert(engine_seq_forward(e, 2, other, 3, 9, false, &err) == TT_OK);
+    ck_assert_msg(engine_seq_copy(e, 2, 1, 9, 12, &err) == TT_OK, "%s", err.msg);
+    ck_assert(memcmp(engine_seq_tokens(e, 2), ids, 12 * sizeof(int32_t)) == 0);
+    int32_t two[2] = {ids[12], ids[12]};
+    ck_assert(engine_forward_batch(e, pair, two, 2, &err) == TT_OK);
+    gt_same_row("after a copy past a shared prefix: the copy's row vs its source's", eo.dtype,
+                engine_logits(e, 1), engine_logits(e, 0), V);
+    /* Copying into sequence 0 moves the plain cache too. */
+    ck_assert(engine_seq_copy(e, 0, 1, 0, 13, &err) == TT_OK);
+    ck_assert_int_eq(e->n_past, 13);
+    engine_free(e);
+    gt_unload(m, dir);
+}
+END_TEST
+
+START_TEST(gpu_empty_sequence_in_a_batch_starts_at_position_zero)
+{
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
+    engine *e = gt_engine(m, NULL, NULL), *alone = gt_engine(m, NULL, NULL);
+    tt_error err = {0};
+    ck_assert(engine_seq_reserve(e, 2, &err) == TT_OK);
+    int32_t ids[4] = {5, 6, 7, 8};
+    ck_assert(engine_seq_forward(e, 1, ids, 3, 0, false, &err) == TT_OK);
+    int seqs[2] = {1, 0};
+    int32_t step[2] = {8, 9};
+    ck_assert_msg(engine_forward_batch(e, seqs, step, 2, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(e->n_past, 1);
+    ck_assert(engine_forward(alone, &step[1], 1, 0, false, &err) == TT_OK);
+    gt_same_row("an empty sequence's first row vs alone", TT_F32, engine_logits(e, 1), engine_logits(alone, 0),
+                m->config.V);
+    engine_free(e);
+    engine_free(alone);
+    gt_unload(m, dir);
+}
+END_TEST
+
+START_TEST(gpu_bad_batches_are_refused_and_change_nothing)
+{
+    const gt_model_case mc = {"short", TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0};
+    char *dir;
+    model *m = gt_load(&mc, &dir);
+    engine *e = gt_engine(m, NULL, NULL);
+    tt_error err = {0};
+    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ck_assert_int_eq(engine_seq_reserve(e, 0, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "sequences: 0 is not a positive count");
+    ck_assert_int_eq(engine_seq_reserve(e, 3, &err), TT_OK);
+    ck_assert_int_eq(engine_forward(e, ids, 3, 0, false, &err), TT_OK);
+    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 7, 0, false, &err), TT_OK);
+    /* A position beyond the context, for a span and for a batch. */
+    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 2, 7, false, &err), TT_ERR_CONTEXT);
+    ck_assert_str_eq(err.msg, "forward: 2 tokens at position 7 do not fit the context of 8");
+    ck_assert_int_eq(engine_seq_len(e, 1), 7);
+    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 1, 7, false, &err), TT_OK);   /* now full */
+    int ok[2] = {0, 1};
+    ck_assert_int_eq(engine_forward_batch(e, ok, ids, 2, &err), TT_ERR_CONTEXT);
+    ck_assert_str_eq(err.msg, "forward_batch: sequence 1 is full (8 of 8 positions)");
+    int missing[2] = {0, 3};
+    ck_assert_int_eq(engine_forward_batch(e, missing, ids, 2, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "forward_batch: sequence 3 does not exist (3 reserved)");
+    int dup[2] = {2, 2};
+    ck_assert_int_eq(engine_forward_batch(e, dup, ids, 2, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "forward_batch: sequence 2 appears twice (rows 0 and 1)");
+    int32_t bad[2] = {1, 300};
+    int fine[2] = {0, 2};
+    ck_assert_int_eq(engine_forward_batch(e, fine, bad, 2, &err), TT_ERR_ARG);
+    ck_assert_int_eq(engine_seq_copy(e, 2, 1, 0, 9, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "copy: 9 positions asked, sequence 1 holds 8");
+    ck_assert_int_eq(engine_seq_len(e, 0), 3);
+    ck_assert_int_eq(engine_seq_len(e, 1), 8);
+    ck_assert_int_eq(engine_seq_len(e, 2), 0);
+    /* The engine goes on. */
+    ck_assert_msg(engine_forward_batch(e, fine, ids, 2, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(engine_seq_len(e, 0), 4);
+    ck_assert_int_eq(engine_seq_len(e, 2), 1);
+    engine_free(e);
+    gt_unload(m, dir);
+}
+END_TEST
+
+/* Beam search from prompt on e (sequence 0 prefilled here). */
+static void gt_beams(engine *e, const int32_t *prompt, int n_prompt, const beam_options *o, beam_result *r)
+{
+    tt_error err = {0};
+    sampler *smp = sampler_create(e->config->V);
+    ck_assert_msg(engine_forward(e, prompt, n_prompt, 0, false, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(beam_search(e, smp, prompt, n_prompt, o, r, &err) == TT_OK, "%s: %s", e->ops->name, err.msg);
+    ck_assert_int_eq(e->n_past, n_prompt);
+    sampler_free(smp);
+}
+
+START_TEST(gpu_beam_search_gives_the_cpu_beams)
+{
+    /* fp32 on an exact model (weights exact in every dtype): the GPU's logits are within 1e-5 of
+     * the CPU's, far below the gaps between candidates, so the beams are the same ids; the summed
+     * log-probabilities agree to the logits tolerance times the tokens summed. Cases: plain, and
+     * EOS early (a frequent token) with a length penalty, n-gram blocking and early stopping. */
+    const gt_model_case mc = {"tiny exact", TT_F32, .exact = true};
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    if (_i == 1)
+        co.use_graphs = false;
+    gt_pair p;
+    gt_pair_open(&p, &mc, TT_F32, &co);
+    const int32_t prompt[4] = {3, 141, 59, 265};
+    beam_options o;
+    beam_options_default(&o);
+    o.num_beams = 4;
+    o.max_new_tokens = 10;
+    if (_i == 1) {
+        /* The CPU's greedy third token as EOS, so hypotheses end early and compete. */
+        engine *c = p.cpu;
+        tt_error err = {0};
+        ck_assert(engine_forward(c, prompt, 4, 0, false, &err) == TT_OK);
+        o.eos = tu_argmax(engine_logits(c, 0), c->config->V);
+        o.length_penalty = 0.5f;   /* short hypotheses rank well: the EOS ones are returned */
+        o.no_repeat_ngram = 2;
+        o.early_stopping = true;
+        o.num_return = 3;
+    }
+    beam_result rc, rg;
+    gt_beams(p.cpu, prompt, 4, &o, &rc);
+    gt_beams(p.gpu, prompt, 4, &o, &rg);
+    ck_assert_int_eq(rg.n_hyps, rc.n_hyps);
+    ck_assert_int_eq(rg.steps, rc.steps);
+    bool any_eos = false;
+    for (int h = 0; h < rc.n_hyps; h++) {
+        const beam_hypothesis *a = &rc.hyps[h], *b = &rg.hyps[h];
+        ck_assert_msg(a->n == b->n && memcmp(a->ids, b->ids, (size_t)a->n * sizeof(int32_t)) == 0,
+                      "beam %d: the GPU's ids differ from the CPU's (%d vs %d tokens)", h, b->n, a->n);
+        ck_assert_int_eq(a->eos, b->eos);
+        any_eos |= a->eos;
+        ck_assert_msg(fabs(a->logprob - b->logprob) <= 1e-4 * a->n, "beam %d: logprob %.9g on the GPU, %.9g on "
+                      "the CPU", h, b->logprob, a->logprob);
+        ck_assert_msg(fabs(a->score - b->score) <= 1e-4 * a->n, "beam %d: score %.9g vs %.9g", h, b->score,
+                      a->score);
+    }
+    if (_i == 1)
+        ck_assert_msg(any_eos, "the EOS case ended no hypothesis with EOS");
+    beam_result_free(&rc);
+    beam_result_free(&rg);
+    gt_pair_close(&p);
+}
+END_TEST
+
+typedef struct {
+    int32_t ids[GT_SEQS][64];
+    int n[GT_SEQS];
+} gt_sample_tokens;
+
+static bool gt_sample_event(void *user, int sample, const session_event *ev)
+{
+    gt_sample_tokens *t = user;
+    if (!ev->flush && ev->token >= 0 && t->n[sample] < 64)
+        t->ids[sample][t->n[sample]++] = ev->token;
+    return true;
+}
+
+static bool gt_single_event(void *user, const session_event *ev)
+{
+    return gt_sample_event(user, 0, ev);
+}
+
+START_TEST(gpu_samples_follow_the_seed_contract)
+{
+    /* samples_generate on the GPU engine: sample i is, token for token, the same settings with
+     * seed S + i run alone (a session on the same engine's plain cache). On a device this relies on
+     * no draw landing within the batched GEMM's rounding of a boundary between two tokens. */
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
+    tokenizer *tok;
+    tt_error err = {0};
+    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", dir), tu_path("%s/merges.txt", dir), &tok, &err)
+                  == TT_OK, "%s", err.msg);
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    co.max_chunk = 2;              /* 3 samples run as 2 + 1 rows */
+    engine_options eo = gt_engine_options(gt_dtypes[_i]);
+    engine *e = gt_engine(m, &eo, &co);
+    session_settings set;
+    session_settings_default(&set);
+    set.max_new_tokens = 12;
+    set.seed = 40;
+    set.sampler.temperature = 1.2f;
+    set.stop_at_eos = false;
+    const char *text = "Hello there";
+    const int N = 3;
+    gt_sample_tokens batched = {0}, alone = {0};
+    samples_result res;
+    ck_assert_msg(samples_generate(e, m, tok, &set, text, strlen(text), N, gt_sample_event, &batched, NULL,
+                                   &res, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(res.n, N);
+    ck_assert(res.steps >= set.max_new_tokens - 1);
+    samples_result_free(&res);
+    for (int i = 0; i < N; i++) {
+        session s;
+        session_settings si = set;
+        si.seed = set.seed + (uint64_t)i;
+        ck_assert_msg(session_init(&s, m, tok, e, &si, &err) == TT_OK, "%s", err.msg);
+        ck_assert(session_add_user_text(&s, text, strlen(text), &err) == TT_OK);
+        alone.n[0] = 0;
+        ck_assert_msg(session_generate(&s, gt_single_event, &alone, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(batched.n[i], alone.n[0]);
+        ck_assert_int_eq(batched.n[i], set.max_new_tokens);
+        for (int t = 0; t < alone.n[0]; t++)
+            ck_assert_msg(batched.ids[i][t] == alone.ids[0][t], "sample %d, token %d: %d in the batch, %d with seed "
+                          "%d alone", i, t, batched.ids[i][t], alone.ids[0][t], (int)si.seed);
+        session_free(&s);
+    }
+    engine_free(e);
+    tokenizer_free(tok);
+    gt_unload(m, dir);
+}
+END_TEST
+
+/* Adds the sequence cases to s (a separate function: other parts of this file change on their own). */
+static void gt_add_sequences(Suite *s)
+{
+    TCase *tc = tcase_create("sequences");
+    tcase_add_loop_test(tc, gpu_batched_rows_equal_the_same_rows_run_alone, 0, 6);
+    tcase_add_loop_test(tc, gpu_batched_rows_match_the_cpu_batch, 0, 3);
+    tcase_add_loop_test(tc, gpu_copied_sequence_continues_exactly_like_its_source, 0, 3);
+    tcase_add_test(tc, gpu_empty_sequence_in_a_batch_starts_at_position_zero);
+    tcase_add_test(tc, gpu_bad_batches_are_refused_and_change_nothing);
+    tcase_add_loop_test(tc, gpu_beam_search_gives_the_cpu_beams, 0, 2);
+    tcase_add_loop_test(tc, gpu_samples_follow_the_seed_contract, 0, 3);
+    tcase_set_timeout(tc, 300);
+    suite_add_tcase(s, tc);
+}
 
 /* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). */
 static void gt_add_common(Suite *s)

@@ -98,6 +98,7 @@ int main(void)
         tcase_add_test(tc, device_info_reports_peak_bandwidth);
         suite_add_tcase(s, tc);
         gt_add_common(s);
+        gt_add_sequences(s);
     } else {
         printf("gpu_cuda: %s: checking the CPU fallback only\n", why);
         tc = tcase_create("fallback");

@@ -9,6 +9,7 @@
 #include "gpu/emu/cuda_emu_ctl.h"
 
 #define GT_QUIET() cuda_emu_set_quiet(1)
+#define GT_BATCH_BITWISE           /* every kernel row-independent, the GEMM in k order per element */
 #include "tests/check_gpu_common.h"
 
 /* cudaError_t / cublasStatus_t values the probes return (the real API's numbers). */
@@ -212,6 +213,70 @@ START_TEST(sticky_error_stops_the_engine_with_one_message)
 }
 END_TEST
 
+START_TEST(sequences_past_device_memory_are_refused_and_change_nothing)
+{
+    /* Room for two more sequences' caches, not three: reserving 4 sequences fails with the sizes,
+     * gives back the two it made, and 3 then fit. */
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
+    tt_error err = {0};
+    engine *e = gt_engine(m, NULL, NULL);
+    cuda_engine_stats st;
+    ck_assert(cuda_engine_get_stats(e, &st));
+    cuda_emu_stats before, after;
+    cuda_emu_get_stats(&before);
+    cuda_emu_set_memory(before.bytes_in_use + 2 * st.sequence_bytes + st.sequence_bytes / 2);
+    size_t mem = e->memory_bytes;
+    ck_assert_int_eq(engine_seq_reserve(e, 4, &err), TT_ERR_NOMEM);
+    ck_assert_msg(strstr(err.msg, "cuda: 4 sequences need ") && strstr(err.msg, " MiB more device memory for "
+                  "their KV caches (") && strstr(err.msg, "64 positions in fp32); sequence 3 does not fit: ") &&
+                  strstr(err.msg, " MiB free of "), "%s", err.msg);
+    ck_assert_int_eq(engine_seq_count(e), 1);
+    ck_assert_uint_eq(e->memory_bytes, mem);
+    cuda_emu_get_stats(&after);
+    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+    ck_assert_msg(engine_seq_reserve(e, 3, &err) == TT_OK, "%s", err.msg);
+    ck_assert_uint_eq(e->memory_bytes, mem + 2 * st.sequence_bytes);
+    int32_t ids[3] = {1, 2, 3};
+    int seqs[3] = {0, 1, 2};
+    ck_assert_msg(engine_forward_batch(e, seqs, ids, 3, &err) == TT_OK, "%s", err.msg);
+    engine_free(e);
+    cuda_emu_get_stats(&after);
+    ck_assert_uint_lt(after.bytes_in_use, before.bytes_in_use);   /* the engine's memory is all back */
+    gt_unload(m, dir);
+}
+END_TEST
+
+START_TEST(batched_step_of_b_rows_is_captured_once_per_b)
+{
+    /* One graph per batch size serves any sequences at any positions: after B = 3, 2 and 1 were
+     * captured, steps of those sizes on other sequences launch nothing from the host. */
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
+    tt_error err = {0};
+    engine *e = gt_engine(m, NULL, NULL);
+    ck_assert(engine_seq_reserve(e, 3, &err) == TT_OK);
+    int three[3] = {2, 0, 1}, two[2] = {1, 2};
+    int32_t ids[3] = {10, 20, 30};
+    ck_assert(engine_forward_batch(e, three, ids, 3, &err) == TT_OK);
+    ck_assert(engine_forward_batch(e, three, ids, 2, &err) == TT_OK);
+    ck_assert(engine_forward(e, ids, 1, 2, false, &err) == TT_OK);
+    cuda_emu_stats a, b;
+    cuda_emu_get_stats(&a);
+    ck_assert(engine_forward_batch(e, two, ids, 2, &err) == TT_OK);
+    ck_assert(engine_seq_forward(e, 1, ids, 1, 2, false, &err) == TT_OK);
+    ck_assert(engine_forward_batch(e, three, ids, 3, &err) == TT_OK);
+    cuda_emu_get_stats(&b);
+    ck_assert_int_eq(b.kernel_launches, a.kernel_launches);
+    ck_assert_int_eq(b.graph_launches - a.graph_launches, 3);
+    ck_assert_int_eq(engine_seq_len(e, 0), 4);
+    ck_assert_int_eq(engine_seq_len(e, 1), 4);
+    ck_assert_int_eq(engine_seq_len(e, 2), 4);
+    engine_free(e);
+    gt_unload(m, dir);
+}
+END_TEST
+
 START_TEST(decode_step_is_captured_once_and_replayed)
 {
     char *dir;
@@ -296,11 +361,14 @@ int main(void)
     tcase_add_test(tc, out_of_device_memory_says_needed_and_free);
     tcase_add_loop_test(tc, sticky_error_stops_the_engine_with_one_message, 0, 2);
     tcase_add_test(tc, decode_step_is_captured_once_and_replayed);
+    tcase_add_test(tc, sequences_past_device_memory_are_refused_and_change_nothing);
+    tcase_add_test(tc, batched_step_of_b_rows_is_captured_once_per_b);
     tcase_add_loop_test(tc, kernels_give_the_same_logits_in_both_thread_orders, 0, 3);
     tcase_add_test(tc, device_info_describes_the_emulated_device);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
 
     gt_add_common(s);
+    gt_add_sequences(s);
     return tu_run_suite(s);
 }

@@ -129,6 +129,28 @@ done
 "${EMU[@]}" generate "${M[@]}" -p "Hello" -n 12 --greedy -q --backend cuda --no-graphs >"$tmp/ng" 2>&1
 "${EMU[@]}" generate "${M[@]}" -p "Hello" -n 12 --greedy -q --backend cuda >"$tmp/wg" 2>&1
 check "emulated GPU: graphs on and off give the same text" cmp -s "$tmp/ng" "$tmp/wg"
+# Beams, samples and batched bench on the GPU's sequences (the emulation is batch-invariant).
+beam_ids() { grep -o '"beams":\[.*' "$1" | grep -o '"ids":\[[0-9,]*\]'; }
+for b in cpu cuda; do
+    "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 8 --num-beams 4 --dtype fp32 --json --backend $b \
+        >"$tmp/beam.$b" 2>"$tmp/beam.$b.err"
+done
+check "emulated GPU: --num-beams 4 returns four beams" test "$(beam_ids "$tmp/beam.cuda" | wc -l)" -eq 4
+check "emulated GPU: --num-beams gives the CPU's beams" cmp -s <(beam_ids "$tmp/beam.cpu") <(beam_ids "$tmp/beam.cuda")
+samples_ok=1
+"${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 12 --temp 1.2 --dtype fp16 --samples 3 --seed 20 --json \
+    --backend cuda >"$tmp/smp.jsonl" 2>"$tmp/smp.err" || samples_ok=0
+for i in 0 1 2; do
+    "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 12 --temp 1.2 --dtype fp16 --seed $((20 + i)) --json \
+        --backend cuda >"$tmp/smp1.jsonl" 2>/dev/null
+    diff <(grep "\"sample\":$i," "$tmp/smp.jsonl" | grep '"step"' | sed "s/\"sample\":$i,//") \
+        <(grep '"step"' "$tmp/smp1.jsonl") >/dev/null && [ -s "$tmp/smp1.jsonl" ] || samples_ok=0
+done
+check "emulated GPU, fp16: sample i of --samples 3 --seed 20 is the run --seed 20+i" test $samples_ok = 1
+"${EMU[@]}" bench --backend cuda --model "$tmp/m" --dtype fp16 --prompt-tokens 8 --gen-tokens 4 --batch 1,3 \
+    --json >"$tmp/gbb" 2>/dev/null
+check "tokentop bench --backend cuda --batch reports each batch size, fp16 cache bytes" \
+    grep -q '"batch":\[{"batch":1,.*"kv_bytes_per_sequence":32768,.*{"batch":3,' "$tmp/gbb"
 "$BUILD/gpu-emu/cuda-bench-emu" --size tiny --prompt 16 --gen 4 --runs 1 >"$tmp/bench" 2>"$tmp/bench.err"
 check "cuda-bench over the emulation runs" test $? -eq 0
 check "cuda-bench reports decode with graphs on and off" \
@@ -156,6 +178,15 @@ check "device error during speculative rounds: same greedy text" cmp -s "$tmp/fb
 TT_EMU_FAULT_AFTER=400 "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 24 --greedy --json \
     --backend cuda >"$tmp/fb.json" 2>/dev/null
 check "device error: the JSON summary reports the fallback" grep -q '"device_fallbacks":1' "$tmp/fb.json"
+# Beams and samples have no CPU fallback: a device error ends the run with the reason and exit 1.
+TT_EMU_FAULT_AFTER=150 "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 8 --num-beams 3 -q --backend cuda \
+    >/dev/null 2>"$tmp/fb.beam"
+check "device error during beam steps: exit 1 with one message naming the call" \
+    test $? -eq 1 -a "$(grep -c '^tokentop: cuda: .* failed at gpu/cuda_engine.cu:' "$tmp/fb.beam")" -eq 1
+TT_EMU_FAULT_AFTER=40 "${EMU[@]}" generate "${M[@]}" -p "Hello there" -n 8 --samples 2 -q --backend cuda \
+    >/dev/null 2>"$tmp/fb.smp"
+check "device error during --samples: exit 1 and each sample says why" \
+    test $? -eq 1 -a "$(grep -c '^tokentop: sample [01]: cuda: ' "$tmp/fb.smp")" -eq 2
 
 if [ -x "$BUILD/gpu/cuda-bench" ] && grep -q "no CUDA" "$tmp/cuda.err"; then
     "$BUILD/gpu/cuda-bench" >/dev/null 2>"$tmp/nb.err"
