@@ -56,6 +56,8 @@ typedef struct cmd_env {
     sampler_snapshot hist_draft;   /* the draft's chain there (q) */
     spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
     bool hist_bonus;               /* the token was a bonus (no draft at that position) */
+    /* /beam, /samples, /compare and /keep (repl/compare.h); NULL: not available */
+    struct compare_state *compare;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */
@@ -92,6 +94,11 @@ const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap);
  * e->out afterwards; the return value is a set of CMD_* flags (CMD_ERROR on any failure, with
  * every setting kept as it was). */
 int cmd_execute(cmd_env *e, const char *line);
+
+/* Appends to e->out (handlers outside commands.c: repl/compare.c). */
+void cmd_out(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Replaces e->out with the message and returns CMD_ERROR. */
+int cmd_fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* True when line is a command ("/x" at the very start), false for text (including "//text",
  * which sends "/text", and " /x"). */
