@@ -308,8 +308,10 @@ int compare_exec_compare(cmd_env *e, const cmd_entry *cmd, int argc, char **argv
             "continue the text; /compare off cancels)", set->name, c->n,
             (unsigned long long)e->s->set.seed);
     const sampler_params *sp = &e->s->set.sampler;
+    bool truncation = !strcmp(set->param, "top_k") || !strcmp(set->param, "top_p") ||
+                      !strcmp(set->param, "min_p");
     if ((!strcmp(set->param, "temp") && sp->greedy) ||
-        (strcmp(set->param, "temp") && (sp->greedy || sp->temperature == 0)))
+        (truncation && (sp->greedy || sp->temperature == 0)))
         cmd_out(e, "; greedy is on, so every column will be greedy: /sample (or /temp X) first");
     return CMD_STATUS;
 }
@@ -520,8 +522,8 @@ static int run_beam(cmd_env *e, run_ctx *x)
         column_figures(col);
         snprintf(col->label, sizeof col->label, "beam %d, score %.3f", i + 1, hy->score);
     }
-    snprintf(c->heading, sizeof c->heading, "beam search, %d beams, %d steps%s: ranked by "
-             "logprob / length^%g; beam 1 is the reply (/keep K takes another)",
+    snprintf(c->heading, sizeof c->heading, "beam search: %d beams, %d steps%s, ranked by "
+             "logprob/length^%g; beam 1 is the reply (/keep K: another)",
              bo.num_beams, res.steps, res.stopped ? " (stopped)" : "", (double)bo.length_penalty);
     c->n_base = s->n_tokens;
     int r = res.n_hyps > 0 ? keep_column(e, 0) : CMD_CONV | CMD_STATUS;
@@ -585,15 +587,13 @@ static int run_samples(cmd_env *e, run_ctx *x)
             snprintf(c->cols[i].label, sizeof c->cols[i].label, "%d: seed %llu", i + 1,
                      seed + (unsigned long long)i);
     }
-    char chain[160];
-    sampler_params_format(&s->set.sampler, chain, sizeof chain);
+    /* the other settings are the status bar's */
     if (c->kind == COMPARE_SETTING)
-        snprintf(c->heading, sizeof c->heading, "/compare %s, seed %llu, otherwise %s: /keep K "
-                 "makes one the reply", c->setting->name, seed, chain);
+        snprintf(c->heading, sizeof c->heading, "/compare %s, seed %llu: /keep K makes one the "
+                 "reply", c->setting->name, seed);
     else
-        snprintf(c->heading, sizeof c->heading, "%d samples, seeds %llu..%llu, %s: /keep K makes "
-                 "one the reply", c->n, seed, seed + (unsigned long long)c->n - 1,
-                 chain);
+        snprintf(c->heading, sizeof c->heading, "%d samples, seeds %llu..%llu: /keep K makes one "
+                 "the reply", c->n, seed, seed + (unsigned long long)c->n - 1);
     samples_result res;
     c->running = true;
     tt_status st = samples_generate_ids(s->eng, s->model, s->tok, &s->set,
@@ -626,6 +626,20 @@ static int run_samples(cmd_env *e, run_ctx *x)
                 "3-grams %d", c->cols[i].label, c->cols[i].n, c->cols[i].end,
                 c->cols[i].fig.mean_logprob, c->cols[i].fig.distinct2, c->cols[i].fig.repeated3);
     return CMD_CONV | CMD_STATUS;
+}
+
+/* The heading's second row: the end of the text the columns continue, on one line. */
+static void add_prompt_line(compare_state *c, const session *s)
+{
+    char *tail = session_text(s, c->n_base > 12 ? c->n_base - 12 : 0, c->n_base);
+    if (!tail)
+        return;
+    for (char *p = tail; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = ' ';
+    size_t o = strlen(c->heading);
+    snprintf(c->heading + o, sizeof c->heading - o, "\ncontinuing: ...%s", tail);
+    free(tail);
 }
 
 int compare_run(cmd_env *e, const char *text, const compare_hooks *h)
@@ -671,6 +685,7 @@ int compare_run(cmd_env *e, const char *text, const compare_hooks *h)
     /* the base: the conversation the columns continue (before the kept one) */
     int extra = c->kept >= 0 ? c->cols[c->kept].n : 0;
     c->n_base = s->n_tokens - extra;
+    add_prompt_line(c, s);
     c->base = malloc((size_t)(c->n_base > 0 ? c->n_base : 1) * sizeof *c->base);
     if (c->base)
         memcpy(c->base, s->tokens, (size_t)c->n_base * sizeof *c->base);

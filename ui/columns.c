@@ -141,10 +141,13 @@ void ui_columns_draw(ui_grid *g, ui_rect area, const char *heading, const ui_col
 {
     if (area.h <= 0 || area.w <= 0)
         return;
-    if (heading) {
-        ui_grid_puts(g, area.y, area.x, area.x + area.w, heading, UI_STYLE_NOTICE, 0);
+    for (const char *h = heading; h && *h && area.h > 0;) {
+        size_t len = strcspn(h, "\n");
+        ui_grid_put(g, area.y, area.x, area.x + area.w, h, len, h == heading ? UI_STYLE_NOTICE
+                                                                            : UI_STYLE_DIM, 0);
         area.y++;
         area.h--;
+        h += len + (h[len] == '\n');
     }
     if (n <= 0 || area.h <= 0)
         return;

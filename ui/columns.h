@@ -31,7 +31,8 @@ bool ui_columns_layout(ui_rect area, int n, int min_w, ui_rect *out);
  * line has one, else at w cells, and at every '\n'. */
 int ui_columns_wrapped_lines(const char *text, int w);
 
-/* Draws heading (NULL: none) on area's first row and the columns below it, dividers between them.
+/* Draws heading (NULL: none; each '\n' starts another row, the rows after the first dimmed) on
+ * area's first rows and the columns below it, dividers between them.
  * Any size is safe, also 0 x 0. */
 void ui_columns_draw(ui_grid *g, ui_rect area, const char *heading, const ui_column *cols, int n);
 

@@ -55,7 +55,7 @@ wait_for 'Send a message' 20 || exit 1
 type_line "/beam 3"
 wait_for 'next line: beam search with 3 beams' 10 || fail "/beam 3: the input line does not say what is armed"
 type_line "$P"
-wait_for 'beam search, 3 beams, [0-9]+ steps' || fail "/beam: no ranking heading"
+wait_for 'beam search: 3 beams, [0-9]+ steps' || fail "/beam: no ranking heading"
 screen | grep -Eq 'beam 1, score -[0-9.]+ +│beam 2, score' || fail "/beam: the beams are not side by side"
 screen | grep -Eq 'lp -[0-9.]+ d2 [0-9.]+ rep3 [0-9]+' && ok "/beam: ranking with figures" || fail "/beam: no figures"
 T send-keys -t main Enter
