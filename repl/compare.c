@@ -170,10 +170,13 @@ const char *compare_pending_line(const compare_state *c, char *buf, size_t cap)
     return buf;
 }
 
-/* No arguments: what is armed. "off": disarm. Returns -1 when the argument is something else. */
+/* What every arming command does first: no arguments shows what is armed, "off" disarms.
+ * Returns -1 when the arguments are for the command itself. */
 static int show_or_cancel(cmd_env *e, compare_kind kind, int argc, char **argv)
 {
     compare_state *c = e->compare;
+    if (!c)
+        return cmd_fail(e, "%s: not available here", kind_command(kind));
     char line[160];
     if (argc == 0) {
         const char *p = compare_pending_line(c, line, sizeof line);
@@ -206,12 +209,10 @@ static int check_sequences(cmd_env *e, const char *name)
 
 int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
-    compare_state *c = e->compare;
-    if (!c)
-        return cmd_fail(e, "/beam: not available here");
     int r = show_or_cancel(e, COMPARE_BEAM, argc, argv);
     if (r >= 0)
         return r;
+    compare_state *c = e->compare;
     session *s = e->s;
     long n;
     if (util_parse_long(argv[0], 1, COMPARE_MAX_BEAMS, &n) != UTIL_PARSE_OK)
@@ -237,12 +238,10 @@ int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 
 int compare_exec_samples(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
-    compare_state *c = e->compare;
-    if (!c)
-        return cmd_fail(e, "/samples: not available here");
     int r = show_or_cancel(e, COMPARE_SAMPLES, argc, argv);
     if (r >= 0)
         return r;
+    compare_state *c = e->compare;
     long n;
     if (util_parse_long(argv[0], 1, COMPARE_MAX_COLUMNS, &n) != UTIL_PARSE_OK)
         return cmd_fail(e, "/samples: \"%s\" is not a number of samples in [1, %d] (or off)",
@@ -269,12 +268,10 @@ static void list_settings(char *buf, size_t cap)
 
 int compare_exec_compare(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
-    compare_state *c = e->compare;
-    if (!c)
-        return cmd_fail(e, "/compare: not available here");
     int r = show_or_cancel(e, COMPARE_SETTING, argc, argv);
     if (r >= 0)
         return r;
+    compare_state *c = e->compare;
     char names[200];
     list_settings(names, sizeof names);
     const char *name = argv[0][0] == '/' ? argv[0] + 1 : argv[0];

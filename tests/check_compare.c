@@ -11,7 +11,6 @@
 #include "app/cli.h"
 #include "core/engine.h"
 #include "core/model.h"
-#include "core/modelgen.h"
 #include "core/session.h"
 #include "core/tokenizer.h"
 #include "repl/commands.h"
@@ -28,12 +27,7 @@ static compare_state C;
 
 static void files_setup(void)
 {
-    model_dir = tu_tmpdir();
-    modelgen_options mo;
-    modelgen_options_default(&mo);
-    mo.maxT = 64;
-    tt_error err = {0};
-    ck_assert_msg(modelgen_write(model_dir, &mo, &err) == TT_OK, "%s", err.msg);
+    model_dir = tu_tiny_model_dir(64);
 }
 
 static void files_teardown(void)
