@@ -387,11 +387,12 @@ static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             "green 50-80%%, yellow 20-50%%, magenta 5-20%%, red < 5%%; your text is bold cyan; "
             "underlined tokens were chosen with /pick.\n");
     out_add(e, "/beam, /samples and /compare apply to the next line you send (Enter alone: the "
-            "conversation as it is); /beam off etc. cancels. Each column shows: mean logprob = "
-            "the mean of ln p of its tokens under the model's raw distribution (softmax of the "
-            "logits, before penalties, temperature and truncation; for beams the beam's own "
-            "token scores, the same unless a penalty is set), distinct-2 = distinct token "
-            "bigrams / all bigrams, rep3 = token 3-grams that repeat an earlier one. /keep K "
+            "conversation as it is); /beam off etc. cancels. Each column shows: lp (mean "
+            "logprob) = the mean of ln p of its tokens under the model's raw distribution "
+            "(softmax of the logits, before penalties, temperature and truncation; for beams the "
+            "beam's own token scores, the same unless a penalty is set), d2 (distinct-2) = "
+            "distinct token bigrams / all bigrams, rep3 = token 3-grams that repeat an earlier "
+            "one. /keep K "
             "makes column K the reply (the best beam is kept at once); Enter or Esc closes the "
             "columns.");
     return CMD_DONE;

@@ -218,6 +218,19 @@ START_TEST(bad_values_are_refused_naming_them_and_change_nothing)
 }
 END_TEST
 
+START_TEST(help_lists_the_commands_and_defines_the_figures)
+{
+    ck_assert(!(run("/help") & CMD_ERROR));
+    ck_assert_msg(strstr(E.out, "/beam [N|off]") && strstr(E.out, "/samples [N|off]") &&
+                  strstr(E.out, "/compare [SETTING V1 V2 ...|off]") && strstr(E.out, "/keep K"),
+                  "%s", E.out);
+    ck_assert_msg(strstr(E.out, "raw distribution") && strstr(E.out, "distinct-2") &&
+                  strstr(E.out, "3-grams"), "%s", E.out);
+    ck_assert(!(run("/help beam") & CMD_ERROR));
+    ck_assert_msg(strstr(E.out, "next line you send"), "%s", E.out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("compare");
@@ -226,7 +239,8 @@ int main(void)
             the_live_beam_view_shows_every_step_and_fades_pruned_beams,
             keep_swaps_the_reply_and_refuses_after_an_edit,
             compare_columns_share_one_seed,
-            bad_values_are_refused_naming_them_and_change_nothing));
+            bad_values_are_refused_naming_them_and_change_nothing,
+            help_lists_the_commands_and_defines_the_figures));
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
     tcase_add_checked_fixture(tc, session_setup, session_teardown);
     tcase_set_timeout(tc, 60);
