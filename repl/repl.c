@@ -103,6 +103,8 @@ typedef struct {
     char *fallback_note;   /* cli_app's: set when the engine moved to the CPU after a GPU error */
     bool board;            /* the columns of /beam, /samples or /compare replace the transcript
                               and the histogram until the next line is sent (or Esc) */
+    ui_key held[64];       /* keys typed while they ran, handled once they are done */
+    int n_held;
 } tui;
 
 static void draw(tui *t);
@@ -316,14 +318,19 @@ static void board_frame(void *user)
 
 static bool board_stop(void *user)
 {
-    (void)user;
+    tui *t = user;
     if (g_sigint)
         return true;
-    for (ui_key k = ui_curses_read_key(0); k.type != UI_KEY_NONE; k = ui_curses_read_key(0))
+    for (ui_key k = ui_curses_read_key(0); k.type != UI_KEY_NONE; k = ui_curses_read_key(0)) {
         if (k.type == UI_KEY_CTRL && k.cp == 'c')
             g_sigint = 1;
+        else if (t->n_held < (int)(sizeof t->held / sizeof t->held[0]))
+            t->held[t->n_held++] = k;
+    }
     return g_sigint != 0;
 }
+
+static void handle_key(tui *t, ui_key k);
 
 static void run_compare(tui *t, const char *text)
 {
@@ -345,6 +352,14 @@ static void run_compare(tui *t, const char *text)
     if (t->env->out_len)
         note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", t->env->out);
     t->dirty = true;
+    /* what was typed meanwhile, in order (a held Enter may start the next run: its own keys are
+     * held afresh) */
+    ui_key held[sizeof t->held / sizeof t->held[0]];
+    int n = t->n_held;
+    memcpy(held, t->held, (size_t)n * sizeof *held);
+    t->n_held = 0;
+    for (int i = 0; i < n && !t->quit; i++)
+        handle_key(t, held[i]);
 }
 
 static void submit(tui *t)

@@ -84,6 +84,11 @@ wait_for '/compare topp: value "1.5": top_p: 1.5 is outside' 10 \
 type_line "/samples 2"
 type_line "In the beginning"
 wait_for '1: seed 7 .*│2: seed 8' && ok "/samples 2: columns with seeds 7 and 8" || fail "/samples 2"
+wait_for 'lp -[0-9.]+ d2 [0-9.]+ rep3 [0-9]+ +│lp -' 20 || fail "/samples 2: no figures"
+# keys typed while a run goes on (8 samples of 200 tokens) are held and handled afterwards
+type_line "/max 200"
+type_line "/samples 8"
+type_line "And"
 type_line "/quit"
-wait_for 'EXIT=0' 10 && ok "quits cleanly" || fail "exit status"
+wait_for 'EXIT=0' 60 && ok "/quit typed during /samples 8 quits once they are done" || fail "exit status"
 finish
