@@ -442,7 +442,8 @@ static bool on_beam_progress(void *user, const beam_progress *p)
                     continue;
                 compare_column *col = &c->cols[at++];
                 snprintf(col->label, sizeof col->label, "pruned at step %d", p->step);
-                snprintf(col->figures, sizeof col->figures, "logprob %.2f", x->prev_logprob[k]);
+                snprintf(col->figures, sizeof col->figures, "logprob %.2f at step %d",
+                         x->prev_logprob[k], x->prev_len);
                 col->dim = true;
                 live_column(x, col, x->prev + (size_t)k * (size_t)x->stride, x->prev_len);
             }

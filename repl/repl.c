@@ -626,6 +626,8 @@ static void draw(tui *t)
     char armed[160];
     const char *pending = compare_pending_line(t->env->compare, armed, sizeof armed);
     const char *placeholder = t->running ? "generating... Ctrl-C stops"
+                            : t->board && t->env->compare->running
+                                ? "running: Ctrl-C stops it (what you type waits)"
                             : t->board ? "Enter closes the columns | /keep K makes K the reply"
                             : pending ? pending
                             : t->env->step_mode ? "Enter: next token | /pick N | /step off"
