@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare.sh: /beam, /samples, /compare and /keep in the REPL. Line mode: the columns printed as
 # text, sample i equal to `tokentop generate --seed S+i`, the best beam equal to `generate
-# --num-beams`, /keep, bad values refused with the value named. Then the real terminal UI in a
+# --num-beams`, /keep, bad values refused with the value named, prompts/degeneration.txt. Then the real terminal UI in a
 # private tmux server: the ranking of /beam, the columns of /compare side by side at 100 columns
 # and stacked at 50, /keep making a column the reply, bad input, and a terminal shrunk below the
 # minimum and grown back while the columns are up.
@@ -44,6 +44,13 @@ for want in '/beam: "0" is not a number of beams in \[1, 16\]' \
         || fail "no message matching $want in: $(cat "$work/bad.err")"
 done
 [ ! -s "$work/bad.out" ] || fail "bad input produced output: $(cat "$work/bad.out")"
+
+# the degeneration demo script runs as documented: 3 + 4 + 3 + 3 columns, nothing refused
+"$BIN" --backend cpu <"$(dirname "$0")/../../prompts/degeneration.txt" >"$work/d.out" 2>"$work/d.err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '^=== ' "$work/d.out")" -eq 13 ] && ! grep -qi 'error\|not a\|unknown' "$work/d.err" \
+    && ok "prompts/degeneration.txt runs in line mode" \
+    || fail "prompts/degeneration.txt: rc $rc, $(grep -c '^=== ' "$work/d.out") columns: $(head -5 "$work/d.err")"
 
 # --- 2. the terminal UI --------------------------------------------------------------------------
 T -f /dev/null new-session -d -s main -x 100 -y 30 \
