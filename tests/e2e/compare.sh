@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # compare.sh: /beam, /samples, /compare and /keep in the REPL. Line mode: the columns printed as
 # text, sample i equal to `tokentop generate --seed S+i`, the best beam equal to `generate
-# --num-beams`, /keep, bad values refused with the value named, prompts/degeneration.txt. Then the real terminal UI in a
-# private tmux server: the ranking of /beam, the columns of /compare side by side at 100 columns
-# and stacked at 50, /keep making a column the reply, bad input, and a terminal shrunk below the
-# minimum and grown back while the columns are up.
+# --num-beams`, /keep, bad values refused with the value named, prompts/degeneration.txt. Then
+# the real terminal UI in a private tmux server: the ranking of /beam, the columns of /compare
+# side by side at 100 columns and stacked at 50, /keep making a column the reply, bad input, a
+# terminal shrunk below the minimum and grown back while the columns are up, and keys typed
+# during a run handled after it.
 set -u
 . "$(dirname "$0")/tmux.bash"
 
