@@ -181,6 +181,21 @@ static tt_status samples_run(engine *e, const model *m, const tokenizer *tok,
             goto out;
     }
 
+    /* A prompt given as ids may continue what sequence 0 holds (the REPL's conversation): sample
+     * 0 starts from those rows instead of computing them again (batch invariance: the same
+     * bits as a prefill of its own). */
+    if (prompt_ids) {
+        const int32_t *held = engine_seq_tokens(e, 0);
+        int k = 0, held_n = engine_seq_len(e, 0);
+        while (k < held_n && k < n_prompt_ids && held[k] == prompt_ids[k])
+            k++;
+        if (k > 0) {
+            if ((st = engine_seq_copy(e, views[0].seq, 0, 0, k, err)) != TT_OK)
+                goto out;
+            views[0].base.n_past = k;
+        }
+    }
+
     /* The prompt: prefilled by sample 0, copied to the others, whose sessions then find it in
      * their cache and recompute only its last token (one batched row each). */
     for (int i = 0; i < n; i++) {

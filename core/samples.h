@@ -51,7 +51,8 @@ tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
 /* Like samples_generate, with the prompt given as token ids (ids[0 .. n_ids), e.g. a
  * conversation's window; an empty prompt starts from the beginning-of-text token) and, when per
  * is not NULL, sample i run with per[i] (its own seed, used as it is) instead of set with
- * set->seed + i: one column per value of a setting. set must still be given (per[0] is fine). */
+ * set->seed + i: one column per value of a setting. set must still be given (per[0] is fine).
+ * The part of the prompt sequence 0 already holds is copied, not computed again. */
 tt_status samples_generate_ids(engine *e, const model *m, const tokenizer *tok,
                                const session_settings *set, const session_settings *per,
                                const int32_t *ids, int n_ids, int n, samples_event_fn fn,
