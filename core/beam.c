@@ -78,6 +78,7 @@ typedef struct {
     /* running beams, best first */
     int n_run;
     int32_t *gen, *gen_next;       /* (N, T) generated tokens */
+    float *gsc, *gsc_next;         /* (N, T) their scores */
     double *logprob, *logprob_next;/* (N) */
     int *slot, *slot_next;         /* (N) the engine sequence of each */
     int32_t *tok_next;             /* (N) the token each new beam appends */
@@ -99,6 +100,8 @@ static void state_free(beam_state *b)
     free(b->cand);
     free(b->gen);
     free(b->gen_next);
+    free(b->gsc);
+    free(b->gsc_next);
     free(b->logprob);
     free(b->logprob_next);
     free(b->slot);
@@ -108,8 +111,10 @@ static void state_free(beam_state *b)
     free(b->children);
     free(b->first_logits);
     if (b->fin)
-        for (int i = 0; i < b->n_fin; i++)
+        for (int i = 0; i < b->n_fin; i++) {
             free(b->fin[i].ids);
+            free(b->fin[i].token_logprob);
+        }
     free(b->fin);
 }
 
@@ -129,6 +134,8 @@ static tt_status state_init(beam_state *b, const beam_options *o, int V, const i
     b->cand = malloc(2 * N * sizeof *b->cand);
     b->gen = malloc(N * T * sizeof *b->gen);
     b->gen_next = malloc(N * T * sizeof *b->gen_next);
+    b->gsc = malloc(N * T * sizeof *b->gsc);
+    b->gsc_next = malloc(N * T * sizeof *b->gsc_next);
     b->logprob = calloc(N, sizeof *b->logprob);
     b->logprob_next = calloc(N, sizeof *b->logprob_next);
     b->slot = calloc(N, sizeof *b->slot);
@@ -138,7 +145,8 @@ static tt_status state_init(beam_state *b, const beam_options *o, int V, const i
     b->children = calloc(N, sizeof *b->children);
     b->first_logits = malloc((size_t)V * sizeof *b->first_logits);
     b->fin = calloc(N, sizeof *b->fin);
-    if (!b->hist || !b->z || !b->lp || !b->cand || !b->gen || !b->gen_next || !b->logprob ||
+    if (!b->hist || !b->z || !b->lp || !b->cand || !b->gen || !b->gen_next || !b->gsc ||
+        !b->gsc_next || !b->logprob ||
         !b->logprob_next || !b->slot || !b->slot_next || !b->tok_next || !b->parent ||
         !b->children || !b->first_logits || !b->fin) {
         state_free(b);
@@ -237,9 +245,10 @@ static int worst_finished(const beam_state *b)
     return w;
 }
 
-/* Adds a hypothesis: the parent's t tokens (+ last when last >= 0). */
-static tt_status add_finished(beam_state *b, const int32_t *ids, int t, int32_t last,
-                              double logprob, tt_error *err)
+/* Adds a hypothesis: the parent's t tokens and their scores (+ last, scored last_score, when
+ * last >= 0). */
+static tt_status add_finished(beam_state *b, const int32_t *ids, const float *scores, int t,
+                              int32_t last, float last_score, double logprob, tt_error *err)
 {
     int len = t + (last >= 0);
     double score = length_score(b, logprob, len);
@@ -249,18 +258,27 @@ static tt_status add_finished(beam_state *b, const int32_t *ids, int t, int32_t 
         if (!(score > b->fin[at].score))
             return TT_OK;
         free(b->fin[at].ids);
+        free(b->fin[at].token_logprob);
     } else {
         b->n_fin++;
     }
     beam_hypothesis *h = &b->fin[at];
     h->ids = malloc((size_t)(len > 0 ? len : 1) * sizeof *h->ids);
-    if (!h->ids) {
+    h->token_logprob = malloc((size_t)(len > 0 ? len : 1) * sizeof *h->token_logprob);
+    if (!h->ids || !h->token_logprob) {
+        free(h->ids);
+        free(h->token_logprob);
+        h->ids = NULL;
+        h->token_logprob = NULL;
         h->n = 0;
         return tt_fail(err, TT_ERR_NOMEM, "beam search: out of memory");
     }
     memcpy(h->ids, ids, (size_t)t * sizeof *ids);
-    if (last >= 0)
+    memcpy(h->token_logprob, scores, (size_t)t * sizeof *scores);
+    if (last >= 0) {
         h->ids[t] = last;
+        h->token_logprob[t] = last_score;
+    }
     h->n = len;
     h->logprob = logprob;
     h->score = score;
@@ -309,14 +327,20 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
         for (int r = 0; r < b.n_cand && n_next < N; r++) {
             const beam_candidate *c = &b.cand[r];
             const int32_t *pg = b.gen + (size_t)c->beam * (size_t)T;
+            const float *ps = b.gsc + (size_t)c->beam * (size_t)T;
+            float token_score = (float)(c->score - b.logprob[c->beam]);
             if (o->eos >= 0 && c->token == o->eos) {
-                if (r < N && (st = add_finished(&b, pg, t, c->token, c->score, err)) != TT_OK)
+                if (r < N && (st = add_finished(&b, pg, ps, t, c->token, token_score, c->score,
+                                                err)) != TT_OK)
                     goto fail;
                 continue;
             }
             int32_t *ng = b.gen_next + (size_t)n_next * (size_t)T;
+            float *ns = b.gsc_next + (size_t)n_next * (size_t)T;
             memcpy(ng, pg, (size_t)t * sizeof *ng);
+            memcpy(ns, ps, (size_t)t * sizeof *ns);
             ng[t] = c->token;
+            ns[t] = token_score;
             b.logprob_next[n_next] = c->score;
             b.tok_next[n_next] = c->token;
             b.parent[n_next] = c->beam;
@@ -329,10 +353,18 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
         }
         if (n_next == 0)
             done = true;
-        if (done || t == T) {
+        if (o->progress) {
+            beam_progress pr = {.step = t, .n_run = n_next, .ids = b.gen_next, .stride = T,
+                                .logprob = b.logprob_next, .parent = b.parent,
+                                .n_prev = b.n_run, .finished = b.fin, .n_finished = b.n_fin};
+            if (!o->progress(o->progress_user, &pr) && !done && t < T)
+                out->stopped = true;
+        }
+        if (done || t == T || out->stopped) {
             if (!done)
                 for (int k = 0; k < n_next; k++)
-                    if ((st = add_finished(&b, b.gen_next + (size_t)k * (size_t)T, t, -1,
+                    if ((st = add_finished(&b, b.gen_next + (size_t)k * (size_t)T,
+                                           b.gsc_next + (size_t)k * (size_t)T, t, -1, 0.0f,
                                            b.logprob_next[k], err)) != TT_OK)
                         goto fail;
             break;
@@ -378,6 +410,9 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
         int32_t *g = b.gen;
         b.gen = b.gen_next;
         b.gen_next = g;
+        float *gs = b.gsc;
+        b.gsc = b.gsc_next;
+        b.gsc_next = gs;
         double *lp = b.logprob;
         b.logprob = b.logprob_next;
         b.logprob_next = lp;
@@ -406,8 +441,10 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
     int want = o->num_return > 0 ? o->num_return : N;
     out->n_hyps = b.n_fin < want ? b.n_fin : want;
     out->hyps = b.fin;
-    for (int i = out->n_hyps; i < b.n_fin; i++)
+    for (int i = out->n_hyps; i < b.n_fin; i++) {
         free(b.fin[i].ids);
+        free(b.fin[i].token_logprob);
+    }
     b.fin = NULL;
     b.n_fin = 0;
     state_free(&b);
@@ -422,8 +459,10 @@ void beam_result_free(beam_result *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < r->n_hyps; i++)
+    for (int i = 0; i < r->n_hyps; i++) {
         free(r->hyps[i].ids);
+        free(r->hyps[i].token_logprob);
+    }
     free(r->hyps);
     memset(r, 0, sizeof *r);
 }

@@ -39,6 +39,28 @@
 
 #define BEAM_MAX 64                /* num_beams at most */
 
+typedef struct beam_hypothesis beam_hypothesis;
+
+/* The search after one step, for a front end that shows the beams growing. Pointers are valid
+ * only during the call. */
+typedef struct {
+    int step;                      /* tokens each running beam has now (1 after the first step) */
+    int n_run;                     /* running beams, best first */
+    const int32_t *ids;            /* (n_run, stride) their generated tokens, step of each */
+    int stride;                    /* = max_new_tokens */
+    const double *logprob;         /* (n_run) summed log-probabilities */
+    const int *parent;             /* (n_run) the index, among the previous step's n_prev running
+                                      beams, each one continues; a previous beam no index names
+                                      was pruned at this step */
+    int n_prev;
+    const beam_hypothesis *finished; /* (n_finished) ended by EOS so far, in the order they ended */
+    int n_finished;
+} beam_progress;
+
+/* Return false to stop the search after this step: the running beams are then scored as
+ * hypotheses of their length, as at max_new_tokens, and beam_result.stopped is set. */
+typedef bool (*beam_progress_fn)(void *user, const beam_progress *p);
+
 typedef struct {
     int num_beams;                 /* N, 1 .. BEAM_MAX */
     float length_penalty;          /* finite; default 1 */
@@ -49,6 +71,8 @@ typedef struct {
     int min_tokens;                /* EOS is masked until this many tokens were generated */
     int32_t eos;                   /* the end token; -1: none (--ignore-eos) */
     sampler_params penalties;      /* only repetition, presence, frequency and window are used */
+    beam_progress_fn progress;     /* NULL: none */
+    void *progress_user;
 } beam_options;
 
 /* length_penalty 1, no_repeat_ngram 0, no early stopping, num_return = num_beams, max 32 new
@@ -61,13 +85,14 @@ void beam_options_default(beam_options *o);
 tt_status beam_options_validate(const beam_options *o, int V, int n_prompt, int n_ctx,
                                 tt_error *err);
 
-typedef struct {
+struct beam_hypothesis {
     int32_t *ids;                  /* (n) generated ids, the EOS included when it ended it */
+    float *token_logprob;          /* (n) each token's score (its log-softmax, see above) */
     int n;
     double logprob;                /* sum of the generated tokens' scores */
     double score;                  /* logprob / n ** length_penalty */
     bool eos;                      /* ended by EOS (else by max_new_tokens) */
-} beam_hypothesis;
+};
 
 typedef struct {
     beam_hypothesis *hyps;         /* (n_hyps) best first */
@@ -76,6 +101,7 @@ typedef struct {
     double decode_ms;              /* from the first expansion to the end */
     double copy_ms;                /* of which copying sequences for forked beams */
     long copied_positions;         /* KV positions copied for forked beams (after step 1) */
+    bool stopped;                  /* the progress callback stopped the search early */
 } beam_result;
 
 /* Runs beam search from the prompt that sequence 0 of e holds (prompt[0 .. n_prompt), whose last

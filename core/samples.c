@@ -119,10 +119,12 @@ static bool sample_event(void *user, const session_event *ev)
     return k->fn ? k->fn(k->user, k->sample, ev) : true;
 }
 
-tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
-                           const session_settings *set, const char *text, size_t len, int n,
-                           samples_event_fn fn, void *user, volatile sig_atomic_t *interrupt,
-                           samples_result *out, tt_error *err)
+/* The prompt: text (tokenized by each session) when ids is NULL, else the ids. */
+static tt_status samples_run(engine *e, const model *m, const tokenizer *tok,
+                             const session_settings *set, const session_settings *per,
+                             const char *text, size_t len, const int32_t *prompt_ids,
+                             int n_prompt_ids, int n, samples_event_fn fn, void *user,
+                             volatile sig_atomic_t *interrupt, samples_result *out, tt_error *err)
 {
     memset(out, 0, sizeof *out);
     if (n < 1 || n > SAMPLES_MAX)
@@ -137,8 +139,13 @@ tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
     int *seqs = calloc((size_t)n, sizeof *seqs), *who = calloc((size_t)n, sizeof *who);
     int32_t *ids = calloc((size_t)n, sizeof *ids);
     out->stats = calloc((size_t)n, sizeof *out->stats);
+    out->gen = calloc((size_t)n, sizeof *out->gen);
+    out->gen_info = calloc((size_t)n, sizeof *out->gen_info);
+    out->n_gen = calloc((size_t)n, sizeof *out->n_gen);
+    int *n_prompt = calloc((size_t)n, sizeof *n_prompt);
     int n_init = 0;
-    if (!views || !ss || !sinks || !active || !seqs || !who || !ids || !out->stats) {
+    if (!views || !ss || !sinks || !active || !seqs || !who || !ids || !out->stats || !out->gen ||
+        !out->gen_info || !out->n_gen || !n_prompt) {
         st = tt_fail(err, TT_ERR_NOMEM, "samples: out of memory for %d samples", n);
         goto out;
     }
@@ -160,15 +167,33 @@ tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
         v->base.tokens = engine_seq_tokens(e, v->seq);
         if ((st = view_reserve_logits(v, 1, err)) != TT_OK)
             goto out;
-        session_settings si = *set;
-        si.seed = set->seed + (uint64_t)i;
+        session_settings si = per ? per[i] : *set;
+        if (!per)
+            si.seed = set->seed + (uint64_t)i;
         if ((st = session_init(&ss[i], m, tok, &v->base, &si, err)) != TT_OK)
             goto out;
         n_init++;
         ss[i].interrupt = interrupt;
         sinks[i] = (sample_sink){.fn = fn, .user = user, .sample = i};
-        if ((st = session_add_user_text(&ss[i], text, len, err)) != TT_OK)
+        st = prompt_ids ? session_add_user_tokens(&ss[i], prompt_ids, n_prompt_ids, err)
+                        : session_add_user_text(&ss[i], text, len, err);
+        if (st != TT_OK)
             goto out;
+    }
+
+    /* A prompt given as ids may continue what sequence 0 holds (the REPL's conversation): sample
+     * 0 starts from those rows instead of computing them again (batch invariance: the same
+     * bits as a prefill of its own). */
+    if (prompt_ids) {
+        const int32_t *held = engine_seq_tokens(e, 0);
+        int k = 0, held_n = engine_seq_len(e, 0);
+        while (k < held_n && k < n_prompt_ids && held[k] == prompt_ids[k])
+            k++;
+        if (k > 0) {
+            if ((st = engine_seq_copy(e, views[0].seq, 0, 0, k, err)) != TT_OK)
+                goto out;
+            views[0].base.n_past = k;
+        }
     }
 
     /* The prompt: prefilled by sample 0, copied to the others, whose sessions then find it in
@@ -184,6 +209,7 @@ tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
         views[i].deferring = i > 0;
         tt_error serr = {0};
         active[i] = session_gen_begin(s, &serr) == TT_OK;
+        n_prompt[i] = s->n_tokens;   /* after the beginning-of-text token an empty one gets */
         if (!active[i])
             session_gen_end(s, s->last.stop, sample_event, &sinks[i]);
         views[i].deferring = true;
@@ -218,6 +244,18 @@ tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
     for (int i = 0; i < n; i++) {
         out->stats[i] = ss[i].last;
         out->tokens += ss[i].last.generated_tokens;
+        int g = ss[i].n_tokens - n_prompt[i];
+        out->gen[i] = malloc((size_t)(g > 0 ? g : 1) * sizeof **out->gen);
+        out->gen_info[i] = malloc((size_t)(g > 0 ? g : 1) * sizeof **out->gen_info);
+        if (!out->gen[i] || !out->gen_info[i]) {
+            st = tt_fail(err, TT_ERR_NOMEM, "samples: out of memory for the samples' tokens");
+            goto out;
+        }
+        if (g > 0) {
+            memcpy(out->gen[i], ss[i].tokens + n_prompt[i], (size_t)g * sizeof **out->gen);
+            memcpy(out->gen_info[i], ss[i].info + n_prompt[i], (size_t)g * sizeof **out->gen_info);
+        }
+        out->n_gen[i] = g;
     }
     st = TT_OK;
 out:
@@ -233,15 +271,42 @@ out:
     free(seqs);
     free(who);
     free(ids);
+    free(n_prompt);
     if (st != TT_OK)
         samples_result_free(out);
     return st;
+}
+
+tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
+                           const session_settings *set, const char *text, size_t len, int n,
+                           samples_event_fn fn, void *user, volatile sig_atomic_t *interrupt,
+                           samples_result *out, tt_error *err)
+{
+    return samples_run(e, m, tok, set, NULL, text, len, NULL, 0, n, fn, user, interrupt, out,
+                       err);
+}
+
+tt_status samples_generate_ids(engine *e, const model *m, const tokenizer *tok,
+                               const session_settings *set, const session_settings *per,
+                               const int32_t *ids, int n_ids, int n, samples_event_fn fn,
+                               void *user, volatile sig_atomic_t *interrupt, samples_result *out,
+                               tt_error *err)
+{
+    return samples_run(e, m, tok, set, per, NULL, 0, ids, n_ids, n, fn, user, interrupt, out,
+                       err);
 }
 
 void samples_result_free(samples_result *r)
 {
     if (!r)
         return;
+    for (int i = 0; r->gen && i < r->n; i++)
+        free(r->gen[i]);
+    for (int i = 0; r->gen_info && i < r->n; i++)
+        free(r->gen_info[i]);
+    free(r->gen);
+    free(r->gen_info);
+    free(r->n_gen);
     free(r->stats);
     memset(r, 0, sizeof *r);
 }

@@ -34,6 +34,10 @@ typedef struct {
     int steps;                     /* batched steps */
     double decode_ms;              /* from the first batched step to the end */
     long tokens;                   /* generated over all samples */
+    int32_t **gen;                 /* (n) each sample's generated tokens (n_gen[i] of them): what
+                                      its session appended after the prompt */
+    token_info **gen_info;         /* (n) their origins and final probabilities */
+    int *n_gen;                    /* (n) */
 } samples_result;
 
 /* Generates n (1 .. SAMPLES_MAX) samples of text[0 .. len) (tokenized as session_add_user_text
@@ -45,6 +49,17 @@ tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
                            const session_settings *set, const char *text, size_t len, int n,
                            samples_event_fn fn, void *user, volatile sig_atomic_t *interrupt,
                            samples_result *out, tt_error *err);
+
+/* Like samples_generate, with the prompt given as token ids (ids[0 .. n_ids), e.g. a
+ * conversation's window; an empty prompt starts from the beginning-of-text token) and, when per
+ * is not NULL, sample i run with per[i] (its own seed, used as it is) instead of set with
+ * set->seed + i: one column per value of a setting. set must still be given (per[0] is fine).
+ * The part of the prompt sequence 0 already holds is copied, not computed again. */
+tt_status samples_generate_ids(engine *e, const model *m, const tokenizer *tok,
+                               const session_settings *set, const session_settings *per,
+                               const int32_t *ids, int n_ids, int n, samples_event_fn fn,
+                               void *user, volatile sig_atomic_t *interrupt, samples_result *out,
+                               tt_error *err);
 
 void samples_result_free(samples_result *r);
 

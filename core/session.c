@@ -215,13 +215,21 @@ static tt_status begin_turn(session *s, tt_error *err)
     return TT_OK;
 }
 
-tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_error *err)
+/* TT_ERR_ARG naming the first id outside the vocabulary, else TT_OK. */
+static tt_status check_ids(const session *s, const int32_t *ids, int n, tt_error *err)
 {
     int V = s->model->config.V;
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V)
             return tt_fail(err, TT_ERR_ARG, "token id %d is outside the vocabulary [0, %d)",
                            (int)ids[i], V);
+    return TT_OK;
+}
+
+tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_error *err)
+{
+    if (check_ids(s, ids, n, err) != TT_OK)
+        return TT_ERR_ARG;
     if (grow(s, s->n_tokens + n, err) != TT_OK || begin_turn(s, err) != TT_OK)
         return TT_ERR_NOMEM;
     for (int i = 0; i < n; i++)
@@ -239,6 +247,19 @@ tt_status session_add_user_text(session *s, const char *text, size_t len, tt_err
     st = session_add_user_tokens(s, ids, n, err);
     free(ids);
     return st;
+}
+
+tt_status session_append_reply(session *s, const int32_t *ids, const token_info *info, int n,
+                               tt_error *err)
+{
+    if (check_ids(s, ids, n, err) != TT_OK)
+        return TT_ERR_ARG;
+    if (grow(s, s->n_tokens + n, err) != TT_OK ||
+        (s->n_turns == 0 && begin_turn(s, err) != TT_OK))
+        return TT_ERR_NOMEM;
+    for (int i = 0; i < n; i++)
+        append_token(s, ids[i], (token_origin)info[i].origin, info[i].p, NULL);
+    return TT_OK;
 }
 
 static int keep_count(const session *s)

@@ -220,6 +220,14 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
  * holds the raw logits snap was computed from (until the engine runs again). */
 tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err);
 
+/* Appends ids as the model's reply in the last turn (a new turn when there is none), with
+ * info[i].origin and info[i].p (info[i].turn is ignored): how a continuation chosen outside
+ * session_generate (a beam, one of several samples) joins the conversation, so undo, regen and
+ * the transcript treat it as a generated reply. The cache is not run: the next generation or
+ * session_peek syncs it. Ids outside the vocabulary: TT_ERR_ARG, nothing appended. */
+tt_status session_append_reply(session *s, const int32_t *ids, const token_info *info, int n,
+                               tt_error *err);
+
 /* Drops the last turn (user text and reply); returns tokens dropped. */
 int session_undo_turn(session *s);
 /* Drops the last n tokens (turn boundaries adjusted); returns tokens dropped. */

@@ -2,7 +2,10 @@
 # demo_tmux.sh: a scripted REPL session in a private tmux server, printed as text screenshots
 # (tmux capture-pane -p) with the keys that led to each one. The README's screenshots come from it:
 #
-#   prompts/demo_tmux.sh [--model DIR] [--bin PATH] [--cols N] [--rows N] [--seed S]
+#   prompts/demo_tmux.sh [--model DIR] [--bin PATH] [--cols N] [--rows N] [--seed S] [--compare]
+#
+# --compare plays the degeneration demo instead (prompts/degeneration.txt on screen): /compare temp
+# (greedy against sampling), /beam 4, /compare repeat.
 #
 # Default model: the embedded one (whatever tokentop finds without --model).
 set -u
@@ -11,6 +14,7 @@ MODEL=
 COLS=104
 ROWS=32
 SEED=42
+SCENE=tour
 while [ $# -gt 0 ]; do
     case $1 in
         --model) MODEL=$2; shift 2 ;;
@@ -18,7 +22,8 @@ while [ $# -gt 0 ]; do
         --cols) COLS=$2; shift 2 ;;
         --rows) ROWS=$2; shift 2 ;;
         --seed) SEED=$2; shift 2 ;;
-        *) echo "usage: $0 [--model DIR] [--bin PATH] [--cols N] [--rows N] [--seed S]" >&2; exit 2 ;;
+        --compare) SCENE=compare; shift ;;
+        *) echo "usage: $0 [--model DIR] [--bin PATH] [--cols N] [--rows N] [--seed S] [--compare]" >&2; exit 2 ;;
     esac
 done
 command -v tmux >/dev/null || { echo "tmux is needed" >&2; exit 1; }
@@ -60,6 +65,30 @@ T -f /dev/null new-session -d -s demo -x "$COLS" -y "$ROWS" \
 T set-option -t demo -g status off >/dev/null
 wait_for 'Send a message' || exit 1
 echo "Started with: $cmd   (a ${COLS}x${ROWS} terminal)"
+
+if [ "$SCENE" = compare ]; then
+    P="And the LORD said unto Moses,"
+    for k in "/max 30" "/topk 0" "/topp 1" "/compare temp 0 0.7 1.2"; do keys "$k"; done
+    keys "$P"
+    wait_for '3: temp 1.2' && sleep 0.3
+    shot "typed: /max 30, /topk 0, /topp 1, /compare temp 0 0.7 1.2, then: $P"
+    keys ""
+    for k in "/undo" "/beam 4"; do keys "$k"; done
+    keys "$P"
+    wait_for 'beam search: 4 beams, [0-9]+ steps' && sleep 0.3
+    shot "typed: Enter (closes the columns), /undo, /beam 4, then: $P"
+    keys ""
+    for k in "/undo" "/temp 0" "/compare repeat 1 1.2 1.5"; do keys "$k"; done
+    keys "$P"
+    wait_for '3: repeat 1.5' && sleep 0.3
+    shot "typed: Enter, /undo, /temp 0, /compare repeat 1 1.2 1.5, then: $P"
+    keys "/keep 2"
+    wait_for 'kept 2' && sleep 0.3
+    shot "typed: /keep 2 (the column becomes the reply; the next-token view continues from it)"
+    keys "/quit"
+    sleep 0.5
+    exit 0
+fi
 
 keys "In the beginning God created"
 wait_for 'tok/s .*reused' && sleep 0.3

@@ -12,6 +12,7 @@
 #include "core/text.h"
 #include "core/util.h"
 #include "repl/dtype_cmd.h"
+#include "repl/compare.h"
 #include "repl/session_file.h"
 #include "ui/grid.h"
 
@@ -20,10 +21,10 @@
 /* ---------------------------------------------------------------------------------------------
  * Output */
 
-void cmd_out_add(cmd_env *e, const char *fmt, ...)
+static void out_vadd(cmd_env *e, const char *fmt, va_list ap0)
 {
     va_list ap;
-    va_start(ap, fmt);
+    va_copy(ap, ap0);
     char small[512];
     int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
@@ -43,28 +44,57 @@ void cmd_out_add(cmd_env *e, const char *fmt, ...)
     if ((size_t)n < sizeof small) {
         memcpy(e->out + e->out_len, small, (size_t)n + 1);
     } else {
-        va_start(ap, fmt);
+        va_copy(ap, ap0);
         vsnprintf(e->out + e->out_len, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
     e->out_len += (size_t)n;
 }
 
-int cmd_fail(cmd_env *e, const char *fmt, ...)
+static void out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_add(cmd_env *e, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    out_vadd(e, fmt, ap);
     va_end(ap);
+}
+
+void cmd_out(cmd_env *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    out_vadd(e, fmt, ap);
+    va_end(ap);
+}
+
+static int fail_v(cmd_env *e, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     e->out_len = 0;
-    cmd_out_add(e, "%s", msg);
+    out_add(e, "%s", msg);
     return CMD_ERROR;
 }
 
-/* The handlers in this file use the short names. */
-#define out_add cmd_out_add
-#define fail cmd_fail
+static int fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(cmd_env *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = fail_v(e, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int cmd_fail(cmd_env *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = fail_v(e, fmt, ap);
+    va_end(ap);
+    return r;
+}
 
 /* A value for messages: escaped the way the histogram shows tokens. */
 static void show_text(const char *s, char *out, size_t cap)
@@ -357,7 +387,16 @@ static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             "Ctrl-L redraw.\n");
     out_add(e, "Generated text is colored by the probability it was drawn with: plain >= 80%%, "
             "green 50-80%%, yellow 20-50%%, magenta 5-20%%, red < 5%%; your text is bold cyan; "
-            "underlined tokens were chosen with /pick.");
+            "underlined tokens were chosen with /pick.\n");
+    out_add(e, "/beam, /samples and /compare apply to the next line you send (Enter alone: the "
+            "conversation as it is); /beam off etc. cancels. Each column shows: lp (mean "
+            "logprob) = the mean of ln p of its tokens under the model's raw distribution "
+            "(softmax of the logits, before penalties, temperature and truncation; for beams the "
+            "beam's own token scores, the same unless a penalty is set), d2 (distinct-2) = "
+            "distinct token bigrams / all bigrams, rep3 = token 3-grams that repeat an earlier "
+            "one. /keep K "
+            "makes column K the reply (the best beam is kept at once); Enter or Esc closes the "
+            "columns.");
     return CMD_DONE;
 }
 
@@ -914,6 +953,23 @@ const cmd_entry cmd_table[] = {
      .usage = "generate the last reply again (the prompt stays cached)",
      .min_args = 0, .max_args = 0, .busy_ok = false, .param = NULL,
      .exec = exec_regen},
+    {.name = "beam", .alias = NULL, .args = "[N|off]",
+     .usage = "beam search with N beams on the next line you send: the beams grow live, the "
+              "best becomes the reply",
+     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_beam},
+    {.name = "samples", .alias = NULL, .args = "[N|off]",
+     .usage = "N samples of the next line (seeds S..S+N-1) side by side, with their figures",
+     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_samples},
+    {.name = "compare", .alias = NULL, .args = "[SETTING V1 V2 ...|off]",
+     .usage = "one column per value of a sampler setting (/compare temp 0.3 0.8 1.5), one seed",
+     .min_args = 0, .max_args = 64, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_compare},
+    {.name = "keep", .alias = NULL, .args = "K",
+     .usage = "make column (or beam) K of the last /samples, /compare or /beam the reply",
+     .min_args = 1, .max_args = 1, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_keep},
     {.name = "step", .alias = NULL, .args = "[on|off]",
      .usage = "step mode: Enter generates one token",
      .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,

@@ -69,6 +69,8 @@ typedef struct cmd_env {
                                       /dtype compare off and cmd_env_free); NULL when off */
     bool hist_has_cmp;             /* hist_cmp describes the histogram's position */
     dtype_compare hist_cmp;
+    /* /beam, /samples, /compare and /keep (repl/compare.h); NULL: not available */
+    struct compare_state *compare;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */
@@ -96,11 +98,6 @@ extern const int cmd_count;
 void cmd_env_init(cmd_env *e, session *s);
 void cmd_env_free(cmd_env *e);   /* NULL is safe */
 
-/* For handlers: cmd_out_add appends printf-style text to e->out; cmd_fail replaces e->out with
- * the message and returns CMD_ERROR. */
-void cmd_out_add(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int cmd_fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* Finds a command by exact name, alias, or unique name prefix. On failure returns NULL and puts
  * the message in msg: "Unknown command '/x'. Type /help." or
  * "ambiguous command: /t, could be: /temp, /topk, /topp". */
@@ -110,6 +107,12 @@ const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap);
  * e->out afterwards; the return value is a set of CMD_* flags (CMD_ERROR on any failure, with
  * every setting kept as it was). */
 int cmd_execute(cmd_env *e, const char *line);
+
+/* For handlers outside commands.c (repl/compare.c, repl/dtype_cmd.c): cmd_out appends
+ * printf-style text to e->out. */
+void cmd_out(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Replaces e->out with the message and returns CMD_ERROR. */
+int cmd_fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* True when line is a command ("/x" at the very start), false for text (including "//text",
  * which sends "/text", and " /x"). */

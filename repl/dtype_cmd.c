@@ -34,13 +34,13 @@ const char *dtype_cmd_status(const cmd_env *e, char *buf, size_t cap)
 void dtype_cmd_show(cmd_env *e)
 {
     const engine *eng = e->s->eng;
-    cmd_out_add(e, "precision   %s weights (%.1f MiB held)", tt_dtype_name(eng->dtype),
+    cmd_out(e, "precision   %s weights (%.1f MiB held)", tt_dtype_name(eng->dtype),
                 mib(eng->memory_bytes));
     if (e->cmp)
-        cmd_out_add(e, "; compared with %s on a second engine (%.1f MiB more; /dtype compare "
+        cmd_out(e, "; compared with %s on a second engine (%.1f MiB more; /dtype compare "
                     "off frees it)\n", tt_dtype_name(e->cmp->dtype), mib(e->cmp->memory_bytes));
     else
-        cmd_out_add(e, "; no comparison (/dtype compare T)\n");
+        cmd_out(e, "; no comparison (/dtype compare T)\n");
 }
 
 /* The comparison for the window's first n tokens, the reference's logits there being ref. */
@@ -98,9 +98,9 @@ static void print_table(cmd_env *e)
     const dtype_compare *c = &e->hist_cmp;
     const char *ra = tt_dtype_name(c->ref_dtype), *rb = tt_dtype_name(c->dtype);
     enum { TW = 12, BW = 12 };
-    cmd_out_add(e, "\nnext token at %d, raw p: %s vs %s\n", e->hist_pos, ra, rb);
+    cmd_out(e, "\nnext token at %d, raw p: %s vs %s\n", e->hist_pos, ra, rb);
     /* Δ is 2 bytes and 1 column: %8s pads it to 7 columns */
-    cmd_out_add(e, " #  %-*s %*s  %*s  %8s\n", TW, "token", BW + 7, ra, BW + 7, rb, "\xce\x94p");
+    cmd_out(e, " #  %-*s %*s  %*s  %8s\n", TW, "token", BW + 7, ra, BW + 7, rb, "\xce\x94p");
     int n = e->bars < c->n_top ? e->bars : c->n_top;
     double scale = 0;
     for (int i = 0; i < n; i++)
@@ -112,13 +112,13 @@ static void print_table(cmd_env *e)
         ui_histogram_pair_bar(c->top_p[i], scale, BW, ba, sizeof ba);
         ui_histogram_pair_bar(c->top_q[i], scale, BW, bb, sizeof bb);
         ui_histogram_pair_delta((double)c->top_q[i] - c->top_p[i], d, sizeof d);
-        cmd_out_add(e, "%2d  %s%*s %s %5.1f%%  %s %5.1f%%  %7s\n", i + 1, label,
+        cmd_out(e, "%2d  %s%*s %s %5.1f%%  %s %5.1f%%  %7s\n", i + 1, label,
                     pad > 0 ? pad : 0, "", ba, (double)c->top_p[i] * 100, bb,
                     (double)c->top_q[i] * 100, d);
     }
     char l1[200], l2[200];
     ui_histogram_pair_summary(c, e->s->tok, false, l1, sizeof l1, l2, sizeof l2);
-    cmd_out_add(e, "%s\n%s", l1, l2);
+    cmd_out(e, "%s\n%s", l1, l2);
 }
 
 /* Runs both engines at the end of the conversation and puts the comparison in the histogram
@@ -127,7 +127,7 @@ static int compare_now(cmd_env *e, int flags)
 {
     session *s = e->s;
     if (s->n_tokens == 0) {
-        cmd_out_add(e, " (nothing to compare yet: type a prompt)");
+        cmd_out(e, " (nothing to compare yet: type a prompt)");
         return flags;
     }
     tt_error err = {0};
@@ -145,7 +145,7 @@ static int compare_now(cmd_env *e, int flags)
     } else {
         char l1[200], l2[200];
         ui_histogram_pair_summary(&e->hist_cmp, s->tok, false, l1, sizeof l1, l2, sizeof l2);
-        cmd_out_add(e, "\n%s \xc2\xb7 %s", l1, l2);
+        cmd_out(e, "\n%s \xc2\xb7 %s", l1, l2);
     }
     return flags;
 }
@@ -157,18 +157,18 @@ static int compare_cmd(cmd_env *e, const char *arg)
         if (!e->cmp)
             return cmd_fail(e, "/dtype compare: no comparison is on (/dtype compare T, T one of "
                             DTYPE_NAMES ")");
-        cmd_out_add(e, "%s compared with %s", tt_dtype_name(s->eng->dtype),
+        cmd_out(e, "%s compared with %s", tt_dtype_name(s->eng->dtype),
                     tt_dtype_name(e->cmp->dtype));
         return compare_now(e, CMD_DONE);
     }
     if (strcmp(arg, "off") == 0) {
         if (!e->cmp) {
-            cmd_out_add(e, "no comparison was on");
+            cmd_out(e, "no comparison was on");
             return CMD_DONE;
         }
         double freed = mib(e->cmp->memory_bytes);
         dtype_cmd_compare_off(e);
-        cmd_out_add(e, "comparison off: the second engine's %.1f MiB are freed", freed);
+        cmd_out(e, "comparison off: the second engine's %.1f MiB are freed", freed);
         return CMD_STATUS | CMD_PEEK;
     }
     tt_dtype d;
@@ -181,7 +181,7 @@ static int compare_cmd(cmd_env *e, const char *arg)
     if (!e->make_engine)
         return cmd_fail(e, "/dtype compare: a second engine cannot be made here");
     if (e->cmp && e->cmp->dtype == d) {
-        cmd_out_add(e, "%s compared with %s", tt_dtype_name(s->eng->dtype), tt_dtype_name(d));
+        cmd_out(e, "%s compared with %s", tt_dtype_name(s->eng->dtype), tt_dtype_name(d));
         return compare_now(e, CMD_DONE);
     }
     /* The old comparison engine goes first: two comparison engines never coexist. */
@@ -192,7 +192,7 @@ static int compare_cmd(cmd_env *e, const char *arg)
         return cmd_fail(e, "/dtype compare %s: %s (the comparison is off)", tt_dtype_name(d),
                         err.msg);
     e->cmp = ne;
-    cmd_out_add(e, "comparing %s with %s: a second engine holds the weights again (%.1f MiB more; "
+    cmd_out(e, "comparing %s with %s: a second engine holds the weights again (%.1f MiB more; "
                 "/dtype compare off frees it)", tt_dtype_name(s->eng->dtype), tt_dtype_name(d),
                 mib(ne->memory_bytes));
     return compare_now(e, CMD_STATUS | CMD_PEEK);
@@ -207,7 +207,7 @@ static int switch_cmd(cmd_env *e, const char *arg)
     if (tt_dtype_parse(arg, &d) != 0)
         return cmd_fail(e, "/dtype: '%s' is not " DTYPE_NAMES " (kept %s)", arg, was);
     if (d == old->dtype) {
-        cmd_out_add(e, "the weights are %s already", was);
+        cmd_out(e, "the weights are %s already", was);
         return CMD_DONE;
     }
     if (!e->make_engine || !e->adopt_engine)
@@ -232,10 +232,10 @@ static int switch_cmd(cmd_env *e, const char *arg)
     e->engine_desc = ne->description;
     e->backend = ne->ops->name;
     e->hist_has_cmp = false;
-    cmd_out_add(e, "weights now %s (were %s): %s; the conversation's %d tokens were prefilled "
+    cmd_out(e, "weights now %s (were %s): %s; the conversation's %d tokens were prefilled "
                 "again in %.0f ms", tt_dtype_name(d), was, ne->description, prefilled, ms);
     if (e->cmp && e->cmp->dtype == d)
-        cmd_out_add(e, "; the comparison engine is %s too (/dtype compare T for another precision)",
+        cmd_out(e, "; the comparison engine is %s too (/dtype compare T for another precision)",
                     tt_dtype_name(d));
     return CMD_STATUS | CMD_PEEK;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "repl/compare.h"
 #include "ui/input.h"
 
 typedef struct {
@@ -60,10 +61,33 @@ static int send_text(session *s, line_ctx *c, const char *text, volatile sig_ato
     return generate(s, c, interrupt);
 }
 
+static bool line_stop(void *user)
+{
+    return *(volatile sig_atomic_t *)user != 0;
+}
+
+/* An armed /beam, /samples or /compare on a typed line: the columns go to out as text. */
+static int run_compare(cmd_env *env, line_ctx *c, const char *text,
+                       volatile sig_atomic_t *interrupt)
+{
+    *interrupt = 0;
+    compare_hooks h = {.stop = line_stop, .user = (void *)interrupt};
+    int flags = compare_run(env, text, &h);
+    *interrupt = 0;
+    if (!(flags & CMD_ERROR))
+        compare_print(env->compare, c->out);
+    if (env->out_len)
+        fprintf(c->msg, "%s\n", env->out);
+    fflush(c->msg);
+    return 0;
+}
+
 /* Returns -1 to quit, else 0 or 1 (failure). */
 static int handle(session *s, cmd_env *env, line_ctx *c, const char *text,
                   volatile sig_atomic_t *interrupt)
 {
+    if (!cmd_is_command(text) && env->compare && env->compare->pending != COMPARE_NONE)
+        return run_compare(env, c, text, interrupt);
     if (!cmd_is_command(text))
         return send_text(s, c, text, interrupt);
     int flags = cmd_execute(env, text);

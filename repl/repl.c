@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "app/cli.h"
 #include "repl/commands.h"
+#include "repl/compare.h"
 #include "app/draft.h"
 #include "repl/dtype_cmd.h"
 #include "repl/history.h"
@@ -23,6 +24,7 @@
 #include "core/text.h"
 #include "core/util.h"
 #include "repl/transcript_doc.h"
+#include "ui/columns.h"
 #include "ui/curses.h"
 #include "ui/grid.h"
 #include "ui/histogram.h"
@@ -100,7 +102,13 @@ typedef struct {
     int spec_round;        /* the speculative round the last event belonged to */
     double plain_tok_s;    /* decode speed of the last non-speculative turn (0: none yet) */
     char *fallback_note;   /* cli_app's: set when the engine moved to the CPU after a GPU error */
+    bool board;            /* the columns of /beam, /samples or /compare replace the transcript
+                              and the histogram until the next line is sent (or Esc) */
+    ui_key held[64];       /* keys typed while they ran, handled once they are done */
+    int n_held;
 } tui;
+
+static void draw(tui *t);
 
 static void note(tui *t, uint8_t style, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void note(tui *t, uint8_t style, const char *fmt, ...)
@@ -302,11 +310,77 @@ static void run_command(tui *t, const char *line)
     t->dirty = true;
 }
 
+/* A /beam, /samples or /compare run: the board is drawn at most once a frame while it grows;
+ * Ctrl-C (a key, or the signal) stops it. Other keys wait until it is over. */
+static void board_frame(void *user)
+{
+    tui *t = user;
+    double now = tt_now_ms();
+    if (now - t->last_draw >= FRAME_MS) {
+        draw(t);
+        t->last_draw = now;
+    }
+}
+
+static bool board_stop(void *user)
+{
+    tui *t = user;
+    if (g_sigint)
+        return true;
+    for (ui_key k = ui_curses_read_key(0); k.type != UI_KEY_NONE; k = ui_curses_read_key(0)) {
+        if (k.type == UI_KEY_CTRL && k.cp == 'c')
+            g_sigint = 1;
+        else if (t->n_held < (int)(sizeof t->held / sizeof t->held[0]))
+            t->held[t->n_held++] = k;
+    }
+    return g_sigint != 0;
+}
+
+static void handle_key(tui *t, ui_key k);
+
+static void run_compare(tui *t, const char *text)
+{
+    scroll_to_end(t);
+    t->board = true;
+    t->env->busy = true;
+    g_interrupt = 0;
+    g_sigint = 0;
+    compare_hooks h = {.frame = board_frame, .stop = board_stop, .user = t};
+    int flags = compare_run(t->env, text, &h);
+    t->env->busy = false;
+    g_interrupt = 0;
+    g_sigint = 0;
+    transcript_doc_sync(&t->tr, t->s);
+    if (flags & CMD_ERROR)
+        t->board = false;
+    else
+        t->have_turn = true;
+    if (t->env->out_len)
+        note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", t->env->out);
+    t->dirty = true;
+    /* what was typed meanwhile, in order (a held Enter may start the next run: its own keys are
+     * held afresh) */
+    ui_key held[sizeof t->held / sizeof t->held[0]];
+    int n = t->n_held;
+    memcpy(held, t->held, (size_t)n * sizeof *held);
+    t->n_held = 0;
+    for (int i = 0; i < n && !t->quit; i++)
+        handle_key(t, held[i]);
+}
+
 static void submit(tui *t)
 {
     char *text = ui_input_enter(&t->in);
     if (!text)
         return;   /* inside a """ block */
+    if (t->board) {
+        t->board = false;   /* any line closes the columns; Enter alone does only that */
+        t->dirty = true;
+        if (!text[0]) {
+            free(text);
+            return;
+        }
+    }
     if (text[0]) {
         tt_error err = {0};
         if (history_add(&t->hist, text, &err) != TT_OK)
@@ -317,6 +391,12 @@ static void submit(tui *t)
     } else if (t->running) {
         ui_input_set(&t->in, text);
         snprintf(t->message, sizeof t->message, "generating: Ctrl-C stops it");
+    } else if (t->env->compare && t->env->compare->pending != COMPARE_NONE) {
+        if (t->s->gen) {   /* step mode: new text ends the open generation */
+            session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
+            t->have_turn = true;
+        }
+        run_compare(t, text);
     } else if (t->env->step_mode && !text[0]) {
         step_once(t, -1);
     } else {
@@ -372,9 +452,11 @@ static void handle_key(tui *t, ui_key k)
     }
     t->dirty = true;
     switch (k.type) {
+    case UI_KEY_ESC:
+        t->board = false;
+        break;
     case UI_KEY_NONE:
     case UI_KEY_OTHER:
-    case UI_KEY_ESC:
     case UI_KEY_RESIZE:   /* the next draw reads the new size */
         break;
     case UI_KEY_CHAR: insert_cp(t, k.cp); break;
@@ -464,6 +546,39 @@ static const char *mode_name(const tui *t, char *buf, size_t cap)
     return buf;
 }
 
+/* The transcript, the divider and the histogram. */
+static void draw_panes(tui *t, const ui_layout *l)
+{
+    session *s = t->s;
+    ui_transcript_pane_draw(&t->grid, l->transcript, &t->tr.doc, &t->scroll, t->running);
+    ui_layout_draw_divider(&t->grid, l);
+    ui_hist_view hv = {
+        .kind = t->env->hist_kind,
+        .snap = &t->env->hist,
+        .tok = s->tok,
+        .bars = t->env->bars,
+        .step = t->env->hist_step,
+        .position = t->env->hist_pos,
+        .vocab = s->model->config.V,
+        .step_mode = t->env->step_mode,
+        .draft = t->env->hist_has_draft ? &t->env->hist_draft : NULL,
+        .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
+        .bonus = t->env->hist_bonus,
+    };
+    if (!dtype_cmd_draw(t->env, &t->grid, l->histogram))
+        ui_histogram_draw(&t->grid, l->histogram, &hv);
+}
+
+/* The columns of /beam, /samples or /compare over the transcript and histogram. */
+static void draw_board(tui *t, const ui_layout *l, int cols)
+{
+    ui_column board[2 * COMPARE_MAX_BEAMS + COMPARE_MAX_COLUMNS];
+    const char *heading;
+    int n = compare_board(t->env->compare, board, (int)(sizeof board / sizeof board[0]),
+                          &heading);
+    ui_columns_draw(&t->grid, (ui_rect){0, 0, l->status.y, cols}, heading, board, n);
+}
+
 static void draw(tui *t)
 {
     session *s = t->s;
@@ -481,23 +596,10 @@ static void draw(tui *t)
         ui_curses_present(&t->grid);
         return;
     }
-    ui_transcript_pane_draw(&t->grid, l.transcript, &t->tr.doc, &t->scroll, t->running);
-    ui_layout_draw_divider(&t->grid, &l);
-    ui_hist_view hv = {
-        .kind = t->env->hist_kind,
-        .snap = &t->env->hist,
-        .tok = s->tok,
-        .bars = t->env->bars,
-        .step = t->env->hist_step,
-        .position = t->env->hist_pos,
-        .vocab = s->model->config.V,
-        .step_mode = t->env->step_mode,
-        .draft = t->env->hist_has_draft ? &t->env->hist_draft : NULL,
-        .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
-        .bonus = t->env->hist_bonus,
-    };
-    if (!dtype_cmd_draw(t->env, &t->grid, l.histogram))
-        ui_histogram_draw(&t->grid, l.histogram, &hv);
+    if (t->board)
+        draw_board(t, &l, cols);
+    else
+        draw_panes(t, &l);
     char chain[200], mode[64], precision[32];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     ui_status_view sv = {
@@ -528,7 +630,13 @@ static void draw(tui *t)
         .speedup = t->plain_tok_s > 0 ? s->last.decode_tok_s / t->plain_tok_s : 0,
     };
     ui_status_draw(&t->grid, l.status, &sv);
+    char armed[160];
+    const char *pending = compare_pending_line(t->env->compare, armed, sizeof armed);
     const char *placeholder = t->running ? "generating... Ctrl-C stops"
+                            : t->board && t->env->compare->running
+                                ? "running: Ctrl-C stops it (what you type waits)"
+                            : t->board ? "Enter closes the columns | /keep K makes K the reply"
+                            : pending ? pending
                             : t->env->step_mode ? "Enter: next token | /pick N | /step off"
                             : "Send a message (/help for help, Enter alone continues)";
     ui_input_draw(&t->grid, l.input, &t->in, placeholder);
@@ -691,6 +799,9 @@ int repl_main(int argc, char **argv)
         }
     cmd_env env;
     cmd_env_init(&env, &s);
+    compare_state cmp;
+    compare_init(&cmp);
+    env.compare = &cmp;
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
     env.load_draft = host_load_draft;
@@ -749,6 +860,7 @@ int repl_main(int argc, char **argv)
         rc = linemode_run(&s, &env, first, stdin, stdout, stderr, &g_interrupt, &g_quit_signal);
     }
     cmd_env_free(&env);
+    compare_free(&cmp);
     session_free(&s);
     draft_free(&host.draft);
     cli_app_free(&app);

@@ -255,6 +255,76 @@ START_TEST(a_search_that_does_not_fit_runs_nothing)
 }
 END_TEST
 
+typedef struct {
+    int calls, last_step, stop_at;
+    bool parents_ok, pruned_seen;
+    double best_logprob;
+} progress_log;
+
+static bool log_progress(void *user, const beam_progress *p)
+{
+    progress_log *l = user;
+    l->calls++;
+    if (p->step != l->last_step + 1)
+        l->parents_ok = false;
+    l->last_step = p->step;
+    bool named[BEAM_MAX] = {false};
+    for (int k = 0; k < p->n_run; k++) {
+        if (p->parent[k] < 0 || p->parent[k] >= p->n_prev)
+            l->parents_ok = false;
+        else
+            named[p->parent[k]] = true;
+        if (k > 0 && p->logprob[k] > p->logprob[k - 1])
+            l->parents_ok = false;                 /* best first */
+    }
+    for (int k = 0; k < p->n_prev; k++)
+        l->pruned_seen |= !named[k] && p->step > 1;
+    l->best_logprob = p->n_run > 0 ? p->logprob[0] : l->best_logprob;
+    return p->step != l->stop_at;
+}
+
+START_TEST(progress_shows_every_step_and_can_stop_the_search)
+{
+    beam_case c;
+    case_read("beam-no-eos", &c);
+    char *dir;
+    model *m = case_model(&dir, 26, c.fnv);
+    beam_result full, stopped;
+    progress_log l = {.parents_ok = true, .stop_at = -1};
+    c.o.progress = log_progress;
+    c.o.progress_user = &l;
+    run_case(m, &c, 1, &full);
+    /* one call a step, steps 1, 2, ..., parents among the previous step's beams, best first;
+     * with several beams some are pruned on the way */
+    ck_assert_int_eq(l.calls, c.o.max_new_tokens);
+    ck_assert(l.parents_ok);
+    ck_assert(!full.stopped);
+    if (c.o.num_beams > 1)
+        ck_assert(l.pruned_seen);
+    /* the hypotheses carry each token's score, summing to the logprob */
+    for (int h = 0; h < full.n_hyps; h++) {
+        double sum = 0;
+        for (int k = 0; k < full.hyps[h].n; k++)
+            sum += full.hyps[h].token_logprob[k];
+        ck_assert_double_eq_tol(sum, full.hyps[h].logprob, 1e-4);
+    }
+    /* false after step 2: the running beams become hypotheses of 2 tokens */
+    progress_log l2 = {.parents_ok = true, .stop_at = 2};
+    c.o.progress_user = &l2;
+    run_case(m, &c, 1, &stopped);
+    ck_assert(stopped.stopped);
+    ck_assert_int_eq(l2.calls, 2);
+    ck_assert_int_gt(stopped.n_hyps, 0);
+    for (int h = 0; h < stopped.n_hyps; h++)
+        ck_assert_int_le(stopped.hyps[h].n, 2);
+    beam_result_free(&full);
+    beam_result_free(&stopped);
+    model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("beam");
@@ -262,7 +332,8 @@ int main(void)
             the_cases_cover_eos_endings_and_every_length_penalty,
             threads_do_not_change_the_beams,
             bad_options_are_refused_with_the_option_named,
-            a_search_that_does_not_fit_runs_nothing));
+            a_search_that_does_not_fit_runs_nothing,
+            progress_shows_every_step_and_can_stop_the_search));
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, beams_match_the_float64_reference, 0, N_CASES);
     return tu_run_suite(s);

@@ -9,7 +9,6 @@
 
 #include "core/engine.h"
 #include "core/model.h"
-#include "core/modelgen.h"
 #include "core/tokenizer.h"
 #include "app/cli.h"
 #include "repl/commands.h"
@@ -28,13 +27,8 @@ static cmd_env E;
 
 static void files_setup(void)
 {
-    model_dir = tu_tmpdir();
+    model_dir = tu_tiny_model_dir(64);
     work_dir = tu_tmpdir();
-    modelgen_options mo;
-    modelgen_options_default(&mo);
-    mo.maxT = 64;
-    tt_error err = {0};
-    ck_assert_msg(modelgen_write(model_dir, &mo, &err) == TT_OK, "%s", err.msg);
 }
 
 static void files_teardown(void)

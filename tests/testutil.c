@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/modelgen.h"
 
 const char *tu_gpt2_dir(void)
 {
@@ -161,6 +162,17 @@ engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
     tt_error err;
     ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "cpu_engine_create: %s", err.msg);
     return e;
+}
+
+char *tu_tiny_model_dir(int maxT)
+{
+    char *dir = tu_tmpdir();
+    modelgen_options mo;
+    modelgen_options_default(&mo);
+    mo.maxT = maxT;
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write(dir, &mo, &err) == TT_OK, "%s", err.msg);
+    return dir;
 }
 
 uint64_t tu_fnv1a64(const void *p, size_t n)

@@ -40,6 +40,10 @@ int tu_argmax(const float *v, int n);
  * it cannot be made. */
 struct engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx);
 
+/* A fresh directory (free with tu_rmtree and free) holding a tiny random model (modelgen's
+ * defaults) with a context of maxT positions; fails the calling test when it cannot be written. */
+char *tu_tiny_model_dir(int maxT);
+
 /* FNV-1a 64 of p[0..n): the checksum the golden files record of model.safetensors. */
 uint64_t tu_fnv1a64(const void *p, size_t n);
 

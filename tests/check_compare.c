@@ -1,0 +1,248 @@
+/* check_compare.c: /beam, /samples, /compare and /keep (repl/compare.c) on a tiny random model:
+ * the best beam becomes the reply and /undo drops the turn like any other, the live beam view
+ * fades pruned beams, /keep swaps the reply and refuses after an edit, columns of /compare share
+ * one seed (equal values give equal columns, and equal /samples' first column), and every bad
+ * value is refused naming it with the conversation and the armed request unchanged. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "core/engine.h"
+#include "core/model.h"
+#include "core/session.h"
+#include "core/tokenizer.h"
+#include "repl/commands.h"
+#include "repl/compare.h"
+#include "tests/testutil.h"
+
+static char *model_dir;
+static model *mdl;
+static tokenizer *tok;
+static engine *eng;
+static session S;
+static cmd_env E;
+static compare_state C;
+
+static void files_setup(void)
+{
+    model_dir = tu_tiny_model_dir(64);
+}
+
+static void files_teardown(void)
+{
+    tu_rmtree(model_dir);
+    free(model_dir);
+}
+
+static void session_setup(void)
+{
+    tt_error err = {0};
+    ck_assert_msg(model_load(model_dir, &mdl, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(cli_load_tokenizer(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
+    eng = tu_cpu_engine(mdl, TT_F32, 1, 0);
+    session_settings set;
+    session_settings_default(&set);
+    set.seed = 42;
+    set.max_new_tokens = 8;
+    ck_assert_msg(session_init(&S, mdl, tok, eng, &set, &err) == TT_OK, "%s", err.msg);
+    cmd_env_init(&E, &S);
+    compare_init(&C);
+    E.compare = &C;
+}
+
+static void session_teardown(void)
+{
+    compare_free(&C);
+    cmd_env_free(&E);
+    session_free(&S);
+    engine_free(eng);
+    tokenizer_free(tok);
+    model_free(mdl);
+}
+
+static int run(const char *line)
+{
+    return cmd_execute(&E, line);
+}
+
+/* Arms with line, then runs on text; fails the test when either fails. */
+static void arm_and_run(const char *line, const char *text, const compare_hooks *h)
+{
+    ck_assert_msg(!(run(line) & CMD_ERROR), "%s: %s", line, E.out);
+    ck_assert_msg(!(compare_run(&E, text, h) & CMD_ERROR), "%s: %s", line, E.out);
+}
+
+START_TEST(the_best_beam_becomes_the_reply_and_undo_drops_the_turn)
+{
+    arm_and_run("/samples 1", "one", NULL);   /* a first turn, so the beam turn is the second */
+    int before = S.n_tokens, turns = S.n_turns;
+    arm_and_run("/beam 3", " two", NULL);
+    ck_assert_int_eq(C.n_cols, 3);
+    ck_assert_int_eq(C.kept, 0);
+    ck_assert_int_eq(S.n_turns, turns + 1);
+    const compare_column *best = &C.cols[0];
+    ck_assert_int_eq(S.n_tokens, C.n_base + best->n);
+    ck_assert(memcmp(S.tokens + C.n_base, best->ids, (size_t)best->n * sizeof *best->ids) == 0);
+    ck_assert(C.cols[0].score >= C.cols[1].score && C.cols[1].score >= C.cols[2].score);
+    /* the cache holds the conversation with the beam, as after a plain turn */
+    ck_assert_int_eq(session_cached_prefix(&S), S.n_tokens - S.window_start);
+    ck_assert_msg(strstr(E.out, "beam 1: score") && strstr(E.out, "(the reply)"), "%s", E.out);
+    ck_assert(!(run("/undo") & CMD_ERROR));
+    ck_assert_int_eq(S.n_tokens, before);
+    ck_assert_int_eq(S.n_turns, turns);
+}
+END_TEST
+
+typedef struct {
+    int frames;
+    bool pruned_dim;
+} board_log;
+
+static void log_frame(void *user)
+{
+    board_log *l = user;
+    ui_column cols[2 * COMPARE_MAX_BEAMS + COMPARE_MAX_COLUMNS];
+    const char *heading;
+    int n = compare_board(&C, cols, (int)(sizeof cols / sizeof cols[0]), &heading);
+    l->frames++;
+    for (int i = 0; i < n; i++)
+        if (strstr(cols[i].title, "pruned at step") && cols[i].dim)
+            l->pruned_dim = true;
+}
+
+START_TEST(the_live_beam_view_shows_every_step_and_fades_pruned_beams)
+{
+    board_log l = {0};
+    compare_hooks h = {.frame = log_frame, .user = &l};
+    arm_and_run("/beam 4", "the", &h);
+    ck_assert_int_ge(l.frames, 2);
+    ck_assert(l.pruned_dim);
+    /* afterwards the board is the ranking, nothing dim */
+    for (int i = 0; i < C.n_cols; i++)
+        ck_assert(!C.cols[i].dim);
+}
+END_TEST
+
+START_TEST(keep_swaps_the_reply_and_refuses_after_an_edit)
+{
+    arm_and_run("/samples 3", "abc", NULL);
+    ck_assert_int_eq(C.kept, -1);
+    int base = S.n_tokens;
+    ck_assert(!(run("/keep 2") & CMD_ERROR));
+    ck_assert_int_eq(S.n_tokens, base + C.cols[1].n);
+    ck_assert(!(run("/keep 3") & CMD_ERROR));   /* replaces column 2 */
+    ck_assert_int_eq(S.n_tokens, base + C.cols[2].n);
+    ck_assert(memcmp(S.tokens + base, C.cols[2].ids, (size_t)C.cols[2].n * 4) == 0);
+    ck_assert(run("/keep 4") & CMD_ERROR);
+    ck_assert_msg(strstr(E.out, "\"4\"") && strstr(E.out, "1 to 3"), "%s", E.out);
+    ck_assert(!(run("/undo 1") & CMD_ERROR));
+    int n = S.n_tokens;
+    ck_assert(run("/keep 1") & CMD_ERROR);
+    ck_assert_msg(strstr(E.out, "changed"), "%s", E.out);
+    ck_assert_int_eq(S.n_tokens, n);
+}
+END_TEST
+
+START_TEST(compare_columns_share_one_seed)
+{
+    arm_and_run("/compare temp 0.9 0.9 0", "xyz", NULL);
+    ck_assert_int_eq(C.n_cols, 3);
+    ck_assert_int_eq(C.cols[0].n, C.cols[1].n);
+    ck_assert(memcmp(C.cols[0].ids, C.cols[1].ids, (size_t)C.cols[0].n * 4) == 0);
+    int32_t first[64];
+    int n_first = C.cols[0].n;
+    memcpy(first, C.cols[0].ids, (size_t)n_first * 4);
+    ck_assert(!(run("/undo") & CMD_ERROR));
+    /* /samples' first column has the same seed and settings: the same tokens */
+    ck_assert(!(run("/temp 0.9") & CMD_ERROR));
+    arm_and_run("/samples 2", "xyz", NULL);
+    ck_assert_int_eq(C.cols[0].n, n_first);
+    ck_assert(memcmp(C.cols[0].ids, first, (size_t)n_first * 4) == 0);
+    ck_assert_msg(strstr(C.cols[1].label, "seed 43"), "%s", C.cols[1].label);
+    /* the figures are there and the plain-text rendering names them */
+    ck_assert_int_eq(C.cols[0].fig.tokens, n_first);
+    ck_assert(C.cols[0].fig.mean_logprob < 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    compare_print(&C, f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "=== 1: seed 42") && strstr(buf, "mean logprob") &&
+                  strstr(buf, "distinct-2") && strstr(buf, "repeated 3-grams"), "%s", buf);
+    free(buf);
+}
+END_TEST
+
+START_TEST(bad_values_are_refused_naming_them_and_change_nothing)
+{
+    arm_and_run("/samples 1", "start", NULL);
+    int n = S.n_tokens;
+    const char *bad[][2] = {
+        {"/beam 0", "\"0\""},
+        {"/beam 17", "\"17\""},
+        {"/beam many", "\"many\""},
+        {"/samples 0", "\"0\""},
+        {"/samples 1000", "\"1000\""},
+        {"/compare foo 1 2", "unknown setting \"foo\""},
+        {"/compare temp -1", "\"-1\""},
+        {"/compare topp 0.5 1.5", "\"1.5\""},
+        {"/compare topk 2.5", "\"2.5\""},
+        {"/compare order hf gpt", "\"gpt\""},
+        {"/compare temp", "at least one value"},
+        {"/compare temp 1 2 3 4 5 6 7 8 9", "at most 8"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(run(bad[i][0]) & CMD_ERROR, "%s was accepted", bad[i][0]);
+        ck_assert_msg(strstr(E.out, bad[i][1]), "%s: %s", bad[i][0], E.out);
+        ck_assert_int_eq(C.pending, COMPARE_NONE);
+        ck_assert_int_eq(S.n_tokens, n);
+    }
+    /* more than the context allows: the conversation plus /max must fit 64 positions */
+    ck_assert(!(run("/max 62") & CMD_ERROR));
+    ck_assert_msg(run("/beam 2") & CMD_ERROR, "%d tokens, n_ctx %d: %s", S.n_tokens, S.eng->n_ctx, E.out);
+    ck_assert_msg(strstr(E.out, "context of 64"), "%s", E.out);
+    ck_assert_int_eq(C.pending, COMPARE_NONE);
+    /* a request refused when it runs leaves the line out of the conversation */
+    ck_assert(!(run("/max 8") & CMD_ERROR));
+    ck_assert(!(run("/beam 2") & CMD_ERROR));
+    ck_assert(!(run("/max 62") & CMD_ERROR));
+    ck_assert(compare_run(&E, " and more", NULL) & CMD_ERROR);
+    ck_assert_int_eq(S.n_tokens, n);
+    /* /beam off disarms */
+    ck_assert(!(run("/max 8") & CMD_ERROR));
+    ck_assert(!(run("/beam 2") & CMD_ERROR));
+    ck_assert(!(run("/beam off") & CMD_ERROR));
+    ck_assert_int_eq(C.pending, COMPARE_NONE);
+}
+END_TEST
+
+START_TEST(help_lists_the_commands_and_defines_the_figures)
+{
+    ck_assert(!(run("/help") & CMD_ERROR));
+    ck_assert_msg(strstr(E.out, "/beam [N|off]") && strstr(E.out, "/samples [N|off]") &&
+                  strstr(E.out, "/compare [SETTING V1 V2 ...|off]") && strstr(E.out, "/keep K"),
+                  "%s", E.out);
+    ck_assert_msg(strstr(E.out, "raw distribution") && strstr(E.out, "distinct-2") &&
+                  strstr(E.out, "3-grams"), "%s", E.out);
+    ck_assert(!(run("/help beam") & CMD_ERROR));
+    ck_assert_msg(strstr(E.out, "next line you send"), "%s", E.out);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("compare");
+    TCase *tc = tu_add_case(s, "compare", TU_TESTS(
+            the_best_beam_becomes_the_reply_and_undo_drops_the_turn,
+            the_live_beam_view_shows_every_step_and_fades_pruned_beams,
+            keep_swaps_the_reply_and_refuses_after_an_edit,
+            compare_columns_share_one_seed,
+            bad_values_are_refused_naming_them_and_change_nothing,
+            help_lists_the_commands_and_defines_the_figures));
+    tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
+    tcase_add_checked_fixture(tc, session_setup, session_teardown);
+    tcase_set_timeout(tc, 60);
+    return tu_run_suite(s);
+}
