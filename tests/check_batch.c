@@ -39,8 +39,7 @@ static void odd_model_setup(void)
 static void odd_model_teardown(void)
 {
     model_free(odd_model);
-    tu_rmtree(model_dir);
-    free(model_dir);
+    tu_tmpdir_free(model_dir);
 }
 
 /* Token t of sequence b: a different stream per sequence. */

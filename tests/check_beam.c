@@ -153,8 +153,7 @@ START_TEST(beams_match_the_float64_reference)
     }
     beam_result_free(&r);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -194,8 +193,7 @@ START_TEST(threads_do_not_change_the_beams)
     beam_result_free(&a);
     beam_result_free(&b);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -250,8 +248,7 @@ START_TEST(a_search_that_does_not_fit_runs_nothing)
     sampler_free(smp);
     engine_free(e);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -259,10 +256,8 @@ int main(void)
 {
     Suite *s = suite_create("beam");
     TCase *tc = tu_add_case(s, "reference", TU_TESTS(
-            the_cases_cover_eos_endings_and_every_length_penalty,
-            threads_do_not_change_the_beams,
-            bad_options_are_refused_with_the_option_named,
-            a_search_that_does_not_fit_runs_nothing));
+            the_cases_cover_eos_endings_and_every_length_penalty, threads_do_not_change_the_beams,
+            bad_options_are_refused_with_the_option_named, a_search_that_does_not_fit_runs_nothing));
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, beams_match_the_float64_reference, 0, N_CASES);
     return tu_run_suite(s);

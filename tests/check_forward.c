@@ -212,8 +212,7 @@ START_TEST(logits_match_the_float64_reference)
     engine_free(e);
     model_free(m);
     golden_free(&g);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -239,8 +238,7 @@ START_TEST(reference_kernels_match_the_float64_reference)
         engine_free(e);
         model_free(m);
         golden_free(&g);
-        tu_rmtree(dir);
-        free(dir);
+        tu_tmpdir_free(dir);
     }
     unsetenv("TOKENTOP_KERNELS");
 }
@@ -300,8 +298,7 @@ START_TEST(thread_count_does_not_change_logits)
     }
     unsetenv("TOKENTOP_KERNELS");
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -335,8 +332,7 @@ START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consi
     engine_free(e);
     free(want);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -372,8 +368,7 @@ START_TEST(simd_and_reference_engines_agree)
         }
     }
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -400,8 +395,7 @@ START_TEST(exact_weights_give_the_same_logits_from_every_file_dtype)
             ids[i] = (int32_t)((i * 101 + 1) % V);
         out[d] = run_all_logits(m, TT_F32, 2, ids, 20);
         model_free(m);
-        tu_rmtree(dir);
-        free(dir);
+        tu_tmpdir_free(dir);
     }
     for (size_t i = 0; i < (size_t)20 * (size_t)V; i++) {
         ck_assert_msg(out[0][i] == out[1][i], "F32 vs F16 file at %zu: %.9g %.9g", i, out[0][i],
@@ -558,8 +552,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
     unsetenv("TOKENTOP_KERNELS");
     spec_free(sp);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -598,8 +591,7 @@ START_TEST(engine_reports_what_it_holds)
     engine_free(e32);
     engine_free(e16);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -616,8 +608,7 @@ START_TEST(context_longer_than_the_model_is_refused)
     ck_assert_ptr_null(e);
     ck_assert_msg(strstr(err.msg, "65") != NULL, "%s", err.msg);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -629,15 +620,14 @@ int main(void)
     tcase_add_loop_test(tc, logits_match_the_float64_reference, 0, N_GOLDEN);
     tcase_add_test(tc, reference_kernels_match_the_float64_reference);
     suite_add_tcase(s, tc);
-    tc = tcase_create("engine");
+    tc = tu_add_case(s, "engine", TU_TESTS(
+            thread_count_does_not_change_logits,
+            an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent,
+            simd_and_reference_engines_agree,
+            exact_weights_give_the_same_logits_from_every_file_dtype));
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, thread_count_does_not_change_logits);
-    tcase_add_test(tc, an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent);
-    tcase_add_test(tc, simd_and_reference_engines_agree);
-    tcase_add_test(tc, exact_weights_give_the_same_logits_from_every_file_dtype);
     tcase_add_loop_test(tc, speculative_greedy_equals_plain_greedy_on_near_ties, 0, 2);
     tcase_add_test(tc, engine_reports_what_it_holds);
     tcase_add_test(tc, context_longer_than_the_model_is_refused);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

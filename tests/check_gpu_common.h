@@ -636,8 +636,7 @@ static model *gt_load(const gt_model_case *mc, char **dir)
 static void gt_unload(model *m, char *dir)
 {
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 
 /* A CUDA engine for m that must open (eo, co as cuda_engine_create takes them). */

@@ -40,8 +40,7 @@ static void model_open(fixture_model *f, int maxT, int V, uint64_t seed)
 static void model_close(fixture_model *f)
 {
     model_free(f->m);
-    tu_rmtree(f->dir);
-    free(f->dir);
+    tu_tmpdir_free(f->dir);
 }
 
 static engine *make_engine_threads(const model *m, tt_dtype d, int n_ctx, int n_threads)

@@ -467,8 +467,7 @@ START_TEST(opens_file_and_refuses_truncated_copy)
     check_cut_refused(cut, b, 0, "cut.safetensors: empty file");
     check_cut_refused(cut, b, 3, "shorter than the 8-byte header length");
     free(b);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -485,8 +484,7 @@ START_TEST(reports_missing_file_and_directory)
     ck_assert_int_eq(safetensors_open(dir, &f, &err), TT_ERR_IO);
     ck_assert_msg(strstr(err.msg, "not a regular file") != NULL, "%s", err.msg);
     safetensors_close(NULL);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

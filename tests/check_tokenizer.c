@@ -624,7 +624,7 @@ static void assert_load_fails(const char *dir, tt_status want, const char *part1
 
 static char *tmp;
 static void tmp_setup(void) { tmp = tu_tmpdir(); }
-static void tmp_teardown(void) { tu_rmtree(tmp); free(tmp); }
+static void tmp_teardown(void) { tu_tmpdir_free(tmp); }
 
 START_TEST(rejects_missing_files)
 {
@@ -786,8 +786,7 @@ START_TEST(equal_only_when_vocab_and_merges_match)
     tokenizer_free(y);
     tokenizer_free(z);
     tokenizer_free(a);
-    tu_rmtree(dir2);
-    free(dir2);
+    tu_tmpdir_free(dir2);
 }
 END_TEST
 
@@ -820,8 +819,7 @@ int main(void)
             rejects_vocab_without_every_byte, rejects_merges_line_with_one_symbol,
             rejects_merge_whose_symbols_or_result_are_not_in_vocab,
             small_vocab_merges_by_rank_then_leftmost,
-            merges_apply_one_rank_per_pass_like_encoder_py,
-            equal_only_when_vocab_and_merges_match,
+            merges_apply_one_rank_per_pass_like_encoder_py, equal_only_when_vocab_and_merges_match,
             load_from_buffers_matches_load_from_files_and_names_the_buffers));
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 60);

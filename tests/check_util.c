@@ -44,8 +44,7 @@ START_TEST(read_file_returns_the_bytes_nul_terminated)
     ck_assert_uint_eq(len, 0);
     ck_assert_str_eq(buf, "");
     free(buf);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -67,8 +66,7 @@ START_TEST(read_file_grows_past_its_first_buffer)
     ck_assert(memcmp(buf, data, n) == 0);
     free(buf);
     free(data);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -88,8 +86,7 @@ START_TEST(read_file_names_a_missing_file_and_says_it_is_missing)
     ck_assert_int_eq(util_read_file(dir, 100, &buf, NULL, &missing, &err), TT_ERR_IO);
     ck_assert(!missing);
     ck_assert_msg(strstr(err.msg, "not a regular file"), "%s", err.msg);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

@@ -42,10 +42,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-void tu_rmtree(const char *dir)
+void tu_tmpdir_free(char *dir)
 {
     if (dir)
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
 }
 
 char *tu_read_file(const char *path, size_t *len)

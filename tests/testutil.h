@@ -18,9 +18,10 @@
  * files come from: it never passes silently. */
 const char *tu_gpt2_dir(void);
 
-/* A fresh directory under $TMPDIR (or /tmp); the caller removes it with tu_rmtree and frees it. */
+/* A fresh directory under $TMPDIR (or /tmp), malloc'd; tu_tmpdir_free removes the tree and frees
+ * the name (NULL: nothing). */
 char *tu_tmpdir(void);
-void tu_rmtree(const char *dir);
+void tu_tmpdir_free(char *dir);
 
 /* Whole-file read (NUL-terminated, caller frees; NULL on error) and write (0 on success). */
 char *tu_read_file(const char *path, size_t *len);
