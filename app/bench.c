@@ -63,18 +63,6 @@ typedef struct {
 } bench_result;
 
 /* ---------------------------------------------------------------------------------------------
- * Helpers */
-
-static int argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Read bandwidth: every thread streams its slice of a buffer larger than the caches. */
 
 typedef unsigned long long bench_u64x2 __attribute__((vector_size(16)));
@@ -200,7 +188,7 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
 
     /* Decode: greedy, one token per call, after the last prefill. */
     for (int i = 0; i < M; i++) {
-        ids[N + i] = (int32_t)argmax(engine_logits(e, 0), cfg->V);
+        ids[N + i] = (int32_t)util_argmax(engine_logits(e, 0), cfg->V);
         double t0 = tt_now_s();
         if (engine_forward(e, ids + N + i, 1, N + i, false, err) != TT_OK)
             goto fail;

@@ -18,6 +18,7 @@
 #include "core/safetensors.h"
 #include "core/sampler.h"
 #include "core/speculative.h"
+#include "core/util.h"
 #include "tests/testutil.h"
 
 /* fp32 compute against float64: |got - ref| <= GOLDEN_TOL + GOLDEN_EPS * |ref|. Observed errors
@@ -514,7 +515,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
                 const float *l = engine_logits(target, 0);
                 float gap = top_gap(l, V);
                 near += gap > 0.0f && gap < 1e-5f;
-                plain[n] = (int32_t)tu_argmax(l, V);
+                plain[n] = (int32_t)util_argmax(l, V);
                 if (n + 1 < N_CTX)
                     ck_assert(engine_forward(target, &plain[n], 1, n, false, &err) == TT_OK);
             }

@@ -22,6 +22,7 @@
 #include "core/model.h"
 #include "core/modelgen.h"
 #include "core/rng.h"
+#include "core/util.h"
 #include "gpu/cuda_engine.h"
 #include "gpu/cuda_ops.h"
 #include "gpu/cuda_selftest.h"
@@ -721,7 +722,7 @@ static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_e
     gt_pair_forward(&p, ids, 9, 0, true, "prefill of 9 (all rows)");
     int pos = 9;
     for (int s = 0; s < 6; s++, pos++) {
-        int32_t next = tu_argmax(engine_logits(p.cpu, 0), V);
+        int32_t next = util_argmax(engine_logits(p.cpu, 0), V);
         snprintf(what, sizeof what, "decode step %d", s);
         gt_pair_forward(&p, &next, 1, pos, false, what);
     }
@@ -729,7 +730,7 @@ static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_e
     gt_pair_forward(&p, ids + 20, 3, 7, false, "continue at 7 after truncation");
     pos = 10;
     for (int s = 0; s < 3; s++, pos++) {
-        int32_t next = tu_argmax(engine_logits(p.cpu, 0), V);
+        int32_t next = util_argmax(engine_logits(p.cpu, 0), V);
         snprintf(what, sizeof what, "decode step %d after truncation", s);
         gt_pair_forward(&p, &next, 1, pos, false, what);
     }
@@ -791,7 +792,7 @@ START_TEST(greedy_generations_are_identical)
     for (int k = 0; k < 2; k++) {
         ck_assert_msg(engine_forward(es[k], prompt, n_prompt, 0, false, &err) == TT_OK, "%s", err.msg);
         for (int s = 0; s < n_gen; s++) {
-            out[k][s] = tu_argmax(engine_logits(es[k], 0), V);
+            out[k][s] = util_argmax(engine_logits(es[k], 0), V);
             ck_assert_msg(engine_forward(es[k], &out[k][s], 1, n_prompt + s, false, &err) == TT_OK, "%s",
                           err.msg);
         }
@@ -824,7 +825,7 @@ START_TEST(graphs_on_and_off_give_identical_logits)
     ck_assert(engine_forward(b, prompt, 3, 0, false, &err) == TT_OK);
     int pos = 3;
     for (int s = 0; s < 8; s++, pos++) {
-        int32_t next = tu_argmax(engine_logits(a, 0), V);
+        int32_t next = util_argmax(engine_logits(a, 0), V);
         if (s == 5)                /* rewind: the replayed graph must follow the new position */
             pos = 2;
         ck_assert(engine_forward(a, &next, 1, pos, false, &err) == TT_OK);

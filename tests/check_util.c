@@ -1,10 +1,11 @@
 /* check_util.c: the helpers with one home: whole-file reads (contents, the missing flag, the
- * size limit, messages naming the file), path joining, JSON type names and strict integer
- * parsing; and the two shared alphabets: UTF-8 encoding (text.c) and GPT-2's byte alphabet
- * (tokenizer.c). */
+ * size limit, messages naming the file), path joining, JSON type names, strict integer parsing
+ * and the argmax; and the two shared alphabets: UTF-8 encoding (text.c) and GPT-2's byte
+ * alphabet (tokenizer.c). */
 #include <cJSON.h>
 #include <check.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,15 @@ START_TEST(parse_long_takes_whole_integers_in_range_only)
 }
 END_TEST
 
+START_TEST(argmax_takes_the_lowest_index_on_ties)
+{
+    const float v[] = {-1.0f, 3.0f, 0.5f, 3.0f, -INFINITY};
+    ck_assert_int_eq(util_argmax(v, 5), 1);
+    ck_assert_int_eq(util_argmax(v + 2, 3), 1);
+    ck_assert_int_eq(util_argmax(v + 4, 1), 0);
+}
+END_TEST
+
 START_TEST(utf8_encode_round_trips_through_decode)
 {
     const uint32_t cps[] = {0, 'A', 0x7f, 0x80, 0x120, 0x7ff, 0x800, 0x2423, 0xffff, 0x10000,
@@ -182,5 +192,6 @@ int main(void)
             read_file_returns_the_bytes_nul_terminated, read_file_grows_past_its_first_buffer,
             read_file_names_a_missing_file_and_says_it_is_missing, path_join_puts_one_slash_between,
             json_type_names_read_as_english, parse_long_takes_whole_integers_in_range_only,
-            utf8_encode_round_trips_through_decode, byte_alphabet_is_gpt2s_bytes_to_unicode));
+            argmax_takes_the_lowest_index_on_ties, utf8_encode_round_trips_through_decode,
+            byte_alphabet_is_gpt2s_bytes_to_unicode));
 }

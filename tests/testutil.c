@@ -115,15 +115,6 @@ bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b)
            a->order == b->order;
 }
 
-int tu_argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t n)
 {
     TCase *tc = tcase_create(name);

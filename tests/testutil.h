@@ -34,9 +34,6 @@ char *tu_read_golden(const char *name);
 /* printf into a static rotating buffer (8 slots), for building paths in tests. */
 const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Index of the largest of v[0..n), the lowest index on ties (as greedy sampling picks). */
-int tu_argmax(const float *v, int n);
-
 /* A CPU engine over m holding weights in d (n_ctx 0: the model's); fails the calling test when
  * it cannot be made. */
 struct engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx);
