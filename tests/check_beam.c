@@ -54,10 +54,7 @@ static void case_read(const char *name, beam_case *c)
         if (sscanf(line, "safetensors_fnv1a64 %16llx", &c->fnv) == 1)
             continue;
         if (strncmp(line, "ids ", 4) == 0) {
-            c->n_prompt = (int)strtol(line + 4, &p, 10);
-            ck_assert(c->n_prompt > 0 && c->n_prompt <= 64);
-            for (int i = 0; i < c->n_prompt; i++)
-                c->prompt[i] = (int32_t)strtol(p, &p, 10);
+            c->n_prompt = tu_golden_ids(line, c->prompt, 64);
         } else if (strncmp(line, "options ", 8) == 0) {
             int early, eos;
             ck_assert_int_eq(sscanf(line, "options beams %d lp %f ngram %d early %d return %d "

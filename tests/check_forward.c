@@ -114,10 +114,7 @@ static void golden_read(const char *name, golden *g)
         if (sscanf(line, "dtype %15s", g->dtype) == 1 || sscanf(line, "V %d", &g->V) == 1)
             continue;
         if (strncmp(line, "ids ", 4) == 0) {
-            g->n_ids = (int)strtol(line + 4, &p, 10);
-            ck_assert(g->n_ids > 0 && g->n_ids <= 512);
-            for (int i = 0; i < g->n_ids; i++)
-                g->ids[i] = (int32_t)strtol(p, &p, 10);
+            g->n_ids = tu_golden_ids(line, g->ids, 512);
         } else if (strncmp(line, "row ", 4) == 0) {
             ck_assert(g->n_rows < 8 && g->V > 0);
             int r = g->n_rows++;
@@ -248,18 +245,6 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Threads, kernel sets, dtypes */
 
-static float *run_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n)
-{
-    engine *e = tu_cpu_engine(m, d, n_threads, 0);
-    tt_error err;
-    ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
-    size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
-    float *out = malloc(bytes);
-    memcpy(out, e->logits, bytes);
-    engine_free(e);
-    return out;
-}
-
 static model *tiny_model(char **dir, const golden_case *gc)
 {
     *dir = tu_tmpdir();
@@ -286,9 +271,9 @@ START_TEST(thread_count_does_not_change_logits)
             continue;
         setenv("TOKENTOP_KERNELS", sets[k], 1);
         for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
-            float *one = run_all_logits(m, d, 1, ids, 37);
+            float *one = tu_all_logits(m, d, 1, ids, 37);
             for (int nt = 2; nt <= 4; nt++) {
-                float *many = run_all_logits(m, d, nt, ids, 37);
+                float *many = tu_all_logits(m, d, nt, ids, 37);
                 ck_assert_msg(memcmp(one, many, n * sizeof *one) == 0,
                               "%s %s: %d threads give other logits than 1", sets[k],
                               tt_dtype_name(d), nt);
@@ -310,7 +295,7 @@ START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consi
     int32_t ids[37];
     for (int i = 0; i < 37; i++)
         ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
-    float *want = run_all_logits(m, TT_F32, 2, ids, 37);
+    float *want = tu_all_logits(m, TT_F32, 2, ids, 37);
     engine *e = tu_cpu_engine(m, TT_F32, 2, 0);
     static volatile sig_atomic_t flag;
     tt_error err = {0};
@@ -356,9 +341,9 @@ START_TEST(simd_and_reference_engines_agree)
             engine *e = tu_cpu_engine(m, d, 2, 0);
             ck_assert_msg(strstr(e->description, sets[k]) != NULL, "%s", e->description);
             engine_free(e);
-            float *fast = run_all_logits(m, d, 2, ids, 33);
+            float *fast = tu_all_logits(m, d, 2, ids, 33);
             setenv("TOKENTOP_KERNELS", "reference", 1);
-            float *ref = run_all_logits(m, d, 2, ids, 33);
+            float *ref = tu_all_logits(m, d, 2, ids, 33);
             unsetenv("TOKENTOP_KERNELS");
             for (size_t i = 0; i < n; i++)
                 ck_assert_msg(fabsf(fast[i] - ref[i]) <= 2e-5f * (1.0f + fabsf(ref[i])),
@@ -394,7 +379,7 @@ START_TEST(exact_weights_give_the_same_logits_from_every_file_dtype)
         V = m->config.V;
         for (int i = 0; i < 20; i++)
             ids[i] = (int32_t)((i * 101 + 1) % V);
-        out[d] = run_all_logits(m, TT_F32, 2, ids, 20);
+        out[d] = tu_all_logits(m, TT_F32, 2, ids, 20);
         model_free(m);
         tu_tmpdir_free(dir);
     }

@@ -43,22 +43,10 @@ static void model_close(fixture_model *f)
     tu_tmpdir_free(f->dir);
 }
 
-static engine *make_engine_threads(const model *m, tt_dtype d, int n_ctx, int n_threads)
-{
-    engine_options o;
-    engine_options_default(&o);
-    o.dtype = d;
-    o.n_threads = n_threads;
-    o.n_ctx = n_ctx;
-    engine *e;
-    tt_error err;
-    ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "%s", err.msg);
-    return e;
-}
-
+/* The tests' engines run on 2 threads unless they say otherwise. */
 static engine *make_engine(const model *m, tt_dtype d, int n_ctx)
 {
-    return make_engine_threads(m, d, n_ctx, 2);
+    return tu_cpu_engine(m, d, 2, n_ctx);
 }
 
 static void fill_ids(int32_t *ids, int n, int V, int salt)
@@ -80,19 +68,6 @@ static void assert_rows_equal(const float *got, const float *want, int V, const 
         i++;
     ck_abort_msg("%s: position %d logit %d: %.9g vs %.9g (difference %.3g)", what, row, i,
                  got[i], want[i], (double)got[i] - (double)want[i]);
-}
-
-/* All logits of ids[0..n) computed in one span from position 0 ((n, V), caller frees). */
-static float *full_recompute(const model *m, tt_dtype d, const int32_t *ids, int n)
-{
-    engine *e = make_engine(m, d, 0);
-    tt_error err;
-    ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
-    size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
-    float *out = malloc(bytes);
-    memcpy(out, e->logits, bytes);
-    engine_free(e);
-    return out;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -138,7 +113,7 @@ START_TEST(decoding_one_token_at_a_time_matches_a_full_recompute)
     int32_t ids[40];
     fill_ids(ids, n, V, 0);
     for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
-        float *full = full_recompute(f.m, d, ids, n);
+        float *full = tu_all_logits(f.m, d, 2, ids, n);
         engine *e = make_engine(f.m, d, 0);
         tt_error err;
         for (int i = 0; i < n; i++) {
@@ -163,7 +138,7 @@ START_TEST(prefill_in_pieces_across_chunks_matches_a_full_recompute)
     const int n = 300, V = f.m->config.V;
     int32_t ids[300];
     fill_ids(ids, n, V, 1);
-    float *full = full_recompute(f.m, TT_F32, ids, n);
+    float *full = tu_all_logits(f.m, TT_F32, 2, ids, n);
     engine *e = make_engine(f.m, TT_F32, 0);
     tt_error err;
     static const int pieces[] = {1, 12, 13, 200, 70, 1, 1, 2};
@@ -193,7 +168,7 @@ START_TEST(truncate_then_continue_equals_a_fresh_run)
     fill_ids(a, 30, V, 2);
     memcpy(b, a, 10 * sizeof *b);
     fill_ids(b + 10, 20, V, 3);            /* same first 10 tokens, then a different branch */
-    float *fresh = full_recompute(f.m, TT_F32, b, 30);
+    float *fresh = tu_all_logits(f.m, TT_F32, 2, b, 30);
 
     engine *e = make_engine(f.m, TT_F32, 0);
     tt_error err;
@@ -228,7 +203,7 @@ START_TEST(span_past_the_context_fails_and_keeps_the_cache)
     const int V = f.m->config.V, n_ctx = 16;
     int32_t ids[20];
     fill_ids(ids, 20, V, 4);
-    float *full = full_recompute(f.m, TT_F32, ids, n_ctx);
+    float *full = tu_all_logits(f.m, TT_F32, 2, ids, n_ctx);
     engine *e = make_engine(f.m, TT_F32, n_ctx);
     tt_error err;
     ck_assert(engine_forward(e, ids, n_ctx, 0, false, &err) == TT_OK);
@@ -249,7 +224,7 @@ START_TEST(span_past_the_context_fails_and_keeps_the_cache)
     /* The session's context shift: start over from position 0 with the newest tokens. */
     engine_truncate(e, 0);
     ck_assert(engine_forward(e, ids + 4, 16, 0, true, &err) == TT_OK);
-    float *shifted = full_recompute(f.m, TT_F32, ids + 4, 16);
+    float *shifted = tu_all_logits(f.m, TT_F32, 2, ids + 4, 16);
     for (int i = 0; i < 16; i++)
         assert_rows_equal(engine_logits(e, i), shifted + (size_t)i * V, V, "re-prefill", i);
     free(shifted);
@@ -337,7 +312,7 @@ START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
         for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
             char what[128];
             /* The reference history: one token at a time on one thread. */
-            engine *e = make_engine_threads(f.m, d, 0, 1);
+            engine *e = tu_cpu_engine(f.m, d, 1, 0);
             ck_assert_msg(strstr(e->description, sets[si]) != NULL, "%s", e->description);
             for (int i = 0; i < n; i++) {
                 ck_assert(engine_forward(e, ids + i, 1, i, false, &err) == TT_OK);
@@ -347,7 +322,7 @@ START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
             engine_free(e);
 
             for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
-                e = make_engine_threads(f.m, d, 0, threads[ti]);
+                e = tu_cpu_engine(f.m, d, threads[ti], 0);
                 /* 1. The whole sequence in one span (two chunks for the long model). */
                 snprintf(what, sizeof what, "%s %s %s, %d threads, one span", inv_models[mi].name,
                          sets[si], tt_dtype_name(d), threads[ti]);

@@ -155,6 +155,42 @@ engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
     return e;
 }
 
+float *tu_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n)
+{
+    engine *e = tu_cpu_engine(m, d, n_threads, 0);
+    tt_error err;
+    ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
+    size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
+    float *out = malloc(bytes);
+    memcpy(out, e->logits, bytes);
+    engine_free(e);
+    return out;
+}
+
+float tu_held(tt_dtype d, float v)
+{
+    if (d == TT_F16)
+        return tt_f16_to_f32(tt_f32_to_f16(v));
+    if (d == TT_BF16)
+        return tt_bf16_to_f32(tt_f32_to_bf16(v));
+    return v;
+}
+
+int tu_golden_ids(const char *line, int32_t *ids, int max)
+{
+    char *p;
+    int n = (int)strtol(line + strlen("ids "), &p, 10);
+    ck_assert_msg(strncmp(line, "ids ", 4) == 0 && n > 0 && n <= max,
+                  "golden ids line: expected 'ids N' with N in [1, %d]: %.40s", max, line);
+    for (int i = 0; i < n; i++) {
+        char *end;
+        ids[i] = (int32_t)strtol(p, &end, 10);
+        ck_assert_msg(end != p, "golden ids line: %d ids, %d found", n, i);
+        p = end;
+    }
+    return n;
+}
+
 uint64_t tu_fnv1a64(const void *p, size_t n)
 {
     const unsigned char *b = p;
