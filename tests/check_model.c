@@ -365,6 +365,14 @@ static tt_status load_fail(const char *dir, tt_error *err)
     return s;
 }
 
+/* Loading dir fails with status and a message that contains want. */
+static void expect_load_error(const char *dir, tt_status status, const char *want)
+{
+    tt_error err = {0};
+    ck_assert_int_eq(load_fail(dir, &err), status);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "'%s' lacks '%s'", err.msg, want);
+}
+
 /* Every weight of m in a fixed order, as floats (caller frees). */
 static float *model_values(const model *m, size_t *n_out)
 {
@@ -853,10 +861,8 @@ START_TEST(config_that_disagrees_with_weights_is_named)
     ck_assert_ptr_nonnull(at);
     memcpy(at, "\"n_embd\": 32", 12);
     write_text(dir, "config.json", cfg);
-    tt_error err = {0};
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_FORMAT);
-    ck_assert_msg(strstr(err.msg, "model.safetensors: tensor transformer.wte.weight: expected "
-                         "[512,32], got [512,64]") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_FORMAT, "model.safetensors: tensor transformer.wte.weight: "
+                      "expected [512,32], got [512,64]");
     free(cfg);
     tu_tmpdir_free(dir);
 }
@@ -881,9 +887,8 @@ START_TEST(refuses_pickle_checkpoint_with_conversion_hint)
 
     remove(tu_path("%s/pytorch_model.bin", dir));
     write_text(dir, "model.ckpt", "x");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "only model.ckpt found; tokentop reads model.safetensors only")
-                  != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_UNSUPPORTED,
+                      "only model.ckpt found; tokentop reads model.safetensors only");
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -893,10 +898,8 @@ START_TEST(refuses_sharded_checkpoint)
     char *dir = tu_tmpdir();
     write_text(dir, "config.json", base_config);
     write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {}}");
-    tt_error err = {0};
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "the weights are sharded (model.safetensors.index.json)") != NULL,
-                  "%s", err.msg);
+    expect_load_error(dir, TT_ERR_UNSUPPORTED,
+                      "the weights are sharded (model.safetensors.index.json)");
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -904,34 +907,25 @@ END_TEST
 START_TEST(names_missing_files)
 {
     char *dir = tu_tmpdir();
-    tt_error err = {0};
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, ": missing config.json") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_IO, ": missing config.json");
 
     write_text(dir, "config.json", base_config);
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, ": missing model.safetensors") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_IO, ": missing model.safetensors");
 
     write_text(dir, "config.json", "{\"vocab_size\": 512");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_FORMAT);
-    ck_assert_msg(strstr(err.msg, "/config.json: not valid JSON") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_FORMAT, "/config.json: not valid JSON");
 
     write_text(dir, "config.json", "{\"model_type\": \"llama\"}");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "/config.json: model_type: 'llama' is not a GPT-2 model") != NULL,
-                  "%s", err.msg);
+    expect_load_error(dir, TT_ERR_UNSUPPORTED,
+                      "/config.json: model_type: 'llama' is not a GPT-2 model");
 
     write_text(dir, "config.json", base_config);
     write_text(dir, "model.safetensors", "junk");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_FORMAT);
-    ck_assert_msg(strstr(err.msg, "/model.safetensors: file is 4 bytes, shorter than") != NULL,
-                  "%s", err.msg);
+    expect_load_error(dir, TT_ERR_FORMAT, "/model.safetensors: file is 4 bytes, shorter than");
 
     const char *nodir = tu_path("%s/absent", dir);
-    ck_assert_int_eq(load_fail(nodir, &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, "absent: cannot open model directory") != NULL, "%s", err.msg);
-    ck_assert_int_eq(load_fail(tu_path("%s/config.json", dir), &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, "config.json: not a directory") != NULL, "%s", err.msg);
+    expect_load_error(nodir, TT_ERR_IO, "absent: cannot open model directory");
+    expect_load_error(tu_path("%s/config.json", dir), TT_ERR_IO, "config.json: not a directory");
     tu_tmpdir_free(dir);
 }
 END_TEST
