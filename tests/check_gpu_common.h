@@ -39,7 +39,7 @@ static float *gt_random(rng *r, size_t n, float lo, float hi, tt_dtype d)
     float *p = malloc((n ? n : 1) * sizeof(float));
     ck_assert_ptr_nonnull(p);
     for (size_t i = 0; i < n; i++)
-        p[i] = tu_held(d, lo + (hi - lo) * (float)rng_uniform(r));
+        p[i] = tt_held_f32(d, lo + (hi - lo) * (float)rng_uniform(r));
     return p;
 }
 
@@ -116,8 +116,8 @@ START_TEST(gemm_follows_column_major_semantics)
         size_t alen = (size_t)(sa * (batch - 1) + (long long)lda * (ac - 1) + ar);
         size_t blen = (size_t)(sb * (batch - 1) + (long long)ldb * (bc - 1) + br);
         size_t clen = (size_t)(sc * (batch - 1) + (long long)ldc * (n - 1) + m);
-        float alpha = (rng_next(&r) & 1) ? 1.0f : tu_held(TT_BF16, 0.25f + (float)rng_uniform(&r));
-        float beta = (rng_next(&r) & 1) ? 0.0f : tu_held(TT_BF16, (float)rng_uniform(&r) - 0.5f);
+        float alpha = (rng_next(&r) & 1) ? 1.0f : tt_held_f32(TT_BF16, 0.25f + (float)rng_uniform(&r));
+        float beta = (rng_next(&r) & 1) ? 0.0f : tt_held_f32(TT_BF16, (float)rng_uniform(&r) - 0.5f);
         float *A = gt_random(&r, alen, -1, 1, ab), *B = gt_random(&r, blen, -1, 1, ab);
         float *C = gt_random(&r, clen, -1, 1, ct);
         double *ref = malloc(clen * sizeof(double));
@@ -484,9 +484,9 @@ static void gt_attention_case(tt_dtype d, int C, int NH, int n_ctx, int pos, int
     for (int t = 0; t < T; t++)
         for (int c = 0; c < C; c++) {
             int h = c / HS, i = c % HS;
-            q[t * C + c] = tu_held(d, qkv[t * 3 * C + c] + bias[c]);
-            kr[((size_t)h * n_ctx + pos + t) * HS + i] = tu_held(d, qkv[t * 3 * C + C + c] + bias[C + c]);
-            vr[((size_t)h * n_ctx + pos + t) * HS + i] = tu_held(d, qkv[t * 3 * C + 2 * C + c] + bias[2 * C + c]);
+            q[t * C + c] = tt_held_f32(d, qkv[t * 3 * C + c] + bias[c]);
+            kr[((size_t)h * n_ctx + pos + t) * HS + i] = tt_held_f32(d, qkv[t * 3 * C + C + c] + bias[C + c]);
+            vr[((size_t)h * n_ctx + pos + t) * HS + i] = tt_held_f32(d, qkv[t * 3 * C + 2 * C + c] + bias[2 * C + c]);
         }
     double *ref = calloc((size_t)T * C, sizeof(double));
     double *p = malloc((size_t)(pos + T) * sizeof(double));

@@ -167,15 +167,6 @@ float *tu_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *i
     return out;
 }
 
-float tu_held(tt_dtype d, float v)
-{
-    if (d == TT_F16)
-        return tt_f16_to_f32(tt_f32_to_f16(v));
-    if (d == TT_BF16)
-        return tt_bf16_to_f32(tt_f32_to_bf16(v));
-    return v;
-}
-
 int tu_golden_ids(const char *line, int32_t *ids, int max)
 {
     char *p;

@@ -42,9 +42,6 @@ struct engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ct
  * tu_cpu_engine makes it, freed before returning): (n, V), caller frees. */
 float *tu_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n);
 
-/* v as a weight stored in d holds it: rounded through F16 or BF16, unchanged for F32. */
-float tu_held(tt_dtype d, float v);
-
 /* The ids of a golden file's line "ids N ID..." into ids[0..N); fails the calling test unless
  * 0 < N <= max and N ids follow. Returns N. */
 int tu_golden_ids(const char *line, int32_t *ids, int max);
