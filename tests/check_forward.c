@@ -32,66 +32,27 @@
 
 typedef struct {
     const char *name;              /* tests/golden/<name>.txt */
-    tt_dtype file_dtype;
     tt_dtype held;                 /* engine_options.dtype */
-    bool no_prefix, mask_buffers, untied, erf;
-    uint64_t seed;
-    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default */
+    tu_model_spec model;
 } golden_case;
 
 static const golden_case golden_cases[] = {
-    {"tiny-f32", TT_F32, TT_F32, .seed = 1},
-    {"tiny-f32-as-bf16", TT_F32, TT_BF16, .seed = 1},
-    {"tiny-f32-as-fp16", TT_F32, TT_F16, .seed = 1},
-    {"tiny-f16", TT_F16, TT_F16, .seed = 1},
-    {"tiny-bf16", TT_BF16, TT_BF16, .seed = 1},
-    {"tiny-bf16-as-fp32", TT_BF16, TT_F32, .seed = 1},
-    {"noprefix-masks", TT_F32, TT_F32, .no_prefix = true, .mask_buffers = true, .seed = 7},
-    {"untied", TT_F32, TT_F32, .untied = true, .seed = 2},
-    {"untied-f16-as-bf16", TT_F16, TT_BF16, .untied = true, .seed = 2},
-    {"erf", TT_F32, TT_F32, .erf = true, .seed = 3},
-    {"odd", TT_F32, TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99},
-    {"odd-bf16", TT_BF16, TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3,
-     .FF = 99},
-    {"long", TT_F32, TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2},
+    {"tiny-f32", TT_F32, {TT_F32, .seed = 1}},
+    {"tiny-f32-as-bf16", TT_BF16, {TT_F32, .seed = 1}},
+    {"tiny-f32-as-fp16", TT_F16, {TT_F32, .seed = 1}},
+    {"tiny-f16", TT_F16, {TT_F16, .seed = 1}},
+    {"tiny-bf16", TT_BF16, {TT_BF16, .seed = 1}},
+    {"tiny-bf16-as-fp32", TT_F32, {TT_BF16, .seed = 1}},
+    {"noprefix-masks", TT_F32, {TT_F32, .no_prefix = true, .mask_buffers = true, .seed = 7}},
+    {"untied", TT_F32, {TT_F32, .untied = true, .seed = 2}},
+    {"untied-f16-as-bf16", TT_BF16, {TT_F16, .untied = true, .seed = 2}},
+    {"erf", TT_F32, {TT_F32, .erf = true, .seed = 3}},
+    {"odd", TT_F32, {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
+    {"odd-bf16", TT_BF16,
+     {TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
+    {"long", TT_F32, {TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
-
-/* Writes the case's model into dir (config edited for erf). */
-static void golden_write_model(const golden_case *gc, const char *dir)
-{
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.dtype = gc->file_dtype;
-    o.prefix = !gc->no_prefix;
-    o.mask_buffers = gc->mask_buffers;
-    o.untied_lm_head = gc->untied;
-    o.seed = gc->seed;
-    if (gc->V) {
-        o.V = gc->V;
-        o.maxT = gc->maxT;
-        o.C = gc->C;
-        o.NH = gc->NH;
-        o.L = gc->L;
-        o.FF = gc->FF;
-    }
-    tt_error err;
-    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
-    if (gc->erf) {
-        const char *path = tu_path("%s/config.json", dir);
-        size_t len;
-        char *cfg = tu_read_file(path, &len);
-        ck_assert_ptr_nonnull(cfg);
-        const char *key = "\"activation_function\": \"gelu_new\"";
-        char *at = strstr(cfg, key);
-        ck_assert_msg(at != NULL, "config.json has no %s", key);
-        /* "gelu_new" -> "gelu"    : drop the 4 characters of "_new" */
-        char *tail = at + strlen("\"activation_function\": \"gelu");
-        memmove(tail, tail + 4, strlen(tail + 4) + 1);
-        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
-        free(cfg);
-    }
-}
 
 typedef struct {
     uint64_t fnv;
@@ -174,8 +135,7 @@ START_TEST(logits_match_the_float64_reference)
     golden_read(gc->name, &g);
     ck_assert_str_eq(g.dtype, tt_dtype_name(gc->held));
 
-    char *dir = tu_tmpdir();
-    golden_write_model(gc, dir);
+    char *dir = tu_write_model(&gc->model);
     size_t len;
     char *blob = tu_read_file(tu_path("%s/model.safetensors", dir), &len);
     ck_assert_ptr_nonnull(blob);
@@ -223,8 +183,7 @@ START_TEST(reference_kernels_match_the_float64_reference)
         const golden_case *gc = &golden_cases[cases[c]];
         golden g;
         golden_read(gc->name, &g);
-        char *dir = tu_tmpdir();
-        golden_write_model(gc, dir);
+        char *dir = tu_write_model(&gc->model);
         model *m;
         tt_error err;
         ck_assert(model_load(dir, &m, &err) == TT_OK);
@@ -247,8 +206,7 @@ END_TEST
 
 static model *tiny_model(char **dir, const golden_case *gc)
 {
-    *dir = tu_tmpdir();
-    golden_write_model(gc, *dir);
+    *dir = tu_write_model(&gc->model);
     model *m;
     tt_error err;
     ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);

@@ -566,9 +566,7 @@ END_TEST
 
 typedef struct {
     const char *name;
-    tt_dtype file_dtype;
-    bool untied, mask_buffers, erf, exact;
-    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default (V 512, maxT 64, C 64, NH 4, L 2) */
+    tu_model_spec model;           /* its seed is not read: gt_load writes every case with 41 */
 } gt_model_case;
 
 /* Logits tolerance per held dtype (logits of magnitude about 3). fp32: both engines compute in
@@ -582,43 +580,12 @@ static void gt_logit_tol(tt_dtype d, double *tol, double *eps)
     *eps = d == TT_F32 ? 1e-5 : d == TT_F16 ? 2e-3 : 1.5e-2;
 }
 
-static char *gt_write_model(const gt_model_case *mc)
-{
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.dtype = mc->file_dtype;
-    o.untied_lm_head = mc->untied;
-    o.mask_buffers = mc->mask_buffers;
-    o.exact = mc->exact;
-    o.seed = 41;
-    if (mc->V) {
-        o.V = mc->V;
-        o.maxT = mc->maxT;
-        o.C = mc->C;
-        o.NH = mc->NH;
-        o.L = mc->L;
-        o.FF = mc->FF;
-    }
-    char *dir = tu_tmpdir();
-    tt_error err = {0};
-    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
-    if (mc->erf) {
-        const char *path = tu_path("%s/config.json", dir);
-        char *cfg = tu_read_file(path, NULL);
-        ck_assert_ptr_nonnull(cfg);
-        char *at = strstr(cfg, "\"gelu_new\"");
-        ck_assert_msg(at != NULL, "config.json names no gelu_new");
-        memmove(at + 5, at + 9, strlen(at + 9) + 1);     /* "gelu_new" -> "gelu" */
-        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
-        free(cfg);
-    }
-    return dir;
-}
-
 /* Model case mc written to a new directory (*dir, removed by gt_unload) and loaded. */
 static model *gt_load(const gt_model_case *mc, char **dir)
 {
-    *dir = gt_write_model(mc);
+    tu_model_spec spec = mc->model;
+    spec.seed = 41;
+    *dir = tu_write_model(&spec);
     model *m;
     tt_error err = {0};
     ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
@@ -733,7 +700,7 @@ static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_e
     gt_pair_close(&p);
 }
 
-static const gt_model_case gt_tiny = {"tiny", TT_F32, .exact = false};
+static const gt_model_case gt_tiny = {"tiny", {TT_F32, .exact = false}};
 
 START_TEST(engine_matches_cpu_over_a_session)
 {
@@ -756,9 +723,9 @@ END_TEST
 START_TEST(engine_matches_cpu_on_other_model_shapes)
 {
     static const gt_model_case cases[] = {
-        {"untied, masks, f16 file", TT_F16, .untied = true, .mask_buffers = true},
-        {"erf", TT_BF16, .erf = true},
-        {"odd", TT_F32, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99},
+        {"untied, masks, f16 file", {TT_F16, .untied = true, .mask_buffers = true}},
+        {"erf", {TT_BF16, .erf = true}},
+        {"odd", {TT_F32, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
     };
     cuda_engine_options co;
     cuda_engine_options_default(&co);
@@ -770,7 +737,7 @@ END_TEST
 START_TEST(greedy_generations_are_identical)
 {
     tt_dtype d = gt_dtypes[_i];
-    const gt_model_case mc = {"tiny exact", TT_F32, .exact = true};
+    const gt_model_case mc = {"tiny exact", {TT_F32, .exact = true}};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair p;
@@ -872,7 +839,7 @@ END_TEST
 
 START_TEST(full_context_is_refused_and_the_engine_goes_on)
 {
-    const gt_model_case mc = {"short", TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0};
+    const gt_model_case mc = {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}};
     char *dir;
     model *m = gt_load(&mc, &dir);
     tt_error err = {0};
@@ -891,7 +858,7 @@ START_TEST(long_context_decode_crosses_key_chunks)
 {
     /* 250 tokens of prefill (chunks of 256 and the cuBLAS attention), then decode steps across the
      * decode kernel's 256-key chunk boundary, then a rewind into the first chunk. */
-    const gt_model_case mc = {"long", TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2};
+    const gt_model_case mc = {"long", {TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair p;
@@ -913,7 +880,7 @@ END_TEST
 START_TEST(two_engines_interleave_like_draft_and_target)
 {
     /* Speculative decoding keeps two engines on one device: nothing may be shared between them. */
-    const gt_model_case odd = {"odd", TT_F32, .V = 512, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99};
+    const gt_model_case odd = {"odd", {TT_F32, .V = 512, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair a, b;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/modelgen.h"
 
 const char *tu_gpt2_dir(void)
 {
@@ -180,6 +181,43 @@ int tu_golden_ids(const char *line, int32_t *ids, int max)
         p = end;
     }
     return n;
+}
+
+char *tu_write_model(const tu_model_spec *spec)
+{
+    modelgen_options o;
+    modelgen_options_default(&o);
+    o.dtype = spec->file_dtype;
+    o.prefix = !spec->no_prefix;
+    o.mask_buffers = spec->mask_buffers;
+    o.untied_lm_head = spec->untied;
+    o.exact = spec->exact;
+    o.seed = spec->seed;
+    if (spec->V) {
+        o.V = spec->V;
+        o.maxT = spec->maxT;
+        o.C = spec->C;
+        o.NH = spec->NH;
+        o.L = spec->L;
+        o.FF = spec->FF;
+    }
+    char *dir = tu_tmpdir();
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
+    if (spec->erf) {
+        const char *path = tu_path("%s/config.json", dir);
+        char *cfg = tu_read_file(path, NULL);
+        ck_assert_ptr_nonnull(cfg);
+        const char *key = "\"activation_function\": \"gelu_new\"";
+        char *at = strstr(cfg, key);
+        ck_assert_msg(at != NULL, "config.json has no %s", key);
+        /* "gelu_new" -> "gelu": drop the 4 characters of "_new" */
+        char *tail = at + strlen("\"activation_function\": \"gelu");
+        memmove(tail, tail + 4, strlen(tail + 4) + 1);
+        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+        free(cfg);
+    }
+    return dir;
 }
 
 uint64_t tu_fnv1a64(const void *p, size_t n)

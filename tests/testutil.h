@@ -1,4 +1,5 @@
-/* testutil.h: small helpers shared by the Check suites (temp dirs, files, fixture locations). */
+/* testutil.h: small helpers shared by the Check suites (temp dirs, files, fixture locations, test
+ * models and engines). */
 #ifndef TOKENTOP_TESTUTIL_H
 #define TOKENTOP_TESTUTIL_H
 
@@ -45,6 +46,20 @@ float *tu_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *i
 /* The ids of a golden file's line "ids N ID..." into ids[0..N); fails the calling test unless
  * 0 < N <= max and N ids follow. Returns N. */
 int tu_golden_ids(const char *line, int32_t *ids, int max);
+
+/* A model for a test: modelgen's options that tests vary, and the one edit they make to a file. */
+typedef struct {
+    tt_dtype file_dtype;
+    bool no_prefix;                /* names without "transformer." */
+    bool mask_buffers, untied, exact;
+    bool erf;                      /* config.json says "gelu" (the erf form) */
+    uint64_t seed;
+    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default (V 512, maxT 64, C 64, NH 4, L 2) */
+} tu_model_spec;
+
+/* Writes the model spec describes into a fresh tu_tmpdir, returned; fails the calling test when
+ * it cannot. */
+char *tu_write_model(const tu_model_spec *spec);
 
 /* FNV-1a 64 of p[0..n): the checksum the golden files record of model.safetensors. */
 uint64_t tu_fnv1a64(const void *p, size_t n);
