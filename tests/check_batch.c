@@ -21,19 +21,9 @@ static model *odd_model;           /* V 301, C 36, NH 3, L 3, FF 99: no shape a 
 
 static void odd_model_setup(void)
 {
-    model_dir = tu_tmpdir();
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.seed = 5;
-    o.V = 301;
-    o.maxT = 40;
-    o.C = 36;
-    o.NH = 3;
-    o.L = 3;
-    o.FF = 99;
-    tt_error err;
-    ck_assert_msg(modelgen_write(model_dir, &o, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(model_load(model_dir, &odd_model, &err) == TT_OK, "%s", err.msg);
+    static const tu_model_spec odd = {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3,
+                                      .L = 3, .FF = 99};
+    odd_model = tu_load_model(&odd, &model_dir);
 }
 
 static void odd_model_teardown(void)

@@ -204,22 +204,13 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Threads, kernel sets, dtypes */
 
-static model *tiny_model(char **dir, const golden_case *gc)
-{
-    *dir = tu_write_model(&gc->model);
-    model *m;
-    tt_error err;
-    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
-    return m;
-}
-
 START_TEST(thread_count_does_not_change_logits)
 {
     /* Every output column and head is computed whole by one thread, so the split cannot change
      * the sums: the logits must be bit-identical, in every kernel set. */
     static const char *sets[] = {"reference", "avx2", "avx512"};
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[10]);   /* odd shapes */
+    model *m = tu_load_model(&golden_cases[10].model, &dir);   /* odd shapes */
     int32_t ids[37];
     for (int i = 0; i < 37; i++)
         ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
@@ -249,7 +240,7 @@ END_TEST
 START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent)
 {
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[10]);
+    model *m = tu_load_model(&golden_cases[10].model, &dir);
     int32_t ids[37];
     for (int i = 0; i < 37; i++)
         ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
@@ -286,7 +277,7 @@ START_TEST(simd_and_reference_engines_agree)
      * portable kernels, for each dtype. */
     static const char *sets[] = {"avx512", "avx2"};
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[10]);
+    model *m = tu_load_model(&golden_cases[10].model, &dir);
     int32_t ids[33];
     for (int i = 0; i < 33; i++)
         ids[i] = (int32_t)((i * 29 + 3) % m->config.V);
@@ -506,7 +497,7 @@ END_TEST
 START_TEST(engine_reports_what_it_holds)
 {
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[0]);
+    model *m = tu_load_model(&golden_cases[0].model, &dir);
     engine *e32 = tu_cpu_engine(m, TT_F32, 2, 0);
     engine *e16 = tu_cpu_engine(m, TT_BF16, 1, 16);
     ck_assert_str_eq(e32->ops->name, "cpu");
@@ -542,7 +533,7 @@ END_TEST
 START_TEST(context_longer_than_the_model_is_refused)
 {
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[0]);
+    model *m = tu_load_model(&golden_cases[0].model, &dir);
     engine_options o;
     engine_options_default(&o);
     o.n_ctx = m->config.maxT + 1;

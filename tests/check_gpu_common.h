@@ -585,11 +585,7 @@ static model *gt_load(const gt_model_case *mc, char **dir)
 {
     tu_model_spec spec = mc->model;
     spec.seed = 41;
-    *dir = tu_write_model(&spec);
-    model *m;
-    tt_error err = {0};
-    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
-    return m;
+    return tu_load_model(&spec, dir);
 }
 
 static void gt_unload(model *m, char *dir)

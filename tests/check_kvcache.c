@@ -19,22 +19,15 @@ typedef struct {
     model *m;
 } fixture_model;
 
+/* modelgen's tiny model (maxT 0), or one of C 32, NH 2, L 2 with the given context and
+ * vocabulary. */
 static void model_open(fixture_model *f, int maxT, int V, uint64_t seed)
 {
-    f->dir = tu_tmpdir();
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.seed = seed;
-    if (maxT) {
-        o.maxT = maxT;
-        o.V = V;
-        o.C = 32;
-        o.NH = 2;
-        o.L = 2;
-    }
-    tt_error err;
-    ck_assert_msg(modelgen_write(f->dir, &o, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(model_load(f->dir, &f->m, &err) == TT_OK, "%s", err.msg);
+    tu_model_spec spec = {TT_F32, .seed = seed};
+    if (maxT)
+        spec = (tu_model_spec){TT_F32, .seed = seed, .V = V, .maxT = maxT, .C = 32, .NH = 2,
+                               .L = 2};
+    f->m = tu_load_model(&spec, &f->dir);
 }
 
 static void model_close(fixture_model *f)
@@ -241,11 +234,11 @@ END_TEST
  * cross the engine's 256-token chunk. */
 static const struct {
     const char *name;
-    int V, maxT, C, NH, L, FF, n;
-    uint64_t seed;
+    tu_model_spec model;
+    int n;                         /* tokens */
 } inv_models[] = {
-    {"odd", 301, 40, 36, 3, 3, 99, 40, 5},
-    {"long", 300, 320, 32, 2, 2, 0, 300, 9},
+    {"odd", {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}, 40},
+    {"long", {TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, 300},
 };
 
 /* Span lengths, taken in turn until the sequence is covered: decode steps, a verification-sized
@@ -285,19 +278,8 @@ START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
     static const int threads[] = {1, 3};
     const int mi = _i;
     fixture_model f;
-    f.dir = tu_tmpdir();
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.seed = inv_models[mi].seed;
-    o.V = inv_models[mi].V;
-    o.maxT = inv_models[mi].maxT;
-    o.C = inv_models[mi].C;
-    o.NH = inv_models[mi].NH;
-    o.L = inv_models[mi].L;
-    o.FF = inv_models[mi].FF;
+    f.m = tu_load_model(&inv_models[mi].model, &f.dir);
     tt_error err;
-    ck_assert_msg(modelgen_write(f.dir, &o, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(model_load(f.dir, &f.m, &err) == TT_OK, "%s", err.msg);
     const int n = inv_models[mi].n, V = f.m->config.V;
     int32_t *ids = malloc((size_t)n * sizeof *ids), *branch = malloc((size_t)n * sizeof *ids);
     fill_ids(ids, n, V, 11);

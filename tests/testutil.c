@@ -220,6 +220,15 @@ char *tu_write_model(const tu_model_spec *spec)
     return dir;
 }
 
+model *tu_load_model(const tu_model_spec *spec, char **dir)
+{
+    *dir = tu_write_model(spec);
+    model *m = NULL;
+    tt_error err = {0};
+    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "model_load: %s", err.msg);
+    return m;
+}
+
 uint64_t tu_fnv1a64(const void *p, size_t n)
 {
     const unsigned char *b = p;
