@@ -896,42 +896,34 @@ START_TEST(two_engines_interleave_like_draft_and_target)
 }
 END_TEST
 
-/* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). */
+/* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). Loop
+ * tests of 3 run once per dtype of gt_dtypes. */
 static void gt_add_common(Suite *s)
 {
-    TCase *tc = tcase_create("semantics");
+    TCase *tc = tu_add_case(s, "semantics", TU_TESTS(
+            gemm_rejects_leading_dimension_smaller_than_rows, block_reductions_sum_and_max,
+            graph_replay_keeps_launch_arguments_and_reads_pinned_input));
     tcase_add_loop_test(tc, gemm_follows_column_major_semantics, 0, 4);
-    tcase_add_test(tc, gemm_rejects_leading_dimension_smaller_than_rows);
-    tcase_add_test(tc, block_reductions_sum_and_max);
-    tcase_add_test(tc, graph_replay_keeps_launch_arguments_and_reads_pinned_input);
     tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("ops");
-    tcase_add_loop_test(tc, embed_adds_token_and_position_rows, 0, 3);
+    tc = tu_add_loop_case(s, "ops", 3, TU_TESTS(
+            embed_adds_token_and_position_rows, lm_head_uses_the_embedding_transposed,
+            causal_softmax_masks_the_future, prefill_attention_matches_reference,
+            decode_attention_matches_reference, ops_match_their_cpu_twins));
     tcase_add_loop_test(tc, layernorm_adds_pending_bias_and_normalizes, 0, 9);
     tcase_add_loop_test(tc, gelu_adds_bias_then_activates, 0, 6);
     tcase_add_loop_test(tc, matmul_is_x_times_conv1d_weight, 0, 6);
-    tcase_add_loop_test(tc, lm_head_uses_the_embedding_transposed, 0, 3);
-    tcase_add_loop_test(tc, causal_softmax_masks_the_future, 0, 3);
-    tcase_add_loop_test(tc, prefill_attention_matches_reference, 0, 3);
-    tcase_add_loop_test(tc, decode_attention_matches_reference, 0, 3);
-    tcase_add_loop_test(tc, ops_match_their_cpu_twins, 0, 3);
     tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("engine");
-    tcase_add_loop_test(tc, engine_matches_cpu_over_a_session, 0, 3);
-    tcase_add_loop_test(tc, engine_matches_cpu_without_graphs_and_with_small_chunks, 0, 3);
-    tcase_add_loop_test(tc, engine_matches_cpu_on_other_model_shapes, 0, 3);
-    tcase_add_loop_test(tc, greedy_generations_are_identical, 0, 3);
-    tcase_add_loop_test(tc, graphs_on_and_off_give_identical_logits, 0, 3);
-    tcase_add_loop_test(tc, all_rows_of_a_span_equal_step_by_step_logits, 0, 3);
+    tc = tu_add_loop_case(s, "engine", 3, TU_TESTS(
+            engine_matches_cpu_over_a_session,
+            engine_matches_cpu_without_graphs_and_with_small_chunks,
+            engine_matches_cpu_on_other_model_shapes, greedy_generations_are_identical,
+            graphs_on_and_off_give_identical_logits, all_rows_of_a_span_equal_step_by_step_logits,
+            long_context_decode_crosses_key_chunks));
     tcase_add_test(tc, full_context_is_refused_and_the_engine_goes_on);
-    tcase_add_loop_test(tc, long_context_decode_crosses_key_chunks, 0, 3);
     tcase_add_test(tc, two_engines_interleave_like_draft_and_target);
     tcase_set_timeout(tc, 300);
-    suite_add_tcase(s, tc);
 }
 
 #endif

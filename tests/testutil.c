@@ -125,6 +125,16 @@ TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t
     return tc;
 }
 
+TCase *tu_add_loop_case(Suite *s, const char *name, int n, const TTest *const *tests,
+                        size_t n_tests)
+{
+    TCase *tc = tcase_create(name);
+    for (size_t i = 0; i < n_tests; i++)
+        tcase_add_loop_test(tc, tests[i], 0, n);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 int tu_run_tests(const char *name, const TTest *const *tests, size_t n)
 {
     Suite *s = suite_create(name);

@@ -80,6 +80,10 @@ TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t
     (const TTest *const[]){__VA_ARGS__},                                                        \
         sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *)
 
+/* tu_add_case for tests that each run n times (_i from 0 to n - 1, as tcase_add_loop_test). */
+TCase *tu_add_loop_case(Suite *s, const char *name, int n, const TTest *const *tests,
+                        size_t n_tests);
+
 /* A suite of one test case (both named name) run as tu_run_suite does: most suites' main. */
 int tu_run_tests(const char *name, const TTest *const *tests, size_t n);
 
