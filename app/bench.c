@@ -63,18 +63,6 @@ typedef struct {
 } bench_result;
 
 /* ---------------------------------------------------------------------------------------------
- * Helpers */
-
-static int argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Read bandwidth: every thread streams its slice of a buffer larger than the caches. */
 
 typedef unsigned long long bench_u64x2 __attribute__((vector_size(16)));
@@ -162,17 +150,30 @@ static double attention_flops(const gpt2_config *c, int n)
     return 2.0 * 2.0 * c->L * c->C * ((double)n * (n + 1) / 2.0);
 }
 
+/* The median time of three forwards of ids[0..n) into an empty cache, leaving times[0..3) sorted;
+ * -1 when the engine fails (err says why). */
+static double time_from_empty(engine *e, const int32_t *ids, int n, double *times, tt_error *err)
+{
+    for (int k = 0; k < 3; k++) {
+        engine_truncate(e, 0);
+        double t0 = tt_now_s();
+        if (engine_forward(e, ids, n, 0, false, err) != TT_OK)
+            return -1;
+        times[k] = tt_now_s() - t0;
+    }
+    return tt_median(times, 3);                  /* sorts times */
+}
+
 static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_error *err)
 {
     const gpt2_config *cfg = e->config;
     const int N = o->prompt_tokens, M = o->gen_tokens, total = N + M;
     int32_t *ids = malloc((size_t)total * sizeof *ids);
     double *times = malloc((size_t)(M > 5 ? M : 5) * sizeof *times);
+    int rc = 1;
     if (!ids || !times) {
-        free(ids);
-        free(times);
         tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
-        return 1;
+        goto out;
     }
     rng g;
     rng_seed(&g, 1);
@@ -182,17 +183,11 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
     /* Warm-up: first-touch of activations, thread start-up. */
     int warm = N < 16 ? N : 16;
     if (engine_forward(e, ids, warm, 0, false, err) != TT_OK)
-        goto fail;
+        goto out;
 
     /* Prefill: the median of three. */
-    for (int k = 0; k < 3; k++) {
-        engine_truncate(e, 0);
-        double t0 = tt_now_s();
-        if (engine_forward(e, ids, N, 0, false, err) != TT_OK)
-            goto fail;
-        times[k] = tt_now_s() - t0;
-    }
-    r->prefill_s = tt_median(times, 3);          /* sorts times */
+    if ((r->prefill_s = time_from_empty(e, ids, N, times, err)) < 0)
+        goto out;
     r->prefill_min_s = times[0];
     r->prefill_max_s = times[2];
     r->prefill_gflop = (flops_per_token(cfg) * N + attention_flops(cfg, N) +
@@ -200,10 +195,10 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
 
     /* Decode: greedy, one token per call, after the last prefill. */
     for (int i = 0; i < M; i++) {
-        ids[N + i] = (int32_t)argmax(engine_logits(e, 0), cfg->V);
+        ids[N + i] = (int32_t)util_argmax(engine_logits(e, 0), cfg->V);
         double t0 = tt_now_s();
         if (engine_forward(e, ids + N + i, 1, N + i, false, err) != TT_OK)
-            goto fail;
+            goto out;
         times[i] = tt_now_s() - t0;
     }
     /* Each step reads K and V (fp32) of every earlier position in every layer. */
@@ -216,21 +211,13 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
 
     /* Without the cache: every new token recomputes the whole context (a few steps only). */
     r->nocache_ctx = total;
-    for (int k = 0; k < 3; k++) {
-        engine_truncate(e, 0);
-        double t0 = tt_now_s();
-        if (engine_forward(e, ids, total, 0, false, err) != TT_OK)
-            goto fail;
-        times[k] = tt_now_s() - t0;
-    }
-    r->nocache_s = tt_median(times, 3);
+    if ((r->nocache_s = time_from_empty(e, ids, total, times, err)) < 0)
+        goto out;
+    rc = 0;
+out:
     free(ids);
     free(times);
-    return 0;
-fail:
-    free(ids);
-    free(times);
-    return 1;
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/jsonw.h"
 #include "core/rng.h"
+#include "core/util.h"
 
 int bench_batch_parse(const char *s, int *sizes)
 {
@@ -29,15 +30,6 @@ int bench_batch_parse(const char *s, int *sizes)
             return n;
         p = end + 1;
     }
-}
-
-static int argmax_row(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
 }
 
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
@@ -68,7 +60,7 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
         int B = sizes[i];
         if ((st = engine_forward(e, ids, N, 0, false, err)) != TT_OK)
             goto out;
-        int32_t first = (int32_t)argmax_row(engine_logits(e, 0), cfg->V);
+        int32_t first = (int32_t)util_argmax(engine_logits(e, 0), cfg->V);
         for (int b = 0; b < B; b++) {
             seqs[b] = b;
             if ((st = engine_seq_copy(e, b, 0, 0, N, err)) != TT_OK)
@@ -83,7 +75,7 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
                 goto out;
             times[s] = tt_now_s() - t0;
             for (int b = 0; b < B; b++)
-                next[b] = (int32_t)argmax_row(engine_logits(e, b), cfg->V);
+                next[b] = (int32_t)util_argmax(engine_logits(e, b), cfg->V);
         }
         rows[i].batch = B;
         rows[i].step_s = tt_median(times, M);

@@ -442,6 +442,15 @@ static int generate_samples(const cli_app *app, const cli_options *o, const char
     return rc;
 }
 
+/* The options of `tokentop CMD ...` into *o (defaults, then argv[2..]): -1 to go on, else the
+ * exit status (0 after --help, 2 after a usage error cli_parse has reported). */
+static int app_parse(cli_options *o, const char *cmd, int argc, char **argv)
+{
+    cli_options_default(o);
+    int r = cli_parse(o, cmd, argc, argv, 2);
+    return r == 0 ? -1 : r > 0 ? 0 : 2;
+}
+
 static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
 {
     tt_error err = {0};
@@ -463,10 +472,9 @@ static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
 static int app_generate(int argc, char **argv)
 {
     cli_options o;
-    cli_options_default(&o);
-    int r = cli_parse(&o, "generate", argc, argv, 2);
-    if (r)
-        return r > 0 ? 0 : 2;
+    int status = app_parse(&o, "generate", argc, argv);
+    if (status >= 0)
+        return status;
     if (!o.prompt && !o.prompt_file && isatty(STDIN_FILENO)) {
         fprintf(stderr, "tokentop generate: give a prompt with -p TEXT or -f FILE (-p \"\" "
                 "generates from the beginning-of-text token)\n");
@@ -566,10 +574,9 @@ done:
 static int app_tokenize(int argc, char **argv)
 {
     cli_options o;
-    cli_options_default(&o);
-    int r = cli_parse(&o, "tokenize", argc, argv, 2);
-    if (r)
-        return r > 0 ? 0 : 2;
+    int status = app_parse(&o, "tokenize", argc, argv);
+    if (status >= 0)
+        return status;
     size_t len = 0;
     char *text = read_prompt(&o, &len, true);
     if (!text) {
@@ -615,10 +622,9 @@ static int app_tokenize(int argc, char **argv)
 static int app_score(int argc, char **argv)
 {
     cli_options o;
-    cli_options_default(&o);
-    int r = cli_parse(&o, "score", argc, argv, 2);
-    if (r)
-        return r > 0 ? 0 : 2;
+    int status = app_parse(&o, "score", argc, argv);
+    if (status >= 0)
+        return status;
     if (!o.prompt_file && !o.prompt) {
         fprintf(stderr, "tokentop score: give the text with -f FILE\n");
         return 2;

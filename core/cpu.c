@@ -211,20 +211,10 @@ static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const floa
 /* ---------------------------------------------------------------------------------------------
  * Forward */
 
-/* A parameter value as the engine holds it: rounded to the weight dtype once. With Q8 weight
- * matrices the vectors (biases, LayerNorm, the embedding rows) stay fp32, as llama.cpp keeps
- * them: they are a sliver of the bytes. */
-static inline float held_value(tt_dtype d, float v)
-{
-    if (d == TT_F16)
-        return tt_f16_to_f32(tt_f32_to_f16(v));
-    if (d == TT_BF16)
-        return tt_bf16_to_f32(tt_f32_to_bf16(v));
-    return v;
-}
-
 /* x[t] = wte[id] + wpe[pos] for every row of the segments, read from the model's mapping (one
- * row each) and rounded to the held dtype like every other parameter. */
+ * row each) and rounded to the held dtype like every other parameter (tt_held_f32; with Q8
+ * weight matrices the vectors stay fp32, as llama.cpp keeps them: they are a sliver of the
+ * bytes). */
 static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, int n_segs)
 {
     const model *m = ce->base.model;
@@ -238,7 +228,7 @@ static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, i
             tensor_ref_to_f32(m->tensors.wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
             tensor_ref_to_f32(m->tensors.wpe, (size_t)pos * (size_t)C, (size_t)C, pe);
             for (int i = 0; i < C; i++)
-                x[i] = held_value(d, x[i]) + held_value(d, pe[i]);
+                x[i] = tt_held_f32(d, x[i]) + tt_held_f32(d, pe[i]);
         }
 }
 
@@ -527,7 +517,7 @@ static float *cpu_vector(cpu_engine *ce, size_t *used, tensor_ref src, int n)
     float *dst = ce->vectors + *used;
     tensor_ref_to_f32(src, 0, (size_t)n, dst);
     for (int i = 0; i < n; i++)
-        dst[i] = held_value(ce->base.dtype, dst[i]);
+        dst[i] = tt_held_f32(ce->base.dtype, dst[i]);
     *used += (size_t)n;
     return dst;
 }
@@ -623,11 +613,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
     if (!ce)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the engine");
     engine *e = &ce->base;
-    e->ops = &cpu_ops;
-    e->model = m;
-    e->config = cfg;
-    e->n_ctx = n_ctx;
-    e->dtype = o->dtype;
+    engine_init(e, &cpu_ops, m, n_ctx, o->dtype);
     ce->kern = kernels_select();
     ce->TB = n_ctx < CPU_CHUNK ? n_ctx : CPU_CHUNK;
     ce->n_seqs = 1;

@@ -105,6 +105,17 @@ TT_HOSTDEV static inline uint16_t tt_f32_to_f16(float f)
     return (uint16_t)(sign | r);
 }
 
+/* v as a weight held in d reads back: rounded through F16 or BF16 (to nearest even), unchanged
+ * for F32 and Q8 (whose vectors stay fp32). */
+TT_HOSTDEV static inline float tt_held_f32(tt_dtype d, float v)
+{
+    if (d == TT_F16)
+        return tt_f16_to_f32(tt_f32_to_f16(v));
+    if (d == TT_BF16)
+        return tt_bf16_to_f32(tt_f32_to_bf16(v));
+    return v;
+}
+
 /* Reads element i of a buffer of dtype d as float. */
 TT_HOSTDEV static inline float tt_load_f32(const void *p, tt_dtype d, size_t i)
 {

@@ -12,6 +12,15 @@ void engine_options_default(engine_options *o)
     o->n_ctx = 0;
 }
 
+void engine_init(engine *e, const engine_ops *ops, const model *m, int n_ctx, tt_dtype dtype)
+{
+    e->ops = ops;
+    e->model = m;
+    e->config = &m->config;
+    e->n_ctx = n_ctx;
+    e->dtype = dtype;
+}
+
 /* The checks engine_forward states, against a cache of len tokens; truncates to pos first. */
 static tt_status span_check(engine *e, int seq, int len, const int32_t *ids, int n, int pos,
                             tt_error *err)

@@ -59,6 +59,11 @@ struct engine {
     int n_seq_tokens;
 };
 
+/* For backends: fills the base of a freshly allocated (zeroed) engine: ops, the model and its
+ * config, the cache capacity n_ctx and the dtype the weights are held in. */
+void engine_init(engine *e, const engine_ops *ops, const struct model *m, int n_ctx,
+                 tt_dtype dtype);
+
 typedef struct {
     tt_dtype dtype;            /* precision to hold weights in */
     int n_threads;             /* CPU threads; <= 0 chooses: one per core the process may use,

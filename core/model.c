@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,31 +52,52 @@ static const cJSON *json_field(const cJSON *obj, const char *key)
     return cJSON_IsNull(j) ? NULL : j;
 }
 
+/* The member called key (see json_field) in *out: NULL when absent or null, else a value that
+ * is_type accepts, or an error "NAME: KEY: expected WANT, got ..." (*out is set either way). */
+static tt_status json_typed(const cJSON *obj, const char *name, const char *key,
+                            cJSON_bool (*is_type)(const cJSON *), const char *want,
+                            const cJSON **out, tt_error *err)
+{
+    char db[96];
+    const cJSON *j = *out = json_field(obj, key);
+    if (j && !is_type(j))
+        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: expected %s, got %s", name, key, want,
+                       json_describe(j, db, sizeof db));
+    return TT_OK;
+}
+
+/* v is a whole number (for the message: the field is NAME: KEY). */
+static tt_status json_check_integer(const char *name, const char *key, double v, tt_error *err)
+{
+    if (!isfinite(v) || v != floor(v))
+        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %.17g is not an integer", name, key, v);
+    return TT_OK;
+}
+
 /* An integer field within [lo, hi]. Absent (or null): *out = dflt, or an error when required. */
 static tt_status json_int(const cJSON *obj, const char *name, const char *key, bool required,
-                          long dflt, long lo, long hi, long *out, tt_error *err)
+                          int dflt, int lo, int hi, int *out, tt_error *err)
 {
-    const cJSON *j = json_field(obj, key);
-    char db[96];
+    const cJSON *j;
+    tt_status st = json_typed(obj, name, key, cJSON_IsNumber, "an integer", &j, err);
+    if (st != TT_OK)
+        return st;
     if (!j) {
         if (required)
             return tt_fail(err, TT_ERR_CONFIG, "%s: missing %s", name, key);
         *out = dflt;
         return TT_OK;
     }
-    if (!cJSON_IsNumber(j))
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: expected an integer, got %s", name, key,
-                       json_describe(j, db, sizeof db));
     double v = j->valuedouble;
-    if (!isfinite(v) || v != floor(v))
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %.17g is not an integer", name, key, v);
+    if ((st = json_check_integer(name, key, v, err)) != TT_OK)
+        return st;
     if (v < (double)lo)
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %.17g is below the minimum %ld", name, key,
+        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %.17g is below the minimum %d", name, key,
                        v, lo);
     if (v > (double)hi)
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %.17g exceeds the limit %ld", name, key, v,
+        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %.17g exceeds the limit %d", name, key, v,
                        hi);
-    *out = (long)v;
+    *out = (int)v;
     return TT_OK;
 }
 
@@ -83,14 +105,11 @@ static tt_status json_int(const cJSON *obj, const char *name, const char *key, b
 static tt_status json_num(const cJSON *obj, const char *name, const char *key, double *out,
                           bool *present, tt_error *err)
 {
-    const cJSON *j = json_field(obj, key);
-    char db[96];
+    const cJSON *j;
+    tt_status st = json_typed(obj, name, key, cJSON_IsNumber, "a number", &j, err);
     *present = j != NULL;
-    if (!j)
-        return TT_OK;
-    if (!cJSON_IsNumber(j))
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: expected a number, got %s", name, key,
-                       json_describe(j, db, sizeof db));
+    if (st != TT_OK || !j)
+        return st;
     if (!isfinite(j->valuedouble))
         return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %g is not finite", name, key, j->valuedouble);
     /* Every such field is held as a float: 1e300 would become infinity there. */
@@ -103,31 +122,21 @@ static tt_status json_num(const cJSON *obj, const char *name, const char *key, d
 static tt_status json_bool(const cJSON *obj, const char *name, const char *key, bool *out,
                            bool *present, tt_error *err)
 {
-    const cJSON *j = json_field(obj, key);
-    char db[96];
+    const cJSON *j;
+    tt_status st = json_typed(obj, name, key, cJSON_IsBool, "true or false", &j, err);
     *present = j != NULL;
-    if (!j)
-        return TT_OK;
-    if (!cJSON_IsBool(j))
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: expected true or false, got %s", name, key,
-                       json_describe(j, db, sizeof db));
-    *out = cJSON_IsTrue(j);
-    return TT_OK;
+    if (st == TT_OK && j)
+        *out = cJSON_IsTrue(j);
+    return st;
 }
 
 static tt_status json_str(const cJSON *obj, const char *name, const char *key, const char **out,
                           tt_error *err)
 {
-    const cJSON *j = json_field(obj, key);
-    char db[96];
-    *out = NULL;
-    if (!j)
-        return TT_OK;
-    if (!cJSON_IsString(j))
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: expected a string, got %s", name, key,
-                       json_describe(j, db, sizeof db));
-    *out = j->valuestring;
-    return TT_OK;
+    const cJSON *j;
+    tt_status st = json_typed(obj, name, key, cJSON_IsString, "a string", &j, err);
+    *out = st == TT_OK && j ? j->valuestring : NULL;
+    return st;
 }
 
 /* A token id field: an integer in [0, V), or an array whose first element is one (Hugging Face
@@ -149,8 +158,9 @@ static tt_status json_token_id(const cJSON *obj, const char *name, const char *k
         return tt_fail(err, TT_ERR_CONFIG, "%s: %s: expected a token id (integer), got %s", name,
                        key, json_describe(j, db, sizeof db));
     double v = j->valuedouble;
-    if (!isfinite(v) || v != floor(v))
-        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %.17g is not an integer", name, key, v);
+    tt_status st = json_check_integer(name, key, v, err);
+    if (st != TT_OK)
+        return st;
     if (v < 0 || (V > 0 && v >= V))
         return tt_fail(err, TT_ERR_CONFIG, "%s: %s: token id %.17g is outside the vocabulary "
                        "[0, %d)", name, key, v, V);
@@ -206,11 +216,34 @@ uint64_t gpt2_config_n_params(const gpt2_config *c, bool lm_head_tied)
     return lm_head_tied ? n : n + V * C;
 }
 
+static bool is_non_negative(double x) { return x >= 0; }
+static bool is_probability(double x) { return x >= 0 && x <= 1; }
+static bool is_positive(double x) { return x > 0; }
+static bool is_in_open_unit(double x) { return x > 0 && x < 1; }
+
+/* An optional setting held as a float: absent (or null) leaves *has false; present, it must be
+ * valid, else "NAME: KEY: X is NOT_WHAT", and not round to a float 0 that is not valid ("is too
+ * small": 1e-300 for a positive setting). */
+static tt_status json_setting(const cJSON *obj, const char *name, const char *key,
+                              bool (*valid)(double), const char *not_what, float *out, bool *has,
+                              tt_error *err)
+{
+    double x = 0;
+    tt_status s = json_num(obj, name, key, &x, has, err);
+    if (s != TT_OK || !*has)
+        return s;
+    if (!valid(x))
+        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %g is %s", name, key, x, not_what);
+    if ((float)x == 0 && !valid(0))
+        return tt_fail(err, TT_ERR_CONFIG, "%s: %s: %g is too small", name, key, x);
+    *out = (float)x;
+    return TT_OK;
+}
+
 static tt_status config_from_json(const cJSON *root, const char *name, gpt2_config *c,
                                   tt_error *err)
 {
     tt_status s;
-    long v;
     const char *str;
 
     /* Refuse other architectures by name before complaining about their field names. */
@@ -220,44 +253,31 @@ static tt_status config_from_json(const cJSON *root, const char *name, gpt2_conf
         return tt_fail(err, TT_ERR_UNSUPPORTED, "%s: model_type: '%.40s' is not a GPT-2 model",
                        name, str);
 
-    if ((s = json_int(root, name, "vocab_size", true, 0, 1, LIMIT_V, &v, err)) != TT_OK)
+    if ((s = json_int(root, name, "vocab_size", true, 0, 1, LIMIT_V, &c->V, err)) != TT_OK ||
+        (s = json_int(root, name, "n_embd", true, 0, 1, LIMIT_C, &c->C, err)) != TT_OK ||
+        (s = json_int(root, name, "n_head", true, 0, 1, LIMIT_NH, &c->NH, err)) != TT_OK ||
+        (s = json_int(root, name, "n_layer", true, 0, 1, LIMIT_L, &c->L, err)) != TT_OK)
         return s;
-    c->V = (int)v;
-    if ((s = json_int(root, name, "n_embd", true, 0, 1, LIMIT_C, &v, err)) != TT_OK)
-        return s;
-    c->C = (int)v;
-    if ((s = json_int(root, name, "n_head", true, 0, 1, LIMIT_NH, &v, err)) != TT_OK)
-        return s;
-    c->NH = (int)v;
-    if ((s = json_int(root, name, "n_layer", true, 0, 1, LIMIT_L, &v, err)) != TT_OK)
-        return s;
-    c->L = (int)v;
     if (json_field(root, "n_positions"))
-        s = json_int(root, name, "n_positions", true, 0, 1, LIMIT_MAXT, &v, err);
+        s = json_int(root, name, "n_positions", true, 0, 1, LIMIT_MAXT, &c->maxT, err);
     else if (json_field(root, "n_ctx"))
-        s = json_int(root, name, "n_ctx", true, 0, 1, LIMIT_MAXT, &v, err);
+        s = json_int(root, name, "n_ctx", true, 0, 1, LIMIT_MAXT, &c->maxT, err);
     else
         s = tt_fail(err, TT_ERR_CONFIG, "%s: missing n_positions (and no n_ctx)", name);
     if (s != TT_OK)
         return s;
-    c->maxT = (int)v;
-    if ((s = json_int(root, name, "n_inner", false, 4L * c->C, 1, LIMIT_FF, &v, err)) != TT_OK)
+    if ((s = json_int(root, name, "n_inner", false, 4 * c->C, 1, LIMIT_FF, &c->FF, err)) != TT_OK)
         return s;
-    c->FF = (int)v;
     if (c->C % c->NH != 0)
         return tt_fail(err, TT_ERR_CONFIG, "%s: n_embd %d is not a multiple of n_head %d", name,
                        c->C, c->NH);
 
-    double eps = 1e-5;
+    /* A float 0 (from 1e-50, say) would be a division by zero in LayerNorm: "too small". */
     bool present;
-    if ((s = json_num(root, name, "layer_norm_epsilon", &eps, &present, err)) != TT_OK)
+    c->ln_eps = 1e-5f;
+    if ((s = json_setting(root, name, "layer_norm_epsilon", is_in_open_unit, "not in (0, 1)",
+                          &c->ln_eps, &present, err)) != TT_OK)
         return s;
-    if (!(eps > 0 && eps < 1))
-        return tt_fail(err, TT_ERR_CONFIG, "%s: layer_norm_epsilon: %g is not in (0, 1)", name,
-                       eps);
-    if (!((float)eps > 0))   /* 1e-50 would be 0 as a float: a division by zero in LayerNorm */
-        return tt_fail(err, TT_ERR_CONFIG, "%s: layer_norm_epsilon: %g is too small", name, eps);
-    c->ln_eps = (float)eps;
 
     if ((s = json_str(root, name, "activation_function", &str, err)) != TT_OK)
         return s;
@@ -329,45 +349,23 @@ tt_status gpt2_generation_parse(const char *json, size_t len, const char *name, 
     tt_status s = json_parse_object(json, len, name, &root, err);
     if (s != TT_OK)
         return s;
-    double x = 0;
-    long v = 0;
     bool present;
-    if ((s = json_num(root, name, "temperature", &x, &present, err)) != TT_OK)
+    if ((s = json_setting(root, name, "temperature", is_non_negative, "negative",
+                          &g.temperature, &g.has_temperature, err)) != TT_OK)
         goto out;
-    if (present && x < 0) {
-        s = tt_fail(err, TT_ERR_CONFIG, "%s: temperature: %g is negative", name, x);
+    if ((s = json_setting(root, name, "top_p", is_probability, "not in [0, 1]", &g.top_p,
+                          &g.has_top_p, err)) != TT_OK)
         goto out;
-    }
-    g.has_temperature = present;
-    g.temperature = (float)x;
-    if ((s = json_num(root, name, "top_p", &x, &present, err)) != TT_OK)
+    if ((s = json_setting(root, name, "repetition_penalty", is_positive, "not positive",
+                          &g.repetition_penalty, &g.has_rep_penalty, err)) != TT_OK)
         goto out;
-    if (present && !(x >= 0 && x <= 1)) {
-        s = tt_fail(err, TT_ERR_CONFIG, "%s: top_p: %g is not in [0, 1]", name, x);
-        goto out;
-    }
-    g.has_top_p = present;
-    g.top_p = (float)x;
-    if ((s = json_num(root, name, "repetition_penalty", &x, &present, err)) != TT_OK)
-        goto out;
-    if (present && !(x > 0)) {
-        s = tt_fail(err, TT_ERR_CONFIG, "%s: repetition_penalty: %g is not positive", name, x);
-        goto out;
-    }
-    if (present && !((float)x > 0)) {   /* 1e-300 would be 0 as a float */
-        s = tt_fail(err, TT_ERR_CONFIG, "%s: repetition_penalty: %g is too small", name, x);
-        goto out;
-    }
-    g.has_rep_penalty = present;
-    g.repetition_penalty = (float)x;
     g.has_top_k = json_field(root, "top_k") != NULL;
-    if ((s = json_int(root, name, "top_k", false, 0, 0, 2147483647L, &v, err)) != TT_OK)
+    if ((s = json_int(root, name, "top_k", false, 0, 0, INT_MAX, &g.top_k, err)) != TT_OK)
         goto out;
-    g.top_k = (int)v;
     g.has_max_new_tokens = json_field(root, "max_new_tokens") != NULL;
-    if ((s = json_int(root, name, "max_new_tokens", false, 0, 0, 2147483647L, &v, err)) != TT_OK)
+    if ((s = json_int(root, name, "max_new_tokens", false, 0, 0, INT_MAX, &g.max_new_tokens,
+                      err)) != TT_OK)
         goto out;
-    g.max_new_tokens = (int)v;
     bool b = false;
     if ((s = json_bool(root, name, "do_sample", &b, &present, err)) != TT_OK)
         goto out;

@@ -112,3 +112,12 @@ util_parse_result util_parse_long(const char *s, long lo, long hi, long *out)
     *out = v;
     return UTIL_PARSE_OK;
 }
+
+int util_argmax(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}

@@ -1,5 +1,5 @@
 /* util.h: small helpers with one home: reading a whole file, joining paths, naming a JSON value's
- * type in messages and parsing an integer option strictly. */
+ * type in messages, parsing an integer option strictly and the argmax of a row of logits. */
 #ifndef TOKENTOP_UTIL_H
 #define TOKENTOP_UTIL_H
 
@@ -35,5 +35,9 @@ typedef enum {
 
 /* Parses s as a whole base-10 integer in [lo, hi] into *out (untouched on failure). */
 util_parse_result util_parse_long(const char *s, long lo, long hi, long *out);
+
+/* Index of the largest of v[0..n) (n >= 1), the lowest index on ties: the token greedy decoding
+ * takes. */
+int util_argmax(const float *v, int n);
 
 #endif

@@ -21,26 +21,15 @@ static model *odd_model;           /* V 301, C 36, NH 3, L 3, FF 99: no shape a 
 
 static void odd_model_setup(void)
 {
-    model_dir = tu_tmpdir();
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.seed = 5;
-    o.V = 301;
-    o.maxT = 40;
-    o.C = 36;
-    o.NH = 3;
-    o.L = 3;
-    o.FF = 99;
-    tt_error err;
-    ck_assert_msg(modelgen_write(model_dir, &o, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(model_load(model_dir, &odd_model, &err) == TT_OK, "%s", err.msg);
+    static const tu_model_spec odd = {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3,
+                                      .L = 3, .FF = 99};
+    odd_model = tu_load_model(&odd, &model_dir);
 }
 
 static void odd_model_teardown(void)
 {
     model_free(odd_model);
-    tu_rmtree(model_dir);
-    free(model_dir);
+    tu_tmpdir_free(model_dir);
 }
 
 /* Token t of sequence b: a different stream per sequence. */
@@ -164,6 +153,23 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Copies */
 
+/* Frees e after checking that its logits row r are, bit for bit, the last-token logits of
+ * ids[0..n) run alone on a fresh one-thread engine. */
+static void assert_row_is_the_run_alone(engine *e, int r, const int32_t *ids, int n)
+{
+    const model *m = e->model;
+    const size_t bytes = (size_t)m->config.V * sizeof(float);
+    float *want = malloc(bytes);
+    memcpy(want, engine_logits(e, r), bytes);
+    engine_free(e);
+    e = tu_cpu_engine(m, TT_F32, 1, 0);
+    tt_error err;
+    ck_assert_msg(engine_forward(e, ids, n, 0, false, &err) == TT_OK, "%s", err.msg);
+    ck_assert(memcmp(engine_logits(e, 0), want, bytes) == 0);
+    free(want);
+    engine_free(e);
+}
+
 START_TEST(a_copied_sequence_continues_exactly_like_its_source)
 {
     const model *m = odd_model;
@@ -192,14 +198,7 @@ START_TEST(a_copied_sequence_continues_exactly_like_its_source)
     ck_assert(memcmp(engine_logits(e, 2), engine_logits(e, 1), (size_t)V * sizeof(float)) == 0);
     /* and sequence 0 is still the single-sequence cache */
     ck_assert_int_eq(e->n_past, 11);
-    float *want = malloc((size_t)V * sizeof(float));
-    memcpy(want, engine_logits(e, 1), (size_t)V * sizeof(float));
-    engine_free(e);
-    e = tu_cpu_engine(m, TT_F32, 1, 0);
-    ck_assert_int_eq(engine_forward(e, ids, 11, 0, false, &err), TT_OK);
-    ck_assert(memcmp(engine_logits(e, 0), want, (size_t)V * sizeof(float)) == 0);
-    free(want);
-    engine_free(e);
+    assert_row_is_the_run_alone(e, 1, ids, 11);
 }
 END_TEST
 
@@ -207,8 +206,7 @@ END_TEST
  * the cache: a span, a batched step or a copy; a later reserve keeps the mirrors where they are. */
 START_TEST(every_sequence_mirror_follows_spans_batches_and_copies)
 {
-    const model *m = odd_model;
-    engine *e = tu_cpu_engine(m, TT_F32, 1, 0);
+    engine *e = tu_cpu_engine(odd_model, TT_F32, 1, 0);
     tt_error err;
     ck_assert_ptr_null(engine_seq_tokens(e, 1));
     ck_assert_int_eq(engine_seq_reserve(e, 3, &err), TT_OK);
@@ -242,9 +240,7 @@ END_TEST
 
 START_TEST(an_empty_sequence_in_a_batch_starts_at_position_zero)
 {
-    const model *m = odd_model;
-    const int V = m->config.V;
-    engine *e = tu_cpu_engine(m, TT_F32, 2, 0);
+    engine *e = tu_cpu_engine(odd_model, TT_F32, 2, 0);
     tt_error err;
     ck_assert_int_eq(engine_seq_reserve(e, 2, &err), TT_OK);
     int32_t ids[4] = {5, 9, 11, 13};
@@ -253,14 +249,7 @@ START_TEST(an_empty_sequence_in_a_batch_starts_at_position_zero)
     int32_t next[2] = {ids[3], ids[0]};
     ck_assert_int_eq(engine_forward_batch(e, seqs, next, 2, &err), TT_OK);
     ck_assert_int_eq(engine_seq_len(e, 1), 1);
-    float *row = malloc((size_t)V * sizeof *row);
-    memcpy(row, engine_logits(e, 1), (size_t)V * sizeof *row);
-    engine_free(e);
-    e = tu_cpu_engine(m, TT_F32, 1, 0);
-    ck_assert_int_eq(engine_forward(e, ids, 1, 0, false, &err), TT_OK);
-    ck_assert(memcmp(engine_logits(e, 0), row, (size_t)V * sizeof *row) == 0);
-    free(row);
-    engine_free(e);
+    assert_row_is_the_run_alone(e, 1, ids, 1);
 }
 END_TEST
 
@@ -269,8 +258,7 @@ END_TEST
 
 START_TEST(bad_batches_and_copies_are_refused_and_change_nothing)
 {
-    const model *m = odd_model;
-    engine *e = tu_cpu_engine(m, TT_F32, 1, 8);
+    engine *e = tu_cpu_engine(odd_model, TT_F32, 1, 8);
     tt_error err;
     int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     ck_assert_int_eq(engine_seq_reserve(e, 0, &err), TT_ERR_ARG);

@@ -54,10 +54,7 @@ static void case_read(const char *name, beam_case *c)
         if (sscanf(line, "safetensors_fnv1a64 %16llx", &c->fnv) == 1)
             continue;
         if (strncmp(line, "ids ", 4) == 0) {
-            c->n_prompt = (int)strtol(line + 4, &p, 10);
-            ck_assert(c->n_prompt > 0 && c->n_prompt <= 64);
-            for (int i = 0; i < c->n_prompt; i++)
-                c->prompt[i] = (int32_t)strtol(p, &p, 10);
+            c->n_prompt = tu_golden_ids(line, c->prompt, 64);
         } else if (strncmp(line, "options ", 8) == 0) {
             int early, eos;
             ck_assert_int_eq(sscanf(line, "options beams %d lp %f ngram %d early %d return %d "
@@ -99,21 +96,34 @@ static uint64_t file_fnv(const char *path)
     return h;
 }
 
-/* The model mkbeams.sh wrote for a case: mkmodel's tiny shapes with the case's seed. */
-static model *case_model(char **dir, uint64_t seed, unsigned long long fnv)
+/* Reads the case called name and writes the model mkbeams.sh wrote for it (mkmodel's tiny
+ * shapes with the case's seed, checked against the reference's checksum) into *dir; case_close
+ * frees both. */
+static model *case_open(const char *name, beam_case *c, char **dir)
 {
+    int i = 0;
+    while (i < N_CASES && strcmp(cases[i], name) != 0)
+        i++;
+    ck_assert_msg(i < N_CASES, "no beam case %s", name);
+    case_read(name, c);
     *dir = tu_tmpdir();
     modelgen_options mo;
     modelgen_options_default(&mo);
-    mo.seed = seed;
+    mo.seed = case_seeds[i];
     tt_error err;
     ck_assert_msg(modelgen_write(*dir, &mo, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(file_fnv(tu_path("%s/model.safetensors", *dir)) == fnv,
+    ck_assert_msg(file_fnv(tu_path("%s/model.safetensors", *dir)) == c->fnv,
                   "the model differs from the one the reference ran on: regenerate with "
                   "tools/ref/mkbeams.sh");
     model *m;
     ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
     return m;
+}
+
+static void case_close(model *m, char *dir)
+{
+    model_free(m);
+    tu_tmpdir_free(dir);
 }
 
 static void run_case(const model *m, const beam_case *c, int n_threads, beam_result *r)
@@ -132,9 +142,8 @@ static void run_case(const model *m, const beam_case *c, int n_threads, beam_res
 START_TEST(beams_match_the_float64_reference)
 {
     beam_case c;
-    case_read(cases[_i], &c);
     char *dir;
-    model *m = case_model(&dir, case_seeds[_i], c.fnv);
+    model *m = case_open(cases[_i], &c, &dir);
     beam_result r;
     run_case(m, &c, 2, &r);
     const expected *w = &c.want;
@@ -152,9 +161,7 @@ START_TEST(beams_match_the_float64_reference)
                       h, g->logprob, g->score, w->logprob[h], w->score[h]);
     }
     beam_result_free(&r);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    case_close(m, dir);
 }
 END_TEST
 
@@ -179,9 +186,8 @@ END_TEST
 START_TEST(threads_do_not_change_the_beams)
 {
     beam_case c;
-    case_read("beam-lp2", &c);
     char *dir;
-    model *m = case_model(&dir, 22, c.fnv);
+    model *m = case_open("beam-lp2", &c, &dir);
     beam_result a, b;
     run_case(m, &c, 1, &a);
     run_case(m, &c, 3, &b);
@@ -193,9 +199,7 @@ START_TEST(threads_do_not_change_the_beams)
     }
     beam_result_free(&a);
     beam_result_free(&b);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    case_close(m, dir);
 }
 END_TEST
 
@@ -234,9 +238,8 @@ END_TEST
 START_TEST(a_search_that_does_not_fit_runs_nothing)
 {
     beam_case c;
-    case_read("beam-one", &c);
     char *dir;
-    model *m = case_model(&dir, 27, c.fnv);
+    model *m = case_open("beam-one", &c, &dir);
     engine *e = tu_cpu_engine(m, TT_F32, 1, 0);
     sampler *smp = sampler_create(m->config.V);
     tt_error err;
@@ -249,9 +252,7 @@ START_TEST(a_search_that_does_not_fit_runs_nothing)
     ck_assert_int_eq(e->n_past, c.n_prompt);
     sampler_free(smp);
     engine_free(e);
-    model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    case_close(m, dir);
 }
 END_TEST
 
@@ -320,8 +321,7 @@ START_TEST(progress_shows_every_step_and_can_stop_the_search)
     beam_result_free(&full);
     beam_result_free(&stopped);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

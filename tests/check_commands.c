@@ -33,10 +33,8 @@ static void files_setup(void)
 
 static void files_teardown(void)
 {
-    tu_rmtree(model_dir);
-    tu_rmtree(work_dir);
-    free(model_dir);
-    free(work_dir);
+    tu_tmpdir_free(model_dir);
+    tu_tmpdir_free(work_dir);
 }
 
 /* Per test (in the forked child, so engine threads belong to it). */

@@ -32,8 +32,7 @@ static void files_setup(void)
 
 static void files_teardown(void)
 {
-    tu_rmtree(model_dir);
-    free(model_dir);
+    tu_tmpdir_free(model_dir);
 }
 
 static void session_setup(void)

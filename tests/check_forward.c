@@ -18,6 +18,7 @@
 #include "core/safetensors.h"
 #include "core/sampler.h"
 #include "core/speculative.h"
+#include "core/util.h"
 #include "tests/testutil.h"
 
 /* fp32 compute against float64: |got - ref| <= GOLDEN_TOL + GOLDEN_EPS * |ref|. Observed errors
@@ -31,66 +32,27 @@
 
 typedef struct {
     const char *name;              /* tests/golden/<name>.txt */
-    tt_dtype file_dtype;
     tt_dtype held;                 /* engine_options.dtype */
-    bool no_prefix, mask_buffers, untied, erf;
-    uint64_t seed;
-    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default */
+    tu_model_spec model;
 } golden_case;
 
 static const golden_case golden_cases[] = {
-    {"tiny-f32", TT_F32, TT_F32, .seed = 1},
-    {"tiny-f32-as-bf16", TT_F32, TT_BF16, .seed = 1},
-    {"tiny-f32-as-fp16", TT_F32, TT_F16, .seed = 1},
-    {"tiny-f16", TT_F16, TT_F16, .seed = 1},
-    {"tiny-bf16", TT_BF16, TT_BF16, .seed = 1},
-    {"tiny-bf16-as-fp32", TT_BF16, TT_F32, .seed = 1},
-    {"noprefix-masks", TT_F32, TT_F32, .no_prefix = true, .mask_buffers = true, .seed = 7},
-    {"untied", TT_F32, TT_F32, .untied = true, .seed = 2},
-    {"untied-f16-as-bf16", TT_F16, TT_BF16, .untied = true, .seed = 2},
-    {"erf", TT_F32, TT_F32, .erf = true, .seed = 3},
-    {"odd", TT_F32, TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99},
-    {"odd-bf16", TT_BF16, TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3,
-     .FF = 99},
-    {"long", TT_F32, TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2},
+    {"tiny-f32", TT_F32, {TT_F32, .seed = 1}},
+    {"tiny-f32-as-bf16", TT_BF16, {TT_F32, .seed = 1}},
+    {"tiny-f32-as-fp16", TT_F16, {TT_F32, .seed = 1}},
+    {"tiny-f16", TT_F16, {TT_F16, .seed = 1}},
+    {"tiny-bf16", TT_BF16, {TT_BF16, .seed = 1}},
+    {"tiny-bf16-as-fp32", TT_F32, {TT_BF16, .seed = 1}},
+    {"noprefix-masks", TT_F32, {TT_F32, .no_prefix = true, .mask_buffers = true, .seed = 7}},
+    {"untied", TT_F32, {TT_F32, .untied = true, .seed = 2}},
+    {"untied-f16-as-bf16", TT_BF16, {TT_F16, .untied = true, .seed = 2}},
+    {"erf", TT_F32, {TT_F32, .erf = true, .seed = 3}},
+    {"odd", TT_F32, {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
+    {"odd-bf16", TT_BF16,
+     {TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
+    {"long", TT_F32, {TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
-
-/* Writes the case's model into dir (config edited for erf). */
-static void golden_write_model(const golden_case *gc, const char *dir)
-{
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.dtype = gc->file_dtype;
-    o.prefix = !gc->no_prefix;
-    o.mask_buffers = gc->mask_buffers;
-    o.untied_lm_head = gc->untied;
-    o.seed = gc->seed;
-    if (gc->V) {
-        o.V = gc->V;
-        o.maxT = gc->maxT;
-        o.C = gc->C;
-        o.NH = gc->NH;
-        o.L = gc->L;
-        o.FF = gc->FF;
-    }
-    tt_error err;
-    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
-    if (gc->erf) {
-        const char *path = tu_path("%s/config.json", dir);
-        size_t len;
-        char *cfg = tu_read_file(path, &len);
-        ck_assert_ptr_nonnull(cfg);
-        const char *key = "\"activation_function\": \"gelu_new\"";
-        char *at = strstr(cfg, key);
-        ck_assert_msg(at != NULL, "config.json has no %s", key);
-        /* "gelu_new" -> "gelu"    : drop the 4 characters of "_new" */
-        char *tail = at + strlen("\"activation_function\": \"gelu");
-        memmove(tail, tail + 4, strlen(tail + 4) + 1);
-        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
-        free(cfg);
-    }
-}
 
 typedef struct {
     uint64_t fnv;
@@ -113,10 +75,7 @@ static void golden_read(const char *name, golden *g)
         if (sscanf(line, "dtype %15s", g->dtype) == 1 || sscanf(line, "V %d", &g->V) == 1)
             continue;
         if (strncmp(line, "ids ", 4) == 0) {
-            g->n_ids = (int)strtol(line + 4, &p, 10);
-            ck_assert(g->n_ids > 0 && g->n_ids <= 512);
-            for (int i = 0; i < g->n_ids; i++)
-                g->ids[i] = (int32_t)strtol(p, &p, 10);
+            g->n_ids = tu_golden_ids(line, g->ids, 512);
         } else if (strncmp(line, "row ", 4) == 0) {
             ck_assert(g->n_rows < 8 && g->V > 0);
             int r = g->n_rows++;
@@ -176,8 +135,7 @@ START_TEST(logits_match_the_float64_reference)
     golden_read(gc->name, &g);
     ck_assert_str_eq(g.dtype, tt_dtype_name(gc->held));
 
-    char *dir = tu_tmpdir();
-    golden_write_model(gc, dir);
+    char *dir = tu_write_model(&gc->model);
     size_t len;
     char *blob = tu_read_file(tu_path("%s/model.safetensors", dir), &len);
     ck_assert_ptr_nonnull(blob);
@@ -212,8 +170,7 @@ START_TEST(logits_match_the_float64_reference)
     engine_free(e);
     model_free(m);
     golden_free(&g);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -226,8 +183,7 @@ START_TEST(reference_kernels_match_the_float64_reference)
         const golden_case *gc = &golden_cases[cases[c]];
         golden g;
         golden_read(gc->name, &g);
-        char *dir = tu_tmpdir();
-        golden_write_model(gc, dir);
+        char *dir = tu_write_model(&gc->model);
         model *m;
         tt_error err;
         ck_assert(model_load(dir, &m, &err) == TT_OK);
@@ -239,8 +195,7 @@ START_TEST(reference_kernels_match_the_float64_reference)
         engine_free(e);
         model_free(m);
         golden_free(&g);
-        tu_rmtree(dir);
-        free(dir);
+        tu_tmpdir_free(dir);
     }
     unsetenv("TOKENTOP_KERNELS");
 }
@@ -249,35 +204,13 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Threads, kernel sets, dtypes */
 
-static float *run_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n)
-{
-    engine *e = tu_cpu_engine(m, d, n_threads, 0);
-    tt_error err;
-    ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
-    size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
-    float *out = malloc(bytes);
-    memcpy(out, e->logits, bytes);
-    engine_free(e);
-    return out;
-}
-
-static model *tiny_model(char **dir, const golden_case *gc)
-{
-    *dir = tu_tmpdir();
-    golden_write_model(gc, *dir);
-    model *m;
-    tt_error err;
-    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
-    return m;
-}
-
 START_TEST(thread_count_does_not_change_logits)
 {
     /* Every output column and head is computed whole by one thread, so the split cannot change
      * the sums: the logits must be bit-identical, in every kernel set. */
     static const char *sets[] = {"reference", "avx2", "avx512"};
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[10]);   /* odd shapes */
+    model *m = tu_load_model(&golden_cases[10].model, &dir);   /* odd shapes */
     int32_t ids[37];
     for (int i = 0; i < 37; i++)
         ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
@@ -287,9 +220,9 @@ START_TEST(thread_count_does_not_change_logits)
             continue;
         setenv("TOKENTOP_KERNELS", sets[k], 1);
         for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
-            float *one = run_all_logits(m, d, 1, ids, 37);
+            float *one = tu_all_logits(m, d, 1, ids, 37);
             for (int nt = 2; nt <= 4; nt++) {
-                float *many = run_all_logits(m, d, nt, ids, 37);
+                float *many = tu_all_logits(m, d, nt, ids, 37);
                 ck_assert_msg(memcmp(one, many, n * sizeof *one) == 0,
                               "%s %s: %d threads give other logits than 1", sets[k],
                               tt_dtype_name(d), nt);
@@ -300,19 +233,18 @@ START_TEST(thread_count_does_not_change_logits)
     }
     unsetenv("TOKENTOP_KERNELS");
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
 START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent)
 {
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[10]);
+    model *m = tu_load_model(&golden_cases[10].model, &dir);
     int32_t ids[37];
     for (int i = 0; i < 37; i++)
         ids[i] = (int32_t)((i * 53 + 7) % m->config.V);
-    float *want = run_all_logits(m, TT_F32, 2, ids, 37);
+    float *want = tu_all_logits(m, TT_F32, 2, ids, 37);
     engine *e = tu_cpu_engine(m, TT_F32, 2, 0);
     static volatile sig_atomic_t flag;
     tt_error err = {0};
@@ -335,8 +267,7 @@ START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consi
     engine_free(e);
     free(want);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -346,7 +277,7 @@ START_TEST(simd_and_reference_engines_agree)
      * portable kernels, for each dtype. */
     static const char *sets[] = {"avx512", "avx2"};
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[10]);
+    model *m = tu_load_model(&golden_cases[10].model, &dir);
     int32_t ids[33];
     for (int i = 0; i < 33; i++)
         ids[i] = (int32_t)((i * 29 + 3) % m->config.V);
@@ -359,9 +290,9 @@ START_TEST(simd_and_reference_engines_agree)
             engine *e = tu_cpu_engine(m, d, 2, 0);
             ck_assert_msg(strstr(e->description, sets[k]) != NULL, "%s", e->description);
             engine_free(e);
-            float *fast = run_all_logits(m, d, 2, ids, 33);
+            float *fast = tu_all_logits(m, d, 2, ids, 33);
             setenv("TOKENTOP_KERNELS", "reference", 1);
-            float *ref = run_all_logits(m, d, 2, ids, 33);
+            float *ref = tu_all_logits(m, d, 2, ids, 33);
             unsetenv("TOKENTOP_KERNELS");
             for (size_t i = 0; i < n; i++)
                 ck_assert_msg(fabsf(fast[i] - ref[i]) <= 2e-5f * (1.0f + fabsf(ref[i])),
@@ -372,8 +303,7 @@ START_TEST(simd_and_reference_engines_agree)
         }
     }
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -398,10 +328,9 @@ START_TEST(exact_weights_give_the_same_logits_from_every_file_dtype)
         V = m->config.V;
         for (int i = 0; i < 20; i++)
             ids[i] = (int32_t)((i * 101 + 1) % V);
-        out[d] = run_all_logits(m, TT_F32, 2, ids, 20);
+        out[d] = tu_all_logits(m, TT_F32, 2, ids, 20);
         model_free(m);
-        tu_rmtree(dir);
-        free(dir);
+        tu_tmpdir_free(dir);
     }
     for (size_t i = 0; i < (size_t)20 * (size_t)V; i++) {
         ck_assert_msg(out[0][i] == out[1][i], "F32 vs F16 file at %zu: %.9g %.9g", i, out[0][i],
@@ -520,7 +449,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
                 const float *l = engine_logits(target, 0);
                 float gap = top_gap(l, V);
                 near += gap > 0.0f && gap < 1e-5f;
-                plain[n] = (int32_t)tu_argmax(l, V);
+                plain[n] = (int32_t)util_argmax(l, V);
                 if (n + 1 < N_CTX)
                     ck_assert(engine_forward(target, &plain[n], 1, n, false, &err) == TT_OK);
             }
@@ -558,8 +487,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
     unsetenv("TOKENTOP_KERNELS");
     spec_free(sp);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -569,7 +497,7 @@ END_TEST
 START_TEST(engine_reports_what_it_holds)
 {
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[0]);
+    model *m = tu_load_model(&golden_cases[0].model, &dir);
     engine *e32 = tu_cpu_engine(m, TT_F32, 2, 0);
     engine *e16 = tu_cpu_engine(m, TT_BF16, 1, 16);
     ck_assert_str_eq(e32->ops->name, "cpu");
@@ -598,15 +526,14 @@ START_TEST(engine_reports_what_it_holds)
     engine_free(e32);
     engine_free(e16);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
 START_TEST(context_longer_than_the_model_is_refused)
 {
     char *dir;
-    model *m = tiny_model(&dir, &golden_cases[0]);
+    model *m = tu_load_model(&golden_cases[0].model, &dir);
     engine_options o;
     engine_options_default(&o);
     o.n_ctx = m->config.maxT + 1;
@@ -616,8 +543,7 @@ START_TEST(context_longer_than_the_model_is_refused)
     ck_assert_ptr_null(e);
     ck_assert_msg(strstr(err.msg, "65") != NULL, "%s", err.msg);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -629,15 +555,14 @@ int main(void)
     tcase_add_loop_test(tc, logits_match_the_float64_reference, 0, N_GOLDEN);
     tcase_add_test(tc, reference_kernels_match_the_float64_reference);
     suite_add_tcase(s, tc);
-    tc = tcase_create("engine");
+    tc = tu_add_case(s, "engine", TU_TESTS(
+            thread_count_does_not_change_logits,
+            an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent,
+            simd_and_reference_engines_agree,
+            exact_weights_give_the_same_logits_from_every_file_dtype));
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, thread_count_does_not_change_logits);
-    tcase_add_test(tc, an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consistent);
-    tcase_add_test(tc, simd_and_reference_engines_agree);
-    tcase_add_test(tc, exact_weights_give_the_same_logits_from_every_file_dtype);
     tcase_add_loop_test(tc, speculative_greedy_equals_plain_greedy_on_near_ties, 0, 2);
     tcase_add_test(tc, engine_reports_what_it_holds);
     tcase_add_test(tc, context_longer_than_the_model_is_refused);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

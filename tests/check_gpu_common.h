@@ -32,6 +32,7 @@
 #include "core/rng.h"
 #include "core/samples.h"
 #include "core/tokenizer.h"
+#include "core/util.h"
 #include "gpu/cuda_engine.h"
 #include "gpu/cuda_ops.h"
 #include "gpu/cuda_selftest.h"
@@ -42,22 +43,13 @@ static const tt_dtype gt_dtypes[3] = {TT_F32, TT_F16, TT_BF16};
 /* ---------------------------------------------------------------------------------------------
  * Helpers */
 
-static float gt_held(tt_dtype d, float v)
-{
-    if (d == TT_F16)
-        return tt_f16_to_f32(tt_f32_to_f16(v));
-    if (d == TT_BF16)
-        return tt_bf16_to_f32(tt_f32_to_bf16(v));
-    return v;
-}
-
 /* n uniform values in [lo, hi), held in d. */
 static float *gt_random(rng *r, size_t n, float lo, float hi, tt_dtype d)
 {
     float *p = malloc((n ? n : 1) * sizeof(float));
     ck_assert_ptr_nonnull(p);
     for (size_t i = 0; i < n; i++)
-        p[i] = gt_held(d, lo + (hi - lo) * (float)rng_uniform(r));
+        p[i] = tt_held_f32(d, lo + (hi - lo) * (float)rng_uniform(r));
     return p;
 }
 
@@ -134,8 +126,8 @@ START_TEST(gemm_follows_column_major_semantics)
         size_t alen = (size_t)(sa * (batch - 1) + (long long)lda * (ac - 1) + ar);
         size_t blen = (size_t)(sb * (batch - 1) + (long long)ldb * (bc - 1) + br);
         size_t clen = (size_t)(sc * (batch - 1) + (long long)ldc * (n - 1) + m);
-        float alpha = (rng_next(&r) & 1) ? 1.0f : gt_held(TT_BF16, 0.25f + (float)rng_uniform(&r));
-        float beta = (rng_next(&r) & 1) ? 0.0f : gt_held(TT_BF16, (float)rng_uniform(&r) - 0.5f);
+        float alpha = (rng_next(&r) & 1) ? 1.0f : tt_held_f32(TT_BF16, 0.25f + (float)rng_uniform(&r));
+        float beta = (rng_next(&r) & 1) ? 0.0f : tt_held_f32(TT_BF16, (float)rng_uniform(&r) - 0.5f);
         float *A = gt_random(&r, alen, -1, 1, ab), *B = gt_random(&r, blen, -1, 1, ab);
         float *C = gt_random(&r, clen, -1, 1, ct);
         double *ref = malloc(clen * sizeof(double));
@@ -502,9 +494,9 @@ static void gt_attention_case(tt_dtype d, int C, int NH, int n_ctx, int pos, int
     for (int t = 0; t < T; t++)
         for (int c = 0; c < C; c++) {
             int h = c / HS, i = c % HS;
-            q[t * C + c] = gt_held(d, qkv[t * 3 * C + c] + bias[c]);
-            kr[((size_t)h * n_ctx + pos + t) * HS + i] = gt_held(d, qkv[t * 3 * C + C + c] + bias[C + c]);
-            vr[((size_t)h * n_ctx + pos + t) * HS + i] = gt_held(d, qkv[t * 3 * C + 2 * C + c] + bias[2 * C + c]);
+            q[t * C + c] = tt_held_f32(d, qkv[t * 3 * C + c] + bias[c]);
+            kr[((size_t)h * n_ctx + pos + t) * HS + i] = tt_held_f32(d, qkv[t * 3 * C + C + c] + bias[C + c]);
+            vr[((size_t)h * n_ctx + pos + t) * HS + i] = tt_held_f32(d, qkv[t * 3 * C + 2 * C + c] + bias[2 * C + c]);
         }
     double *ref = calloc((size_t)T * C, sizeof(double));
     double *p = malloc((size_t)(pos + T) * sizeof(double));
@@ -584,9 +576,7 @@ END_TEST
 
 typedef struct {
     const char *name;
-    tt_dtype file_dtype;
-    bool untied, mask_buffers, erf, exact;
-    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default (V 512, maxT 64, C 64, NH 4, L 2) */
+    tu_model_spec model;           /* its seed is not read: gt_load writes every case with 41 */
 } gt_model_case;
 
 /* Logits tolerance per held dtype (logits of magnitude about 3). fp32: both engines compute in
@@ -600,54 +590,18 @@ static void gt_logit_tol(tt_dtype d, double *tol, double *eps)
     *eps = d == TT_F32 ? 1e-5 : d == TT_F16 ? 2e-3 : 1.5e-2;
 }
 
-static char *gt_write_model(const gt_model_case *mc)
-{
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.dtype = mc->file_dtype;
-    o.untied_lm_head = mc->untied;
-    o.mask_buffers = mc->mask_buffers;
-    o.exact = mc->exact;
-    o.seed = 41;
-    if (mc->V) {
-        o.V = mc->V;
-        o.maxT = mc->maxT;
-        o.C = mc->C;
-        o.NH = mc->NH;
-        o.L = mc->L;
-        o.FF = mc->FF;
-    }
-    char *dir = tu_tmpdir();
-    tt_error err = {0};
-    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
-    if (mc->erf) {
-        const char *path = tu_path("%s/config.json", dir);
-        char *cfg = tu_read_file(path, NULL);
-        ck_assert_ptr_nonnull(cfg);
-        char *at = strstr(cfg, "\"gelu_new\"");
-        ck_assert_msg(at != NULL, "config.json names no gelu_new");
-        memmove(at + 5, at + 9, strlen(at + 9) + 1);     /* "gelu_new" -> "gelu" */
-        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
-        free(cfg);
-    }
-    return dir;
-}
-
 /* Model case mc written to a new directory (*dir, removed by gt_unload) and loaded. */
 static model *gt_load(const gt_model_case *mc, char **dir)
 {
-    *dir = gt_write_model(mc);
-    model *m;
-    tt_error err = {0};
-    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "%s", err.msg);
-    return m;
+    tu_model_spec spec = mc->model;
+    spec.seed = 41;
+    return tu_load_model(&spec, dir);
 }
 
 static void gt_unload(model *m, char *dir)
 {
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 
 /* A CUDA engine for m that must open (eo, co as cuda_engine_create takes them). */
@@ -732,7 +686,7 @@ static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_e
     gt_pair_forward(&p, ids, 9, 0, true, "prefill of 9 (all rows)");
     int pos = 9;
     for (int s = 0; s < 6; s++, pos++) {
-        int32_t next = tu_argmax(engine_logits(p.cpu, 0), V);
+        int32_t next = util_argmax(engine_logits(p.cpu, 0), V);
         snprintf(what, sizeof what, "decode step %d", s);
         gt_pair_forward(&p, &next, 1, pos, false, what);
     }
@@ -740,7 +694,7 @@ static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_e
     gt_pair_forward(&p, ids + 20, 3, 7, false, "continue at 7 after truncation");
     pos = 10;
     for (int s = 0; s < 3; s++, pos++) {
-        int32_t next = tu_argmax(engine_logits(p.cpu, 0), V);
+        int32_t next = util_argmax(engine_logits(p.cpu, 0), V);
         snprintf(what, sizeof what, "decode step %d after truncation", s);
         gt_pair_forward(&p, &next, 1, pos, false, what);
     }
@@ -752,7 +706,7 @@ static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_e
     gt_pair_close(&p);
 }
 
-static const gt_model_case gt_tiny = {"tiny", TT_F32, .exact = false};
+static const gt_model_case gt_tiny = {"tiny", {TT_F32, .exact = false}};
 
 START_TEST(engine_matches_cpu_over_a_session)
 {
@@ -775,9 +729,9 @@ END_TEST
 START_TEST(engine_matches_cpu_on_other_model_shapes)
 {
     static const gt_model_case cases[] = {
-        {"untied, masks, f16 file", TT_F16, .untied = true, .mask_buffers = true},
-        {"erf", TT_BF16, .erf = true},
-        {"odd", TT_F32, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99},
+        {"untied, masks, f16 file", {TT_F16, .untied = true, .mask_buffers = true}},
+        {"erf", {TT_BF16, .erf = true}},
+        {"odd", {TT_F32, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
     };
     cuda_engine_options co;
     cuda_engine_options_default(&co);
@@ -789,7 +743,7 @@ END_TEST
 START_TEST(greedy_generations_are_identical)
 {
     tt_dtype d = gt_dtypes[_i];
-    const gt_model_case mc = {"tiny exact", TT_F32, .exact = true};
+    const gt_model_case mc = {"tiny exact", {TT_F32, .exact = true}};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair p;
@@ -802,7 +756,7 @@ START_TEST(greedy_generations_are_identical)
     for (int k = 0; k < 2; k++) {
         ck_assert_msg(engine_forward(es[k], prompt, n_prompt, 0, false, &err) == TT_OK, "%s", err.msg);
         for (int s = 0; s < n_gen; s++) {
-            out[k][s] = tu_argmax(engine_logits(es[k], 0), V);
+            out[k][s] = util_argmax(engine_logits(es[k], 0), V);
             ck_assert_msg(engine_forward(es[k], &out[k][s], 1, n_prompt + s, false, &err) == TT_OK, "%s",
                           err.msg);
         }
@@ -835,7 +789,7 @@ START_TEST(graphs_on_and_off_give_identical_logits)
     ck_assert(engine_forward(b, prompt, 3, 0, false, &err) == TT_OK);
     int pos = 3;
     for (int s = 0; s < 8; s++, pos++) {
-        int32_t next = tu_argmax(engine_logits(a, 0), V);
+        int32_t next = util_argmax(engine_logits(a, 0), V);
         if (s == 5)                /* rewind: the replayed graph must follow the new position */
             pos = 2;
         ck_assert(engine_forward(a, &next, 1, pos, false, &err) == TT_OK);
@@ -891,7 +845,7 @@ END_TEST
 
 START_TEST(full_context_is_refused_and_the_engine_goes_on)
 {
-    const gt_model_case mc = {"short", TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0};
+    const gt_model_case mc = {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}};
     char *dir;
     model *m = gt_load(&mc, &dir);
     tt_error err = {0};
@@ -910,7 +864,7 @@ START_TEST(long_context_decode_crosses_key_chunks)
 {
     /* 250 tokens of prefill (chunks of 256 and the cuBLAS attention), then decode steps across the
      * decode kernel's 256-key chunk boundary, then a rewind into the first chunk. */
-    const gt_model_case mc = {"long", TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2};
+    const gt_model_case mc = {"long", {TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair p;
@@ -932,7 +886,7 @@ END_TEST
 START_TEST(two_engines_interleave_like_draft_and_target)
 {
     /* Speculative decoding keeps two engines on one device: nothing may be shared between them. */
-    const gt_model_case odd = {"odd", TT_F32, .V = 512, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99};
+    const gt_model_case odd = {"odd", {TT_F32, .V = 512, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair a, b;
@@ -1258,7 +1212,7 @@ START_TEST(gpu_beam_search_gives_the_cpu_beams)
         engine *c = p.cpu;
         tt_error err = {0};
         ck_assert(engine_forward(c, prompt, 4, 0, false, &err) == TT_OK);
-        o.eos = tu_argmax(engine_logits(c, 0), c->config->V);
+        o.eos = util_argmax(engine_logits(c, 0), c->config->V);
         o.length_penalty = 0.5f;   /* short hypotheses rank well: the EOS ones are returned */
         o.no_repeat_ngram = 2;
         o.early_stopping = true;
@@ -1374,42 +1328,34 @@ static void gt_add_sequences(Suite *s)
     suite_add_tcase(s, tc);
 }
 
-/* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). */
+/* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). Loop
+ * tests of 3 run once per dtype of gt_dtypes. */
 static void gt_add_common(Suite *s)
 {
-    TCase *tc = tcase_create("semantics");
+    TCase *tc = tu_add_case(s, "semantics", TU_TESTS(
+            gemm_rejects_leading_dimension_smaller_than_rows, block_reductions_sum_and_max,
+            graph_replay_keeps_launch_arguments_and_reads_pinned_input));
     tcase_add_loop_test(tc, gemm_follows_column_major_semantics, 0, 4);
-    tcase_add_test(tc, gemm_rejects_leading_dimension_smaller_than_rows);
-    tcase_add_test(tc, block_reductions_sum_and_max);
-    tcase_add_test(tc, graph_replay_keeps_launch_arguments_and_reads_pinned_input);
     tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("ops");
-    tcase_add_loop_test(tc, embed_adds_token_and_position_rows, 0, 3);
+    tc = tu_add_loop_case(s, "ops", 3, TU_TESTS(
+            embed_adds_token_and_position_rows, lm_head_uses_the_embedding_transposed,
+            causal_softmax_masks_the_future, prefill_attention_matches_reference,
+            decode_attention_matches_reference, ops_match_their_cpu_twins));
     tcase_add_loop_test(tc, layernorm_adds_pending_bias_and_normalizes, 0, 9);
     tcase_add_loop_test(tc, gelu_adds_bias_then_activates, 0, 6);
     tcase_add_loop_test(tc, matmul_is_x_times_conv1d_weight, 0, 6);
-    tcase_add_loop_test(tc, lm_head_uses_the_embedding_transposed, 0, 3);
-    tcase_add_loop_test(tc, causal_softmax_masks_the_future, 0, 3);
-    tcase_add_loop_test(tc, prefill_attention_matches_reference, 0, 3);
-    tcase_add_loop_test(tc, decode_attention_matches_reference, 0, 3);
-    tcase_add_loop_test(tc, ops_match_their_cpu_twins, 0, 3);
     tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("engine");
-    tcase_add_loop_test(tc, engine_matches_cpu_over_a_session, 0, 3);
-    tcase_add_loop_test(tc, engine_matches_cpu_without_graphs_and_with_small_chunks, 0, 3);
-    tcase_add_loop_test(tc, engine_matches_cpu_on_other_model_shapes, 0, 3);
-    tcase_add_loop_test(tc, greedy_generations_are_identical, 0, 3);
-    tcase_add_loop_test(tc, graphs_on_and_off_give_identical_logits, 0, 3);
-    tcase_add_loop_test(tc, all_rows_of_a_span_equal_step_by_step_logits, 0, 3);
+    tc = tu_add_loop_case(s, "engine", 3, TU_TESTS(
+            engine_matches_cpu_over_a_session,
+            engine_matches_cpu_without_graphs_and_with_small_chunks,
+            engine_matches_cpu_on_other_model_shapes, greedy_generations_are_identical,
+            graphs_on_and_off_give_identical_logits, all_rows_of_a_span_equal_step_by_step_logits,
+            long_context_decode_crosses_key_chunks));
     tcase_add_test(tc, full_context_is_refused_and_the_engine_goes_on);
-    tcase_add_loop_test(tc, long_context_decode_crosses_key_chunks, 0, 3);
     tcase_add_test(tc, two_engines_interleave_like_draft_and_target);
     tcase_set_timeout(tc, 300);
-    suite_add_tcase(s, tc);
 }
 
 #endif

@@ -88,24 +88,19 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("gpu_cuda");
-    TCase *tc = tcase_create("build");
-    tcase_add_test(tc, build_info_names_the_nvcc_build);
-    tcase_add_test(tc, plugin_entry_point_carries_the_backend);
-    suite_add_tcase(s, tc);
+    tu_add_case(s, "build", TU_TESTS(
+            build_info_names_the_nvcc_build, plugin_entry_point_carries_the_backend));
     char why[160];
     if (cuda_backend_available(why, sizeof why)) {
-        tc = tcase_create("device");
-        tcase_add_test(tc, device_info_reports_peak_bandwidth);
-        suite_add_tcase(s, tc);
+        tu_add_case(s, "device", TU_TESTS(device_info_reports_peak_bandwidth));
         gt_add_common(s);
         gt_add_sequences(s);
     } else {
         printf("gpu_cuda: %s: checking the CPU fallback only\n", why);
-        tc = tcase_create("fallback");
-        tcase_add_test(tc, unavailable_backend_gives_a_one_line_reason);
-        tcase_add_test(tc, engine_creation_fails_cleanly_without_a_device);
+        TCase *tc = tu_add_case(s, "fallback", TU_TESTS(
+                unavailable_backend_gives_a_one_line_reason,
+                engine_creation_fails_cleanly_without_a_device));
         tcase_set_timeout(tc, 60);
-        suite_add_tcase(s, tc);
     }
     return tu_run_suite(s);
 }

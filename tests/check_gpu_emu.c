@@ -343,30 +343,23 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("gpu_emu");
-    TCase *tc = tcase_create("emulation");
-    tcase_add_test(tc, shared_memory_needs_the_barrier);
-    tcase_add_test(tc, reductions_agree_in_both_thread_orders);
-    tcase_add_test(tc, host_pointer_passed_to_a_kernel_is_refused);
+    TCase *tc = tu_add_case(s, "emulation", TU_TESTS(
+            shared_memory_needs_the_barrier, reductions_agree_in_both_thread_orders,
+            host_pointer_passed_to_a_kernel_is_refused, pinned_copy_lands_at_synchronize,
+            nonblocking_stream_does_not_wait_for_the_legacy_stream,
+            oversized_block_is_an_invalid_configuration,
+            synchronize_while_capturing_invalidates_the_capture, gemm_past_its_allocation_is_caught));
     tcase_add_test_raise_signal(tc, host_read_of_device_memory_faults, SIGSEGV);
-    tcase_add_test(tc, pinned_copy_lands_at_synchronize);
-    tcase_add_test(tc, nonblocking_stream_does_not_wait_for_the_legacy_stream);
-    tcase_add_test(tc, oversized_block_is_an_invalid_configuration);
-    tcase_add_test(tc, synchronize_while_capturing_invalidates_the_capture);
-    tcase_add_test(tc, gemm_past_its_allocation_is_caught);
     tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("failures");
-    tcase_add_test(tc, no_device_means_cpu_with_a_reason);
-    tcase_add_test(tc, out_of_device_memory_says_needed_and_free);
+    tc = tu_add_case(s, "failures", TU_TESTS(
+            no_device_means_cpu_with_a_reason, out_of_device_memory_says_needed_and_free,
+            decode_step_is_captured_once_and_replayed, device_info_describes_the_emulated_device));
     tcase_add_loop_test(tc, sticky_error_stops_the_engine_with_one_message, 0, 2);
-    tcase_add_test(tc, decode_step_is_captured_once_and_replayed);
     tcase_add_test(tc, sequences_past_device_memory_are_refused_and_change_nothing);
     tcase_add_test(tc, batched_step_of_b_rows_is_captured_once_per_b);
     tcase_add_loop_test(tc, kernels_give_the_same_logits_in_both_thread_orders, 0, 3);
-    tcase_add_test(tc, device_info_describes_the_emulated_device);
     tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
 
     gt_add_common(s);
     gt_add_sequences(s);

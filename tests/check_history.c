@@ -67,8 +67,7 @@ START_TEST(entries_persist_across_runs_and_the_oldest_go_first)
     file = tu_read_file(path, NULL);   /* rewritten without the dropped entry */
     ck_assert_str_eq(file, "two\\nlines\nthree\nfour\n");
     free(file);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

@@ -26,15 +26,6 @@ static float *rand_floats(rng *g, size_t n, float lo, float hi)
     return v;
 }
 
-static float held(tt_dtype d, float v)
-{
-    if (d == TT_F16)
-        return tt_f16_to_f32(tt_f32_to_f16(v));
-    if (d == TT_BF16)
-        return tt_bf16_to_f32(tt_f32_to_bf16(v));
-    return v;
-}
-
 /* Under CI a set the CPU runs must be tested, not skipped. */
 static bool under_ci(void)
 {
@@ -102,7 +93,7 @@ START_TEST(packed_matrix_holds_rounded_source_values)
                 ck_assert_int_eq(m.n_panels, (N + 31) / 32);
                 for (int k = 0; k < K; k++)
                     for (int n = 0; n < N; n++) {
-                        float want = held(d, tr ? w[(size_t)n * K + k] : w[(size_t)k * N + n]);
+                        float want = tt_held_f32(d, tr ? w[(size_t)n * K + k] : w[(size_t)k * N + n]);
                         ck_assert_msg(packed_matrix_get(&m, k, n) == want,
                                       "%s %dx%d transposed=%d (%d,%d): got %g want %g",
                                       tt_dtype_name(d), K, N, tr, k, n,

@@ -19,47 +19,27 @@ typedef struct {
     model *m;
 } fixture_model;
 
+/* modelgen's tiny model (maxT 0), or one of C 32, NH 2, L 2 with the given context and
+ * vocabulary. */
 static void model_open(fixture_model *f, int maxT, int V, uint64_t seed)
 {
-    f->dir = tu_tmpdir();
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.seed = seed;
-    if (maxT) {
-        o.maxT = maxT;
-        o.V = V;
-        o.C = 32;
-        o.NH = 2;
-        o.L = 2;
-    }
-    tt_error err;
-    ck_assert_msg(modelgen_write(f->dir, &o, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(model_load(f->dir, &f->m, &err) == TT_OK, "%s", err.msg);
+    tu_model_spec spec = {TT_F32, .seed = seed};
+    if (maxT)
+        spec = (tu_model_spec){TT_F32, .seed = seed, .V = V, .maxT = maxT, .C = 32, .NH = 2,
+                               .L = 2};
+    f->m = tu_load_model(&spec, &f->dir);
 }
 
 static void model_close(fixture_model *f)
 {
     model_free(f->m);
-    tu_rmtree(f->dir);
-    free(f->dir);
+    tu_tmpdir_free(f->dir);
 }
 
-static engine *make_engine_threads(const model *m, tt_dtype d, int n_ctx, int n_threads)
-{
-    engine_options o;
-    engine_options_default(&o);
-    o.dtype = d;
-    o.n_threads = n_threads;
-    o.n_ctx = n_ctx;
-    engine *e;
-    tt_error err;
-    ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "%s", err.msg);
-    return e;
-}
-
+/* The tests' engines run on 2 threads unless they say otherwise. */
 static engine *make_engine(const model *m, tt_dtype d, int n_ctx)
 {
-    return make_engine_threads(m, d, n_ctx, 2);
+    return tu_cpu_engine(m, d, 2, n_ctx);
 }
 
 static void fill_ids(int32_t *ids, int n, int V, int salt)
@@ -81,19 +61,6 @@ static void assert_rows_equal(const float *got, const float *want, int V, const 
         i++;
     ck_abort_msg("%s: position %d logit %d: %.9g vs %.9g (difference %.3g)", what, row, i,
                  got[i], want[i], (double)got[i] - (double)want[i]);
-}
-
-/* All logits of ids[0..n) computed in one span from position 0 ((n, V), caller frees). */
-static float *full_recompute(const model *m, tt_dtype d, const int32_t *ids, int n)
-{
-    engine *e = make_engine(m, d, 0);
-    tt_error err;
-    ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
-    size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
-    float *out = malloc(bytes);
-    memcpy(out, e->logits, bytes);
-    engine_free(e);
-    return out;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -139,7 +106,7 @@ START_TEST(decoding_one_token_at_a_time_matches_a_full_recompute)
     int32_t ids[40];
     fill_ids(ids, n, V, 0);
     for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
-        float *full = full_recompute(f.m, d, ids, n);
+        float *full = tu_all_logits(f.m, d, 2, ids, n);
         engine *e = make_engine(f.m, d, 0);
         tt_error err;
         for (int i = 0; i < n; i++) {
@@ -164,7 +131,7 @@ START_TEST(prefill_in_pieces_across_chunks_matches_a_full_recompute)
     const int n = 300, V = f.m->config.V;
     int32_t ids[300];
     fill_ids(ids, n, V, 1);
-    float *full = full_recompute(f.m, TT_F32, ids, n);
+    float *full = tu_all_logits(f.m, TT_F32, 2, ids, n);
     engine *e = make_engine(f.m, TT_F32, 0);
     tt_error err;
     static const int pieces[] = {1, 12, 13, 200, 70, 1, 1, 2};
@@ -194,7 +161,7 @@ START_TEST(truncate_then_continue_equals_a_fresh_run)
     fill_ids(a, 30, V, 2);
     memcpy(b, a, 10 * sizeof *b);
     fill_ids(b + 10, 20, V, 3);            /* same first 10 tokens, then a different branch */
-    float *fresh = full_recompute(f.m, TT_F32, b, 30);
+    float *fresh = tu_all_logits(f.m, TT_F32, 2, b, 30);
 
     engine *e = make_engine(f.m, TT_F32, 0);
     tt_error err;
@@ -229,7 +196,7 @@ START_TEST(span_past_the_context_fails_and_keeps_the_cache)
     const int V = f.m->config.V, n_ctx = 16;
     int32_t ids[20];
     fill_ids(ids, 20, V, 4);
-    float *full = full_recompute(f.m, TT_F32, ids, n_ctx);
+    float *full = tu_all_logits(f.m, TT_F32, 2, ids, n_ctx);
     engine *e = make_engine(f.m, TT_F32, n_ctx);
     tt_error err;
     ck_assert(engine_forward(e, ids, n_ctx, 0, false, &err) == TT_OK);
@@ -250,7 +217,7 @@ START_TEST(span_past_the_context_fails_and_keeps_the_cache)
     /* The session's context shift: start over from position 0 with the newest tokens. */
     engine_truncate(e, 0);
     ck_assert(engine_forward(e, ids + 4, 16, 0, true, &err) == TT_OK);
-    float *shifted = full_recompute(f.m, TT_F32, ids + 4, 16);
+    float *shifted = tu_all_logits(f.m, TT_F32, 2, ids + 4, 16);
     for (int i = 0; i < 16; i++)
         assert_rows_equal(engine_logits(e, i), shifted + (size_t)i * V, V, "re-prefill", i);
     free(shifted);
@@ -267,11 +234,11 @@ END_TEST
  * cross the engine's 256-token chunk. */
 static const struct {
     const char *name;
-    int V, maxT, C, NH, L, FF, n;
-    uint64_t seed;
+    tu_model_spec model;
+    int n;                         /* tokens */
 } inv_models[] = {
-    {"odd", 301, 40, 36, 3, 3, 99, 40, 5},
-    {"long", 300, 320, 32, 2, 2, 0, 300, 9},
+    {"odd", {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}, 40},
+    {"long", {TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, 300},
 };
 
 /* Span lengths, taken in turn until the sequence is covered: decode steps, a verification-sized
@@ -311,19 +278,8 @@ START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
     static const int threads[] = {1, 3};
     const int mi = _i;
     fixture_model f;
-    f.dir = tu_tmpdir();
-    modelgen_options o;
-    modelgen_options_default(&o);
-    o.seed = inv_models[mi].seed;
-    o.V = inv_models[mi].V;
-    o.maxT = inv_models[mi].maxT;
-    o.C = inv_models[mi].C;
-    o.NH = inv_models[mi].NH;
-    o.L = inv_models[mi].L;
-    o.FF = inv_models[mi].FF;
+    f.m = tu_load_model(&inv_models[mi].model, &f.dir);
     tt_error err;
-    ck_assert_msg(modelgen_write(f.dir, &o, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(model_load(f.dir, &f.m, &err) == TT_OK, "%s", err.msg);
     const int n = inv_models[mi].n, V = f.m->config.V;
     int32_t *ids = malloc((size_t)n * sizeof *ids), *branch = malloc((size_t)n * sizeof *ids);
     fill_ids(ids, n, V, 11);
@@ -338,7 +294,7 @@ START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
         for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
             char what[128];
             /* The reference history: one token at a time on one thread. */
-            engine *e = make_engine_threads(f.m, d, 0, 1);
+            engine *e = tu_cpu_engine(f.m, d, 1, 0);
             ck_assert_msg(strstr(e->description, sets[si]) != NULL, "%s", e->description);
             for (int i = 0; i < n; i++) {
                 ck_assert(engine_forward(e, ids + i, 1, i, false, &err) == TT_OK);
@@ -348,7 +304,7 @@ START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
             engine_free(e);
 
             for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
-                e = make_engine_threads(f.m, d, 0, threads[ti]);
+                e = tu_cpu_engine(f.m, d, threads[ti], 0);
                 /* 1. The whole sequence in one span (two chunks for the long model). */
                 snprintf(what, sizeof what, "%s %s %s, %d threads, one span", inv_models[mi].name,
                          sets[si], tt_dtype_name(d), threads[ti]);

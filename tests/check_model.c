@@ -365,6 +365,14 @@ static tt_status load_fail(const char *dir, tt_error *err)
     return s;
 }
 
+/* Loading dir fails with status and a message that contains want. */
+static void expect_load_error(const char *dir, tt_status status, const char *want)
+{
+    tt_error err = {0};
+    ck_assert_int_eq(load_fail(dir, &err), status);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "'%s' lacks '%s'", err.msg, want);
+}
+
 /* Every weight of m in a fixed order, as floats (caller frees). */
 static float *model_values(const model *m, size_t *n_out)
 {
@@ -518,8 +526,7 @@ START_TEST(loads_generated_model)
     m = load_ok(tu_path("%s/.", dir));
     ck_assert_str_eq(m->name, slash + 1);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -538,8 +545,7 @@ START_TEST(exact_models_hold_identical_values_in_every_dtype)
         ck_assert_int_eq(m->tensors.h[1].fc_w.dtype, (tt_dtype)d);
         vals[d] = model_values(m, &n[d]);
         model_free(m);
-        tu_rmtree(dir);
-        free(dir);
+        tu_tmpdir_free(dir);
     }
     ck_assert_uint_eq(n[0], n[1]);
     ck_assert_uint_eq(n[0], n[2]);
@@ -563,22 +569,19 @@ START_TEST(half_models_hold_rounded_fp32_values)
     model *m = load_ok(dir);
     v32 = model_values(m, &n);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
     o.dtype = TT_F16;
     dir = make_model(&o);
     m = load_ok(dir);
     v16 = model_values(m, &n);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
     o.dtype = TT_BF16;
     dir = make_model(&o);
     m = load_ok(dir);
     vb16 = model_values(m, &n);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
     size_t differ = 0;
     for (size_t i = 0; i < n; i++) {
         ck_assert(v16[i] == tt_f16_to_f32(tt_f32_to_f16(v32[i])));
@@ -624,10 +627,8 @@ START_TEST(prefix_and_mask_buffers_do_not_change_values)
     free(vb);
     model_free(a);
     model_free(b);
-    tu_rmtree(plain);
-    tu_rmtree(masked);
-    free(plain);
-    free(masked);
+    tu_tmpdir_free(plain);
+    tu_tmpdir_free(masked);
 }
 END_TEST
 
@@ -653,10 +654,8 @@ START_TEST(untied_lm_head_is_its_own_matrix)
     free(vb);
     model_free(a);
     model_free(b);
-    tu_rmtree(tied);
-    tu_rmtree(untied);
-    free(tied);
-    free(untied);
+    tu_tmpdir_free(tied);
+    tu_tmpdir_free(untied);
 }
 END_TEST
 
@@ -677,8 +676,7 @@ START_TEST(tie_word_embeddings_decides_like_transformers)
     ck_assert_ptr_eq(m->tensors.lm_head.data, m->tensors.wte.data);
     model_free(m);
     free(cfg);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 
     /* tie_word_embeddings false without an lm_head.weight: nothing to use. */
     o.untied_lm_head = false;
@@ -695,8 +693,7 @@ START_TEST(tie_word_embeddings_decides_like_transformers)
                          "sets tie_word_embeddings to false)") != NULL, "%s", err.msg);
     free(edited);
     free(cfg);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -733,8 +730,7 @@ START_TEST(reads_generation_config_and_ignores_a_missing_or_invalid_one)
     ck_assert_msg(strstr(m->gen_warning, "/generation_config.json: not valid JSON") != NULL, "%s",
                   m->gen_warning);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -764,8 +760,7 @@ START_TEST(wrong_shape_is_named_exactly)
     snprintf(want, sizeof want, "%s/model.safetensors: tensor h.3.mlp.c_fc.weight: expected "
              "[64,256], got [256,64]", dir);
     ck_assert_str_eq(err.msg, want);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -846,16 +841,14 @@ START_TEST(refuses_missing_and_mistyped_tensors)
                       cases[i].want);
         ck_assert_msg(strncmp(err.msg, dir, strlen(dir)) == 0, "'%s' does not name the file",
                       err.msg);
-        tu_rmtree(dir);
-        free(dir);
+        tu_tmpdir_free(dir);
     }
     modelgen_options o = tiny();
     char *dir = make_model(&o);
     rewrite_model(dir, edit_extras);
     model *m = load_ok(dir);
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -868,13 +861,10 @@ START_TEST(config_that_disagrees_with_weights_is_named)
     ck_assert_ptr_nonnull(at);
     memcpy(at, "\"n_embd\": 32", 12);
     write_text(dir, "config.json", cfg);
-    tt_error err = {0};
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_FORMAT);
-    ck_assert_msg(strstr(err.msg, "model.safetensors: tensor transformer.wte.weight: expected "
-                         "[512,32], got [512,64]") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_FORMAT, "model.safetensors: tensor transformer.wte.weight: "
+                      "expected [512,32], got [512,64]");
     free(cfg);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -897,11 +887,9 @@ START_TEST(refuses_pickle_checkpoint_with_conversion_hint)
 
     remove(tu_path("%s/pytorch_model.bin", dir));
     write_text(dir, "model.ckpt", "x");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "only model.ckpt found; tokentop reads model.safetensors only")
-                  != NULL, "%s", err.msg);
-    tu_rmtree(dir);
-    free(dir);
+    expect_load_error(dir, TT_ERR_UNSUPPORTED,
+                      "only model.ckpt found; tokentop reads model.safetensors only");
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -910,48 +898,35 @@ START_TEST(refuses_sharded_checkpoint)
     char *dir = tu_tmpdir();
     write_text(dir, "config.json", base_config);
     write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {}}");
-    tt_error err = {0};
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "the weights are sharded (model.safetensors.index.json)") != NULL,
-                  "%s", err.msg);
-    tu_rmtree(dir);
-    free(dir);
+    expect_load_error(dir, TT_ERR_UNSUPPORTED,
+                      "the weights are sharded (model.safetensors.index.json)");
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
 START_TEST(names_missing_files)
 {
     char *dir = tu_tmpdir();
-    tt_error err = {0};
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, ": missing config.json") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_IO, ": missing config.json");
 
     write_text(dir, "config.json", base_config);
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, ": missing model.safetensors") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_IO, ": missing model.safetensors");
 
     write_text(dir, "config.json", "{\"vocab_size\": 512");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_FORMAT);
-    ck_assert_msg(strstr(err.msg, "/config.json: not valid JSON") != NULL, "%s", err.msg);
+    expect_load_error(dir, TT_ERR_FORMAT, "/config.json: not valid JSON");
 
     write_text(dir, "config.json", "{\"model_type\": \"llama\"}");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "/config.json: model_type: 'llama' is not a GPT-2 model") != NULL,
-                  "%s", err.msg);
+    expect_load_error(dir, TT_ERR_UNSUPPORTED,
+                      "/config.json: model_type: 'llama' is not a GPT-2 model");
 
     write_text(dir, "config.json", base_config);
     write_text(dir, "model.safetensors", "junk");
-    ck_assert_int_eq(load_fail(dir, &err), TT_ERR_FORMAT);
-    ck_assert_msg(strstr(err.msg, "/model.safetensors: file is 4 bytes, shorter than") != NULL,
-                  "%s", err.msg);
+    expect_load_error(dir, TT_ERR_FORMAT, "/model.safetensors: file is 4 bytes, shorter than");
 
     const char *nodir = tu_path("%s/absent", dir);
-    ck_assert_int_eq(load_fail(nodir, &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, "absent: cannot open model directory") != NULL, "%s", err.msg);
-    ck_assert_int_eq(load_fail(tu_path("%s/config.json", dir), &err), TT_ERR_IO);
-    ck_assert_msg(strstr(err.msg, "config.json: not a directory") != NULL, "%s", err.msg);
-    tu_rmtree(dir);
-    free(dir);
+    expect_load_error(nodir, TT_ERR_IO, "absent: cannot open model directory");
+    expect_load_error(tu_path("%s/config.json", dir), TT_ERR_IO, "config.json: not a directory");
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -1001,26 +976,20 @@ START_TEST(weight_bytes_count_one_decode_step)
     ck_assert_uint_lt(model_weight_bytes(m, TT_F32), 4 * m->n_params);   /* not the wpe table */
     (void)T;
     model_free(m);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("model");
-    TCase *tc = tcase_create("config");
+    TCase *tc = tu_add_case(s, "config", TU_TESTS(
+            rejects_malformed_config_json, parses_config_with_defaults, parses_config_variants,
+            counts_parameters_of_released_sizes, parses_generation_config,
+            rejects_invalid_generation_config, rejects_generation_values_beyond_the_float_range,
+            rejects_layer_norm_epsilon_that_is_zero_as_a_float));
     tcase_add_loop_test(tc, rejects_invalid_config, 0,
                         (int)(sizeof bad_configs / sizeof bad_configs[0]));
-    tcase_add_test(tc, rejects_malformed_config_json);
-    tcase_add_test(tc, parses_config_with_defaults);
-    tcase_add_test(tc, parses_config_variants);
-    tcase_add_test(tc, counts_parameters_of_released_sizes);
-    tcase_add_test(tc, parses_generation_config);
-    tcase_add_test(tc, rejects_invalid_generation_config);
-    tcase_add_test(tc, rejects_generation_values_beyond_the_float_range);
-    tcase_add_test(tc, rejects_layer_norm_epsilon_that_is_zero_as_a_float);
-    suite_add_tcase(s, tc);
     tc = tu_add_case(s, "load", TU_TESTS(
             loads_generated_model, exact_models_hold_identical_values_in_every_dtype,
             half_models_hold_rounded_fp32_values, prefix_and_mask_buffers_do_not_change_values,

@@ -34,12 +34,6 @@ static char *gen(const modelgen_options *o)
     return dir;
 }
 
-static void drop(char *dir)
-{
-    tu_rmtree(dir);
-    free(dir);
-}
-
 static bool same_file(const char *a, const char *b)
 {
     size_t na, nb;
@@ -83,9 +77,9 @@ START_TEST(same_seed_gives_identical_files)
     ck_assert(!same_file(tu_path("%s/model.safetensors", a), tu_path("%s/model.safetensors", c)));
     for (size_t i = 0; i < 4; i++)      /* the seed only moves the weights */
         ck_assert(same_file(tu_path("%s/%s", a, model_files[i]), tu_path("%s/%s", c, model_files[i])));
-    drop(a);
-    drop(b);
-    drop(c);
+    tu_tmpdir_free(a);
+    tu_tmpdir_free(b);
+    tu_tmpdir_free(c);
 }
 END_TEST
 
@@ -108,8 +102,8 @@ START_TEST(weights_are_pinned_across_machines)
                   "modelgen output changed: f32 %016llx, f16 exact %016llx, vocab %016llx, "
                   "merges %016llx", (unsigned long long)h32, (unsigned long long)h16,
                   (unsigned long long)hv, (unsigned long long)hm);
-    drop(a);
-    drop(b);
+    tu_tmpdir_free(a);
+    tu_tmpdir_free(b);
 }
 END_TEST
 
@@ -167,7 +161,7 @@ START_TEST(safetensors_header_is_padded_and_tensors_tile_the_data)
         ck_assert_ptr_nonnull(safetensors_find(f, "lm_head.weight"));
         safetensors_close(f);
         free(b);
-        drop(dir);
+        tu_tmpdir_free(dir);
     }
 }
 END_TEST
@@ -207,7 +201,7 @@ START_TEST(config_json_is_what_transformers_writes)
     ck_assert_int_eq(cJSON_GetObjectItem(c, "eos_token_id")->valueint, 7);
     cJSON_Delete(c);
     free(text);
-    drop(dir);
+    tu_tmpdir_free(dir);
 
     modelgen_options_default(&o);
     dir = gen(&o);
@@ -219,7 +213,7 @@ START_TEST(config_json_is_what_transformers_writes)
     ck_assert_str_eq(cJSON_GetObjectItem(c, "torch_dtype")->valuestring, "float32");
     cJSON_Delete(c);
     free(text);
-    drop(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -254,7 +248,7 @@ START_TEST(exact_values_lie_on_the_grid)
     }
     free(v);
     model_free(m);
-    drop(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -290,7 +284,7 @@ START_TEST(matrices_spread_as_scale_over_sqrt_fan_in)
         s = tensor_std(m->tensors.h[1].fc_proj_w, 512 * 128);   /* fan_in FF = 512 */
         ck_assert_msg(fabs(s - k / sqrt(512.0)) < 0.03 * k / sqrt(512.0), "c_proj std %g", s);
         model_free(m);
-        drop(dir);
+        tu_tmpdir_free(dir);
     }
 }
 END_TEST
@@ -336,7 +330,7 @@ START_TEST(activations_stay_order_one)
     }
     engine_free(e);
     model_free(m);
-    drop(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -394,7 +388,7 @@ START_TEST(synthesized_vocabulary_has_gpt2_structure)
         tt_error err = {0};
         ck_assert_msg(modelgen_write_tokenizer(dir, sizes[i], &err) == TT_OK, "%s", err.msg);
         check_vocab_structure(dir, sizes[i]);
-        drop(dir);
+        tu_tmpdir_free(dir);
     }
 }
 END_TEST
@@ -422,7 +416,7 @@ START_TEST(byte_tokens_match_gpt2)
     ck_assert_int_eq(n, 256);
     cJSON_Delete(ref);
     cJSON_Delete(ours);
-    drop(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -453,7 +447,7 @@ START_TEST(synthesized_tokenizer_loads_and_round_trips)
     ck_assert_str_eq(tokenizer_token_str(t, ids[0]), "\xc4\xa0the");
     free(ids);
     tokenizer_free(t);
-    drop(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -476,7 +470,7 @@ START_TEST(copies_a_given_tokenizer)
     ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     ck_assert_int_eq(m->config.eos_id, 50256);
     model_free(m);
-    drop(dir);
+    tu_tmpdir_free(dir);
 
     o.V = 512;
     dir = tu_tmpdir();
@@ -487,7 +481,7 @@ START_TEST(copies_a_given_tokenizer)
     ck_assert_int_eq(modelgen_write(dir, &o, &err), TT_ERR_ARG);
     ck_assert_msg(strstr(err.msg, "/nonexistent/tokenizer/vocab.json: cannot open") != NULL, "%s",
                   err.msg);
-    drop(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -568,7 +562,7 @@ static int run_mkmodel(const char *args, char **msg)
     snprintf(cmd, sizeof cmd, "%s %s >%s/out 2>&1", mkmodel_path(), args, tmp);
     int rc = system(cmd);
     *msg = tu_read_file(tu_path("%s/out", tmp), NULL);
-    drop(tmp);
+    tu_tmpdir_free(tmp);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
@@ -604,8 +598,8 @@ START_TEST(mkmodel_writes_what_it_is_asked)
     o.prefix = false; o.untied_lm_head = true; o.mask_buffers = true; o.seed = 9; o.exact = true;
     char *lib = gen(&o);
     ck_assert(same_file(tu_path("%s/m/model.safetensors", dir), tu_path("%s/model.safetensors", lib)));
-    drop(lib);
-    drop(dir);
+    tu_tmpdir_free(lib);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -656,7 +650,7 @@ START_TEST(mkmodel_validates_arguments)
     }
     struct stat st;
     ck_assert_int_ne(stat(tu_path("%s/D/model.safetensors", dir), &st), 0);
-    drop(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 

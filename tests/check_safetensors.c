@@ -467,8 +467,7 @@ START_TEST(opens_file_and_refuses_truncated_copy)
     check_cut_refused(cut, b, 0, "cut.safetensors: empty file");
     check_cut_refused(cut, b, 3, "shorter than the 8-byte header length");
     free(b);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -485,17 +484,15 @@ START_TEST(reports_missing_file_and_directory)
     ck_assert_int_eq(safetensors_open(dir, &f, &err), TT_ERR_IO);
     ck_assert_msg(strstr(err.msg, "not a regular file") != NULL, "%s", err.msg);
     safetensors_close(NULL);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("safetensors");
-    TCase *tc = tcase_create("malformed");
-    tcase_add_loop_test(tc, rejects_malformed_header, 0,
-                        (int)(sizeof bad_headers / sizeof bad_headers[0]));
+    TCase *tc = tu_add_loop_case(s, "malformed", (int)(sizeof bad_headers / sizeof bad_headers[0]),
+                                 TU_TESTS(rejects_malformed_header));
     tcase_add_test(tc, size_mismatch_message_is_exact);
     tcase_add_test(tc, rejects_empty_buffer);
     tcase_add_test(tc, rejects_shorter_than_length_prefix);
@@ -503,7 +500,6 @@ int main(void)
     tcase_add_test(tc, rejects_header_length_past_end);
     tcase_add_test(tc, rejects_empty_header);
     tcase_add_test(tc, survives_random_corruption);
-    suite_add_tcase(s, tc);
     tu_add_case(s, "valid", TU_TESTS(
             reads_scalar_empty_and_metadata, accepts_file_without_tensors,
             reads_unaligned_data_exactly, accepts_holes_and_zero_size_inside_ranges,

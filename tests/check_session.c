@@ -113,8 +113,7 @@ static void tokenizer_setup(void)
 static void tokenizer_teardown(void)
 {
     tokenizer_free(tok);
-    tu_rmtree(tok_dir);
-    free(tok_dir);
+    tu_tmpdir_free(tok_dir);
 }
 
 static void make_session(int n_ctx, bool greedy, int max_new)

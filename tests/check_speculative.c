@@ -559,8 +559,7 @@ static void models_teardown(void)
     model_free(g_trunc);
     model_free(g_other);
     model_free(g_wide);
-    tu_rmtree(g_dir);
-    free(g_dir);
+    tu_tmpdir_free(g_dir);
 }
 
 static engine *cpu(const model *m, int n_ctx)

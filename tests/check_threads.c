@@ -324,18 +324,14 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("threads");
+    TCase *tc = tu_add_case(s, "threads", TU_TESTS(
+            every_chunk_runs_once_and_the_caller_always_joins, workers_share_a_long_job,
+            sleeping_workers_wake_for_the_next_job, chunks_are_handed_out_exactly_once,
+            default_size_is_one_thread_per_core, absurd_thread_counts_are_refused,
+            an_automatic_pool_drops_workers_that_only_make_the_caller_wait,
+            an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off,
+            an_automatic_pool_counts_other_running_threads,
+            an_explicit_thread_count_is_never_dropped));
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, every_chunk_runs_once_and_the_caller_always_joins);
-    tcase_add_test(tc, workers_share_a_long_job);
-    tcase_add_test(tc, sleeping_workers_wake_for_the_next_job);
-    tcase_add_test(tc, chunks_are_handed_out_exactly_once);
-    tcase_add_test(tc, default_size_is_one_thread_per_core);
-    tcase_add_test(tc, absurd_thread_counts_are_refused);
-    tcase_add_test(tc, an_automatic_pool_drops_workers_that_only_make_the_caller_wait);
-    tcase_add_test(tc, an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off);
-    tcase_add_test(tc, an_automatic_pool_counts_other_running_threads);
-    tcase_add_test(tc, an_explicit_thread_count_is_never_dropped);
-    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -49,6 +49,17 @@ static int32_t *encode_round_trip(const tokenizer *t, const char *text, size_t l
     return ids;
 }
 
+/* Each of texts[] (NULL-terminated) encodes to at least one id and decodes back to the same
+ * bytes. */
+static void assert_round_trips(const tokenizer *t, const char *const *texts)
+{
+    for (size_t i = 0; texts[i]; i++) {
+        int n_ids = 0;
+        free(encode_round_trip(t, texts[i], strlen(texts[i]), &n_ids));
+        ck_assert_msg(n_ids > 0, "\"%s\" gave no ids", texts[i]);
+    }
+}
+
 static void assert_ids(const tokenizer *t, const char *text, const int32_t *want, int n_want)
 {
     int n = 0;
@@ -199,12 +210,8 @@ START_TEST(whitespace_only_text_round_trips)
     assert_ids(t, "\n\n\n", (int32_t[]){628, 198}, 2);
     assert_ids(t, " ", (int32_t[]){220}, 1);
     assert_ids(t, "\n", (int32_t[]){198}, 1);
-    const char *mixed[] = {"\t", " \t \n", "\r\n\r\n", "\xc2\xa0\xc2\xa0", "\xe3\x80\x80 \n \t"};
-    for (size_t i = 0; i < sizeof mixed / sizeof *mixed; i++) {
-        int n = 0;
-        free(encode_round_trip(t, mixed[i], strlen(mixed[i]), &n));
-        ck_assert_int_gt(n, 0);
-    }
+    assert_round_trips(t, (const char *[]){"\t", " \t \n", "\r\n\r\n", "\xc2\xa0\xc2\xa0",
+                                           "\xe3\x80\x80 \n \t", NULL});
     tokenizer_free(t);
 }
 END_TEST
@@ -259,12 +266,8 @@ START_TEST(unicode_letters_and_numbers_round_trip)
                (int32_t[]){138, 243, 39377, 39377, 138, 115, 26180, 29945, 43000, 138, 105,
                            7377, 118, 17394, 29945, 220, 21169, 35072, 21727, 21727, 31583,
                            18849, 140, 117, 220, 20375, 16843, 31583, 21727, 20375}, 30);
-    const char *more[] = {"日本語のテキスト", "١٢٣ ٤٥٦", "x² ½ Ⅻ", "ǅungla ǈ", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝟙𝟚𝟛"};
-    for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
-        int n = 0;
-        free(encode_round_trip(t, more[i], strlen(more[i]), &n));
-        ck_assert_int_gt(n, 0);
-    }
+    assert_round_trips(t, (const char *[]){"日本語のテキスト", "١٢٣ ٤٥٦", "x² ½ Ⅻ", "ǅungla ǈ",
+                                           "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝟙𝟚𝟛", NULL});
     tokenizer_free(t);
 }
 END_TEST
@@ -275,11 +278,7 @@ START_TEST(emoji_sequences_round_trip)
     assert_ids(t, "emoji 😀🎉👍🏽 family 👨‍👩‍👧",
                (int32_t[]){368, 31370, 30325, 222, 8582, 236, 231, 41840, 235, 8582, 237, 121,
                            1641, 50169, 101, 447, 235, 41840, 102, 447, 235, 41840, 100}, 23);
-    const char *more[] = {"🇫🇷🇯🇵", "🏳️‍🌈", "❤️‍🔥 ok", "👩🏾‍💻👩🏾‍💻"};
-    for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
-        int n = 0;
-        free(encode_round_trip(t, more[i], strlen(more[i]), &n));
-    }
+    assert_round_trips(t, (const char *[]){"🇫🇷🇯🇵", "🏳️‍🌈", "❤️‍🔥 ok", "👩🏾‍💻👩🏾‍💻", NULL});
     tokenizer_free(t);
 }
 END_TEST
@@ -624,7 +623,7 @@ static void assert_load_fails(const char *dir, tt_status want, const char *part1
 
 static char *tmp;
 static void tmp_setup(void) { tmp = tu_tmpdir(); }
-static void tmp_teardown(void) { tu_rmtree(tmp); free(tmp); }
+static void tmp_teardown(void) { tu_tmpdir_free(tmp); }
 
 START_TEST(rejects_missing_files)
 {
@@ -654,18 +653,18 @@ END_TEST
 
 START_TEST(rejects_bad_ids)
 {
-    write_vocab(tmp, "\"ab\": 65", "");
-    assert_load_fails(tmp, TT_ERR_FORMAT, "id 65 is used twice", "\"ab\"");
-    write_vocab(tmp, "\"ab\": -1", "");
-    assert_load_fails(tmp, TT_ERR_FORMAT, "token \"ab\": id must be an integer", "got -1");
-    write_vocab(tmp, "\"ab\": 2.5", "");
-    assert_load_fails(tmp, TT_ERR_FORMAT, "token \"ab\"", "got 2.5");
-    write_vocab(tmp, "\"ab\": \"256\"", "");
-    assert_load_fails(tmp, TT_ERR_FORMAT, "token \"ab\"", "got a string");
-    write_vocab(tmp, "\"ab\": 1e12", "");
-    assert_load_fails(tmp, TT_ERR_FORMAT, "token \"ab\"", "1e+12");
-    write_vocab(tmp, "\"ab\": 256, \"ab\": 257", "");
-    assert_load_fails(tmp, TT_ERR_FORMAT, "token \"ab\" appears twice", "256 and 257");
+    static const struct { const char *entries, *part1, *part2; } cases[] = {
+        {"\"ab\": 65", "id 65 is used twice", "\"ab\""},
+        {"\"ab\": -1", "token \"ab\": id must be an integer", "got -1"},
+        {"\"ab\": 2.5", "token \"ab\"", "got 2.5"},
+        {"\"ab\": \"256\"", "token \"ab\"", "got a string"},
+        {"\"ab\": 1e12", "token \"ab\"", "1e+12"},
+        {"\"ab\": 256, \"ab\": 257", "token \"ab\" appears twice", "256 and 257"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_vocab(tmp, cases[i].entries, "");
+        assert_load_fails(tmp, TT_ERR_FORMAT, cases[i].part1, cases[i].part2);
+    }
 }
 END_TEST
 
@@ -786,8 +785,7 @@ START_TEST(equal_only_when_vocab_and_merges_match)
     tokenizer_free(y);
     tokenizer_free(z);
     tokenizer_free(a);
-    tu_rmtree(dir2);
-    free(dir2);
+    tu_tmpdir_free(dir2);
 }
 END_TEST
 
@@ -820,8 +818,7 @@ int main(void)
             rejects_vocab_without_every_byte, rejects_merges_line_with_one_symbol,
             rejects_merge_whose_symbols_or_result_are_not_in_vocab,
             small_vocab_merges_by_rank_then_leftmost,
-            merges_apply_one_rank_per_pass_like_encoder_py,
-            equal_only_when_vocab_and_merges_match,
+            merges_apply_one_rank_per_pass_like_encoder_py, equal_only_when_vocab_and_merges_match,
             load_from_buffers_matches_load_from_files_and_names_the_buffers));
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 60);

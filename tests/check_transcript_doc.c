@@ -27,8 +27,7 @@ static void tok_setup(void)
 static void tok_teardown(void)
 {
     tokenizer_free(tok);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 
 /* The document as UTF-8 (ASCII here), and the style of its character i. */

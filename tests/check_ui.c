@@ -311,8 +311,7 @@ static void tokenizer_setup(void)
 static void tokenizer_teardown(void)
 {
     tokenizer_free(tok);
-    tu_rmtree(tok_dir);
-    free(tok_dir);
+    tu_tmpdir_free(tok_dir);
 }
 
 #define ID_NEWLINE 198   /* GPT-2's byte order: '\n' is the 199th byte symbol */

@@ -1,10 +1,11 @@
 /* check_util.c: the helpers with one home: whole-file reads (contents, the missing flag, the
- * size limit, messages naming the file), path joining, JSON type names and strict integer
- * parsing; and the two shared alphabets: UTF-8 encoding (text.c) and GPT-2's byte alphabet
- * (tokenizer.c). */
+ * size limit, messages naming the file), path joining, JSON type names, strict integer parsing
+ * and the argmax; and the two shared alphabets: UTF-8 encoding (text.c) and GPT-2's byte
+ * alphabet (tokenizer.c). */
 #include <cJSON.h>
 #include <check.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +45,7 @@ START_TEST(read_file_returns_the_bytes_nul_terminated)
     ck_assert_uint_eq(len, 0);
     ck_assert_str_eq(buf, "");
     free(buf);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -67,8 +67,7 @@ START_TEST(read_file_grows_past_its_first_buffer)
     ck_assert(memcmp(buf, data, n) == 0);
     free(buf);
     free(data);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -88,8 +87,7 @@ START_TEST(read_file_names_a_missing_file_and_says_it_is_missing)
     ck_assert_int_eq(util_read_file(dir, 100, &buf, NULL, &missing, &err), TT_ERR_IO);
     ck_assert(!missing);
     ck_assert_msg(strstr(err.msg, "not a regular file"), "%s", err.msg);
-    tu_rmtree(dir);
-    free(dir);
+    tu_tmpdir_free(dir);
 }
 END_TEST
 
@@ -135,6 +133,15 @@ START_TEST(parse_long_takes_whole_integers_in_range_only)
     ck_assert_int_eq(util_parse_long("99999999999999999999999", LONG_MIN, LONG_MAX, &v),
                      UTIL_PARSE_OUT_OF_RANGE);
     ck_assert_int_eq(v, 7);   /* untouched by every failure */
+}
+END_TEST
+
+START_TEST(argmax_takes_the_lowest_index_on_ties)
+{
+    const float v[] = {-1.0f, 3.0f, 0.5f, 3.0f, -INFINITY};
+    ck_assert_int_eq(util_argmax(v, 5), 1);
+    ck_assert_int_eq(util_argmax(v + 2, 3), 1);
+    ck_assert_int_eq(util_argmax(v + 4, 1), 0);
 }
 END_TEST
 
@@ -185,5 +192,6 @@ int main(void)
             read_file_returns_the_bytes_nul_terminated, read_file_grows_past_its_first_buffer,
             read_file_names_a_missing_file_and_says_it_is_missing, path_join_puts_one_slash_between,
             json_type_names_read_as_english, parse_long_takes_whole_integers_in_range_only,
-            utf8_encode_round_trips_through_decode, byte_alphabet_is_gpt2s_bytes_to_unicode));
+            argmax_takes_the_lowest_index_on_ties, utf8_encode_round_trips_through_decode,
+            byte_alphabet_is_gpt2s_bytes_to_unicode));
 }

@@ -43,10 +43,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-void tu_rmtree(const char *dir)
+void tu_tmpdir_free(char *dir)
 {
     if (dir)
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
 }
 
 char *tu_read_file(const char *path, size_t *len)
@@ -115,20 +116,21 @@ bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b)
            a->order == b->order;
 }
 
-int tu_argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t n)
 {
     TCase *tc = tcase_create(name);
     for (size_t i = 0; i < n; i++)
         tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+TCase *tu_add_loop_case(Suite *s, const char *name, int n, const TTest *const *tests,
+                        size_t n_tests)
+{
+    TCase *tc = tcase_create(name);
+    for (size_t i = 0; i < n_tests; i++)
+        tcase_add_loop_test(tc, tests[i], 0, n);
     suite_add_tcase(s, tc);
     return tc;
 }
@@ -173,6 +175,79 @@ char *tu_tiny_model_dir(int maxT)
     tt_error err = {0};
     ck_assert_msg(modelgen_write(dir, &mo, &err) == TT_OK, "%s", err.msg);
     return dir;
+}
+
+float *tu_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n)
+{
+    engine *e = tu_cpu_engine(m, d, n_threads, 0);
+    tt_error err;
+    ck_assert_msg(engine_forward(e, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
+    size_t bytes = (size_t)n * (size_t)m->config.V * sizeof(float);
+    float *out = malloc(bytes);
+    memcpy(out, e->logits, bytes);
+    engine_free(e);
+    return out;
+}
+
+int tu_golden_ids(const char *line, int32_t *ids, int max)
+{
+    char *p;
+    int n = (int)strtol(line + strlen("ids "), &p, 10);
+    ck_assert_msg(strncmp(line, "ids ", 4) == 0 && n > 0 && n <= max,
+                  "golden ids line: expected 'ids N' with N in [1, %d]: %.40s", max, line);
+    for (int i = 0; i < n; i++) {
+        char *end;
+        ids[i] = (int32_t)strtol(p, &end, 10);
+        ck_assert_msg(end != p, "golden ids line: %d ids, %d found", n, i);
+        p = end;
+    }
+    return n;
+}
+
+char *tu_write_model(const tu_model_spec *spec)
+{
+    modelgen_options o;
+    modelgen_options_default(&o);
+    o.dtype = spec->file_dtype;
+    o.prefix = !spec->no_prefix;
+    o.mask_buffers = spec->mask_buffers;
+    o.untied_lm_head = spec->untied;
+    o.exact = spec->exact;
+    o.seed = spec->seed;
+    if (spec->V) {
+        o.V = spec->V;
+        o.maxT = spec->maxT;
+        o.C = spec->C;
+        o.NH = spec->NH;
+        o.L = spec->L;
+        o.FF = spec->FF;
+    }
+    char *dir = tu_tmpdir();
+    tt_error err = {0};
+    ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
+    if (spec->erf) {
+        const char *path = tu_path("%s/config.json", dir);
+        char *cfg = tu_read_file(path, NULL);
+        ck_assert_ptr_nonnull(cfg);
+        const char *key = "\"activation_function\": \"gelu_new\"";
+        char *at = strstr(cfg, key);
+        ck_assert_msg(at != NULL, "config.json has no %s", key);
+        /* "gelu_new" -> "gelu": drop the 4 characters of "_new" */
+        char *tail = at + strlen("\"activation_function\": \"gelu");
+        memmove(tail, tail + 4, strlen(tail + 4) + 1);
+        ck_assert_int_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+        free(cfg);
+    }
+    return dir;
+}
+
+model *tu_load_model(const tu_model_spec *spec, char **dir)
+{
+    *dir = tu_write_model(spec);
+    model *m = NULL;
+    tt_error err = {0};
+    ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "model_load: %s", err.msg);
+    return m;
 }
 
 uint64_t tu_fnv1a64(const void *p, size_t n)

@@ -1,4 +1,5 @@
-/* testutil.h: small helpers shared by the Check suites (temp dirs, files, fixture locations). */
+/* testutil.h: small helpers shared by the Check suites (temp dirs, files, fixture locations, test
+ * models and engines). */
 #ifndef TOKENTOP_TESTUTIL_H
 #define TOKENTOP_TESTUTIL_H
 
@@ -18,9 +19,10 @@
  * files come from: it never passes silently. */
 const char *tu_gpt2_dir(void);
 
-/* A fresh directory under $TMPDIR (or /tmp); the caller removes it with tu_rmtree and frees it. */
+/* A fresh directory under $TMPDIR (or /tmp), malloc'd; tu_tmpdir_free removes the tree and frees
+ * the name (NULL: nothing). */
 char *tu_tmpdir(void);
-void tu_rmtree(const char *dir);
+void tu_tmpdir_free(char *dir);
 
 /* Whole-file read (NUL-terminated, caller frees; NULL on error) and write (0 on success). */
 char *tu_read_file(const char *path, size_t *len);
@@ -33,16 +35,38 @@ char *tu_read_golden(const char *name);
 /* printf into a static rotating buffer (8 slots), for building paths in tests. */
 const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Index of the largest of v[0..n), the lowest index on ties (as greedy sampling picks). */
-int tu_argmax(const float *v, int n);
-
 /* A CPU engine over m holding weights in d (n_ctx 0: the model's); fails the calling test when
  * it cannot be made. */
 struct engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx);
 
-/* A fresh directory (free with tu_rmtree and free) holding a tiny random model (modelgen's
+/* A fresh directory (free with tu_tmpdir_free) holding a tiny random model (modelgen's
  * defaults) with a context of maxT positions; fails the calling test when it cannot be written. */
 char *tu_tiny_model_dir(int maxT);
+
+/* All logits of ids[0..n) computed in one span from position 0 by a fresh CPU engine (as
+ * tu_cpu_engine makes it, freed before returning): (n, V), caller frees. */
+float *tu_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *ids, int n);
+
+/* The ids of a golden file's line "ids N ID..." into ids[0..N); fails the calling test unless
+ * 0 < N <= max and N ids follow. Returns N. */
+int tu_golden_ids(const char *line, int32_t *ids, int max);
+
+/* A model for a test: modelgen's options that tests vary, and the one edit they make to a file. */
+typedef struct {
+    tt_dtype file_dtype;
+    bool no_prefix;                /* names without "transformer." */
+    bool mask_buffers, untied, exact;
+    bool erf;                      /* config.json says "gelu" (the erf form) */
+    uint64_t seed;
+    int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default (V 512, maxT 64, C 64, NH 4, L 2) */
+} tu_model_spec;
+
+/* Writes the model spec describes into a fresh tu_tmpdir, returned; fails the calling test when
+ * it cannot. */
+char *tu_write_model(const tu_model_spec *spec);
+
+/* tu_write_model, then the model loaded from that directory (*dir: for tu_tmpdir_free). */
+struct model *tu_load_model(const tu_model_spec *spec, char **dir);
 
 /* FNV-1a 64 of p[0..n): the checksum the golden files record of model.safetensors. */
 uint64_t tu_fnv1a64(const void *p, size_t n);
@@ -59,6 +83,10 @@ TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t
 #define TU_TESTS(...)                                                                             \
     (const TTest *const[]){__VA_ARGS__},                                                        \
         sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *)
+
+/* tu_add_case for tests that each run n times (_i from 0 to n - 1, as tcase_add_loop_test). */
+TCase *tu_add_loop_case(Suite *s, const char *name, int n, const TTest *const *tests,
+                        size_t n_tests);
 
 /* A suite of one test case (both named name) run as tu_run_suite does: most suites' main. */
 int tu_run_tests(const char *name, const TTest *const *tests, size_t n);

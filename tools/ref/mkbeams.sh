@@ -4,13 +4,7 @@
 #   tools/ref/mkbeams.sh
 # Each case writes a random model with build/tools/mkmodel (the test regenerates the same bytes
 # with modelgen and checks the FNV-1a 64 recorded here) and runs tools/ref/beam_ref.py on it.
-set -eu
-cd "$(dirname "$0")/../.."
-MKMODEL=${MKMODEL:-build/tools/mkmodel}
-PY=${PY:-/usr/bin/python3}
-OUT=tests/golden
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/common.sh"
 
 # beams NAME SEED PROMPT_IDS -- BEAM_REF_ARGS...   (the model: mkmodel's tiny shapes, --seed SEED)
 beams() {

@@ -7,14 +7,7 @@
 # refuses a model that drifted), then runs tools/ref/gpt2_ref.py on it. The options here must match
 # the table in tests/check_forward.c (the checksum catches a mismatch). Only the small text outputs
 # are committed; the models are thrown away.
-set -eu
-cd "$(dirname "$0")/../.."
-MKMODEL=${MKMODEL:-build/tools/mkmodel}
-PY=${PY:-/usr/bin/python3}
-OUT=tests/golden
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$OUT"
+source "$(dirname "$0")/common.sh"
 
 # ids N V: N token ids spread over the vocabulary, the same formula the test does not need (it
 # reads them from the golden file).

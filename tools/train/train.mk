@@ -19,16 +19,18 @@ TRAIN_VOCAB ?= 4096
 TRAIN_SOURCES ?= kjv,web
 TRAIN_NICE  ?= nice -n 10
 
+# What every run below shares: the context, bfloat16 steps, the learning-rate range and the seed;
+# the draft is stored in F32 and learns 90% from the target's distributions (KL), 10% from text.
+TRAIN_ARGS   := --block-size 1024 --autocast bf16 --lr 3e-3 --min-lr 3e-4 --seed 1337
+DISTILL_ARGS := --dtype F32 --distill-alpha 0.9
 ifeq ($(TRAIN_SMOKE),1)
 TRAIN_WORK  ?= tools/train/work/smoke
 MODELS_OUT  ?= $(TRAIN_WORK)/models
 # Tiny models on the real corpus and tokenizer, at the real context length, a few minutes in all.
-TARGET_ARGS ?= --n-layer 2 --n-head 2 --n-embd 64 --block-size 1024 --batch-size 1 --autocast bf16 \
-               --lr 3e-3 --min-lr 3e-4 --warmup-iters 10 --max-iters 60 --eval-interval 30 \
-               --ckpt-interval 10 --dropout 0.0 --seed 1337 --val-chunk 255
-DRAFT_ARGS  ?= --n-layer 1 --n-head 1 --n-embd 32 --block-size 1024 --batch-size 1 --autocast bf16 \
-               --lr 3e-3 --min-lr 3e-4 --warmup-iters 10 --max-iters 60 --eval-interval 30 \
-               --ckpt-interval 10 --dropout 0.0 --seed 1337 --dtype F32 --distill-alpha 0.9
+TARGET_ARGS ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 64 --batch-size 1 --warmup-iters 10 \
+               --max-iters 60 --eval-interval 30 --ckpt-interval 10 --dropout 0.0 --val-chunk 255
+DRAFT_ARGS  ?= $(TRAIN_ARGS) --n-layer 1 --n-head 1 --n-embd 32 --batch-size 1 --warmup-iters 10 \
+               --max-iters 60 --eval-interval 30 --ckpt-interval 10 --dropout 0.0 $(DISTILL_ARGS)
 VERIFY_ARGS ?= --acceptance-tokens 48
 else
 TRAIN_WORK  ?= tools/train/work
@@ -38,12 +40,10 @@ MODELS_OUT  ?= models
 # the committed run; about 9 passes over the 2.2M training tokens, hence dropout 0.1). Draft: the
 # committed shape (2 x 96), 1,500 steps = 6.1M tokens on the target's distributions (90% KL, 10%
 # next-token cross-entropy). Reasoning and the compute estimate: tools/train/PLAN.md.
-TARGET_ARGS ?= --n-layer 6 --n-head 4 --n-embd 256 --block-size 1024 --batch-size 4 --autocast bf16 \
-               --lr 3e-3 --min-lr 3e-4 --warmup-iters 200 --max-iters 5000 --eval-interval 500 \
-               --ckpt-interval 25 --dropout 0.1 --seed 1337 --val-chunk 255
-DRAFT_ARGS  ?= --n-layer 2 --n-head 2 --n-embd 96 --block-size 1024 --batch-size 4 --autocast bf16 \
-               --lr 3e-3 --min-lr 3e-4 --warmup-iters 100 --max-iters 1500 --eval-interval 250 \
-               --ckpt-interval 25 --dropout 0.0 --seed 1337 --dtype F32 --distill-alpha 0.9
+TARGET_ARGS ?= $(TRAIN_ARGS) --n-layer 6 --n-head 4 --n-embd 256 --batch-size 4 --warmup-iters 200 \
+               --max-iters 5000 --eval-interval 500 --ckpt-interval 25 --dropout 0.1 --val-chunk 255
+DRAFT_ARGS  ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 96 --batch-size 4 --warmup-iters 100 \
+               --max-iters 1500 --eval-interval 250 --ckpt-interval 25 --dropout 0.0 $(DISTILL_ARGS)
 VERIFY_ARGS ?=
 endif
 # Settings of the committed pair (models/README.md lists them with the results; n_ctx 256, KJV only,
