@@ -593,9 +593,9 @@ static void gt_logit_tol(tt_dtype d, double *tol, double *eps)
 /* Model case mc written to a new directory (*dir, removed by gt_unload) and loaded. */
 static model *gt_load(const gt_model_case *mc, char **dir)
 {
-    tu_model_spec spec = mc->model;
-    spec.seed = 41;
-    return tu_load_model(&spec, dir);
+    tu_model_spec ms = mc->model;
+    ms.seed = 41;
+    return tu_load_model(&ms, dir);
 }
 
 static void gt_unload(model *m, char *dir)
@@ -1136,7 +1136,7 @@ END_TEST
 
 START_TEST(gpu_bad_batches_are_refused_and_change_nothing)
 {
-    const gt_model_case mc = {"short", TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0};
+    const gt_model_case mc = {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}};
     char *dir;
     model *m = gt_load(&mc, &dir);
     engine *e = gt_engine(m, NULL, NULL);
@@ -1195,7 +1195,7 @@ START_TEST(gpu_beam_search_gives_the_cpu_beams)
      * the CPU's, far below the gaps between candidates, so the beams are the same ids; the summed
      * log-probabilities agree to the logits tolerance times the tokens summed. Cases: plain, and
      * EOS early (a frequent token) with a length penalty, n-gram blocking and early stopping. */
-    const gt_model_case mc = {"tiny exact", TT_F32, .exact = true};
+    const gt_model_case mc = {"tiny exact", {TT_F32, .exact = true}};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     if (_i == 1)
