@@ -351,6 +351,7 @@ static int run_once(const sb_options *o, const model *m, const tokenizer *tok, e
     session s;
     if (session_init(&s, m, tok, te, &set, err) != TT_OK)
         return -1;
+    s.lean = true;                 /* as `generate` without --json */
     int rc = -1;
     if (de && (session_set_draft(&s, de, err) != TT_OK ||
                session_set_gamma(&s, gamma, false, err) != TT_OK))

@@ -20,7 +20,11 @@ typedef struct {
     int n_threads;             /* --threads */
     int n_ctx;                 /* --ctx */
     int gamma;                 /* --gamma (speculative draft length) */
-    bool gamma_adaptive;       /* --gamma-adaptive: HF's schedule, +2 after a clean round, -1 else */
+    bool gamma_adaptive;       /* gamma chosen from measured costs (default; --gamma auto or
+                                  --gamma-adaptive); --gamma N alone fixes it */
+    double pace;               /* --pace: tokens per second shown, 0 = engine speed; < 0: not
+                                  given (the REPL's terminal UI then paces at PACE_REPL_DEFAULT,
+                                  line mode and generate do not pace) */
     bool spec_off;             /* --spec off: load the --draft but start with speculation off */
     unsigned given;            /* CLI_GIVEN_* bits: sampler settings given on the command line */
     bool no_graphs;            /* --no-graphs (CUDA) */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/pace.h"
 #include "core/sampler.h"
 #include "core/session.h"
 #include "ui/histogram.h"
@@ -56,6 +57,9 @@ typedef struct cmd_env {
     sampler_snapshot hist_draft;   /* the draft's chain there (q) */
     spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
     bool hist_bonus;               /* the token was a bonus (no draft at that position) */
+    /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second
+     * (0: none); the status bar keeps the engine's own speed. */
+    pace_clock pace;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */

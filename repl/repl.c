@@ -123,9 +123,33 @@ static void scroll_to_end(tui *t)
     t->scroll.anchor = 0;
 }
 
+static void draw(tui *t);
+
+/* Pacing (/pace, --pace): a streamed token or rejected draft waits until it is due; Ctrl-C ends
+ * the wait at once. Returns false when it was ended so. The held time is not the engine's. */
+static bool pace_hold(tui *t, const session_event *ev)
+{
+    if (t->env->pace.rate <= 0 || !t->running || ev->flush)
+        return true;
+    session_note_pause(t->s, pace_wait(&t->env->pace, &g_interrupt));
+    return !g_interrupt;
+}
+
+/* A paced event is drawn as it is shown, not at the next frame. */
+static void pace_show(tui *t)
+{
+    if (t->env->pace.rate <= 0 || !t->running)
+        return;
+    draw(t);
+    t->dirty = false;
+    t->last_draw = tt_now_ms();
+}
+
 static bool on_event(void *user, const session_event *ev)
 {
     tui *t = user;
+    if (!pace_hold(t, ev))
+        return false;
     if (ev->context_shifted)
         note(t, UI_STYLE_NOTICE, "[context full: dropped the oldest %d tokens and re-prefilled "
              "the rest]", ev->shift_dropped);
@@ -138,6 +162,7 @@ static bool on_event(void *user, const session_event *ev)
         /* shown before its replacement (the next event) until the next round */
         transcript_doc_set_rejected(&t->tr, t->s->n_tokens, ev->token);
         t->dirty = true;
+        pace_show(t);
         return true;
     }
     if (ev->flush || !ev->snap)
@@ -154,6 +179,7 @@ static bool on_event(void *user, const session_event *ev)
     e->hist_pos = t->s->n_tokens - 1;
     e->hist_step = ev->step;
     t->dirty = true;
+    pace_show(t);
     return true;
 }
 
@@ -230,6 +256,7 @@ static bool begin_generation(tui *t, const char *text)
     transcript_doc_sync(&t->tr, s);
     g_interrupt = 0;
     g_sigint = 0;
+    pace_restart(&t->env->pace);
     tt_status st = session_gen_begin(s, &err);
     if (st != TT_OK) {
         finish_generation(t, s->last.stop != SESSION_STOP_NONE ? s->last.stop
@@ -692,6 +719,7 @@ int repl_main(int argc, char **argv)
         t.env = &env;
         t.fallback_note = app.fallback_note;
         app.fallback_quiet = true;
+        pace_set_rate(&env.pace, o.pace < 0 ? PACE_REPL_DEFAULT : o.pace);
         transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();
@@ -709,6 +737,7 @@ int repl_main(int argc, char **argv)
     } else if (rc == 0) {
         if (tty && !dumb)
             fprintf(stderr, "tokentop: %s; using line mode\n", why);
+        pace_set_rate(&env.pace, o.pace < 0 ? 0 : o.pace);
         rc = linemode_run(&s, &env, first, stdin, stdout, stderr, &g_interrupt, &g_quit_signal);
     }
     cmd_env_free(&env);
