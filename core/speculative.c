@@ -72,6 +72,14 @@ void spec_tuner_init(spec_tuner *t, int gamma)
     t->gamma = t->chosen = gamma < 1 ? 1 : gamma > SPEC_TUNER_MAX ? SPEC_TUNER_MAX : gamma;
 }
 
+double spec_tuner_cost(const spec_tuner *t, int gamma)
+{
+    double line = t->a_ms + t->b_ms * gamma;
+    if (gamma < 1 || gamma > SPEC_TUNER_MAX)
+        return line;
+    return (t->cost_ms[gamma] + line) / (t->cost_w[gamma] + 1);
+}
+
 int spec_tuner_update(spec_tuner *t, const spec_round *round)
 {
     if (round->n_draft < 1)
@@ -85,6 +93,14 @@ int spec_tuner_update(spec_tuner *t, const spec_round *round)
     t->st = d * t->st + ms;
     t->sgg = d * t->sgg + g * g;
     t->sgt = d * t->sgt + g * ms;
+    for (int h = 1; h <= SPEC_TUNER_MAX; h++) {
+        t->cost_ms[h] *= d;
+        t->cost_w[h] *= d;
+    }
+    if (round->n_draft <= SPEC_TUNER_MAX) {
+        t->cost_ms[round->n_draft] += ms;
+        t->cost_w[round->n_draft] += 1;
+    }
     t->rounds++;
     double var = t->sgg / t->w - (t->sg / t->w) * (t->sg / t->w);
     if (t->tested > 0 && var > 0.05) {
@@ -96,7 +112,14 @@ int spec_tuner_update(spec_tuner *t, const spec_round *round)
         t->b_ms = b > 0.01 * mean ? b : 0.01 * mean;
         t->a_ms = a > 0.05 * mean ? a : 0.05 * mean;
         t->alpha = t->acc / t->tested;
-        t->chosen = spec_best_gamma(t->alpha, t->a_ms, t->b_ms, SPEC_TUNER_MAX);
+        double best_rate = -1;
+        for (int h = 1; h <= SPEC_TUNER_MAX; h++) {
+            double rate = spec_expected_tokens_per_pass(t->alpha, h) / spec_tuner_cost(t, h);
+            if (rate > best_rate * (1 + 1e-12)) {
+                best_rate = rate;
+                t->chosen = h;
+            }
+        }
     }
     int next = t->chosen;
     if (t->rounds % SPEC_TUNER_EXPLORE == 0)

@@ -157,10 +157,13 @@ void spec_set_variant(spec *sp, spec_variant v);
  * A the rest (the verification's first row, the acceptance tests' fixed part). Leviathan et al.'s
  * speed-up (1 - a^(g+1)) / ((1 - a)(g c + 1)) is the case A = a target step, B = c A; measuring A
  * and B covers the targets for which verifying g+1 rows costs more than one step (a small model
- * that lives in the CPU's cache). The tuner keeps a running per-token acceptance and a decayed
- * least-squares line of the rounds' engine time (draft_ms + target_ms) against g, and picks the
- * g that maximises E(g) / (A + B g). Every SPEC_TUNER_EXPLORE-th round it tries one more or one
- * fewer, so the line has two points to stand on. */
+ * that lives in the CPU's cache). The tuner keeps a running per-token acceptance, a decayed
+ * least-squares line of the rounds' engine time (draft_ms + target_ms) against g, and the decayed
+ * mean time of the rounds of each g; it picks the g that maximises E(g) / cost(g), where cost(g)
+ * is that mean pulled toward the line (spec_tuner_cost): the measured means catch steps the line
+ * cannot (on the embedded pair a verification of 5 rows costs half again as much as one of 4,
+ * the kernels working in tiles of 4 rows). Every SPEC_TUNER_EXPLORE-th round it tries one more or
+ * one fewer, so the line has two points to stand on and the neighbours get measured. */
 
 #define SPEC_TUNER_MAX 16          /* the largest gamma the tuner chooses */
 #define SPEC_TUNER_EXPLORE 8       /* every 8th round tries gamma + 1 or gamma - 1 */
@@ -173,6 +176,8 @@ int spec_best_gamma(double alpha, double a_ms, double b_ms, int max);
 typedef struct {
     double acc, tested;            /* decayed accepted drafts and tested drafts */
     double w, sg, st, sgg, sgt;    /* decayed sums for the line time = A + B g */
+    double cost_ms[SPEC_TUNER_MAX + 1], cost_w[SPEC_TUNER_MAX + 1];  /* per g: decayed sums of
+                                      the rounds' times and of their count */
     long rounds;
     int chosen;                    /* the tuner's own choice (gamma before exploration) */
     int gamma;                     /* what the next round uses */
@@ -181,6 +186,11 @@ typedef struct {
 
 /* Starts from gamma (clamped to [1, SPEC_TUNER_MAX]) with nothing measured. */
 void spec_tuner_init(spec_tuner *t, int gamma);
+
+/* The cost the tuner expects of a round of gamma drafts (ms): the decayed mean of the rounds of
+ * that gamma, with the line's a_ms + b_ms gamma counted as one more round (the line alone for a
+ * gamma never run). */
+double spec_tuner_cost(const spec_tuner *t, int gamma);
 
 /* Feeds one finished round (spec_round: n_draft, n_accepted, rejected, draft_ms + target_ms)
  * and returns the gamma for the next one (also t->gamma). Rounds with n_draft 0 teach nothing. */

@@ -546,8 +546,9 @@ static void show_speculative(cmd_env *e)
     if (!s->gamma_adaptive)
         snprintf(how, sizeof how, "fixed (/gamma auto: chosen from measured costs)");
     else if (t->a_ms > 0)
-        snprintf(how, sizeof how, "auto: chosen %d from acceptance %.2f and a round costing "
-                 "%.3f + %.3f g ms", t->chosen, t->alpha, t->a_ms, t->b_ms);
+        snprintf(how, sizeof how, "auto: chose %d from acceptance %.2f and the measured cost of a "
+                 "round (%.3f ms at gamma %d)", t->chosen, t->alpha, spec_tuner_cost(t, t->chosen),
+                 t->chosen);
     else
         snprintf(how, sizeof how, "auto: from measured costs once a few rounds have run");
     out_add(e, "speculative %s, gamma %d %s, draft %s", s->spec_on ? "on" : "off", s->gamma,

@@ -1080,6 +1080,41 @@ START_TEST(tuner_finds_the_best_gamma_of_a_simulated_pair)
 }
 END_TEST
 
+START_TEST(tuner_sees_a_step_in_the_verification_cost)
+{
+    /* The embedded pair's shape: verifying 5 rows or more costs a second tile of 4. A line
+     * through the rounds would miss the step; the measured means see it. */
+    spec_tuner t;
+    spec_tuner_init(&t, 4);
+    rng r;
+    rng_seed(&r, 5);
+    double alpha = 0.72, best_rate = 0;
+    int best = 1;
+    for (int g = 1; g <= SPEC_TUNER_MAX; g++) {
+        double cost = 0.55 + 0.12 * g + 0.45 * ((g + 1 + 3) / 4 - 1);
+        double rate = spec_expected_tokens_per_pass(alpha, g) / cost;
+        if (rate > best_rate) {
+            best_rate = rate;
+            best = g;
+        }
+    }
+    ck_assert_int_eq(best, 3);
+    int at_best = 0;
+    for (int i = 0; i < 400; i++) {
+        spec_round R = {.n_draft = t.gamma};
+        while (R.n_accepted < R.n_draft && rng_uniform(&r) < alpha)
+            R.n_accepted++;
+        R.rejected = R.n_accepted < R.n_draft;
+        R.draft_ms = 0.12 * R.n_draft;
+        R.target_ms = (0.55 + 0.45 * ((R.n_draft + 1 + 3) / 4 - 1)) * (0.95 + 0.1 * rng_uniform(&r));
+        spec_tuner_update(&t, &R);
+        at_best += i >= 200 && t.chosen == best;
+    }
+    ck_assert_int_ge(at_best, 160);      /* 80% of the second half */
+    ck_assert_double_gt(spec_tuner_cost(&t, 4), spec_tuner_cost(&t, 3) + 0.3);
+}
+END_TEST
+
 START_TEST(tuner_starts_from_its_gamma_and_explores_both_sides)
 {
     spec_tuner t;
@@ -1132,6 +1167,7 @@ int main(void)
             predicted_speedup_matches_the_paper_formula,
             best_gamma_maximises_tokens_per_ms_on_synthetic_costs,
             tuner_finds_the_best_gamma_of_a_simulated_pair,
+            tuner_sees_a_step_in_the_verification_cost,
             tuner_starts_from_its_gamma_and_explores_both_sides));
     return tu_run_suite(s);
 }
