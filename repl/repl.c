@@ -738,6 +738,7 @@ int repl_main(int argc, char **argv)
         if (tty && !dumb)
             fprintf(stderr, "tokentop: %s; using line mode\n", why);
         pace_set_rate(&env.pace, o.pace < 0 ? 0 : o.pace);
+        s.lean = true;             /* line mode shows no histogram */
         rc = linemode_run(&s, &env, first, stdin, stdout, stderr, &g_interrupt, &g_quit_signal);
     }
     cmd_env_free(&env);
