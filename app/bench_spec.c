@@ -20,6 +20,7 @@
 #include "core/threads.h"
 #include "core/tokenizer.h"
 #include "app/cli.h"
+#include "app/draft.h"
 #include "core/jsonw.h"
 #include "core/session.h"
 #include "core/util.h"
@@ -481,7 +482,7 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
     eo.n_threads = o->n_threads;
     eo.n_ctx = n_ctx;
     deo = eo;
-    deo.dtype = dtype ? *dtype : dm->file_dtype;
+    deo.dtype = dtype ? *dtype : draft_default_dtype(dm->file_dtype);   /* as draft_load */
     engine *te = NULL, *de = NULL;
     int P = o->n_prompts, R = o->reps * P, G = o->n_gammas, rc = -1;
     /* (reps) per repetition; (R) per run of a prompt; (G, R) per gamma and run */
@@ -512,7 +513,7 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
     for (int r = 0; r < o->reps; r++) {
         if (!o->json)
             fprintf(stderr, "tokentop bench: %s: repetition %d of %d ...\n",
-                    dtype ? tt_dtype_name(*dtype) : "file precisions", r + 1, o->reps);
+                    dtype ? tt_dtype_name(*dtype) : "default precisions", r + 1, o->reps);
         t_t[r] = time_decode(te, cost_ids, n_cost, err);
         t_d[r] = time_decode(de, cost_ids, n_cost, err);
         t_da[r] = time_decode_after(de, te, cost_ids, n_cost, err);
@@ -606,7 +607,7 @@ static void print_table(const sb_options *o, const model *tm, const model *dm, c
     char chain[160];
     sampler_params_format(&o->sampler, chain, sizeof chain);
     printf("\nspeculative decoding, %s: target %s (%.1fM params), draft %s (%.1fM params)\n",
-           r->file_dtypes ? "the files' precisions" : tt_dtype_name(r->dtype), tname,
+           r->file_dtypes ? "default precisions" : tt_dtype_name(r->dtype), tname,
            tm->n_params / 1e6, dname, dm->n_params / 1e6);
     printf("  target %s | draft %s\n  %s | %d prompts x %d tokens x %d reps (medians) | load "
            "%.2f -> %.2f on %d cores\n", r->target_desc, r->draft_desc, chain, o->n_prompts,
