@@ -22,9 +22,8 @@ typedef struct {
     int gamma;                 /* --gamma (speculative draft length) */
     bool gamma_adaptive;       /* gamma chosen from measured costs (default; --gamma auto or
                                   --gamma-adaptive); --gamma N alone fixes it */
-    double pace;               /* --pace: tokens per second shown, 0 = engine speed; < 0: not
-                                  given (the REPL's terminal UI then paces at PACE_REPL_DEFAULT,
-                                  line mode and generate do not pace) */
+    double pace;               /* --pace: tokens per second shown, 0 = engine speed (also when
+                                  not given: < 0) */
     bool spec_off;             /* --spec off: load the --draft but start with speculation off */
     unsigned given;            /* CLI_GIVEN_* bits: sampler settings given on the command line */
     bool no_graphs;            /* --no-graphs (CUDA) */

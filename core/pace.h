@@ -11,7 +11,6 @@
 #include "core/status.h"
 
 #define PACE_MAX 1000.0            /* tokens per second; beyond this nobody follows anyway */
-#define PACE_REPL_DEFAULT 20.0     /* the terminal REPL's default: a histogram per 50 ms */
 
 typedef double (*pace_now_fn)(void *user);                 /* ms on a monotonic clock */
 typedef void (*pace_sleep_fn)(void *user, double ms);      /* may return early (a signal) */

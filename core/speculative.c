@@ -49,21 +49,30 @@ double spec_predicted_speedup(double a, int gamma, double c)
     return spec_expected_tokens_per_pass(a, gamma) / (gamma * c + 1.0);
 }
 
-int spec_best_gamma(double alpha, double a_ms, double b_ms, int max)
+/* The g in [1, max] with the most expected tokens per ms, E(g) / cost[g]; ties: the smaller. */
+static int best_rate_gamma(double alpha, const double *cost, int max)
 {
-    alpha = alpha < 0 ? 0 : alpha > 1 ? 1 : alpha;
-    a_ms = a_ms > 1e-6 ? a_ms : 1e-6;
-    b_ms = b_ms > 1e-6 ? b_ms : 1e-6;
     int best = 1;
     double best_rate = -1;
     for (int g = 1; g <= max; g++) {
-        double rate = spec_expected_tokens_per_pass(alpha, g) / (a_ms + b_ms * g);
+        double rate = spec_expected_tokens_per_pass(alpha, g) / cost[g];
         if (rate > best_rate * (1 + 1e-12)) {
             best_rate = rate;
             best = g;
         }
     }
     return best;
+}
+
+int spec_best_gamma(double alpha, double a_ms, double b_ms, int max)
+{
+    double cost[SPEC_GAMMA_MAX + 1];
+    max = max < 1 ? 1 : max > SPEC_GAMMA_MAX ? SPEC_GAMMA_MAX : max;
+    a_ms = a_ms > 1e-6 ? a_ms : 1e-6;
+    b_ms = b_ms > 1e-6 ? b_ms : 1e-6;
+    for (int g = 1; g <= max; g++)
+        cost[g] = a_ms + b_ms * g;
+    return best_rate_gamma(alpha < 0 ? 0 : alpha > 1 ? 1 : alpha, cost, max);
 }
 
 void spec_tuner_init(spec_tuner *t, int gamma)
@@ -112,14 +121,10 @@ int spec_tuner_update(spec_tuner *t, const spec_round *round)
         t->b_ms = b > 0.01 * mean ? b : 0.01 * mean;
         t->a_ms = a > 0.05 * mean ? a : 0.05 * mean;
         t->alpha = t->acc / t->tested;
-        double best_rate = -1;
-        for (int h = 1; h <= SPEC_TUNER_MAX; h++) {
-            double rate = spec_expected_tokens_per_pass(t->alpha, h) / spec_tuner_cost(t, h);
-            if (rate > best_rate * (1 + 1e-12)) {
-                best_rate = rate;
-                t->chosen = h;
-            }
-        }
+        double cost[SPEC_TUNER_MAX + 1];
+        for (int h = 1; h <= SPEC_TUNER_MAX; h++)
+            cost[h] = spec_tuner_cost(t, h);
+        t->chosen = best_rate_gamma(t->alpha, cost, SPEC_TUNER_MAX);
     }
     int next = t->chosen;
     if (t->rounds % SPEC_TUNER_EXPLORE == 0)
@@ -306,8 +311,7 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     double t0 = tt_now_ms(), t_fwd = 0, t_chain = 0;
     if (g > 0 && (st = engine_sync(draft, hist, m, true, NULL, NULL, err)) != TT_OK)
         return st;
-    double t_sync = tt_now_ms();
-    R->draft_sync_ms = t_sync - t0;
+    R->draft_sync_ms = tt_now_ms() - t0;
     for (int i = 0; i < g; i++) {
         double tc = tt_now_ms();
         sampler_context ctx = {.history = hist, .n_history = m + i,

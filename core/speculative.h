@@ -169,8 +169,9 @@ void spec_set_variant(spec *sp, spec_variant v);
 #define SPEC_TUNER_EXPLORE 8       /* every 8th round tries gamma + 1 or gamma - 1 */
 #define SPEC_TUNER_DECAY 0.97      /* weight of the past per round (a memory of ~33 rounds) */
 
-/* The g in [1, max] that maximises E(g) / (a_ms + b_ms g) for per-token acceptance alpha in
- * [0, 1]; ties go to the smaller g. a_ms and b_ms are clamped to at least 1e-6. */
+/* The g in [1, max] (max capped to SPEC_GAMMA_MAX) that maximises E(g) / (a_ms + b_ms g) for
+ * per-token acceptance alpha in [0, 1]; ties go to the smaller g. a_ms and b_ms are clamped to at
+ * least 1e-6. */
 int spec_best_gamma(double alpha, double a_ms, double b_ms, int max);
 
 typedef struct {

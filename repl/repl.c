@@ -124,15 +124,39 @@ static void scroll_to_end(tui *t)
 }
 
 static void draw(tui *t);
+static void handle_key(tui *t, ui_key k);
 
-/* Pacing (/pace, --pace): a streamed token or rejected draft waits until it is due; Ctrl-C ends
- * the wait at once. Returns false when it was ended so. The held time is not the engine's. */
+/* Handles the keys that arrive within wait_ms (then those already there), as the main loop does
+ * between steps: a resize must be read before the next draw, or curses draws at the old size. */
+static void pace_keys(tui *t, int wait_ms)
+{
+    ui_key k = ui_curses_read_key(wait_ms);
+    while (k.type != UI_KEY_NONE && !t->quit) {
+        handle_key(t, k);
+        k = ui_curses_read_key(0);
+    }
+}
+
+/* Pacing (/pace, --pace): a streamed token or rejected draft waits until it is due. Keys are
+ * handled while it waits, as between steps (a resize is drawn, /pace applies at once); Ctrl-C or
+ * a quit ends the wait at once and returns false. The held time is not the engine's. */
 static bool pace_hold(tui *t, const session_event *ev)
 {
-    if (t->env->pace.rate <= 0 || !t->running || ev->flush)
+    pace_clock *pc = &t->env->pace;
+    if (pc->rate <= 0 || !t->running || ev->flush)
         return true;
-    session_note_pause(t->s, pace_wait(&t->env->pace, &g_interrupt));
-    return !g_interrupt;
+    double t0 = tt_now_ms(), d;
+    while (!g_interrupt && !t->quit && (d = pace_delay_ms(pc)) > 0) {
+        pace_keys(t, d < 20 ? (int)d + 1 : 20);
+        if (t->dirty && tt_now_ms() - t->last_draw >= FRAME_MS) {
+            draw(t);
+            t->dirty = false;
+            t->last_draw = tt_now_ms();
+        }
+    }
+    pace_mark(pc);
+    session_note_pause(t->s, tt_now_ms() - t0);
+    return !g_interrupt && !t->quit;
 }
 
 /* A paced event is drawn as it is shown, not at the next frame. */
@@ -140,6 +164,7 @@ static void pace_show(tui *t)
 {
     if (t->env->pace.rate <= 0 || !t->running)
         return;
+    pace_keys(t, 0);
     draw(t);
     t->dirty = false;
     t->last_draw = tt_now_ms();
@@ -719,7 +744,7 @@ int repl_main(int argc, char **argv)
         t.env = &env;
         t.fallback_note = app.fallback_note;
         app.fallback_quiet = true;
-        pace_set_rate(&env.pace, o.pace < 0 ? PACE_REPL_DEFAULT : o.pace);
+        pace_set_rate(&env.pace, o.pace < 0 ? 0 : o.pace);
         transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();
