@@ -237,8 +237,12 @@ soak: tokentop
 # The embedded pair (models/README.md): the target, with its draft loaded for /spec on.
 DEFAULT_MODEL ?= models/kjv-target
 DEFAULT_DRAFT ?= models/kjv-draft
+# make run shows 20 tokens a second (README, "Pacing"): at engine speed a reply appears in one
+# frame and the histogram cannot be followed. RUN_PACE=0 runs at engine speed.
+RUN_PACE ?= 20
 run: tokentop
-	./tokentop --model $(DEFAULT_MODEL) $(if $(DEFAULT_DRAFT),--draft $(DEFAULT_DRAFT) --spec off)
+	./tokentop --model $(DEFAULT_MODEL) $(if $(DEFAULT_DRAFT),--draft $(DEFAULT_DRAFT) --spec off) \
+	    --pace $(RUN_PACE)
 
 # make install [PREFIX=/usr/local] [DESTDIR=staging]: the binary, what it needs beside it and the
 # man page. The binary finds the models in its ../share/tokentop and the GPU plugin in its

@@ -20,11 +20,21 @@
 #include "core/threads.h"
 #include "core/tokenizer.h"
 #include "app/cli.h"
+#include "app/draft.h"
 #include "core/jsonw.h"
 #include "core/session.h"
 #include "core/util.h"
 
-#define DEFAULT_PROMPT "In the beginning God created the heaven and the earth."
+/* The default prompts: five openings the embedded models know (each run alternates plain and
+ * speculative over all of them, as a user's turns would). */
+static const char *const default_prompts[] = {
+    "In the beginning God created the heaven and the earth.",
+    "And it came to pass, when men began to multiply on the face of the earth,",
+    "The LORD is my shepherd; I shall not want.",
+    "Blessed are the poor in spirit: for theirs is the kingdom of heaven.",
+    "And the king said unto Nathan the prophet,",
+};
+#define N_DEFAULT_PROMPTS 5
 #define COST_STEPS 16      /* single-token forwards timed per engine and repetition */
 #define VERIFY_REPS 5      /* verification spans timed per gamma and repetition */
 
@@ -33,13 +43,16 @@ typedef struct {
     bool random_pair;
     double noise;
     const char *pair_dir;          /* --pair-dir: write the random pair here and keep it */
-    int gammas[SPEC_GAMMA_MAX];
+    int gammas[SPEC_GAMMA_MAX];    /* 0: auto (the tuner, the session's default) */
     int n_gammas;
     tt_dtype dtypes[4];
-    int n_dtypes;
+    int n_dtypes;                  /* 0: each model's file dtype, as generate loads them */
     int gen_tokens, reps, n_threads;
-    const char *prompt;
+    const char *prompts[N_DEFAULT_PROMPTS];
+    int n_prompts;
     sampler_params sampler;
+    unsigned given;                /* CLI_GIVEN_TEMP/TOP_K/TOP_P/GREEDY: the rest comes from the
+                                      target's generation_config, as in generate and the REPL */
     uint64_t seed;
     bool json;
 } sb_options;
@@ -57,6 +70,8 @@ typedef struct {
                                       t_verify(g)) */
     double verify_ms;              /* one (g+1)-token verification forward */
     double loop_ms, loop_draft_ms, loop_target_ms;  /* in the generation loop, summed over runs */
+    spec_stats parts;              /* the per-part times, summed over runs */
+    int gamma_last;                /* auto: the gamma the tuner ended on (last run) */
 } sb_row;
 
 /* ---------------------------------------------------------------------------------------------
@@ -83,28 +98,37 @@ bool bench_spec_wanted(int argc, char **argv)
     return false;
 }
 
-/* "1..8", "4" or "1,2,4" into o->gammas; -1 on a malformed list. */
+/* A comma-separated list of "auto", "N" and "A..B" ("1..8", "4", "1,2,4,auto") into o->gammas
+ * (auto as 0); -1 on a malformed list. */
 static int parse_gammas(sb_options *o, const char *s)
 {
     o->n_gammas = 0;
-    char *end;
-    long a = strtol(s, &end, 10);
-    if (end != s && strncmp(end, "..", 2) == 0) {
-        const char *p = end + 2;
-        long b = strtol(p, &end, 10);
-        if (end == p || *end || a < 1 || b < a || b > SPEC_GAMMA_MAX)
-            return -1;
-        for (long g = a; g <= b; g++)
-            o->gammas[o->n_gammas++] = (int)g;
-        return 0;
-    }
     const char *p = s;
     while (*p) {
-        long g = strtol(p, &end, 10);
-        if (end == p || g < 1 || g > SPEC_GAMMA_MAX || o->n_gammas == SPEC_GAMMA_MAX)
-            return -1;
-        o->gammas[o->n_gammas++] = (int)g;
-        if (*end == ',')
+        char *end;
+        long a, b;
+        if (strncmp(p, "auto", 4) == 0) {
+            a = b = 0;
+            end = (char *)p + 4;
+        } else {
+            a = b = strtol(p, &end, 10);
+            if (end == p || a < 1)
+                return -1;
+            if (strncmp(end, "..", 2) == 0) {
+                const char *q = end + 2;
+                b = strtol(q, &end, 10);
+                if (end == q || b < a)
+                    return -1;
+            }
+            if (b > SPEC_GAMMA_MAX)
+                return -1;
+        }
+        for (long g = a; g <= b; g++) {
+            if (o->n_gammas == SPEC_GAMMA_MAX)
+                return -1;
+            o->gammas[o->n_gammas++] = (int)g;
+        }
+        if (*end == ',' && end[1])
             end++;
         else if (*end)
             return -1;
@@ -141,8 +165,8 @@ static int parse_int_arg(const char *name, const char *s, long lo, long hi, int 
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: tokentop bench --draft DIR [--model DIR] [--gamma 1..8] [options]\n"
-"       tokentop bench --random-pair NOISE [--gamma 1..8] [options]\n"
+"usage: tokentop bench --draft DIR [--model DIR] [--gamma auto|1..8] [options]\n"
+"       tokentop bench --random-pair NOISE [--gamma auto|1..8] [options]\n"
 "Speculative decoding against plain decoding: tokens/s, speed-up, acceptance and tokens per\n"
 "target pass for each gamma and precision, and the speed-up predicted from the measured\n"
 "acceptance a and draft/target cost ratio c: S = (1 - a^(g+1)) / ((1 - a)(g c + 1)).\n"
@@ -151,16 +175,18 @@ static void usage(FILE *f)
 "  --random-pair NOISE  write a random pair instead: target with GPT-2 124M shapes, draft with\n"
 "                       C 256, L 2; the target's logits are the draft's plus noise (0: equal)\n"
 "  --pair-dir DIR       write that pair to DIR/target and DIR/draft and keep it (DIR must exist)\n"
-"  --gamma LIST         1..8 (default) | 4 | 1,2,4\n"
-"  --dtype LIST         fp32 (default) | fp16 | bf16 | q8, comma-separated\n"
-"  --gen-tokens N       tokens per run (default 128)    --reps R  runs per row (default 3)\n"
-"  --prompt TEXT        prompt (default: Genesis 1:1)   --threads N  CPU threads\n"
-"  --temp X --top-k N --top-p X --seed N   sampler (default greedy)\n"
+"By default it measures what generate --draft and the REPL do: the models' own precisions, auto\n"
+"threads, the target's generation_config sampler, gamma chosen from measured costs, 5 prompts.\n"
+"  --gamma LIST         auto (default) | 1..8 | 4 | 1,2,4,auto\n"
+"  --dtype LIST         fp32 | fp16 | bf16 | q8, comma-separated (default: each file's)\n"
+"  --gen-tokens N       tokens per run (default 200)    --reps R  rounds of prompts (default 1)\n"
+"  --prompt TEXT        one prompt instead of the 5     --threads N  CPU threads (default auto)\n"
+"  --temp X --top-k N --top-p X --greedy --seed N   sampler (default: generation_config)\n"
 "  --json               one JSON object per precision\n");
 }
 
 enum { SB_MODEL = 256, SB_DRAFT, SB_RANDOM, SB_PAIR_DIR, SB_GAMMA, SB_DTYPE, SB_GEN, SB_REPS, SB_PROMPT,
-       SB_THREADS, SB_TEMP, SB_TOPK, SB_TOPP, SB_SEED, SB_JSON, SB_HELP };
+       SB_THREADS, SB_TEMP, SB_TOPK, SB_TOPP, SB_GREEDY, SB_SEED, SB_JSON, SB_HELP };
 
 static int parse(sb_options *o, int argc, char **argv)
 {
@@ -173,6 +199,7 @@ static int parse(sb_options *o, int argc, char **argv)
         {"prompt", required_argument, 0, SB_PROMPT},
         {"threads", required_argument, 0, SB_THREADS}, {"temp", required_argument, 0, SB_TEMP},
         {"top-k", required_argument, 0, SB_TOPK}, {"top-p", required_argument, 0, SB_TOPP},
+        {"greedy", no_argument, 0, SB_GREEDY},
         {"seed", required_argument, 0, SB_SEED}, {"json", no_argument, 0, SB_JSON},
         {"help", no_argument, 0, SB_HELP}, {0, 0, 0, 0},
     };
@@ -199,8 +226,8 @@ static int parse(sb_options *o, int argc, char **argv)
         }
         case SB_GAMMA:
             if (parse_gammas(o, a) != 0) {
-                fprintf(stderr, "tokentop bench: --gamma: '%s' is not N, A..B or a list, each in "
-                        "[1, %d]\n", a, SPEC_GAMMA_MAX);
+                fprintf(stderr, "tokentop bench: --gamma: '%s' is not auto, N, A..B or a list of "
+                        "them, each N in [1, %d]\n", a, SPEC_GAMMA_MAX);
                 return -1;
             }
             break;
@@ -219,7 +246,14 @@ static int parse(sb_options *o, int argc, char **argv)
             if (parse_int_arg("--reps", a, 1, 1000, &o->reps))
                 return -1;
             break;
-        case SB_PROMPT: o->prompt = a; break;
+        case SB_PROMPT:
+            o->prompts[0] = a;
+            o->n_prompts = 1;
+            break;
+        case SB_GREEDY:
+            o->sampler.greedy = true;
+            o->given |= CLI_GIVEN_GREEDY;
+            break;
         case SB_THREADS:
             if (parse_int_arg("--threads", a, 1, 1024, &o->n_threads))
                 return -1;
@@ -232,6 +266,8 @@ static int parse(sb_options *o, int argc, char **argv)
             }
             if (c == SB_TEMP)
                 o->sampler.greedy = o->sampler.temperature == 0;
+            o->given |= c == SB_TEMP ? CLI_GIVEN_TEMP : c == SB_TOPK ? CLI_GIVEN_TOP_K
+                                                                    : CLI_GIVEN_TOP_P;
             break;
         }
         case SB_SEED: {
@@ -338,9 +374,11 @@ typedef struct {
 } sb_run;
 
 /* One generation of o->gen_tokens after the prompt (EOS ignored, so every run has the same
- * length); tokens/s over the generation itself (prefill excluded). */
+ * length), as generate runs it (lean: no snapshots); tokens/s over the generation itself (prefill
+ * excluded). gamma 0: auto, the session's default. */
 static int run_once(const sb_options *o, const model *m, const tokenizer *tok, engine *te,
-                    engine *de, int gamma, sb_run *out, tt_error *err)
+                    engine *de, const char *prompt, int gamma, sb_run *out, int *gamma_last,
+                    tt_error *err)
 {
     session_settings set;
     session_settings_default(&set);
@@ -351,11 +389,12 @@ static int run_once(const sb_options *o, const model *m, const tokenizer *tok, e
     session s;
     if (session_init(&s, m, tok, te, &set, err) != TT_OK)
         return -1;
+    s.lean = true;                 /* as `generate` without --json */
     int rc = -1;
     if (de && (session_set_draft(&s, de, err) != TT_OK ||
-               session_set_gamma(&s, gamma, false, err) != TT_OK))
+               session_set_gamma(&s, gamma > 0 ? gamma : s.gamma, gamma == 0, err) != TT_OK))
         goto out;
-    if (session_add_user_text(&s, o->prompt, strlen(o->prompt), err) != TT_OK ||
+    if (session_add_user_text(&s, prompt, strlen(prompt), err) != TT_OK ||
         session_generate(&s, NULL, NULL, err) != TT_OK)
         goto out;
     const session_stats *st = &s.last;
@@ -363,12 +402,23 @@ static int run_once(const sb_options *o, const model *m, const tokenizer *tok, e
     out->tok_s = gen_ms > 0 ? st->generated_tokens / (gen_ms / 1e3) : 0;
     out->gen_ms = gen_ms;
     memset(&out->spec, 0, sizeof out->spec);
-    if (de)
+    if (de) {
         out->spec = *spec_get_stats(s.spec);
+        *gamma_last = s.gamma;
+    }
     rc = 0;
 out:
     session_free(&s);
     return rc;
+}
+
+static void add_parts(spec_stats *sum, const spec_stats *st)
+{
+    sum->draft_sync_ms += st->draft_sync_ms;
+    sum->draft_forward_ms += st->draft_forward_ms;
+    sum->draft_chain_ms += st->draft_chain_ms;
+    sum->verify_forward_ms += st->verify_forward_ms;
+    sum->verify_chain_ms += st->verify_chain_ms;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -376,7 +426,8 @@ out:
 
 typedef struct {
     tt_dtype dtype;
-    char target_desc[160];
+    bool file_dtypes;              /* each model in its file's precision (dtype unused) */
+    char target_desc[160], draft_desc[160];
     double t_target_ms, t_draft_ms, c;
     double t_draft_after_ms;       /* a draft step right after a target step (t_draft') */
     double baseline_tok_s;
@@ -385,27 +436,28 @@ typedef struct {
     int n_rows;
 } sb_result;
 
-/* Runs are interleaved: each repetition measures the costs, the baseline and every gamma in turn,
- * so a change in the machine's load hits all of them alike; speed-ups are medians of the
- * per-repetition ratios. */
+/* Runs are interleaved: each repetition measures the costs, then for every prompt the baseline
+ * and every gamma in turn, so a change in the machine's load hits all of them alike; speed-ups
+ * are medians of the per-run ratios to the baseline run of the same prompt next to them. */
 static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
-                       const tokenizer *tok, tt_dtype dtype, sb_result *res, tt_error *err)
+                       const tokenizer *tok, const tt_dtype *dtype, sb_result *res, tt_error *err)
 {
     memset(res, 0, sizeof *res);
-    res->dtype = dtype;
+    res->file_dtypes = !dtype;
+    res->dtype = dtype ? *dtype : tm->file_dtype;
     res->load_before = loadavg();
     int32_t *ids = NULL;
     int n = 0;
-    if (tokenizer_encode(tok, o->prompt, strlen(o->prompt), &ids, &n, err) != TT_OK)
+    if (tokenizer_encode(tok, o->prompts[0], strlen(o->prompts[0]), &ids, &n, err) != TT_OK)
         return -1;
-    int gmax = 1;
+    int gmax = SPEC_TUNER_MAX;
     for (int i = 0; i < o->n_gammas; i++)
         gmax = o->gammas[i] > gmax ? o->gammas[i] : gmax;
-    int n_ctx = n + (o->gen_tokens > COST_STEPS ? o->gen_tokens : COST_STEPS) + gmax + 2;
-    if (n_ctx > tm->config.maxT || n_ctx > dm->config.maxT || n < 1) {
-        tt_fail(err, TT_ERR_ARG, "bench: the prompt (%d tokens) and --gen-tokens %d do not fit "
-                "the models' contexts (%d, %d)", n, o->gen_tokens, tm->config.maxT,
-                dm->config.maxT);
+    /* the models' own context, as a user runs them (a long run shifts it, as theirs would) */
+    int n_ctx = tm->config.maxT < dm->config.maxT ? tm->config.maxT : dm->config.maxT;
+    if (n + COST_STEPS + gmax + 2 > n_ctx || n < 1) {
+        tt_fail(err, TT_ERR_ARG, "bench: the prompt (%d tokens) does not fit the models' "
+                "contexts (%d, %d)", n, tm->config.maxT, dm->config.maxT);
         free(ids);
         return -1;
     }
@@ -424,27 +476,31 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
     }
     for (int i = 0; i < n_cost; i++)
         cost_ids[i] = ids[i % n];
-    engine_options eo;
+    engine_options eo, deo;
     engine_options_default(&eo);
-    eo.dtype = dtype;
+    eo.dtype = dtype ? *dtype : tm->file_dtype;
     eo.n_threads = o->n_threads;
     eo.n_ctx = n_ctx;
+    deo = eo;
+    deo.dtype = dtype ? *dtype : draft_default_dtype(dm->file_dtype);   /* as draft_load */
     engine *te = NULL, *de = NULL;
-    int R = o->reps, G = o->n_gammas, rc = -1;
-    /* (R) per repetition; (G, R) per gamma and repetition */
-    double *t_t = calloc((size_t)R, sizeof(double)), *t_d = calloc((size_t)R, sizeof(double));
-    double *t_da = calloc((size_t)R, sizeof(double));
+    int P = o->n_prompts, R = o->reps * P, G = o->n_gammas, rc = -1;
+    /* (reps) per repetition; (R) per run of a prompt; (G, R) per gamma and run */
+    double *t_t = calloc((size_t)o->reps, sizeof(double));
+    double *t_d = calloc((size_t)o->reps, sizeof(double));
+    double *t_da = calloc((size_t)o->reps, sizeof(double));
     double *base = calloc((size_t)R, sizeof(double));
     double *spec_ts = calloc((size_t)(G * R), sizeof(double));
     double *ratio = calloc((size_t)(G * R), sizeof(double));
-    double *ver = calloc((size_t)(G * R), sizeof(double));
+    double *ver = calloc((size_t)(G * o->reps), sizeof(double));
     if (!t_t || !t_d || !t_da || !base || !spec_ts || !ratio || !ver) {
         tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
         goto out;
     }
-    if (cpu_engine_create(tm, &eo, &te, err) != TT_OK || cpu_engine_create(dm, &eo, &de, err))
+    if (cpu_engine_create(tm, &eo, &te, err) != TT_OK || cpu_engine_create(dm, &deo, &de, err))
         goto out;
     snprintf(res->target_desc, sizeof res->target_desc, "%s", te->description);
+    snprintf(res->draft_desc, sizeof res->draft_desc, "%s", de->description);
     /* warm both engines once (page faults, thread start) before timing */
     if (time_decode(te, cost_ids, n_cost, err) < 0 || time_decode(de, cost_ids, n_cost, err) < 0)
         goto out;
@@ -454,52 +510,66 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
         res->rows[gi].gamma = o->gammas[gi];
     }
     sb_run run;
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < o->reps; r++) {
         if (!o->json)
-            fprintf(stderr, "tokentop bench: %s: repetition %d of %d ...\n", tt_dtype_name(dtype),
-                    r + 1, R);
+            fprintf(stderr, "tokentop bench: %s: repetition %d of %d ...\n",
+                    dtype ? tt_dtype_name(*dtype) : "default precisions", r + 1, o->reps);
         t_t[r] = time_decode(te, cost_ids, n_cost, err);
         t_d[r] = time_decode(de, cost_ids, n_cost, err);
         t_da[r] = time_decode_after(de, te, cost_ids, n_cost, err);
-        if (t_t[r] < 0 || t_d[r] < 0 || t_da[r] < 0 || run_once(o, tm, tok, te, NULL, 0, &run, err) != 0)
+        if (t_t[r] < 0 || t_d[r] < 0 || t_da[r] < 0)
             goto out;
-        base[r] = run.tok_s;
-        for (int gi = 0; gi < G; gi++) {
-            sb_row *row = &res->rows[gi];
-            if (run_once(o, tm, tok, te, de, row->gamma, &run, err) != 0)
+        for (int p = 0; p < P; p++) {
+            int k = r * P + p;
+            if (run_once(o, tm, tok, te, NULL, o->prompts[p], 0, &run, NULL, err) != 0)
                 goto out;
-            spec_ts[gi * R + r] = run.tok_s;
-            ratio[gi * R + r] = run.tok_s / base[r];
-            row->drafted += run.spec.drafted;
-            row->accepted += run.spec.accepted;
-            row->rejections += run.spec.rejections;
-            row->rounds += run.spec.rounds;
-            row->produced += run.spec.produced;
-            row->loop_ms += run.gen_ms;
-            row->loop_draft_ms += run.spec.draft_ms;
-            row->loop_target_ms += run.spec.target_ms;
-            if ((ver[gi * R + r] = time_verify(te, cost_ids, n_cost, row->gamma, err)) < 0)
+            base[k] = run.tok_s;
+            for (int gi = 0; gi < G; gi++) {
+                sb_row *row = &res->rows[gi];
+                if (run_once(o, tm, tok, te, de, o->prompts[p], row->gamma, &run,
+                             &row->gamma_last, err) != 0)
+                    goto out;
+                spec_ts[gi * R + k] = run.tok_s;
+                ratio[gi * R + k] = run.tok_s / base[k];
+                row->drafted += run.spec.drafted;
+                row->accepted += run.spec.accepted;
+                row->rejections += run.spec.rejections;
+                row->rounds += run.spec.rounds;
+                row->produced += run.spec.produced;
+                row->loop_ms += run.gen_ms;
+                row->loop_draft_ms += run.spec.draft_ms;
+                row->loop_target_ms += run.spec.target_ms;
+                add_parts(&row->parts, &run.spec);
+            }
+        }
+        for (int gi = 0; gi < G; gi++) {
+            int g = res->rows[gi].gamma > 0 ? res->rows[gi].gamma : res->rows[gi].gamma_last;
+            if ((ver[gi * o->reps + r] = time_verify(te, cost_ids, n_cost, g, err)) < 0)
                 goto out;
         }
     }
-    res->t_target_ms = tt_median(t_t, R);
-    res->t_draft_ms = tt_median(t_d, R);
-    res->t_draft_after_ms = tt_median(t_da, R);
+    res->t_target_ms = tt_median(t_t, o->reps);
+    res->t_draft_ms = tt_median(t_d, o->reps);
+    res->t_draft_after_ms = tt_median(t_da, o->reps);
     res->c = res->t_draft_ms / res->t_target_ms;
     res->baseline_tok_s = tt_median(base, R);
     for (int gi = 0; gi < G; gi++) {
         sb_row *row = &res->rows[gi];
         row->tok_s = tt_median(spec_ts + gi * R, R);
         row->speedup = tt_median(ratio + gi * R, R);
-        row->verify_ms = tt_median(ver + gi * R, R);
+        row->verify_ms = tt_median(ver + gi * o->reps, o->reps);
         row->acceptance = row->drafted ? (double)row->accepted / row->drafted : 0;
         row->alpha = row->accepted + row->rejections
                          ? (double)row->accepted / (row->accepted + row->rejections) : 0;
         row->tokens_per_pass = row->rounds ? (double)row->produced / row->rounds : 0;
-        row->predicted = spec_predicted_speedup(row->alpha, row->gamma, res->c);
+        /* auto: the model at the mean gamma the rounds used */
+        int g = row->gamma > 0 ? row->gamma
+                               : (int)lround(row->rounds ? (double)row->drafted / row->rounds : 1);
+        g = g < 1 ? 1 : g;
+        row->predicted = spec_predicted_speedup(row->alpha, g, res->c);
         /* a round's first draft step follows the target's pass, the others follow the draft */
         row->predicted_verify = row->tokens_per_pass * res->t_target_ms /
-                                (res->t_draft_after_ms + (row->gamma - 1) * res->t_draft_ms +
+                                (res->t_draft_after_ms + (g - 1) * res->t_draft_ms +
                                  row->verify_ms);
     }
     res->load_after = loadavg();
@@ -522,16 +592,26 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Output */
 
+/* "4", or "auto" with the gamma the tuner ended on: "auto:3". */
+static void gamma_label(const sb_row *w, char *buf, size_t cap)
+{
+    if (w->gamma > 0)
+        snprintf(buf, cap, "%d", w->gamma);
+    else
+        snprintf(buf, cap, "auto:%d", w->gamma_last);
+}
+
 static void print_table(const sb_options *o, const model *tm, const model *dm, const char *tname,
                         const char *dname, const sb_result *r)
 {
     char chain[160];
     sampler_params_format(&o->sampler, chain, sizeof chain);
     printf("\nspeculative decoding, %s: target %s (%.1fM params), draft %s (%.1fM params)\n",
-           tt_dtype_name(r->dtype), tname, tm->n_params / 1e6, dname, dm->n_params / 1e6);
-    printf("  %s | %s | %d tokens x %d runs (medians) | load %.2f -> %.2f on %d cores\n",
-           r->target_desc, chain, o->gen_tokens, o->reps, r->load_before, r->load_after,
-           threadpool_cores());
+           r->file_dtypes ? "default precisions" : tt_dtype_name(r->dtype), tname,
+           tm->n_params / 1e6, dname, dm->n_params / 1e6);
+    printf("  target %s | draft %s\n  %s | %d prompts x %d tokens x %d reps (medians) | load "
+           "%.2f -> %.2f on %d cores\n", r->target_desc, r->draft_desc, chain, o->n_prompts,
+           o->gen_tokens, o->reps, r->load_before, r->load_after, threadpool_cores());
     printf("  decode cost per token: target %.2f ms, draft %.2f ms (%.2f ms right after a target "
            "step) -> c = %.3f | baseline %.2f tok/s | speed-up: median of per-run ratios to the "
            "baseline run next to it\n",
@@ -540,8 +620,10 @@ static void print_table(const sb_options *o, const model *tm, const model *dm, c
            "meas/pred  pred(verify)  meas/pred(v)\n");
     for (int i = 0; i < r->n_rows; i++) {
         const sb_row *w = &r->rows[i];
-        printf("  %5d  %7.2f  %7.2fx  %6.3f  %5.3f  %8.2f  %9.2f  %8.2fx  %9.2f  %11.2fx  %12.2f\n",
-               w->gamma, w->tok_s, w->speedup, w->acceptance, w->alpha, w->tokens_per_pass,
+        char gname[16];
+        gamma_label(w, gname, sizeof gname);
+        printf("  %5s  %7.2f  %7.2fx  %6.3f  %5.3f  %8.2f  %9.2f  %8.2fx  %9.2f  %11.2fx  %12.2f\n",
+               gname, w->tok_s, w->speedup, w->acceptance, w->alpha, w->tokens_per_pass,
                w->verify_ms, w->predicted, w->speedup / w->predicted, w->predicted_verify,
                w->speedup / w->predicted_verify);
     }
@@ -550,25 +632,34 @@ static void print_table(const sb_options *o, const model *tm, const model *dm, c
            "  verification pass costs one decode step); pred(verify): tok/pass x target step /\n"
            "  (a draft step right after a target step + g-1 draft steps + the measured verification\n"
            "  pass of g+1 tokens)\n");
-    printf("  where a round's time goes, measured in the loop (ms per round, all runs): draft =\n"
-           "  catching up + proposing + its sampler chains; target = the verification pass +\n"
-           "  acceptance tests and the last draw; rest = the session's bookkeeping\n"
-           "  gamma  rounds  draft ms  target ms  rest ms  total ms  draft %%\n");
+    printf("  where a round's time goes, measured in the loop (ms per round, all runs): the draft\n"
+           "  catching up (sync: a token or two; its whole window after a context shift), its\n"
+           "  forwards and its sampler chains; the target's catch-up and verification forward, and\n"
+           "  the chains on its rows with the acceptance tests; rest = the session's bookkeeping\n"
+           "  gamma  rounds  d.sync  d.fwd  d.chain  v.fwd  v.chain  rest   total ms\n");
     for (int i = 0; i < r->n_rows; i++) {
         const sb_row *w = &r->rows[i];
+        const spec_stats *q = &w->parts;
         double n = w->rounds > 0 ? (double)w->rounds : 1.0;
         double rest = (w->loop_ms - w->loop_draft_ms - w->loop_target_ms) / n;
-        printf("  %5d  %6ld  %8.3f  %9.3f  %7.3f  %8.3f  %6.1f%%\n", w->gamma, w->rounds,
-               w->loop_draft_ms / n, w->loop_target_ms / n, rest, w->loop_ms / n,
-               w->loop_ms > 0 ? 100.0 * w->loop_draft_ms / w->loop_ms : 0.0);
+        char gname[16];
+        gamma_label(w, gname, sizeof gname);
+        printf("  %5s  %6ld  %6.3f  %5.3f  %7.3f  %5.3f  %7.3f  %5.3f  %8.3f\n", gname, w->rounds,
+               q->draft_sync_ms / n, q->draft_forward_ms / n, q->draft_chain_ms / n,
+               q->verify_forward_ms / n, q->verify_chain_ms / n, rest, w->loop_ms / n);
     }
     fflush(stdout);
+}
+
+static double per_round(const sb_row *w, double ms)
+{
+    return w->rounds ? ms / w->rounds : 0.0;
 }
 
 static void print_json(const sb_options *o, const char *tname, const char *dname,
                        const sb_result *r)
 {
-    printf("{\"precision\":\"%s\",\"target\":", tt_dtype_name(r->dtype));
+    printf("{\"precision\":\"%s\",\"target\":", r->file_dtypes ? "file" : tt_dtype_name(r->dtype));
     jsonw_string(stdout, tname, strlen(tname));
     fputs(",\"draft\":", stdout);
     jsonw_string(stdout, dname, strlen(dname));
@@ -581,16 +672,24 @@ static void print_json(const sb_options *o, const char *tname, const char *dname
            r->load_before, r->load_after);
     for (int i = 0; i < r->n_rows; i++) {
         const sb_row *w = &r->rows[i];
-        printf("%s{\"gamma\":%d,\"tok_s\":%.4f,\"speedup\":%.4f,\"drafted\":%ld,\"accepted\":%ld,"
+        if (w->gamma > 0)
+            printf("%s{\"gamma\":%d,", i ? "," : "", w->gamma);
+        else
+            printf("%s{\"gamma\":\"auto\",\"gamma_last\":%d,", i ? "," : "", w->gamma_last);
+        printf("\"tok_s\":%.4f,\"speedup\":%.4f,\"drafted\":%ld,\"accepted\":%ld,"
                "\"acceptance_rate\":%.4f,\"alpha\":%.4f,\"tokens_per_target_pass\":%.4f,"
                "\"verify_ms\":%.4f,\"predicted_speedup\":%.4f,\"predicted_speedup_verify\":%.4f,"
                "\"rounds\":%ld,\"round_draft_ms\":%.4f,\"round_target_ms\":%.4f,"
-               "\"round_ms\":%.4f}",
-               i ? "," : "", w->gamma, w->tok_s, w->speedup, w->drafted, w->accepted,
+               "\"round_ms\":%.4f,\"round_draft_sync_ms\":%.4f,\"round_draft_forward_ms\":%.4f,"
+               "\"round_draft_chain_ms\":%.4f,\"round_verify_forward_ms\":%.4f,"
+               "\"round_verify_chain_ms\":%.4f}",
+               w->tok_s, w->speedup, w->drafted, w->accepted,
                w->acceptance, w->alpha, w->tokens_per_pass, w->verify_ms, w->predicted,
                w->predicted_verify, w->rounds, w->rounds ? w->loop_draft_ms / w->rounds : 0.0,
                w->rounds ? w->loop_target_ms / w->rounds : 0.0,
-               w->rounds ? w->loop_ms / w->rounds : 0.0);
+               w->rounds ? w->loop_ms / w->rounds : 0.0, per_round(w, w->parts.draft_sync_ms),
+               per_round(w, w->parts.draft_forward_ms), per_round(w, w->parts.draft_chain_ms),
+               per_round(w, w->parts.verify_forward_ms), per_round(w, w->parts.verify_chain_ms));
     }
     puts("]}");
     fflush(stdout);
@@ -604,14 +703,12 @@ int bench_spec_main(int argc, char **argv)
     sb_options o;
     memset(&o, 0, sizeof o);
     sampler_params_default(&o.sampler);
-    o.sampler.greedy = true;
-    o.sampler.temperature = 0;
-    o.gen_tokens = 128;
-    o.reps = 3;
-    o.prompt = DEFAULT_PROMPT;
-    o.dtypes[0] = TT_F32;
-    o.n_dtypes = 1;
-    parse_gammas(&o, "1..8");
+    o.gen_tokens = 200;
+    o.reps = 1;
+    for (int i = 0; i < N_DEFAULT_PROMPTS; i++)
+        o.prompts[i] = default_prompts[i];
+    o.n_prompts = N_DEFAULT_PROMPTS;
+    parse_gammas(&o, "auto");
     int rc = parse(&o, argc, argv);
     if (rc != 0)
         return rc < 0 ? 2 : 0;
@@ -661,11 +758,20 @@ int bench_spec_main(int argc, char **argv)
                 "the target's\n", draft_dir);
         goto out;
     }
+    /* the sampler a user meets: the target's generation_config under what was given */
+    cli_options go;
+    cli_options_default(&go);
+    go.set.sampler = o.sampler;
+    go.given = o.given;
+    go.seed_set = true;
+    cli_apply_generation_defaults(&go, tm);
+    o.sampler = go.set.sampler;
     const char *tname = o.random_pair ? "gpt2-random" : tm->name;
     const char *dname = o.random_pair ? "gpt2-random-draft" : dm->name;
-    for (int i = 0; i < o.n_dtypes; i++) {
+    for (int i = 0; i < (o.n_dtypes ? o.n_dtypes : 1); i++) {
         sb_result *res = malloc(sizeof *res);
-        if (!res || bench_dtype(&o, tm, dm, tok, o.dtypes[i], res, &err) != 0) {
+        if (!res || bench_dtype(&o, tm, dm, tok, o.n_dtypes ? &o.dtypes[i] : NULL, res,
+                                &err) != 0) {
             fprintf(stderr, "tokentop bench: %s\n", res ? err.msg : "out of memory");
             free(res);
             goto out;

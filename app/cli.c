@@ -12,6 +12,7 @@
 
 #include "core/beam.h"
 #include "core/util.h"
+#include "core/pace.h"
 #include "gpu/gpu_plugin.h"
 
 #define DEFAULT_MODEL_NAME "models/kjv-target"
@@ -22,6 +23,8 @@ void cli_options_default(cli_options *o)
     o->backend = "auto";
     o->dtype = TT_F32;
     o->gamma = 4;
+    o->gamma_adaptive = true;
+    o->pace = -1;
     o->length_penalty = 1.0f;
     session_settings_default(&o->set);
 }
@@ -33,7 +36,7 @@ void cli_options_default(cli_options *o)
 enum {
     OPT_MODEL = 'm', OPT_PROMPT = 'p', OPT_FILE = 'f', OPT_MAX = 'n', OPT_THREADS = 't',
     OPT_SEED = 's', OPT_QUIET = 'q', OPT_VERBOSE = 'v', OPT_HELP = 'h',
-    OPT_DRAFT = 256, OPT_BACKEND, OPT_DTYPE, OPT_CTX, OPT_GAMMA, OPT_GAMMA_ADAPTIVE, OPT_SPEC, OPT_NO_GRAPHS,
+    OPT_DRAFT = 256, OPT_BACKEND, OPT_DTYPE, OPT_CTX, OPT_GAMMA, OPT_GAMMA_ADAPTIVE, OPT_PACE, OPT_SPEC, OPT_NO_GRAPHS,
     OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT, OPT_PRESENCE, OPT_FREQUENCY,
     OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
@@ -51,6 +54,7 @@ static const struct option long_options[] = {
     {"ctx", required_argument, 0, OPT_CTX},
     {"gamma", required_argument, 0, OPT_GAMMA},
     {"gamma-adaptive", no_argument, 0, OPT_GAMMA_ADAPTIVE},
+    {"pace", required_argument, 0, OPT_PACE},
     {"spec", required_argument, 0, OPT_SPEC},
     {"no-graphs", no_argument, 0, OPT_NO_GRAPHS},
     {"temp", required_argument, 0, OPT_TEMP},
@@ -124,16 +128,21 @@ void cli_usage(FILE *f, const char *cmd)
 "      --backend B        cpu | cuda | auto (default auto: the GPU when one is usable)\n"
 "  -t, --threads N        CPU threads (default auto: one per core, 1 while more are slower)\n"
 "      --ctx N            KV cache positions (default: the model's n_positions)\n"
-"      --draft DIR        draft model for speculative decoding; --gamma N draft tokens per round\n"
+"      --draft DIR        draft model for speculative decoding\n"
+"      --gamma N|auto     draft tokens per round (default auto: chosen from the measured draft\n"
+"                         and verification costs and the running acceptance; starts at 4)\n"
+"      --gamma-adaptive   auto, starting from --gamma N\n"
 "      --spec on|off      start with speculative decoding on (default, with --draft) or off\n"
-"      --gamma-adaptive   adapt gamma after each round (+2 when all drafts pass, -1 otherwise)\n"
+"      --pace N           show at most N tokens per second, to follow the histogram (0, the\n"
+"                         default: as fast as the engine goes; make run uses 20)\n"
 "Sampling (Hugging Face order by default: penalties, temperature, top-k, top-p, min-p):\n"
 "      --temp X           temperature >= 0 (0 = greedy)       --greedy      always the argmax\n"
 "      --top-k N          keep the N most likely (0 = off)    --top-p X     nucleus mass in [0,1]\n"
 "      --min-p X          keep p >= X * p_max, X in [0,1]     --order O     hf | llama\n"
 "      --repeat X         repetition penalty > 0 (1 = off)    --presence X  --frequency X\n"
 "      --window N         tokens the penalties look back (-1 = all, default 64)\n"
-"  -s, --seed N           PRNG seed (same seed and settings, same tokens)\n"
+"  -s, --seed N           PRNG seed (same seed and settings, same tokens; speculative:\n"
+"                         with a fixed --gamma N, as auto follows measured times)\n"
 "Generation:\n"
 "  -p, --prompt TEXT      prompt text                         -f, --file F  prompt from a file\n"
 "  -n, --max-tokens N     new tokens at most (default 128)    --min-tokens N  no EOS before N\n"
@@ -202,6 +211,7 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
     optind = 0;
     opterr = 0;
     int c, idx;
+    bool adaptive_given = false;   /* --gamma auto / --gamma-adaptive win over --gamma N */
     while ((c = getopt_long(argc, argv, ":m:p:f:n:t:s:qvh", long_options, &idx)) != -1) {
         const char *a = optarg;
         int r = 0;
@@ -232,8 +242,23 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             break;
         case OPT_THREADS: r = parse_int(cmd, "--threads", a, 1, 1024, &o->n_threads); break;
         case OPT_CTX: r = parse_int(cmd, "--ctx", a, 2, 1 << 20, &o->n_ctx); break;
-        case OPT_GAMMA: r = parse_int(cmd, "--gamma", a, 1, 64, &o->gamma); break;
-        case OPT_GAMMA_ADAPTIVE: o->gamma_adaptive = true; break;
+        case OPT_GAMMA:
+            if (strcmp(a, "auto") == 0) {
+                adaptive_given = true;
+                break;
+            }
+            r = parse_int(cmd, "--gamma", a, 1, SPEC_GAMMA_MAX, &o->gamma);
+            o->gamma_adaptive = false;
+            break;
+        case OPT_GAMMA_ADAPTIVE: adaptive_given = true; break;
+        case OPT_PACE: {
+            tt_error err;
+            if (pace_parse(a, &o->pace, &err) != TT_OK) {
+                fprintf(stderr, "tokentop %s: --%s\n", cmd, err.msg);
+                return -1;
+            }
+            break;
+        }
         case OPT_SPEC:
             if (strcmp(a, "on") && strcmp(a, "off")) {
                 fprintf(stderr, "tokentop %s: --spec: '%s' is not on or off\n", cmd, a);
@@ -322,6 +347,8 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
         if (r)
             return -1;
     }
+    if (adaptive_given)
+        o->gamma_adaptive = true;
     if (optind < argc) {
         fprintf(stderr, "tokentop %s: unexpected argument '%s' (prompts go after -p)\n", cmd,
                 argv[optind]);

@@ -22,7 +22,10 @@ typedef struct {
     int n_threads;             /* --threads */
     int n_ctx;                 /* --ctx */
     int gamma;                 /* --gamma (speculative draft length) */
-    bool gamma_adaptive;       /* --gamma-adaptive: HF's schedule, +2 after a clean round, -1 else */
+    bool gamma_adaptive;       /* gamma chosen from measured costs (default; --gamma auto or
+                                  --gamma-adaptive); --gamma N alone fixes it */
+    double pace;               /* --pace: tokens per second shown, 0 = engine speed (also when
+                                  not given: < 0) */
     bool spec_off;             /* --spec off: load the --draft but start with speculation off */
     unsigned given;            /* CLI_GIVEN_* bits: sampler settings given on the command line */
     bool no_graphs;            /* --no-graphs (CUDA) */

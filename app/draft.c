@@ -4,6 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+tt_dtype draft_default_dtype(tt_dtype file_dtype)
+{
+    return file_dtype == TT_F32 ? TT_F16 : file_dtype;
+}
+
+tt_dtype draft_dtype(const model *draft, const cli_options *o)
+{
+    return o->dtype_set ? o->dtype : draft_default_dtype(draft->file_dtype);
+}
+
 tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const cli_options *o,
                      tt_error *err)
 {
@@ -34,6 +44,8 @@ tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const
     }
     cli_options eo = *o;
     eo.n_ctx = n_ctx;
+    eo.dtype = draft_dtype(d->model, o);
+    eo.dtype_set = true;
     char note[256] = "";
     if ((st = cli_create_engine(d->model, &eo, &d->eng, note, sizeof note, err)) != TT_OK)
         goto fail;

@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/samples.h"
 #include "core/jsonw.h"
+#include "core/pace.h"
 #include "core/session.h"
 #include "core/util.h"
 
@@ -51,7 +52,8 @@ typedef struct {
     const tokenizer *tok;
     int sample;                    /* --samples: the sample an event belongs to; -1 otherwise */
     gen_compare *cmp;              /* --compare-dtype, else NULL */
-    const session *s;              /* the session generating (with cmp) */
+    session *s;                    /* the session generating (with cmp or pace) */
+    pace_clock *pace;              /* --pace, or NULL */
 } gen_ctx;
 
 static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
@@ -151,6 +153,12 @@ static bool on_event(void *user, const session_event *ev)
         fprintf(stderr, "\ntokentop: --compare-dtype: %s\n", err.msg);
         return false;
     }
+    /* text output shows no rejected draft: only --json gives it a slot of its own */
+    if (g->pace && g->pace->rate > 0 && !ev->flush && (!ev->rejected || g->o->json)) {
+        session_note_pause(g->s, pace_wait(g->pace, &g_interrupted));
+        if (g_interrupted)
+            return false;
+    }
     if (g->o->json)
         return on_event_json(g, ev);
     if (ev->context_shifted && !g->o->quiet)
@@ -184,8 +192,10 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             jsonw_string(stdout, fallback_note, strlen(fallback_note));
         }
         if (st->speculative) {
-            printf(",\"gamma\":%d,\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld,"
-                   "\"acceptance_rate\":", st->gamma, st->spec_rounds, st->drafted, st->accepted);
+            printf(",\"gamma\":%d,\"gamma_mode\":\"%s\",\"rounds\":%ld,\"drafted\":%ld,"
+                   "\"accepted\":%ld,\"acceptance_rate\":", st->gamma,
+                   s->gamma_adaptive ? "auto" : "fixed", st->spec_rounds, st->drafted,
+                   st->accepted);
             jsonw_number(stdout, st->drafted ? (double)st->accepted / st->drafted : 0.0);
             fputs(",\"tokens_per_target_pass\":", stdout);
             jsonw_number(stdout, st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
@@ -207,8 +217,9 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             st->reused_tokens, st->ttft_ms, st->prefill_tok_s, st->decode_tok_s,
             (unsigned long long)seed);
     if (st->speculative)
-        fprintf(stderr, "[speculative: gamma %d | %ld drafted, %ld accepted (%.1f%%) | %.2f tokens "
-                "per target pass]\n", st->gamma, st->drafted, st->accepted,
+        fprintf(stderr, "[speculative: gamma %d%s | %ld drafted, %ld accepted (%.1f%%) | %.2f "
+                "tokens per target pass]\n", st->gamma, s->gamma_adaptive ? " (auto)" : "",
+                st->drafted, st->accepted,
                 st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
                 st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
     gen_compare_summary(stderr, cmp, false);
@@ -525,6 +536,7 @@ static int app_generate(int argc, char **argv)
     s.device_fallback = cli_device_fallback;
     s.fallback_user = &app;
     app.fallback_quiet = o.json;   /* JSON output reports it in the summary instead */
+    s.lean = !o.json;              /* plain text shows no histogram: skip the snapshots' work */
     for (int i = 0; i < o.n_stops && rc == 0; i++)
         if (session_add_stop(&s, o.stops[i], &err) != TT_OK) {
             fprintf(stderr, "tokentop: %s\n", err.msg);
@@ -541,8 +553,11 @@ static int app_generate(int argc, char **argv)
         }
         install_sigint();
         s.interrupt = &g_interrupted;
+        pace_clock pace;
+        pace_init(&pace);
+        pace_set_rate(&pace, o.pace < 0 ? 0 : o.pace);
         gen_ctx g = {.o = &o, .tok = app.tok, .sample = -1, .cmp = cmp.eng ? &cmp : NULL,
-                     .s = &s};
+                     .s = &s, .pace = &pace};
         if (o.num_beams) {
             rc = generate_beams(&s, &o, o.set.seed);
             goto done;

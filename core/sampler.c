@@ -1135,3 +1135,17 @@ int32_t sampler_force(sampler *s, int32_t id, sampler_snapshot *snap)
     fill_choice(s, id, rank, -1, cum_lo, true, snap);
     return id;
 }
+
+void sampler_snapshot_token_only(sampler_snapshot *snap, int32_t id, float p, double u)
+{
+    snap->n_top = 0;
+    snap->n_kept = 0;
+    snap->entropy_raw = snap->entropy_final = 0;
+    snap->token = id;
+    snap->token_p = p;
+    snap->token_raw_p = 0;
+    snap->token_rank = -1;
+    snap->u = u;
+    snap->cum_lo = 0;
+    snap->forced = false;
+}

@@ -191,4 +191,10 @@ int32_t sampler_draw(sampler *s, double u, sampler_snapshot *snap);
  * distribution. */
 int32_t sampler_force(sampler *s, int32_t id, sampler_snapshot *snap);
 
+/* Fills the token fields of snap as a draw of id with final probability p and uniform u (-1: none)
+ * would, leaving the rest empty (n_top 0, n_kept 0, token_rank -1, raw_p and entropies 0): the
+ * snapshot of a step nobody shows, for callers that pass NULL to sampler_apply and sampler_draw
+ * to skip the raw pass and the top list. */
+void sampler_snapshot_token_only(sampler_snapshot *snap, int32_t id, float p, double u);
+
 #endif

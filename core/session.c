@@ -104,6 +104,8 @@ tt_status session_init(session *s, const model *m, const tokenizer *tok, engine 
             }
     rng_seed(&s->rng, s->set.seed);
     s->gamma = 4;
+    s->gamma_adaptive = true;
+    spec_tuner_init(&s->tuner, s->gamma);
     engine_truncate(eng, 0);
     return TT_OK;
 }
@@ -162,8 +164,9 @@ tt_status session_set_gamma(session *s, int gamma, bool adaptive, tt_error *err)
 {
     if (gamma < 1 || gamma > SPEC_GAMMA_MAX)
         return tt_fail(err, TT_ERR_ARG, "gamma: %d is outside [1, %d]", gamma, SPEC_GAMMA_MAX);
-    s->gamma = gamma;
     s->gamma_adaptive = adaptive;
+    spec_tuner_init(&s->tuner, gamma);
+    s->gamma = adaptive ? s->tuner.gamma : gamma;
     return TT_OK;
 }
 
@@ -640,8 +643,9 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
         .banned = (g->generated < s->set.min_tokens && eos >= 0) ? eos : -1,
     };
     sampler_snapshot snap;
+    bool lean = s->lean && force_id < 0;
     const float *logits = engine_logits(s->eng, s->eng->n_logits - 1);
-    tt_status st = sampler_apply(s->smp, &s->set.sampler, logits, &ctx, &snap, err);
+    tt_status st = sampler_apply(s->smp, &s->set.sampler, logits, &ctx, lean ? NULL : &snap, err);
     if (st != TT_OK) {
         *stop = SESSION_STOP_ERROR;
         return st;
@@ -653,6 +657,11 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
         sampler_force(s->smp, force_id, &snap);
         tok = force_id;
         origin = TOKEN_FORCED;
+    } else if (lean) {
+        tok = sampler_draw(s->smp, u, NULL);
+        bool greedy = s->set.sampler.greedy || s->set.sampler.temperature == 0;
+        sampler_snapshot_token_only(&snap, tok, sampler_probs(s->smp)[tok], greedy ? -1 : u);
+        origin = TOKEN_SAMPLED;
     } else {
         tok = sampler_draw(s->smp, u, &snap);
         origin = TOKEN_SAMPLED;
@@ -700,6 +709,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         .stop_id = s->set.stop_at_eos ? eos : -1,
         .banned = eos,
         .n_banned = eos >= 0 && min_left > 0 ? min_left : 0,
+        .lean = s->lean,
     };
     st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, &s->rng, err);
     if (st != TT_OK && recover_device(s, st, err)) {
@@ -722,7 +732,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     s->last.draft_ms = S->draft_ms;
     s->last.target_ms = S->target_ms;
     if (s->gamma_adaptive)
-        s->gamma = spec_adapt_gamma(s->gamma, R, SPEC_GAMMA_MAX);
+        s->gamma = spec_tuner_update(&s->tuner, R);
     s->last.gamma = s->gamma;
 
     for (int i = 0; i < R->n_out; i++) {
@@ -753,6 +763,12 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     return TT_OK;
 }
 
+void session_note_pause(session *s, double ms)
+{
+    if (s->gen && ms > 0)
+        s->last.paused_ms += ms;
+}
+
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user)
 {
     struct session_gen *g = s->gen;
@@ -776,8 +792,9 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
     s->last.stop = stop;
     if (g->generated > 0) {
         s->last.decode_ms = t_end - g->t_first;
-        if (g->generated > 1 && s->last.decode_ms > 0)
-            s->last.decode_tok_s = (g->generated - 1) / (s->last.decode_ms / 1e3);
+        double busy_ms = s->last.decode_ms - s->last.paused_ms;
+        if (g->generated > 1 && busy_ms > 0)
+            s->last.decode_tok_s = (g->generated - 1) / (busy_ms / 1e3);
     }
     if (s->last.prefill_ms > 0)
         s->last.prefill_tok_s = s->last.prefilled_tokens / (s->last.prefill_ms / 1e3);

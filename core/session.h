@@ -103,7 +103,9 @@ typedef struct {
     int generated_tokens;
     double ttft_ms;            /* from the call to the first sampled token */
     double prefill_ms;
-    double decode_ms;          /* all generation after the first token */
+    double decode_ms;          /* all generation after the first token (wall time) */
+    double paused_ms;          /* of that, held back by the front end (pacing): decode_tok_s
+                                  leaves it out, so it stays the engine's speed */
     double prefill_tok_s, decode_tok_s;
     int context_shifts;
     int device_fallbacks;      /* engines replaced after a device error (cache re-prefilled) */
@@ -146,8 +148,13 @@ typedef struct session {
     engine *draft;             /* not owned; NULL when none */
     spec *spec;                /* owned; created with the draft */
     bool spec_on;
-    int gamma;                 /* draft tokens per round */
-    bool gamma_adaptive;       /* Hugging Face's schedule: +2 after a clean round, -1 otherwise */
+    int gamma;                 /* draft tokens per round (the next round's, when adaptive) */
+    bool gamma_adaptive;       /* gamma chosen from measured costs and acceptance (tuner) */
+    spec_tuner tuner;          /* its estimates; kept across turns, restarted by set_gamma */
+    bool lean;                 /* the front end shows no snapshot (no histogram, no --json):
+                                  events carry snapshots with the token fields only (see
+                                  sampler_snapshot_token_only), which saves the raw pass and the
+                                  top list on every row; tokens and random stream unchanged */
 
     session_stats last;        /* the last generation */
     struct session_gen *gen;   /* the generation in progress (session.c), NULL between turns */
@@ -171,8 +178,8 @@ tt_status session_set_draft(session *s, engine *draft, tt_error *err);
  * next step. Step mode's forced tokens (/pick) always take a plain step. */
 tt_status session_set_speculative(session *s, bool on, tt_error *err);
 
-/* Draft tokens per round, 1 .. SPEC_GAMMA_MAX (default 4); adaptive starts from gamma and follows
- * spec_adapt_gamma after every round. */
+/* Draft tokens per round, 1 .. SPEC_GAMMA_MAX (default: adaptive from 4); adaptive starts from
+ * gamma (capped to SPEC_TUNER_MAX) and lets spec_tuner choose after every round. */
 tt_status session_set_gamma(session *s, int gamma, bool adaptive, tt_error *err);
 
 /* Moves the conversation onto engine ne (same model and vocabulary; not owned, like eng), e.g.
@@ -199,6 +206,10 @@ tt_status session_add_user_text(session *s, const char *text, size_t len, tt_err
 
 /* Appends token ids as a new user turn (ids checked against the vocabulary). */
 tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_error *err);
+
+/* The front end held the generation in progress back for ms (pacing, from an event callback):
+ * the decode speed leaves it out. Nothing happens between generations. */
+void session_note_pause(session *s, double ms);
 
 /* Generates until a stop condition, calling fn for every token. Prefill reuses the longest prefix
  * the cache already holds. Fills s->last. Returns TT_OK unless the engine or sampler failed

@@ -49,14 +49,92 @@ double spec_predicted_speedup(double a, int gamma, double c)
     return spec_expected_tokens_per_pass(a, gamma) / (gamma * c + 1.0);
 }
 
-int spec_adapt_gamma(int gamma, const spec_round *round, int max)
+/* The g in [1, max] with the most expected tokens per ms, E(g) / cost[g]; ties: the smaller. */
+static int best_rate_gamma(double alpha, const double *cost, int max)
 {
-    if (max > SPEC_GAMMA_MAX)
-        max = SPEC_GAMMA_MAX;
-    if (round->n_draft < gamma && !round->rejected)
-        return gamma;                       /* cut short by a boundary: no evidence either way */
-    int g = round->n_accepted == round->n_draft ? gamma + 2 : gamma - 1;
-    return g < 1 ? 1 : g > max ? max : g;
+    int best = 1;
+    double best_rate = -1;
+    for (int g = 1; g <= max; g++) {
+        double rate = spec_expected_tokens_per_pass(alpha, g) / cost[g];
+        if (rate > best_rate * (1 + 1e-12)) {
+            best_rate = rate;
+            best = g;
+        }
+    }
+    return best;
+}
+
+int spec_best_gamma(double alpha, double a_ms, double b_ms, int max)
+{
+    double cost[SPEC_GAMMA_MAX + 1];
+    max = max < 1 ? 1 : max > SPEC_GAMMA_MAX ? SPEC_GAMMA_MAX : max;
+    a_ms = a_ms > 1e-6 ? a_ms : 1e-6;
+    b_ms = b_ms > 1e-6 ? b_ms : 1e-6;
+    for (int g = 1; g <= max; g++)
+        cost[g] = a_ms + b_ms * g;
+    return best_rate_gamma(alpha < 0 ? 0 : alpha > 1 ? 1 : alpha, cost, max);
+}
+
+void spec_tuner_init(spec_tuner *t, int gamma)
+{
+    memset(t, 0, sizeof *t);
+    t->gamma = t->chosen = gamma < 1 ? 1 : gamma > SPEC_TUNER_MAX ? SPEC_TUNER_MAX : gamma;
+}
+
+double spec_tuner_cost(const spec_tuner *t, int gamma)
+{
+    double line = t->a_ms + t->b_ms * gamma;
+    if (gamma < 1 || gamma > SPEC_TUNER_MAX)
+        return line;
+    return (t->cost_ms[gamma] + line) / (t->cost_w[gamma] + 1);
+}
+
+int spec_tuner_update(spec_tuner *t, const spec_round *round)
+{
+    if (round->n_draft < 1)
+        return t->gamma;
+    const double d = SPEC_TUNER_DECAY;
+    double g = round->n_draft, ms = round->draft_ms + round->target_ms;
+    t->acc = d * t->acc + round->n_accepted;
+    t->tested = d * t->tested + round->n_accepted + (round->rejected ? 1 : 0);
+    t->w = d * t->w + 1;
+    t->sg = d * t->sg + g;
+    t->st = d * t->st + ms;
+    t->sgg = d * t->sgg + g * g;
+    t->sgt = d * t->sgt + g * ms;
+    for (int h = 1; h <= SPEC_TUNER_MAX; h++) {
+        t->cost_ms[h] *= d;
+        t->cost_w[h] *= d;
+    }
+    if (round->n_draft <= SPEC_TUNER_MAX) {
+        t->cost_ms[round->n_draft] += ms;
+        t->cost_w[round->n_draft] += 1;
+    }
+    t->rounds++;
+    double var = t->sgg / t->w - (t->sg / t->w) * (t->sg / t->w);
+    if (t->tested > 0 && var > 0.05) {
+        /* least squares: B = cov(g, time) / var(g), A = mean time - B mean g */
+        double b = (t->sgt / t->w - (t->sg / t->w) * (t->st / t->w)) / var;
+        double a = t->st / t->w - b * t->sg / t->w;
+        double mean = t->st / t->w;
+        /* noise can tilt the line: a round never costs less than a small share of its mean */
+        t->b_ms = b > 0.01 * mean ? b : 0.01 * mean;
+        t->a_ms = a > 0.05 * mean ? a : 0.05 * mean;
+        t->alpha = t->acc / t->tested;
+        double cost[SPEC_TUNER_MAX + 1];
+        for (int h = 1; h <= SPEC_TUNER_MAX; h++)
+            cost[h] = spec_tuner_cost(t, h);
+        t->chosen = best_rate_gamma(t->alpha, cost, SPEC_TUNER_MAX);
+    }
+    int next = t->chosen;
+    if (t->rounds % SPEC_TUNER_EXPLORE == 0)
+        next += (t->rounds / SPEC_TUNER_EXPLORE) % 2 ? 1 : -1;
+    if (next < 1)
+        next = 2;
+    if (next > SPEC_TUNER_MAX)
+        next = SPEC_TUNER_MAX - 1;
+    t->gamma = next;
+    return next;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -200,6 +278,8 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     R->next = -1;
     R->next_u = -1;
     R->draft_ms = R->target_ms = 0;
+    R->draft_sync_ms = R->draft_forward_ms = R->draft_chain_ms = 0;
+    R->verify_forward_ms = R->verify_chain_ms = 0;
     if (target->config->V != V || draft->config->V != V)
         return tt_fail(err, TT_ERR_ARG, "speculative: vocab_size %d (target) and %d (draft) must "
                        "both be %d", target->config->V, draft->config->V, V);
@@ -224,36 +304,47 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     int32_t *hist = sp->hist;
     memcpy(hist, req->tokens, (size_t)m * sizeof *hist);
     const bool greedy = params->greedy || params->temperature <= 0;
+    const bool lean = req->lean;
     tt_status st;
 
     /* 1. Draft: g proposals, one uniform each. */
-    double t0 = tt_now_ms();
+    double t0 = tt_now_ms(), t_fwd = 0, t_chain = 0;
     if (g > 0 && (st = engine_sync(draft, hist, m, true, NULL, NULL, err)) != TT_OK)
         return st;
+    R->draft_sync_ms = tt_now_ms() - t0;
     for (int i = 0; i < g; i++) {
+        double tc = tt_now_ms();
         sampler_context ctx = {.history = hist, .n_history = m + i,
                                .banned = i < req->n_banned ? req->banned : -1};
+        sampler_snapshot *dsnap = lean ? NULL : &sp->draft_snap[i];
         st = sampler_apply(sp->smp, params, engine_logits(draft, draft->n_logits - 1), &ctx,
-                           &sp->draft_snap[i], err);
+                           dsnap, err);
         if (st != TT_OK)
             return st;
         double u = rng_uniform(r);
-        int32_t d = sampler_draw(sp->smp, u, &sp->draft_snap[i]);
+        int32_t d = sampler_draw(sp->smp, u, dsnap);
         float *q = sp->q + (size_t)i * V;
         if (sp->variant == SPEC_WRONG_Q_RAW)
             softmax_raw(engine_logits(draft, draft->n_logits - 1), V, q);
         else
             memcpy(q, sampler_probs(sp->smp), (size_t)V * sizeof *q);
+        if (lean)
+            sampler_snapshot_token_only(&sp->draft_snap[i], d, q[d], greedy ? -1 : u);
         hist[m + i] = d;
         sp->draft[i] = (spec_draft){.token = d, .q = q[d], .p = 0, .u = -1, .accepted = false};
+        double tf = tt_now_ms();
+        t_chain += tf - tc;
         if (d == req->stop_id || i == g - 1) {
             g = i + 1;
             break;
         }
         if ((st = engine_forward(draft, &d, 1, m + i, false, err)) != TT_OK)
             return st;
+        t_fwd += tt_now_ms() - tf;
     }
     double t1 = tt_now_ms();
+    R->draft_forward_ms = t_fwd;
+    R->draft_chain_ms = t_chain;
 
     /* 2. Target: w[m-1] and the g drafts in one span, all rows. */
     if ((st = engine_sync(target, hist, m - 1, false, NULL, NULL, err)) != TT_OK)
@@ -261,6 +352,8 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     if ((st = engine_forward(target, hist + m - 1, g + 1, m - 1, g > 0, err)) != TT_OK)
         return st;
     int row0 = target->n_logits - (g + 1);
+    double t_verified = tt_now_ms();
+    R->verify_forward_ms = t_verified - t1;
 
     /* 3. Accept/reject, then the residual or bonus draw. */
     int k = 0;
@@ -269,21 +362,25 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     bool rejected = false;
     for (; k <= g; k++) {
         sampler_snapshot *snap = &sp->target_snap[k];
+        sampler_snapshot *fsnap = lean ? NULL : snap;   /* the full one, when someone shows it */
         sampler_context ctx = {.history = hist, .n_history = m + k,
                                .banned = k < req->n_banned ? req->banned : -1};
         if (sp->variant == SPEC_WRONG_HISTORY)
             ctx.n_history = m;
         if (k == g && g > 0 && hist[m + g - 1] == req->stop_id)
             break;                           /* the accepted stop token ends the round */
-        st = sampler_apply(sp->smp, params, engine_logits(target, row0 + k), &ctx, snap, err);
+        st = sampler_apply(sp->smp, params, engine_logits(target, row0 + k), &ctx, fsnap, err);
         if (st != TT_OK) {
             engine_truncate(target, m - 1);  /* keep the cache a prefix of the window */
             return st;
         }
         double u = rng_uniform(r);
         if (k == g) {                        /* bonus */
-            next = sampler_draw(sp->smp, u, snap);
+            next = sampler_draw(sp->smp, u, fsnap);
             next_u = u;
+            if (lean)
+                sampler_snapshot_token_only(snap, next, sampler_probs(sp->smp)[next],
+                                            greedy ? -1 : u);
             break;
         }
         const float *p = sampler_probs(sp->smp);
@@ -292,13 +389,15 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
         D->u = u;
         int32_t t = -1;
         if (greedy) {
-            t = sampler_draw(sp->smp, u, snap);
+            t = sampler_draw(sp->smp, u, fsnap);
             D->accepted = t == D->token;
         } else {
             D->accepted = u * (double)D->q < (double)D->p;
         }
         if (D->accepted) {
-            if (!greedy)
+            if (lean)
+                sampler_snapshot_token_only(snap, D->token, D->p, -1);
+            else if (!greedy)
                 mark_chosen(sp->smp, D->token, snap);
             continue;
         }
@@ -311,8 +410,11 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
                 next = sampler_draw(sp->smp, next_u, NULL);
             else
                 next = draw_residual(p, sp->q + (size_t)k * V, V, next_u);
-            mark_chosen(sp->smp, next, snap);
+            if (!lean)
+                mark_chosen(sp->smp, next, snap);
         }
+        if (lean)
+            sampler_snapshot_token_only(snap, next, p[next], -1);
         break;
     }
 
@@ -333,6 +435,7 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     R->next_u = next_u;
     R->draft_ms = t1 - t0;
     R->target_ms = t2 - t1;
+    R->verify_chain_ms = t2 - t_verified;
 
     spec_stats *S = &sp->stats;
     S->rounds++;
@@ -343,5 +446,10 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     S->target_passes++;
     S->draft_ms += R->draft_ms;
     S->target_ms += R->target_ms;
+    S->draft_sync_ms += R->draft_sync_ms;
+    S->draft_forward_ms += R->draft_forward_ms;
+    S->draft_chain_ms += R->draft_chain_ms;
+    S->verify_forward_ms += R->verify_forward_ms;
+    S->verify_chain_ms += R->verify_chain_ms;
     return TT_OK;
 }

@@ -50,6 +50,11 @@ typedef struct {
     int32_t banned;            /* masked for the first n_banned produced positions (EOS before
                                   --min-tokens), or -1 */
     int n_banned;
+    bool lean;                 /* nobody shows this round's snapshots (no histogram, no --json):
+                                  they hold only the token fields (token, token_p, u; n_top 0,
+                                  token_rank -1, token_raw_p and entropies 0), which skips the
+                                  raw pass and the top list on each of the 2g+1 rows. The tokens
+                                  and the random stream are the same either way. */
 } spec_request;
 
 /* One drafted position. */
@@ -78,6 +83,13 @@ typedef struct {
                                        ended on an accepted stop_id */
     double next_u;                  /* the uniform of that draw */
     double draft_ms, target_ms;     /* wall time of the draft and target work in this round */
+    /* where those went: draft_ms = draft_sync_ms (catching the draft's cache up to the window: a
+     * token or two, or the whole window after a context shift) + draft_forward_ms (its g-1
+     * single-token forwards) + draft_chain_ms (its g sampler chains and draws); target_ms =
+     * verify_forward_ms (the target's catch-up and its (g+1)-row span forward) + verify_chain_ms
+     * (the chains on those rows, the acceptance tests and the last draw) */
+    double draft_sync_ms, draft_forward_ms, draft_chain_ms;
+    double verify_forward_ms, verify_chain_ms;
 } spec_round;
 
 /* Totals since creation or spec_stats_reset. */
@@ -89,6 +101,8 @@ typedef struct {
     long produced;             /* tokens produced by rounds */
     long target_passes;        /* verification forwards of the target */
     double draft_ms, target_ms;
+    double draft_sync_ms, draft_forward_ms, draft_chain_ms;   /* the sums of spec_round's */
+    double verify_forward_ms, verify_chain_ms;
 } spec_stats;
 
 /* accepted / drafted (0 when nothing was drafted). */
@@ -134,9 +148,53 @@ typedef enum {
 } spec_variant;
 void spec_set_variant(spec *sp, spec_variant v);
 
-/* The adaptive schedule of Hugging Face's assisted generation (num_assistant_tokens_schedule
- * "heuristic"): after a round that accepted every draft gamma grows by 2, otherwise it shrinks by
- * 1; the result stays in [1, max]. Rounds cut short by a boundary (n_draft < gamma) leave it. */
-int spec_adapt_gamma(int gamma, const spec_round *round, int max);
+
+/* ---------------------------------------------------------------------------------------------
+ * Choosing gamma from measured costs (the default: /gamma auto)
+ *
+ * A round with g drafts produces E(g) = spec_expected_tokens_per_pass(alpha, g) tokens on average
+ * and costs about A + B g ms: B is a draft step (forward and chain) plus one more verified row,
+ * A the rest (the verification's first row, the acceptance tests' fixed part). Leviathan et al.'s
+ * speed-up (1 - a^(g+1)) / ((1 - a)(g c + 1)) is the case A = a target step, B = c A; measuring A
+ * and B covers the targets for which verifying g+1 rows costs more than one step (a small model
+ * that lives in the CPU's cache). The tuner keeps a running per-token acceptance, a decayed
+ * least-squares line of the rounds' engine time (draft_ms + target_ms) against g, and the decayed
+ * mean time of the rounds of each g; it picks the g that maximises E(g) / cost(g), where cost(g)
+ * is that mean pulled toward the line (spec_tuner_cost): the measured means catch steps the line
+ * cannot (on the embedded pair a verification of 5 rows costs half again as much as one of 4,
+ * the kernels working in tiles of 4 rows). Every SPEC_TUNER_EXPLORE-th round it tries one more or
+ * one fewer, so the line has two points to stand on and the neighbours get measured. */
+
+#define SPEC_TUNER_MAX 16          /* the largest gamma the tuner chooses */
+#define SPEC_TUNER_EXPLORE 8       /* every 8th round tries gamma + 1 or gamma - 1 */
+#define SPEC_TUNER_DECAY 0.97      /* weight of the past per round (a memory of ~33 rounds) */
+
+/* The g in [1, max] (max capped to SPEC_GAMMA_MAX) that maximises E(g) / (a_ms + b_ms g) for
+ * per-token acceptance alpha in [0, 1]; ties go to the smaller g. a_ms and b_ms are clamped to at
+ * least 1e-6. */
+int spec_best_gamma(double alpha, double a_ms, double b_ms, int max);
+
+typedef struct {
+    double acc, tested;            /* decayed accepted drafts and tested drafts */
+    double w, sg, st, sgg, sgt;    /* decayed sums for the line time = A + B g */
+    double cost_ms[SPEC_TUNER_MAX + 1], cost_w[SPEC_TUNER_MAX + 1];  /* per g: decayed sums of
+                                      the rounds' times and of their count */
+    long rounds;
+    int chosen;                    /* the tuner's own choice (gamma before exploration) */
+    int gamma;                     /* what the next round uses */
+    double alpha, a_ms, b_ms;      /* the estimates behind chosen; 0 until two gammas were seen */
+} spec_tuner;
+
+/* Starts from gamma (clamped to [1, SPEC_TUNER_MAX]) with nothing measured. */
+void spec_tuner_init(spec_tuner *t, int gamma);
+
+/* The cost the tuner expects of a round of gamma drafts (ms): the decayed mean of the rounds of
+ * that gamma, with the line's a_ms + b_ms gamma counted as one more round (the line alone for a
+ * gamma never run). */
+double spec_tuner_cost(const spec_tuner *t, int gamma);
+
+/* Feeds one finished round (spec_round: n_draft, n_accepted, rejected, draft_ms + target_ms)
+ * and returns the gamma for the next one (also t->gamma). Rounds with n_draft 0 teach nothing. */
+int spec_tuner_update(spec_tuner *t, const spec_round *round);
 
 #endif

@@ -125,6 +125,7 @@ void cmd_env_init(cmd_env *e, session *s)
     e->model_dir = s && s->model && s->model->dir ? s->model->dir : "";
     e->engine_desc = s && s->eng ? s->eng->description : "";
     e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
+    pace_init(&e->pace);
 }
 
 void cmd_env_free(cmd_env *e)
@@ -569,6 +570,34 @@ static int exec_stop(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * /show */
 
+/* /show's pace line. */
+static void show_pace(cmd_env *e)
+{
+    if (e->pace.rate > 0)
+        out_add(e, "pace        %g tokens/s shown (/pace 0: as fast as the engine goes; the "
+                "status bar's tok/s is the engine's)\n", e->pace.rate);
+    else
+        out_add(e, "pace        off: tokens shown as fast as the engine goes (/pace N)\n");
+}
+
+/* /show's speculative line: on/off, gamma and how it is chosen, the draft. */
+static void show_speculative(cmd_env *e)
+{
+    const session *s = e->s;
+    const spec_tuner *t = &s->tuner;
+    char how[160];
+    if (!s->gamma_adaptive)
+        snprintf(how, sizeof how, "fixed (/gamma auto: chosen from measured costs)");
+    else if (t->a_ms > 0)
+        snprintf(how, sizeof how, "auto: chose %d from acceptance %.2f and the measured cost of a "
+                 "round (%.3f ms at gamma %d)", t->chosen, t->alpha, spec_tuner_cost(t, t->chosen),
+                 t->chosen);
+    else
+        snprintf(how, sizeof how, "auto: from measured costs once a few rounds have run");
+    out_add(e, "speculative %s, gamma %d %s, draft %s", s->spec_on ? "on" : "off", s->gamma,
+            how, e->draft_dir ? e->draft_dir : "");
+}
+
 static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     const session *s = e->s;
@@ -607,9 +636,9 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     else
         out_add(e, "last turn   none yet\n");
     out_add(e, "view        %d bars%s\n", e->bars, e->line_mode ? ", line mode" : "");
+    show_pace(e);
     if (s->draft)
-        out_add(e, "speculative %s, gamma %d%s, draft %s", s->spec_on ? "on" : "off", s->gamma,
-                s->gamma_adaptive ? " (adaptive)" : "", e->draft_dir ? e->draft_dir : "");
+        show_speculative(e);
     else
         out_add(e, "speculative off: no draft model (--draft DIR or /draft DIR)");
     return CMD_DONE;
@@ -807,8 +836,8 @@ static int exec_gamma(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     }
     if (strcmp(argv[0], "auto") == 0) {
         session_set_gamma(s, s->gamma, true, NULL);
-        out_add(e, "gamma adaptive from %d: +2 after a round that accepts every draft, -1 after "
-                "a rejection", s->gamma);
+        out_add(e, "gamma auto from %d: chosen after every round to maximise expected tokens per "
+                "ms from the running acceptance and the measured cost of a round", s->gamma);
         return CMD_STATUS;
     }
     long v;
@@ -817,6 +846,25 @@ static int exec_gamma(cmd_env *e, const cmd_entry *c, int argc, char **argv)
                     SPEC_GAMMA_MAX, s->gamma);
     session_set_gamma(s, (int)v, false, NULL);
     out_add(e, "gamma %ld draft tokens per round", v);
+    return CMD_STATUS;
+}
+
+static int exec_pace(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 0) {
+        show_pace(e);
+        return CMD_DONE;
+    }
+    double v;
+    tt_error err;
+    if (pace_parse(argv[0], &v, &err) != TT_OK)
+        return fail(e, "/%s (kept %g)", err.msg, e->pace.rate);
+    pace_set_rate(&e->pace, v);
+    if (v > 0)
+        out_add(e, "pace %g tokens/s: each token (and each rejected draft) is held on screen "
+                "%.0f ms", v, 1e3 / v);
+    else
+        out_add(e, "pace off: tokens shown as fast as the engine goes");
     return CMD_STATUS;
 }
 
@@ -1004,6 +1052,10 @@ const cmd_entry cmd_table[] = {
      .usage = "draft tokens per speculative round (auto: adaptive)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
      .exec = exec_gamma},
+    {.name = "pace", .alias = NULL, .args = "[N]",
+     .usage = "show at most N tokens per second (0: engine speed), to follow the histogram",
+     .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
+     .exec = exec_pace},
     {.name = "draft", .alias = NULL, .args = "[DIR]",
      .usage = "the draft model for speculative decoding",
      .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "core/dtype_compare.h"
-
+#include "core/pace.h"
 #include "core/sampler.h"
 #include "core/session.h"
 #include "ui/histogram.h"
@@ -71,6 +71,9 @@ typedef struct cmd_env {
     dtype_compare hist_cmp;
     /* /beam, /samples, /compare and /keep (repl/compare.h); NULL: not available */
     struct compare_state *compare;
+    /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second
+     * (0: none); the status bar keeps the engine's own speed. */
+    pace_clock pace;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */

@@ -12,11 +12,19 @@
 typedef struct {
     FILE *out, *msg;
     bool ends_newline;
+    session *s;
+    pace_clock *pace;                  /* /pace, --pace: env's */
+    volatile sig_atomic_t *interrupt;
 } line_ctx;
 
 static bool on_event(void *user, const session_event *ev)
 {
     line_ctx *c = user;
+    if (c->pace->rate > 0 && !ev->flush && !ev->rejected) {   /* line mode shows no drafts */
+        session_note_pause(c->s, pace_wait(c->pace, c->interrupt));
+        if (*c->interrupt)
+            return false;
+    }
     if (ev->context_shifted)
         fprintf(c->msg, "[context full: dropped the oldest %d tokens and re-prefilled the rest]\n",
                 ev->shift_dropped);
@@ -32,6 +40,7 @@ static int generate(session *s, line_ctx *c, volatile sig_atomic_t *interrupt)
 {
     tt_error err = {0};
     *interrupt = 0;
+    pace_restart(c->pace);
     tt_status st = session_generate(s, on_event, c, &err);
     fputc('\n', c->out);
     fflush(c->out);
@@ -104,7 +113,7 @@ static int handle(session *s, cmd_env *env, line_ctx *c, const char *text,
 int linemode_run(session *s, cmd_env *env, const char *first, FILE *in, FILE *out, FILE *msg,
                  volatile sig_atomic_t *interrupt, volatile sig_atomic_t *quit)
 {
-    line_ctx c = {.out = out, .msg = msg};
+    line_ctx c = {.out = out, .msg = msg, .s = s, .pace = &env->pace, .interrupt = interrupt};
     env->line_mode = true;
     bool prompt = isatty(fileno(in));
     int rc = 0, ctrl_c = 0;

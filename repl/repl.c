@@ -132,9 +132,58 @@ static void scroll_to_end(tui *t)
     t->scroll.anchor = 0;
 }
 
+static void draw(tui *t);
+static void handle_key(tui *t, ui_key k);
+
+/* Handles the keys that arrive within wait_ms (then those already there), as the main loop does
+ * between steps: a resize must be read before the next draw, or curses draws at the old size. */
+static void pace_keys(tui *t, int wait_ms)
+{
+    ui_key k = ui_curses_read_key(wait_ms);
+    while (k.type != UI_KEY_NONE && !t->quit) {
+        handle_key(t, k);
+        k = ui_curses_read_key(0);
+    }
+}
+
+/* Pacing (/pace, --pace): a streamed token or rejected draft waits until it is due. Keys are
+ * handled while it waits, as between steps (a resize is drawn, /pace applies at once); Ctrl-C or
+ * a quit ends the wait at once and returns false. The held time is not the engine's. */
+static bool pace_hold(tui *t, const session_event *ev)
+{
+    pace_clock *pc = &t->env->pace;
+    if (pc->rate <= 0 || !t->running || ev->flush)
+        return true;
+    double t0 = tt_now_ms(), d;
+    while (!g_interrupt && !t->quit && (d = pace_delay_ms(pc)) > 0) {
+        pace_keys(t, d < 20 ? (int)d + 1 : 20);
+        if (t->dirty && tt_now_ms() - t->last_draw >= FRAME_MS) {
+            draw(t);
+            t->dirty = false;
+            t->last_draw = tt_now_ms();
+        }
+    }
+    pace_mark(pc);
+    session_note_pause(t->s, tt_now_ms() - t0);
+    return !g_interrupt && !t->quit;
+}
+
+/* A paced event is drawn as it is shown, not at the next frame. */
+static void pace_show(tui *t)
+{
+    if (t->env->pace.rate <= 0 || !t->running)
+        return;
+    pace_keys(t, 0);
+    draw(t);
+    t->dirty = false;
+    t->last_draw = tt_now_ms();
+}
+
 static bool on_event(void *user, const session_event *ev)
 {
     tui *t = user;
+    if (!pace_hold(t, ev))
+        return false;
     if (ev->context_shifted)
         note(t, UI_STYLE_NOTICE, "[context full: dropped the oldest %d tokens and re-prefilled "
              "the rest]", ev->shift_dropped);
@@ -147,6 +196,7 @@ static bool on_event(void *user, const session_event *ev)
         /* shown before its replacement (the next event) until the next round */
         transcript_doc_set_rejected(&t->tr, t->s->n_tokens, ev->token);
         t->dirty = true;
+        pace_show(t);
         return true;
     }
     if (ev->flush || !ev->snap)
@@ -166,6 +216,7 @@ static bool on_event(void *user, const session_event *ev)
     if (dtype_cmd_track_step(e, ev, &err) != TT_OK)
         note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
     t->dirty = true;
+    pace_show(t);
     return true;
 }
 
@@ -244,6 +295,7 @@ static bool begin_generation(tui *t, const char *text)
     transcript_doc_sync(&t->tr, s);
     g_interrupt = 0;
     g_sigint = 0;
+    pace_restart(&t->env->pace);
     tt_status st = session_gen_begin(s, &err);
     if (st != TT_OK) {
         finish_generation(t, s->last.stop != SESSION_STOP_NONE ? s->last.stop
@@ -840,6 +892,7 @@ int repl_main(int argc, char **argv)
         t.env = &env;
         t.fallback_note = app.fallback_note;
         app.fallback_quiet = true;
+        pace_set_rate(&env.pace, o.pace < 0 ? 0 : o.pace);
         transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();
@@ -857,6 +910,8 @@ int repl_main(int argc, char **argv)
     } else if (rc == 0) {
         if (tty && !dumb)
             fprintf(stderr, "tokentop: %s; using line mode\n", why);
+        pace_set_rate(&env.pace, o.pace < 0 ? 0 : o.pace);
+        s.lean = true;             /* line mode shows no histogram */
         rc = linemode_run(&s, &env, first, stdin, stdout, stderr, &g_interrupt, &g_quit_signal);
     }
     cmd_env_free(&env);

@@ -388,13 +388,38 @@ START_TEST(speculative_commands_drive_the_session)
     ck_assert_int_eq(run("/gamma 3"), CMD_STATUS);
     ck_assert(!S.gamma_adaptive && S.gamma == 3);
     ck_assert_int_eq(run("/show"), CMD_DONE);
-    ck_out_has("speculative on, gamma 3, draft here");
+    ck_out_has("speculative on, gamma 3 fixed");
+    ck_out_has("draft here");
     generate_turn("Hello");                                /* a speculative turn runs */
     ck_assert(S.last.speculative);
     ck_assert_int_gt(S.last.drafted, 0);
     session_set_draft(&S, NULL, NULL);
     engine_free(draft_eng);
     draft_eng = NULL;
+}
+END_TEST
+
+START_TEST(pace_sets_the_rate_and_refuses_bad_values)
+{
+    ck_assert_double_eq(E.pace.rate, 0);
+    ck_assert_int_eq(run("/pace 12.5"), CMD_STATUS);
+    ck_assert_double_eq(E.pace.rate, 12.5);
+    ck_out_has("pace 12.5 tokens/s: each token (and each rejected draft) is held on screen 80 ms");
+    const char *bad[] = {"/pace -1", "/pace abc", "/pace 1e9", "/pace nan", "/pace inf",
+                         "/pace 5x", "/pace \"\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(run(bad[i]), CMD_ERROR);
+        ck_out_has("is not a number of tokens per second in [0, 1000]");
+        ck_out_has("(kept 12.5)");
+        ck_assert_double_eq(E.pace.rate, 12.5);
+    }
+    ck_assert_int_eq(run("/pace"), CMD_DONE);
+    ck_out_has("pace        12.5 tokens/s shown");
+    ck_assert_int_eq(run("/show"), CMD_DONE);
+    ck_out_has("pace        12.5 tokens/s shown");
+    ck_assert_int_eq(run("/pace 0"), CMD_STATUS);
+    ck_assert_double_eq(E.pace.rate, 0);
+    ck_out_has("pace off");
 }
 END_TEST
 
@@ -848,6 +873,7 @@ int main(void)
             seed_restarts_the_random_stream, max_accepts_positive_token_counts,
             stop_adds_lists_and_clears_stop_strings, bars_sets_the_histogram_height,
             show_reports_settings_model_and_cache, speculative_commands_drive_the_session,
+            pace_sets_the_rate_and_refuses_bad_values,
             quit_asks_the_loop_to_leave, reset_clears_conversation_and_cache,
             undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache, undo_refuses_bad_counts,
             regen_drops_the_reply_and_asks_for_a_generation,

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/clock.h"
 #include "core/engine.h"
 #include "core/model.h"
 #include "core/modelgen.h"
@@ -573,6 +575,88 @@ START_TEST(a_callback_can_stop_the_generation)
 }
 END_TEST
 
+/* A front end that holds each token back 10 ms (pacing), and says so or not. */
+typedef struct {
+    bool note;
+    int events;
+} holder;
+
+static bool hold_each_token(void *user, const session_event *ev)
+{
+    holder *h = user;
+    if (ev->flush)
+        return true;
+    h->events++;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    double t0 = tt_now_ms();
+    nanosleep(&ts, NULL);
+    if (h->note)
+        session_note_pause(&S, tt_now_ms() - t0);
+    return true;
+}
+
+START_TEST(held_time_is_left_out_of_the_decode_speed)
+{
+    remake_session(64, true, 10);
+    session_note_pause(&S, 1e6);                 /* between generations: nothing happens */
+    tt_error err = {0};
+    holder h = {.note = true};
+    add_text("Hello");
+    ck_assert_int_eq(session_generate(&S, hold_each_token, &h, &err), TT_OK);
+    ck_assert_int_eq(S.last.generated_tokens, 10);
+    ck_assert_double_ge(S.last.paused_ms, 90);   /* 9 holds inside the decode window, or 10 */
+    ck_assert_double_le(S.last.paused_ms, S.last.decode_ms + 11);
+    /* the fake engine takes microseconds: the speed is the engine's, far above 100 tok/s */
+    ck_assert_double_gt(S.last.decode_tok_s, 500);
+    h = (holder){.note = false};
+    add_text(" again");
+    ck_assert_int_eq(session_generate(&S, hold_each_token, &h, &err), TT_OK);
+    ck_assert_double_eq(S.last.paused_ms, 0);
+    ck_assert_double_lt(S.last.decode_tok_s, 101);   /* unreported holds count as work */
+}
+END_TEST
+
+typedef struct {
+    int n;
+    int32_t tok[64];
+    float p[64];
+    int max_top;
+} snaps;
+
+static bool keep_snaps(void *user, const session_event *ev)
+{
+    snaps *c = user;
+    if (ev->flush || !ev->snap || c->n == 64)
+        return true;
+    c->tok[c->n] = ev->token;
+    c->p[c->n++] = ev->snap->token_p;
+    c->max_top = ev->snap->n_top > c->max_top ? ev->snap->n_top : c->max_top;
+    return true;
+}
+
+START_TEST(lean_steps_give_the_same_tokens_and_probabilities)
+{
+    snaps full = {0}, lean = {0};
+    for (int v = 0; v < 2; v++) {
+        remake_session(64, false, 30);
+        S.set.sampler.temperature = 0.8f;
+        S.set.sampler.top_k = 5;
+        S.lean = v == 1;
+        add_text("Hello");
+        tt_error err = {0};
+        ck_assert_int_eq(session_generate(&S, keep_snaps, v ? &lean : &full, &err), TT_OK);
+    }
+    ck_assert_int_eq(full.n, 30);
+    ck_assert_int_eq(lean.n, full.n);
+    for (int i = 0; i < full.n; i++) {
+        ck_assert_int_eq(lean.tok[i], full.tok[i]);
+        ck_assert_float_eq(lean.p[i], full.p[i]);
+    }
+    ck_assert_int_gt(full.max_top, 0);
+    ck_assert_int_eq(lean.max_top, 0);            /* nobody shows them: no top list computed */
+}
+END_TEST
+
 START_TEST(interrupt_during_prefill_leaves_a_consistent_prefix)
 {
     static volatile sig_atomic_t flag;
@@ -739,6 +823,8 @@ int main(void)
             interrupt_stops_after_the_current_token_and_keeps_the_cache_consistent,
             a_callback_can_stop_the_generation, interrupt_during_prefill_leaves_a_consistent_prefix,
             a_forced_step_appends_the_chosen_token,
+            held_time_is_left_out_of_the_decode_speed,
+            lean_steps_give_the_same_tokens_and_probabilities,
             peek_shows_the_next_distribution_without_drawing,
             a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on,
             a_device_error_in_decode_moves_to_the_fallback_engine_with_the_same_tokens,

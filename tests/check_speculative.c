@@ -427,6 +427,74 @@ START_TEST(one_target_pass_per_round_and_caches_hold_the_accepted_prefix)
 }
 END_TEST
 
+START_TEST(lean_rounds_give_the_same_tokens_and_draws_as_full_ones)
+{
+    /* The same seed with and without snapshots: every round's tokens, verdicts, q, p, uniforms
+     * and the random stream after it agree, for each sampler case and greedy. */
+    for (int pc = 0; pc < 5; pc++) {
+        sampler_params params;
+        params_case(&params, pc < 4 ? pc : 0);
+        if (pc == 4)
+            params.greedy = true;
+        fake_engine *t[2], *d[2];
+        spec *sp[2];
+        rng r[2];
+        int32_t w[2][FAKE_CTX];
+        for (int v = 0; v < 2; v++) {
+            t[v] = fake_create(FAKE_V, 31, 1.5f, NULL, 0);
+            d[v] = fake_create(FAKE_V, 32, 1.5f, t[v], 0.6f);
+            sp[v] = spec_create(FAKE_V);
+            rng_seed(&r[v], 9 + pc);
+            w[v][0] = 3;
+        }
+        int n = 1;
+        tt_error err;
+        for (int round = 0; n < FAKE_CTX - 1; round++) {
+            const spec_round *R[2];
+            for (int v = 0; v < 2; v++) {
+                spec_request req = {.tokens = w[v], .n = n, .gamma = 1 + round % 5,
+                                    .max_tokens = 64, .stop_id = 6, .banned = -1, .lean = v};
+                ck_assert_int_eq(spec_run_round(sp[v], &t[v]->base, &d[v]->base, &params, &req,
+                                                &r[v], &err), TT_OK);
+                R[v] = spec_last_round(sp[v]);
+            }
+            ck_assert_int_eq(R[0]->n_out, R[1]->n_out);
+            ck_assert_int_eq(R[0]->n_draft, R[1]->n_draft);
+            ck_assert_int_eq(R[0]->n_accepted, R[1]->n_accepted);
+            ck_assert_int_eq(R[0]->rejected, R[1]->rejected);
+            ck_assert_int_eq(R[0]->next, R[1]->next);
+            for (int i = 0; i < R[0]->n_draft; i++) {
+                ck_assert_int_eq(R[0]->draft[i].token, R[1]->draft[i].token);
+                ck_assert_float_eq(R[0]->draft[i].q, R[1]->draft[i].q);
+                ck_assert_float_eq(R[0]->draft[i].p, R[1]->draft[i].p);
+                ck_assert_double_eq(R[0]->draft[i].u, R[1]->draft[i].u);
+                ck_assert_int_eq(R[0]->draft_snap[i].token, R[1]->draft_snap[i].token);
+                ck_assert_float_eq(R[0]->draft_snap[i].token_p, R[1]->draft_snap[i].token_p);
+                ck_assert_int_eq(R[1]->draft_snap[i].n_top, 0);
+                ck_assert_int_gt(R[0]->draft_snap[i].n_top, 0);
+            }
+            for (int i = 0; i < R[0]->n_out; i++) {
+                ck_assert_int_eq(R[0]->out[i], R[1]->out[i]);
+                ck_assert_int_eq(R[0]->target_snap[i].token, R[1]->target_snap[i].token);
+                ck_assert_float_eq(R[0]->target_snap[i].token_p, R[1]->target_snap[i].token_p);
+                ck_assert_double_eq(R[0]->target_snap[i].u, R[1]->target_snap[i].u);
+                ck_assert_int_eq(R[1]->target_snap[i].n_top, 0);
+            }
+            ck_assert_double_eq(rng_uniform(&r[0]), rng_uniform(&r[1]));
+            for (int i = 0; i < R[0]->n_out && n < FAKE_CTX; i++, n++)
+                w[0][n] = w[1][n] = R[0]->out[i];
+            if (R[0]->next < 0)
+                break;                        /* an accepted stop token */
+        }
+        for (int v = 0; v < 2; v++) {
+            spec_free(sp[v]);
+            engine_free(&d[v]->base);
+            engine_free(&t[v]->base);
+        }
+    }
+}
+END_TEST
+
 START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
 {
     fake_engine *t = fake_create(FAKE_V, 31, 1.0f, NULL, 0);
@@ -940,24 +1008,133 @@ START_TEST(predicted_speedup_matches_the_paper_formula)
 }
 END_TEST
 
-START_TEST(adaptive_gamma_follows_the_hugging_face_schedule)
+START_TEST(best_gamma_maximises_tokens_per_ms_on_synthetic_costs)
 {
-    spec_round r = {0};
-    r.n_draft = 4;
-    r.n_accepted = 4;
-    ck_assert_int_eq(spec_adapt_gamma(4, &r, 10), 6);        /* all accepted: +2 */
-    r.n_draft = r.n_accepted = 9;
-    ck_assert_int_eq(spec_adapt_gamma(9, &r, 10), 10);       /* capped */
-    r.n_accepted = 2;
-    r.rejected = true;
-    ck_assert_int_eq(spec_adapt_gamma(4, &r, 10), 3);        /* a rejection: -1 */
-    r.n_draft = 1;
-    r.n_accepted = 0;
-    ck_assert_int_eq(spec_adapt_gamma(1, &r, 10), 1);        /* never below 1 */
-    r.n_draft = 2;                                           /* cut short by max_tokens */
-    r.n_accepted = 2;
-    r.rejected = false;
-    ck_assert_int_eq(spec_adapt_gamma(5, &r, 10), 5);
+    /* a memory-bound target: verifying more rows is nearly free, drafts cheap -> long rounds */
+    int g = spec_best_gamma(0.8, 17.0, 0.6, SPEC_TUNER_MAX);
+    for (int h = 1; h <= SPEC_TUNER_MAX; h++)
+        ck_assert_double_le(spec_expected_tokens_per_pass(0.8, h) / (17.0 + 0.6 * h),
+                            spec_expected_tokens_per_pass(0.8, g) / (17.0 + 0.6 * g) + 1e-15);
+    ck_assert_int_ge(g, 6);
+    /* Leviathan et al.'s case (A = a target step, B = c A) picks the argmax of their S(g) */
+    int best = 1;
+    for (int h = 2; h <= SPEC_TUNER_MAX; h++)
+        if (spec_predicted_speedup(0.8, h, 0.05) > spec_predicted_speedup(0.8, best, 0.05))
+            best = h;
+    ck_assert_int_eq(spec_best_gamma(0.8, 1.0, 0.05, SPEC_TUNER_MAX), best);
+    /* a cache-resident target: each draft and verified row costs a third of a round -> short */
+    ck_assert_int_eq(spec_best_gamma(0.5, 1.0, 0.6, SPEC_TUNER_MAX), 1);
+    /* nothing accepted: one draft; everything accepted and free drafts: the cap */
+    ck_assert_int_eq(spec_best_gamma(0.0, 1.0, 0.1, SPEC_TUNER_MAX), 1);
+    ck_assert_int_eq(spec_best_gamma(1.0, 1.0, 0.0, SPEC_TUNER_MAX), SPEC_TUNER_MAX);
+    ck_assert_int_eq(spec_best_gamma(2.0, 1.0, -1.0, 5), 5);    /* clamped inputs */
+}
+END_TEST
+
+/* Rounds of a simulated pair: per-token acceptance alpha, a round costs a + b g ms. */
+static int simulate_tuner(double alpha, double a, double b, int rounds, double *mean_gamma)
+{
+    spec_tuner t;
+    spec_tuner_init(&t, 4);
+    rng r;
+    rng_seed(&r, 11);
+    double sum = 0;
+    for (int i = 0; i < rounds; i++) {
+        spec_round R = {0};
+        R.n_draft = t.gamma;
+        while (R.n_accepted < R.n_draft && rng_uniform(&r) < alpha)
+            R.n_accepted++;
+        R.rejected = R.n_accepted < R.n_draft;
+        R.draft_ms = b * R.n_draft * (0.9 + 0.2 * rng_uniform(&r));   /* +-10% noise */
+        R.target_ms = a * (0.9 + 0.2 * rng_uniform(&r));
+        spec_tuner_update(&t, &R);
+        if (i >= rounds / 2)
+            sum += t.chosen;
+    }
+    *mean_gamma = sum / (rounds - rounds / 2);
+    return t.chosen;
+}
+
+START_TEST(tuner_finds_the_best_gamma_of_a_simulated_pair)
+{
+    static const struct { double alpha, a, b; } cases[] = {
+        {0.5, 1.0, 0.6},      /* the committed pair's shape: short rounds */
+        {0.8, 17.0, 0.6},     /* a memory-bound target: long rounds */
+        {0.7, 1.0, 0.15},
+        {0.95, 2.0, 0.1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int want = spec_best_gamma(cases[i].alpha, cases[i].a, cases[i].b, SPEC_TUNER_MAX);
+        double mean;
+        int got = simulate_tuner(cases[i].alpha, cases[i].a, cases[i].b, 400, &mean);
+        /* the rate is flat near its maximum: within 1 of the truth, and it costs < 3% */
+        double rate_want = spec_expected_tokens_per_pass(cases[i].alpha, want) /
+                           (cases[i].a + cases[i].b * want);
+        double rate_got = spec_expected_tokens_per_pass(cases[i].alpha, got) /
+                          (cases[i].a + cases[i].b * got);
+        ck_assert_msg(rate_got >= 0.97 * rate_want, "case %zu: chose %d (mean %.2f), best %d",
+                      i, got, mean, want);
+        ck_assert_msg(fabs(mean - want) <= 1.5, "case %zu: mean %.2f, best %d", i, mean, want);
+    }
+}
+END_TEST
+
+START_TEST(tuner_sees_a_step_in_the_verification_cost)
+{
+    /* The embedded pair's shape: verifying 5 rows or more costs a second tile of 4. A line
+     * through the rounds would miss the step; the measured means see it. */
+    spec_tuner t;
+    spec_tuner_init(&t, 4);
+    rng r;
+    rng_seed(&r, 5);
+    double alpha = 0.72, best_rate = 0;
+    int best = 1;
+    for (int g = 1; g <= SPEC_TUNER_MAX; g++) {
+        double cost = 0.55 + 0.12 * g + 0.45 * ((g + 1 + 3) / 4 - 1);
+        double rate = spec_expected_tokens_per_pass(alpha, g) / cost;
+        if (rate > best_rate) {
+            best_rate = rate;
+            best = g;
+        }
+    }
+    ck_assert_int_eq(best, 3);
+    int at_best = 0;
+    for (int i = 0; i < 400; i++) {
+        spec_round R = {.n_draft = t.gamma};
+        while (R.n_accepted < R.n_draft && rng_uniform(&r) < alpha)
+            R.n_accepted++;
+        R.rejected = R.n_accepted < R.n_draft;
+        R.draft_ms = 0.12 * R.n_draft;
+        R.target_ms = (0.55 + 0.45 * ((R.n_draft + 1 + 3) / 4 - 1)) * (0.95 + 0.1 * rng_uniform(&r));
+        spec_tuner_update(&t, &R);
+        at_best += i >= 200 && t.chosen == best;
+    }
+    ck_assert_int_ge(at_best, 160);      /* 80% of the second half */
+    ck_assert_double_gt(spec_tuner_cost(&t, 4), spec_tuner_cost(&t, 3) + 0.3);
+}
+END_TEST
+
+START_TEST(tuner_starts_from_its_gamma_and_explores_both_sides)
+{
+    spec_tuner t;
+    spec_tuner_init(&t, 99);
+    ck_assert_int_eq(t.gamma, SPEC_TUNER_MAX);
+    spec_tuner_init(&t, 4);
+    ck_assert_int_eq(t.gamma, 4);
+    spec_round R = {.n_draft = 0};
+    ck_assert_int_eq(spec_tuner_update(&t, &R), 4);    /* a round without drafts: no evidence */
+    ck_assert_int_eq(t.rounds, 0);
+    bool up = false, down = false;
+    for (int i = 0; i < 4 * SPEC_TUNER_EXPLORE; i++) {
+        R = (spec_round){.n_draft = t.gamma, .n_accepted = t.gamma - 1, .rejected = true,
+                         .draft_ms = 0.05 * t.gamma, .target_ms = 1.0};
+        int g = spec_tuner_update(&t, &R);
+        up |= g > t.chosen;
+        down |= g < t.chosen;
+    }
+    ck_assert(up && down);
+    ck_assert_double_eq_tol(t.a_ms, 1.0, 1e-6);        /* the line was fitted: 1 + 0.05 g */
+    ck_assert_double_eq_tol(t.b_ms, 0.05, 1e-6);
 }
 END_TEST
 
@@ -973,6 +1150,7 @@ int main(void)
             draft_raw_softmax_instead_of_final_q_is_caught,
             target_penalties_without_drafted_history_are_caught,
             one_target_pass_per_round_and_caches_hold_the_accepted_prefix,
+            lean_rounds_give_the_same_tokens_and_draws_as_full_ones,
             round_stops_at_max_tokens_context_end_and_stop_token));
     tcase_set_timeout(tc, 300);
     TCase *tm = tu_add_case(s, "cpu engines", TU_TESTS(
@@ -986,6 +1164,9 @@ int main(void)
     tcase_add_unchecked_fixture(tm, models_setup, models_teardown);
     tu_add_case(s, "figures", TU_TESTS(
             predicted_speedup_matches_the_paper_formula,
-            adaptive_gamma_follows_the_hugging_face_schedule));
+            best_gamma_maximises_tokens_per_ms_on_synthetic_costs,
+            tuner_finds_the_best_gamma_of_a_simulated_pair,
+            tuner_sees_a_step_in_the_verification_cost,
+            tuner_starts_from_its_gamma_and_explores_both_sides));
     return tu_run_suite(s);
 }

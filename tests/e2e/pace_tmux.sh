@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# pace_tmux.sh: pacing in the real REPL inside a private tmux server: with --pace 20 (what make
+# run uses) a 30-token reply takes about 1.5 s, while the status bar reports the engine's speed
+# (far above 20 tok/s); /show says the pace; /pace 0 lets replies come at engine speed; Ctrl-C
+# stops a slowly paced reply at once.
+# Every wait polls the screen with a deadline, so a loaded machine only makes it slower.
+set -u
+. "$(dirname "$0")/tmux.bash"
+
+"$MKMODEL" "$work/model" --ctx 256 --seed 3 >/dev/null || { echo "FAIL: mkmodel"; exit 1; }
+T -f /dev/null new-session -d -s main -x 120 -y 36 \
+    "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
+     TOKENTOP_HISTORY=$work/history $BIN --model $work/model --backend cpu --threads 1 --seed 7 \
+     -n 30 --ignore-eos --pace 20"
+T set-option -t main -g status off >/dev/null
+wait_for 'Send a message' || exit 1
+
+# the status bar's speed after a turn, as a number
+status_tok_s() { screen | grep -Eo '[0-9]+\.[0-9] tok/s' | tail -1 | cut -d' ' -f1; }
+
+# --- 1. --pace 20: about 1.5 s for 30 tokens, the engine's speed in the status bar
+t0=$(date +%s.%N)
+type_line "In the beginning"
+wait_for 'generating' 10 || fail "the first turn did not start"
+wait_for '[0-9.]+ tok/s' 30 || fail "the first turn did not finish"
+dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+check "a 30-token reply at --pace 20 takes about 1.5 s (took $dt s)" \
+    awk -v x="$dt" 'BEGIN { exit !(x >= 1.3 && x <= 20) }'
+v=$(status_tok_s)
+check "the status bar shows the engine's speed ($v tok/s), not the pace" \
+    awk -v x="${v:-0}" 'BEGIN { exit !(x > 60) }'
+type_line "/show"
+wait_for 'pace +20 tokens/s shown' 10 || fail "/show does not say the pace"
+
+# --- 2. /pace 0: the same reply comes at engine speed
+type_line "/pace 0"
+wait_for 'pace off: tokens shown as fast as the engine goes' 10 || fail "/pace 0: no confirmation"
+t0=$(date +%s.%N)
+type_line "/regen"
+sleep 0.2
+wait_for '[0-9.]+ tok/s' 30 || fail "the unpaced turn did not finish"
+dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+check "with /pace 0 the reply is not held back (took $dt s)" \
+    awk -v x="$dt" 'BEGIN { exit !(x <= 1.3) }'
+
+# --- 3. bad values are refused; Ctrl-C stops a slowly paced reply at once
+type_line "/pace -1"
+wait_for '/pace: "-1" is not a number of tokens per second in \[0, 1000\]' 10 \
+    || fail "/pace -1: no message"
+type_line "/pace 1"
+wait_for 'pace 1 tokens/s' 10 || fail "/pace 1: no confirmation"
+type_line "And the earth"
+wait_for 'generating' 10 || fail "the slow turn did not start"
+sleep 1.5
+t0=$(date +%s.%N)
+T send-keys -t main C-c
+wait_for '\[stopped after [0-9]+ tokens\]' 10 || fail "Ctrl-C did not stop the paced reply"
+dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+check "Ctrl-C stops a reply paced at 1 token/s promptly (took $dt s)" \
+    awk -v x="$dt" 'BEGIN { exit !(x <= 0.9) }'
+T send-keys -t main C-d
+finish
