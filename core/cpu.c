@@ -69,6 +69,8 @@ typedef struct {
     float *fc;                     /* (TB, FF) */
     float *scratch;                /* (nth, KERNELS_ATTN_SCRATCH(n_ctx)) attention scores */
     float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
+    kernels_q8_act *xq;            /* (TB, ldxq) a Q8 matmul's activations, quantized */
+    int ldxq;
     size_t mm_stride;
     float *embed_row;              /* (C) */
     int logits_rows;               /* rows allocated in base.logits */
@@ -113,6 +115,35 @@ static void matmul_job_run(void *varg, int ith, int nth)
     }
 }
 
+typedef struct {
+    const float *x;
+    int ldx, K, T;
+    kernels_q8_act *xq;
+    int ldxq;
+    threadpool_chunks rows;        /* blocks of 16 rows */
+} quantize_job;
+
+static void quantize_job_run(void *varg, int ith, int nth)
+{
+    quantize_job *j = varg;
+    int c;
+    while ((c = threadpool_next_chunk(&j->rows)) >= 0)
+        kernels_quantize_rows(j->x, j->ldx, j->K, c * 16, c * 16 + 16 < j->T ? c * 16 + 16 : j->T,
+                              j->xq, j->ldxq);
+}
+
+/* x's T rows quantized into ce->xq for a Q8 matmul (kernels.h), over the pool for a prefill. */
+static void cpu_quantize(cpu_engine *ce, const float *x, int ldx, int K, int T)
+{
+    if (T < 32) {
+        kernels_quantize_rows(x, ldx, K, 0, T, ce->xq, ce->ldxq);
+        return;
+    }
+    quantize_job j = {.x = x, .ldx = ldx, .K = K, .T = T, .xq = ce->xq, .ldxq = ce->ldxq};
+    threadpool_chunks_init(&j.rows, (T + 15) / 16);
+    threadpool_run(ce->pool, quantize_job_run, &j);
+}
+
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
  * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
  * threads best. With few rows (decode) the work is streaming the weights: chunks of about 128 KiB
@@ -124,11 +155,13 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
 {
     matmul_job j = {
         .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
-                 .epilogue = ep},
+                 .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq},
         .kern = ce->kern,
         .scratch = ce->mm_scratch,
         .scratch_stride = ce->mm_stride,
     };
+    if (w->dtype == TT_Q8)
+        cpu_quantize(ce, x, ldx, w->K, T);
     size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
     size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
     if (ppc < 1)
@@ -465,6 +498,7 @@ static void cpu_destroy(engine *e)
     free(ce->fc);
     free(ce->scratch);
     free(ce->mm_scratch);
+    free(ce->xq);
     free(ce->embed_row);
     free(e->logits);
     free(ce);
@@ -548,6 +582,14 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     ce->embed_row = malloc(C * sizeof(float));
     ce->segs = malloc(TB * sizeof *ce->segs);
     ce->mm_stride = (KERNELS_MATMUL_SCRATCH(C > FF ? C : FF) + 15) & ~(size_t)15;
+    if (ce->base.dtype == TT_Q8) {
+        ce->ldxq = KERNELS_Q8_ACT_BLOCKS(C > FF ? C : FF);
+        ce->xq = malloc(TB * (size_t)ce->ldxq * sizeof *ce->xq);
+        if (!ce->xq)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of quantized "
+                           "activations", TB * (size_t)ce->ldxq * sizeof *ce->xq);
+        ce->base.memory_bytes += TB * (size_t)ce->ldxq * sizeof *ce->xq;
+    }
     elems += (size_t)nth * ce->mm_stride;
     void *mm = NULL;
     if (posix_memalign(&mm, 64, (size_t)nth * ce->mm_stride * sizeof(float)) == 0)

@@ -29,12 +29,16 @@
  * conversation replays to the same tokens), so the few places where the two sets sum differently
  * are tuning parameters below, not copies of the code: the value sum's chain count and the
  * softmax tail. */
+#ifndef KS_VNNI
+#define KS_VNNI 0                  /* 1: AVX512-VNNI's vpdpbusd for the Q8 dot products */
+#endif
 #if !defined(KS_VW) || !defined(KS_SET_NAME) || !defined(KS_SET_GET)
 #error "define KS_VW (8 or 16), KS_SET_NAME and KS_SET_GET before including core/kernels_simd.h"
 #endif
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "core/gpt2_math.h"
 #include "core/kernels.h"
@@ -93,7 +97,6 @@ typedef __m512i vi;
 #define v_iand(a, b) _mm512_and_si512((a), (b))
 #define v_icast(a) _mm512_castsi512_ps(a)
 #define v_iload_16bit(p) _mm256_load_si256((const __m256i *)(p))
-#define v_iload_8bit(p) _mm_load_si128((const __m128i *)(p))
 
 #elif KS_VW == 8
 
@@ -160,7 +163,6 @@ typedef __m256i vi;
 #define v_iand(a, b) _mm256_and_si256((a), (b))
 #define v_icast(a) _mm256_castsi256_ps(a)
 #define v_iload_16bit(p) _mm_load_si128((const __m128i *)(p))
-#define v_iload_8bit(p) _mm_loadl_epi64((const __m128i *)(p))
 
 #else
 #error "KS_VW must be 8 or 16"
@@ -184,12 +186,6 @@ typedef __m256i vi;
 
 /* KS_VW fp16 values at p (aligned to their size) as fp32. */
 static inline vf v_load_f16(const uint16_t *p) { return KS_PS(cvtph)(v_iload_16bit(p)); }
-
-/* KS_VW int8 at p (aligned to their size) as fp32. */
-static inline vf v_load_i8(const int8_t *p)
-{
-    return KS_PS(cvtepi32)(KS_EPI32(cvtepi8)(v_iload_8bit(p)));
-}
 
 /* KS_VW bf16 pairs at p (aligned to a vector): the even (low) halves into *e, the odd into *o. */
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
@@ -266,35 +262,13 @@ mm_finish(const matmul_args *a, int t, int n, vf c)
     v_mstore(o, m, c);
 }
 
-/* A Q8 panel's block of k rows k0 .. k0+31 (k0 a multiple of 32): its scales, then its rows. */
-#define Q8_BLOCK_AT(panel, k0) \
-    ((const char *)(panel) + (size_t)((k0) / TT_Q8_BLOCK) * KERNELS_Q8_BLOCK_BYTES)
-#define Q8_ROWS_OFFSET (KERNELS_NR * 2)
-
-/* Vector v of the scales of a Q8 block, and the integers of its row r, dequantized (exact). */
-static inline __attribute__((always_inline)) vf q8_scale(const char *blk, int v)
-{
-    return v_load_f16((const uint16_t *)blk + (size_t)v * KS_VW);
-}
-
-static inline __attribute__((always_inline)) vf q8_dequant(const char *blk, int r, int v, vf scale)
-{
-    return v_mul(v_load_i8((const int8_t *)(blk + Q8_ROWS_OFFSET) + (size_t)r * KERNELS_NR +
-                           (size_t)v * KS_VW),
-                 scale);
-}
-
-/* Vector v (columns v*VW ..) of row k of a fp32, fp16 or Q8 panel, as fp32. */
+/* Vector v (columns v*VW ..) of row k of a fp32 or fp16 panel, as fp32. */
 static inline __attribute__((always_inline)) vf
 load_row(tt_dtype dt, const void *panel, int k, int v)
 {
     const size_t off = (size_t)k * KERNELS_NR + (size_t)v * KS_VW;
     if (dt == TT_F32)
         return v_load((const float *)panel + off);
-    if (dt == TT_Q8) {
-        const char *blk = Q8_BLOCK_AT(panel, k);
-        return q8_dequant(blk, k % TT_Q8_BLOCK, v, q8_scale(blk, v));
-    }
     return v_load_f16((const uint16_t *)panel + off);
 }
 
@@ -444,32 +418,6 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
                     c[g][v] = v_fma(xe, e, c[g][v]);
                 }
         }
-    } else if (dt == TT_Q8) {
-        /* Block by block, the scales loaded once per block; a row of 32 integers is half a cache
-         * line, so every other row prefetches. */
-        for (int k0 = 0; k0 < K; k0 += TT_Q8_BLOCK) {
-            const int k1 = K - k0 < TT_Q8_BLOCK ? K : k0 + TT_Q8_BLOCK;
-            vf sc[KS_GEMV_NP][KS_NV];
-#pragma GCC unroll 4
-            for (int g = 0; g < NP; g++)
-#pragma GCC unroll 4
-                for (int v = 0; v < KS_NV; v++)
-                    sc[g][v] = q8_scale(Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes,
-                                                    k0), v);
-            for (int k = k0; k < k1; k++) {
-                const vf xa = v_set1(x[k]);
-#pragma GCC unroll 4
-                for (int g = 0; g < NP; g++) {
-                    const char *blk = Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes, k0);
-                    if (((k - k0) & 1) == 0)
-                        _mm_prefetch(blk + Q8_ROWS_OFFSET + (size_t)(k - k0) * KERNELS_NR +
-                                     GEMV_PREFETCH_16, _MM_HINT_T0);
-#pragma GCC unroll 4
-                    for (int v = 0; v < KS_NV; v++)
-                        c[g][v] = v_fma(xa, q8_dequant(blk, k - k0, v, sc[g][v]), c[g][v]);
-                }
-            }
-        }
     } else {
         const size_t row_bytes = dt == TT_F32 ? 128 : 64;
         for (int k = 0; k < K; k++) {
@@ -518,7 +466,7 @@ mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
     }
 }
 
-/* A fp16/bf16/Q8 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
+/* A fp16/bf16 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
  * per panel instead of once per tile, where it would take FMA-port slots. */
 static inline __attribute__((always_inline)) void
 widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
@@ -543,7 +491,7 @@ widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
     }
 }
 
-/* The rows against a panel widened to fp32: one function that the fp16, bf16 and Q8 matmuls
+/* The rows against a panel widened to fp32: one function that the fp16 and bf16 matmuls
  * share, kept out of line so that each is small enough for GCC to keep the tile's accumulators in
  * registers (inlined into one of them, GCC 12 spilled them and prefill ran 2.5x slower). */
 static __attribute__((noinline)) void mm_rows_widened(const matmul_args *a, const float *panel, int p)
@@ -582,10 +530,241 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Q8 matmul (kernels.h): per block of 32 k, exact int32 dot products of the weights' integers with
+ * the row's quantized activations, then one fma per block: c = fma(s * d, (float)sum, c).
+ *
+ * One step adds, in each int32 lane (one output column), the 4 products of the lane's 4 weight
+ * bytes (q + 128) with 4 activations broadcast to every lane:
+ *   KS_VNNI:   vpdpbusd (unsigned weight bytes times signed activations); the block's sums start
+ *              at -sum128, which takes the offset of 128 out again.
+ *   otherwise: the signs moved onto the weights (q = byte ^ 0x80, q * sign(x)) and vpmaddubsw of
+ *              |x| with them (pairs of products fit 16 bits: |2 * 127 * 127| < 2^15), then
+ *              vpmaddwd with ones; the sums start at 0.
+ * Both give the same exact integers, so every set gives the same bits. */
+#define Q8_INTS(blk) ((const char *)(blk) + KERNELS_NR * 2)  /* past the block's 32 scales */
+#define Q8_STEP_BYTES (4 * KERNELS_NR)                        /* 4 k of 32 columns */
+
+#if KS_VW == 16 && KS_VNNI
+typedef struct { vi x; } q8_xs;
+static inline __attribute__((always_inline)) q8_xs q8_x(const int8_t *q4)
+{
+    int32_t v;
+    memcpy(&v, q4, 4);
+    return (q8_xs){_mm512_set1_epi32(v)};
+}
+static inline __attribute__((always_inline)) vi q8_dot(vi acc, vi w, q8_xs x)
+{
+    return _mm512_dpbusd_epi32(acc, w, x.x);
+}
+#define q8_start(sum128) _mm512_set1_epi32(-(sum128))
+#elif KS_VW == 16
+typedef struct { vi ax; __mmask64 neg; } q8_xs;
+static inline __attribute__((always_inline)) q8_xs q8_x(const int8_t *q4)
+{
+    int32_t v;
+    memcpy(&v, q4, 4);
+    const vi x = _mm512_set1_epi32(v);
+    return (q8_xs){_mm512_abs_epi8(x), _mm512_movepi8_mask(x)};
+}
+static inline __attribute__((always_inline)) vi q8_dot(vi acc, vi w, q8_xs x)
+{
+    const vi q = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
+    const vi sq = _mm512_mask_sub_epi8(q, x.neg, _mm512_setzero_si512(), q);
+    const vi p16 = _mm512_maddubs_epi16(x.ax, sq);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, _mm512_set1_epi16(1)));
+}
+#define q8_start(sum128) _mm512_setzero_si512()
+#else
+typedef struct { vi x, ax; } q8_xs;
+static inline __attribute__((always_inline)) q8_xs q8_x(const int8_t *q4)
+{
+    int32_t v;
+    memcpy(&v, q4, 4);
+    const vi x = _mm256_set1_epi32(v);
+    return (q8_xs){x, _mm256_abs_epi8(x)};
+}
+static inline __attribute__((always_inline)) vi q8_dot(vi acc, vi w, q8_xs x)
+{
+    const vi q = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
+    const vi p16 = _mm256_maddubs_epi16(x.ax, _mm256_sign_epi8(q, x.x));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+#define q8_start(sum128) _mm256_setzero_si256()
+#endif
+
+/* Rows per Q8 prefill tile: 2 x KS_Q8_MR int32 sums and as many fp32 totals in registers. */
+#if KS_VW == 16 && KS_VNNI
+#define KS_Q8_MR 6
+#elif KS_VW == 16
+#define KS_Q8_MR 4
+#else
+#define KS_Q8_MR 2
+#endif
+
+/* Vector v of the weight integers of step kq of a block. */
+static inline __attribute__((always_inline)) vi q8_w(const char *blk, int kq, int v)
+{
+    return v_iload(Q8_INTS(blk) + (size_t)kq * Q8_STEP_BYTES + (size_t)v * KS_VW * 4);
+}
+
+/* c + (scales of vector v of the block * d) * sum: the block's one rounding step. */
+static inline __attribute__((always_inline)) vf
+q8_block_fma(vf c, const char *blk, int v, float d, vi sum)
+{
+    const vf s = v_mul(v_load_f16((const uint16_t *)blk + (size_t)v * KS_VW), v_set1(d));
+    return v_fma(s, KS_PS(cvtepi32)(sum), c);
+}
+
+/* One row against NP Q8 panels side by side (decode): NP * KS_NV independent integer chains per
+ * step; every 128-byte step prefetches its two lines GEMV_PREFETCH_16 ahead (and the block's
+ * 17th line, its scales' share, once per block). */
+static inline __attribute__((always_inline)) void
+mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, int p)
+{
+    const kernels_q8_act *xq = a->xq;
+    const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
+    vf c[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            c[g][v] = v_zero();
+    for (int b = 0; b < KB; b++) {
+        const char *blk = panel + (size_t)b * KERNELS_Q8_BLOCK_BYTES;
+        vi acc[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+        for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                acc[g][v] = q8_start(xq[b].sum128);
+#pragma GCC unroll 8
+        for (int kq = 0; kq < TT_Q8_BLOCK / 4; kq++) {
+            const q8_xs x = q8_x(xq[b].q + 4 * kq);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *bg = blk + (size_t)g * panel_bytes;
+                const char *pf = bg + (size_t)kq * Q8_STEP_BYTES + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                if (kq == 0)
+                    _mm_prefetch(pf + 8 * Q8_STEP_BYTES, _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++)
+                    acc[g][v] = q8_dot(acc[g][v], q8_w(bg, kq, v), x);
+            }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                c[g][v] = q8_block_fma(c[g][v], blk + (size_t)g * panel_bytes, v, xq[b].d,
+                                       acc[g][v]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+}
+
+/* MR rows t0 .. against column group g of a Q8 panel: the chains of mm_gemv_q8, MR rows at a time
+ * so each weight vector loaded serves MR rows. */
+static inline __attribute__((always_inline)) void
+mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g)
+{
+    const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
+    const kernels_q8_act *xq = a->xq + (size_t)t0 * (size_t)a->ldxq;
+    const size_t ldxq = (size_t)a->ldxq;
+    vf c0[KS_Q8_MR], c1[KS_Q8_MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+        c0[r] = c1[r] = v_zero();
+    for (int b = 0; b < KB; b++) {
+        const char *blk = panel + (size_t)b * KERNELS_Q8_BLOCK_BYTES;
+        vi i0[KS_Q8_MR], i1[KS_Q8_MR];
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++)
+            i0[r] = i1[r] = q8_start(xq[r * ldxq + b].sum128);
+#pragma GCC unroll 8
+        for (int kq = 0; kq < TT_Q8_BLOCK / 4; kq++) {
+            if (MR < KS_Q8_MR) {            /* a short tile (a decode batch) streams the panel */
+                const char *pf = Q8_INTS(blk) + (size_t)kq * Q8_STEP_BYTES +
+                                 (size_t)g * 2 * KS_VW * 4 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                if (2 * KS_VW * 4 > 64)
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
+            const vi w0 = q8_w(blk, kq, 2 * g), w1 = q8_w(blk, kq, 2 * g + 1);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                const q8_xs x = q8_x(xq[r * ldxq + b].q + 4 * kq);
+                i0[r] = q8_dot(i0[r], w0, x);
+                i1[r] = q8_dot(i1[r], w1, x);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            const float d = xq[r * ldxq + b].d;
+            c0[r] = q8_block_fma(c0[r], blk, 2 * g, d, i0[r]);
+            c1[r] = q8_block_fma(c1[r], blk, 2 * g + 1, d, i1[r]);
+        }
+    }
+    const int n0 = p * KERNELS_NR + g * 2 * KS_VW;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+        mm_finish(a, t0 + r, n0, c0[r]);
+        mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
+    }
+}
+
+static void mm_q8(const matmul_args *a, int p0, int p1, float *scratch)
+{
+    (void)scratch;
+    const packed_matrix *w = a->w;
+    const size_t panel_bytes = w->panel_elems;
+    const char *data = (const char *)w->data;
+    if (a->T == 1) {
+        int p = p0;
+        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP)
+            mm_gemv_q8(a, KS_GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
+        switch (p1 - p) {
+        case 1: mm_gemv_q8(a, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+#if KS_GEMV_NP > 2
+        case 2: mm_gemv_q8(a, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 3: mm_gemv_q8(a, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+#endif
+        default: break;
+        }
+        return;
+    }
+    for (int p = p0; p < p1; p++) {
+        const char *panel = data + (size_t)p * panel_bytes;
+        for (int g = 0; g < KS_GROUPS; g++) {
+            if (p * KERNELS_NR + g * 2 * KS_VW >= w->N)
+                break;
+            int t = 0;
+            for (; t + KS_Q8_MR <= a->T; t += KS_Q8_MR)
+                mm_tile_q8(a, KS_Q8_MR, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile_q8(a, n, t, panel, p, g); break;
+            switch (a->T - t) {
+            KS_TAIL(1)
+#if KS_Q8_MR > 2
+            KS_TAIL(2) KS_TAIL(3)
+#endif
+#if KS_Q8_MR > 4
+            KS_TAIL(4) KS_TAIL(5)
+#endif
+            default: break;
+            }
+#undef KS_TAIL
+        }
+    }
+}
+
 static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
 static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
 static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
-static void mm_q8(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_Q8, p0, p1, s); }
 
 static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 {
