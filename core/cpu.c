@@ -5,7 +5,9 @@
  * The weights are repacked at creation into the dtype asked for (fp32, fp16 or bf16: every
  * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
  * the vectors stay fp32) and the layout the kernels
- * stream (kernels.h); everything is computed and accumulated in fp32. A span is processed in
+ * stream (kernels.h); everything is computed and accumulated in fp32, except that a q8 matmul
+ * quantizes its input rows to 8 bits too (cpu_quantize) and sums each block of 32 exactly in
+ * integers. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
 #include <math.h>
@@ -116,6 +118,7 @@ static void matmul_job_run(void *varg, int ith, int nth)
 }
 
 typedef struct {
+    const kernels *kern;
     const float *x;
     int ldx, K, T;
     kernels_q8_act *xq;
@@ -128,18 +131,18 @@ static void quantize_job_run(void *varg, int ith, int nth)
     quantize_job *j = varg;
     int c;
     while ((c = threadpool_next_chunk(&j->rows)) >= 0)
-        kernels_quantize_rows(j->x, j->ldx, j->K, c * 16, c * 16 + 16 < j->T ? c * 16 + 16 : j->T,
-                              j->xq, j->ldxq);
+        j->kern->quantize_rows(j->x, j->ldx, j->K, c * 16, c * 16 + 16 < j->T ? c * 16 + 16 : j->T,
+                               j->xq, j->ldxq);
 }
 
 /* x's T rows quantized into ce->xq for a Q8 matmul (kernels.h), over the pool for a prefill. */
 static void cpu_quantize(cpu_engine *ce, const float *x, int ldx, int K, int T)
 {
     if (T < 32) {
-        kernels_quantize_rows(x, ldx, K, 0, T, ce->xq, ce->ldxq);
+        ce->kern->quantize_rows(x, ldx, K, 0, T, ce->xq, ce->ldxq);
         return;
     }
-    quantize_job j = {.x = x, .ldx = ldx, .K = K, .T = T, .xq = ce->xq, .ldxq = ce->ldxq};
+    quantize_job j = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .T = T, .xq = ce->xq, .ldxq = ce->ldxq};
     threadpool_chunks_init(&j.rows, (T + 15) / 16);
     threadpool_run(ce->pool, quantize_job_run, &j);
 }

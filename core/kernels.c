@@ -1,6 +1,7 @@
 /* kernels.c: packed weight matrices, the portable reference kernels and run-time kernel choice. */
 #include "core/kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,17 +366,18 @@ void kernels_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kerne
             const int k0 = b * TT_Q8_BLOCK;
             const int kc = K - k0 < TT_Q8_BLOCK ? K - k0 : TT_Q8_BLOCK;
             float amax = 0.0f;
-            for (int i = 0; i < kc; i++) {     /* a NaN stays: the block's outputs are NaN */
+            bool finite = true;
+            for (int i = 0; i < kc; i++) {
                 float v = fabsf(xr[k0 + i]);
-                if (v > amax || v != v)
-                    amax = amax != amax ? amax : v;
+                finite = finite && v <= FLT_MAX;
+                amax = v > amax ? v : amax;
             }
-            const float d = amax / 127.0f;
+            const float d = finite ? amax / 127.0f : NAN;
             const float id = d > 0.0f ? 1.0f / d : 0.0f;
             int32_t sum = 0;
             for (int i = 0; i < TT_Q8_BLOCK; i++) {
                 /* lrintf: the current rounding mode, nearest-even, as the vector conversions */
-                int v = i < kc ? (int)lrintf(xr[k0 + i] * id) : 0;
+                int v = i < kc && id > 0.0f ? (int)lrintf(xr[k0 + i] * id) : 0;
                 v = v > 127 ? 127 : v < -127 ? -127 : v;
                 row[b].q[i] = (int8_t)v;
                 sum += v;
@@ -426,6 +428,7 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
 static const kernels reference_set = {
     .name = "reference",
     .matmul = ref_matmul,
+    .quantize_rows = kernels_quantize_rows,
     .attention = ref_attention,
 };
 

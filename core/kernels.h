@@ -97,7 +97,8 @@ float packed_matrix_get(const packed_matrix *m, int k, int n);
  * Kernel arguments */
 
 /* One block of 32 activations quantized for a Q8 matmul: x[k] ~ d * q[k] with d = max|x| / 127
- * and q = round-to-nearest-even(x * (1 / d)) (all zero when the block is); sum128 = 128 * sum q,
+ * and q = round-to-nearest-even(x * (1 / d)) (all zero when the block is; a block holding an inf
+ * or a NaN gets d = NaN and q = 0, so its outputs are NaN); sum128 = 128 * sum q,
  * what the unsigned weights' offset adds to a vpdpbusd sum. A row of K activations is
  * KERNELS_Q8_ACT_BLOCKS(K) of them, the values past K zero. */
 typedef struct kernels_q8_act {
@@ -110,7 +111,7 @@ typedef struct kernels_q8_act {
 
 /* Quantizes rows [t0, t1) of x (T, ldx), K columns each, into xq (row t at xq + t * ldxq, at least
  * KERNELS_Q8_ACT_BLOCKS(K) blocks). Deterministic and per row: the same row gives the same blocks
- * whatever rows come with it. */
+ * whatever rows come with it. The portable version; every set's quantize_rows gives its bits. */
 void kernels_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
                            int ldxq);
 
@@ -155,6 +156,9 @@ typedef struct {
      * disjoint panel ranges may run on different threads at once. scratch: NULL, or
      * KERNELS_MATMUL_SCRATCH(K) floats, 64-byte aligned, private to the calling thread. */
     void (*matmul)(const matmul_args *a, int p0, int p1, float *scratch);
+    /* kernels_quantize_rows, vectorized: the same bits. */
+    void (*quantize_rows)(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                          int ldxq);
     /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
      * floats private to the calling thread. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);

@@ -36,6 +36,7 @@
 #error "define KS_VW (8 or 16), KS_SET_NAME and KS_SET_GET before including core/kernels_simd.h"
 #endif
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -93,6 +94,7 @@ static inline vf v_mmax(vf acc, vmask m, vf x) { return _mm512_mask_max_ps(acc, 
 /* Integer vectors: a whole one (vi), and the loads of KS_VW 16-bit or 8-bit values. */
 typedef __m512i vi;
 #define KS_EPI32(op) _mm512_##op##_epi32
+#define KS_SI(op) _mm512_##op##_si512
 #define v_iload(p) _mm512_load_si512((const void *)(p))
 #define v_iand(a, b) _mm512_and_si512((a), (b))
 #define v_icast(a) _mm512_castsi512_ps(a)
@@ -159,6 +161,7 @@ static inline vf v_mmax(vf acc, vmask m, vf x)
 
 typedef __m256i vi;
 #define KS_EPI32(op) _mm256_##op##_epi32
+#define KS_SI(op) _mm256_##op##_si256
 #define v_iload(p) _mm256_load_si256((const __m256i *)(p))
 #define v_iand(a, b) _mm256_and_si256((a), (b))
 #define v_icast(a) _mm256_castsi256_ps(a)
@@ -718,6 +721,50 @@ mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g
     }
 }
 
+/* kernels_quantize_rows (kernels.c) vectorized: the block maximum, the scale and the products in
+ * vectors (a maximum is exact in any order; the conversion rounds to nearest-even, as lrintf does
+ * in the default rounding mode), the narrowing and the sum in scalar code. The same bits. */
+static void simd_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                               int ldxq)
+{
+    const int KB = KERNELS_Q8_ACT_BLOCKS(K);
+    const vf sign = v_set1(-0.0f), big = v_set1(FLT_MAX);
+    for (int t = t0; t < t1; t++) {
+        const float *xr = x + (size_t)t * (size_t)ldx;
+        kernels_q8_act *row = xq + (size_t)t * (size_t)ldxq;
+        for (int b = 0; b < KB; b++) {
+            const int k0 = b * TT_Q8_BLOCK;
+            vf v[TT_Q8_BLOCK / KS_VW];
+            vf vmax = v_zero(), over = v_zero();
+#pragma GCC unroll 4
+            for (int i = 0; i < TT_Q8_BLOCK / KS_VW; i++) {
+                const vmask m = v_mask(K - k0 - i * KS_VW);
+                v[i] = v_mload(m, xr + k0 + i * KS_VW);
+                const vf a = KS_PS(andnot)(sign, v[i]);
+                vmax = v_max(vmax, a);
+                /* inf or NaN: max(|x| - FLT_MAX, 0) is positive or NaN; the sum keeps either */
+                over = v_add(over, v_max(v_zero(), v_sub(a, big)));
+            }
+            const float amax = v_hmax(vmax), ov = v_hsum(over);
+            const float d = ov == 0.0f ? amax / 127.0f : NAN;
+            const float id = d > 0.0f ? 1.0f / d : 0.0f;
+            int32_t qi[TT_Q8_BLOCK];
+#pragma GCC unroll 4
+            for (int i = 0; i < TT_Q8_BLOCK / KS_VW; i++)
+                KS_SI(storeu)((void *)(qi + i * KS_VW), KS_EPI32(cvtps)(v_mul(v[i], v_set1(id))));
+            int32_t sum = 0;
+            for (int i = 0; i < TT_Q8_BLOCK; i++) {
+                int q = id > 0.0f ? qi[i] : 0;
+                q = q > 127 ? 127 : q < -127 ? -127 : q;
+                row[b].q[i] = (int8_t)q;
+                sum += q;
+            }
+            row[b].d = d;
+            row[b].sum128 = 128 * sum;
+        }
+    }
+}
+
 static void mm_q8(const matmul_args *a, int p0, int p1, float *scratch)
 {
     (void)scratch;
@@ -1017,6 +1064,7 @@ static void simd_attention(const attention_args *a, int h, int t0, int t1, float
 const kernels *KS_SET_GET(void)
 {
     static const kernels set = {
-        .name = KS_SET_NAME, .matmul = simd_matmul, .attention = simd_attention};
+        .name = KS_SET_NAME, .matmul = simd_matmul, .quantize_rows = simd_quantize_rows,
+        .attention = simd_attention};
     return &set;
 }

@@ -191,46 +191,56 @@ START_TEST(q8_packing_rounds_each_weight_to_its_block_scale)
 }
 END_TEST
 
-/* Block b of row t quantized as kernels.h defines it: d = max|x| / 127, q = nearest-even(x / d). */
+/* Block b of row t quantized as kernels.h defines it: d = max|x| / 127, q = nearest-even(x / d);
+ * a block with an inf or a NaN: d NaN, q 0. */
 static void q8_act_expected(const float *x, int K, int b, float *d, int8_t *q)
 {
     const int k0 = b * 32, kc = K - k0 < 32 ? K - k0 : 32;
     float amax = 0.0f;
-    for (int i = 0; i < kc; i++)
+    bool finite = true;
+    for (int i = 0; i < kc; i++) {
         amax = fmaxf(amax, fabsf(x[k0 + i]));
-    *d = amax / 127.0f;
+        finite = finite && isfinite(x[k0 + i]);
+    }
+    *d = finite ? amax / 127.0f : NAN;
     for (int i = 0; i < 32; i++)
         q[i] = i < kc && *d > 0.0f ? (int8_t)nearbyintf(x[k0 + i] * (1.0f / *d)) : 0;
 }
 
 START_TEST(q8_activations_round_each_block_to_its_scale)
 {
-    static const int Ks[] = {1, 31, 32, 33, 100};
+    const kernels *sets[8];
+    int ns = all_sets(sets);
+    static const int Ks[] = {1, 31, 32, 33, 100, 130};
     rng g;
     rng_seed(&g, 32);
-    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
-        const int K = Ks[ki], T = 3, ldx = K + 2, KB = (K + 31) / 32;
-        float *x = rand_floats(&g, (size_t)T * ldx, -4.0f, 4.0f);
-        for (int i = 0; i < K && i < 32; i++)
-            x[i] = 0.0f;                       /* row 0's first block: all zero */
-        kernels_q8_act *xq = malloc((size_t)T * (KB + 1) * sizeof *xq);
-        kernels_quantize_rows(x, ldx, K, 0, T, xq, KB + 1);
-        for (int t = 0; t < T; t++)
-            for (int b = 0; b < KB; b++) {
-                const kernels_q8_act *got = &xq[(size_t)t * (KB + 1) + b];
-                float d;
-                int8_t q[32];
-                q8_act_expected(x + (size_t)t * ldx, K, b, &d, q);
-                int sum = 0;
-                for (int i = 0; i < 32; i++)
-                    sum += q[i];
-                ck_assert_msg(got->d == d && memcmp(got->q, q, 32) == 0 && got->sum128 == 128 * sum,
-                              "K=%d row %d block %d: d %g want %g, sum128 %d want %d", K, t, b,
-                              got->d, d, got->sum128, 128 * sum);
-            }
-        free(x);
-        free(xq);
-    }
+    for (int s = 0; s < ns; s++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            const int K = Ks[ki], T = 4, ldx = K + 2, KB = (K + 31) / 32;
+            float *x = rand_floats(&g, (size_t)T * ldx, -4.0f, 4.0f);
+            for (int i = 0; i < K && i < 32; i++)
+                x[i] = 0.0f;                   /* row 0's first block: all zero */
+            x[(size_t)1 * ldx + K - 1] = (ki % 2) ? INFINITY : NAN;     /* row 1's last block */
+            x[(size_t)2 * ldx + K / 2] = 0.5f + (float)ki;              /* a tie: x / d = n.5 */
+            kernels_q8_act *xq = malloc((size_t)T * (KB + 1) * sizeof *xq);
+            sets[s]->quantize_rows(x, ldx, K, 0, T, xq, KB + 1);
+            for (int t = 0; t < T; t++)
+                for (int b = 0; b < KB; b++) {
+                    const kernels_q8_act *got = &xq[(size_t)t * (KB + 1) + b];
+                    float d;
+                    int8_t q[32];
+                    q8_act_expected(x + (size_t)t * ldx, K, b, &d, q);
+                    int sum = 0;
+                    for (int i = 0; i < 32; i++)
+                        sum += q[i];
+                    ck_assert_msg((got->d == d || (isnan(d) && isnan(got->d))) &&
+                                      memcmp(got->q, q, 32) == 0 && got->sum128 == 128 * sum,
+                                  "%s K=%d row %d block %d: d %g want %g, sum128 %d want %d",
+                                  sets[s]->name, K, t, b, got->d, d, got->sum128, 128 * sum);
+                }
+            free(x);
+            free(xq);
+        }
 }
 END_TEST
 
