@@ -117,34 +117,55 @@ static void matmul_job_run(void *varg, int ith, int nth)
     }
 }
 
+/* A job over rows in blocks of 16: rows(ctx, t0, t1) for each. */
+typedef struct {
+    void (*rows)(const void *ctx, int t0, int t1);
+    const void *ctx;
+    int T;
+    threadpool_chunks blocks;
+} rows_job;
+
+static void rows_job_run(void *varg, int ith, int nth)
+{
+    rows_job *j = varg;
+    int c;
+    while ((c = threadpool_next_chunk(&j->blocks)) >= 0)
+        j->rows(j->ctx, c * 16, c * 16 + 16 < j->T ? c * 16 + 16 : j->T);
+}
+
+/* rows(ctx, 0, T) on the calling thread for a few rows (a decode row: a microsecond, not worth a
+ * wake-up), over the pool in blocks of 16 for a prefill. */
+static void cpu_rows(cpu_engine *ce, int T, void (*rows)(const void *, int, int), const void *ctx)
+{
+    if (T < 32) {
+        rows(ctx, 0, T);
+        return;
+    }
+    rows_job j = {.rows = rows, .ctx = ctx, .T = T};
+    threadpool_chunks_init(&j.blocks, (T + 15) / 16);
+    threadpool_run(ce->pool, rows_job_run, &j);
+}
+
 typedef struct {
     const kernels *kern;
     const float *x;
-    int ldx, K, T;
+    int ldx, K;
     kernels_q8_act *xq;
     int ldxq;
-    threadpool_chunks rows;        /* blocks of 16 rows */
-} quantize_job;
+} quantize_rows_ctx;
 
-static void quantize_job_run(void *varg, int ith, int nth)
+static void quantize_rows(const void *varg, int t0, int t1)
 {
-    quantize_job *j = varg;
-    int c;
-    while ((c = threadpool_next_chunk(&j->rows)) >= 0)
-        j->kern->quantize_rows(j->x, j->ldx, j->K, c * 16, c * 16 + 16 < j->T ? c * 16 + 16 : j->T,
-                               j->xq, j->ldxq);
+    const quantize_rows_ctx *q = varg;
+    q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->xq, q->ldxq);
 }
 
-/* x's T rows quantized into ce->xq for a Q8 matmul (kernels.h), over the pool for a prefill. */
+/* x's T rows quantized into ce->xq for a Q8 matmul (kernels.h). */
 static void cpu_quantize(cpu_engine *ce, const float *x, int ldx, int K, int T)
 {
-    if (T < 32) {
-        ce->kern->quantize_rows(x, ldx, K, 0, T, ce->xq, ce->ldxq);
-        return;
-    }
-    quantize_job j = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .T = T, .xq = ce->xq, .ldxq = ce->ldxq};
-    threadpool_chunks_init(&j.rows, (T + 15) / 16);
-    threadpool_run(ce->pool, quantize_job_run, &j);
+    quantize_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .xq = ce->xq,
+                           .ldxq = ce->ldxq};
+    cpu_rows(ce, T, quantize_rows, &q);
 }
 
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
@@ -215,33 +236,22 @@ static void attention_job_run(void *varg, int ith, int nth)
 typedef struct {
     float *out;
     const float *x, *w, *b;
-    int C, T;
+    int C;
     float eps;
-    threadpool_chunks rows;        /* blocks of 16 rows */
-} layernorm_job;
+} layernorm_ctx;
 
-static void layernorm_job_run(void *varg, int ith, int nth)
+static void layernorm_rows(const void *varg, int t0, int t1)
 {
-    layernorm_job *j = varg;
-    int c;
-    while ((c = threadpool_next_chunk(&j->rows)) >= 0) {
-        int t0 = c * 16, t1 = t0 + 16 < j->T ? t0 + 16 : j->T;
-        kernels_layernorm(j->out, j->x, j->w, j->b, j->C, j->eps, t0, t1);
-    }
+    const layernorm_ctx *l = varg;
+    kernels_layernorm(l->out, l->x, l->w, l->b, l->C, l->eps, t0, t1);
 }
 
 static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const float *w,
                           const float *b, int T)
 {
     const gpt2_config *cfg = ce->base.config;
-    if (T < 32) {                  /* a decode row: a microsecond, not worth a wake-up */
-        kernels_layernorm(out, x, w, b, cfg->C, cfg->ln_eps, 0, T);
-        return;
-    }
-    layernorm_job j = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .T = T,
-                       .eps = cfg->ln_eps};
-    threadpool_chunks_init(&j.rows, (T + 15) / 16);
-    threadpool_run(ce->pool, layernorm_job_run, &j);
+    layernorm_ctx l = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .eps = cfg->ln_eps};
+    cpu_rows(ce, T, layernorm_rows, &l);
 }
 
 /* ---------------------------------------------------------------------------------------------

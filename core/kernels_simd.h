@@ -376,163 +376,6 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
     }
 }
 
-/* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
- * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
- * on how many rows came with it. The latency a single chain would expose is hidden by the
- * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch). */
-static inline __attribute__((always_inline)) void
-mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
-{
-    const float *x = a->x;
-    const int K = a->w->K;
-    vf c[KS_GEMV_NP][KS_NV];
-#pragma GCC unroll 4
-    for (int g = 0; g < NP; g++)
-#pragma GCC unroll 4
-        for (int v = 0; v < KS_NV; v++)
-            c[g][v] = v_zero();
-    if (dt == TT_BF16) {
-        int kp = 0;
-        for (; 2 * kp + 1 < K; kp++) {
-            const vf xe = v_set1(x[2 * kp]), xo = v_set1(x[2 * kp + 1]);
-#pragma GCC unroll 4
-            for (int g = 0; g < NP; g++) {
-                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
-                const char *pf = pg + (size_t)kp * 128 + GEMV_PREFETCH_16;
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
-#pragma GCC unroll 4
-                for (int v = 0; v < KS_NV; v++) {
-                    vf e, o;
-                    load_pair(pg, kp, v, &e, &o);
-                    c[g][v] = v_fma(xe, e, c[g][v]);
-                    c[g][v] = v_fma(xo, o, c[g][v]);
-                }
-            }
-        }
-        if (2 * kp < K) {                   /* odd K: the last row has no partner */
-            const vf xe = v_set1(x[2 * kp]);
-#pragma GCC unroll 4
-            for (int g = 0; g < NP; g++)
-#pragma GCC unroll 4
-                for (int v = 0; v < KS_NV; v++) {
-                    vf e, o;
-                    load_pair((const char *)panel + (size_t)g * panel_bytes, kp, v, &e, &o);
-                    c[g][v] = v_fma(xe, e, c[g][v]);
-                }
-        }
-    } else {
-        const size_t row_bytes = dt == TT_F32 ? 128 : 64;
-        for (int k = 0; k < K; k++) {
-            const vf xa = v_set1(x[k]);
-#pragma GCC unroll 4
-            for (int g = 0; g < NP; g++) {
-                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
-                const char *pf = pg + (size_t)k * row_bytes +
-                                 (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
-                _mm_prefetch(pf, _MM_HINT_T0);
-                if (dt == TT_F32)
-                    _mm_prefetch(pf + 64, _MM_HINT_T0);
-#pragma GCC unroll 4
-                for (int v = 0; v < KS_NV; v++)
-                    c[g][v] = v_fma(xa, load_row(dt, pg, k, v), c[g][v]);
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < NP; g++)
-#pragma GCC unroll 4
-        for (int v = 0; v < KS_NV; v++)
-            mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
-}
-
-/* All rows against one panel, one column group at a time, KS_MR rows at a time and the rest in
- * one smaller tile (the same chains whatever the tile's height). */
-static inline __attribute__((always_inline)) void
-mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
-{
-    for (int g = 0; g < KS_GROUPS; g++) {
-        if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
-            break;
-        int t = 0;
-        for (; t + KS_MR <= a->T; t += KS_MR)
-            mm_tile(a, dt, KS_MR, t, panel, p, g);
-#define KS_TAIL(n) case n: mm_tile(a, dt, n, t, panel, p, g); break;
-        switch (a->T - t) {
-        KS_TAIL(1) KS_TAIL(2) KS_TAIL(3) KS_TAIL(4) KS_TAIL(5)
-#if KS_MR > 6
-        KS_TAIL(6) KS_TAIL(7) KS_TAIL(8) KS_TAIL(9) KS_TAIL(10) KS_TAIL(11)
-#endif
-        default: break;
-        }
-#undef KS_TAIL
-    }
-}
-
-/* A fp16/bf16 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
- * per panel instead of once per tile, where it would take FMA-port slots. */
-static inline __attribute__((always_inline)) void
-widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
-{
-    if (dt == TT_BF16) {
-        for (int kp = 0; 2 * kp < K; kp++) {
-            float *d = dst + (size_t)2 * kp * KERNELS_NR;
-#pragma GCC unroll 4
-            for (int v = 0; v < KS_NV; v++) {
-                vf e, o;
-                load_pair(panel, kp, v, &e, &o);
-                v_store(d + v * KS_VW, e);
-                if (2 * kp + 1 < K)
-                    v_store(d + KERNELS_NR + v * KS_VW, o);
-            }
-        }
-    } else {
-        for (int k = 0; k < K; k++)
-#pragma GCC unroll 4
-            for (int v = 0; v < KS_NV; v++)
-                v_store(dst + (size_t)k * KERNELS_NR + v * KS_VW, load_row(dt, panel, k, v));
-    }
-}
-
-/* The rows against a panel widened to fp32: one function that the fp16 and bf16 matmuls
- * share, kept out of line so that each is small enough for GCC to keep the tile's accumulators in
- * registers (inlined into one of them, GCC 12 spilled them and prefill ran 2.5x slower). */
-static __attribute__((noinline)) void mm_rows_widened(const matmul_args *a, const float *panel, int p)
-{
-    mm_rows(a, TT_F32, panel, p);
-}
-
-static inline __attribute__((always_inline)) void
-mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
-{
-    const packed_matrix *w = a->w;
-    const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
-    const char *data = (const char *)w->data;
-    if (a->T == 1) {
-        int p = p0;
-        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP)
-            mm_gemv(a, dt, KS_GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
-        switch (p1 - p) {
-        case 1: mm_gemv(a, dt, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
-#if KS_GEMV_NP > 2
-        case 2: mm_gemv(a, dt, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
-        case 3: mm_gemv(a, dt, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
-#endif
-        default: break;
-        }
-        return;
-    }
-    for (int p = p0; p < p1; p++) {
-        const void *panel = data + (size_t)p * panel_bytes;
-        if (dt != TT_F32 && scratch && a->T >= 2 * KS_MR) {
-            widen_panel(dt, panel, w->K, scratch);
-            mm_rows_widened(a, scratch, p);
-        } else {
-            mm_rows(a, dt, panel, p);
-        }
-    }
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Q8 matmul (kernels.h): per block of 32 k, exact int32 dot products of the weights' integers with
  * the row's quantized activations, then one fma per block: c = fma(s * d, (float)sum, c).
@@ -605,6 +448,17 @@ static inline __attribute__((always_inline)) vi q8_dot(vi acc, vi w, q8_xs x)
 #define KS_Q8_MR 2
 #endif
 
+/* The epilogue of a GEMV's NP panels' outputs c (panels p ..). */
+static inline __attribute__((always_inline)) void
+mm_gemv_finish(const matmul_args *a, int NP, int p, vf c[][KS_NV])
+{
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+}
+
 /* Vector v of the weight integers of step kq of a block. */
 static inline __attribute__((always_inline)) vi q8_w(const char *blk, int kq, int v)
 {
@@ -664,11 +518,7 @@ mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, 
                 c[g][v] = q8_block_fma(c[g][v], blk + (size_t)g * panel_bytes, v, xq[b].d,
                                        acc[g][v]);
     }
-#pragma GCC unroll 4
-    for (int g = 0; g < NP; g++)
-#pragma GCC unroll 4
-        for (int v = 0; v < KS_NV; v++)
-            mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+    mm_gemv_finish(a, NP, p, c);
 }
 
 /* MR rows t0 .. against column group g of a Q8 panel: the chains of mm_gemv_q8, MR rows at a time
@@ -765,46 +615,186 @@ static void simd_quantize_rows(const float *x, int ldx, int K, int t0, int t1, k
     }
 }
 
-static void mm_q8(const matmul_args *a, int p0, int p1, float *scratch)
+/* All rows against one Q8 panel, KS_Q8_MR rows at a time and the rest in one smaller tile. */
+static inline __attribute__((always_inline)) void
+mm_rows_q8(const matmul_args *a, const char *panel, int p)
 {
-    (void)scratch;
+    for (int g = 0; g < KS_GROUPS; g++) {
+        if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
+            break;
+        int t = 0;
+        for (; t + KS_Q8_MR <= a->T; t += KS_Q8_MR)
+            mm_tile_q8(a, KS_Q8_MR, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile_q8(a, n, t, panel, p, g); break;
+        switch (a->T - t) {
+        KS_TAIL(1)
+#if KS_Q8_MR > 2
+        KS_TAIL(2) KS_TAIL(3)
+#endif
+#if KS_Q8_MR > 4
+        KS_TAIL(4) KS_TAIL(5)
+#endif
+        default: break;
+        }
+#undef KS_TAIL
+    }
+}
+
+/* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
+ * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
+ * on how many rows came with it. The latency a single chain would expose is hidden by the
+ * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch). */
+static inline __attribute__((always_inline)) void
+mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
+{
+    if (dt == TT_Q8) {
+        mm_gemv_q8(a, NP, panel, panel_bytes, p);
+        return;
+    }
+    const float *x = a->x;
+    const int K = a->w->K;
+    vf c[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            c[g][v] = v_zero();
+    if (dt == TT_BF16) {
+        int kp = 0;
+        for (; 2 * kp + 1 < K; kp++) {
+            const vf xe = v_set1(x[2 * kp]), xo = v_set1(x[2 * kp + 1]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)kp * 128 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++) {
+                    vf e, o;
+                    load_pair(pg, kp, v, &e, &o);
+                    c[g][v] = v_fma(xe, e, c[g][v]);
+                    c[g][v] = v_fma(xo, o, c[g][v]);
+                }
+            }
+        }
+        if (2 * kp < K) {                   /* odd K: the last row has no partner */
+            const vf xe = v_set1(x[2 * kp]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++) {
+                    vf e, o;
+                    load_pair((const char *)panel + (size_t)g * panel_bytes, kp, v, &e, &o);
+                    c[g][v] = v_fma(xe, e, c[g][v]);
+                }
+        }
+    } else {
+        const size_t row_bytes = dt == TT_F32 ? 128 : 64;
+        for (int k = 0; k < K; k++) {
+            const vf xa = v_set1(x[k]);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *pg = (const char *)panel + (size_t)g * panel_bytes;
+                const char *pf = pg + (size_t)k * row_bytes +
+                                 (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
+                _mm_prefetch(pf, _MM_HINT_T0);
+                if (dt == TT_F32)
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++)
+                    c[g][v] = v_fma(xa, load_row(dt, pg, k, v), c[g][v]);
+            }
+        }
+    }
+    mm_gemv_finish(a, NP, p, c);
+}
+
+/* All rows against one panel, one column group at a time, KS_MR rows at a time and the rest in
+ * one smaller tile (the same chains whatever the tile's height). */
+static inline __attribute__((always_inline)) void
+mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
+{
+    for (int g = 0; g < KS_GROUPS; g++) {
+        if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
+            break;
+        int t = 0;
+        for (; t + KS_MR <= a->T; t += KS_MR)
+            mm_tile(a, dt, KS_MR, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile(a, dt, n, t, panel, p, g); break;
+        switch (a->T - t) {
+        KS_TAIL(1) KS_TAIL(2) KS_TAIL(3) KS_TAIL(4) KS_TAIL(5)
+#if KS_MR > 6
+        KS_TAIL(6) KS_TAIL(7) KS_TAIL(8) KS_TAIL(9) KS_TAIL(10) KS_TAIL(11)
+#endif
+        default: break;
+        }
+#undef KS_TAIL
+    }
+}
+
+/* A fp16/bf16 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
+ * per panel instead of once per tile, where it would take FMA-port slots. */
+static inline __attribute__((always_inline)) void
+widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
+{
+    if (dt == TT_BF16) {
+        for (int kp = 0; 2 * kp < K; kp++) {
+            float *d = dst + (size_t)2 * kp * KERNELS_NR;
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++) {
+                vf e, o;
+                load_pair(panel, kp, v, &e, &o);
+                v_store(d + v * KS_VW, e);
+                if (2 * kp + 1 < K)
+                    v_store(d + KERNELS_NR + v * KS_VW, o);
+            }
+        }
+    } else {
+        for (int k = 0; k < K; k++)
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                v_store(dst + (size_t)k * KERNELS_NR + v * KS_VW, load_row(dt, panel, k, v));
+    }
+}
+
+/* The rows against a panel widened to fp32: one function that the fp16 and bf16 matmuls
+ * share, kept out of line so that each is small enough for GCC to keep the tile's accumulators in
+ * registers (inlined into one of them, GCC 12 spilled them and prefill ran 2.5x slower). */
+static __attribute__((noinline)) void mm_rows_widened(const matmul_args *a, const float *panel, int p)
+{
+    mm_rows(a, TT_F32, panel, p);
+}
+
+static inline __attribute__((always_inline)) void
+mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
+{
     const packed_matrix *w = a->w;
-    const size_t panel_bytes = w->panel_elems;
+    const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
     const char *data = (const char *)w->data;
     if (a->T == 1) {
         int p = p0;
         for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP)
-            mm_gemv_q8(a, KS_GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
+            mm_gemv(a, dt, KS_GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
         switch (p1 - p) {
-        case 1: mm_gemv_q8(a, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 1: mm_gemv(a, dt, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
 #if KS_GEMV_NP > 2
-        case 2: mm_gemv_q8(a, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
-        case 3: mm_gemv_q8(a, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 2: mm_gemv(a, dt, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 3: mm_gemv(a, dt, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
 #endif
         default: break;
         }
         return;
     }
     for (int p = p0; p < p1; p++) {
-        const char *panel = data + (size_t)p * panel_bytes;
-        for (int g = 0; g < KS_GROUPS; g++) {
-            if (p * KERNELS_NR + g * 2 * KS_VW >= w->N)
-                break;
-            int t = 0;
-            for (; t + KS_Q8_MR <= a->T; t += KS_Q8_MR)
-                mm_tile_q8(a, KS_Q8_MR, t, panel, p, g);
-#define KS_TAIL(n) case n: mm_tile_q8(a, n, t, panel, p, g); break;
-            switch (a->T - t) {
-            KS_TAIL(1)
-#if KS_Q8_MR > 2
-            KS_TAIL(2) KS_TAIL(3)
-#endif
-#if KS_Q8_MR > 4
-            KS_TAIL(4) KS_TAIL(5)
-#endif
-            default: break;
-            }
-#undef KS_TAIL
+        const void *panel = data + (size_t)p * panel_bytes;
+        if (dt == TT_Q8) {
+            mm_rows_q8(a, panel, p);
+        } else if (dt != TT_F32 && scratch && a->T >= 2 * KS_MR) {
+            widen_panel(dt, panel, w->K, scratch);
+            mm_rows_widened(a, scratch, p);
+        } else {
+            mm_rows(a, dt, panel, p);
         }
     }
 }
@@ -812,6 +802,7 @@ static void mm_q8(const matmul_args *a, int p0, int p1, float *scratch)
 static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
 static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
 static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
+static void mm_q8(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_Q8, p0, p1, s); }
 
 static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 {
