@@ -118,6 +118,9 @@ $(BUILD)/core/%_avx512.o: core/%_avx512.c | $(BUILD)/config.mk
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) $(AVX512_FLAGS) $(CORE_CFLAGS) -c $< -o $@
 
+# The VNNI set (kernels.c checks the CPU for it).
+$(BUILD)/core/%vnni_avx512.o: AVX512_FLAGS += -mavx512vnni
+
 $(BUILD)/core/%_avx2.o: core/%_avx2.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	@echo "  CC      $<"

@@ -5,7 +5,9 @@
  * The weights are repacked at creation into the dtype asked for (fp32, fp16 or bf16: every
  * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
  * the vectors stay fp32) and the layout the kernels
- * stream (kernels.h); everything is computed and accumulated in fp32. A span is processed in
+ * stream (kernels.h); everything is computed and accumulated in fp32, except that a q8 matmul
+ * quantizes its input rows to 8 bits too (cpu_quantize) and sums each block of 32 exactly in
+ * integers. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
 #include <math.h>
@@ -69,6 +71,8 @@ typedef struct {
     float *fc;                     /* (TB, FF) */
     float *scratch;                /* (nth, KERNELS_ATTN_SCRATCH(n_ctx)) attention scores */
     float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
+    kernels_q8_act *xq;            /* (TB, ldxq) a Q8 matmul's activations, quantized */
+    int ldxq;
     size_t mm_stride;
     float *embed_row;              /* (C) */
     int logits_rows;               /* rows allocated in base.logits */
@@ -113,6 +117,57 @@ static void matmul_job_run(void *varg, int ith, int nth)
     }
 }
 
+/* A job over rows in blocks of 16: rows(ctx, t0, t1) for each. */
+typedef struct {
+    void (*rows)(const void *ctx, int t0, int t1);
+    const void *ctx;
+    int T;
+    threadpool_chunks blocks;
+} rows_job;
+
+static void rows_job_run(void *varg, int ith, int nth)
+{
+    rows_job *j = varg;
+    int c;
+    while ((c = threadpool_next_chunk(&j->blocks)) >= 0)
+        j->rows(j->ctx, c * 16, c * 16 + 16 < j->T ? c * 16 + 16 : j->T);
+}
+
+/* rows(ctx, 0, T) on the calling thread for a few rows (a decode row: a microsecond, not worth a
+ * wake-up), over the pool in blocks of 16 for a prefill. */
+static void cpu_rows(cpu_engine *ce, int T, void (*rows)(const void *, int, int), const void *ctx)
+{
+    if (T < 32) {
+        rows(ctx, 0, T);
+        return;
+    }
+    rows_job j = {.rows = rows, .ctx = ctx, .T = T};
+    threadpool_chunks_init(&j.blocks, (T + 15) / 16);
+    threadpool_run(ce->pool, rows_job_run, &j);
+}
+
+typedef struct {
+    const kernels *kern;
+    const float *x;
+    int ldx, K;
+    kernels_q8_act *xq;
+    int ldxq;
+} quantize_rows_ctx;
+
+static void quantize_rows(const void *varg, int t0, int t1)
+{
+    const quantize_rows_ctx *q = varg;
+    q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->xq, q->ldxq);
+}
+
+/* x's T rows quantized into ce->xq for a Q8 matmul (kernels.h). */
+static void cpu_quantize(cpu_engine *ce, const float *x, int ldx, int K, int T)
+{
+    quantize_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .xq = ce->xq,
+                           .ldxq = ce->ldxq};
+    cpu_rows(ce, T, quantize_rows, &q);
+}
+
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
  * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
  * threads best. With few rows (decode) the work is streaming the weights: chunks of about 128 KiB
@@ -124,11 +179,13 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
 {
     matmul_job j = {
         .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
-                 .epilogue = ep},
+                 .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq},
         .kern = ce->kern,
         .scratch = ce->mm_scratch,
         .scratch_stride = ce->mm_stride,
     };
+    if (w->dtype == TT_Q8)
+        cpu_quantize(ce, x, ldx, w->K, T);
     size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
     size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
     if (ppc < 1)
@@ -179,33 +236,22 @@ static void attention_job_run(void *varg, int ith, int nth)
 typedef struct {
     float *out;
     const float *x, *w, *b;
-    int C, T;
+    int C;
     float eps;
-    threadpool_chunks rows;        /* blocks of 16 rows */
-} layernorm_job;
+} layernorm_ctx;
 
-static void layernorm_job_run(void *varg, int ith, int nth)
+static void layernorm_rows(const void *varg, int t0, int t1)
 {
-    layernorm_job *j = varg;
-    int c;
-    while ((c = threadpool_next_chunk(&j->rows)) >= 0) {
-        int t0 = c * 16, t1 = t0 + 16 < j->T ? t0 + 16 : j->T;
-        kernels_layernorm(j->out, j->x, j->w, j->b, j->C, j->eps, t0, t1);
-    }
+    const layernorm_ctx *l = varg;
+    kernels_layernorm(l->out, l->x, l->w, l->b, l->C, l->eps, t0, t1);
 }
 
 static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const float *w,
                           const float *b, int T)
 {
     const gpt2_config *cfg = ce->base.config;
-    if (T < 32) {                  /* a decode row: a microsecond, not worth a wake-up */
-        kernels_layernorm(out, x, w, b, cfg->C, cfg->ln_eps, 0, T);
-        return;
-    }
-    layernorm_job j = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .T = T,
-                       .eps = cfg->ln_eps};
-    threadpool_chunks_init(&j.rows, (T + 15) / 16);
-    threadpool_run(ce->pool, layernorm_job_run, &j);
+    layernorm_ctx l = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .eps = cfg->ln_eps};
+    cpu_rows(ce, T, layernorm_rows, &l);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -455,6 +501,7 @@ static void cpu_destroy(engine *e)
     free(ce->fc);
     free(ce->scratch);
     free(ce->mm_scratch);
+    free(ce->xq);
     free(ce->embed_row);
     free(e->logits);
     free(ce);
@@ -538,6 +585,14 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     ce->embed_row = malloc(C * sizeof(float));
     ce->segs = malloc(TB * sizeof *ce->segs);
     ce->mm_stride = (KERNELS_MATMUL_SCRATCH(C > FF ? C : FF) + 15) & ~(size_t)15;
+    if (ce->base.dtype == TT_Q8) {
+        ce->ldxq = KERNELS_Q8_ACT_BLOCKS(C > FF ? C : FF);
+        ce->xq = malloc(TB * (size_t)ce->ldxq * sizeof *ce->xq);
+        if (!ce->xq)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of quantized "
+                           "activations", TB * (size_t)ce->ldxq * sizeof *ce->xq);
+        ce->base.memory_bytes += TB * (size_t)ce->ldxq * sizeof *ce->xq;
+    }
     elems += (size_t)nth * ce->mm_stride;
     void *mm = NULL;
     if (posix_memalign(&mm, 64, (size_t)nth * ce->mm_stride * sizeof(float)) == 0)

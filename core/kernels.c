@@ -1,6 +1,7 @@
 /* kernels.c: packed weight matrices, the portable reference kernels and run-time kernel choice. */
 #include "core/kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <cpuid.h>
 #define KERNELS_X86 1
 const kernels *kernels_avx512_get(void);
+const kernels *kernels_avx512vnni_get(void);
 const kernels *kernels_avx2_get(void);
 
 /* F16C (vcvtph2ps) from CPUID leaf 1, ECX bit 29: not every compiler's __builtin_cpu_supports
@@ -30,6 +32,11 @@ static bool cpu_runs_avx512(void)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("fma");
+}
+
+static bool cpu_runs_avx512vnni(void)
+{
+    return cpu_runs_avx512() && __builtin_cpu_supports("avx512vnni");
 }
 
 static bool cpu_runs_avx2(void)
@@ -91,16 +98,24 @@ void packed_matrix_free(packed_matrix *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Block k / 32 of a Q8 panel: its 32 scales and its (32, 32) integers. */
+/* Block k / 32 of a Q8 panel: its 32 scales and its 1024 integer bytes. */
 static inline const uint16_t *q8_scales(const packed_matrix *m, int p, int k)
 {
     return (const uint16_t *)((const uint8_t *)m->data + (size_t)p * m->panel_elems +
                               (size_t)(k / TT_Q8_BLOCK) * KERNELS_Q8_BLOCK_BYTES);
 }
 
-static inline const int8_t *q8_row(const packed_matrix *m, int p, int k)
+/* The integer of (k, column j of panel p), stored as q + 128 in groups of 4 along k. */
+static inline const uint8_t *q8_byte(const packed_matrix *m, int p, int k, int j)
 {
-    return (const int8_t *)(q8_scales(m, p, k) + KERNELS_NR) + (size_t)(k % TT_Q8_BLOCK) * KERNELS_NR;
+    const int r = k % TT_Q8_BLOCK;
+    return (const uint8_t *)(q8_scales(m, p, k) + KERNELS_NR) + (size_t)(r / 4) * 4 * KERNELS_NR +
+           (size_t)j * 4 + (size_t)(r % 4);
+}
+
+static inline int q8_int(const packed_matrix *m, int p, int k, int j)
+{
+    return (int)*q8_byte(m, p, k, j) - 128;
 }
 
 static inline size_t packed_index(const packed_matrix *m, int k, int n)
@@ -116,7 +131,7 @@ float packed_matrix_get(const packed_matrix *m, int k, int n)
 {
     if (m->dtype == TT_Q8) {
         int p = n / KERNELS_NR, j = n % KERNELS_NR;
-        return (float)q8_row(m, p, k)[j] * tt_f16_to_f32(q8_scales(m, p, k)[j]);
+        return (float)q8_int(m, p, k, j) * tt_f16_to_f32(q8_scales(m, p, k)[j]);
     }
     return tt_load_f32(m->data, m->dtype, packed_index(m, k, n));
 }
@@ -126,7 +141,6 @@ float packed_matrix_get(const packed_matrix *m, int k, int n)
 static void q8_pack_block(packed_matrix *m, int p, int kb, const float (*w)[KERNELS_NR])
 {
     uint16_t *sc = (uint16_t *)q8_scales(m, p, kb * TT_Q8_BLOCK);
-    int8_t *q = (int8_t *)(sc + KERNELS_NR);
     for (int j = 0; j < KERNELS_NR; j++) {
         float amax = 0.0f;
         for (int r = 0; r < TT_Q8_BLOCK; r++)
@@ -139,7 +153,7 @@ static void q8_pack_block(packed_matrix *m, int p, int kb, const float (*w)[KERN
         for (int r = 0; r < TT_Q8_BLOCK; r++) {
             float v = s > 0.0f ? nearbyintf(w[r][j] / s) : 0.0f;
             v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;   /* s rounded down: |v| 128 */
-            q[r * KERNELS_NR + j] = (int8_t)v;
+            *(uint8_t *)q8_byte(m, p, kb * TT_Q8_BLOCK + r, j) = (uint8_t)((int)v + 128);
         }
     }
 }
@@ -253,11 +267,6 @@ static void panel_row(const packed_matrix *w, int p, int k, float *row)
     if (w->dtype == TT_F32) {
         memcpy(row, (const float *)w->data + base + (size_t)k * KERNELS_NR,
                KERNELS_NR * sizeof(float));
-    } else if (w->dtype == TT_Q8) {
-        const int8_t *q = q8_row(w, p, k);
-        const uint16_t *sc = q8_scales(w, p, k);
-        for (int j = 0; j < KERNELS_NR; j++)
-            row[j] = (float)q[j] * tt_f16_to_f32(sc[j]);
     } else if (w->dtype == TT_F16) {
         const uint16_t *h = (const uint16_t *)w->data + base + (size_t)k * KERNELS_NR;
         for (int j = 0; j < KERNELS_NR; j++)
@@ -270,12 +279,57 @@ static void panel_row(const packed_matrix *w, int p, int k, float *row)
     }
 }
 
+/* Bias and epilogue of row t's outputs acc[0 .. nc) at columns n0 .. */
+static void ref_finish(const matmul_args *a, int t, int n0, int nc, const float *acc)
+{
+    float *o = a->out + (size_t)t * (size_t)a->ldo + n0;
+    for (int j = 0; j < nc; j++) {
+        float y = acc[j] + (a->bias ? a->bias[n0 + j] : 0.0f);
+        switch (a->epilogue) {
+        case MM_STORE: o[j] = y; break;
+        case MM_ADD: o[j] += y; break;
+        case MM_GELU_TANH: o[j] = gpt2_gelu_tanh(y); break;
+        case MM_GELU_ERF: o[j] = gpt2_gelu_erf(y); break;
+        }
+    }
+}
+
+/* Q8 (kernels.h): per row, per block, the exact integer sum, then one fma per block. */
+static void ref_matmul_q8(const matmul_args *a, int p0, int p1)
+{
+    const packed_matrix *w = a->w;
+    const int KB = KERNELS_Q8_ACT_BLOCKS(w->K);
+    for (int p = p0; p < p1; p++) {
+        const int n0 = p * KERNELS_NR;
+        const int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
+        for (int t = 0; t < a->T; t++) {
+            const kernels_q8_act *xq = a->xq + (size_t)t * (size_t)a->ldxq;
+            float acc[KERNELS_NR] = {0};
+            for (int b = 0; b < KB; b++) {
+                const int k0 = b * TT_Q8_BLOCK;
+                const uint16_t *sc = q8_scales(w, p, k0);
+                for (int j = 0; j < KERNELS_NR; j++) {
+                    int32_t sum = 0;
+                    for (int r = 0; r < TT_Q8_BLOCK; r++)
+                        sum += q8_int(w, p, k0 + r, j) * xq[b].q[r];
+                    acc[j] = fmaf(tt_f16_to_f32(sc[j]) * xq[b].d, (float)sum, acc[j]);
+                }
+            }
+            ref_finish(a, t, n0, nc, acc);
+        }
+    }
+}
+
 /* Each output is one fp32 sum over k in order, bias added last. Rows go 8 at a time so a panel
  * row is converted once per 8 rows; the j loops have a fixed trip count and vectorize. */
 static void ref_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 {
     (void)scratch;
     const packed_matrix *w = a->w;
+    if (w->dtype == TT_Q8) {
+        ref_matmul_q8(a, p0, p1);
+        return;
+    }
     for (int p = p0; p < p1; p++) {
         int n0 = p * KERNELS_NR;
         int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
@@ -292,18 +346,44 @@ static void ref_matmul(const matmul_args *a, int p0, int p1, float *scratch)
                         acc[r][j] += xv * row[j];
                 }
             }
-            for (int r = 0; r < rows; r++) {
-                float *o = a->out + (size_t)(t0 + r) * (size_t)a->ldo + n0;
-                for (int j = 0; j < nc; j++) {
-                    float y = acc[r][j] + (a->bias ? a->bias[n0 + j] : 0.0f);
-                    switch (a->epilogue) {
-                    case MM_STORE: o[j] = y; break;
-                    case MM_ADD: o[j] += y; break;
-                    case MM_GELU_TANH: o[j] = gpt2_gelu_tanh(y); break;
-                    case MM_GELU_ERF: o[j] = gpt2_gelu_erf(y); break;
-                    }
-                }
+            for (int r = 0; r < rows; r++)
+                ref_finish(a, t0 + r, n0, nc, acc[r]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Q8 activations */
+
+void kernels_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                           int ldxq)
+{
+    const int KB = KERNELS_Q8_ACT_BLOCKS(K);
+    for (int t = t0; t < t1; t++) {
+        const float *xr = x + (size_t)t * (size_t)ldx;
+        kernels_q8_act *row = xq + (size_t)t * (size_t)ldxq;
+        for (int b = 0; b < KB; b++) {
+            const int k0 = b * TT_Q8_BLOCK;
+            const int kc = K - k0 < TT_Q8_BLOCK ? K - k0 : TT_Q8_BLOCK;
+            float amax = 0.0f;
+            bool finite = true;
+            for (int i = 0; i < kc; i++) {
+                float v = fabsf(xr[k0 + i]);
+                finite = finite && v <= FLT_MAX;
+                amax = v > amax ? v : amax;
             }
+            const float d = finite ? amax / 127.0f : NAN;
+            const float id = d > 0.0f ? 1.0f / d : 0.0f;
+            int32_t sum = 0;
+            for (int i = 0; i < TT_Q8_BLOCK; i++) {
+                /* lrintf: the current rounding mode, nearest-even, as the vector conversions */
+                int v = i < kc && id > 0.0f ? (int)lrintf(xr[k0 + i] * id) : 0;
+                v = v > 127 ? 127 : v < -127 ? -127 : v;
+                row[b].q[i] = (int8_t)v;
+                sum += v;
+            }
+            row[b].d = d;
+            row[b].sum128 = 128 * sum;
         }
     }
 }
@@ -348,6 +428,7 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
 static const kernels reference_set = {
     .name = "reference",
     .matmul = ref_matmul,
+    .quantize_rows = kernels_quantize_rows,
     .attention = ref_attention,
 };
 
@@ -359,7 +440,7 @@ const kernels *kernels_reference(void)
 /* ---------------------------------------------------------------------------------------------
  * Choice */
 
-const char *const kernels_set_names[] = {"avx512", "avx2", "reference", NULL};
+const char *const kernels_set_names[] = {"avx512vnni", "avx512", "avx2", "reference", NULL};
 
 static bool cpu_runs_always(void) { return true; }
 
@@ -370,6 +451,7 @@ static const struct {
     const kernels *(*get)(void);
 } kernels_sets[] = {
 #ifdef KERNELS_X86
+    {"avx512vnni", cpu_runs_avx512vnni, kernels_avx512vnni_get},
     {"avx512", cpu_runs_avx512, kernels_avx512_get},
     {"avx2", cpu_runs_avx2, kernels_avx2_get},
 #endif

@@ -1,7 +1,9 @@
 /* kernels.h: the CPU backend's compute kernels: packed weight matrices, the portable reference
- * kernels and the SIMD sets chosen at run time (kernels_avx512.c, kernels_avx2.c).
+ * kernels and the SIMD sets chosen at run time (kernels_avx512.c, kernels_vnni_avx512.c,
+ * kernels_avx2.c).
  *
- * Every set computes in fp32 and accumulates in fp32 whatever the dtype the weights are held in;
+ * Every set computes in fp32 and accumulates in fp32 whatever the dtype the weights are held in,
+ * except Q8, whose block sums are exact integer dot products (below);
  * the sets differ in speed and in rounding order (tests/check_kernels.c holds them to a
  * tolerance). The reference set is plain C that any compiler can run; it is also what
  * TOKENTOP_KERNELS=reference forces, so a test can compare both paths through the whole engine.
@@ -36,12 +38,20 @@
  *             (K2 = K rounded up to even, the odd row zero) -- pairs along k share a 32-bit lane,
  *             so a shift and a mask turn them into fp32, and it is the operand vdpbf16ps takes.
  *   Q8:       panel (KB, KERNELS_Q8_BLOCK_BYTES) bytes, KB = ceil(K / 32) blocks of 32 k rows:
- *             32 fp16 scales s[j] (one per column, 64 bytes), then int8 q[k % 32][j] (1024 bytes;
- *             the rows past K zero). Element (k, j) is q * s, which fp32 holds exactly (an 8-bit
- *             integer times an 11-bit significand), so every set computes a Q8 matmul as the fp32
- *             matmul of those dequantized values: the same chains, the same batch invariance.
- *             Packing picks s = fp16(max |w| / 127) over the block's 32 k of a column and
- *             q = round-to-nearest(w / s) in [-127, 127] (llama.cpp's Q8_0 per column).
+ *             32 fp16 scales s[j] (one per column, 64 bytes), then 1024 bytes of integers q + 128
+ *             (unsigned: the operand vpdpbusd multiplies unsigned) in groups of 4 along k: byte
+ *             (k % 32 / 4) * 128 + j * 4 + k % 4, so one 32-bit lane holds 4 consecutive k of one
+ *             column (the rows past K hold q = 0). Element (k, j) is q * s. Packing picks
+ *             s = fp16(max |w| / 127) over the block's 32 k of a column and q = round-to-nearest
+ *             (w / s) in [-127, 127] (llama.cpp's Q8_0 per column).
+ *             A Q8 matmul quantizes the activations too (kernels_quantize_rows: each row's blocks
+ *             of 32 to 8 bits with one fp32 scale d, as llama.cpp's Q8_0 dot products do) and
+ *             computes, per output (t, j), from c = 0 over the blocks b ascending:
+ *                 c = fma(s[b][j] * d[t][b], (float)sum_{k in b} q[k][j] xq[t][k], c)
+ *             then bias and epilogue. The integer block sums are exact (|sum| < 2^24, so the
+ *             conversion is exact too) whatever order or instruction computes them (vpdpbusd,
+ *             vpmaddubsw, scalar), so every set gives the same bits, and one row's result never
+ *             depends on the rows beside it.
  * Decode (one row) streams it once as a GEMV; prefill (T rows) reuses each panel for all T rows. */
 #define KERNELS_NR 32
 #define KERNELS_Q8_BLOCK_BYTES (KERNELS_NR * 2 + TT_Q8_BLOCK * KERNELS_NR)
@@ -86,6 +96,25 @@ float packed_matrix_get(const packed_matrix *m, int k, int n);
 /* ---------------------------------------------------------------------------------------------
  * Kernel arguments */
 
+/* One block of 32 activations quantized for a Q8 matmul: x[k] ~ d * q[k] with d = max|x| / 127
+ * and q = round-to-nearest-even(x * (1 / d)) (all zero when the block is; a block holding an inf
+ * or a NaN gets d = NaN and q = 0, so its outputs are NaN); sum128 = 128 * sum q,
+ * what the unsigned weights' offset adds to a vpdpbusd sum. A row of K activations is
+ * KERNELS_Q8_ACT_BLOCKS(K) of them, the values past K zero. */
+typedef struct kernels_q8_act {
+    float d;
+    int32_t sum128;
+    int8_t q[32];
+} kernels_q8_act;
+
+#define KERNELS_Q8_ACT_BLOCKS(K) (((K) + TT_Q8_BLOCK - 1) / TT_Q8_BLOCK)
+
+/* Quantizes rows [t0, t1) of x (T, ldx), K columns each, into xq (row t at xq + t * ldxq, at least
+ * KERNELS_Q8_ACT_BLOCKS(K) blocks). Deterministic and per row: the same row gives the same blocks
+ * whatever rows come with it. The portable version; every set's quantize_rows gives its bits. */
+void kernels_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                           int ldxq);
+
 typedef enum {
     MM_STORE = 0,            /* out = x W + b */
     MM_ADD,                  /* out += x W + b (the residual stream) */
@@ -99,6 +128,9 @@ typedef struct {
     const float *x;          /* (T, ldx), columns 0 .. K-1 read */
     int ldx;
     const packed_matrix *w;  /* (K, N) */
+    /* Q8 weights only: x's rows quantized by kernels_quantize_rows, row t at xq + t * ldxq. */
+    const struct kernels_q8_act *xq;
+    int ldxq;
     const float *bias;       /* (N) or NULL */
     int T;
     mm_epilogue epilogue;
@@ -119,11 +151,14 @@ typedef struct {
 } attention_args;
 
 typedef struct {
-    const char *name;        /* "reference", "avx2", "avx512" */
+    const char *name;        /* "reference", "avx2", "avx512", "avx512vnni" */
     /* Computes output panels [p0, p1) of a->w (columns 32*p0 .. min(32*p1, N)-1) for all T rows:
      * disjoint panel ranges may run on different threads at once. scratch: NULL, or
      * KERNELS_MATMUL_SCRATCH(K) floats, 64-byte aligned, private to the calling thread. */
     void (*matmul)(const matmul_args *a, int p0, int p1, float *scratch);
+    /* kernels_quantize_rows, vectorized: the same bits. */
+    void (*quantize_rows)(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                          int ldxq);
     /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
      * floats private to the calling thread. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
@@ -136,7 +171,7 @@ extern const char *const kernels_set_names[];
 const kernels *kernels_reference(void);
 
 /* The best set this CPU runs, unless the environment variable TOKENTOP_KERNELS names one
- * ("reference", "avx2", "avx512"; a set the CPU or the build lacks falls back to the best one
+ * ("reference", "avx2", "avx512", "avx512vnni"; a set the CPU or the build lacks falls back to the best one
  * available). Never NULL. */
 const kernels *kernels_select(void);
 

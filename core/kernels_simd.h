@@ -29,12 +29,17 @@
  * conversation replays to the same tokens), so the few places where the two sets sum differently
  * are tuning parameters below, not copies of the code: the value sum's chain count and the
  * softmax tail. */
+#ifndef KS_VNNI
+#define KS_VNNI 0                  /* 1: AVX512-VNNI's vpdpbusd for the Q8 dot products */
+#endif
 #if !defined(KS_VW) || !defined(KS_SET_NAME) || !defined(KS_SET_GET)
 #error "define KS_VW (8 or 16), KS_SET_NAME and KS_SET_GET before including core/kernels_simd.h"
 #endif
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "core/gpt2_math.h"
 #include "core/kernels.h"
@@ -89,11 +94,11 @@ static inline vf v_mmax(vf acc, vmask m, vf x) { return _mm512_mask_max_ps(acc, 
 /* Integer vectors: a whole one (vi), and the loads of KS_VW 16-bit or 8-bit values. */
 typedef __m512i vi;
 #define KS_EPI32(op) _mm512_##op##_epi32
+#define KS_SI(op) _mm512_##op##_si512
 #define v_iload(p) _mm512_load_si512((const void *)(p))
 #define v_iand(a, b) _mm512_and_si512((a), (b))
 #define v_icast(a) _mm512_castsi512_ps(a)
 #define v_iload_16bit(p) _mm256_load_si256((const __m256i *)(p))
-#define v_iload_8bit(p) _mm_load_si128((const __m128i *)(p))
 
 #elif KS_VW == 8
 
@@ -156,11 +161,11 @@ static inline vf v_mmax(vf acc, vmask m, vf x)
 
 typedef __m256i vi;
 #define KS_EPI32(op) _mm256_##op##_epi32
+#define KS_SI(op) _mm256_##op##_si256
 #define v_iload(p) _mm256_load_si256((const __m256i *)(p))
 #define v_iand(a, b) _mm256_and_si256((a), (b))
 #define v_icast(a) _mm256_castsi256_ps(a)
 #define v_iload_16bit(p) _mm_load_si128((const __m128i *)(p))
-#define v_iload_8bit(p) _mm_loadl_epi64((const __m128i *)(p))
 
 #else
 #error "KS_VW must be 8 or 16"
@@ -184,12 +189,6 @@ typedef __m256i vi;
 
 /* KS_VW fp16 values at p (aligned to their size) as fp32. */
 static inline vf v_load_f16(const uint16_t *p) { return KS_PS(cvtph)(v_iload_16bit(p)); }
-
-/* KS_VW int8 at p (aligned to their size) as fp32. */
-static inline vf v_load_i8(const int8_t *p)
-{
-    return KS_PS(cvtepi32)(KS_EPI32(cvtepi8)(v_iload_8bit(p)));
-}
 
 /* KS_VW bf16 pairs at p (aligned to a vector): the even (low) halves into *e, the odd into *o. */
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *e, vf *o)
@@ -266,35 +265,13 @@ mm_finish(const matmul_args *a, int t, int n, vf c)
     v_mstore(o, m, c);
 }
 
-/* A Q8 panel's block of k rows k0 .. k0+31 (k0 a multiple of 32): its scales, then its rows. */
-#define Q8_BLOCK_AT(panel, k0) \
-    ((const char *)(panel) + (size_t)((k0) / TT_Q8_BLOCK) * KERNELS_Q8_BLOCK_BYTES)
-#define Q8_ROWS_OFFSET (KERNELS_NR * 2)
-
-/* Vector v of the scales of a Q8 block, and the integers of its row r, dequantized (exact). */
-static inline __attribute__((always_inline)) vf q8_scale(const char *blk, int v)
-{
-    return v_load_f16((const uint16_t *)blk + (size_t)v * KS_VW);
-}
-
-static inline __attribute__((always_inline)) vf q8_dequant(const char *blk, int r, int v, vf scale)
-{
-    return v_mul(v_load_i8((const int8_t *)(blk + Q8_ROWS_OFFSET) + (size_t)r * KERNELS_NR +
-                           (size_t)v * KS_VW),
-                 scale);
-}
-
-/* Vector v (columns v*VW ..) of row k of a fp32, fp16 or Q8 panel, as fp32. */
+/* Vector v (columns v*VW ..) of row k of a fp32 or fp16 panel, as fp32. */
 static inline __attribute__((always_inline)) vf
 load_row(tt_dtype dt, const void *panel, int k, int v)
 {
     const size_t off = (size_t)k * KERNELS_NR + (size_t)v * KS_VW;
     if (dt == TT_F32)
         return v_load((const float *)panel + off);
-    if (dt == TT_Q8) {
-        const char *blk = Q8_BLOCK_AT(panel, k);
-        return q8_dequant(blk, k % TT_Q8_BLOCK, v, q8_scale(blk, v));
-    }
     return v_load_f16((const uint16_t *)panel + off);
 }
 
@@ -399,6 +376,283 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Q8 matmul (kernels.h): per block of 32 k, exact int32 dot products of the weights' integers with
+ * the row's quantized activations, then one fma per block: c = fma(s * d, (float)sum, c).
+ *
+ * One step adds, in each int32 lane (one output column), the 4 products of the lane's 4 weight
+ * bytes (q + 128) with 4 activations broadcast to every lane:
+ *   KS_VNNI:   vpdpbusd (unsigned weight bytes times signed activations); the block's sums start
+ *              at -sum128, which takes the offset of 128 out again.
+ *   otherwise: the signs moved onto the weights (q = byte ^ 0x80, q * sign(x)) and vpmaddubsw of
+ *              |x| with them (pairs of products fit 16 bits: |2 * 127 * 127| < 2^15), then
+ *              vpmaddwd with ones; the sums start at 0.
+ * Both give the same exact integers, so every set gives the same bits. */
+#define Q8_INTS(blk) ((const char *)(blk) + KERNELS_NR * 2)  /* past the block's 32 scales */
+#define Q8_STEP_BYTES (4 * KERNELS_NR)                        /* 4 k of 32 columns */
+
+#if KS_VW == 16 && KS_VNNI
+typedef struct { vi x; } q8_xs;
+static inline __attribute__((always_inline)) q8_xs q8_x(const int8_t *q4)
+{
+    int32_t v;
+    memcpy(&v, q4, 4);
+    return (q8_xs){_mm512_set1_epi32(v)};
+}
+static inline __attribute__((always_inline)) vi q8_dot(vi acc, vi w, q8_xs x)
+{
+    return _mm512_dpbusd_epi32(acc, w, x.x);
+}
+#define q8_start(sum128) _mm512_set1_epi32(-(sum128))
+#elif KS_VW == 16
+typedef struct { vi ax; __mmask64 neg; } q8_xs;
+static inline __attribute__((always_inline)) q8_xs q8_x(const int8_t *q4)
+{
+    int32_t v;
+    memcpy(&v, q4, 4);
+    const vi x = _mm512_set1_epi32(v);
+    return (q8_xs){_mm512_abs_epi8(x), _mm512_movepi8_mask(x)};
+}
+static inline __attribute__((always_inline)) vi q8_dot(vi acc, vi w, q8_xs x)
+{
+    const vi q = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
+    const vi sq = _mm512_mask_sub_epi8(q, x.neg, _mm512_setzero_si512(), q);
+    const vi p16 = _mm512_maddubs_epi16(x.ax, sq);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, _mm512_set1_epi16(1)));
+}
+#define q8_start(sum128) _mm512_setzero_si512()
+#else
+typedef struct { vi x, ax; } q8_xs;
+static inline __attribute__((always_inline)) q8_xs q8_x(const int8_t *q4)
+{
+    int32_t v;
+    memcpy(&v, q4, 4);
+    const vi x = _mm256_set1_epi32(v);
+    return (q8_xs){x, _mm256_abs_epi8(x)};
+}
+static inline __attribute__((always_inline)) vi q8_dot(vi acc, vi w, q8_xs x)
+{
+    const vi q = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
+    const vi p16 = _mm256_maddubs_epi16(x.ax, _mm256_sign_epi8(q, x.x));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+#define q8_start(sum128) _mm256_setzero_si256()
+#endif
+
+/* Rows per Q8 prefill tile: 2 x KS_Q8_MR int32 sums and as many fp32 totals in registers. */
+#if KS_VW == 16 && KS_VNNI
+#define KS_Q8_MR 6
+#elif KS_VW == 16
+#define KS_Q8_MR 4
+#else
+#define KS_Q8_MR 2
+#endif
+
+/* The epilogue of a GEMV's NP panels' outputs c (panels p ..). */
+static inline __attribute__((always_inline)) void
+mm_gemv_finish(const matmul_args *a, int NP, int p, vf c[][KS_NV])
+{
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+}
+
+/* Vector v of the weight integers of step kq of a block. */
+static inline __attribute__((always_inline)) vi q8_w(const char *blk, int kq, int v)
+{
+    return v_iload(Q8_INTS(blk) + (size_t)kq * Q8_STEP_BYTES + (size_t)v * KS_VW * 4);
+}
+
+/* c + (scales of vector v of the block * d) * sum: the block's one rounding step. */
+static inline __attribute__((always_inline)) vf
+q8_block_fma(vf c, const char *blk, int v, float d, vi sum)
+{
+    const vf s = v_mul(v_load_f16((const uint16_t *)blk + (size_t)v * KS_VW), v_set1(d));
+    return v_fma(s, KS_PS(cvtepi32)(sum), c);
+}
+
+/* One row against NP Q8 panels side by side (decode): NP * KS_NV independent integer chains per
+ * step; every 128-byte step prefetches its two lines GEMV_PREFETCH_16 ahead (and the block's
+ * 17th line, its scales' share, once per block). */
+static inline __attribute__((always_inline)) void
+mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, int p)
+{
+    const kernels_q8_act *xq = a->xq;
+    const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
+    vf c[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            c[g][v] = v_zero();
+    for (int b = 0; b < KB; b++) {
+        const char *blk = panel + (size_t)b * KERNELS_Q8_BLOCK_BYTES;
+        vi acc[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+        for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                acc[g][v] = q8_start(xq[b].sum128);
+#pragma GCC unroll 8
+        for (int kq = 0; kq < TT_Q8_BLOCK / 4; kq++) {
+            const q8_xs x = q8_x(xq[b].q + 4 * kq);
+#pragma GCC unroll 4
+            for (int g = 0; g < NP; g++) {
+                const char *bg = blk + (size_t)g * panel_bytes;
+                const char *pf = bg + (size_t)kq * Q8_STEP_BYTES + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                if (kq == 0)
+                    _mm_prefetch(pf + 8 * Q8_STEP_BYTES, _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int v = 0; v < KS_NV; v++)
+                    acc[g][v] = q8_dot(acc[g][v], q8_w(bg, kq, v), x);
+            }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                c[g][v] = q8_block_fma(c[g][v], blk + (size_t)g * panel_bytes, v, xq[b].d,
+                                       acc[g][v]);
+    }
+    mm_gemv_finish(a, NP, p, c);
+}
+
+/* MR rows t0 .. against column group g of a Q8 panel: the chains of mm_gemv_q8, MR rows at a time
+ * so each weight vector loaded serves MR rows. */
+static inline __attribute__((always_inline)) void
+mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g)
+{
+    const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
+    const kernels_q8_act *xq = a->xq + (size_t)t0 * (size_t)a->ldxq;
+    const size_t ldxq = (size_t)a->ldxq;
+    vf c0[KS_Q8_MR], c1[KS_Q8_MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+        c0[r] = c1[r] = v_zero();
+    for (int b = 0; b < KB; b++) {
+        const char *blk = panel + (size_t)b * KERNELS_Q8_BLOCK_BYTES;
+        vi i0[KS_Q8_MR], i1[KS_Q8_MR];
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++)
+            i0[r] = i1[r] = q8_start(xq[r * ldxq + b].sum128);
+#pragma GCC unroll 8
+        for (int kq = 0; kq < TT_Q8_BLOCK / 4; kq++) {
+            if (MR < KS_Q8_MR) {            /* a short tile (a decode batch) streams the panel */
+                const char *pf = Q8_INTS(blk) + (size_t)kq * Q8_STEP_BYTES +
+                                 (size_t)g * 2 * KS_VW * 4 + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                if (2 * KS_VW * 4 > 64)
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
+            const vi w0 = q8_w(blk, kq, 2 * g), w1 = q8_w(blk, kq, 2 * g + 1);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                const q8_xs x = q8_x(xq[r * ldxq + b].q + 4 * kq);
+                i0[r] = q8_dot(i0[r], w0, x);
+                i1[r] = q8_dot(i1[r], w1, x);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            const float d = xq[r * ldxq + b].d;
+            c0[r] = q8_block_fma(c0[r], blk, 2 * g, d, i0[r]);
+            c1[r] = q8_block_fma(c1[r], blk, 2 * g + 1, d, i1[r]);
+        }
+    }
+    const int n0 = p * KERNELS_NR + g * 2 * KS_VW;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+        mm_finish(a, t0 + r, n0, c0[r]);
+        mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
+    }
+}
+
+/* kernels_quantize_rows (kernels.c) vectorized: the block maximum, the scale and the products in
+ * vectors (a maximum is exact in any order; the conversion rounds to nearest-even, as lrintf does
+ * in the default rounding mode), the narrowing and the sum in vectors too at 16 lanes, in scalar
+ * code at 8. The same bits. */
+static void simd_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                               int ldxq)
+{
+    const int KB = KERNELS_Q8_ACT_BLOCKS(K);
+    const vf sign = v_set1(-0.0f), big = v_set1(FLT_MAX);
+    for (int t = t0; t < t1; t++) {
+        const float *xr = x + (size_t)t * (size_t)ldx;
+        kernels_q8_act *row = xq + (size_t)t * (size_t)ldxq;
+        for (int b = 0; b < KB; b++) {
+            const int k0 = b * TT_Q8_BLOCK;
+            vf v[TT_Q8_BLOCK / KS_VW];
+            vf vmax = v_zero(), over = v_zero();
+#pragma GCC unroll 4
+            for (int i = 0; i < TT_Q8_BLOCK / KS_VW; i++) {
+                const vmask m = v_mask(K - k0 - i * KS_VW);
+                v[i] = v_mload(m, xr + k0 + i * KS_VW);
+                const vf a = KS_PS(andnot)(sign, v[i]);
+                vmax = v_max(vmax, a);
+                /* inf or NaN: max(|x| - FLT_MAX, 0) is positive or NaN; the sum keeps either */
+                over = v_add(over, v_max(v_zero(), v_sub(a, big)));
+            }
+            const float amax = v_hmax(vmax), ov = v_hsum(over);
+            const float d = ov == 0.0f ? amax / 127.0f : NAN;
+            const float id = d > 0.0f ? 1.0f / d : 0.0f;
+            int32_t sum = 0;
+#if KS_VW == 16
+            vi vsum = _mm512_setzero_si512();
+            for (int i = 0; i < TT_Q8_BLOCK / KS_VW; i++) {
+                vi q = id > 0.0f ? KS_EPI32(cvtps)(v_mul(v[i], v_set1(id))) : _mm512_setzero_si512();
+                q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-127)),
+                                     _mm512_set1_epi32(127));
+                _mm_storeu_si128((__m128i *)(row[b].q + i * KS_VW), _mm512_cvtepi32_epi8(q));
+                vsum = _mm512_add_epi32(vsum, q);
+            }
+            sum = _mm512_reduce_add_epi32(vsum);
+#else
+            int32_t qi[TT_Q8_BLOCK];
+#pragma GCC unroll 4
+            for (int i = 0; i < TT_Q8_BLOCK / KS_VW; i++)
+                KS_SI(storeu)((void *)(qi + i * KS_VW), KS_EPI32(cvtps)(v_mul(v[i], v_set1(id))));
+            for (int i = 0; i < TT_Q8_BLOCK; i++) {
+                int q = id > 0.0f ? qi[i] : 0;
+                q = q > 127 ? 127 : q < -127 ? -127 : q;
+                row[b].q[i] = (int8_t)q;
+                sum += q;
+            }
+#endif
+            row[b].d = d;
+            row[b].sum128 = 128 * sum;
+        }
+    }
+}
+
+/* All rows against one Q8 panel, KS_Q8_MR rows at a time and the rest in one smaller tile. */
+static inline __attribute__((always_inline)) void
+mm_rows_q8(const matmul_args *a, const char *panel, int p)
+{
+    for (int g = 0; g < KS_GROUPS; g++) {
+        if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
+            break;
+        int t = 0;
+        for (; t + KS_Q8_MR <= a->T; t += KS_Q8_MR)
+            mm_tile_q8(a, KS_Q8_MR, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile_q8(a, n, t, panel, p, g); break;
+        switch (a->T - t) {
+        KS_TAIL(1)
+#if KS_Q8_MR > 2
+        KS_TAIL(2) KS_TAIL(3)
+#endif
+#if KS_Q8_MR > 4
+        KS_TAIL(4) KS_TAIL(5)
+#endif
+        default: break;
+        }
+#undef KS_TAIL
+    }
+}
+
 /* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
  * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
  * on how many rows came with it. The latency a single chain would expose is hidden by the
@@ -406,6 +660,10 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
 static inline __attribute__((always_inline)) void
 mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
 {
+    if (dt == TT_Q8) {
+        mm_gemv_q8(a, NP, panel, panel_bytes, p);
+        return;
+    }
     const float *x = a->x;
     const int K = a->w->K;
     vf c[KS_GEMV_NP][KS_NV];
@@ -444,32 +702,6 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
                     c[g][v] = v_fma(xe, e, c[g][v]);
                 }
         }
-    } else if (dt == TT_Q8) {
-        /* Block by block, the scales loaded once per block; a row of 32 integers is half a cache
-         * line, so every other row prefetches. */
-        for (int k0 = 0; k0 < K; k0 += TT_Q8_BLOCK) {
-            const int k1 = K - k0 < TT_Q8_BLOCK ? K : k0 + TT_Q8_BLOCK;
-            vf sc[KS_GEMV_NP][KS_NV];
-#pragma GCC unroll 4
-            for (int g = 0; g < NP; g++)
-#pragma GCC unroll 4
-                for (int v = 0; v < KS_NV; v++)
-                    sc[g][v] = q8_scale(Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes,
-                                                    k0), v);
-            for (int k = k0; k < k1; k++) {
-                const vf xa = v_set1(x[k]);
-#pragma GCC unroll 4
-                for (int g = 0; g < NP; g++) {
-                    const char *blk = Q8_BLOCK_AT((const char *)panel + (size_t)g * panel_bytes, k0);
-                    if (((k - k0) & 1) == 0)
-                        _mm_prefetch(blk + Q8_ROWS_OFFSET + (size_t)(k - k0) * KERNELS_NR +
-                                     GEMV_PREFETCH_16, _MM_HINT_T0);
-#pragma GCC unroll 4
-                    for (int v = 0; v < KS_NV; v++)
-                        c[g][v] = v_fma(xa, q8_dequant(blk, k - k0, v, sc[g][v]), c[g][v]);
-                }
-            }
-        }
     } else {
         const size_t row_bytes = dt == TT_F32 ? 128 : 64;
         for (int k = 0; k < K; k++) {
@@ -488,11 +720,7 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
             }
         }
     }
-#pragma GCC unroll 4
-    for (int g = 0; g < NP; g++)
-#pragma GCC unroll 4
-        for (int v = 0; v < KS_NV; v++)
-            mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+    mm_gemv_finish(a, NP, p, c);
 }
 
 /* All rows against one panel, one column group at a time, KS_MR rows at a time and the rest in
@@ -518,7 +746,7 @@ mm_rows(const matmul_args *a, tt_dtype dt, const void *panel, int p)
     }
 }
 
-/* A fp16/bf16/Q8 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
+/* A fp16/bf16 panel widened to fp32 (K, 32) in dst: with many rows the conversion is paid once
  * per panel instead of once per tile, where it would take FMA-port slots. */
 static inline __attribute__((always_inline)) void
 widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
@@ -543,7 +771,7 @@ widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
     }
 }
 
-/* The rows against a panel widened to fp32: one function that the fp16, bf16 and Q8 matmuls
+/* The rows against a panel widened to fp32: one function that the fp16 and bf16 matmuls
  * share, kept out of line so that each is small enough for GCC to keep the tile's accumulators in
  * registers (inlined into one of them, GCC 12 spilled them and prefill ran 2.5x slower). */
 static __attribute__((noinline)) void mm_rows_widened(const matmul_args *a, const float *panel, int p)
@@ -573,7 +801,9 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
     }
     for (int p = p0; p < p1; p++) {
         const void *panel = data + (size_t)p * panel_bytes;
-        if (dt != TT_F32 && scratch && a->T >= 2 * KS_MR) {
+        if (dt == TT_Q8) {
+            mm_rows_q8(a, panel, p);
+        } else if (dt != TT_F32 && scratch && a->T >= 2 * KS_MR) {
             widen_panel(dt, panel, w->K, scratch);
             mm_rows_widened(a, scratch, p);
         } else {
@@ -838,6 +1068,7 @@ static void simd_attention(const attention_args *a, int h, int t0, int t1, float
 const kernels *KS_SET_GET(void)
 {
     static const kernels set = {
-        .name = KS_SET_NAME, .matmul = simd_matmul, .attention = simd_attention};
+        .name = KS_SET_NAME, .matmul = simd_matmul, .quantize_rows = simd_quantize_rows,
+        .attention = simd_attention};
     return &set;
 }

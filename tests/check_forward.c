@@ -208,7 +208,7 @@ START_TEST(thread_count_does_not_change_logits)
 {
     /* Every output column and head is computed whole by one thread, so the split cannot change
      * the sums: the logits must be bit-identical, in every kernel set. */
-    static const char *sets[] = {"reference", "avx2", "avx512"};
+    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni"};
     char *dir;
     model *m = tu_load_model(&golden_cases[10].model, &dir);   /* odd shapes */
     int32_t ids[37];
@@ -275,7 +275,7 @@ START_TEST(simd_and_reference_engines_agree)
 {
     /* Every SIMD set this CPU runs, chosen the way a user would (TOKENTOP_KERNELS), against the
      * portable kernels, for each dtype. */
-    static const char *sets[] = {"avx512", "avx2"};
+    static const char *sets[] = {"avx512vnni", "avx512", "avx2"};
     char *dir;
     model *m = tu_load_model(&golden_cases[10].model, &dir);
     int32_t ids[33];
@@ -418,7 +418,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
      * the same logits: at a near tie any difference in the last bits changes the token and
      * everything after it. gamma 4 verifies in 5-row tiles, gamma 7 in 8-row ones (the
      * attention tile). */
-    static const char *sets[] = {"reference", "avx2", "avx512"};
+    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni"};
     static const int gammas[] = {4, 7};
     enum { N_PROMPTS = 6, N_CTX = 64, NP = 5 };
     static const tt_dtype dtypes[] = {TT_F32, TT_Q8};

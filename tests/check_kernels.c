@@ -62,6 +62,19 @@ static int all_sets(const kernels **out)
     return 1 + simd_sets(out + 1);
 }
 
+/* a's rows quantized for a Q8 matmul (kernels_quantize_rows), in a buffer the caller frees; set
+ * for every dtype (the others ignore it). */
+static kernels_q8_act *quantize_args(matmul_args *a)
+{
+    const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
+    kernels_q8_act *xq = malloc((size_t)a->T * (size_t)KB * sizeof *xq);
+    ck_assert_ptr_nonnull(xq);
+    kernels_quantize_rows(a->x, a->ldx, a->w->K, 0, a->T, xq, KB);
+    a->xq = xq;
+    a->ldxq = KB;
+    return xq;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Packing */
 
@@ -169,12 +182,66 @@ START_TEST(q8_packing_rounds_each_weight_to_its_block_scale)
 }
 END_TEST
 
-START_TEST(q8_matmul_is_the_fp32_matmul_of_the_dequantized_weights)
+/* Block b of row t quantized as kernels.h defines it: d = max|x| / 127, q = nearest-even(x / d);
+ * a block with an inf or a NaN: d NaN, q 0. */
+static void q8_act_expected(const float *x, int K, int b, float *d, int8_t *q)
 {
-    /* The arithmetic definition of Q8 in every set: dequantize exactly (q * scale), then the fp32
-     * chains. So a Q8 matrix and an F32 matrix holding its dequantized values give the same bits,
-     * one row (decode) or many (the widened and the direct tile paths). */
-    const kernels *sets[4];
+    const int k0 = b * 32, kc = K - k0 < 32 ? K - k0 : 32;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < kc; i++) {
+        amax = fmaxf(amax, fabsf(x[k0 + i]));
+        finite = finite && isfinite(x[k0 + i]);
+    }
+    *d = finite ? amax / 127.0f : NAN;
+    for (int i = 0; i < 32; i++)
+        q[i] = i < kc && *d > 0.0f ? (int8_t)nearbyintf(x[k0 + i] * (1.0f / *d)) : 0;
+}
+
+START_TEST(q8_activations_round_each_block_to_its_scale)
+{
+    const kernels *sets[8];
+    int ns = all_sets(sets);
+    static const int Ks[] = {1, 31, 32, 33, 100, 130};
+    rng g;
+    rng_seed(&g, 32);
+    for (int s = 0; s < ns; s++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            const int K = Ks[ki], T = 4, ldx = K + 2, KB = (K + 31) / 32;
+            float *x = rand_floats(&g, (size_t)T * ldx, -4.0f, 4.0f);
+            for (int i = 0; i < K && i < 32; i++)
+                x[i] = 0.0f;                   /* row 0's first block: all zero */
+            x[(size_t)1 * ldx + K - 1] = (ki % 2) ? INFINITY : NAN;     /* row 1's last block */
+            x[(size_t)2 * ldx + K / 2] = 0.5f + (float)ki;              /* a tie: x / d = n.5 */
+            kernels_q8_act *xq = malloc((size_t)T * (KB + 1) * sizeof *xq);
+            sets[s]->quantize_rows(x, ldx, K, 0, T, xq, KB + 1);
+            for (int t = 0; t < T; t++)
+                for (int b = 0; b < KB; b++) {
+                    const kernels_q8_act *got = &xq[(size_t)t * (KB + 1) + b];
+                    float d;
+                    int8_t q[32];
+                    q8_act_expected(x + (size_t)t * ldx, K, b, &d, q);
+                    int sum = 0;
+                    for (int i = 0; i < 32; i++)
+                        sum += q[i];
+                    ck_assert_msg((got->d == d || (isnan(d) && isnan(got->d))) &&
+                                      memcmp(got->q, q, 32) == 0 && got->sum128 == 128 * sum,
+                                  "%s K=%d row %d block %d: d %g want %g, sum128 %d want %d",
+                                  sets[s]->name, K, t, b, got->d, d, got->sum128, 128 * sum);
+                }
+            free(x);
+            free(xq);
+        }
+}
+END_TEST
+
+START_TEST(q8_matmul_is_the_block_formula_in_every_set)
+{
+    /* kernels.h's definition, written out here in scalar C: exact integer block sums, one fma per
+     * block. Every set must give exactly these bits, one row (decode) or many (tiles). And the
+     * result stays close to the fp32 matmul over the dequantized weights (the activations'
+     * 8 bits are the only difference). */
+    const kernels *sets[8];
     int ns = all_sets(sets);
     static const int Ts[] = {1, 3, 30};
     static const int Ks[] = {5, 32, 70};
@@ -183,39 +250,49 @@ START_TEST(q8_matmul_is_the_fp32_matmul_of_the_dequantized_weights)
     for (int s = 0; s < ns; s++)
         for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
             for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
-                const int T = Ts[ti], K = Ks[ki], N = 150, ldx = K, ldo = N;
+                const int T = Ts[ti], K = Ks[ki], N = 150, ldx = K, ldo = N, KB = (K + 31) / 32;
                 float *x = rand_floats(&g, (size_t)T * ldx, -1.0f, 1.0f);
                 float *w = rand_floats(&g, (size_t)K * N, -1.0f, 1.0f);
-                float *b = rand_floats(&g, (size_t)N, -1.0f, 1.0f);
                 float *o8 = calloc((size_t)T * ldo, sizeof(float));
-                float *o32 = calloc((size_t)T * ldo, sizeof(float));
-                float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) &
-                                                       ~(size_t)63);
-                packed_matrix q, f;
+                packed_matrix q;
                 ck_assert_int_eq(packed_matrix_init(&q, TT_Q8, K, N, NULL), TT_OK);
-                ck_assert_int_eq(packed_matrix_init(&f, TT_F32, K, N, NULL), TT_OK);
                 packed_matrix_pack(&q, (tensor_ref){.data = w, .dtype = TT_F32}, false, 0, N);
-                for (int k = 0; k < K; k++)
-                    for (int n = 0; n < N; n++)
-                        w[(size_t)k * N + n] = packed_matrix_get(&q, k, n);
-                packed_matrix_pack(&f, (tensor_ref){.data = w, .dtype = TT_F32}, false, 0, N);
-                matmul_args a = {.out = o8, .ldo = ldo, .x = x, .ldx = ldx, .w = &q, .bias = b,
-                                 .T = T, .epilogue = MM_GELU_TANH};
-                sets[s]->matmul(&a, 0, q.n_panels, scratch);
-                a.out = o32;
-                a.w = &f;
-                sets[s]->matmul(&a, 0, f.n_panels, scratch);
-                ck_assert_msg(memcmp(o8, o32, (size_t)T * ldo * sizeof(float)) == 0,
-                              "%s T=%d K=%d: q8 differs from fp32 over its dequantized values",
-                              sets[s]->name, T, K);
+                matmul_args a = {.out = o8, .ldo = ldo, .x = x, .ldx = ldx, .w = &q, .T = T,
+                                 .epilogue = MM_STORE};
+                kernels_q8_act *xq = quantize_args(&a);
+                sets[s]->matmul(&a, 0, q.n_panels, NULL);
+                for (int t = 0; t < T; t++)
+                    for (int n = 0; n < N; n++) {
+                        float c = 0.0f, exact = 0.0f;
+                        for (int b = 0; b < KB; b++) {
+                            float d;
+                            int8_t xi[32];
+                            q8_act_expected(x + (size_t)t * ldx, K, b, &d, xi);
+                            /* the column's fp16 block scale from the packed bytes; each
+                             * weight is its integer times it, exactly */
+                            const uint16_t *scales = (const uint16_t *)((const char *)q.data +
+                                (size_t)(n / 32) * q.panel_elems + (size_t)b * KERNELS_Q8_BLOCK_BYTES);
+                            const float sc = tt_f16_to_f32(scales[n % 32]);
+                            int sum = 0;
+                            for (int i = 0; i < 32 && b * 32 + i < K; i++) {
+                                float wv = packed_matrix_get(&q, b * 32 + i, n);
+                                sum += (sc > 0.0f ? (int)(wv / sc) : 0) * xi[i];
+                                exact += wv * x[(size_t)t * ldx + b * 32 + i];
+                            }
+                            c = fmaf(sc * d, (float)sum, c);
+                        }
+                        float got = o8[(size_t)t * ldo + n];
+                        ck_assert_msg(got == c, "%s T=%d K=%d (%d,%d): got %.9g want %.9g",
+                                      sets[s]->name, T, K, t, n, got, c);
+                        ck_assert_msg(fabsf(got - exact) <= 0.02f * (1.0f + sqrtf((float)K)),
+                                      "%s T=%d K=%d (%d,%d): %g far from %g", sets[s]->name, T, K,
+                                      t, n, got, exact);
+                    }
                 packed_matrix_free(&q);
-                packed_matrix_free(&f);
+                free(xq);
                 free(x);
                 free(w);
-                free(b);
                 free(o8);
-                free(o32);
-                free(scratch);
             }
 }
 END_TEST
@@ -241,6 +318,7 @@ static void check_matmul_case(const kernels *simd, rng *g, int T, int K, int N, 
 
     matmul_args a = {.out = o_ref, .ldo = ldo, .x = x, .ldx = ldx, .w = &m,
                      .bias = with_bias ? b : NULL, .T = T, .epilogue = ep};
+    kernels_q8_act *xq = quantize_args(&a);
     kernels_reference()->matmul(&a, 0, m.n_panels, NULL);
     a.out = o_simd;
     /* Split the panels in two calls, as the threads do; with and without scratch. */
@@ -249,6 +327,7 @@ static void check_matmul_case(const kernels *simd, rng *g, int T, int K, int N, 
     simd->matmul(&a, 0, mid, scratch);
     simd->matmul(&a, mid, m.n_panels, (T + K) % 2 ? scratch : NULL);
     free(scratch);
+    free(xq);
 
     for (int t = 0; t < T; t++)
         for (int n = 0; n < ldo; n++) {
@@ -273,7 +352,7 @@ static void check_matmul_case(const kernels *simd, rng *g, int T, int K, int N, 
 
 START_TEST(simd_matmul_matches_reference_on_odd_shapes)
 {
-    const kernels *sets[4];
+    const kernels *sets[8];
     int ns = simd_sets(sets);
     static const int Ts[] = {1, 2, 5, 12, 13, 25, 37};
     static const int Ks[] = {1, 2, 7, 64, 99, 130};
@@ -298,7 +377,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
      * decode GEMV), in a tile of any height, at any row offset, and whatever panel ranges the
      * threads take. Speculative verification and prefix reuse rely on it (tokens identical to
      * one-at-a-time decoding), so the comparison is memcmp, not a tolerance. */
-    const kernels *sets[4];
+    const kernels *sets[8];
     int ns = all_sets(sets);
     static const int Ks[] = {1, 7, 36, 99, 130};
     static const int Ns[] = {17, 100, 301};
@@ -325,6 +404,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
                     memcpy(all, init, (size_t)T * ldo * sizeof(float));
                     matmul_args a = {.out = all, .ldo = ldo, .x = x, .ldx = ldx, .w = &m,
                                      .bias = ni % 2 ? NULL : b, .T = T, .epilogue = ep};
+                    kernels_q8_act *xq = quantize_args(&a);
                     sets[s]->matmul(&a, 0, m.n_panels, scratch);
                     /* The same rows in groups of 1, 2, 5, 1, 13, ...: each group one call, its
                      * panels split at an odd place (single panels, pairs, groups of four). */
@@ -336,6 +416,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
                         matmul_args pa = a;
                         pa.out = part + (size_t)t0 * ldo;
                         pa.x = x + (size_t)t0 * ldx;
+                        pa.xq = xq + (size_t)t0 * (size_t)a.ldxq;
                         pa.T = rows;
                         int cut = (int)(gi % 3) < m.n_panels ? (int)(gi % 3) : m.n_panels;
                         sets[s]->matmul(&pa, 0, cut, gi % 2 ? scratch : NULL);
@@ -349,6 +430,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
                                       "smaller groups", sets[s]->name, tt_dtype_name(d), K, N,
                                       (int)ep, t);
                     packed_matrix_free(&m);
+                    free(xq);
                     free(x);
                     free(w);
                     free(b);
@@ -363,7 +445,7 @@ END_TEST
 START_TEST(simd_gelu_saturates_like_the_formula)
 {
     /* Pre-activations far outside [-10, 10]: the vector exp must saturate, not turn into NaN. */
-    const kernels *sets[4];
+    const kernels *sets[8];
     int ns = simd_sets(sets);
     rng g;
     rng_seed(&g, 6);
@@ -384,7 +466,7 @@ START_TEST(simd_attention_matches_reference)
         {1, 0, 1, 1}, {1, 37, 2, 64}, {5, 0, 3, 12}, {7, 9, 2, 7}, {17, 30, 4, 16},
         {33, 0, 2, 64}, {3, 100, 1, 40}, {2, 130, 2, 64}, {21, 45, 3, 33}, {16, 0, 1, 80},
     };
-    const kernels *sets[4];
+    const kernels *sets[8];
     int ns = simd_sets(sets);
     rng g;
     rng_seed(&g, 9);
@@ -428,7 +510,7 @@ START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
     static const struct { int T, pos, NH, HS; } cases[] = {
         {19, 0, 2, 12}, {17, 5, 1, 64}, {9, 130, 2, 33}, {24, 1, 1, 7}, {40, 256, 1, 64},
     };
-    const kernels *sets[4];
+    const kernels *sets[8];
     int ns = all_sets(sets);
     rng g;
     rng_seed(&g, 23);
@@ -517,7 +599,7 @@ START_TEST(environment_forces_the_reference_set)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-        ck_assert_str_eq(k->name, "avx512");
+        ck_assert_str_eq(k->name, __builtin_cpu_supports("avx512vnni") ? "avx512vnni" : "avx512");
 #endif
 }
 END_TEST
@@ -549,7 +631,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, packed_matrix_holds_rounded_source_values);
     tcase_add_test(tc, q8_packing_rounds_each_weight_to_its_block_scale);
-    tcase_add_test(tc, q8_matmul_is_the_fp32_matmul_of_the_dequantized_weights);
+    tcase_add_test(tc, q8_activations_round_each_block_to_its_scale);
+    tcase_add_test(tc, q8_matmul_is_the_block_formula_in_every_set);
     tcase_add_test(tc, simd_matmul_matches_reference_on_odd_shapes);
     tcase_add_test(tc, matmul_rows_do_not_depend_on_the_rows_beside_them);
     tcase_add_test(tc, simd_gelu_saturates_like_the_formula);
