@@ -287,9 +287,8 @@ static bool log_progress(void *user, const beam_progress *p)
 START_TEST(progress_shows_every_step_and_can_stop_the_search)
 {
     beam_case c;
-    case_read("beam-no-eos", &c);
     char *dir;
-    model *m = case_model(&dir, 26, c.fnv);
+    model *m = case_open("beam-no-eos", &c, &dir);
     beam_result full, stopped;
     progress_log l = {.parents_ok = true, .stop_at = -1};
     c.o.progress = log_progress;
@@ -320,8 +319,7 @@ START_TEST(progress_shows_every_step_and_can_stop_the_search)
         ck_assert_int_le(stopped.hyps[h].n, 2);
     beam_result_free(&full);
     beam_result_free(&stopped);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    case_close(m, dir);
 }
 END_TEST
 
