@@ -76,6 +76,17 @@ static void lm_like_logits(rng *r, int V, float *x)
         x[rng_next(r) % (uint64_t)V] = x[rng_next(r) % (uint64_t)V];
 }
 
+/* V such logits from a generator seeded with seed, malloc'd (the caller frees). */
+static float *new_lm_like_logits(int V, uint64_t seed)
+{
+    float *x = malloc((size_t)V * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    rng r;
+    rng_seed(&r, seed);
+    lm_like_logits(&r, V, x);
+    return x;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * llama.cpp vectors (tests/test-sampling.cpp) */
 
@@ -776,10 +787,7 @@ static bool same_entries(const sampler_entry *a, const sampler_entry *b, int n)
 START_TEST(snapshot_requested_late_is_the_same)
 {
     int V = 5000;
-    float *x = malloc((size_t)V * sizeof *x);
-    rng r;
-    rng_seed(&r, 8);
-    lm_like_logits(&r, V, x);
+    float *x = new_lm_like_logits(V, 8);
     sampler *s = sampler_create(V);
     for (int mode = 0; mode < 3; mode++) {
         sampler_params p = params();
@@ -1058,10 +1066,7 @@ END_TEST
 START_TEST(same_logits_params_and_seed_give_the_same_tokens)
 {
     int V = 50257;
-    float *x = malloc((size_t)V * sizeof *x);
-    rng r;
-    rng_seed(&r, 77);
-    lm_like_logits(&r, V, x);
+    float *x = new_lm_like_logits(V, 77);
     sampler *a = sampler_create(V), *b = sampler_create(V);
     sampler_params p = params();
     p.temperature = 1.3f;
