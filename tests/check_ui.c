@@ -352,13 +352,28 @@ static ui_hist_view view(const sampler_snapshot *s, int bars)
                           .position = 12, .vocab = 512};
 }
 
+/* v drawn into a fresh 20x50 grid. */
+static void draw_view(ui_grid *g, const ui_hist_view *v)
+{
+    ck_assert(ui_grid_init(g, 20, 50));
+    ui_histogram_draw(g, (ui_rect){0, 0, 20, 50}, v);
+}
+
+/* The step of snapshot() drawn with 8 bars into a fresh 20x50 grid; returns the first row's y. */
+static int draw_step(ui_grid *g)
+{
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    draw_view(g, &v);
+    int r1 = find_row_start(g, " 1 ");
+    ck_assert_int_ge(r1, 0);
+    return r1;
+}
+
 START_TEST(histogram_marks_every_cut_stage_and_the_penalty)
 {
     ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    draw_step(&g);
     ck_assert(strstr(row(&g, 0), "Step 5") != NULL);
     int r4 = find_row_start(&g, " 4 ");
     ck_assert_int_ge(r4, 0);
@@ -373,18 +388,6 @@ START_TEST(histogram_marks_every_cut_stage_and_the_penalty)
     ui_grid_free(&g);
 }
 END_TEST
-
-/* The step of snapshot() drawn with 8 bars into a fresh 20x50 grid; returns the first row's y. */
-static int draw_step(ui_grid *g)
-{
-    ck_assert(ui_grid_init(g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(g, (ui_rect){0, 0, 20, 50}, &v);
-    int r1 = find_row_start(g, " 1 ");
-    ck_assert_int_ge(r1, 0);
-    return r1;
-}
 
 START_TEST(histogram_bars_are_proportional)
 {
@@ -434,11 +437,7 @@ END_TEST
 START_TEST(histogram_highlights_the_sampled_token_and_the_draw)
 {
     ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
-    int r1 = find_row_start(&g, " 1 ");
+    int r1 = draw_step(&g);
     int r2 = r1 + 1;
     ck_assert_int_eq(ui_grid_cell(&g, r2, 2)->cp, 0x25b6);   /* ▶ on the sampled row */
     ck_assert_int_ne(ui_grid_cell(&g, r1, 2)->cp, 0x25b6);
@@ -477,14 +476,13 @@ END_TEST
 
 START_TEST(histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
     sampler_snapshot s = snapshot();
     s.token = s.top[6].id;   /* rank 7, cut by min-p (forced) */
     s.forced = true;
     s.u = -1;
     ui_hist_view v = view(&s, 3);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ui_grid g;
+    draw_view(&g, &v);
     int r = find_row_start(&g, " 7");
     ck_assert_int_ge(r, 0);
     ck_assert_int_eq(ui_grid_cell(&g, r, 2)->cp, 0x25b6);
@@ -510,10 +508,9 @@ START_TEST(histogram_shows_a_sampled_token_ranked_below_the_top_list)
     s.token_rank = 120;
     s.u = 0.99;
     s.cum_lo = 0.989;
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
     ui_hist_view v = view(&s, 10);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ui_grid g;
+    draw_view(&g, &v);
     int r = find_row_start(&g, "33");
     ck_assert_int_ge(r, 0);
     ck_assert_int_eq(ui_grid_cell(&g, r, 2)->cp, 0x25b6);
@@ -548,13 +545,12 @@ END_TEST
 
 START_TEST(histogram_peek_says_nothing_was_drawn)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
     sampler_snapshot s = snapshot();
     ui_hist_view v = view(&s, 8);
     v.kind = UI_HIST_PEEK;
     v.step_mode = true;
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ui_grid g;
+    draw_view(&g, &v);
     ck_assert(strstr(row(&g, 0), "not drawn") != NULL);
     ck_assert_int_ge(find_row(&g, "/pick N"), 0);
     for (int y = 0; y < 20; y++)
