@@ -67,6 +67,31 @@ static bool candidate_better(const beam_candidate *a, const beam_candidate *b)
     return a->beam < b->beam;
 }
 
+/* Per-beam rows; a step fills `next` from `run`, then the two swap. */
+typedef struct {
+    int32_t *gen;                  /* (N, T) generated tokens */
+    float *gsc;                    /* (N, T) their scores */
+    double *logprob;               /* (N) */
+    int *slot;                     /* (N) the engine sequence of each */
+} beam_rows;
+
+static bool rows_alloc(beam_rows *r, size_t N, size_t T)
+{
+    r->gen = malloc(N * T * sizeof *r->gen);
+    r->gsc = malloc(N * T * sizeof *r->gsc);
+    r->logprob = calloc(N, sizeof *r->logprob);
+    r->slot = calloc(N, sizeof *r->slot);
+    return r->gen && r->gsc && r->logprob && r->slot;
+}
+
+static void rows_free(beam_rows *r)
+{
+    free(r->gen);
+    free(r->gsc);
+    free(r->logprob);
+    free(r->slot);
+}
+
 typedef struct {
     const beam_options *o;
     int N, V, P, T;                /* beams, vocabulary, prompt length, max new tokens */
@@ -77,10 +102,7 @@ typedef struct {
     int n_cand;
     /* running beams, best first */
     int n_run;
-    int32_t *gen, *gen_next;       /* (N, T) generated tokens */
-    float *gsc, *gsc_next;         /* (N, T) their scores */
-    double *logprob, *logprob_next;/* (N) */
-    int *slot, *slot_next;         /* (N) the engine sequence of each */
+    beam_rows run, next;           /* this step's beams and the ones being chosen */
     int32_t *tok_next;             /* (N) the token each new beam appends */
     int *parent;                   /* (N) */
     int *children;                 /* (N) per old beam */
@@ -98,14 +120,8 @@ static void state_free(beam_state *b)
     free(b->z);
     free(b->lp);
     free(b->cand);
-    free(b->gen);
-    free(b->gen_next);
-    free(b->gsc);
-    free(b->gsc_next);
-    free(b->logprob);
-    free(b->logprob_next);
-    free(b->slot);
-    free(b->slot_next);
+    rows_free(&b->run);
+    rows_free(&b->next);
     free(b->tok_next);
     free(b->parent);
     free(b->children);
@@ -132,22 +148,14 @@ static tt_status state_init(beam_state *b, const beam_options *o, int V, const i
     b->z = malloc((size_t)V * sizeof *b->z);
     b->lp = malloc((size_t)V * sizeof *b->lp);
     b->cand = malloc(2 * N * sizeof *b->cand);
-    b->gen = malloc(N * T * sizeof *b->gen);
-    b->gen_next = malloc(N * T * sizeof *b->gen_next);
-    b->gsc = malloc(N * T * sizeof *b->gsc);
-    b->gsc_next = malloc(N * T * sizeof *b->gsc_next);
-    b->logprob = calloc(N, sizeof *b->logprob);
-    b->logprob_next = calloc(N, sizeof *b->logprob_next);
-    b->slot = calloc(N, sizeof *b->slot);
-    b->slot_next = calloc(N, sizeof *b->slot_next);
+    bool rows_ok = rows_alloc(&b->run, N, T);
+    rows_ok = rows_alloc(&b->next, N, T) && rows_ok;
     b->tok_next = calloc(N, sizeof *b->tok_next);
     b->parent = calloc(N, sizeof *b->parent);
     b->children = calloc(N, sizeof *b->children);
     b->first_logits = malloc((size_t)V * sizeof *b->first_logits);
     b->fin = calloc(N, sizeof *b->fin);
-    if (!b->hist || !b->z || !b->lp || !b->cand || !b->gen || !b->gen_next || !b->gsc ||
-        !b->gsc_next || !b->logprob ||
-        !b->logprob_next || !b->slot || !b->slot_next || !b->tok_next || !b->parent ||
+    if (!b->hist || !b->z || !b->lp || !b->cand || !rows_ok || !b->tok_next || !b->parent ||
         !b->children || !b->first_logits || !b->fin) {
         state_free(b);
         return tt_fail(err, TT_ERR_NOMEM, "beam search: out of memory for %d beams", b->N);
@@ -191,7 +199,7 @@ static tt_status expand_beam(beam_state *b, sampler *smp, int k, const float *lo
                              tt_error *err)
 {
     const beam_options *o = b->o;
-    memcpy(b->hist + b->P, b->gen + (size_t)k * (size_t)b->T, (size_t)t * sizeof *b->hist);
+    memcpy(b->hist + b->P, b->run.gen + (size_t)k * (size_t)b->T, (size_t)t * sizeof *b->hist);
     int L = b->P + t;
     sampler_params p = o->penalties;
     p.greedy = true;               /* only the mask and the penalties are wanted: the cheapest */
@@ -212,7 +220,7 @@ static tt_status expand_beam(beam_state *b, sampler *smp, int k, const float *lo
         if (b->z[i] != -INFINITY)
             sum += exp((double)b->z[i] - (double)zmax);
     double lse = (double)zmax + log(sum);
-    double base = b->logprob[k];
+    double base = b->run.logprob[k];
     double worst = -INFINITY;
     int cap = 2 * b->N;
     for (int i = 0; i < b->V; i++) {
@@ -310,8 +318,8 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
     const int N = b.N, T = b.T, P = b.P;
     double t0 = tt_now_ms();
     b.n_run = 1;                   /* the prompt, on sequence 0 */
-    b.slot[0] = 0;
-    b.logprob[0] = 0.0;
+    b.run.slot[0] = 0;
+    b.run.logprob[0] = 0.0;
     bool done = false;
     int t = 0;
     while (!done) {
@@ -326,36 +334,36 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
         int n_next = 0;
         for (int r = 0; r < b.n_cand && n_next < N; r++) {
             const beam_candidate *c = &b.cand[r];
-            const int32_t *pg = b.gen + (size_t)c->beam * (size_t)T;
-            const float *ps = b.gsc + (size_t)c->beam * (size_t)T;
-            float token_score = (float)(c->score - b.logprob[c->beam]);
+            const int32_t *pg = b.run.gen + (size_t)c->beam * (size_t)T;
+            const float *ps = b.run.gsc + (size_t)c->beam * (size_t)T;
+            float token_score = (float)(c->score - b.run.logprob[c->beam]);
             if (o->eos >= 0 && c->token == o->eos) {
                 if (r < N && (st = add_finished(&b, pg, ps, t, c->token, token_score, c->score,
                                                 err)) != TT_OK)
                     goto fail;
                 continue;
             }
-            int32_t *ng = b.gen_next + (size_t)n_next * (size_t)T;
-            float *ns = b.gsc_next + (size_t)n_next * (size_t)T;
+            int32_t *ng = b.next.gen + (size_t)n_next * (size_t)T;
+            float *ns = b.next.gsc + (size_t)n_next * (size_t)T;
             memcpy(ng, pg, (size_t)t * sizeof *ng);
             memcpy(ns, ps, (size_t)t * sizeof *ns);
             ng[t] = c->token;
             ns[t] = token_score;
-            b.logprob_next[n_next] = c->score;
+            b.next.logprob[n_next] = c->score;
             b.tok_next[n_next] = c->token;
             b.parent[n_next] = c->beam;
             n_next++;
         }
         t++;
         if (b.n_fin == N) {
-            double best = n_next > 0 ? length_score(&b, b.logprob_next[0], t) : -INFINITY;
+            double best = n_next > 0 ? length_score(&b, b.next.logprob[0], t) : -INFINITY;
             done = o->early_stopping || best <= b.fin[worst_finished(&b)].score;
         }
         if (n_next == 0)
             done = true;
         if (o->progress) {
-            beam_progress pr = {.step = t, .n_run = n_next, .ids = b.gen_next, .stride = T,
-                                .logprob = b.logprob_next, .parent = b.parent,
+            beam_progress pr = {.step = t, .n_run = n_next, .ids = b.next.gen, .stride = T,
+                                .logprob = b.next.logprob, .parent = b.parent,
                                 .n_prev = b.n_run, .finished = b.fin, .n_finished = b.n_fin};
             if (!o->progress(o->progress_user, &pr) && !done && t < T)
                 out->stopped = true;
@@ -363,9 +371,9 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
         if (done || t == T || out->stopped) {
             if (!done)
                 for (int k = 0; k < n_next; k++)
-                    if ((st = add_finished(&b, b.gen_next + (size_t)k * (size_t)T,
-                                           b.gsc_next + (size_t)k * (size_t)T, t, -1, 0.0f,
-                                           b.logprob_next[k], err)) != TT_OK)
+                    if ((st = add_finished(&b, b.next.gen + (size_t)k * (size_t)T,
+                                           b.next.gsc + (size_t)k * (size_t)T, t, -1, 0.0f,
+                                           b.next.logprob[k], err)) != TT_OK)
                         goto fail;
             break;
         }
@@ -375,7 +383,7 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
         double c0 = tt_now_ms();
         if (t == 1) {
             for (int k = 0; k < n_next; k++) {
-                b.slot_next[k] = 1 + k;
+                b.next.slot[k] = 1 + k;
                 if ((st = engine_seq_copy(e, 1 + k, 0, 0, P, err)) != TT_OK)
                     goto fail;
                 out->copied_positions += P;
@@ -384,41 +392,32 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
             bool used[BEAM_MAX + 1] = {false};
             memset(b.children, 0, (size_t)N * sizeof *b.children);
             for (int k = 0; k < n_next; k++) {
-                b.slot_next[k] = b.children[b.parent[k]]++ == 0 ? b.slot[b.parent[k]] : -1;
-                if (b.slot_next[k] >= 0)
-                    used[b.slot_next[k]] = true;
+                b.next.slot[k] = b.children[b.parent[k]]++ == 0 ? b.run.slot[b.parent[k]] : -1;
+                if (b.next.slot[k] >= 0)
+                    used[b.next.slot[k]] = true;
             }
             int free_slot = 1;
             for (int k = 0; k < n_next; k++) {
-                if (b.slot_next[k] >= 0)
+                if (b.next.slot[k] >= 0)
                     continue;
                 while (used[free_slot])
                     free_slot++;
                 used[free_slot] = true;
-                b.slot_next[k] = free_slot;
-                int src = b.slot[b.parent[k]];
-                if ((st = engine_seq_copy(e, b.slot_next[k], src, P, P + t - 1, err)) != TT_OK)
+                b.next.slot[k] = free_slot;
+                int src = b.run.slot[b.parent[k]];
+                if ((st = engine_seq_copy(e, b.next.slot[k], src, P, P + t - 1, err)) != TT_OK)
                     goto fail;
                 out->copied_positions += t - 1;
             }
         }
         out->copy_ms += tt_now_ms() - c0;
-        if ((st = engine_forward_batch(e, b.slot_next, b.tok_next, n_next, err)) != TT_OK)
+        if ((st = engine_forward_batch(e, b.next.slot, b.tok_next, n_next, err)) != TT_OK)
             goto fail;
         out->steps++;
         /* The new beams become the running ones. */
-        int32_t *g = b.gen;
-        b.gen = b.gen_next;
-        b.gen_next = g;
-        float *gs = b.gsc;
-        b.gsc = b.gsc_next;
-        b.gsc_next = gs;
-        double *lp = b.logprob;
-        b.logprob = b.logprob_next;
-        b.logprob_next = lp;
-        int *sl = b.slot;
-        b.slot = b.slot_next;
-        b.slot_next = sl;
+        beam_rows ran = b.run;
+        b.run = b.next;
+        b.next = ran;
         b.n_run = n_next;
     }
     out->decode_ms = tt_now_ms() - t0;

@@ -282,26 +282,21 @@ static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
     const size_t NH = (size_t)cfg->NH, TB = (size_t)g->TB, n_ctx = (size_t)g->base.n_ctx;
     const size_t ds = tt_dtype_size(g->base.dtype);
     for (size_t l = 0; l < L; l++) {
-        cuda_layer *ly = g->layers ? &g->layers[l] : NULL;
-        const void *p[4] = {carve(w, C * 3 * C * ds), carve(w, C * C * ds), carve(w, C * FF * ds),
-                            carve(w, FF * C * ds)};
-        const float *f[8] = {(float *)carve(w, C * 4), (float *)carve(w, C * 4), (float *)carve(w, 3 * C * 4),
-                             (float *)carve(w, C * 4), (float *)carve(w, C * 4), (float *)carve(w, C * 4),
-                             (float *)carve(w, FF * 4), (float *)carve(w, C * 4)};
-        if (ly) {
-            ly->attn_w = p[0];
-            ly->attn_proj_w = p[1];
-            ly->fc_w = p[2];
-            ly->fc_proj_w = p[3];
-            ly->ln_1_w = f[0];
-            ly->ln_1_b = f[1];
-            ly->attn_b = f[2];
-            ly->attn_proj_b = f[3];
-            ly->ln_2_w = f[4];
-            ly->ln_2_b = f[5];
-            ly->fc_b = f[6];
-            ly->fc_proj_b = f[7];
-        }
+        cuda_layer t;              /* one statement each: the order of the carves is the layout */
+        t.attn_w = carve(w, C * 3 * C * ds);
+        t.attn_proj_w = carve(w, C * C * ds);
+        t.fc_w = carve(w, C * FF * ds);
+        t.fc_proj_w = carve(w, FF * C * ds);
+        t.ln_1_w = (float *)carve(w, C * 4);
+        t.ln_1_b = (float *)carve(w, C * 4);
+        t.attn_b = (float *)carve(w, 3 * C * 4);
+        t.attn_proj_b = (float *)carve(w, C * 4);
+        t.ln_2_w = (float *)carve(w, C * 4);
+        t.ln_2_b = (float *)carve(w, C * 4);
+        t.fc_b = (float *)carve(w, FF * 4);
+        t.fc_proj_b = (float *)carve(w, C * 4);
+        if (g->layers)
+            g->layers[l] = t;
     }
     g->wte = carve(w, V * C * ds);
     g->wpe = carve(w, (size_t)cfg->maxT * C * ds);
@@ -348,16 +343,6 @@ static tt_status out_of_memory(cuda_engine *g, tt_error *err, const char *what)
 /* =============================================================================================
  * Weights upload */
 
-/* A parameter as the engine holds it: rounded to the weight dtype once (as core/cpu.c does). */
-static inline float held_value(tt_dtype d, float v)
-{
-    if (d == TT_F16)
-        return tt_f16_to_f32(tt_f32_to_f16(v));
-    if (d == TT_BF16)
-        return tt_bf16_to_f32(tt_f32_to_bf16(v));
-    return v;
-}
-
 typedef struct {
     char *buf;                     /* host staging */
     size_t cap;
@@ -393,7 +378,7 @@ static tt_status upload_vector(cuda_engine *g, stager *st, const float *dst, ten
     float *f = (float *)st->buf;
     tensor_ref_to_f32(t, 0, n, f);
     for (size_t i = 0; i < n; i++)
-        f[i] = held_value(g->base.dtype, f[i]);
+        f[i] = tt_held_f32(g->base.dtype, f[i]);   /* rounded once, as core/cpu.c does */
     GPU_CHECK(cudaMemcpy((void *)dst, f, n * sizeof(float), cudaMemcpyHostToDevice));
     return TT_OK;
 }
@@ -951,11 +936,7 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
     if (!g)
         return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the engine");
     engine *e = &g->base;
-    e->ops = &cuda_ops;
-    e->model = m;
-    e->config = cfg;
-    e->n_ctx = n_ctx;
-    e->dtype = o->dtype;
+    engine_init(e, &cuda_ops, m, n_ctx, o->dtype);
     g->co = *co;
     g->device = co->device;
     int tb = co->max_chunk > 0 ? co->max_chunk : CUDA_CHUNK;

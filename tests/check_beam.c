@@ -319,8 +319,7 @@ START_TEST(progress_shows_every_step_and_can_stop_the_search)
         ck_assert_int_le(stopped.hyps[h].n, 2);
     beam_result_free(&full);
     beam_result_free(&stopped);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    case_close(m, dir);
 }
 END_TEST
 

@@ -7,23 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/tokenizer.h"
-#include "app/cli.h"
-#include "repl/commands.h"
 #include "repl/session_file.h"
-#include "core/session.h"
-#include "tests/testutil.h"
+#include "tests/cmd_session.h"
 
-static char *model_dir;   /* written once by the unchecked fixture */
 static char *work_dir;
-
-static model *mdl;
-static tokenizer *tok;
-static engine *eng;
-static session S;
-static cmd_env E;
 
 static void files_setup(void)
 {
@@ -35,39 +22,6 @@ static void files_teardown(void)
 {
     tu_tmpdir_free(model_dir);
     tu_tmpdir_free(work_dir);
-}
-
-/* Per test (in the forked child, so engine threads belong to it). */
-static void session_setup(void)
-{
-    tt_error err = {0};
-    ck_assert_msg(model_load(model_dir, &mdl, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(cli_load_tokenizer(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
-    engine_options eo;
-    engine_options_default(&eo);
-    eo.n_threads = 1;
-    ck_assert_msg(cpu_engine_create(mdl, &eo, &eng, &err) == TT_OK, "%s", err.msg);
-    session_settings set;
-    session_settings_default(&set);
-    set.seed = 42;
-    set.max_new_tokens = 8;
-    ck_assert_msg(session_init(&S, mdl, tok, eng, &set, &err) == TT_OK, "%s", err.msg);
-    cmd_env_init(&E, &S);
-}
-
-static void session_teardown(void)
-{
-    cmd_env_free(&E);
-    session_free(&S);
-    engine_free(eng);
-    tokenizer_free(tok);
-    model_free(mdl);
-}
-
-/* Runs a command line; returns the flags. */
-static int run(const char *line)
-{
-    return cmd_execute(&E, line);
 }
 
 static const char *out(void)
@@ -888,6 +842,6 @@ int main(void)
             session_file_parses_a_buffer_without_the_file_system));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
-    tcase_add_checked_fixture(tc, session_setup, session_teardown);
+    tcase_add_checked_fixture(tc, cmd_session_open, cmd_session_close);
     return tu_run_suite(s);
 }

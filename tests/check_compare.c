@@ -8,21 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/cli.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/session.h"
-#include "core/tokenizer.h"
-#include "repl/commands.h"
 #include "repl/compare.h"
-#include "tests/testutil.h"
+#include "tests/cmd_session.h"
 
-static char *model_dir;
-static model *mdl;
-static tokenizer *tok;
-static engine *eng;
-static session S;
-static cmd_env E;
 static compare_state C;
 
 static void files_setup(void)
@@ -37,16 +25,7 @@ static void files_teardown(void)
 
 static void session_setup(void)
 {
-    tt_error err = {0};
-    ck_assert_msg(model_load(model_dir, &mdl, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(cli_load_tokenizer(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
-    eng = tu_cpu_engine(mdl, TT_F32, 1, 0);
-    session_settings set;
-    session_settings_default(&set);
-    set.seed = 42;
-    set.max_new_tokens = 8;
-    ck_assert_msg(session_init(&S, mdl, tok, eng, &set, &err) == TT_OK, "%s", err.msg);
-    cmd_env_init(&E, &S);
+    cmd_session_open();
     compare_init(&C);
     E.compare = &C;
 }
@@ -54,16 +33,7 @@ static void session_setup(void)
 static void session_teardown(void)
 {
     compare_free(&C);
-    cmd_env_free(&E);
-    session_free(&S);
-    engine_free(eng);
-    tokenizer_free(tok);
-    model_free(mdl);
-}
-
-static int run(const char *line)
-{
-    return cmd_execute(&E, line);
+    cmd_session_close();
 }
 
 /* Arms with line, then runs on text; fails the test when either fails. */

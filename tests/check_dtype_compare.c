@@ -182,13 +182,8 @@ END_TEST
 /* A session on e with TOKENS as the prompt and a greedy reply of max_new tokens. */
 static void start_session(session *s, engine *e, int max_new)
 {
-    session_settings set;
-    session_settings_default(&set);
-    set.seed = 7;
-    set.max_new_tokens = max_new;
-    set.sampler.greedy = true;
+    tu_session_init(s, mdl, tok, e, 7, max_new, true);
     tt_error err = {0};
-    ck_assert_msg(session_init(s, mdl, tok, e, &set, &err) == TT_OK, "%s", err.msg);
     ck_assert(session_add_user_tokens(s, TOKENS, N_TOKENS, &err) == TT_OK);
     ck_assert_msg(session_generate(s, NULL, NULL, &err) == TT_OK, "%s", err.msg);
 }

@@ -76,6 +76,17 @@ static void lm_like_logits(rng *r, int V, float *x)
         x[rng_next(r) % (uint64_t)V] = x[rng_next(r) % (uint64_t)V];
 }
 
+/* V such logits from a generator seeded with seed, malloc'd (the caller frees). */
+static float *new_lm_like_logits(int V, uint64_t seed)
+{
+    float *x = malloc((size_t)V * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    rng r;
+    rng_seed(&r, seed);
+    lm_like_logits(&r, V, x);
+    return x;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * llama.cpp vectors (tests/test-sampling.cpp) */
 
@@ -89,55 +100,41 @@ START_TEST(temperature_one_keeps_distribution_and_zero_is_greedy)
 }
 END_TEST
 
-START_TEST(top_k_matches_llama_vectors)
-{
-    sampler_params p = params();
-    p.top_k = 1;
-    const double k1[4] = {0, 0, 0, 1};
-    check_vector(P4, 4, &p, NULL, k1, 1e-6);
-    p.top_k = 3;
-    const double k3[4] = {0, 0.222222, 0.333333, 0.444444};
-    check_vector(P4, 4, &p, NULL, k3, 1e-5);
-    p.top_k = 4;
-    check_vector(P4, 4, &p, NULL, P4, 1e-6);
-    p.top_k = 0;   /* disabled */
-    check_vector(P4, 4, &p, NULL, P4, 1e-6);
-}
-END_TEST
+/* llama.cpp's vectors for the filters over P4: a setting's value (the rest at their defaults)
+ * and the distribution it leaves. */
+static const struct {
+    const char *setting, *value;
+    double want[4];
+    double tol;
+} llama_filter_cases[] = {
+    {"top_k", "1", {0, 0, 0, 1}, 1e-6},
+    {"top_k", "3", {0, 0.222222, 0.333333, 0.444444}, 1e-5},
+    {"top_k", "4", {0.1, 0.2, 0.3, 0.4}, 1e-6},
+    {"top_k", "0", {0.1, 0.2, 0.3, 0.4}, 1e-6},   /* disabled */
+    {"top_p", "0", {0, 0, 0, 1}, 1e-6},
+    {"top_p", "0.7", {0, 0, 0.428571, 0.571429}, 1e-5},
+    {"top_p", "0.8", {0, 0.222222, 0.333333, 0.444444}, 1e-5},
+    {"top_p", "1", {0.1, 0.2, 0.3, 0.4}, 1e-6},
+    {"min_p", "0", {0.1, 0.2, 0.3, 0.4}, 1e-5},
+    {"min_p", "0.24", {0.1, 0.2, 0.3, 0.4}, 1e-5},
+    {"min_p", "0.26", {0, 0.2 / 0.9, 0.3 / 0.9, 0.4 / 0.9}, 1e-5},
+    {"min_p", "0.49", {0, 0.2 / 0.9, 0.3 / 0.9, 0.4 / 0.9}, 1e-5},
+    {"min_p", "0.51", {0, 0, 0.3 / 0.7, 0.4 / 0.7}, 1e-5},
+    {"min_p", "0.74", {0, 0, 0.3 / 0.7, 0.4 / 0.7}, 1e-5},
+    {"min_p", "0.76", {0, 0, 0, 1}, 1e-5},
+    {"min_p", "1", {0, 0, 0, 1}, 1e-5},
+};
 
-START_TEST(top_p_matches_llama_vectors)
-{
-    sampler_params p = params();
-    p.top_p = 0;
-    const double p0[4] = {0, 0, 0, 1};
-    check_vector(P4, 4, &p, NULL, p0, 1e-6);
-    p.top_p = 0.7f;
-    const double p7[4] = {0, 0, 0.428571, 0.571429};
-    check_vector(P4, 4, &p, NULL, p7, 1e-5);
-    p.top_p = 0.8f;
-    const double p8[4] = {0, 0.222222, 0.333333, 0.444444};
-    check_vector(P4, 4, &p, NULL, p8, 1e-5);
-    p.top_p = 1;
-    check_vector(P4, 4, &p, NULL, P4, 1e-6);
-}
-END_TEST
+#define N_LLAMA_FILTER_CASES ((int)(sizeof llama_filter_cases / sizeof llama_filter_cases[0]))
 
-START_TEST(min_p_matches_llama_vectors)
+/* Looped over llama_filter_cases (_i; a failure names the case's number). */
+START_TEST(a_filter_matches_its_llama_vector)
 {
     sampler_params p = params();
-    const double all[4] = {0.1, 0.2, 0.3, 0.4};
-    const double three[4] = {0, 0.2 / 0.9, 0.3 / 0.9, 0.4 / 0.9};
-    const double two[4] = {0, 0, 0.3 / 0.7, 0.4 / 0.7};
-    const double one[4] = {0, 0, 0, 1};
-    const struct {
-        float min_p;
-        const double *want;
-    } cases[] = {{0.00f, all}, {0.24f, all}, {0.26f, three}, {0.49f, three}, {0.51f, two},
-                 {0.74f, two}, {0.76f, one}, {1.00f, one}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        p.min_p = cases[i].min_p;
-        check_vector(P4, 4, &p, NULL, cases[i].want, 1e-5);
-    }
+    tt_error err = {0};
+    ck_assert_msg(sampler_params_set(&p, llama_filter_cases[_i].setting,
+                                     llama_filter_cases[_i].value, &err) == TT_OK, "%s", err.msg);
+    check_vector(P4, 4, &p, NULL, llama_filter_cases[_i].want, llama_filter_cases[_i].tol);
 }
 END_TEST
 
@@ -588,14 +585,21 @@ START_TEST(single_token_vocabulary_always_draws_it)
 }
 END_TEST
 
-START_TEST(u_close_to_one_never_runs_off_the_end)
+/* A sampler that has applied the default settings to the logits of P4. */
+static sampler *p4_sampler(void)
 {
     sampler *s = sampler_create(4);
     sampler_params p = params();
     float logits[4];
     logits_of(P4, 4, logits);
-    sampler_snapshot snap;
     ck_assert_int_eq(sampler_apply(s, &p, logits, NULL, NULL, NULL), TT_OK);
+    return s;
+}
+
+START_TEST(u_close_to_one_never_runs_off_the_end)
+{
+    sampler *s = p4_sampler();
+    sampler_snapshot snap;
     const double us[] = {0.9999999, nextafter(1.0, 0.0), 1.0, 2.0};
     for (size_t i = 0; i < sizeof us / sizeof us[0]; i++) {
         ck_assert_int_eq(sampler_draw(s, us[i], &snap), 0);   /* the least likely kept token */
@@ -614,7 +618,7 @@ START_TEST(u_close_to_one_never_runs_off_the_end)
     for (int i = 0; i < V; i++)
         x[i] = (float)(rng_uniform(&r) * 30 - 20);
     for (int f = 0; f < 3; f++) {
-        p = params();
+        sampler_params p = params();
         if (f == 1)
             p.top_p = 0.9f;
         if (f == 2)
@@ -663,11 +667,7 @@ END_TEST
 
 START_TEST(draw_walks_descending_probability_and_reports_the_interval)
 {
-    sampler *s = sampler_create(4);
-    sampler_params p = params();
-    float logits[4];
-    logits_of(P4, 4, logits);
-    ck_assert_int_eq(sampler_apply(s, &p, logits, NULL, NULL, NULL), TT_OK);
+    sampler *s = p4_sampler();
     const struct {
         double u;
         int id, rank;
@@ -787,10 +787,7 @@ static bool same_entries(const sampler_entry *a, const sampler_entry *b, int n)
 START_TEST(snapshot_requested_late_is_the_same)
 {
     int V = 5000;
-    float *x = malloc((size_t)V * sizeof *x);
-    rng r;
-    rng_seed(&r, 8);
-    lm_like_logits(&r, V, x);
+    float *x = new_lm_like_logits(V, 8);
     sampler *s = sampler_create(V);
     for (int mode = 0; mode < 3; mode++) {
         sampler_params p = params();
@@ -1069,10 +1066,7 @@ END_TEST
 START_TEST(same_logits_params_and_seed_give_the_same_tokens)
 {
     int V = 50257;
-    float *x = malloc((size_t)V * sizeof *x);
-    rng r;
-    rng_seed(&r, 77);
-    lm_like_logits(&r, V, x);
+    float *x = new_lm_like_logits(V, 77);
     sampler *a = sampler_create(V), *b = sampler_create(V);
     sampler_params p = params();
     p.temperature = 1.3f;
@@ -1437,14 +1431,15 @@ int main(void)
         return run_benchmark(atoi(bench), getenv("SAMPLER_KERNELS"));
     Suite *s = suite_create("sampler");
     tu_add_case(s, "peer_vectors", TU_TESTS(
-            temperature_one_keeps_distribution_and_zero_is_greedy, top_k_matches_llama_vectors,
-            top_p_matches_llama_vectors, min_p_matches_llama_vectors,
+            temperature_one_keeps_distribution_and_zero_is_greedy,
             min_p_above_one_is_rejected_unlike_llama, typical_p_is_not_implemented,
             penalties_match_llama_vectors, penalized_tokens_are_marked_in_snapshot,
             top_p_matches_hf_vectors, top_p_boundary_does_not_depend_on_rounding,
             min_p_matches_hf_vectors, repetition_penalty_on_raw_scores_matches_hf,
             top_k_keeps_exactly_k_on_ties_unlike_hf, chain_order_changes_what_top_p_keeps,
             snapshot_names_the_stage_that_cut_each_token));
+    tu_add_loop_case(s, "llama_filter_vectors", N_LLAMA_FILTER_CASES, TU_TESTS(
+            a_filter_matches_its_llama_vector));
 
     tu_add_case(s, "edge_cases", TU_TESTS(
             every_token_masked_fails_numeric_and_draws_nothing,

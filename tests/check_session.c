@@ -135,13 +135,7 @@ static void make_session(int n_ctx, bool greedy, int max_new)
     F->base.config = &M.config;
     F->base.n_ctx = n_ctx;
     F->base.logits = F->logits;
-    session_settings set;
-    session_settings_default(&set);
-    set.seed = 1;
-    set.max_new_tokens = max_new;
-    set.sampler.greedy = greedy;
-    tt_error err = {0};
-    ck_assert_msg(session_init(&S, &M, tok, &F->base, &set, &err) == TT_OK, "%s", err.msg);
+    tu_session_init(&S, &M, tok, &F->base, 1, max_new, greedy);
 }
 
 static void session_setup(void)

@@ -147,141 +147,138 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Transcript */
 
-static void doc_from(ui_doc *d, const char *s)
+/* A transcript pane of rows x cols over a document of its own, scrolled to the end. */
+typedef struct {
+    ui_grid g;
+    ui_doc d;
+    ui_rect r;
+    ui_scroll sc;
+} pane;
+
+static void pane_open(pane *p, int rows, int cols, const char *text)
 {
-    ui_doc_init(d);
-    ck_assert(ui_doc_append(d, s, strlen(s), UI_STYLE_NORMAL, 0));
+    ck_assert(ui_grid_init(&p->g, rows, cols));
+    ui_doc_init(&p->d);
+    if (text)
+        ck_assert(ui_doc_append(&p->d, text, strlen(text), UI_STYLE_NORMAL, 0));
+    p->r = (ui_rect){0, 0, rows, cols};
+    p->sc = (ui_scroll){0};
+}
+
+/* Appends the lines "line FROM" .. "line TO-1", each after a newline but the very first. */
+static void pane_append_lines(pane *p, int from, int to)
+{
+    char line[32];
+    for (int i = from; i < to; i++) {
+        int n = snprintf(line, sizeof line, "%sline %d", i ? "\n" : "", i);
+        ck_assert(ui_doc_append(&p->d, line, (size_t)n, UI_STYLE_NORMAL, 0));
+    }
+}
+
+static void pane_draw(pane *p, bool caret)
+{
+    ui_transcript_pane_draw(&p->g, p->r, &p->d, &p->sc, caret);
+}
+
+static void pane_close(pane *p)
+{
+    ui_doc_free(&p->d);
+    ui_grid_free(&p->g);
 }
 
 START_TEST(transcript_wraps_at_spaces_and_cuts_long_words)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 6, 10));
-    ui_doc d;
-    doc_from(&d, "the quick brown fox abcdefghijklmn");
-    ui_scroll sc = {0};
-    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 6, 10}, &d, &sc, false);
-    ck_assert_str_eq(row(&g, 0), "the quick");
-    ck_assert_str_eq(row(&g, 1), "brown fox");
-    ck_assert_str_eq(row(&g, 2), "abcdefghij");
-    ck_assert_str_eq(row(&g, 3), "klmn");
-    ck_assert_str_eq(row(&g, 4), "");
-    ui_doc_free(&d);
-    ui_grid_free(&g);
+    pane p;
+    pane_open(&p, 6, 10, "the quick brown fox abcdefghijklmn");
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 0), "the quick");
+    ck_assert_str_eq(row(&p.g, 1), "brown fox");
+    ck_assert_str_eq(row(&p.g, 2), "abcdefghij");
+    ck_assert_str_eq(row(&p.g, 3), "klmn");
+    ck_assert_str_eq(row(&p.g, 4), "");
+    pane_close(&p);
 }
 END_TEST
 
 START_TEST(transcript_wraps_wide_characters_by_width)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 4, 5));
-    ui_doc d;
+    pane p;
     /* 中文字符测试: six wide characters, two per 5-column line (a third would need 6). */
-    doc_from(&d, "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6\xe6\xb5\x8b\xe8\xaf\x95");
-    ui_scroll sc = {0};
-    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 4, 5}, &d, &sc, false);
-    ck_assert_str_eq(row(&g, 0), "\xe4\xb8\xad\xe6\x96\x87");
-    ck_assert_str_eq(row(&g, 1), "\xe5\xad\x97\xe7\xac\xa6");
-    ck_assert_str_eq(row(&g, 2), "\xe6\xb5\x8b\xe8\xaf\x95");
+    pane_open(&p, 4, 5, "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6\xe6\xb5\x8b\xe8\xaf\x95");
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 0), "\xe4\xb8\xad\xe6\x96\x87");
+    ck_assert_str_eq(row(&p.g, 1), "\xe5\xad\x97\xe7\xac\xa6");
+    ck_assert_str_eq(row(&p.g, 2), "\xe6\xb5\x8b\xe8\xaf\x95");
     for (int y = 0; y < 3; y++)
-        ck_assert_int_eq(ui_grid_cell(&g, y, 4)->cp, ' ');
-    ui_doc_free(&d);
-    ui_grid_free(&g);
+        ck_assert_int_eq(ui_grid_cell(&p.g, y, 4)->cp, ' ');
+    pane_close(&p);
 }
 END_TEST
 
 START_TEST(transcript_keeps_paragraphs_and_styles)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 4, 20));
-    ui_doc d;
-    ui_doc_init(&d);
-    ui_doc_append(&d, "Hello", 5, UI_STYLE_USER, 0);
-    ui_doc_append(&d, " world\n\tx", 9, UI_STYLE_P_RARE, UI_ATTR_UNDERLINE);
-    ui_scroll sc = {0};
-    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 4, 20}, &d, &sc, false);
-    ck_assert_str_eq(row(&g, 0), "Hello world");
-    ck_assert_str_eq(row(&g, 1), "    x");   /* tab to column 4 */
-    ck_assert_int_eq(ui_grid_cell(&g, 0, 0)->style, UI_STYLE_USER);
-    ck_assert_int_eq(ui_grid_cell(&g, 0, 6)->style, UI_STYLE_P_RARE);
-    ck_assert_int_eq(ui_grid_cell(&g, 0, 6)->attr, UI_ATTR_UNDERLINE);
-    ui_doc_free(&d);
-    ui_grid_free(&g);
+    pane p;
+    pane_open(&p, 4, 20, NULL);
+    ui_doc_append(&p.d, "Hello", 5, UI_STYLE_USER, 0);
+    ui_doc_append(&p.d, " world\n\tx", 9, UI_STYLE_P_RARE, UI_ATTR_UNDERLINE);
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 0), "Hello world");
+    ck_assert_str_eq(row(&p.g, 1), "    x");   /* tab to column 4 */
+    ck_assert_int_eq(ui_grid_cell(&p.g, 0, 0)->style, UI_STYLE_USER);
+    ck_assert_int_eq(ui_grid_cell(&p.g, 0, 6)->style, UI_STYLE_P_RARE);
+    ck_assert_int_eq(ui_grid_cell(&p.g, 0, 6)->attr, UI_ATTR_UNDERLINE);
+    pane_close(&p);
 }
 END_TEST
 
 START_TEST(transcript_shows_the_end_and_scrolls_back)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 5, 30));
-    ui_doc d;
-    ui_doc_init(&d);
-    char line[32];
-    for (int i = 0; i < 20; i++) {
-        int n = snprintf(line, sizeof line, "%sline %d", i ? "\n" : "", i);
-        ui_doc_append(&d, line, (size_t)n, UI_STYLE_NORMAL, 0);
-    }
-    ui_rect r = {0, 0, 5, 30};
-    ui_scroll sc = {0};
-    ui_transcript_pane_draw(&g, r, &d, &sc, false);
-    ck_assert_str_eq(row(&g, 0), "line 15");
-    ck_assert_str_eq(row(&g, 4), "line 19");
-    ck_assert(sc.more_above);
-    sc.scroll = 3;
-    ui_transcript_pane_draw(&g, r, &d, &sc, false);
-    ck_assert_str_eq(row(&g, 0), "line 12");
-    ck_assert(strstr(row(&g, 4), "3 more lines") != NULL);
-    sc.scroll = 1000;   /* clamps to the top */
-    ui_transcript_pane_draw(&g, r, &d, &sc, false);
-    ck_assert_int_eq(sc.scroll, 15);
-    ck_assert_str_eq(row(&g, 0), "line 0");
-    ck_assert(!sc.more_above);
-    ui_doc_free(&d);
-    ui_grid_free(&g);
+    pane p;
+    pane_open(&p, 5, 30, NULL);
+    pane_append_lines(&p, 0, 20);
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 0), "line 15");
+    ck_assert_str_eq(row(&p.g, 4), "line 19");
+    ck_assert(p.sc.more_above);
+    p.sc.scroll = 3;
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 0), "line 12");
+    ck_assert(strstr(row(&p.g, 4), "3 more lines") != NULL);
+    p.sc.scroll = 1000;   /* clamps to the top */
+    pane_draw(&p, false);
+    ck_assert_int_eq(p.sc.scroll, 15);
+    ck_assert_str_eq(row(&p.g, 0), "line 0");
+    ck_assert(!p.sc.more_above);
+    pane_close(&p);
 }
 END_TEST
 
 START_TEST(a_view_scrolled_back_holds_still_while_text_arrives)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 5, 30));
-    ui_doc d;
-    ui_doc_init(&d);
-    char line[32];
-    for (int i = 0; i < 20; i++) {
-        int n = snprintf(line, sizeof line, "%sline %d", i ? "\n" : "", i);
-        ui_doc_append(&d, line, (size_t)n, UI_STYLE_NORMAL, 0);
-    }
-    ui_rect r = {0, 0, 5, 30};
-    ui_scroll sc = {.scroll = 3, .anchor = d.n};   /* PageUp remembered where the end was */
-    ui_transcript_pane_draw(&g, r, &d, &sc, false);
-    ck_assert_str_eq(row(&g, 0), "line 12");
-    for (int i = 20; i < 30; i++) {   /* the model keeps writing */
-        int n = snprintf(line, sizeof line, "\nline %d", i);
-        ui_doc_append(&d, line, (size_t)n, UI_STYLE_NORMAL, 0);
-    }
-    ui_transcript_pane_draw(&g, r, &d, &sc, true);
-    ck_assert_str_eq(row(&g, 0), "line 12");
-    ck_assert(strstr(row(&g, 4), "new text") != NULL);
-    sc.scroll = 0;   /* back at the end: the anchor no longer applies */
-    ui_transcript_pane_draw(&g, r, &d, &sc, false);
-    ck_assert_str_eq(row(&g, 4), "line 29");
-    ui_doc_free(&d);
-    ui_grid_free(&g);
+    pane p;
+    pane_open(&p, 5, 30, NULL);
+    pane_append_lines(&p, 0, 20);
+    p.sc = (ui_scroll){.scroll = 3, .anchor = p.d.n};   /* PageUp remembered where the end was */
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 0), "line 12");
+    pane_append_lines(&p, 20, 30);   /* the model keeps writing */
+    pane_draw(&p, true);
+    ck_assert_str_eq(row(&p.g, 0), "line 12");
+    ck_assert(strstr(row(&p.g, 4), "new text") != NULL);
+    p.sc.scroll = 0;   /* back at the end: the anchor no longer applies */
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 4), "line 29");
+    pane_close(&p);
 }
 END_TEST
 
 START_TEST(transcript_caret_follows_the_last_character)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 3, 12));
-    ui_doc d;
-    doc_from(&d, "abc");
-    ui_scroll sc = {0};
-    ui_transcript_pane_draw(&g, (ui_rect){0, 0, 3, 12}, &d, &sc, true);
-    ck_assert_int_eq(ui_grid_cell(&g, 0, 3)->cp, 0x258c);
-    ui_doc_free(&d);
-    ui_grid_free(&g);
+    pane p;
+    pane_open(&p, 3, 12, "abc");
+    pane_draw(&p, true);
+    ck_assert_int_eq(ui_grid_cell(&p.g, 0, 3)->cp, 0x258c);
+    pane_close(&p);
 }
 END_TEST
 
@@ -355,13 +352,28 @@ static ui_hist_view view(const sampler_snapshot *s, int bars)
                           .position = 12, .vocab = 512};
 }
 
+/* v drawn into a fresh 20x50 grid. */
+static void draw_view(ui_grid *g, const ui_hist_view *v)
+{
+    ck_assert(ui_grid_init(g, 20, 50));
+    ui_histogram_draw(g, (ui_rect){0, 0, 20, 50}, v);
+}
+
+/* The step of snapshot() drawn with 8 bars into a fresh 20x50 grid; returns the first row's y. */
+static int draw_step(ui_grid *g)
+{
+    sampler_snapshot s = snapshot();
+    ui_hist_view v = view(&s, 8);
+    draw_view(g, &v);
+    int r1 = find_row_start(g, " 1 ");
+    ck_assert_int_ge(r1, 0);
+    return r1;
+}
+
 START_TEST(histogram_marks_every_cut_stage_and_the_penalty)
 {
     ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    draw_step(&g);
     ck_assert(strstr(row(&g, 0), "Step 5") != NULL);
     int r4 = find_row_start(&g, " 4 ");
     ck_assert_int_ge(r4, 0);
@@ -376,18 +388,6 @@ START_TEST(histogram_marks_every_cut_stage_and_the_penalty)
     ui_grid_free(&g);
 }
 END_TEST
-
-/* The step of snapshot() drawn with 8 bars into a fresh 20x50 grid; returns the first row's y. */
-static int draw_step(ui_grid *g)
-{
-    ck_assert(ui_grid_init(g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(g, (ui_rect){0, 0, 20, 50}, &v);
-    int r1 = find_row_start(g, " 1 ");
-    ck_assert_int_ge(r1, 0);
-    return r1;
-}
 
 START_TEST(histogram_bars_are_proportional)
 {
@@ -437,11 +437,7 @@ END_TEST
 START_TEST(histogram_highlights_the_sampled_token_and_the_draw)
 {
     ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
-    sampler_snapshot s = snapshot();
-    ui_hist_view v = view(&s, 8);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
-    int r1 = find_row_start(&g, " 1 ");
+    int r1 = draw_step(&g);
     int r2 = r1 + 1;
     ck_assert_int_eq(ui_grid_cell(&g, r2, 2)->cp, 0x25b6);   /* ▶ on the sampled row */
     ck_assert_int_ne(ui_grid_cell(&g, r1, 2)->cp, 0x25b6);
@@ -480,14 +476,13 @@ END_TEST
 
 START_TEST(histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
     sampler_snapshot s = snapshot();
     s.token = s.top[6].id;   /* rank 7, cut by min-p (forced) */
     s.forced = true;
     s.u = -1;
     ui_hist_view v = view(&s, 3);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ui_grid g;
+    draw_view(&g, &v);
     int r = find_row_start(&g, " 7");
     ck_assert_int_ge(r, 0);
     ck_assert_int_eq(ui_grid_cell(&g, r, 2)->cp, 0x25b6);
@@ -513,10 +508,9 @@ START_TEST(histogram_shows_a_sampled_token_ranked_below_the_top_list)
     s.token_rank = 120;
     s.u = 0.99;
     s.cum_lo = 0.989;
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
     ui_hist_view v = view(&s, 10);
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ui_grid g;
+    draw_view(&g, &v);
     int r = find_row_start(&g, "33");
     ck_assert_int_ge(r, 0);
     ck_assert_int_eq(ui_grid_cell(&g, r, 2)->cp, 0x25b6);
@@ -551,13 +545,12 @@ END_TEST
 
 START_TEST(histogram_peek_says_nothing_was_drawn)
 {
-    ui_grid g;
-    ck_assert(ui_grid_init(&g, 20, 50));
     sampler_snapshot s = snapshot();
     ui_hist_view v = view(&s, 8);
     v.kind = UI_HIST_PEEK;
     v.step_mode = true;
-    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 50}, &v);
+    ui_grid g;
+    draw_view(&g, &v);
     ck_assert(strstr(row(&g, 0), "not drawn") != NULL);
     ck_assert_int_ge(find_row(&g, "/pick N"), 0);
     for (int y = 0; y < 20; y++)

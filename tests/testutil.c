@@ -12,6 +12,7 @@
 
 #include "core/engine.h"
 #include "core/modelgen.h"
+#include "core/session.h"
 
 const char *tu_gpt2_dir(void)
 {
@@ -166,6 +167,18 @@ engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
     return e;
 }
 
+void tu_session_init(session *s, const model *m, const tokenizer *tok, engine *e, uint64_t seed,
+                     int max_new_tokens, bool greedy)
+{
+    session_settings set;
+    session_settings_default(&set);
+    set.seed = seed;
+    set.max_new_tokens = max_new_tokens;
+    set.sampler.greedy = greedy;
+    tt_error err = {0};
+    ck_assert_msg(session_init(s, m, tok, e, &set, &err) == TT_OK, "session_init: %s", err.msg);
+}
+
 char *tu_tiny_model_dir(int maxT)
 {
     char *dir = tu_tmpdir();
@@ -204,28 +217,28 @@ int tu_golden_ids(const char *line, int32_t *ids, int max)
     return n;
 }
 
-char *tu_write_model(const tu_model_spec *spec)
+char *tu_write_model(const tu_model_spec *ms)
 {
     modelgen_options o;
     modelgen_options_default(&o);
-    o.dtype = spec->file_dtype;
-    o.prefix = !spec->no_prefix;
-    o.mask_buffers = spec->mask_buffers;
-    o.untied_lm_head = spec->untied;
-    o.exact = spec->exact;
-    o.seed = spec->seed;
-    if (spec->V) {
-        o.V = spec->V;
-        o.maxT = spec->maxT;
-        o.C = spec->C;
-        o.NH = spec->NH;
-        o.L = spec->L;
-        o.FF = spec->FF;
+    o.dtype = ms->file_dtype;
+    o.prefix = !ms->no_prefix;
+    o.mask_buffers = ms->mask_buffers;
+    o.untied_lm_head = ms->untied;
+    o.exact = ms->exact;
+    o.seed = ms->seed;
+    if (ms->V) {
+        o.V = ms->V;
+        o.maxT = ms->maxT;
+        o.C = ms->C;
+        o.NH = ms->NH;
+        o.L = ms->L;
+        o.FF = ms->FF;
     }
     char *dir = tu_tmpdir();
     tt_error err = {0};
     ck_assert_msg(modelgen_write(dir, &o, &err) == TT_OK, "modelgen: %s", err.msg);
-    if (spec->erf) {
+    if (ms->erf) {
         const char *path = tu_path("%s/config.json", dir);
         char *cfg = tu_read_file(path, NULL);
         ck_assert_ptr_nonnull(cfg);
@@ -241,9 +254,9 @@ char *tu_write_model(const tu_model_spec *spec)
     return dir;
 }
 
-model *tu_load_model(const tu_model_spec *spec, char **dir)
+model *tu_load_model(const tu_model_spec *ms, char **dir)
 {
-    *dir = tu_write_model(spec);
+    *dir = tu_write_model(ms);
     model *m = NULL;
     tt_error err = {0};
     ck_assert_msg(model_load(*dir, &m, &err) == TT_OK, "model_load: %s", err.msg);

@@ -39,6 +39,13 @@ const char *tu_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * it cannot be made. */
 struct engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx);
 
+/* session_init over m, tok and e with the default settings but for seed, max_new_tokens and
+ * greedy; fails the calling test with the message when it refuses. */
+struct session;
+struct tokenizer;
+void tu_session_init(struct session *s, const model *m, const struct tokenizer *tok,
+                     struct engine *e, uint64_t seed, int max_new_tokens, bool greedy);
+
 /* A fresh directory (free with tu_tmpdir_free) holding a tiny random model (modelgen's
  * defaults) with a context of maxT positions; fails the calling test when it cannot be written. */
 char *tu_tiny_model_dir(int maxT);
