@@ -509,7 +509,13 @@ static void handle_key(tui *t, ui_key k)
         break;
     case UI_KEY_NONE:
     case UI_KEY_OTHER:
-    case UI_KEY_RESIZE:   /* the next draw reads the new size */
+        break;
+    case UI_KEY_RESIZE:
+        /* The next draw reads the new size. It repaints every cell: ncurses clears the screen
+         * itself only when the size it reads differs from the last one, but a terminal that went
+         * through other sizes in between (a resize storm, tmux coalescing them) has cropped or
+         * shifted its cells, and ncurses would update only the cells it believes changed. */
+        ui_curses_force_redraw();
         break;
     case UI_KEY_CHAR: insert_cp(t, k.cp); break;
     case UI_KEY_TAB:
