@@ -26,30 +26,31 @@ run_app() {
     type_line "clear; env $* $BIN --model $work/model --backend cpu --seed 7 -n 1000000 --ignore-eos --pace $pace; echo EXIT=\$?"
 }
 
-# The screen holds one status bar, one input line and the histogram's header, and nothing else
-# claims those rows.
-coherent() {
-    local what=$1 s
-    s=$(screen)
-    [ "$(grep -c '^>>> ' <<<"$s")" -eq 1 ] || fail "$what: not exactly one input line"
-    [ "$(grep -cE 'KV [0-9]+/256' <<<"$s")" -eq 1 ] || fail "$what: not exactly one status bar"
-    grep -qE 'Step [0-9]+ .* token|Next token' <<<"$s" || fail "$what: no histogram header"
-    grep -q 'terminal too small' <<<"$s" && fail "$what: still says the terminal is too small"
-    [ $fails -eq 0 ] || sed 's/^/| /' <<<"$s"
+# faults SCREEN: what keeps a screen from being coherent, one line each (none: it is). A coherent
+# screen holds one status bar, one input line and the histogram's header, and nothing else claims
+# those rows.
+faults() {
+    [ "$(grep -c '^>>> ' <<<"$1")" -eq 1 ] || echo "not exactly one input line"
+    [ "$(grep -cE 'KV [0-9]+/256' <<<"$1")" -eq 1 ] || echo "not exactly one status bar"
+    grep -qE 'Step [0-9]+ .* token|Next token' <<<"$1" || echo "no histogram header"
+    grep -q 'terminal too small' <<<"$1" && echo "still says the terminal is too small"
 }
 
-# settled WHAT: waits (up to 5 s) until the screen is coherent, then checks it. tmux resizes its
-# own screen at once but tells the application the new size a little later (it coalesces a burst
-# of resizes), so the screen can only be asked to be right once the last size has arrived.
-settled() {
-    local end=$((SECONDS + 5)) s
-    while [ $SECONDS -lt $end ]; do
+# coherent WHAT [SECONDS]: the screen is coherent, at once or within SECONDS. After a resize the
+# wait is needed: tmux resizes its own screen at once but tells the application the new size a
+# little later (it coalesces a burst of resizes), so the screen can only be right once the last
+# size has arrived.
+coherent() {
+    local what=$1 end=$((SECONDS + ${2:-0})) s f
+    while :; do
         s=$(screen)
-        [ "$(grep -c '^>>> ' <<<"$s")" -eq 1 ] && [ "$(grep -cE 'KV [0-9]+/256' <<<"$s")" -eq 1 ] \
-            && grep -qE 'Step [0-9]+ .* token|Next token' <<<"$s" && break
+        f=$(faults "$s")
+        [ -z "$f" ] || [ $SECONDS -ge $end ] && break
         sleep 0.1
     done
-    coherent "$1"
+    [ -z "$f" ] && return 0
+    while IFS= read -r line; do fail "$what: $line"; done <<<"$f"
+    sed 's/^/| /' <<<"$s"
 }
 
 # same_as_redraw WHAT: the screen equals what a fresh redraw (Ctrl-L) shows.
@@ -92,7 +93,7 @@ wait_for 'generating [0-9]+' 10 || fail "storm: the generation did not survive t
 T send-keys -t main C-c
 wait_for '\[stopped after [0-9]+ tokens\]' || fail "storm: Ctrl-C did not stop the generation"
 wait_for 'Send a message' 10 || fail "storm: no prompt after Ctrl-C"
-settled "after the storm (pace $pace)"
+coherent "after the storm (pace $pace)" 5
 same_as_redraw "after the storm (pace $pace)"
 T send-keys -t main C-d
 wait_for 'EXIT=0' || fail "storm: Ctrl-D did not quit cleanly"
