@@ -35,6 +35,11 @@
 
 #define FRAME_MS 33        /* at most one draw per frame while tokens stream in */
 #define IDLE_WAIT_MS 250   /* key wait when idle; signals are noticed at least this often */
+/* The terminal UI shows 20 tokens a second unless --pace says otherwise: at engine speed (the
+ * embedded pair: 1,000-2,000 tokens/s) a reply lands in one frame and no step's histogram can be
+ * read; 20/s (50 ms a token) is about reading speed and keeps each step's histogram on screen
+ * 50 ms. Line mode, pipes and generate are for scripts and stay unpaced. */
+#define REPL_TERMINAL_PACE 20.0
 
 /* ---------------------------------------------------------------------------------------------
  * Signals: handlers only set flags (and, for crashes, restore the terminal and die) */
@@ -509,7 +514,13 @@ static void handle_key(tui *t, ui_key k)
         break;
     case UI_KEY_NONE:
     case UI_KEY_OTHER:
-    case UI_KEY_RESIZE:   /* the next draw reads the new size */
+        break;
+    case UI_KEY_RESIZE:
+        /* The next draw reads the new size. It repaints every cell: ncurses clears the screen
+         * itself only when the size it reads differs from the last one, but a terminal that went
+         * through other sizes in between (a resize storm, tmux coalescing them) has cropped or
+         * shifted its cells, and ncurses would update only the cells it believes changed. */
+        ui_curses_force_redraw();
         break;
     case UI_KEY_CHAR: insert_cp(t, k.cp); break;
     case UI_KEY_TAB:
@@ -892,7 +903,7 @@ int repl_main(int argc, char **argv)
         t.env = &env;
         t.fallback_note = app.fallback_note;
         app.fallback_quiet = true;
-        pace_set_rate(&env.pace, o.pace < 0 ? 0 : o.pace);
+        pace_set_rate(&env.pace, o.pace < 0 ? REPL_TERMINAL_PACE : o.pace);
         transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();

@@ -73,9 +73,10 @@ else
 fi
 
 # --- 4. the terminal UI at 100x30, then 60x24 ------------------------------------------------------
+# (unpaced: the commands below are typed right after a reply and must not find it still streaming)
 T -f /dev/null new-session -d -s main -x 100 -y 30 \
     "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color TOKENTOP_HISTORY= \
-     $BIN --model $work/m --backend cpu --threads 1 --seed 3 -n 8 --greedy"
+     $BIN --model $work/m --backend cpu --threads 1 --seed 3 -n 8 --greedy --pace 0"
 T set-option -t main -g status off >/dev/null
 wait_for 'Send a message' || exit 1
 type_line "In the beginning"

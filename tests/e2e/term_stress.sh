@@ -3,7 +3,11 @@
 # storm of 50 resizes in 2 seconds while a generation streams, a 20x5 terminal, no UTF-8 locale
 # (LANG=C LC_ALL=C: every cell falls back to ASCII, bars included), TERM=vt100 and TERM=dumb
 # (line mode). Each time the screen must be coherent afterwards (one status bar, one input line,
-# the histogram's rows) and the terminal given back on exit.
+# the histogram's rows) and the terminal given back on exit. Every case runs twice: unpaced and
+# with the reply paced (--pace 20, what make run uses), where a reply refills little of the screen
+# per frame, so cells a resize left behind stay unless the resize repaints every cell. A paced
+# reply also gets a resize that reports an unchanged size after the terminal lost its cells (what
+# a storm coalesced by the terminal does): the screen must then equal a fresh redraw (Ctrl-L).
 set -u
 . "$(dirname "$0")/tmux.bash"
 
@@ -19,20 +23,51 @@ for _ in $(seq 100); do [ -s "$work/stty.before" ] && break; sleep 0.1; done
 
 # run_app ENV...: tokentop from the pane's shell with extra environment, then its exit status.
 run_app() {
-    type_line "clear; env $* $BIN --model $work/model --backend cpu --seed 7 -n 1000000 --ignore-eos; echo EXIT=\$?"
+    type_line "clear; env $* $BIN --model $work/model --backend cpu --seed 7 -n 1000000 --ignore-eos --pace $pace; echo EXIT=\$?"
 }
 
-# The screen holds one status bar, one input line and the histogram's header, and nothing else
-# claims those rows.
-coherent() {
-    local what=$1 s
-    s=$(screen)
-    [ "$(grep -c '^>>> ' <<<"$s")" -eq 1 ] || fail "$what: not exactly one input line"
-    [ "$(grep -cE 'KV [0-9]+/256' <<<"$s")" -eq 1 ] || fail "$what: not exactly one status bar"
-    grep -qE 'Step [0-9]+ .* token|Next token' <<<"$s" || fail "$what: no histogram header"
-    grep -q 'terminal too small' <<<"$s" && fail "$what: still says the terminal is too small"
-    [ $fails -eq 0 ] || sed 's/^/| /' <<<"$s"
+# faults SCREEN: what keeps a screen from being coherent, one line each (none: it is). A coherent
+# screen holds one status bar, one input line and the histogram's header, and nothing else claims
+# those rows.
+faults() {
+    [ "$(grep -c '^>>> ' <<<"$1")" -eq 1 ] || echo "not exactly one input line"
+    [ "$(grep -cE 'KV [0-9]+/256' <<<"$1")" -eq 1 ] || echo "not exactly one status bar"
+    grep -qE 'Step [0-9]+ .* token|Next token' <<<"$1" || echo "no histogram header"
+    grep -q 'terminal too small' <<<"$1" && echo "still says the terminal is too small"
 }
+
+# coherent WHAT [SECONDS]: the screen is coherent, at once or within SECONDS. After a resize the
+# wait is needed: tmux resizes its own screen at once but tells the application the new size a
+# little later (it coalesces a burst of resizes), so the screen can only be right once the last
+# size has arrived.
+coherent() {
+    local what=$1 end=$((SECONDS + ${2:-0})) s f
+    while :; do
+        s=$(screen)
+        f=$(faults "$s")
+        [ -z "$f" ] || [ $SECONDS -ge $end ] && break
+        sleep 0.1
+    done
+    [ -z "$f" ] && return 0
+    while IFS= read -r line; do fail "$what: $line"; done <<<"$f"
+    sed 's/^/| /' <<<"$s"
+}
+
+# same_as_redraw WHAT: the screen equals what a fresh redraw (Ctrl-L) shows.
+same_as_redraw() {
+    local before after
+    before=$(screen)
+    T send-keys -t main C-l
+    sleep 0.3
+    after=$(screen)
+    if [ "$before" != "$after" ]; then
+        fail "$1: the screen differs from a fresh redraw (Ctrl-L)"
+        diff <(echo "$before") <(echo "$after") | head -n 12 | sed 's/^/| /'
+    fi
+}
+
+for pace in 0 20; do
+echo "--- pace $pace"
 
 # --- 1. a resize storm while a generation streams ------------------------------------------------
 run_app
@@ -58,10 +93,33 @@ wait_for 'generating [0-9]+' 10 || fail "storm: the generation did not survive t
 T send-keys -t main C-c
 wait_for '\[stopped after [0-9]+ tokens\]' || fail "storm: Ctrl-C did not stop the generation"
 wait_for 'Send a message' 10 || fail "storm: no prompt after Ctrl-C"
-coherent "after the storm"
+coherent "after the storm (pace $pace)" 5
+same_as_redraw "after the storm (pace $pace)"
 T send-keys -t main C-d
 wait_for 'EXIT=0' || fail "storm: Ctrl-D did not quit cleanly"
 check_restored "after the storm"
+
+# --- 1b. paced: the terminal loses its cells, then reports the size it had (SIGWINCH) ------------
+if [ "$pace" != 0 ]; then
+    run_app
+    wait_for 'Send a message' || exit 1
+    type_line "/pace 0.5"
+    wait_for 'pace 0.5 tokens/s' 10 || fail "lost cells: /pace 0.5 not confirmed"
+    type_line "In the beginning"
+    wait_for 'generating [0-9]+' || fail "lost cells: the generation did not start"
+    sleep 0.3
+    # what a terminal's resize does to cells the application does not know about
+    printf '\033[5;3HSTALE-CELL-1\033[25;70HSTALE-CELL-2' > "$(T display -p -t main '#{pane_tty}')"
+    kill -WINCH "$(app_pid)"
+    sleep 0.3
+    screen | grep -q 'STALE-CELL' && fail "lost cells: a resize to the same size left stale cells"
+    same_as_redraw "lost cells during a paced reply"
+    T send-keys -t main C-c
+    wait_for '\[stopped after [0-9]+ tokens\]' || fail "lost cells: Ctrl-C did not stop the reply"
+    T send-keys -t main C-d
+    wait_for 'EXIT=0' || fail "lost cells: Ctrl-D did not quit cleanly"
+    check_restored "after lost cells"
+fi
 
 # --- 2. a 20x5 terminal: a notice, keys still work, a clean exit --------------------------------
 T resize-window -t main -x 20 -y 5
@@ -117,5 +175,6 @@ wait_for 'EXIT=0' || fail "TERM=dumb: /quit did not quit cleanly"
 screen | grep -qE 'Next token|Step [0-9]+ ' && fail "TERM=dumb: the full-screen UI was drawn"
 [ "$(T display -p -t main '#{alternate_on}')" = 0 ] || fail "TERM=dumb: alternate screen on"
 check_restored "after TERM=dumb"
+done
 
 finish
