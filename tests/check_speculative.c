@@ -702,10 +702,12 @@ static bool on_event(void *user, const session_event *ev)
     return true;
 }
 
-/* Generates max_new tokens after prompt (greedy unless params given) and copies the reply. */
-static int generate(engine *target, engine *draft, int gamma, const sampler_params *params,
-                    const int32_t *prompt, int np, int max_new, int32_t *out, event_log *log,
-                    session_stats *stats)
+/* Generates max_new tokens after prompt (greedy unless params given) with the given seed, gamma
+ * fixed or adaptive, and copies the reply. */
+static int generate_seeded(engine *target, engine *draft, int gamma, bool adaptive,
+                           const sampler_params *params, uint64_t seed, const int32_t *prompt,
+                           int np, int max_new, int32_t *out, event_log *log,
+                           session_stats *stats)
 {
     session_settings set;
     session_settings_default(&set);
@@ -714,13 +716,13 @@ static int generate(engine *target, engine *draft, int gamma, const sampler_para
     else
         set.sampler.greedy = true;
     set.max_new_tokens = max_new;
-    set.seed = 3;
+    set.seed = seed;
     session s;
     tt_error err;
     ck_assert_int_eq(session_init(&s, g_target, g_tok, target, &set, &err), TT_OK);
     if (draft) {
         ck_assert_msg(session_set_draft(&s, draft, &err) == TT_OK, "%s", err.msg);
-        ck_assert_int_eq(session_set_gamma(&s, gamma, false, &err), TT_OK);
+        ck_assert_int_eq(session_set_gamma(&s, gamma, adaptive, &err), TT_OK);
     }
     ck_assert_int_eq(session_add_user_tokens(&s, prompt, np, &err), TT_OK);
     ck_assert_msg(session_generate(&s, on_event, log, &err) == TT_OK, "%s", err.msg);
@@ -730,6 +732,15 @@ static int generate(engine *target, engine *draft, int gamma, const sampler_para
         *stats = s.last;
     session_free(&s);
     return n;
+}
+
+/* generate_seeded with seed 3 and a fixed gamma. */
+static int generate(engine *target, engine *draft, int gamma, const sampler_params *params,
+                    const int32_t *prompt, int np, int max_new, int32_t *out, event_log *log,
+                    session_stats *stats)
+{
+    return generate_seeded(target, draft, gamma, false, params, 3, prompt, np, max_new, out, log,
+                           stats);
 }
 
 static void random_prompt(rng *r, int32_t *p, int n)
@@ -931,31 +942,6 @@ static unsigned spec_keyed_run(engine *t, engine *d, const sampler_params *param
     return mask;
 }
 
-/* A session's reply to a fixed prompt with the given seed, gamma fixed or adaptive. */
-static int keyed_reply(engine *t, engine *d, const sampler_params *params, uint64_t seed,
-                       int gamma, bool adaptive, int32_t *out)
-{
-    session_settings set;
-    session_settings_default(&set);
-    set.sampler = *params;
-    set.max_new_tokens = 40;
-    set.seed = seed;
-    session s;
-    tt_error err;
-    static const int32_t prompt[] = {9, 8, 7};
-    engine_truncate(t, 0);
-    engine_truncate(d, 0);
-    ck_assert_int_eq(session_init(&s, g_target, g_tok, t, &set, &err), TT_OK);
-    ck_assert_msg(session_set_draft(&s, d, &err) == TT_OK, "%s", err.msg);
-    ck_assert_int_eq(session_set_gamma(&s, gamma, adaptive, &err), TT_OK);
-    ck_assert_int_eq(session_add_user_tokens(&s, prompt, 3, &err), TT_OK);
-    ck_assert_msg(session_generate(&s, NULL, NULL, &err) == TT_OK, "%s", err.msg);
-    int n = s.n_tokens - 3;
-    memcpy(out, s.tokens + 3, (size_t)n * sizeof *out);
-    session_free(&s);
-    return n;
-}
-
 START_TEST(the_same_seed_gives_the_same_tokens_whatever_gamma)
 {
     /* Every uniform is keyed by (key, output position, purpose), and every position (the last
@@ -994,18 +980,20 @@ START_TEST(the_same_seed_gives_the_same_tokens_whatever_gamma)
 
     /* The session: --seed S gives the same reply whatever gamma, fixed or adaptive (the tuner
      * timing real rounds) */
+    static const int32_t prompt[] = {9, 8, 7};
     int32_t sref[64], sgot[64];
-    int n_ref = keyed_reply(t, d, &params, 11, 1, false, sref);
+    int n_ref = generate_seeded(t, d, 1, false, &params, 11, prompt, 3, 40, sref, NULL, NULL);
     ck_assert_int_eq(n_ref, 40);
     for (int gamma = 2; gamma <= 7; gamma++) {
         bool adaptive = gamma == 7;
-        int n = keyed_reply(t, d, &params, 11, adaptive ? 4 : gamma, adaptive, sgot);
+        int n = generate_seeded(t, d, adaptive ? 4 : gamma, adaptive, &params, 11, prompt, 3, 40,
+                                sgot, NULL, NULL);
         ck_assert_int_eq(n, n_ref);
         ck_assert_msg(memcmp(sgot, sref, (size_t)n * sizeof *sgot) == 0,
                       "gamma %d%s: the reply differs from gamma 1's", gamma,
                       adaptive ? " (adaptive)" : "");
     }
-    ck_assert(keyed_reply(t, d, &params, 12, 4, false, sgot) != n_ref ||
+    ck_assert(generate_seeded(t, d, 4, false, &params, 12, prompt, 3, 40, sgot, NULL, NULL) != n_ref ||
               memcmp(sgot, sref, (size_t)n_ref * sizeof *sgot) != 0);
     engine_free(d);
     engine_free(t);
