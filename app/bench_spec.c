@@ -65,7 +65,7 @@ typedef struct {
     double acceptance;             /* accepted / drafted */
     double alpha;                  /* per-token acceptance: accepted / (accepted + rejections) */
     double tokens_per_pass;
-    double predicted;              /* (1 - a^(g+1)) / ((1 - a)(g c + 1)) */
+    double predicted;              /* (1 - a^g) / ((1 - a)(g c + 1)) */
     double predicted_verify;       /* tokens_per_pass * t_target / (t_draft' + (g-1) t_draft +
                                       t_verify(g)) */
     double verify_ms;              /* one (g+1)-token verification forward */
@@ -169,7 +169,7 @@ static void usage(FILE *f)
 "       tokentop bench --random-pair NOISE [--gamma auto|1..8] [options]\n"
 "Speculative decoding against plain decoding: tokens/s, speed-up, acceptance and tokens per\n"
 "target pass for each gamma and precision, and the speed-up predicted from the measured\n"
-"acceptance a and draft/target cost ratio c: S = (1 - a^(g+1)) / ((1 - a)(g c + 1)).\n"
+"acceptance a and draft/target cost ratio c: S = (1 - a^g) / ((1 - a)(g c + 1)).\n"
 "  --model DIR          target (default: the embedded model)\n"
 "  --draft DIR          draft model (same tokenizer and vocab_size as the target)\n"
 "  --random-pair NOISE  write a random pair instead: target with GPT-2 124M shapes, draft with\n"
@@ -348,18 +348,20 @@ static double time_decode_after(engine *e, engine *other, const int32_t *ids, in
     return tt_median(t, COST_STEPS);
 }
 
-/* Median time of the verification forward: g + 1 tokens with all logits, after the prompt. */
+/* Median time of the verification forward: g tokens with all logits (a round of g drafts verifies
+ * g positions: the last token of the window and the first g-1 drafts), after the prompt. */
 static double time_verify(engine *e, const int32_t *ids, int n, int g, tt_error *err)
 {
     double t[VERIFY_REPS];
     int32_t span[SPEC_GAMMA_MAX + 1];
-    for (int i = 0; i <= g; i++)
+    g = g < 1 ? 1 : g;
+    for (int i = 0; i < g; i++)
         span[i] = ids[i % n];
     if (engine_forward(e, ids, n, 0, false, err) != TT_OK)
         return -1;
     for (int i = 0; i < VERIFY_REPS; i++) {
         double t0 = tt_now_ms();
-        if (engine_forward(e, span, g + 1, n - 1, true, err) != TT_OK)
+        if (engine_forward(e, span, g, n - 1, true, err) != TT_OK)
             return -1;
         t[i] = tt_now_ms() - t0;
     }
@@ -628,10 +630,11 @@ static void print_table(const sb_options *o, const model *tm, const model *dm, c
                w->speedup / w->predicted_verify);
     }
     printf("  accept: accepted / drafted; alpha: accepted / tested drafts (the per-token rate);\n"
-           "  predicted: (1 - alpha^(g+1)) / ((1 - alpha)(g c + 1)) (Leviathan et al.; assumes a\n"
+           "  predicted: (1 - alpha^g) / ((1 - alpha)(g c + 1)) (Leviathan et al.'s model for rounds\n"
+           "  without a bonus token; assumes a\n"
            "  verification pass costs one decode step); pred(verify): tok/pass x target step /\n"
            "  (a draft step right after a target step + g-1 draft steps + the measured verification\n"
-           "  pass of g+1 tokens)\n");
+           "  pass of g tokens)\n");
     printf("  where a round's time goes, measured in the loop (ms per round, all runs): the draft\n"
            "  catching up (sync: a token or two; its whole window after a context shift), its\n"
            "  forwards and its sampler chains; the target's catch-up and verification forward, and\n"

@@ -40,6 +40,23 @@ double rng_uniform(rng *r)
     return (double)(rng_next(r) >> 11) * 0x1.0p-53;
 }
 
+uint64_t rng_keyed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t x = seed;
+    uint64_t h = splitmix64(&x);
+    x = h ^ a;
+    h = splitmix64(&x);
+    x = h ^ b;
+    h = splitmix64(&x);
+    x = h ^ c;
+    return splitmix64(&x);
+}
+
+double rng_keyed_uniform(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
+{
+    return (double)(rng_keyed(seed, a, b, c) >> 11) * 0x1.0p-53;
+}
+
 uint64_t rng_clock_seed(void)
 {
     struct timespec ts;

@@ -18,6 +18,16 @@ uint64_t rng_next(rng *r);
 /* A uniform double in [0, 1) with 53 random bits: (next >> 11) * 2^-53. */
 double rng_uniform(rng *r);
 
+/* Counter-based draws: 64 random bits that are a function of (seed, a, b, c) alone, so that a
+ * value can be looked up by its coordinates (speculative decoding keys its uniforms by output
+ * position and purpose, whatever order the positions are visited in). splitmix64's finaliser
+ * over the tuple, each coordinate mixed in after the previous one; different tuples give
+ * independent-looking values (tests/check_rng.c measures it). */
+uint64_t rng_keyed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
+
+/* rng_keyed's bits as a uniform double in [0, 1), 53 bits, as rng_uniform. */
+double rng_keyed_uniform(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
+
 /* A seed for a run given none: from the clock and the process id, in [0, 1e9) so that it is easy
  * to type back with --seed. Not reproducible, by design. */
 uint64_t rng_clock_seed(void);

@@ -194,6 +194,7 @@ void session_set_seed(session *s, uint64_t seed)
 {
     s->set.seed = seed;
     rng_seed(&s->rng, seed);
+    s->spec_turns = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -391,6 +392,9 @@ struct session_gen {
     bool need_sync;          /* a speculative round left the last token out of the cache: its
                                 logits must be computed before a plain step or a peek */
     int rounds;              /* speculative rounds so far */
+    uint64_t spec_key;       /* the key of this generation's speculative uniforms: they are
+                                rng_keyed(spec_key, output position, purpose), so the tokens do
+                                not depend on gamma (speculative.h) */
 };
 
 static bool out_reserve(out_text *o, size_t extra)
@@ -484,6 +488,9 @@ static int32_t bos_id(const session *s)
     return eot >= 0 ? eot : 0;
 }
 
+/* Tags the speculative key's derivation apart from any other use of rng_keyed with the seed. */
+#define SESSION_SPEC_KEY_TAG 0x5350454355ull
+
 tt_status session_gen_begin(session *s, tt_error *err)
 {
     memset(&s->last, 0, sizeof s->last);
@@ -501,6 +508,7 @@ tt_status session_gen_begin(session *s, tt_error *err)
     struct session_gen *g = s->gen;
     utf8_stream_init(&g->out.utf8);
     g->t_begin = tt_now_ms();
+    g->spec_key = rng_keyed(s->set.seed, SESSION_SPEC_KEY_TAG, s->spec_turns++, 0);
     if (s->spec)
         spec_stats_reset(s->spec);
     /* An empty conversation starts from the beginning-of-text token, as GPT-2 was trained. */
@@ -702,6 +710,8 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     int32_t eos = eos_id(s);
     int min_left = s->set.min_tokens - g->generated;
     spec_request req = {
+        .key = g->spec_key,
+        .pos = g->generated,
         .tokens = s->tokens + s->window_start,
         .n = s->n_tokens - s->window_start,
         .gamma = s->gamma,
@@ -711,7 +721,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         .n_banned = eos >= 0 && min_left > 0 ? min_left : 0,
         .lean = s->lean,
     };
-    st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, &s->rng, err);
+    st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, err);
     if (st != TT_OK && recover_device(s, st, err)) {
         g->need_sync = true;   /* the next step re-prefills on the new engine and goes on */
         return TT_OK;

@@ -40,7 +40,12 @@ typedef enum {
     TOKEN_FORCED,              /* chosen with /pick in step mode */
     TOKEN_DRAFT_ACCEPTED,      /* speculative: a draft token the target accepted */
     TOKEN_TARGET_RESAMPLE,     /* speculative: drawn from the residual after a rejection */
-    TOKEN_BONUS,               /* speculative: drawn from the target after all drafts passed */
+    TOKEN_BONUS,               /* speculative: drawn from p with no draft at this position (a
+                                  round of gamma 0 or a window longer than the draft's context,
+                                  which the session never runs: it refuses a shorter draft).
+                                  Rounds no longer draw a bonus after their drafts
+                                  (speculative.h); kept so that /save files of earlier versions
+                                  load and the JSON origins stay the same list. */
 } token_origin;
 
 /* "user", "sampled", "forced", "draft_accepted", "target_resample", "bonus". */
@@ -151,6 +156,9 @@ typedef struct session {
     int gamma;                 /* draft tokens per round (the next round's, when adaptive) */
     bool gamma_adaptive;       /* gamma chosen from measured costs and acceptance (tuner) */
     spec_tuner tuner;          /* its estimates; kept across turns, restarted by set_gamma */
+    uint64_t spec_turns;       /* generations begun since the seed was set: with the seed, the
+                                  key of a generation's speculative random numbers, so that
+                                  /regen draws anew and a replayed session repeats itself */
     bool lean;                 /* the front end shows no snapshot (no histogram, no --json):
                                   events carry snapshots with the token fields only (see
                                   sampler_snapshot_token_only), which saves the raw pass and the
@@ -219,7 +227,7 @@ tt_status session_generate(session *s, session_event_fn fn, void *user, tt_error
 /* Step-wise generation for step mode: begin prefills; each step produces exactly one token
  * (force_id >= 0 chooses it instead of drawing, as /pick does); end finishes the turn.
  * With speculative decoding on (and force_id < 0) a step is one round: events for each produced
- * token in order (accepted drafts, then the rejected draft and its replacement, or the bonus),
+ * token in order (accepted drafts, then the rejected draft and its replacement),
  * stopping early at a stop condition (the rest of the round is dropped). */
 tt_status session_gen_begin(session *s, tt_error *err);
 tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,

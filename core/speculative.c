@@ -39,9 +39,11 @@ double spec_stats_tokens_per_pass(const spec_stats *st)
 
 double spec_expected_tokens_per_pass(double a, int gamma)
 {
+    if (gamma < 1)
+        return 1.0;                  /* no draft: a plain step */
     if (a >= 1.0)
-        return gamma + 1.0;
-    return (1.0 - pow(a, gamma + 1)) / (1.0 - a);
+        return gamma;
+    return (1.0 - pow(a, gamma)) / (1.0 - a);
 }
 
 double spec_predicted_speedup(double a, int gamma, double c)
@@ -268,8 +270,14 @@ static void mark_chosen(sampler *smp, int32_t id, sampler_snapshot *snap)
     snap->u = -1;
 }
 
+/* The uniform of one purpose at one output position (see "Random numbers" in speculative.h). */
+static double key_uniform(const spec_request *req, int i, uint64_t stream)
+{
+    return rng_keyed_uniform(req->key, (uint64_t)(req->pos + i), stream, 0);
+}
+
 tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_params *params,
-                         const spec_request *req, rng *r, tt_error *err)
+                         const spec_request *req, tt_error *err)
 {
     const int m = req->n, V = sp->V;
     spec_round *R = &sp->last;
@@ -289,12 +297,15 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     if (req->max_tokens < 1)
         return tt_fail(err, TT_ERR_ARG, "speculative: max_tokens %d must be at least 1",
                        req->max_tokens);
+    if (req->pos < 0)
+        return tt_fail(err, TT_ERR_ARG, "speculative: position %lld must not be negative",
+                       (long long)req->pos);
 
     int g = req->gamma < 0 ? 0 : req->gamma > SPEC_GAMMA_MAX ? SPEC_GAMMA_MAX : req->gamma;
-    if (g > req->max_tokens - 1)
-        g = req->max_tokens - 1;
-    if (g > target->n_ctx - m)
-        g = target->n_ctx - m;
+    if (g > req->max_tokens)
+        g = req->max_tokens;
+    if (g > target->n_ctx - m + 1)
+        g = target->n_ctx - m + 1;
     if (g > draft->n_ctx - m + 1)
         g = draft->n_ctx - m + 1;
     if (m > draft->n_ctx)
@@ -307,7 +318,7 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     const bool lean = req->lean;
     tt_status st;
 
-    /* 1. Draft: g proposals, one uniform each. */
+    /* 1. Draft: g proposals, each drawn with its position's draft uniform. */
     double t0 = tt_now_ms(), t_fwd = 0, t_chain = 0;
     if (g > 0 && (st = engine_sync(draft, hist, m, true, NULL, NULL, err)) != TT_OK)
         return st;
@@ -321,7 +332,7 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
                            dsnap, err);
         if (st != TT_OK)
             return st;
-        double u = rng_uniform(r);
+        double u = key_uniform(req, i, SPEC_STREAM_DRAFT);
         int32_t d = sampler_draw(sp->smp, u, dsnap);
         float *q = sp->q + (size_t)i * V;
         if (sp->variant == SPEC_WRONG_Q_RAW)
@@ -346,53 +357,52 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     R->draft_forward_ms = t_fwd;
     R->draft_chain_ms = t_chain;
 
-    /* 2. Target: w[m-1] and the g drafts in one span, all rows. */
+    /* 2. Target: w[m-1] and the first g-1 drafts in one span, all rows: row i verifies d_{i+1}. */
+    const int span = g > 0 ? g : 1;
     if ((st = engine_sync(target, hist, m - 1, false, NULL, NULL, err)) != TT_OK)
         return st;
-    if ((st = engine_forward(target, hist + m - 1, g + 1, m - 1, g > 0, err)) != TT_OK)
+    if ((st = engine_forward(target, hist + m - 1, span, m - 1, span > 1, err)) != TT_OK)
         return st;
-    int row0 = target->n_logits - (g + 1);
+    int row0 = target->n_logits - span;
     double t_verified = tt_now_ms();
     R->verify_forward_ms = t_verified - t1;
 
-    /* 3. Accept/reject, then the residual or bonus draw. */
+    /* 3. Accept/reject each draft; at the first rejection the residual draw ends the round. With
+     * no draft (g 0) the one row is a plain draw from p with the residual stream's uniform. */
     int k = 0;
     int32_t next = -1;
     double next_u = -1;
     bool rejected = false;
-    for (; k <= g; k++) {
+    for (; k < span; k++) {
         sampler_snapshot *snap = &sp->target_snap[k];
         sampler_snapshot *fsnap = lean ? NULL : snap;   /* the full one, when someone shows it */
         sampler_context ctx = {.history = hist, .n_history = m + k,
                                .banned = k < req->n_banned ? req->banned : -1};
         if (sp->variant == SPEC_WRONG_HISTORY)
             ctx.n_history = m;
-        if (k == g && g > 0 && hist[m + g - 1] == req->stop_id)
-            break;                           /* the accepted stop token ends the round */
         st = sampler_apply(sp->smp, params, engine_logits(target, row0 + k), &ctx, fsnap, err);
         if (st != TT_OK) {
             engine_truncate(target, m - 1);  /* keep the cache a prefix of the window */
             return st;
         }
-        double u = rng_uniform(r);
-        if (k == g) {                        /* bonus */
-            next = sampler_draw(sp->smp, u, fsnap);
-            next_u = u;
+        if (g == 0) {                        /* no draft: a plain step */
+            next_u = key_uniform(req, 0, SPEC_STREAM_RESIDUAL);
+            next = sampler_draw(sp->smp, next_u, fsnap);
             if (lean)
                 sampler_snapshot_token_only(snap, next, sampler_probs(sp->smp)[next],
-                                            greedy ? -1 : u);
+                                            greedy ? -1 : next_u);
             break;
         }
         const float *p = sampler_probs(sp->smp);
         spec_draft *D = &sp->draft[k];
         D->p = p[D->token];
-        D->u = u;
         int32_t t = -1;
         if (greedy) {
-            t = sampler_draw(sp->smp, u, fsnap);
+            t = sampler_draw(sp->smp, 0.5, fsnap);
             D->accepted = t == D->token;
         } else {
-            D->accepted = u * (double)D->q < (double)D->p;
+            D->u = key_uniform(req, k, SPEC_STREAM_ACCEPT);
+            D->accepted = D->u * (double)D->q < (double)D->p;
         }
         if (D->accepted) {
             if (lean)
@@ -402,10 +412,10 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
             continue;
         }
         rejected = true;
-        next_u = rng_uniform(r);             /* greedy draws it too, unused */
         if (greedy) {
             next = t;
         } else {
+            next_u = key_uniform(req, k, SPEC_STREAM_RESIDUAL);
             if (sp->variant == SPEC_WRONG_RESIDUAL_P)
                 next = sampler_draw(sp->smp, next_u, NULL);
             else
@@ -417,7 +427,6 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
             sampler_snapshot_token_only(snap, next, p[next], -1);
         break;
     }
-
     /* 4. Both caches keep the window plus the accepted drafts. */
     engine_truncate(target, m + k);
     engine_truncate(draft, m + k);

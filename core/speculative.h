@@ -3,30 +3,41 @@
  * and rejection sampling keeps the output distribution exactly the target's.
  *
  * One round, for a window w[0..m-1] (positions 0..m-1, m >= 1):
- *   1. The draft's cache is brought to w[0..m-2] (engine_sync: prefix reuse), then it
- *      forwards w[m-1], d_1, ..., d_{g-1} one at a time; at each position it runs the sampler chain
+ *   1. The draft's cache is brought to w[0..m-1] (engine_sync: prefix reuse), then it
+ *      forwards d_1, ..., d_{g-1} one at a time; at each position it runs the sampler chain
  *      (history = w plus the drafts so far) to get q_i and draws d_i from q_i.
- *   2. The target's cache is brought to w[0..m-2]; one forward of [w[m-1], d_1 .. d_g] at position
- *      m-1 gives g+1 logit rows. Row i goes through the same chain (history = w, d_1 .. d_i) to
- *      give p_i. So q and p are final distributions: temperature, top-k/p, min-p and penalties
- *      (each position with its own history, drafts included) all applied.
+ *   2. The target's cache is brought to w[0..m-2]; one forward of [w[m-1], d_1 .. d_{g-1}] at
+ *      position m-1 gives g logit rows. Row i-1 goes through the same chain (history = w,
+ *      d_1 .. d_{i-1}) to give p_i. So q and p are final distributions: temperature, top-k/p,
+ *      min-p and penalties (each position with its own history, drafts included) all applied.
  *   3. d_i is accepted when u_i * q_i(d_i) < p_i(d_i) (probability min(1, p/q)). At the first
  *      rejection a token is drawn from normalise(max(0, p_i - q_i)) (from p_i if that is all
- *      zero) and the round ends. If all g are accepted a bonus token is drawn from p_g.
+ *      zero) and the round ends. If all g are accepted the round produced g tokens: there is no
+ *      "bonus" draw from a further row of p, the last verified slot is a draft like the others.
  *      Greedy: d_i is the draft's argmax, accepted while it equals the target's argmax; at the
- *      first disagreement the target's argmax is taken; all accepted: the target's next argmax.
+ *      first disagreement the target's argmax is taken.
  *   4. The target cache is truncated to w plus the accepted drafts; the draft's likewise. The
- *      produced token (resample or bonus) is not in either cache: the next round feeds it first.
+ *      last produced token is not in the target's cache: the next round feeds it first.
+ * A round of g drafts therefore produces k + 1 tokens when d_{k+1} is rejected, g when all pass:
+ * E = (1 - a^g) / (1 - a) for a per-token acceptance a (spec_expected_tokens_per_pass).
  *
- * Random stream (so a seed reproduces a run): per round, first one uniform per drafted token
- * (d_1 .. d_g, the draft's draws), then for i = 1.. one uniform per acceptance test; after the
- * first rejection one uniform for the residual draw, or after all g passed one for the bonus draw.
- * Greedy consumes the same uniforms without using them, so switching modes does not shift the
- * stream. The residual draw walks token ids in ascending order.
+ * Random numbers (so a seed reproduces a run whatever gamma was): every uniform is a function of
+ * (req->key, output position, purpose) alone (rng_keyed_uniform(key, pos + i, stream, 0)), the
+ * position i counted from req->pos, the index of the round's first produced token: the draft's
+ * draw at i, the acceptance test at i and the residual draw at i each have their own stream
+ * (SPEC_STREAM_*). So the token at a position depends on the tokens before it, the key and the
+ * position, not on how positions were grouped into rounds: rounds of any gamma produce the same
+ * tokens: bit for bit on the CPU, whose kernels give a row the same bits in a span of any length;
+ * on the GPU a span of another length may change a logit's last bits, which changes a token
+ * only at a near-tie (an acceptance or draw boundary). Each position is still exactly
+ * one speculative-sampling step (accept with min(1, p/q), else the residual), so its
+ * distribution is p. Greedy draws nothing. The residual draw walks token ids in ascending order.
  *
- * g = min(gamma, max_tokens - 1, target n_ctx - m, draft n_ctx - m + 1); drafting also stops after
- * a drafted stop_id (EOS), and when every draft including that one is accepted no bonus is drawn.
- * g = 0 makes the round one plain target step. */
+ * g = min(gamma, max_tokens, target n_ctx - m + 1, draft n_ctx - m + 1); drafting also stops after
+ * a drafted stop_id (EOS). g = 0 (gamma 0, or a window longer than the draft's context) makes the
+ * round one plain target step, drawn with the residual stream's uniform at its position: the
+ * only case in which a token is not a draft's or a residual (TOKEN_BONUS; the session never asks
+ * for it: gamma >= 1 and the draft's context is at least the target's). */
 #ifndef TOKENTOP_SPECULATIVE_H
 #define TOKENTOP_SPECULATIVE_H
 
@@ -41,7 +52,12 @@
 #define SPEC_GAMMA_MAX 64
 
 /* What the caller asks of one round. */
+/* The purposes of the keyed uniforms (the third coordinate of rng_keyed). */
+enum { SPEC_STREAM_DRAFT = 1, SPEC_STREAM_ACCEPT = 2, SPEC_STREAM_RESIDUAL = 3 };
+
 typedef struct {
+    uint64_t key;              /* the random numbers' key (the session derives it from the seed) */
+    int64_t pos;               /* the output position of the round's first token (>= 0) */
     const int32_t *tokens;     /* (n) the window: the tokens at positions 0 .. n-1 */
     int n;                     /* >= 1 and <= the target's n_ctx */
     int gamma;                 /* drafts to propose, 0 .. SPEC_GAMMA_MAX (capped, see above) */
@@ -62,7 +78,7 @@ typedef struct {
     int32_t token;             /* the draft's proposal d_i */
     float q;                   /* q_i(d_i): draft probability after the chain (> 0) */
     float p;                   /* p_i(d_i): target probability after the chain */
-    double u;                  /* the acceptance uniform; accepted when u * q < p (greedy: unused) */
+    double u;                  /* the acceptance uniform; accepted when u * q < p (greedy: -1) */
     bool accepted;
 } spec_draft;
 
@@ -74,13 +90,13 @@ typedef struct {
     const spec_draft *draft;        /* (n_draft) */
     const sampler_snapshot *draft_snap;  /* (n_draft) the draft's chain at each drafted position,
                                             with its draw */
-    const sampler_snapshot *target_snap; /* (n_draft + 1) the target's chain at each position;
-                                            rows 0 .. n_out-1 have the produced token's fields
-                                            (u = -1 except for a bonus draw) */
+    const sampler_snapshot *target_snap; /* (max(n_draft, 1)) the target's chain at each
+                                            position; rows 0 .. n_out-1 have the produced token's
+                                            fields (u = -1 except for a draw with no draft) */
     int n_out;                      /* tokens produced: k accepted drafts, then next when >= 0 */
     const int32_t *out;             /* (n_out) */
-    int32_t next;                   /* the resampled (rejected) or bonus token; -1 when the round
-                                       ended on an accepted stop_id */
+    int32_t next;                   /* the resampled token after a rejection, or the plain draw of
+                                       a round with no draft; -1 when every draft was accepted */
     double next_u;                  /* the uniform of that draw */
     double draft_ms, target_ms;     /* wall time of the draft and target work in this round */
     /* where those went: draft_ms = draft_sync_ms (catching the draft's cache up to the window: a
@@ -110,11 +126,13 @@ double spec_stats_acceptance(const spec_stats *st);
 /* produced / target_passes. */
 double spec_stats_tokens_per_pass(const spec_stats *st);
 
-/* The expected speed-up of speculative decoding over plain decoding (Leviathan et al., eq. 1 and
- * theorem 3.8): S = (1 - a^(g+1)) / ((1 - a)(g c + 1)), with per-token acceptance a, gamma g and
- * the draft/target cost ratio c. a = 1 gives (g + 1) / (g c + 1). */
+/* The expected speed-up of speculative decoding over plain decoding, after Leviathan et al. (eq. 1
+ * and theorem 3.8, whose rounds add a bonus token) with this file's rounds: S = E(g) / (g c + 1)
+ * = (1 - a^g) / ((1 - a)(g c + 1)), with per-token acceptance a, gamma g and the draft/target
+ * cost ratio c. a = 1 gives g / (g c + 1). */
 double spec_predicted_speedup(double a, int gamma, double c);
-/* Expected tokens per target pass: (1 - a^(g+1)) / (1 - a). */
+/* Expected tokens per target pass of a round of g >= 1 drafts: (1 - a^g) / (1 - a) (k + 1 tokens
+ * when the (k+1)-th draft is rejected, g when all pass); g when a = 1; 1 for g < 1. */
 double spec_expected_tokens_per_pass(double a, int gamma);
 
 typedef struct spec spec;
@@ -126,11 +144,12 @@ void spec_free(spec *sp);   /* NULL is safe */
 
 /* Runs one round (see the top of this file). Each engine's cache keeps the longest prefix it
  * shares with the window (engine_sync, through the engine's token mirror). params must be the
- * session's sampler settings: the draft and target share them. Uniforms come from r.
+ * session's sampler settings: the draft and target share them. Uniforms are keyed by req->key
+ * and the output position (see the top of this file).
  * On failure (engine error, non-finite logits: TT_ERR_NUMERIC, n outside [1, n_ctx]) nothing was
  * produced, the stats are unchanged and both caches hold a prefix of the window plus drafts. */
 tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_params *params,
-                         const spec_request *req, rng *r, tt_error *err);
+                         const spec_request *req, tt_error *err);
 
 /* The last round's outcome (n_out 0 before the first). */
 const spec_round *spec_last_round(const spec *sp);
@@ -154,9 +173,9 @@ void spec_set_variant(spec *sp, spec_variant v);
  *
  * A round with g drafts produces E(g) = spec_expected_tokens_per_pass(alpha, g) tokens on average
  * and costs about A + B g ms: B is a draft step (forward and chain) plus one more verified row,
- * A the rest (the verification's first row, the acceptance tests' fixed part). Leviathan et al.'s
- * speed-up (1 - a^(g+1)) / ((1 - a)(g c + 1)) is the case A = a target step, B = c A; measuring A
- * and B covers the targets for which verifying g+1 rows costs more than one step (a small model
+ * A the rest (the verification's fixed part, the acceptance tests' fixed part). The speed-up
+ * (1 - a^g) / ((1 - a)(g c + 1)) is the case A = a target step, B = c A; measuring A
+ * and B covers the targets for which verifying g rows costs more than one step (a small model
  * that lives in the CPU's cache). The tuner keeps a running per-token acceptance, a decayed
  * least-squares line of the rounds' engine time (draft_ms + target_ms) against g, and the decayed
  * mean time of the rounds of each g; it picks the g that maximises E(g) / cost(g), where cost(g)

@@ -461,9 +461,9 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
                 rng r;
                 rng_seed(&r, 1);
                 while (n < N_CTX) {
-                    spec_request req = {.tokens = w, .n = n, .gamma = gammas[gi],
+                    spec_request req = {.key = rng_next(&r), .pos = n, .tokens = w, .n = n, .gamma = gammas[gi],
                                         .max_tokens = N_CTX - n, .stop_id = -1, .banned = -1};
-                    ck_assert_msg(spec_run_round(sp, target, draft, &params, &req, &r,
+                    ck_assert_msg(spec_run_round(sp, target, draft, &params, &req,
                                                  &err) == TT_OK, "%s", err.msg);
                     const spec_round *R = spec_last_round(sp);
                     rejected += R->rejected;

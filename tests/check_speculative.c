@@ -36,6 +36,14 @@ typedef struct fake_engine {
     float rows[FAKE_CTX * 16];
 } fake_engine;
 
+/* A fresh key for each round drawn from the test's own stream (position 0): rounds with
+ * independent random numbers, reproducible from the test's seed. */
+static const spec_request *keyed(spec_request *req, rng *r)
+{
+    req->key = rng_next(r);
+    return req;
+}
+
 static uint64_t mix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
@@ -200,7 +208,7 @@ static void spec_sample(spec *sp, engine *target, engine *draft, const sampler_p
     while (n < np + N_GEN) {
         spec_request req = {.tokens = w, .n = n, .gamma = gamma, .max_tokens = 16,
                             .stop_id = -1, .banned = -1};
-        ck_assert_msg(spec_run_round(sp, target, draft, params, &req, &r, &err) == TT_OK, "%s",
+        ck_assert_msg(spec_run_round(sp, target, draft, params, keyed(&req, &r), &err) == TT_OK, "%s",
                       err.msg);
         const spec_round *R = spec_last_round(sp);
         ck_assert_int_ge(R->n_out, 1);
@@ -398,17 +406,18 @@ START_TEST(one_target_pass_per_round_and_caches_hold_the_accepted_prefix)
         long before = t->forwards;
         spec_request req = {.tokens = w, .n = n, .gamma = gamma, .max_tokens = 64,
                             .stop_id = -1, .banned = -1};
-        ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err), TT_OK);
+        ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err), TT_OK);
         const spec_round *R = spec_last_round(sp);
         if (round > 0)
             ck_assert_int_eq(t->forwards - before, 1);
         int k = R->n_accepted;
         patterns[R->rejected ? k : SPEC_GAMMA_MAX + 1]++;
-        /* target: window plus the accepted drafts, exactly */
-        ck_assert_int_eq(t->base.n_past, n + k);
+        /* target: window plus the accepted drafts, exactly; when all pass the last one is not
+         * in it (no row was computed after it) */
+        ck_assert_int_eq(t->base.n_past, R->rejected ? n + k : n + k - 1);
         for (int i = 0; i < n; i++)
             ck_assert_int_eq(t->cache[i], w[i]);
-        for (int i = 0; i < k; i++)
+        for (int i = 0; i < t->base.n_past - n; i++)
             ck_assert_int_eq(t->cache[n + i], R->draft[i].token);
         /* draft: a prefix of the same */
         ck_assert_int_le(d->base.n_past, n + k);
@@ -420,7 +429,7 @@ START_TEST(one_target_pass_per_round_and_caches_hold_the_accepted_prefix)
     }
     ck_assert_int_gt(patterns[0], 0);                 /* first draft rejected */
     ck_assert_int_gt(patterns[1] + patterns[2], 0);   /* rejection after acceptances */
-    ck_assert_int_gt(patterns[SPEC_GAMMA_MAX + 1], 0);/* all accepted, bonus */
+    ck_assert_int_gt(patterns[SPEC_GAMMA_MAX + 1], 0);/* all accepted */
     spec_free(sp);
     engine_free(&d->base);
     engine_free(&t->base);
@@ -454,8 +463,8 @@ START_TEST(lean_rounds_give_the_same_tokens_and_draws_as_full_ones)
             for (int v = 0; v < 2; v++) {
                 spec_request req = {.tokens = w[v], .n = n, .gamma = 1 + round % 5,
                                     .max_tokens = 64, .stop_id = 6, .banned = -1, .lean = v};
-                ck_assert_int_eq(spec_run_round(sp[v], &t[v]->base, &d[v]->base, &params, &req,
-                                                &r[v], &err), TT_OK);
+                ck_assert_int_eq(spec_run_round(sp[v], &t[v]->base, &d[v]->base, &params, keyed(&req,
+                                                &r[v]), &err), TT_OK);
                 R[v] = spec_last_round(sp[v]);
             }
             ck_assert_int_eq(R[0]->n_out, R[1]->n_out);
@@ -507,58 +516,67 @@ START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
     tt_error err;
     const spec_round *R = spec_last_round(sp);
 
-    /* max_tokens 3 caps gamma 8 at 2 drafts plus the bonus */
+    /* max_tokens 3 caps gamma 8 at 3 drafts; all pass, nothing more is drawn */
     rng_seed(&r, 1);
     spec_request req = {.tokens = w, .n = 5, .gamma = 8, .max_tokens = 3, .stop_id = -1,
                         .banned = -1};
-    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
                      TT_OK);
-    ck_assert_int_eq(R->n_draft, 2);
-    ck_assert_int_eq(R->n_accepted, 2);
+    ck_assert_int_eq(R->n_draft, 3);
+    ck_assert_int_eq(R->n_accepted, 3);
     ck_assert_int_eq(R->n_out, 3);
-    ck_assert(!R->rejected && R->next >= 0);
+    ck_assert(!R->rejected && R->next == -1);
     int32_t second = R->out[1];
 
-    /* a drafted stop token ends drafting, and no bonus follows it once accepted */
+    /* a drafted stop token ends drafting, and the round ends with it once accepted */
     rng_seed(&r, 1);
     req.max_tokens = 16;
     req.stop_id = second;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
                      TT_OK);
     ck_assert_int_eq(R->out[0] == second ? 1 : R->n_draft, R->out[0] == second ? 1 : 2);
     ck_assert_int_eq(R->out[R->n_out - 1], second);
     ck_assert_int_eq(R->next, -1);
 
-    /* at the end of the context: only as many drafts as positions remain, then plain steps */
+    /* at the end of the context: only as many drafts as positions remain (the last one needs
+     * no row after it) */
     rng_seed(&r, 2);
     req.stop_id = -1;
     req.n = FAKE_CTX - 2;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
                      TT_OK);
-    ck_assert_int_eq(R->n_draft, 2);
+    ck_assert_int_eq(R->n_draft, 3);
     ck_assert_int_eq(t->base.n_past, FAKE_CTX);
     req.n = FAKE_CTX;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
+                     TT_OK);
+    ck_assert_int_eq(R->n_draft, 1);
+    ck_assert_int_eq(R->n_out, 1);
+    /* gamma 0: one plain step, the one round with no draft (a "bonus" in the session) */
+    req.gamma = 0;
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
                      TT_OK);
     ck_assert_int_eq(R->n_draft, 0);
     ck_assert_int_eq(R->n_out, 1);
+    ck_assert_int_ge(R->next, 0);
+    req.gamma = 8;
     req.n = FAKE_CTX + 1;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
                      TT_ERR_CONTEXT);
 
     /* the banned token (EOS before --min-tokens) is masked for n_banned positions only */
     params.greedy = true;
     req.n = 5;
     req.max_tokens = 4;
-    req.gamma = 3;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
+    req.gamma = 4;
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
                      TT_OK);
     int32_t free_run[4];
     memcpy(free_run, R->out, sizeof free_run);
     ck_assert_int_eq(R->n_out, 4);
     req.banned = free_run[1];
     req.n_banned = 2;
-    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, &req, &r, &err),
+    ck_assert_int_eq(spec_run_round(sp, &t->base, &d->base, &params, keyed(&req, &r), &err),
                      TT_OK);
     ck_assert_int_ne(R->out[0], req.banned);
     ck_assert_int_ne(R->out[1], req.banned);
@@ -644,6 +662,7 @@ static engine *cpu(const model *m, int n_ctx)
 
 typedef struct {
     int n_events, n_rejected, n_accepted_events, n_resample, n_bonus, n_text_on_rejected;
+    int n_full_rounds;           /* rounds (but the last) in which every draft was accepted */
     int bad_order;               /* an origin sequence a round cannot produce */
     int last_round;
     token_origin prev;
@@ -663,8 +682,6 @@ static bool on_event(void *user, const session_event *ev)
             L->bad_order++;
     } else if (ev->origin == TOKEN_DRAFT_ACCEPTED) {
         L->n_accepted_events++;
-        if (ev->round != L->last_round && L->last_round != 0 && L->prev == TOKEN_DRAFT_ACCEPTED)
-            L->bad_order++;      /* a round never ends on an accepted draft (unless it stopped) */
         if (!ev->draft || !ev->draft->accepted || !ev->draft_snap)
             L->bad_order++;
     } else if (ev->origin == TOKEN_TARGET_RESAMPLE) {
@@ -674,6 +691,9 @@ static bool on_event(void *user, const session_event *ev)
     } else if (ev->origin == TOKEN_BONUS) {
         L->n_bonus++;
     }
+    if (!ev->rejected && L->last_round != 0 && ev->round != L->last_round &&
+        L->prev == TOKEN_DRAFT_ACCEPTED)
+        L->n_full_rounds++;      /* the previous round ended on an accepted draft: all passed */
     if (!ev->rejected) {
         L->prev = ev->origin;
         L->last_round = ev->round;
@@ -682,10 +702,12 @@ static bool on_event(void *user, const session_event *ev)
     return true;
 }
 
-/* Generates max_new tokens after prompt (greedy unless params given) and copies the reply. */
-static int generate(engine *target, engine *draft, int gamma, const sampler_params *params,
-                    const int32_t *prompt, int np, int max_new, int32_t *out, event_log *log,
-                    session_stats *stats)
+/* Generates max_new tokens after prompt (greedy unless params given) with the given seed, gamma
+ * fixed or adaptive, and copies the reply. */
+static int generate_seeded(engine *target, engine *draft, int gamma, bool adaptive,
+                           const sampler_params *params, uint64_t seed, const int32_t *prompt,
+                           int np, int max_new, int32_t *out, event_log *log,
+                           session_stats *stats)
 {
     session_settings set;
     session_settings_default(&set);
@@ -694,13 +716,13 @@ static int generate(engine *target, engine *draft, int gamma, const sampler_para
     else
         set.sampler.greedy = true;
     set.max_new_tokens = max_new;
-    set.seed = 3;
+    set.seed = seed;
     session s;
     tt_error err;
     ck_assert_int_eq(session_init(&s, g_target, g_tok, target, &set, &err), TT_OK);
     if (draft) {
         ck_assert_msg(session_set_draft(&s, draft, &err) == TT_OK, "%s", err.msg);
-        ck_assert_int_eq(session_set_gamma(&s, gamma, false, &err), TT_OK);
+        ck_assert_int_eq(session_set_gamma(&s, gamma, adaptive, &err), TT_OK);
     }
     ck_assert_int_eq(session_add_user_tokens(&s, prompt, np, &err), TT_OK);
     ck_assert_msg(session_generate(&s, on_event, log, &err) == TT_OK, "%s", err.msg);
@@ -710,6 +732,15 @@ static int generate(engine *target, engine *draft, int gamma, const sampler_para
         *stats = s.last;
     session_free(&s);
     return n;
+}
+
+/* generate_seeded with seed 3 and a fixed gamma. */
+static int generate(engine *target, engine *draft, int gamma, const sampler_params *params,
+                    const int32_t *prompt, int np, int max_new, int32_t *out, event_log *log,
+                    session_stats *stats)
+{
+    return generate_seeded(target, draft, gamma, false, params, 3, prompt, np, max_new, out, log,
+                           stats);
 }
 
 static void random_prompt(rng *r, int32_t *p, int n)
@@ -805,7 +836,7 @@ START_TEST(caches_equal_a_fresh_prefill_after_every_round)
     for (int round = 0; n < 56; round++) {
         spec_request req = {.tokens = w, .n = n, .gamma = 1 + round % 5, .max_tokens = 64,
                             .stop_id = -1, .banned = -1};
-        ck_assert_int_eq(spec_run_round(sp, t, d, &params, &req, &r, &err), TT_OK);
+        ck_assert_int_eq(spec_run_round(sp, t, d, &params, keyed(&req, &r), &err), TT_OK);
         const spec_round *R = spec_last_round(sp);
         rejections += R->rejected;
         full += !R->rejected;
@@ -815,8 +846,9 @@ START_TEST(caches_equal_a_fresh_prefill_after_every_round)
         for (int i = 0; i < R->n_out; i++)
             seq[n + i] = R->out[i];
         /* the engines' token mirrors say what the caches hold: the window and the accepted
-         * drafts */
-        ck_assert_int_eq(t->n_past, n + k);
+         * drafts (the last one left out when all passed: no row was computed after it) */
+        int tn = R->rejected ? n + k : n + k - 1;
+        ck_assert_int_eq(t->n_past, tn);
         ck_assert_int_le(d->n_past, n + k);
         for (int i = 0; i < t->n_past; i++)
             ck_assert_int_eq(t->tokens[i], seq[i]);
@@ -824,13 +856,13 @@ START_TEST(caches_equal_a_fresh_prefill_after_every_round)
             ck_assert_int_eq(d->tokens[i], seq[i]);
         /* ... and the caches' contents equal a fresh prefill of that sequence: stepping both
          * with the next token gives the same logits (up to kernel rounding) */
-        double et = cache_error(t, g_target, seq, n + k + 1);
+        double et = cache_error(t, g_target, seq, tn + 1);
         ck_assert_msg(et < 1e-3, "round %d: target cache differs by %g", round, et);
         int dn = d->n_past;
         double ed = cache_error(d, g_trunc, seq, dn + 1);
         ck_assert_msg(ed < 1e-3, "round %d: draft cache differs by %g", round, ed);
         /* put the caches back where the round left them */
-        engine_truncate(t, n + k);
+        engine_truncate(t, tn);
         engine_truncate(d, dn);
         for (int i = 0; i < R->n_out; i++)
             w[n++] = R->out[i];
@@ -870,6 +902,99 @@ START_TEST(sampled_tokens_follow_the_target_distribution_on_real_models)
     }
     free(D);
     spec_free(sp);
+    engine_free(d);
+    engine_free(t);
+}
+END_TEST
+
+/* Generates n_gen tokens after a fixed prompt by rounds keyed by key, of gamma drafts, or of the
+ * gammas a tuner chooses when fed noisy costs (tuner and noise non-NULL). Returns a mask of the
+ * gammas the rounds had. */
+static unsigned spec_keyed_run(engine *t, engine *d, const sampler_params *params, uint64_t key,
+                               int gamma, spec_tuner *tuner, rng *noise, int32_t *out, int n_gen)
+{
+    spec *sp = spec_create(TV);
+    int32_t w[64] = {5, 17, 200};
+    const int np = 3;
+    int n = np;
+    unsigned mask = 0;
+    engine_truncate(t, 0);
+    engine_truncate(d, 0);
+    tt_error err;
+    while (n < np + n_gen) {
+        spec_request req = {.key = key, .pos = n - np, .tokens = w, .n = n,
+                            .gamma = tuner ? tuner->gamma : gamma, .max_tokens = np + n_gen - n,
+                            .stop_id = -1, .banned = -1};
+        ck_assert_msg(spec_run_round(sp, t, d, params, &req, &err) == TT_OK, "%s", err.msg);
+        const spec_round *R = spec_last_round(sp);
+        for (int i = 0; i < R->n_out; i++)
+            w[n++] = R->out[i];
+        mask |= 1u << (R->n_draft < 31 ? R->n_draft : 31);
+        if (tuner) {
+            spec_round noisy = *R;       /* timings that make the tuner wander */
+            noisy.draft_ms = 2 * rng_uniform(noise);
+            noisy.target_ms = 3 * rng_uniform(noise);
+            spec_tuner_update(tuner, &noisy);
+        }
+    }
+    memcpy(out, w + np, (size_t)n_gen * sizeof *out);
+    spec_free(sp);
+    return mask;
+}
+
+START_TEST(the_same_seed_gives_the_same_tokens_whatever_gamma)
+{
+    /* Every uniform is keyed by (key, output position, purpose), and every position (the last
+     * of a round too) is a draft verified by rejection sampling: the tokens depend on the
+     * context, the key and the position, not on how the positions were grouped into rounds. */
+    engine *t = cpu(g_target, 64);
+    engine *d = cpu(g_trunc, 64);
+    sampler_params params;
+    sampler_params_default(&params);
+    params.temperature = 1.3f;
+    params.top_k = 0;
+    params.top_p = 1.0f;
+    enum { N = 48 };
+    int32_t ref[N], got[N];
+    spec_keyed_run(t, d, &params, 77, 1, NULL, NULL, ref, N);
+    for (int gamma = 2; gamma <= 6; gamma++) {
+        spec_keyed_run(t, d, &params, 77, gamma, NULL, NULL, got, N);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(got[i] == ref[i], "gamma %d, token %d: %d, with gamma 1 %d", gamma, i,
+                          got[i], ref[i]);
+    }
+    for (int trial = 0; trial < 3; trial++) {
+        spec_tuner tu;
+        spec_tuner_init(&tu, 4);
+        rng noise;
+        rng_seed(&noise, 100 + (uint64_t)trial);
+        unsigned mask = spec_keyed_run(t, d, &params, 77, 0, &tu, &noise, got, N);
+        ck_assert_int_ge(__builtin_popcount(mask), 2);     /* the rounds' gammas did vary */
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(got[i] == ref[i], "tuner trial %d, token %d: %d, with gamma 1 %d",
+                          trial, i, got[i], ref[i]);
+    }
+    /* ... and the key matters: another one gives other tokens */
+    spec_keyed_run(t, d, &params, 78, 4, NULL, NULL, got, N);
+    ck_assert(memcmp(got, ref, sizeof ref) != 0);
+
+    /* The session: --seed S gives the same reply whatever gamma, fixed or adaptive (the tuner
+     * timing real rounds) */
+    static const int32_t prompt[] = {9, 8, 7};
+    int32_t sref[64], sgot[64];
+    int n_ref = generate_seeded(t, d, 1, false, &params, 11, prompt, 3, 40, sref, NULL, NULL);
+    ck_assert_int_eq(n_ref, 40);
+    for (int gamma = 2; gamma <= 7; gamma++) {
+        bool adaptive = gamma == 7;
+        int n = generate_seeded(t, d, adaptive ? 4 : gamma, adaptive, &params, 11, prompt, 3, 40,
+                                sgot, NULL, NULL);
+        ck_assert_int_eq(n, n_ref);
+        ck_assert_msg(memcmp(sgot, sref, (size_t)n * sizeof *sgot) == 0,
+                      "gamma %d%s: the reply differs from gamma 1's", gamma,
+                      adaptive ? " (adaptive)" : "");
+    }
+    ck_assert(generate_seeded(t, d, 4, false, &params, 12, prompt, 3, 40, sgot, NULL, NULL) != n_ref ||
+              memcmp(sgot, sref, (size_t)n_ref * sizeof *sgot) != 0);
     engine_free(d);
     engine_free(t);
 }
@@ -922,12 +1047,14 @@ START_TEST(session_reports_rounds_and_marks_every_token)
     ck_assert_int_eq(log.n_events - log.n_rejected, n);
     ck_assert_int_eq(log.n_rejected, log.n_resample);
     ck_assert_int_eq(log.n_accepted_events + log.n_resample + log.n_bonus, n);
-    /* each round ends with a resample or a bonus (the last may end at EOS instead) */
-    ck_assert_int_ge(st.spec_rounds, log.n_resample + log.n_bonus);
-    ck_assert_int_le(st.spec_rounds, log.n_resample + log.n_bonus + 1);
+    /* each round ends with a resample or with all its drafts accepted (the last one may be cut
+     * short by max_tokens); there are no bonus draws: the draft fits the context */
+    ck_assert_int_ge(st.spec_rounds, log.n_resample + log.n_full_rounds);
+    ck_assert_int_le(st.spec_rounds, log.n_resample + log.n_full_rounds + 1);
     ck_assert_int_ge(st.accepted, log.n_accepted_events);
     ck_assert_int_ge(st.spec_tokens, n);
-    ck_assert_int_gt(log.n_bonus, 0);
+    ck_assert_int_eq(log.n_bonus, 0);
+    ck_assert_int_gt(log.n_full_rounds, 0);
     ck_assert_int_gt(log.n_resample, 0);
     ck_assert(st.drafted > st.accepted && st.accepted > 0);
     engine_free(d);
@@ -1000,11 +1127,24 @@ END_TEST
 
 START_TEST(predicted_speedup_matches_the_paper_formula)
 {
-    /* Leviathan et al.: S = (1 - a^(g+1)) / ((1 - a)(g c + 1)) */
-    ck_assert_double_eq_tol(spec_predicted_speedup(0.8, 4, 0.1), 0.67232 / 0.28, 1e-9);
-    ck_assert_double_eq_tol(spec_predicted_speedup(1.0, 3, 0.0), 4.0, 1e-12);
+    /* Leviathan et al.'s S = E / (g c + 1), with E of rounds without a bonus: (1 - a^g) / (1 - a)
+     * (k + 1 tokens when the (k+1)-th draft is rejected, g when all pass) */
+    ck_assert_double_eq_tol(spec_predicted_speedup(0.8, 4, 0.1), 0.5904 / 0.2 / 1.4, 1e-9);
+    ck_assert_double_eq_tol(spec_predicted_speedup(1.0, 3, 0.0), 3.0, 1e-12);
     ck_assert_double_eq_tol(spec_predicted_speedup(0.0, 5, 0.05), 1.0 / 1.25, 1e-12);
-    ck_assert_double_eq_tol(spec_expected_tokens_per_pass(0.5, 2), 1.75, 1e-12);
+    ck_assert_double_eq_tol(spec_expected_tokens_per_pass(0.5, 2), 1.5, 1e-12);
+    /* one draft always yields one token; no draft is a plain step */
+    ck_assert_double_eq_tol(spec_expected_tokens_per_pass(0.7, 1), 1.0, 1e-12);
+    ck_assert_double_eq_tol(spec_expected_tokens_per_pass(0.7, 0), 1.0, 1e-12);
+    /* the formula is the mean of the rounds' outcomes: sum_k P(k accepted then a rejection)
+     * (k + 1) + P(all g pass) g */
+    for (int g = 1; g <= 8; g++) {
+        double a = 0.63, mean = 0;
+        for (int k = 0; k < g; k++)
+            mean += pow(a, k) * (1 - a) * (k + 1);
+        mean += pow(a, g) * g;
+        ck_assert_double_eq_tol(spec_expected_tokens_per_pass(a, g), mean, 1e-12);
+    }
 }
 END_TEST
 
@@ -1022,8 +1162,9 @@ START_TEST(best_gamma_maximises_tokens_per_ms_on_synthetic_costs)
         if (spec_predicted_speedup(0.8, h, 0.05) > spec_predicted_speedup(0.8, best, 0.05))
             best = h;
     ck_assert_int_eq(spec_best_gamma(0.8, 1.0, 0.05, SPEC_TUNER_MAX), best);
-    /* a cache-resident target: each draft and verified row costs a third of a round -> short */
-    ck_assert_int_eq(spec_best_gamma(0.5, 1.0, 0.6, SPEC_TUNER_MAX), 1);
+    /* a cache-resident target: each draft and verified row costs 0.6 of the fixed part -> short
+     * (one draft is never worth it when anything is accepted: it yields one token) */
+    ck_assert_int_eq(spec_best_gamma(0.5, 1.0, 0.6, SPEC_TUNER_MAX), 2);
     /* nothing accepted: one draft; everything accepted and free drafts: the cap */
     ck_assert_int_eq(spec_best_gamma(0.0, 1.0, 0.1, SPEC_TUNER_MAX), 1);
     ck_assert_int_eq(spec_best_gamma(1.0, 1.0, 0.0, SPEC_TUNER_MAX), SPEC_TUNER_MAX);
@@ -1081,23 +1222,23 @@ END_TEST
 
 START_TEST(tuner_sees_a_step_in_the_verification_cost)
 {
-    /* The embedded pair's shape: verifying 5 rows or more costs a second tile of 4. A line
-     * through the rounds would miss the step; the measured means see it. */
+    /* The embedded pair's shape: verifying 5 rows or more (5 drafts) costs a second tile of 4.
+     * A line through the rounds would miss the step; the measured means see it. */
     spec_tuner t;
     spec_tuner_init(&t, 4);
     rng r;
     rng_seed(&r, 5);
-    double alpha = 0.72, best_rate = 0;
+    double alpha = 0.8, best_rate = 0;
     int best = 1;
     for (int g = 1; g <= SPEC_TUNER_MAX; g++) {
-        double cost = 0.55 + 0.12 * g + 0.45 * ((g + 1 + 3) / 4 - 1);
+        double cost = 0.55 + 0.12 * g + 0.45 * ((g + 3) / 4 - 1);
         double rate = spec_expected_tokens_per_pass(alpha, g) / cost;
         if (rate > best_rate) {
             best_rate = rate;
             best = g;
         }
     }
-    ck_assert_int_eq(best, 3);
+    ck_assert_int_eq(best, 4);
     int at_best = 0;
     for (int i = 0; i < 400; i++) {
         spec_round R = {.n_draft = t.gamma};
@@ -1105,12 +1246,12 @@ START_TEST(tuner_sees_a_step_in_the_verification_cost)
             R.n_accepted++;
         R.rejected = R.n_accepted < R.n_draft;
         R.draft_ms = 0.12 * R.n_draft;
-        R.target_ms = (0.55 + 0.45 * ((R.n_draft + 1 + 3) / 4 - 1)) * (0.95 + 0.1 * rng_uniform(&r));
+        R.target_ms = (0.55 + 0.45 * ((R.n_draft + 3) / 4 - 1)) * (0.95 + 0.1 * rng_uniform(&r));
         spec_tuner_update(&t, &R);
         at_best += i >= 200 && t.chosen == best;
     }
     ck_assert_int_ge(at_best, 160);      /* 80% of the second half */
-    ck_assert_double_gt(spec_tuner_cost(&t, 4), spec_tuner_cost(&t, 3) + 0.3);
+    ck_assert_double_gt(spec_tuner_cost(&t, 5), spec_tuner_cost(&t, 4) + 0.3);
 }
 END_TEST
 
@@ -1159,7 +1300,8 @@ int main(void)
             sampled_tokens_follow_the_target_distribution_on_real_models,
             session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context,
             session_reports_rounds_and_marks_every_token,
-            turns_undo_and_mixed_steps_match_plain_greedy));
+            turns_undo_and_mixed_steps_match_plain_greedy,
+            the_same_seed_gives_the_same_tokens_whatever_gamma));
     tcase_set_timeout(tm, 300);
     tcase_add_unchecked_fixture(tm, models_setup, models_teardown);
     tu_add_case(s, "figures", TU_TESTS(

@@ -252,7 +252,7 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         snprintf(buf, sizeof buf, "Next token at %d (not drawn)", v->position);
     else
         snprintf(buf, sizeof buf, "Step %d \xc2\xb7 token %d%s", v->step + 1, v->position,
-                 v->bonus ? " \xc2\xb7 bonus (every draft passed)"
+                 v->bonus ? " \xc2\xb7 no draft here, drawn from p"
                  : !v->spec ? ""
                  : v->spec->accepted ? " \xc2\xb7 draft accepted"
                  : " \xc2\xb7 draft rejected, target resampled");

@@ -31,8 +31,8 @@ typedef struct {
                                        shows q instead; not owned */
     const spec_draft *spec;         /* the draft's proposal and its test (u * q < p): the draw
                                        line shows it; NULL for a bonus token */
-    bool bonus;                     /* a speculative bonus token (drawn from p after every draft
-                                       of the round passed) */
+    bool bonus;                     /* a speculative token with no draft at its position, drawn
+                                       from p (TOKEN_BONUS: see core/session.h) */
 } ui_hist_view;
 
 /* Rows the pane needs to show v->bars tokens (title, header, bars, cumulative bar, draw line,

@@ -41,11 +41,20 @@ if [ ${#stop} -eq 2 ]; then
     check "a stop string ends a speculative run where it ends a plain one" test "$a" == "$b"
 fi
 
-# --- sampling: a seed reproduces a speculative run with a fixed gamma (auto follows the measured
-# times, so its rounds, and with them the order the uniforms are used in, may differ)
-s1=$("$BIN" generate "${M[@]}" --draft "$tmp/d" --gamma 4 -p "Hi" -n 40 --seed 5 --temp 0.9 -q)
-s2=$("$BIN" generate "${M[@]}" --draft "$tmp/d" --gamma 4 -p "Hi" -n 40 --seed 5 --temp 0.9 -q)
-check "same seed and gamma, same speculative text" test "$s1" == "$s2"
+# --- sampling: a seed reproduces a speculative run whatever gamma, auto (which follows the
+# measured times) included: the random numbers are keyed by position, not by round
+s1=$("$BIN" generate "${M[@]}" --draft "$tmp/d" -p "Hi" -n 40 --seed 5 --temp 0.9 -q)
+for i in 1 2 3; do
+    s2=$("$BIN" generate "${M[@]}" --draft "$tmp/d" -p "Hi" -n 40 --seed 5 --temp 0.9 -q)
+    check "same seed, gamma auto, same speculative text (run $i)" test "$s1" == "$s2"
+done
+for g in 1 2 5; do
+    s2=$("$BIN" generate "${M[@]}" --draft "$tmp/d" --gamma "$g" -p "Hi" -n 40 --seed 5 \
+         --temp 0.9 -q)
+    check "same seed, gamma $g, the same text as gamma auto" test "$s1" == "$s2"
+done
+s2=$("$BIN" generate "${M[@]}" --draft "$tmp/d" -p "Hi" -n 40 --seed 6 --temp 0.9 -q)
+check "another seed, another speculative text" test "$s1" != "$s2"
 
 # --- the tokenizer check
 if "$BIN" generate "${M[@]}" --draft "$tmp/x" -p "Hi" -n 4 -q >/dev/null 2>"$tmp/err"; then
@@ -56,10 +65,11 @@ fi
 
 # --- JSON: origins and acceptance figures
 "$BIN" generate "${M[@]}" --draft "$tmp/d" --gamma 4 -p "Hello" -n 40 --seed 2 --temp 1.2 \
-    --json > "$tmp/j" 2>"$tmp/err"
+    --ignore-eos --json > "$tmp/j" 2>"$tmp/err"
 check "records and summary are JSON" "$JSONCHECK" --has done < "$tmp/j"
 check "accepted drafts are marked" grep -q '"origin":"draft_accepted"' "$tmp/j"
-check "bonus tokens are marked" grep -q '"origin":"bonus"' "$tmp/j"
+check "rounds add no bonus token when the draft fits the context" \
+    test "$(grep -c '"origin":"bonus"' "$tmp/j")" == 0
 check "rejected drafts are marked, replacements follow" \
     grep -A1 -q '"origin":"draft_rejected"' "$tmp/j"
 check "every rejection is followed by its replacement" test \
