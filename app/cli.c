@@ -191,6 +191,15 @@ static int parse_float(const char *cmd, const char *opt, const char *s, double l
     return 0;
 }
 
+static int parse_dtype(const char *cmd, const char *opt, const char *s, tt_dtype *out)
+{
+    if (tt_dtype_parse(s, out) != 0) {
+        fprintf(stderr, "tokentop %s: %s: '%s' is not fp32, fp16, bf16 or q8\n", cmd, opt, s);
+        return -1;
+    }
+    return 0;
+}
+
 static int set_sampler(cli_options *o, const char *cmd, const char *name, const char *value)
 {
     tt_error err;
@@ -226,18 +235,11 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             o->backend = a;
             break;
         case OPT_DTYPE:
-            if (tt_dtype_parse(a, &o->dtype) != 0) {
-                fprintf(stderr, "tokentop %s: --dtype: '%s' is not fp32, fp16, bf16 or q8\n", cmd, a);
-                return -1;
-            }
+            r = parse_dtype(cmd, "--dtype", a, &o->dtype);
             o->dtype_set = true;
             break;
         case OPT_COMPARE_DTYPE:
-            if (tt_dtype_parse(a, &o->compare_dtype) != 0) {
-                fprintf(stderr, "tokentop %s: --compare-dtype: '%s' is not fp32, fp16, bf16 or "
-                        "q8\n", cmd, a);
-                return -1;
-            }
+            r = parse_dtype(cmd, "--compare-dtype", a, &o->compare_dtype);
             o->compare_set = true;
             break;
         case OPT_THREADS: r = parse_int(cmd, "--threads", a, 1, 1024, &o->n_threads); break;

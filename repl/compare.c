@@ -199,6 +199,20 @@ static int show_or_cancel(cmd_env *e, compare_kind kind, int argc, char **argv)
     return CMD_STATUS;
 }
 
+/* show_or_cancel, then the count N of "/beam N" or "/samples N" (what: "beams", "samples") in
+ * [1, max] into *n. Returns -1 when *n is set, else the command's status. */
+static int show_cancel_or_count(cmd_env *e, compare_kind kind, const char *what, int max, int argc,
+                                char **argv, long *n)
+{
+    int r = show_or_cancel(e, kind, argc, argv);
+    if (r >= 0)
+        return r;
+    if (util_parse_long(argv[0], 1, max, n) != UTIL_PARSE_OK)
+        return cmd_fail(e, "%s: \"%s\" is not a number of %s in [1, %d] (or off)",
+                        kind_command(kind), argv[0], what, max);
+    return -1;
+}
+
 static int check_sequences(cmd_env *e, const char *name)
 {
     if (!engine_has_seqs(e->s->eng))
@@ -209,15 +223,12 @@ static int check_sequences(cmd_env *e, const char *name)
 
 int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
-    int r = show_or_cancel(e, COMPARE_BEAM, argc, argv);
+    long n;
+    int r = show_cancel_or_count(e, COMPARE_BEAM, "beams", COMPARE_MAX_BEAMS, argc, argv, &n);
     if (r >= 0)
         return r;
     compare_state *c = e->compare;
     session *s = e->s;
-    long n;
-    if (util_parse_long(argv[0], 1, COMPARE_MAX_BEAMS, &n) != UTIL_PARSE_OK)
-        return cmd_fail(e, "/beam: \"%s\" is not a number of beams in [1, %d] (or off)", argv[0],
-                        COMPARE_MAX_BEAMS);
     int V = s->model->config.V;
     if (2 * n > V)
         return cmd_fail(e, "/beam: %ld beams need %ld candidates a step; the vocabulary has %d "
@@ -238,14 +249,12 @@ int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 
 int compare_exec_samples(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
-    int r = show_or_cancel(e, COMPARE_SAMPLES, argc, argv);
+    long n;
+    int r = show_cancel_or_count(e, COMPARE_SAMPLES, "samples", COMPARE_MAX_COLUMNS, argc, argv,
+                                 &n);
     if (r >= 0)
         return r;
     compare_state *c = e->compare;
-    long n;
-    if (util_parse_long(argv[0], 1, COMPARE_MAX_COLUMNS, &n) != UTIL_PARSE_OK)
-        return cmd_fail(e, "/samples: \"%s\" is not a number of samples in [1, %d] (or off)",
-                        argv[0], COMPARE_MAX_COLUMNS);
     if (check_sequences(e, "/samples") == CMD_ERROR)
         return CMD_ERROR;
     c->pending = COMPARE_SAMPLES;

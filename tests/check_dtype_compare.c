@@ -347,13 +347,19 @@ static const char *out(void)
 #define ck_out_has(s) ck_assert_msg(strstr(out(), (s)) != NULL, "message \"%s\" lacks \"%s\"", \
                                     out(), (s))
 
+/* Runs the slash-command line: its status must be status and its message must contain s. */
+#define ck_cmd_says(line, status, s)                                                              \
+    do {                                                                                          \
+        ck_assert_int_eq(cmd_execute(&E, (line)), (status));                                      \
+        ck_out_has(s);                                                                            \
+    } while (0)
+
 START_TEST(dtype_switch_keeps_the_conversation_and_matches_a_fresh_engine)
 {
     int n = S.n_tokens;
     int32_t before[64];
     memcpy(before, S.tokens, (size_t)n * sizeof *before);
-    ck_assert_int_eq(cmd_execute(&E, "/dtype q8"), CMD_STATUS | CMD_PEEK);
-    ck_out_has("weights now q8 (were fp32)");
+    ck_cmd_says("/dtype q8", CMD_STATUS | CMD_PEEK, "weights now q8 (were fp32)");
     ck_assert_int_eq(S.eng->dtype, TT_Q8);
     ck_assert_ptr_eq(S.eng, cmd_eng);
     ck_assert_str_eq(E.engine_desc, cmd_eng->description);
@@ -366,12 +372,9 @@ START_TEST(dtype_switch_keeps_the_conversation_and_matches_a_fresh_engine)
     ck_assert_mem_eq(engine_logits(S.eng, S.eng->n_logits - 1), want,
                      (size_t)mdl->config.V * sizeof *want);
     free(want);
-    ck_assert_int_eq(cmd_execute(&E, "/show"), CMD_DONE);
-    ck_out_has("precision   q8 weights");
-    ck_assert_int_eq(cmd_execute(&E, "/dtype"), CMD_DONE);
-    ck_out_has("q8 weights");
-    ck_assert_int_eq(cmd_execute(&E, "/dtype q8"), CMD_DONE);
-    ck_out_has("already");
+    ck_cmd_says("/show", CMD_DONE, "precision   q8 weights");
+    ck_cmd_says("/dtype", CMD_DONE, "q8 weights");
+    ck_cmd_says("/dtype q8", CMD_DONE, "already");
 }
 END_TEST
 
@@ -381,18 +384,15 @@ START_TEST(dtype_refuses_bad_input_and_keeps_everything)
     engine *before = S.eng;
     ck_assert_int_eq(cmd_execute(&E, "/dtype fp8"), CMD_ERROR);
     ck_assert_str_eq(out(), "/dtype: 'fp8' is not fp32, fp16, bf16 or q8 (kept fp32)");
-    ck_assert_int_eq(cmd_execute(&E, "/dtype q8 fp16"), CMD_ERROR);
-    ck_out_has("too many arguments");
+    ck_cmd_says("/dtype q8 fp16", CMD_ERROR, "too many arguments");
     refuse_q8 = true;          /* a backend without q8 */
     ck_assert_int_eq(cmd_execute(&E, "/dtype q8"), CMD_ERROR);
     ck_assert_str_eq(out(), "/dtype q8: cuda: --dtype q8 runs on the CPU only (the GPU engine "
                      "holds fp32, fp16 or bf16) (kept fp32)");
-    ck_assert_int_eq(cmd_execute(&E, "/dtype compare q8"), CMD_ERROR);
-    ck_out_has("the comparison is off");
+    ck_cmd_says("/dtype compare q8", CMD_ERROR, "the comparison is off");
     ck_assert_ptr_null(E.cmp);
     E.make_engine = NULL;      /* a front end that cannot make engines */
-    ck_assert_int_eq(cmd_execute(&E, "/dtype bf16"), CMD_ERROR);
-    ck_out_has("not available here");
+    ck_cmd_says("/dtype bf16", CMD_ERROR, "not available here");
     ck_assert_ptr_eq(S.eng, before);
     ck_assert_int_eq(S.eng->dtype, TT_F32);
     ck_assert_int_eq(S.n_tokens, n);
@@ -402,12 +402,9 @@ END_TEST
 
 START_TEST(dtype_compare_shows_both_precisions_and_off_frees_the_engine)
 {
-    ck_assert_int_eq(cmd_execute(&E, "/dtype compare"), CMD_ERROR);
-    ck_out_has("no comparison is on");
-    ck_assert_int_eq(cmd_execute(&E, "/dtype compare fp32"), CMD_ERROR);
-    ck_out_has("the weights are fp32 already");
-    ck_assert_int_eq(cmd_execute(&E, "/dtype compare fp8"), CMD_ERROR);
-    ck_out_has("'fp8' is not fp32, fp16, bf16 or q8 or off");
+    ck_cmd_says("/dtype compare", CMD_ERROR, "no comparison is on");
+    ck_cmd_says("/dtype compare fp32", CMD_ERROR, "the weights are fp32 already");
+    ck_cmd_says("/dtype compare fp8", CMD_ERROR, "'fp8' is not fp32, fp16, bf16 or q8 or off");
     ck_assert_int_eq(cmd_execute(&E, "/dtype compare q8"), CMD_STATUS | CMD_PEEK);
     ck_assert_ptr_nonnull(E.cmp);
     ck_assert_int_eq(E.cmp->dtype, TT_Q8);
@@ -423,12 +420,9 @@ START_TEST(dtype_compare_shows_both_precisions_and_off_frees_the_engine)
         ck_assert_int_eq(E.hist_cmp.top_id[i], E.hist.top[i].id);
     ck_assert_int_eq(E.cmp->n_past, S.n_tokens);    /* the same tokens */
     ck_assert_mem_eq(E.cmp->tokens, S.tokens, (size_t)S.n_tokens * sizeof *S.tokens);
-    ck_assert_int_eq(cmd_execute(&E, "/show"), CMD_DONE);
-    ck_out_has("compared with q8 on a second engine");
-    ck_assert_int_eq(cmd_execute(&E, "/help dtype"), CMD_DONE);
-    ck_out_has("twice the weight memory");
-    ck_assert_int_eq(cmd_execute(&E, "/dtype compare off"), CMD_STATUS | CMD_PEEK);
-    ck_out_has("freed");
+    ck_cmd_says("/show", CMD_DONE, "compared with q8 on a second engine");
+    ck_cmd_says("/help dtype", CMD_DONE, "twice the weight memory");
+    ck_cmd_says("/dtype compare off", CMD_STATUS | CMD_PEEK, "freed");
     ck_assert_ptr_null(E.cmp);
     ck_assert(!E.hist_has_cmp);
 }

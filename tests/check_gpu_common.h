@@ -61,6 +61,20 @@ static double gt_unit(tt_dtype d)
     return d == TT_F32 ? 6e-8 : d == TT_F16 ? 4.9e-4 : 3.9e-3;
 }
 
+/* The reference x (T, K) times w in double: ref[t, n] = init[t, n] (0 where init is NULL) plus the
+ * sum over k of x[t, k] * w[k * wk + n * wn], k in order (wk, wn: w's strides). */
+static void gt_ref_matmul(double *ref, const float *init, const float *x, const float *w, int T, int K,
+                          int N, int wk, int wn)
+{
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double s = init ? init[t * N + n] : 0;
+            for (int k = 0; k < K; k++)
+                s += (double)x[t * K + k] * w[k * wk + n * wn];
+            ref[t * N + n] = s;
+        }
+}
+
 /* Asserts |got - ref| <= tol + eps |ref| everywhere, naming the worst element. */
 static void gt_close(const char *what, tt_dtype d, const float *got, const double *ref, size_t n,
                      double tol, double eps)
@@ -323,13 +337,7 @@ START_TEST(matmul_is_x_times_conv1d_weight)
         float *x = gt_random(&r, (size_t)T * K, -1, 1, d), *w = gt_random(&r, (size_t)K * N, -1, 1, d);
         float *out = gt_random(&r, (size_t)T * N, -4, 4, TT_F32);
         double *ref = malloc((size_t)T * N * sizeof(double));
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < N; j++) {
-                double s = acc ? out[t * N + j] : 0;
-                for (int k = 0; k < K; k++)
-                    s += (double)x[t * K + k] * w[k * N + j];
-                ref[t * N + j] = s;
-            }
+        gt_ref_matmul(ref, acc ? out : NULL, x, w, T, K, N, N, 1);
         cuda_ops *c = gt_ops();
         tt_error err = {0};
         ck_assert_msg(cuda_ops_matmul(c, out, x, w, T, K, N, acc, d, &err) == TT_OK, "%s", err.msg);
@@ -352,13 +360,7 @@ START_TEST(lm_head_uses_the_embedding_transposed)
     float *x = gt_random(&r, (size_t)T * C, -1, 1, d), *wte = gt_random(&r, (size_t)V * C, -1, 1, d);
     float *logits = malloc((size_t)T * V * sizeof(float));
     double *ref = malloc((size_t)T * V * sizeof(double));
-    for (int t = 0; t < T; t++)
-        for (int v = 0; v < V; v++) {
-            double s = 0;
-            for (int i = 0; i < C; i++)
-                s += (double)x[t * C + i] * wte[v * C + i];
-            ref[t * V + v] = s;
-        }
+    gt_ref_matmul(ref, NULL, x, wte, T, C, V, 1, C);
     cuda_ops *c = gt_ops();
     tt_error err = {0};
     ck_assert_msg(cuda_ops_lm_head(c, logits, x, wte, T, C, V, d, &err) == TT_OK, "%s", err.msg);

@@ -25,6 +25,17 @@ static const char *row(const ui_grid *g, int y)
     return row_buf;
 }
 
+/* Asserts that rows 0 .. n-1 of g read want[0 .. n-1], naming the first row that differs. */
+static void assert_rows(const ui_grid *g, const char *const *want, int n)
+{
+    for (int y = 0; y < n; y++)
+        ck_assert_msg(strcmp(row(g, y), want[y]) == 0, "row %d: '%s', want '%s'", y, row(g, y),
+                      want[y]);
+}
+#define ASSERT_ROWS(g, ...)                                                                       \
+    assert_rows((g), (const char *const[]){__VA_ARGS__},                                        \
+                (int)(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)))
+
 /* Counts code point cp in row y between columns [x0, x1). */
 static int count_cp(const ui_grid *g, int y, int x0, int x1, uint32_t cp)
 {
@@ -191,11 +202,7 @@ START_TEST(transcript_wraps_at_spaces_and_cuts_long_words)
     pane p;
     pane_open(&p, 6, 10, "the quick brown fox abcdefghijklmn");
     pane_draw(&p, false);
-    ck_assert_str_eq(row(&p.g, 0), "the quick");
-    ck_assert_str_eq(row(&p.g, 1), "brown fox");
-    ck_assert_str_eq(row(&p.g, 2), "abcdefghij");
-    ck_assert_str_eq(row(&p.g, 3), "klmn");
-    ck_assert_str_eq(row(&p.g, 4), "");
+    ASSERT_ROWS(&p.g, "the quick", "brown fox", "abcdefghij", "klmn", "");
     pane_close(&p);
 }
 END_TEST
@@ -206,9 +213,8 @@ START_TEST(transcript_wraps_wide_characters_by_width)
     /* 中文字符测试: six wide characters, two per 5-column line (a third would need 6). */
     pane_open(&p, 4, 5, "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6\xe6\xb5\x8b\xe8\xaf\x95");
     pane_draw(&p, false);
-    ck_assert_str_eq(row(&p.g, 0), "\xe4\xb8\xad\xe6\x96\x87");
-    ck_assert_str_eq(row(&p.g, 1), "\xe5\xad\x97\xe7\xac\xa6");
-    ck_assert_str_eq(row(&p.g, 2), "\xe6\xb5\x8b\xe8\xaf\x95");
+    ASSERT_ROWS(&p.g, "\xe4\xb8\xad\xe6\x96\x87", "\xe5\xad\x97\xe7\xac\xa6",
+                "\xe6\xb5\x8b\xe8\xaf\x95");
     for (int y = 0; y < 3; y++)
         ck_assert_int_eq(ui_grid_cell(&p.g, y, 4)->cp, ' ');
     pane_close(&p);
@@ -222,8 +228,7 @@ START_TEST(transcript_keeps_paragraphs_and_styles)
     ui_doc_append(&p.d, "Hello", 5, UI_STYLE_USER, 0);
     ui_doc_append(&p.d, " world\n\tx", 9, UI_STYLE_P_RARE, UI_ATTR_UNDERLINE);
     pane_draw(&p, false);
-    ck_assert_str_eq(row(&p.g, 0), "Hello world");
-    ck_assert_str_eq(row(&p.g, 1), "    x");   /* tab to column 4 */
+    ASSERT_ROWS(&p.g, "Hello world", "    x");   /* a tab to column 4 */
     ck_assert_int_eq(ui_grid_cell(&p.g, 0, 0)->style, UI_STYLE_USER);
     ck_assert_int_eq(ui_grid_cell(&p.g, 0, 6)->style, UI_STYLE_P_RARE);
     ck_assert_int_eq(ui_grid_cell(&p.g, 0, 6)->attr, UI_ATTR_UNDERLINE);
