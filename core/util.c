@@ -121,3 +121,18 @@ int util_argmax(const float *v, int n)
             best = i;
     return best;
 }
+
+bool util_reserve(char **buf, size_t *cap, size_t need, size_t initial)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap : initial;
+    while (c < need)
+        c *= 2;
+    char *b = realloc(*buf, c);
+    if (!b)
+        return false;
+    *buf = b;
+    *cap = c;
+    return true;
+}

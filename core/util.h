@@ -40,4 +40,9 @@ util_parse_result util_parse_long(const char *s, long lo, long hi, long *out);
  * takes. */
 int util_argmax(const float *v, int n);
 
+/* Makes the byte buffer *buf (capacity *cap, 0 with *buf NULL at first) hold at least need
+ * bytes: from initial bytes, doubling. False when memory runs out, leaving *buf and *cap as they
+ * were. */
+bool util_reserve(char **buf, size_t *cap, size_t need, size_t initial);
+
 #endif

@@ -30,17 +30,8 @@ static void out_vadd(cmd_env *e, const char *fmt, va_list ap0)
     va_end(ap);
     if (n < 0)
         return;
-    size_t need = e->out_len + (size_t)n + 1;
-    if (need > e->out_cap) {
-        size_t cap = e->out_cap ? e->out_cap : 1024;
-        while (cap < need)
-            cap *= 2;
-        char *o = realloc(e->out, cap);
-        if (!o)
-            return;
-        e->out = o;
-        e->out_cap = cap;
-    }
+    if (!util_reserve(&e->out, &e->out_cap, e->out_len + (size_t)n + 1, 1024))
+        return;
     if ((size_t)n < sizeof small) {
         memcpy(e->out + e->out_len, small, (size_t)n + 1);
     } else {

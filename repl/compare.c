@@ -97,16 +97,8 @@ static bool column_push(compare_column *col, int32_t id, token_origin origin, fl
 /* Appends text for the screen: control characters other than newline become blanks. */
 static void column_text_add(compare_column *col, const char *s, size_t n)
 {
-    if (col->len + n + 1 > col->text_cap) {
-        size_t cap = col->text_cap ? col->text_cap : 256;
-        while (cap < col->len + n + 1)
-            cap *= 2;
-        char *t = realloc(col->text, cap);
-        if (!t)
-            return;
-        col->text = t;
-        col->text_cap = cap;
-    }
+    if (!util_reserve(&col->text, &col->text_cap, col->len + n + 1, 256))
+        return;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         col->text[col->len++] = (ch < 0x20 && ch != '\n') || ch == 0x7f ? ' ' : (char)ch;

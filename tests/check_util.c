@@ -145,6 +145,22 @@ START_TEST(argmax_takes_the_lowest_index_on_ties)
 }
 END_TEST
 
+START_TEST(reserve_doubles_from_the_initial_size_and_keeps_the_contents)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    ck_assert(util_reserve(&buf, &cap, 10, 16));
+    ck_assert_uint_eq(cap, 16);
+    memcpy(buf, "abcdefghi", 10);
+    ck_assert(util_reserve(&buf, &cap, 16, 16));   /* enough already: unchanged */
+    ck_assert_uint_eq(cap, 16);
+    ck_assert(util_reserve(&buf, &cap, 70, 16));
+    ck_assert_uint_eq(cap, 128);
+    ck_assert_str_eq(buf, "abcdefghi");
+    free(buf);
+}
+END_TEST
+
 START_TEST(utf8_encode_round_trips_through_decode)
 {
     const uint32_t cps[] = {0, 'A', 0x7f, 0x80, 0x120, 0x7ff, 0x800, 0x2423, 0xffff, 0x10000,
@@ -192,6 +208,7 @@ int main(void)
             read_file_returns_the_bytes_nul_terminated, read_file_grows_past_its_first_buffer,
             read_file_names_a_missing_file_and_says_it_is_missing, path_join_puts_one_slash_between,
             json_type_names_read_as_english, parse_long_takes_whole_integers_in_range_only,
-            argmax_takes_the_lowest_index_on_ties, utf8_encode_round_trips_through_decode,
+            argmax_takes_the_lowest_index_on_ties,
+            reserve_doubles_from_the_initial_size_and_keeps_the_contents, utf8_encode_round_trips_through_decode,
             byte_alphabet_is_gpt2s_bytes_to_unicode));
 }
