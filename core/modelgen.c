@@ -77,17 +77,9 @@ static void sb_add(sbuf *b, const char *p, size_t n)
 {
     if (b->oom)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
+    if (!util_reserve(&b->s, &b->cap, b->len + n + 1, 4096)) {
+        b->oom = true;
+        return;
     }
     memcpy(b->s + b->len, p, n);
     b->len += n;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/util.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Names */
@@ -397,28 +398,13 @@ struct session_gen {
                                 not depend on gamma (speculative.h) */
 };
 
-static bool out_reserve(out_text *o, size_t extra)
-{
-    if (o->len + extra + 1 <= o->cap)
-        return true;
-    size_t cap = o->cap ? o->cap : 256;
-    while (cap < o->len + extra + 1)
-        cap *= 2;
-    char *b = realloc(o->buf, cap);
-    if (!b)
-        return false;
-    o->buf = b;
-    o->cap = cap;
-    return true;
-}
-
 /* Adds bytes and returns how many bytes from o->emitted may be shown now. *hit is set when a stop
  * string completed: only the text before it is shown, and nothing after. */
 static size_t out_push(out_text *o, const char *bytes, size_t n, bool flush, char *const *stops,
                        int n_stops, bool *hit)
 {
     *hit = false;
-    if (o->stopped || !out_reserve(o, 3 * (n + 8)))
+    if (o->stopped || !util_reserve(&o->buf, &o->cap, o->len + 3 * (n + 8) + 1, 256))
         return 0;
     o->len += utf8_stream_push(&o->utf8, bytes, n, o->buf + o->len, o->cap - o->len);
     if (flush)

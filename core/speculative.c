@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/util.h"
+
 struct spec {
     int V;
     sampler *smp;                  /* one chain object; draft and target rows run through it in
@@ -14,7 +16,7 @@ struct spec {
     float *q;                      /* (q_rows, V) the draft's final distribution per drafted slot */
     int q_rows;
     int32_t *hist;                 /* (hist_cap) window + drafts: the penalties' history */
-    int hist_cap;
+    size_t hist_cap;
     spec_draft draft[SPEC_GAMMA_MAX];
     sampler_snapshot draft_snap[SPEC_GAMMA_MAX];
     sampler_snapshot target_snap[SPEC_GAMMA_MAX + 1];
@@ -211,16 +213,8 @@ void spec_stats_reset(spec *sp)
 
 static tt_status reserve(spec *sp, int hist, int rows)
 {
-    if (hist > sp->hist_cap) {
-        int cap = sp->hist_cap ? sp->hist_cap : 1024;
-        while (cap < hist)
-            cap *= 2;
-        int32_t *h = realloc(sp->hist, (size_t)cap * sizeof *h);
-        if (!h)
-            return TT_ERR_NOMEM;
-        sp->hist = h;
-        sp->hist_cap = cap;
-    }
+    if (!UTIL_RESERVE(sp->hist, &sp->hist_cap, (size_t)hist, 1024))
+        return TT_ERR_NOMEM;
     if (rows > sp->q_rows) {
         float *q = realloc(sp->q, (size_t)rows * (size_t)sp->V * sizeof *q);
         if (!q)

@@ -612,17 +612,7 @@ typedef struct {
 
 static bool id_vec_reserve(id_vec *v, size_t extra)
 {
-    if (v->n + extra <= v->cap)
-        return true;
-    size_t cap = v->cap ? v->cap : 64;
-    while (cap < v->n + extra)
-        cap *= 2;
-    int32_t *ids = realloc(v->ids, cap * sizeof *ids);
-    if (!ids)
-        return false;
-    v->ids = ids;
-    v->cap = cap;
-    return true;
+    return UTIL_RESERVE(v->ids, &v->cap, v->n + extra, 64);
 }
 
 static bool bpe_scratch_reserve(bpe_scratch *w, size_t n)

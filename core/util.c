@@ -3,6 +3,7 @@
 
 #include <cJSON.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,17 +123,29 @@ int util_argmax(const float *v, int n)
     return best;
 }
 
-bool util_reserve(char **buf, size_t *cap, size_t need, size_t initial)
+bool util_reserve_items(void *items, size_t *cap, size_t need, size_t initial, size_t item_size)
 {
     if (need <= *cap)
         return true;
     size_t c = *cap ? *cap : initial;
-    while (c < need)
+    while (c < need && c <= SIZE_MAX / 2)
         c *= 2;
-    char *b = realloc(*buf, c);
+    if (c < need || c > SIZE_MAX / item_size)
+        return false;
+    /* items points at a pointer to some object type: it is copied in and out as bytes (every
+     * object pointer has void *'s representation on the platforms tokentop builds for), so any
+     * element type works without a cast at each caller and without aliasing it as void *. */
+    void *old;
+    memcpy(&old, items, sizeof old);
+    void *b = realloc(old, c * item_size);
     if (!b)
         return false;
-    *buf = b;
+    memcpy(items, &b, sizeof b);
     *cap = c;
     return true;
+}
+
+bool util_reserve(char **buf, size_t *cap, size_t need, size_t initial)
+{
+    return util_reserve_items(buf, cap, need, initial, 1);
 }

@@ -1,5 +1,6 @@
 /* util.h: small helpers with one home: reading a whole file, joining paths, naming a JSON value's
- * type in messages, parsing an integer option strictly and the argmax of a row of logits. */
+ * type in messages, parsing an integer option strictly, the argmax of a row of logits and growing
+ * an array by doubling. */
 #ifndef TOKENTOP_UTIL_H
 #define TOKENTOP_UTIL_H
 
@@ -40,9 +41,15 @@ util_parse_result util_parse_long(const char *s, long lo, long hi, long *out);
  * takes. */
 int util_argmax(const float *v, int n);
 
-/* Makes the byte buffer *buf (capacity *cap, 0 with *buf NULL at first) hold at least need
- * bytes: from initial bytes, doubling. False when memory runs out, leaving *buf and *cap as they
- * were. */
+/* Makes the array *items (a pointer to the array's pointer, e.g. &v->ids; capacity *cap
+ * elements of item_size bytes, 0 with the array NULL at first) hold at least need elements: from
+ * initial elements, doubling. False when memory runs out (or the size overflows), leaving the
+ * array and *cap as they were. UTIL_RESERVE(v->ids, &v->cap, need, initial) passes the size. */
+bool util_reserve_items(void *items, size_t *cap, size_t need, size_t initial, size_t item_size);
+#define UTIL_RESERVE(items, cap, need, initial)                                                \
+    util_reserve_items(&(items), cap, need, initial, sizeof *(items))
+
+/* util_reserve_items for a byte buffer. */
 bool util_reserve(char **buf, size_t *cap, size_t need, size_t initial);
 
 #endif

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/util.h"
+
 void history_init(history *h, const char *path, int max)
 {
     memset(h, 0, sizeof *h);
@@ -70,15 +72,9 @@ char *history_unescape(const char *s)
 /* Takes ownership of entry. */
 static bool push(history *h, char *entry)
 {
-    if (h->n == h->cap) {
-        int cap = h->cap ? h->cap * 2 : 64;
-        char **it = realloc(h->items, (size_t)cap * sizeof *it);
-        if (!it) {
-            free(entry);
-            return false;
-        }
-        h->items = it;
-        h->cap = cap;
+    if (!UTIL_RESERVE(h->items, &h->cap, (size_t)h->n + 1, 64)) {
+        free(entry);
+        return false;
     }
     h->items[h->n++] = entry;
     if (h->n > h->max) {

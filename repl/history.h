@@ -11,7 +11,8 @@
 
 typedef struct {
     char **items;        /* (n) oldest first; owned */
-    int n, cap;
+    int n;
+    size_t cap;
     int max;             /* entries kept */
     char *path;          /* the file, or NULL to keep the history in memory only */
     int pos;             /* browsing position: n means the line being typed */

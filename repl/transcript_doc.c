@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/text.h"
+#include "core/util.h"
 
 void transcript_doc_init(transcript_doc *t)
 {
@@ -30,14 +31,8 @@ void transcript_doc_free(transcript_doc *t)
 
 void transcript_doc_note_add(transcript_doc *t, int n_tokens, uint8_t style, const char *text)
 {
-    if (t->n_notes == t->notes_cap) {
-        int cap = t->notes_cap ? t->notes_cap * 2 : 32;
-        transcript_doc_note *n = realloc(t->notes, (size_t)cap * sizeof *n);
-        if (!n)
-            return;
-        t->notes = n;
-        t->notes_cap = cap;
-    }
+    if (!UTIL_RESERVE(t->notes, &t->notes_cap, (size_t)t->n_notes + 1, 32))
+        return;
     char *copy = strdup(text);
     if (!copy)
         return;

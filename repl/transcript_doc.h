@@ -25,7 +25,8 @@ typedef struct {
     int n_done, cap;
     utf8_stream utf8;        /* characters split across tokens */
     transcript_doc_note *notes;  /* (n_notes) in the order they were made */
-    int n_notes, notes_cap, notes_done;
+    int n_notes, notes_done;
+    size_t notes_cap;
     int32_t eot;             /* the end-of-text token (drawn as a marker), or -1 */
     /* A speculative round's rejected draft token, shown (in the rejection style) just before
      * the token that replaced it until the next round clears it: */

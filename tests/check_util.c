@@ -161,6 +161,25 @@ START_TEST(reserve_doubles_from_the_initial_size_and_keeps_the_contents)
 }
 END_TEST
 
+START_TEST(reserve_items_counts_elements_and_refuses_an_overflowing_size)
+{
+    int64_t *v = NULL;
+    size_t cap = 0;
+    ck_assert(UTIL_RESERVE(v, &cap, 5, 4));
+    ck_assert_uint_eq(cap, 8);
+    for (int i = 0; i < 8; i++)
+        v[i] = (int64_t)i << 40;
+    ck_assert(UTIL_RESERVE(v, &cap, 9, 4));
+    ck_assert_uint_eq(cap, 16);
+    ck_assert(v[7] == (int64_t)7 << 40);
+    int64_t *before = v;
+    ck_assert(!UTIL_RESERVE(v, &cap, SIZE_MAX / 4, 4));   /* bytes overflow size_t */
+    ck_assert(v == before);
+    ck_assert_uint_eq(cap, 16);
+    free(v);
+}
+END_TEST
+
 START_TEST(utf8_encode_round_trips_through_decode)
 {
     const uint32_t cps[] = {0, 'A', 0x7f, 0x80, 0x120, 0x7ff, 0x800, 0x2423, 0xffff, 0x10000,
@@ -209,6 +228,8 @@ int main(void)
             read_file_names_a_missing_file_and_says_it_is_missing, path_join_puts_one_slash_between,
             json_type_names_read_as_english, parse_long_takes_whole_integers_in_range_only,
             argmax_takes_the_lowest_index_on_ties,
-            reserve_doubles_from_the_initial_size_and_keeps_the_contents, utf8_encode_round_trips_through_decode,
+            reserve_doubles_from_the_initial_size_and_keeps_the_contents,
+            reserve_items_counts_elements_and_refuses_an_overflowing_size,
+            utf8_encode_round_trips_through_decode,
             byte_alphabet_is_gpt2s_bytes_to_unicode));
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/text.h"
+#include "core/util.h"
 
 bool ui_columns_layout(ui_rect area, int n, int min_w, ui_rect *out)
 {
@@ -73,14 +74,9 @@ static int wrap(const char *text, int w, wrap_line **lines)
                 to = last_blank;
                 next = last_blank + 1;
             }
-            if ((size_t)count == cap) {
-                wrap_line *m = realloc(l, 2 * cap * sizeof *l);
-                if (!m) {
-                    free(l);
-                    return -1;
-                }
-                l = m;
-                cap *= 2;
+            if (!UTIL_RESERVE(l, &cap, (size_t)count + 1, 16)) {
+                free(l);
+                return -1;
             }
             l[count++] = (wrap_line){.from = start, .to = to};
             if (end)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/text.h"
+#include "core/util.h"
 
 #define PROMPT ">>> "
 #define PROMPT_MORE "... "
@@ -24,24 +25,9 @@ void ui_input_free(ui_input *in)
     memset(in, 0, sizeof *in);
 }
 
-static bool reserve(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return true;
-    size_t c = *cap ? *cap : 128;
-    while (c < need)
-        c *= 2;
-    char *b = realloc(*buf, c);
-    if (!b)
-        return false;
-    *buf = b;
-    *cap = c;
-    return true;
-}
-
 bool ui_input_insert(ui_input *in, const char *s, size_t n)
 {
-    if (!reserve(&in->line, &in->cap, in->len + n + 1))
+    if (!util_reserve(&in->line, &in->cap, in->len + n + 1, 128))
         return false;
     memmove(in->line + in->cur + n, in->line + in->cur, in->len - in->cur);
     memcpy(in->line + in->cur, s, n);
@@ -140,7 +126,7 @@ void ui_input_kill_word(ui_input *in)
 
 static bool block_add(ui_input *in, const char *s, size_t n, bool newline)
 {
-    if (!reserve(&in->block, &in->bcap, in->blen + n + 2))
+    if (!util_reserve(&in->block, &in->bcap, in->blen + n + 2, 128))
         return false;
     if (newline)
         in->block[in->blen++] = '\n';

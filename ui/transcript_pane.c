@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/text.h"
+#include "core/util.h"
 
 #define TAB_WIDTH 4
 
@@ -38,14 +39,8 @@ void ui_doc_truncate(ui_doc *d, size_t n)
 
 bool ui_doc_append_cp(ui_doc *d, uint32_t cp, uint8_t style, uint8_t attr)
 {
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 1024;
-        ui_doc_char *c = realloc(d->chars, cap * sizeof *c);
-        if (!c)
-            return false;
-        d->chars = c;
-        d->cap = cap;
-    }
+    if (!UTIL_RESERVE(d->chars, &d->cap, d->n + 1, 1024))
+        return false;
     int w = (cp == '\n' || cp == '\t') ? 1 : ui_char_width(cp);
     d->chars[d->n++] = (ui_doc_char){.cp = cp, .width = (uint8_t)w, .style = style, .attr = attr};
     return true;
@@ -149,15 +144,9 @@ typedef struct {
 static void push_span(line_acc *acc, line_span **v, size_t *n, size_t *cap, size_t first_cap,
                       line_span l)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : first_cap;
-        line_span *p = realloc(*v, c * sizeof *p);
-        if (!p) {
-            acc->oom = true;
-            return;
-        }
-        *v = p;
-        *cap = c;
+    if (!UTIL_RESERVE(*v, cap, *n + 1, first_cap)) {
+        acc->oom = true;
+        return;
     }
     (*v)[(*n)++] = l;
 }
