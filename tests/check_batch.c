@@ -32,41 +32,18 @@ static void odd_model_teardown(void)
     tu_tmpdir_free(model_dir);
 }
 
-/* Token t of sequence b: a different stream per sequence. */
-static int32_t token_of(const model *m, int b, int t)
-{
-    return (int32_t)((b * 97 + t * 31 + 7) % m->config.V);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Batch invariance */
 
 #define MAX_SEQS 24
 #define STEPS 5
 
-/* Sequence b starts with a prompt of prompt_len(b) tokens; then STEPS decode tokens. */
-static int prompt_len(int b)
-{
-    return 1 + (b * 5) % 11;
-}
-
-/* The logits of every decode step of sequence b, run alone on a fresh engine: a span for the
- * prompt, then one token at a time. (STEPS, V) */
+/* The logits of sequence b's STEPS decode steps (testutil's sequences) run alone on a fresh
+ * engine. (STEPS, V) */
 static float *alone(const model *m, tt_dtype d, int n_threads, int n_ctx, int b)
 {
     engine *e = tu_cpu_engine(m, d, n_threads, n_ctx);
-    const int V = m->config.V, P = prompt_len(b);
-    int32_t ids[64];
-    for (int t = 0; t < P + STEPS; t++)
-        ids[t] = token_of(m, b, t);
-    tt_error err;
-    ck_assert_msg(engine_forward(e, ids, P, 0, false, &err) == TT_OK, "%s", err.msg);
-    float *out = malloc((size_t)STEPS * (size_t)V * sizeof(float));
-    for (int s = 0; s < STEPS; s++) {
-        ck_assert_msg(engine_forward(e, ids + P + s, 1, P + s, false, &err) == TT_OK, "%s",
-                      err.msg);
-        memcpy(out + (size_t)s * (size_t)V, engine_logits(e, 0), (size_t)V * sizeof(float));
-    }
+    float *out = tu_seq_alone(e, b, STEPS);
     engine_free(e);
     return out;
 }
@@ -78,35 +55,22 @@ static void check_batched(const model *m, tt_dtype d, int n_threads, int n_ctx, 
 {
     engine *e = tu_cpu_engine(m, d, n_threads, n_ctx);
     const int V = m->config.V;
-    tt_error err;
-    ck_assert_msg(engine_seq_reserve(e, B, &err) == TT_OK, "%s", err.msg);
-    ck_assert_int_eq(engine_seq_count(e), B);
+    tu_seq_prefill(e, B);
     int order[MAX_SEQS];
     for (int r = 0; r < B; r++)
         order[r] = (r * 7 + 3) % B;   /* 7 is prime to every B tested, so this permutes */
-    for (int b = 0; b < B; b++) {
-        int32_t ids[16];
-        for (int t = 0; t < prompt_len(b); t++)
-            ids[t] = token_of(m, b, t);
-        ck_assert_msg(engine_seq_forward(e, b, ids, prompt_len(b), 0, false, &err) == TT_OK,
-                      "%s", err.msg);
-    }
     for (int s = 0; s < STEPS; s++) {
-        int32_t ids[MAX_SEQS];
-        for (int r = 0; r < B; r++)
-            ids[r] = token_of(m, order[r], prompt_len(order[r]) + s);
-        ck_assert_msg(engine_forward_batch(e, order, ids, B, &err) == TT_OK, "%s", err.msg);
-        ck_assert_int_eq(e->n_logits, B);
+        tu_seq_step(e, order, B, s);
         for (int r = 0; r < B; r++) {
             int b = order[r];
-            ck_assert_int_eq(engine_seq_len(e, b), prompt_len(b) + s + 1);
             ck_assert_msg(memcmp(engine_logits(e, r), want[b] + (size_t)s * (size_t)V,
                                  (size_t)V * sizeof(float)) == 0,
                           "%s: batch %d, step %d, row %d (sequence %d at position %d) differs "
-                          "from the same token run alone", what, B, s, r, b, prompt_len(b) + s);
+                          "from the same token run alone", what, B, s, r, b,
+                          tu_seq_prompt_len(b) + s);
         }
     }
-    ck_assert_int_eq(e->n_past, prompt_len(0) + STEPS);   /* sequence 0 is the single cache */
+    ck_assert_int_eq(e->n_past, tu_seq_prompt_len(0) + STEPS);   /* 0 is the single cache */
     engine_free(e);
 }
 
@@ -179,7 +143,7 @@ START_TEST(a_copied_sequence_continues_exactly_like_its_source)
     ck_assert_int_eq(engine_seq_reserve(e, 3, &err), TT_OK);
     int32_t ids[20];
     for (int t = 0; t < 20; t++)
-        ids[t] = token_of(m, 1, t);
+        ids[t] = tu_seq_token(m, 1, t);
     /* sequence 0: a 6-token prompt; 1: a copy of all of it; 2: the prompt, then a copy of the
      * rest after both took 4 more tokens on sequence 0 */
     ck_assert_int_eq(engine_forward(e, ids, 6, 0, false, &err), TT_OK);
@@ -259,34 +223,9 @@ END_TEST
 START_TEST(bad_batches_and_copies_are_refused_and_change_nothing)
 {
     engine *e = tu_cpu_engine(odd_model, TT_F32, 1, 8);
+    tu_assert_sequence_refusals(e);
     tt_error err;
-    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    ck_assert_int_eq(engine_seq_reserve(e, 0, &err), TT_ERR_ARG);
-    ck_assert_int_eq(engine_seq_reserve(e, 3, &err), TT_OK);
-    ck_assert_int_eq(engine_forward(e, ids, 3, 0, false, &err), TT_OK);
-    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 7, 0, false, &err), TT_OK);
-
-    int dup[2] = {0, 0};
-    ck_assert_int_eq(engine_forward_batch(e, dup, ids, 2, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "forward_batch: sequence 0 appears twice (rows 0 and 1)");
-    int missing[2] = {0, 3};
-    ck_assert_int_eq(engine_forward_batch(e, missing, ids, 2, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "forward_batch: sequence 3 does not exist (3 reserved)");
-    int32_t bad[2] = {1, 301};
-    int ok[2] = {0, 1};
-    ck_assert_int_eq(engine_forward_batch(e, ok, bad, 2, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "forward_batch: token id 301 at row 1 is outside the vocabulary "
-                     "[0, 301)");
-    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 1, 7, false, &err), TT_OK);   /* now full */
-    ck_assert_int_eq(engine_forward_batch(e, ok, ids, 2, &err), TT_ERR_CONTEXT);
-    ck_assert_str_eq(err.msg, "forward_batch: sequence 1 is full (8 of 8 positions)");
-    ck_assert_int_eq(engine_forward_batch(e, ok, ids, 0, &err), TT_ERR_ARG);
-    ck_assert_int_eq(engine_seq_len(e, 0), 3);
-    ck_assert_int_eq(engine_seq_len(e, 1), 8);
-    ck_assert_int_eq(engine_seq_len(e, 2), 0);
-
-    ck_assert_int_eq(engine_seq_copy(e, 2, 1, 0, 9, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "copy: 9 positions asked, sequence 1 holds 8");
+    int32_t ids[1] = {1};
     ck_assert_int_eq(engine_seq_copy(e, 2, 1, 1, 4, &err), TT_ERR_ARG);
     ck_assert_str_eq(err.msg, "copy: shared prefix of 1 positions, but sequence 2 holds 0");
     ck_assert_int_eq(engine_seq_copy(e, 5, 1, 0, 4, &err), TT_ERR_ARG);

@@ -914,17 +914,6 @@ END_TEST
 #define GT_SEQS 6
 #define GT_SEQ_STEPS 4
 
-/* Sequence b's prompt length and tokens: each sequence at its own position. */
-static int gt_seq_prompt(int b)
-{
-    return 1 + (b * 5) % 9;
-}
-
-static int32_t gt_seq_token(const model *m, int b, int t)
-{
-    return (int32_t)((b * 97 + t * 31 + 7) % m->config.V);
-}
-
 /* Row got against want: bit for bit where GT_BATCH_BITWISE, else within the logits tolerance. */
 static void gt_same_row(const char *what, tt_dtype d, const float *got, const float *want, int V)
 {
@@ -947,17 +936,7 @@ static void gt_same_row(const char *what, tt_dtype d, const float *got, const fl
 static float *gt_seq_alone(model *m, const engine_options *eo, const cuda_engine_options *co, int b)
 {
     engine *e = gt_engine(m, eo, co);
-    const int V = m->config.V, P = gt_seq_prompt(b);
-    int32_t ids[32];
-    for (int t = 0; t < P + GT_SEQ_STEPS; t++)
-        ids[t] = gt_seq_token(m, b, t);
-    tt_error err = {0};
-    ck_assert_msg(engine_forward(e, ids, P, 0, false, &err) == TT_OK, "%s", err.msg);
-    float *out = malloc((size_t)GT_SEQ_STEPS * (size_t)V * sizeof(float));
-    for (int s = 0; s < GT_SEQ_STEPS; s++) {
-        ck_assert_msg(engine_forward(e, ids + P + s, 1, P + s, false, &err) == TT_OK, "%s", err.msg);
-        memcpy(out + (size_t)s * (size_t)V, engine_logits(e, 0), (size_t)V * sizeof(float));
-    }
+    float *out = tu_seq_alone(e, b, GT_SEQ_STEPS);
     engine_free(e);
     return out;
 }
@@ -981,39 +960,24 @@ START_TEST(gpu_batched_rows_equal_the_same_rows_run_alone)
     for (int b = 0; b < GT_SEQS; b++)
         want[b] = gt_seq_alone(m, &eo, &co, b);
     static const int batches[] = {1, 3, GT_SEQS};
-    tt_error err = {0};
     for (int k = 0; k < 3; k++) {
         const int B = batches[k];
         engine *e = gt_engine(m, &eo, &co);
-        ck_assert_msg(engine_seq_reserve(e, B, &err) == TT_OK, "%s", err.msg);
-        ck_assert_int_eq(engine_seq_count(e), B);
+        tu_seq_prefill(e, B);
         int order[GT_SEQS];
         for (int r = 0; r < B; r++)
             order[r] = (r * 5 + 2) % B;    /* 5 is prime to every B here: a permutation */
-        for (int b = 0; b < B; b++) {
-            int32_t ids[16];
-            for (int t = 0; t < gt_seq_prompt(b); t++)
-                ids[t] = gt_seq_token(m, b, t);
-            ck_assert_msg(engine_seq_forward(e, b, ids, gt_seq_prompt(b), 0, false, &err) == TT_OK, "%s",
-                          err.msg);
-        }
         for (int s = 0; s < GT_SEQ_STEPS; s++) {
-            int32_t ids[GT_SEQS];
-            for (int r = 0; r < B; r++)
-                ids[r] = gt_seq_token(m, order[r], gt_seq_prompt(order[r]) + s);
-            ck_assert_msg(engine_forward_batch(e, order, ids, B, &err) == TT_OK, "%s", err.msg);
-            ck_assert_int_eq(e->n_logits, B);
+            tu_seq_step(e, order, B, s);
             for (int r = 0; r < B; r++) {
                 const int b = order[r];
-                ck_assert_int_eq(engine_seq_len(e, b), gt_seq_prompt(b) + s + 1);
-                ck_assert_int_eq(engine_seq_tokens(e, b)[gt_seq_prompt(b) + s], ids[r]);
                 char what[128];
                 snprintf(what, sizeof what, "batch %d, step %d, row %d (sequence %d at position %d) vs alone",
-                         B, s, r, b, gt_seq_prompt(b) + s);
+                         B, s, r, b, tu_seq_prompt_len(b) + s);
                 gt_same_row(what, d, engine_logits(e, r), want[b] + (size_t)s * (size_t)V, V);
             }
         }
-        ck_assert_int_eq(e->n_past, gt_seq_prompt(0) + GT_SEQ_STEPS);   /* sequence 0 is the plain cache */
+        ck_assert_int_eq(e->n_past, tu_seq_prompt_len(0) + GT_SEQ_STEPS);   /* sequence 0 is the plain cache */
         cuda_engine_stats st;
         ck_assert(cuda_engine_get_stats(e, &st));
         ck_assert_int_eq(st.sequences, B);
@@ -1038,21 +1002,13 @@ START_TEST(gpu_batched_rows_match_the_cpu_batch)
     engine *es[2] = {p.cpu, p.gpu};
     tt_error err = {0};
     int seqs[4] = {3, 0, 2, 1};
-    for (int k = 0; k < 2; k++) {
-        ck_assert_msg(engine_seq_reserve(es[k], B, &err) == TT_OK, "%s", err.msg);
-        for (int b = 0; b < B; b++) {
-            int32_t ids[16];
-            for (int t = 0; t < gt_seq_prompt(b); t++)
-                ids[t] = gt_seq_token(p.m, b, t);
-            ck_assert_msg(engine_seq_forward(es[k], b, ids, gt_seq_prompt(b), 0, false, &err) == TT_OK, "%s",
-                          err.msg);
-        }
-    }
+    for (int k = 0; k < 2; k++)
+        tu_seq_prefill(es[k], B);
     double *ref = malloc((size_t)V * sizeof(double));
     for (int s = 0; s < 3; s++) {
         int32_t ids[4];
         for (int r = 0; r < B; r++)
-            ids[r] = gt_seq_token(p.m, seqs[r], 20 + s);
+            ids[r] = tu_seq_token(p.m, seqs[r], 20 + s);
         for (int k = 0; k < 2; k++)
             ck_assert_msg(engine_forward_batch(es[k], seqs, ids, B, &err) == TT_OK, "%s", err.msg);
         for (int r = 0; r < B; r++) {
@@ -1082,7 +1038,7 @@ START_TEST(gpu_copied_sequence_continues_exactly_like_its_source)
     ck_assert_msg(engine_seq_reserve(e, 3, &err) == TT_OK, "%s", err.msg);
     int32_t ids[24];
     for (int t = 0; t < 24; t++)
-        ids[t] = gt_seq_token(m, 4, t);
+        ids[t] = tu_seq_token(m, 4, t);
     ck_assert(engine_seq_forward(e, 1, ids, 9, 0, false, &err) == TT_OK);
     ck_assert(engine_seq_forward(e, 2, ids + 12, 5, 0, false, &err) == TT_OK);   /* other rows, replaced */
     ck_assert_msg(engine_seq_copy(e, 2, 1, 0, 9, &err) == TT_OK, "%s", err.msg);
@@ -1142,36 +1098,11 @@ START_TEST(gpu_bad_batches_are_refused_and_change_nothing)
     char *dir;
     model *m = gt_load(&mc, &dir);
     engine *e = gt_engine(m, NULL, NULL);
-    tt_error err = {0};
-    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    ck_assert_int_eq(engine_seq_reserve(e, 0, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "sequences: 0 is not a positive count");
-    ck_assert_int_eq(engine_seq_reserve(e, 3, &err), TT_OK);
-    ck_assert_int_eq(engine_forward(e, ids, 3, 0, false, &err), TT_OK);
-    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 7, 0, false, &err), TT_OK);
-    /* A position beyond the context, for a span and for a batch. */
-    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 2, 7, false, &err), TT_ERR_CONTEXT);
-    ck_assert_str_eq(err.msg, "forward: 2 tokens at position 7 do not fit the context of 8");
-    ck_assert_int_eq(engine_seq_len(e, 1), 7);
-    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 1, 7, false, &err), TT_OK);   /* now full */
-    int ok[2] = {0, 1};
-    ck_assert_int_eq(engine_forward_batch(e, ok, ids, 2, &err), TT_ERR_CONTEXT);
-    ck_assert_str_eq(err.msg, "forward_batch: sequence 1 is full (8 of 8 positions)");
-    int missing[2] = {0, 3};
-    ck_assert_int_eq(engine_forward_batch(e, missing, ids, 2, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "forward_batch: sequence 3 does not exist (3 reserved)");
-    int dup[2] = {2, 2};
-    ck_assert_int_eq(engine_forward_batch(e, dup, ids, 2, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "forward_batch: sequence 2 appears twice (rows 0 and 1)");
-    int32_t bad[2] = {1, 300};
-    int fine[2] = {0, 2};
-    ck_assert_int_eq(engine_forward_batch(e, fine, bad, 2, &err), TT_ERR_ARG);
-    ck_assert_int_eq(engine_seq_copy(e, 2, 1, 0, 9, &err), TT_ERR_ARG);
-    ck_assert_str_eq(err.msg, "copy: 9 positions asked, sequence 1 holds 8");
-    ck_assert_int_eq(engine_seq_len(e, 0), 3);
-    ck_assert_int_eq(engine_seq_len(e, 1), 8);
-    ck_assert_int_eq(engine_seq_len(e, 2), 0);
+    tu_assert_sequence_refusals(e);
     /* The engine goes on. */
+    tt_error err = {0};
+    int fine[2] = {0, 2};
+    int32_t ids[2] = {4, 5};
     ck_assert_msg(engine_forward_batch(e, fine, ids, 2, &err) == TT_OK, "%s", err.msg);
     ck_assert_int_eq(engine_seq_len(e, 0), 4);
     ck_assert_int_eq(engine_seq_len(e, 2), 1);

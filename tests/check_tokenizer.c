@@ -25,6 +25,13 @@ static tokenizer *load_gpt2(void)
     return t;
 }
 
+/* The GPT-2 tokenizer, loaded once per test case by an unchecked fixture for the tests that only
+ * read it. */
+static tokenizer *gpt2;
+
+static void gpt2_setup(void) { gpt2 = load_gpt2(); }
+static void gpt2_teardown(void) { tokenizer_free(gpt2); }
+
 static double seconds_now(void)
 {
     struct timespec ts;
@@ -147,7 +154,7 @@ END_TEST
 
 START_TEST(exposes_gpt2_vocabulary_facts)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     ck_assert_int_eq(tokenizer_vocab_size(t), 50257);
     ck_assert_int_eq(tokenizer_eot_id(t), 50256);
     ck_assert_str_eq(tokenizer_token_str(t, 50256), "<|endoftext|>");
@@ -165,13 +172,12 @@ START_TEST(exposes_gpt2_vocabulary_facts)
     /* Every byte has its own token, so any byte string is encodable. */
     for (int c = 0; c < 256; c++)
         byte_token(t, (unsigned char)c);
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(decode_rejects_unknown_ids)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     int32_t ids[] = {464, 50257};
     char *out = (char *)1;
     tt_error err = {0};
@@ -182,7 +188,6 @@ START_TEST(decode_rejects_unknown_ids)
     ck_assert_int_eq(tokenizer_decode(t, NULL, 0, &out, &len, &err), TT_OK);
     ck_assert(out && out[0] == 0 && len == 0);
     free(out);
-    tokenizer_free(t);
 }
 END_TEST
 
@@ -191,7 +196,7 @@ END_TEST
 
 START_TEST(empty_text_gives_no_ids)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     int32_t *ids = (int32_t *)1;
     int n = -1;
     ck_assert_int_eq(tokenizer_encode(t, "", 0, &ids, &n, NULL), TT_OK);
@@ -199,26 +204,24 @@ START_TEST(empty_text_gives_no_ids)
     ck_assert_ptr_null(ids);
     ck_assert_int_eq(tokenizer_encode(t, NULL, 0, &ids, &n, NULL), TT_OK);
     ck_assert_int_eq(n, 0);
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(whitespace_only_text_round_trips)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     assert_ids(t, "   ", (int32_t[]){220, 220, 220}, 3);
     assert_ids(t, "\n\n\n", (int32_t[]){628, 198}, 2);
     assert_ids(t, " ", (int32_t[]){220}, 1);
     assert_ids(t, "\n", (int32_t[]){198}, 1);
     assert_round_trips(t, (const char *[]){"\t", " \t \n", "\r\n\r\n", "\xc2\xa0\xc2\xa0",
                                            "\xe3\x80\x80 \n \t", NULL});
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(endoftext_in_text_is_plain_text)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     assert_ids(t, "<|endoftext|>", (int32_t[]){27, 91, 437, 1659, 5239, 91, 29}, 7);
     int n = 0;
     const char *s = "a<|endoftext|>b<|endoftext|>";
@@ -226,13 +229,12 @@ START_TEST(endoftext_in_text_is_plain_text)
     for (int i = 0; i < n; i++)
         ck_assert_int_ne(ids[i], tokenizer_eot_id(t));
     free(ids);
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(contractions_split_like_gpt2)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     /* Lowercase contractions are pieces of their own; uppercase ones are not (GPT-2's regex is
      * case-sensitive), so "DON'T" splits around the apostrophe. */
     assert_ids(t, "don't DON'T Don't", (int32_t[]){9099, 470, 23917, 6, 51, 2094, 470}, 7);
@@ -240,26 +242,24 @@ START_TEST(contractions_split_like_gpt2)
                (int32_t[]){40, 1101, 1654, 345, 821, 826, 26, 484, 1053, 531, 356, 1183, 766,
                            11, 290, 339, 1549, 760, 13}, 19);
     assert_ids(t, "It's", (int32_t[]){1026, 338}, 2);
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(crlf_and_tabs_round_trip)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     assert_ids(t, "Tabs\tand\nnewlines\n\nand\r\nCRLF",
                (int32_t[]){51, 8937, 197, 392, 198, 3605, 6615, 198, 198, 392, 201, 198, 34,
                            7836, 37}, 15);
     int n = 0;
     const char *s = "line one\r\nline two\r\n\r\n\r";
     free(encode_round_trip(t, s, strlen(s), &n));
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(unicode_letters_and_numbers_round_trip)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     assert_ids(t, "naïve café résumé façade",
                (int32_t[]){2616, 38776, 40304, 40560, 16345, 2634, 24685, 16175, 671}, 9);
     assert_ids(t, "Ελληνικά και русский текст",
@@ -268,24 +268,22 @@ START_TEST(unicode_letters_and_numbers_round_trip)
                            18849, 140, 117, 220, 20375, 16843, 31583, 21727, 20375}, 30);
     assert_round_trips(t, (const char *[]){"日本語のテキスト", "١٢٣ ٤٥٦", "x² ½ Ⅻ", "ǅungla ǈ",
                                            "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝟙𝟚𝟛", NULL});
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(emoji_sequences_round_trip)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     assert_ids(t, "emoji 😀🎉👍🏽 family 👨‍👩‍👧",
                (int32_t[]){368, 31370, 30325, 222, 8582, 236, 231, 41840, 235, 8582, 237, 121,
                            1641, 50169, 101, 447, 235, 41840, 102, 447, 235, 41840, 100}, 23);
     assert_round_trips(t, (const char *[]){"🇫🇷🇯🇵", "🏳️‍🌈", "❤️‍🔥 ok", "👩🏾‍💻👩🏾‍💻", NULL});
-    tokenizer_free(t);
 }
 END_TEST
 
 START_TEST(invalid_utf8_bytes_become_single_byte_tokens)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     /* Policy: bytes outside valid UTF-8 are pieces of their own; the valid text around them
      * encodes as if they were not there. */
     const struct {
@@ -333,7 +331,6 @@ START_TEST(invalid_utf8_bytes_become_single_byte_tokens)
     free(a);
     free(b);
     free(m);
-    tokenizer_free(t);
 }
 END_TEST
 
@@ -358,7 +355,7 @@ static size_t random_text(rng *r, char *buf, size_t cap)
 
 START_TEST(random_bytes_round_trip_exactly)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     rng r;
     rng_seed(&r, 2024);
     char buf[96];
@@ -367,7 +364,6 @@ START_TEST(random_bytes_round_trip_exactly)
         int n = 0;
         free(encode_round_trip(t, buf, len, &n));
     }
-    tokenizer_free(t);
 }
 END_TEST
 
@@ -484,7 +480,7 @@ END_TEST
 
 START_TEST(stream_of_gpt2_tokens_reproduces_the_text)
 {
-    tokenizer *t = load_gpt2();
+    const tokenizer *t = gpt2;
     const char *text = "emoji 😀🎉👍🏽 family 👨‍👩‍👧 日本語 — “quotes”";
     int n = 0;
     int32_t *ids = encode_round_trip(t, text, strlen(text), &n);
@@ -501,7 +497,6 @@ START_TEST(stream_of_gpt2_tokens_reproduces_the_text)
     ck_assert_uint_eq(w, strlen(text));
     ck_assert(memcmp(out, text, w) == 0);
     free(ids);
-    tokenizer_free(t);
 }
 END_TEST
 
@@ -797,6 +792,7 @@ int main(void)
             encodes_every_reference_case_to_its_ids_and_back,
             encodes_reference_cases_identically_without_pcre2_jit, exposes_gpt2_vocabulary_facts,
             decode_rejects_unknown_ids));
+    tcase_add_unchecked_fixture(tc, gpt2_setup, gpt2_teardown);
     tcase_set_timeout(tc, 60);
 
     tc = tu_add_case(s, "edge", TU_TESTS(
@@ -805,13 +801,15 @@ int main(void)
             unicode_letters_and_numbers_round_trip, emoji_sequences_round_trip,
             invalid_utf8_bytes_become_single_byte_tokens, random_bytes_round_trip_exactly,
             interpreter_fallback_gives_the_same_ids_as_jit, long_inputs_are_fast_and_round_trip));
+    tcase_add_unchecked_fixture(tc, gpt2_setup, gpt2_teardown);
     tcase_set_timeout(tc, 60);
 
-    tu_add_case(s, "stream", TU_TESTS(
+    tc = tu_add_case(s, "stream", TU_TESTS(
             stream_holds_a_split_character_until_it_completes,
             stream_of_gpt2_tokens_reproduces_the_text,
             stream_replaces_invalid_bytes_with_one_fffd_per_maximal_subpart,
             stream_flush_emits_held_bytes_once_and_resets, stream_never_writes_past_capacity));
+    tcase_add_unchecked_fixture(tc, gpt2_setup, gpt2_teardown);
 
     tc = tu_add_case(s, "load", TU_TESTS(
             rejects_missing_files, rejects_vocab_that_is_not_an_object, rejects_bad_ids,

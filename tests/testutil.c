@@ -154,6 +154,101 @@ void tu_fake_destroy(engine *e)
     free(e);
 }
 
+int tu_seq_prompt_len(int b)
+{
+    return 1 + (b * 5) % 11;
+}
+
+int32_t tu_seq_token(const model *m, int b, int t)
+{
+    return (int32_t)((b * 97 + t * 31 + 7) % m->config.V);
+}
+
+float *tu_seq_alone(engine *e, int b, int steps)
+{
+    const model *m = e->model;
+    const int V = m->config.V, P = tu_seq_prompt_len(b);
+    int32_t ids[32];
+    ck_assert_int_le(P + steps, 32);
+    for (int t = 0; t < P + steps; t++)
+        ids[t] = tu_seq_token(m, b, t);
+    tt_error err = {0};
+    ck_assert_msg(engine_forward(e, ids, P, 0, false, &err) == TT_OK, "%s", err.msg);
+    float *out = malloc((size_t)steps * (size_t)V * sizeof(float));
+    for (int s = 0; s < steps; s++) {
+        ck_assert_msg(engine_forward(e, ids + P + s, 1, P + s, false, &err) == TT_OK, "%s",
+                      err.msg);
+        memcpy(out + (size_t)s * (size_t)V, engine_logits(e, 0), (size_t)V * sizeof(float));
+    }
+    return out;
+}
+
+void tu_seq_prefill(engine *e, int B)
+{
+    tt_error err = {0};
+    ck_assert_msg(engine_seq_reserve(e, B, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(engine_seq_count(e), B);
+    for (int b = 0; b < B; b++) {
+        int32_t ids[16];
+        const int P = tu_seq_prompt_len(b);
+        for (int t = 0; t < P; t++)
+            ids[t] = tu_seq_token(e->model, b, t);
+        ck_assert_msg(engine_seq_forward(e, b, ids, P, 0, false, &err) == TT_OK, "%s", err.msg);
+    }
+}
+
+void tu_seq_step(engine *e, const int *order, int B, int s)
+{
+    int32_t ids[64];
+    ck_assert_int_le(B, 64);
+    for (int r = 0; r < B; r++)
+        ids[r] = tu_seq_token(e->model, order[r], tu_seq_prompt_len(order[r]) + s);
+    tt_error err = {0};
+    ck_assert_msg(engine_forward_batch(e, order, ids, B, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(e->n_logits, B);
+    for (int r = 0; r < B; r++) {
+        const int b = order[r], len = tu_seq_prompt_len(b) + s + 1;
+        ck_assert_int_eq(engine_seq_len(e, b), len);
+        ck_assert_int_eq(engine_seq_tokens(e, b)[len - 1], ids[r]);
+    }
+}
+
+void tu_assert_sequence_refusals(engine *e)
+{
+    tt_error err = {0};
+    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ck_assert_int_eq(engine_seq_reserve(e, 0, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "sequences: 0 is not a positive count");
+    ck_assert_int_eq(engine_seq_reserve(e, 3, &err), TT_OK);
+    ck_assert_int_eq(engine_forward(e, ids, 3, 0, false, &err), TT_OK);
+    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 7, 0, false, &err), TT_OK);
+    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 2, 7, false, &err), TT_ERR_CONTEXT);
+    ck_assert_str_eq(err.msg, "forward: 2 tokens at position 7 do not fit the context of 8");
+    ck_assert_int_eq(engine_seq_len(e, 1), 7);
+    ck_assert_int_eq(engine_seq_forward(e, 1, ids, 1, 7, false, &err), TT_OK);   /* now full */
+    int full[2] = {0, 1};
+    ck_assert_int_eq(engine_forward_batch(e, full, ids, 2, &err), TT_ERR_CONTEXT);
+    ck_assert_str_eq(err.msg, "forward_batch: sequence 1 is full (8 of 8 positions)");
+    int missing[2] = {0, 3};
+    ck_assert_int_eq(engine_forward_batch(e, missing, ids, 2, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "forward_batch: sequence 3 does not exist (3 reserved)");
+    int dup[2] = {2, 2};
+    ck_assert_int_eq(engine_forward_batch(e, dup, ids, 2, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "forward_batch: sequence 2 appears twice (rows 0 and 1)");
+    const int V = e->config->V;
+    int32_t bad[2] = {1, V};
+    int fine[2] = {0, 2};
+    ck_assert_int_eq(engine_forward_batch(e, fine, bad, 2, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, tu_path("forward_batch: token id %d at row 1 is outside the "
+                                      "vocabulary [0, %d)", V, V));
+    ck_assert_int_eq(engine_forward_batch(e, fine, ids, 0, &err), TT_ERR_ARG);
+    ck_assert_int_eq(engine_seq_copy(e, 2, 1, 0, 9, &err), TT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "copy: 9 positions asked, sequence 1 holds 8");
+    ck_assert_int_eq(engine_seq_len(e, 0), 3);
+    ck_assert_int_eq(engine_seq_len(e, 1), 8);
+    ck_assert_int_eq(engine_seq_len(e, 2), 0);
+}
+
 engine *tu_cpu_engine(const model *m, tt_dtype d, int n_threads, int n_ctx)
 {
     engine_options o;

@@ -98,6 +98,31 @@ TCase *tu_add_loop_case(Suite *s, const char *name, int n, const TTest *const *t
 /* A suite of one test case (both named name) run as tu_run_suite does: most suites' main. */
 int tu_run_tests(const char *name, const TTest *const *tests, size_t n);
 
+/* Batched decoding in tests. Sequence b starts with a prompt of tu_seq_prompt_len(b) tokens (1 to
+ * 11, so sequences stand at different positions) and goes on one token a step; token t of
+ * sequence b is tu_seq_token(m, b, t), a different stream per sequence. */
+int tu_seq_prompt_len(int b);
+int32_t tu_seq_token(const model *m, int b, int t);
+
+/* The logits of sequence b's first steps decode steps (steps <= 16) run alone on e, a fresh
+ * engine: the prompt as one span, then one token at a time. (steps, V), caller frees. */
+float *tu_seq_alone(engine *e, int b, int steps);
+
+/* Reserves B sequences on e and prefills each one's prompt; fails the calling test when e
+ * refuses. */
+void tu_seq_prefill(engine *e, int B);
+
+/* Decode step s (from 0) of sequences order[0..B) in one batch, row r being sequence order[r]:
+ * runs it and asserts B rows of logits and that each sequence now ends with its step's token. */
+void tu_seq_step(engine *e, const int *order, int B, int s);
+
+/* The refusals of the sequences API (engine.c checks them for every backend), asserted with
+ * their messages on a fresh engine e with a context of 8 positions: a count of 0 sequences, a span
+ * past the context, a batch naming a full, missing or repeated sequence or a token outside the
+ * vocabulary, an empty batch, a copy of more positions than the source holds. Each changes
+ * nothing: e is left with 3 sequences holding 3, 8 and 0 positions of the ids 1, 2, 3, ... */
+void tu_assert_sequence_refusals(engine *e);
+
 /* Fake engines in tests (a struct with the engine first, calloc'd, cache = n_past positions):
  * truncate only lowers n_past, destroy frees the struct. */
 void tu_fake_truncate(engine *e, int pos);
