@@ -480,49 +480,45 @@ static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
     return text;
 }
 
-static int app_generate(int argc, char **argv)
+static int app_generate(cli_options *o)
 {
-    cli_options o;
-    int status = app_parse(&o, "generate", argc, argv);
-    if (status >= 0)
-        return status;
-    if (!o.prompt && !o.prompt_file && isatty(STDIN_FILENO)) {
+    if (!o->prompt && !o->prompt_file && isatty(STDIN_FILENO)) {
         fprintf(stderr, "tokentop generate: give a prompt with -p TEXT or -f FILE (-p \"\" "
                 "generates from the beginning-of-text token)\n");
         return 2;
     }
     size_t plen = 0;
-    char *prompt = read_prompt(&o, &plen, true);
+    char *prompt = read_prompt(o, &plen, true);
     if (!prompt)
         return 1;
-    if (o.compare_set && (o.num_beams || o.samples || o.draft_dir)) {
+    if (o->compare_set && (o->num_beams || o->samples || o->draft_dir)) {
         fprintf(stderr, "tokentop generate: --compare-dtype compares plain generation, not "
                 "--num-beams, --samples or --draft\n");
         free(prompt);
         return 2;
     }
     cli_app app;
-    if (cli_app_load(&app, &o, false) != TT_OK) {
+    if (cli_app_load(&app, o, false) != TT_OK) {
         free(prompt);
         return 1;
     }
-    cli_apply_generation_defaults(&o, app.model);
+    cli_apply_generation_defaults(o, app.model);
     session s;
     tt_error err = {0};
     int rc = 0;
     draft_app draft = {0};
     gen_compare cmp = {0};
-    if ((o.draft_dir && draft_load(&draft, o.draft_dir, &app, &o, &err) != TT_OK) ||
-        (o.compare_set && gen_compare_open(&cmp, app.model, &o, app.eng, &err) != TT_OK)) {
+    if ((o->draft_dir && draft_load(&draft, o->draft_dir, &app, o, &err) != TT_OK) ||
+        (o->compare_set && gen_compare_open(&cmp, app.model, o, app.eng, &err) != TT_OK)) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         draft_free(&draft);
         cli_app_free(&app);
         free(prompt);
         return 1;
     }
-    if (session_init(&s, app.model, app.tok, app.eng, &o.set, &err) != TT_OK ||
+    if (session_init(&s, app.model, app.tok, app.eng, &o->set, &err) != TT_OK ||
         (draft.eng && (session_set_draft(&s, draft.eng, &err) != TT_OK ||
-                       session_set_gamma(&s, o.gamma, o.gamma_adaptive, &err) != TT_OK))) {
+                       session_set_gamma(&s, o->gamma, o->gamma_adaptive, &err) != TT_OK))) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         session_free(&s);
         draft_free(&draft);
@@ -531,14 +527,14 @@ static int app_generate(int argc, char **argv)
         free(prompt);
         return 1;
     }
-    if (draft.eng && o.spec_off)
+    if (draft.eng && o->spec_off)
         session_set_speculative(&s, false, NULL);
     s.device_fallback = cli_device_fallback;
     s.fallback_user = &app;
-    app.fallback_quiet = o.json;   /* JSON output reports it in the summary instead */
-    s.lean = !o.json;              /* plain text shows no histogram: skip the snapshots' work */
-    for (int i = 0; i < o.n_stops && rc == 0; i++)
-        if (session_add_stop(&s, o.stops[i], &err) != TT_OK) {
+    app.fallback_quiet = o->json;   /* JSON output reports it in the summary instead */
+    s.lean = !o->json;              /* plain text shows no histogram: skip the snapshots' work */
+    for (int i = 0; i < o->n_stops && rc == 0; i++)
+        if (session_add_stop(&s, o->stops[i], &err) != TT_OK) {
             fprintf(stderr, "tokentop: %s\n", err.msg);
             rc = 2;
         }
@@ -547,7 +543,7 @@ static int app_generate(int argc, char **argv)
         rc = 1;
     }
     if (rc == 0) {
-        if (o.echo && !o.json) {
+        if (o->echo && !o->json) {
             fwrite(prompt, 1, plen, stdout);
             fflush(stdout);
         }
@@ -555,21 +551,21 @@ static int app_generate(int argc, char **argv)
         s.interrupt = &g_interrupted;
         pace_clock pace;
         pace_init(&pace);
-        pace_set_rate(&pace, o.pace < 0 ? 0 : o.pace);
-        gen_ctx g = {.o = &o, .tok = app.tok, .sample = -1, .cmp = cmp.eng ? &cmp : NULL,
+        pace_set_rate(&pace, o->pace < 0 ? 0 : o->pace);
+        gen_ctx g = {.o = o, .tok = app.tok, .sample = -1, .cmp = cmp.eng ? &cmp : NULL,
                      .s = &s, .pace = &pace};
-        if (o.num_beams) {
-            rc = generate_beams(&s, &o, o.set.seed);
+        if (o->num_beams) {
+            rc = generate_beams(&s, o, o->set.seed);
             goto done;
         }
-        if (o.samples) {
-            rc = generate_samples(&app, &o, prompt, plen);
+        if (o->samples) {
+            rc = generate_samples(&app, o, prompt, plen);
             goto done;
         }
         tt_status st = session_generate(&s, on_event, &g, &err);
-        print_summary(&o, &s, o.set.seed, app.fallback_note, &cmp);
+        print_summary(o, &s, o->set.seed, app.fallback_note, &cmp);
         if (st != TT_OK) {
-            if (!o.json)
+            if (!o->json)
                 fprintf(stderr, "tokentop: %s\n", err.msg);
             rc = 1;
         }
@@ -586,21 +582,17 @@ done:
 /* ---------------------------------------------------------------------------------------------
  * tokenize */
 
-static int app_tokenize(int argc, char **argv)
+static int app_tokenize(cli_options *o)
 {
-    cli_options o;
-    int status = app_parse(&o, "tokenize", argc, argv);
-    if (status >= 0)
-        return status;
     size_t len = 0;
-    char *text = read_prompt(&o, &len, true);
+    char *text = read_prompt(o, &len, true);
     if (!text) {
-        if (!o.prompt_file)
+        if (!o->prompt_file)
             fprintf(stderr, "tokentop tokenize: give text with -p TEXT, -f FILE or on stdin\n");
         return 2;
     }
     cli_app app;
-    if (cli_app_load(&app, &o, true) != TT_OK) {
+    if (cli_app_load(&app, o, true) != TT_OK) {
         free(text);
         return 1;
     }
@@ -611,7 +603,7 @@ static int app_tokenize(int argc, char **argv)
     if (tokenizer_encode(app.tok, text, len, &ids, &n, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
-    } else if (o.json) {
+    } else if (o->json) {
         putchar('[');
         for (int i = 0; i < n; i++)
             printf(i ? ",%d" : "%d", (int)ids[i]);
@@ -634,22 +626,18 @@ static int app_tokenize(int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * score: perplexity of a file */
 
-static int app_score(int argc, char **argv)
+static int app_score(cli_options *o)
 {
-    cli_options o;
-    int status = app_parse(&o, "score", argc, argv);
-    if (status >= 0)
-        return status;
-    if (!o.prompt_file && !o.prompt) {
+    if (!o->prompt_file && !o->prompt) {
         fprintf(stderr, "tokentop score: give the text with -f FILE\n");
         return 2;
     }
     size_t len = 0;
-    char *text = read_prompt(&o, &len, false);
+    char *text = read_prompt(o, &len, false);
     if (!text)
         return 1;
     cli_app app;
-    if (cli_app_load(&app, &o, false) != TT_OK) {
+    if (cli_app_load(&app, o, false) != TT_OK) {
         free(text);
         return 1;
     }
@@ -663,7 +651,7 @@ static int app_score(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    if (o.bos) {
+    if (o->bos) {
         int32_t bos = app.model->config.bos_id >= 0 ? app.model->config.bos_id
                                                     : tokenizer_eot_id(app.tok);
         int32_t *w = malloc(((size_t)n + 1) * sizeof *w);
@@ -682,19 +670,19 @@ static int app_score(int argc, char **argv)
     }
     if (n < 2) {
         fprintf(stderr, "tokentop score: %s has %d token(s); at least 2 are needed\n",
-                o.prompt_file ? o.prompt_file : "the text", n);
+                o->prompt_file ? o->prompt_file : "the text", n);
         rc = 2;
         goto done;
     }
-    int chunk = o.window > 0 ? o.window : app.eng->n_ctx;
+    int chunk = o->window > 0 ? o->window : app.eng->n_ctx;
     if (chunk > app.eng->n_ctx) {
         fprintf(stderr, "tokentop score: --chunk %d is larger than the context (%d)\n", chunk,
                 app.eng->n_ctx);
         rc = 2;
         goto done;
     }
-    if (o.dump_logits && !(dump = fopen(o.dump_logits, "wb"))) {
-        fprintf(stderr, "tokentop: %s: %s\n", o.dump_logits, strerror(errno));
+    if (o->dump_logits && !(dump = fopen(o->dump_logits, "wb"))) {
+        fprintf(stderr, "tokentop: %s: %s\n", o->dump_logits, strerror(errno));
         rc = 1;
         goto done;
     }
@@ -729,7 +717,7 @@ static int app_score(int argc, char **argv)
             nll -= lp;
             predicted++;
             if (dump && fwrite(l, sizeof *l, (size_t)V, dump) != (size_t)V) {
-                fprintf(stderr, "tokentop: %s: write error\n", o.dump_logits);
+                fprintf(stderr, "tokentop: %s: write error\n", o->dump_logits);
                 rc = 1;
                 goto done;
             }
@@ -738,7 +726,7 @@ static int app_score(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     double mean = nll / (double)predicted;
-    if (o.json) {
+    if (o->json) {
         printf("{\"tokens\":%d,\"predicted\":%ld,\"chunk\":%d,\"mean_nll\":%.9g,"
                "\"perplexity\":%.9g,\"tok_s\":%.6g%s}\n",
                n, predicted, chunk, mean, exp(mean), predicted / secs,
@@ -750,7 +738,7 @@ static int app_score(int argc, char **argv)
     }
 done:
     if (dump && fclose(dump) != 0 && rc == 0) {
-        fprintf(stderr, "tokentop: %s: write error\n", o.dump_logits);
+        fprintf(stderr, "tokentop: %s: write error\n", o->dump_logits);
         rc = 1;
     }
     free(ids);
@@ -761,6 +749,16 @@ done:
 
 /* ---------------------------------------------------------------------------------------------
  * main */
+
+/* The commands that take the common options: run gets them parsed. */
+static const struct {
+    const char *name;
+    int (*run)(cli_options *o);
+} app_commands[] = {
+    {"generate", app_generate},
+    {"tokenize", app_tokenize},
+    {"score", app_score},
+};
 
 static void usage(FILE *f)
 {
@@ -781,12 +779,13 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && argv[1][0] != '-') {
         const char *cmd = argv[1];
-        if (strcmp(cmd, "generate") == 0)
-            return app_generate(argc, argv);
-        if (strcmp(cmd, "tokenize") == 0)
-            return app_tokenize(argc, argv);
-        if (strcmp(cmd, "score") == 0)
-            return app_score(argc, argv);
+        for (size_t i = 0; i < sizeof app_commands / sizeof app_commands[0]; i++) {
+            if (strcmp(cmd, app_commands[i].name) != 0)
+                continue;
+            cli_options o;
+            int status = app_parse(&o, cmd, argc, argv);
+            return status >= 0 ? status : app_commands[i].run(&o);
+        }
         if (strcmp(cmd, "bench") == 0 && bench_spec_wanted(argc - 1, argv + 1))
             return bench_spec_main(argc - 1, argv + 1);
         if (strcmp(cmd, "bench") == 0) {

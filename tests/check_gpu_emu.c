@@ -129,36 +129,38 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * The backend's failure paths */
 
+/* The tiny model, loaded once for the case (its tests run on engines of their own). */
+static model *tiny;
+static char *tiny_dir;
+
+static void tiny_setup(void) { tiny = gt_load(&gt_tiny, &tiny_dir); }
+static void tiny_teardown(void) { gt_unload(tiny, tiny_dir); }
+
 START_TEST(no_device_means_cpu_with_a_reason)
 {
     cuda_emu_set_device_count(0);
     char why[160] = "";
     ck_assert(!cuda_backend_available(why, sizeof why));
     ck_assert_str_eq(why, "no CUDA device");
-    char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
     engine *e = (engine *)1;
-    ck_assert_int_eq(cuda_engine_create(m, NULL, NULL, &e, &err), TT_ERR_DEVICE);
+    ck_assert_int_eq(cuda_engine_create(tiny, NULL, NULL, &e, &err), TT_ERR_DEVICE);
     ck_assert_ptr_null(e);
     ck_assert_str_eq(err.msg, "cuda: no CUDA device");
     cuda_device_info_t info;
     ck_assert_int_eq(cuda_device_info(&info, &err), TT_ERR_DEVICE);
-    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(out_of_device_memory_says_needed_and_free)
 {
     cuda_emu_set_memory((size_t)32 << 20);   /* 32 MiB: the cuBLAS workspace alone, not the rest */
-    char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
     engine_options eo = gt_engine_options(TT_F16);
     engine *e;
     cuda_emu_stats before, after;
     cuda_emu_get_stats(&before);
-    ck_assert_int_eq(cuda_engine_create(m, &eo, NULL, &e, &err), TT_ERR_DEVICE);
+    ck_assert_int_eq(cuda_engine_create(tiny, &eo, NULL, &e, &err), TT_ERR_DEVICE);
     ck_assert_ptr_null(e);
     ck_assert_msg(strstr(err.msg, "in fp16 needs ") && strstr(err.msg, " MiB of device memory (weights ") &&
                   strstr(err.msg, " MiB free of 32 MiB on host emulation (gpu/emu)"), "%s", err.msg);
@@ -166,24 +168,21 @@ START_TEST(out_of_device_memory_says_needed_and_free)
     ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);     /* nothing left behind */
     /* With room, the same model loads. */
     cuda_emu_set_memory((size_t)1 << 30);
-    e = gt_engine(m, &eo, NULL);
+    e = gt_engine(tiny, &eo, NULL);
     engine_free(e);
     cuda_emu_get_stats(&after);
     ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
-    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(sticky_error_stops_the_engine_with_one_message)
 {
     cuda_emu_set_quiet(1);         /* the diagnostic is expected */
-    char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     co.use_graphs = _i == 0;
-    engine *e = gt_engine(m, NULL, &co);
+    engine *e = gt_engine(tiny, NULL, &co);
     int32_t ids[4] = {1, 2, 3, 4};
     ck_assert(engine_forward(e, ids, 3, 0, false, &err) == TT_OK);
     ck_assert(engine_forward(e, ids + 3, 1, 3, false, &err) == TT_OK);
@@ -207,9 +206,8 @@ START_TEST(sticky_error_stops_the_engine_with_one_message)
     ck_assert_int_eq(b.api_calls, a.api_calls);
     engine_free(e);
     /* The context is poisoned: a new engine says so instead of crashing. */
-    ck_assert_int_eq(cuda_engine_create(m, NULL, &co, &e, &err), TT_ERR_DEVICE);
+    ck_assert_int_eq(cuda_engine_create(tiny, NULL, &co, &e, &err), TT_ERR_DEVICE);
     ck_assert_ptr_null(e);
-    gt_unload(m, dir);
 }
 END_TEST
 
@@ -217,10 +215,8 @@ START_TEST(sequences_past_device_memory_are_refused_and_change_nothing)
 {
     /* Room for two more sequences' caches, not three: reserving 4 sequences fails with the sizes,
      * gives back the two it made, and 3 then fit. */
-    char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    engine *e = gt_engine(m, NULL, NULL);
+    engine *e = gt_engine(tiny, NULL, NULL);
     cuda_engine_stats st;
     ck_assert(cuda_engine_get_stats(e, &st));
     cuda_emu_stats before, after;
@@ -243,7 +239,6 @@ START_TEST(sequences_past_device_memory_are_refused_and_change_nothing)
     engine_free(e);
     cuda_emu_get_stats(&after);
     ck_assert_uint_lt(after.bytes_in_use, before.bytes_in_use);   /* the engine's memory is all back */
-    gt_unload(m, dir);
 }
 END_TEST
 
@@ -251,10 +246,8 @@ START_TEST(batched_step_of_b_rows_is_captured_once_per_b)
 {
     /* One graph per batch size serves any sequences at any positions: after B = 3, 2 and 1 were
      * captured, steps of those sizes on other sequences launch nothing from the host. */
-    char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    engine *e = gt_engine(m, NULL, NULL);
+    engine *e = gt_engine(tiny, NULL, NULL);
     ck_assert(engine_seq_reserve(e, 3, &err) == TT_OK);
     int three[3] = {2, 0, 1}, two[2] = {1, 2};
     int32_t ids[3] = {10, 20, 30};
@@ -273,16 +266,13 @@ START_TEST(batched_step_of_b_rows_is_captured_once_per_b)
     ck_assert_int_eq(engine_seq_len(e, 1), 4);
     ck_assert_int_eq(engine_seq_len(e, 2), 4);
     engine_free(e);
-    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(decode_step_is_captured_once_and_replayed)
 {
-    char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
-    engine *e = gt_engine(m, NULL, NULL);
+    engine *e = gt_engine(tiny, NULL, NULL);
     int32_t ids[2] = {10, 20};
     ck_assert(engine_forward(e, ids, 2, 0, false, &err) == TT_OK);
     ck_assert(engine_forward(e, ids, 1, 2, false, &err) == TT_OK);     /* captures, replays */
@@ -297,22 +287,19 @@ START_TEST(decode_step_is_captured_once_and_replayed)
     ck_assert_msg(strstr(e->description, "cuda: host emulation (gpu/emu), fp32 weights, graphs on"), "%s",
                   e->description);
     engine_free(e);
-    gt_unload(m, dir);
 }
 END_TEST
 
 START_TEST(kernels_give_the_same_logits_in_both_thread_orders)
 {
     /* A race between threads of a block would make the result depend on their order. */
-    char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
     tt_error err = {0};
     engine_options eo = gt_engine_options(gt_dtypes[_i]);
-    const int V = m->config.V;
+    const int V = tiny->config.V;
     float *logits[2];
     for (int order = 0; order < 2; order++) {
         cuda_emu_set_thread_order(order);
-        engine *e = gt_engine(m, &eo, NULL);
+        engine *e = gt_engine(tiny, &eo, NULL);
         int32_t ids[6] = {7, 70, 170, 270, 370, 470};
         ck_assert(engine_forward(e, ids, 5, 0, false, &err) == TT_OK);
         ck_assert(engine_forward(e, ids + 5, 1, 5, false, &err) == TT_OK);
@@ -323,7 +310,6 @@ START_TEST(kernels_give_the_same_logits_in_both_thread_orders)
     ck_assert(memcmp(logits[0], logits[1], (size_t)V * sizeof(float)) == 0);
     free(logits[0]);
     free(logits[1]);
-    gt_unload(m, dir);
 }
 END_TEST
 
@@ -359,6 +345,7 @@ int main(void)
     tcase_add_test(tc, sequences_past_device_memory_are_refused_and_change_nothing);
     tcase_add_test(tc, batched_step_of_b_rows_is_captured_once_per_b);
     tcase_add_loop_test(tc, kernels_give_the_same_logits_in_both_thread_orders, 0, 3);
+    tcase_add_unchecked_fixture(tc, tiny_setup, tiny_teardown);
     tcase_set_timeout(tc, 120);
 
     gt_add_common(s);
