@@ -739,11 +739,11 @@ START_TEST(load_from_buffers_matches_load_from_files_and_names_the_buffers)
     char *vocab = tu_read_file(tu_path("%s/vocab.json", dir), &vlen);
     char *merges = tu_read_file(tu_path("%s/merges.txt", dir), &mlen);
     ck_assert(vocab && merges);
-    tokenizer *a = load_gpt2(), *b = NULL;
+    tokenizer *b = NULL;
     tt_error err = {0};
     ck_assert_msg(tokenizer_load_buffers(vocab, vlen, "v", merges, mlen, "m", &b, &err) == TT_OK,
                   "%s", err.msg);
-    ck_assert(tokenizer_equal(a, b));
+    ck_assert(tokenizer_equal(gpt2, b));
     tokenizer_free(b);
     b = (tokenizer *)1;
     ck_assert_int_eq(tokenizer_load_buffers(vocab, vlen, "v", "a b c\n", 6, "my-merges", &b, &err),
@@ -753,7 +753,6 @@ START_TEST(load_from_buffers_matches_load_from_files_and_names_the_buffers)
     ck_assert_int_eq(tokenizer_load_buffers("{", 1, "my-vocab", "", 0, "m", &b, &err),
                      TT_ERR_FORMAT);
     ck_assert_msg(strncmp(err.msg, "my-vocab:1: invalid JSON", 24) == 0, "%s", err.msg);
-    tokenizer_free(a);
     free(vocab);
     free(merges);
 }
@@ -761,8 +760,8 @@ END_TEST
 
 START_TEST(equal_only_when_vocab_and_merges_match)
 {
-    tokenizer *a = load_gpt2(), *b = load_gpt2();
-    ck_assert(tokenizer_equal(a, b));
+    tokenizer *b = load_gpt2();   /* a second load equals the first */
+    ck_assert(tokenizer_equal(gpt2, b));
     tokenizer_free(b);
 
     char *dir2 = tu_tmpdir();
@@ -772,46 +771,45 @@ START_TEST(equal_only_when_vocab_and_merges_match)
     ck_assert(load_dir(tmp, &x, NULL) == TT_OK);
     ck_assert(load_dir(dir2, &y, NULL) == TT_OK);
     ck_assert(!tokenizer_equal(x, y)); /* one merge differs */
-    ck_assert(!tokenizer_equal(x, a));
+    ck_assert(!tokenizer_equal(x, gpt2));
     write_vocab(dir2, "\"ab\": 256, \"ba\": 258", "a b\n");
     ck_assert(load_dir(dir2, &z, NULL) == TT_OK);
     ck_assert(!tokenizer_equal(x, z)); /* same merges, one id differs */
     tokenizer_free(x);
     tokenizer_free(y);
     tokenizer_free(z);
-    tokenizer_free(a);
     tu_tmpdir_free(dir2);
 }
 END_TEST
 
+/* A case of s over the GPT-2 tokenizer, loaded once for it (gpt2); its tests may take 60 s. */
+static TCase *gpt2_case(Suite *s, const char *name, const TTest *const *tests, size_t n)
+{
+    TCase *tc = tu_add_case(s, name, tests, n);
+    tcase_add_unchecked_fixture(tc, gpt2_setup, gpt2_teardown);
+    tcase_set_timeout(tc, 60);
+    return tc;
+}
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
-
-    TCase *tc = tu_add_case(s, "gpt2", TU_TESTS(
+    gpt2_case(s, "gpt2", TU_TESTS(
             encodes_every_reference_case_to_its_ids_and_back,
             encodes_reference_cases_identically_without_pcre2_jit, exposes_gpt2_vocabulary_facts,
             decode_rejects_unknown_ids));
-    tcase_add_unchecked_fixture(tc, gpt2_setup, gpt2_teardown);
-    tcase_set_timeout(tc, 60);
-
-    tc = tu_add_case(s, "edge", TU_TESTS(
+    gpt2_case(s, "edge", TU_TESTS(
             empty_text_gives_no_ids, whitespace_only_text_round_trips,
             endoftext_in_text_is_plain_text, contractions_split_like_gpt2, crlf_and_tabs_round_trip,
             unicode_letters_and_numbers_round_trip, emoji_sequences_round_trip,
             invalid_utf8_bytes_become_single_byte_tokens, random_bytes_round_trip_exactly,
             interpreter_fallback_gives_the_same_ids_as_jit, long_inputs_are_fast_and_round_trip));
-    tcase_add_unchecked_fixture(tc, gpt2_setup, gpt2_teardown);
-    tcase_set_timeout(tc, 60);
-
-    tc = tu_add_case(s, "stream", TU_TESTS(
+    gpt2_case(s, "stream", TU_TESTS(
             stream_holds_a_split_character_until_it_completes,
             stream_of_gpt2_tokens_reproduces_the_text,
             stream_replaces_invalid_bytes_with_one_fffd_per_maximal_subpart,
             stream_flush_emits_held_bytes_once_and_resets, stream_never_writes_past_capacity));
-    tcase_add_unchecked_fixture(tc, gpt2_setup, gpt2_teardown);
-
-    tc = tu_add_case(s, "load", TU_TESTS(
+    TCase *tc = gpt2_case(s, "load", TU_TESTS(
             rejects_missing_files, rejects_vocab_that_is_not_an_object, rejects_bad_ids,
             rejects_vocab_without_every_byte, rejects_merges_line_with_one_symbol,
             rejects_merge_whose_symbols_or_result_are_not_in_vocab,
@@ -819,7 +817,5 @@ int main(void)
             merges_apply_one_rank_per_pass_like_encoder_py, equal_only_when_vocab_and_merges_match,
             load_from_buffers_matches_load_from_files_and_names_the_buffers));
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
-    tcase_set_timeout(tc, 60);
-
     return tu_run_suite(s);
 }
