@@ -28,8 +28,7 @@ static void odd_model_setup(void)
 
 static void odd_model_teardown(void)
 {
-    model_free(odd_model);
-    tu_tmpdir_free(model_dir);
+    tu_free_model(odd_model, model_dir);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -122,8 +122,7 @@ static model *case_open(const char *name, beam_case *c, char **dir)
 
 static void case_close(model *m, char *dir)
 {
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 
 static void run_case(const model *m, const beam_case *c, int n_threads, beam_result *r)

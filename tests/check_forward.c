@@ -232,8 +232,7 @@ START_TEST(thread_count_does_not_change_logits)
         }
     }
     unsetenv("TOKENTOP_KERNELS");
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -266,8 +265,7 @@ START_TEST(an_interrupt_stops_a_prefill_between_layers_and_keeps_the_cache_consi
     e->interrupt = NULL;
     engine_free(e);
     free(want);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -302,8 +300,7 @@ START_TEST(simd_and_reference_engines_agree)
             free(ref);
         }
     }
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -329,8 +326,7 @@ START_TEST(exact_weights_give_the_same_logits_from_every_file_dtype)
         for (int i = 0; i < 20; i++)
             ids[i] = (int32_t)((i * 101 + 1) % V);
         out[d] = tu_all_logits(m, TT_F32, 2, ids, 20);
-        model_free(m);
-        tu_tmpdir_free(dir);
+        tu_free_model(m, dir);
     }
     for (size_t i = 0; i < (size_t)20 * (size_t)V; i++) {
         ck_assert_msg(out[0][i] == out[1][i], "F32 vs F16 file at %zu: %.9g %.9g", i, out[0][i],
@@ -486,8 +482,7 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
     }
     unsetenv("TOKENTOP_KERNELS");
     spec_free(sp);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -525,8 +520,7 @@ START_TEST(engine_reports_what_it_holds)
     engine_free(e8);
     engine_free(e32);
     engine_free(e16);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -542,8 +536,7 @@ START_TEST(context_longer_than_the_model_is_refused)
     ck_assert_int_eq(cpu_engine_create(m, &o, &e, &err), TT_ERR_ARG);
     ck_assert_ptr_null(e);
     ck_assert_msg(strstr(err.msg, "65") != NULL, "%s", err.msg);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 

@@ -592,18 +592,12 @@ static void gt_logit_tol(tt_dtype d, double *tol, double *eps)
     *eps = d == TT_F32 ? 1e-5 : d == TT_F16 ? 2e-3 : 1.5e-2;
 }
 
-/* Model case mc written to a new directory (*dir, removed by gt_unload) and loaded. */
+/* Model case mc written to a new directory (*dir, removed by tu_free_model) and loaded. */
 static model *gt_load(const gt_model_case *mc, char **dir)
 {
     tu_model_spec ms = mc->model;
     ms.seed = 41;
     return tu_load_model(&ms, dir);
-}
-
-static void gt_unload(model *m, char *dir)
-{
-    model_free(m);
-    tu_tmpdir_free(dir);
 }
 
 /* A CUDA engine for m that must open (eo, co as cuda_engine_create takes them). */
@@ -651,7 +645,7 @@ static void gt_pair_close(gt_pair *p)
 {
     engine_free(p->gpu);
     engine_free(p->cpu);
-    gt_unload(p->m, p->dir);
+    tu_free_model(p->m, p->dir);
 }
 
 /* The same span on both engines; every logits row compared. */
@@ -808,7 +802,7 @@ START_TEST(graphs_on_and_off_give_identical_logits)
     ck_assert_int_eq(st.graph_replays, 0);
     engine_free(a);
     engine_free(b);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -841,7 +835,7 @@ START_TEST(all_rows_of_a_span_equal_step_by_step_logits)
     free(ref);
     engine_free(a);
     engine_free(b);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -858,7 +852,7 @@ START_TEST(full_context_is_refused_and_the_engine_goes_on)
     ck_assert(engine_forward(g, ids + 8, 1, 7, false, &err) == TT_OK);  /* replace the last one */
     ck_assert_int_eq(g->n_past, 8);
     engine_free(g);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -986,7 +980,7 @@ START_TEST(gpu_batched_rows_equal_the_same_rows_run_alone)
     }
     for (int b = 0; b < GT_SEQS; b++)
         free(want[b]);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -1066,7 +1060,7 @@ START_TEST(gpu_copied_sequence_continues_exactly_like_its_source)
     ck_assert(engine_seq_copy(e, 0, 1, 0, 13, &err) == TT_OK);
     ck_assert_int_eq(e->n_past, 13);
     engine_free(e);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -1088,7 +1082,7 @@ START_TEST(gpu_empty_sequence_in_a_batch_starts_at_position_zero)
                 m->config.V);
     engine_free(e);
     engine_free(alone);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -1107,7 +1101,7 @@ START_TEST(gpu_bad_batches_are_refused_and_change_nothing)
     ck_assert_int_eq(engine_seq_len(e, 0), 4);
     ck_assert_int_eq(engine_seq_len(e, 2), 1);
     engine_free(e);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -1242,7 +1236,7 @@ START_TEST(gpu_samples_follow_the_seed_contract)
     }
     engine_free(e);
     tokenizer_free(tok);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 

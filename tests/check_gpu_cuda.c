@@ -43,7 +43,7 @@ START_TEST(engine_creation_fails_cleanly_without_a_device)
     cuda_device_info_t info;
     s = cuda_device_info(&info, &err);
     ck_assert_int_eq(s, TT_ERR_DEVICE);
-    gt_unload(m, dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 

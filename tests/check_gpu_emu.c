@@ -134,7 +134,7 @@ static model *tiny;
 static char *tiny_dir;
 
 static void tiny_setup(void) { tiny = gt_load(&gt_tiny, &tiny_dir); }
-static void tiny_teardown(void) { gt_unload(tiny, tiny_dir); }
+static void tiny_teardown(void) { tu_free_model(tiny, tiny_dir); }
 
 START_TEST(no_device_means_cpu_with_a_reason)
 {

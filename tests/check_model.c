@@ -525,8 +525,7 @@ START_TEST(loads_generated_model)
     model_free(m);
     m = load_ok(tu_path("%s/.", dir));
     ck_assert_str_eq(m->name, slash + 1);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -544,8 +543,7 @@ START_TEST(exact_models_hold_identical_values_in_every_dtype)
         ck_assert_int_eq(m->file_dtype, (tt_dtype)d);
         ck_assert_int_eq(m->tensors.h[1].fc_w.dtype, (tt_dtype)d);
         vals[d] = model_values(m, &n[d]);
-        model_free(m);
-        tu_tmpdir_free(dir);
+        tu_free_model(m, dir);
     }
     ck_assert_uint_eq(n[0], n[1]);
     ck_assert_uint_eq(n[0], n[2]);
@@ -568,20 +566,17 @@ START_TEST(half_models_hold_rounded_fp32_values)
     char *dir = make_model(&o);
     model *m = load_ok(dir);
     v32 = model_values(m, &n);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
     o.dtype = TT_F16;
     dir = make_model(&o);
     m = load_ok(dir);
     v16 = model_values(m, &n);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
     o.dtype = TT_BF16;
     dir = make_model(&o);
     m = load_ok(dir);
     vb16 = model_values(m, &n);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
     size_t differ = 0;
     for (size_t i = 0; i < n; i++) {
         ck_assert(v16[i] == tt_f16_to_f32(tt_f32_to_f16(v32[i])));
@@ -625,10 +620,8 @@ START_TEST(prefix_and_mask_buffers_do_not_change_values)
     ck_assert_uint_eq(a->n_params, b->n_params);   /* buffers are not parameters */
     free(va);
     free(vb);
-    model_free(a);
-    model_free(b);
-    tu_tmpdir_free(plain);
-    tu_tmpdir_free(masked);
+    tu_free_model(a, plain);
+    tu_free_model(b, masked);
 }
 END_TEST
 
@@ -652,10 +645,8 @@ START_TEST(untied_lm_head_is_its_own_matrix)
     ck_assert(memcmp(va + na - VC, va, VC * sizeof(float)) == 0);
     free(va);
     free(vb);
-    model_free(a);
-    model_free(b);
-    tu_tmpdir_free(tied);
-    tu_tmpdir_free(untied);
+    tu_free_model(a, tied);
+    tu_free_model(b, untied);
 }
 END_TEST
 
@@ -729,8 +720,7 @@ START_TEST(reads_generation_config_and_ignores_a_missing_or_invalid_one)
     m = load_ok(dir);
     ck_assert_msg(strstr(m->gen_warning, "/generation_config.json: not valid JSON") != NULL, "%s",
                   m->gen_warning);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -847,8 +837,7 @@ START_TEST(refuses_missing_and_mistyped_tensors)
     char *dir = make_model(&o);
     rewrite_model(dir, edit_extras);
     model *m = load_ok(dir);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -975,8 +964,7 @@ START_TEST(weight_bytes_count_one_decode_step)
     ck_assert_uint_eq(model_weight_bytes(m, TT_BF16), 2 * n);
     ck_assert_uint_lt(model_weight_bytes(m, TT_F32), 4 * m->n_params);   /* not the wpe table */
     (void)T;
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 

@@ -247,8 +247,7 @@ START_TEST(exact_values_lie_on_the_grid)
         ck_assert(k == floorf(k) && fabsf(k) <= 16);
     }
     free(v);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -283,8 +282,7 @@ START_TEST(matrices_spread_as_scale_over_sqrt_fan_in)
         ck_assert_msg(fabs(s - want) < 0.03 * want, "wte std %g, want %g", s, want);
         s = tensor_std(m->tensors.h[1].fc_proj_w, 512 * 128);   /* fan_in FF = 512 */
         ck_assert_msg(fabs(s - k / sqrt(512.0)) < 0.03 * k / sqrt(512.0), "c_proj std %g", s);
-        model_free(m);
-        tu_tmpdir_free(dir);
+        tu_free_model(m, dir);
     }
 }
 END_TEST
@@ -329,8 +327,7 @@ START_TEST(activations_stay_order_one)
         ck_assert_msg(1 / z > 0.005 && 1 / z < 0.9, "top probability %g", 1 / z);
     }
     engine_free(e);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 }
 END_TEST
 
@@ -469,8 +466,7 @@ START_TEST(copies_a_given_tokenizer)
     tt_error err = {0};
     ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     ck_assert_int_eq(m->config.eos_id, 50256);
-    model_free(m);
-    tu_tmpdir_free(dir);
+    tu_free_model(m, dir);
 
     o.V = 512;
     dir = tu_tmpdir();

@@ -358,6 +358,12 @@ model *tu_load_model(const tu_model_spec *ms, char **dir)
     return m;
 }
 
+void tu_free_model(model *m, char *dir)
+{
+    model_free(m);
+    tu_tmpdir_free(dir);
+}
+
 uint64_t tu_fnv1a64(const void *p, size_t n)
 {
     const unsigned char *b = p;

@@ -75,6 +75,9 @@ char *tu_write_model(const tu_model_spec *spec);
 /* tu_write_model, then the model loaded from that directory (*dir: for tu_tmpdir_free). */
 struct model *tu_load_model(const tu_model_spec *spec, char **dir);
 
+/* Frees a model tu_load_model returned and removes its directory dir (either may be NULL). */
+void tu_free_model(struct model *m, char *dir);
+
 /* FNV-1a 64 of p[0..n): the checksum the golden files record of model.safetensors. */
 uint64_t tu_fnv1a64(const void *p, size_t n);
 
