@@ -41,14 +41,9 @@ tt_status util_read_file(const char *path, size_t max_bytes, char **out, size_t 
     if (s == TT_OK && !(buf = malloc(cap)))
         s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", path);
     while (s == TT_OK) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, n);
-                break;
-            }
-            buf = nb;
-            cap *= 2;
+        if (!util_reserve(&buf, &cap, n + 2, cap)) {   /* room to read and for the NUL */
+            s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, n);
+            break;
         }
         size_t want = cap - n - 1;
         size_t got = fread(buf + n, 1, want, f);
