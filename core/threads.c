@@ -284,7 +284,7 @@ static tt_status pool_start(int n_threads, bool adaptive, bool watch_load, threa
             p->clocks[i - 1] = (clockid_t)-1;
         p->started++;
     }
-    if (adaptive)
+    if (adaptive && watch_load)
         pool_sample_load(p, now_us());
     *out = p;
     return TT_OK;
@@ -398,7 +398,7 @@ static void pool_account(threadpool *p, double end_us, double job_us, double cal
     p->window_chunks += caller_chunks + worker_chunks;
     p->window_jobs++;
     /* A probe despite the load is judged against the caller's measured time per chunk. */
-    bool measured = p->load_limited && p->lone_chunk_us > 0.0;
+    bool measured = p->load_limited && p->lone_chunk_us > 0.0 && p->window_chunks > 0;
     double alone_us = measured ? p->lone_chunk_us * p->window_chunks : p->window_serial_us;
     /* A window closes when it is long enough to judge a gain, or as soon as it has lost more
      * than THREADPOOL_LOSS_MS against the caller alone, and a third of its time: one worker
@@ -410,8 +410,9 @@ static void pool_account(threadpool *p, double end_us, double job_us, double cal
     if (!full && (loss_us < THREADPOOL_LOSS_MS * 1e3 || loss_us < 0.5 * alone_us))
         return;
     int k = pool_free_threads(p, end_us);
-    p->gain = (k == 1 && p->lone_chunk_us > 0.0 ? p->lone_chunk_us * p->window_chunks
-                                                : p->window_serial_us) / p->window_us;
+    p->gain = (k == 1 && p->lone_chunk_us > 0.0 && p->window_chunks > 0
+                   ? p->lone_chunk_us * p->window_chunks
+                   : p->window_serial_us) / p->window_us;
     p->window_us = p->window_serial_us = 0.0;
     p->window_chunks = 0;
     p->window_jobs = 0;
