@@ -1,7 +1,8 @@
 /* threads.c: the fork-join pool: a generation counter announces a job, workers poll it for a
  * short while and then sleep on a condition variable; a job-state word counts the workers inside
  * a job and closes it to latecomers once the caller's share is done. An adaptive pool times its
- * jobs and runs them on the caller alone while the workers do not pay (threads.h). */
+ * jobs and runs them on the caller alone while the workers do not pay, or while other processes
+ * take the cores' time (/proc/stat less its own threads' CPU clocks; threads.h). */
 #include "core/threads.h"
 
 #include <fcntl.h>
@@ -56,10 +57,21 @@ struct threadpool {
     double window_us, window_serial_us; /* the current window: measured, one-thread estimate */
     int window_jobs;
     double gain;                    /* of the last full window (0: none yet) */
-    int others;                     /* runnable threads not ours at the last look (-1: unknown) */
+    double others;                  /* cores' worth of CPU time other processes' non-niced
+                                       threads took over the last interval (-1: unknown) */
     bool load_limited;              /* the last look left fewer cores than threads */
+    clockid_t *clocks;              /* (n - 1) the workers' CPU-time clocks */
+    double stat_us;                 /* the last /proc/stat sample: when (0: none), the busy time */
+    double stat_busy_us, stat_ours_us; /* it counted and our threads' CPU time then */
+    unsigned window_chunks;         /* chunks the current window's jobs handed out */
+    int serial_jobs;                /* jobs run on the caller alone in the current serial */
+    double serial_us;               /* stretch: their count, time and chunks */
+    unsigned serial_chunks;
+    double lone_chunk_us;           /* time per chunk on the caller alone, measured in the last
+                                       serial stretch of THREADPOOL_WINDOW_JOBS jobs or more
+                                       (0: none) */
     int cores;                      /* the cores this process may run on */
-    int cores_online;               /* the machine's: /proc/loadavg counts threads on all */
+    int cores_online;               /* the machine's: /proc/stat counts time on all */
     _Atomic int active;             /* threads that take part in jobs; workers with ith >= active
                                        wait on parked instead of polling for jobs */
     _Atomic int parked_n;           /* workers waiting on parked */
@@ -78,11 +90,47 @@ typedef struct {
  * this thread's share of it. */
 static _Thread_local unsigned chunks_claimed;
 
-static double now_us(void)
+static double clock_us(clockid_t clk)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (clock_gettime(clk, &ts) != 0)
+        return 0.0;
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static double now_us(void)
+{
+    return clock_us(CLOCK_MONOTONIC);
+}
+
+/* The first line of path, or false. */
+static bool read_head(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return true;
+}
+
+/* CPU time spent by threads not niced (user, system, irq, softirq of the "cpu" line of
+ * /proc/stat; niced processes count under "nice" and are left out: they yield their core to
+ * ours), in microseconds, or -1. Clock-tick resolution (10 ms per core), so only differences
+ * over THREADPOOL_LOAD_INTERVAL_MS or more mean much. */
+static double busy_cpu_us(void)
+{
+    char buf[256];
+    unsigned long long user, nice, sys, idle, iowait, irq, softirq;
+    if (!read_head("/proc/stat", buf, sizeof buf) ||
+        sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait,
+               &irq, &softirq) != 7)
+        return -1.0;
+    long hz = sysconf(_SC_CLK_TCK);
+    return (double)(user + sys + irq + softirq) * 1e6 / (double)(hz > 0 ? hz : 100);
 }
 
 static int cores_online(void)
@@ -177,6 +225,8 @@ static void *worker_main(void *varg)
     }
 }
 
+static void pool_sample_load(threadpool *p, double t);
+
 static void wake_workers(threadpool *p)
 {
     if (atomic_load(&p->sleepers) > 0) {
@@ -199,10 +249,11 @@ static tt_status pool_start(int n_threads, bool adaptive, bool watch_load, threa
     p->adaptive = adaptive;
     p->watch_load = watch_load;
     p->backoff_us = THREADPOOL_BACKOFF_MS * 1e3;
-    p->others = -1;
+    p->others = -1.0;
+    p->probe_us = -1.0;             /* no look yet: the first busy one starts a back-off */
     p->cores = threadpool_cores();
     p->cores_online = cores_online();
-    p->serial = adaptive;           /* resume_us, probe_us 0: the first job runs a window */
+    p->serial = adaptive;           /* resume_us 0: the first job looks at the load */
     atomic_store(&p->active, n_threads);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
@@ -210,7 +261,8 @@ static tt_status pool_start(int n_threads, bool adaptive, bool watch_load, threa
     pthread_cond_init(&p->parked, NULL);
     if (n_threads > 1) {
         p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
-        if (!p->workers) {
+        p->clocks = calloc((size_t)n_threads - 1, sizeof *p->clocks);
+        if (!p->workers || !p->clocks) {
             threadpool_free(p);
             return tt_fail(err, TT_ERR_NOMEM, "threads: cannot allocate %d workers", n_threads - 1);
         }
@@ -228,8 +280,12 @@ static tt_status pool_start(int n_threads, bool adaptive, bool watch_load, threa
             return tt_fail(err, TT_ERR_NOMEM, "threads: cannot start worker %d of %d", i,
                            n_threads - 1);
         }
+        if (adaptive && pthread_getcpuclockid(p->workers[i - 1], &p->clocks[i - 1]) != 0)
+            p->clocks[i - 1] = (clockid_t)-1;
         p->started++;
     }
+    if (adaptive && watch_load)
+        pool_sample_load(p, now_us());
     *out = p;
     return TT_OK;
 }
@@ -251,49 +307,57 @@ tt_status threadpool_create_adaptive(int n_threads, bool watch_load, threadpool 
     return pool_start(n_threads, true, watch_load, out, err);
 }
 
-/* Threads that want a core right now (the fourth field of /proc/loadavg counts every runnable
- * thread on the machine), or -1 where that cannot be read. A few microseconds: read once per
- * window, not per job. */
-static int running_threads(void)
+/* The CPU time our pool's threads have used: the calling thread's and the workers'. */
+static double ours_cpu_us(const threadpool *p)
 {
-    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    double l1, l5, l15;
-    int running;
-    if (sscanf(buf, "%lf %lf %lf %d/", &l1, &l5, &l15, &running) != 4)
-        return -1;
-    return running;
+    double t = clock_us(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < p->started; i++)
+        if (p->clocks[i] != (clockid_t)-1)
+            t += clock_us(p->clocks[i]);
+    return t;
 }
 
-/* How many of the pool's threads can each have a core of their own: the cores the runnable
- * threads of other processes leave, between 1 and n. A worker that must share its core with
+/* Takes a /proc/stat sample; with an earlier one at least THREADPOOL_LOAD_INTERVAL_MS old (or
+ * THREADPOOL_LOAD_FIRST_MS for the first estimate), p->others becomes the cores' worth of CPU
+ * time the others took in between: the machine's busy time less our threads'. */
+static void pool_sample_load(threadpool *p, double t)
+{
+    double elapsed = t - p->stat_us;
+    if (p->stat_us > 0.0 &&
+        elapsed < (p->others < 0.0 ? THREADPOOL_LOAD_FIRST_MS : THREADPOOL_LOAD_INTERVAL_MS) * 1e3)
+        return;
+    double busy = busy_cpu_us(), ours = ours_cpu_us(p);
+    if (busy < 0.0) {
+        p->others = -1.0;
+        return;
+    }
+    if (p->stat_us > 0.0) {
+        double others = (busy - p->stat_busy_us - (ours - p->stat_ours_us)) / elapsed;
+        p->others = others > 0.0 ? others : 0.0;
+    }
+    p->stat_us = t;
+    p->stat_busy_us = busy;
+    p->stat_ours_us = ours;
+}
+
+/* How many of the pool's threads can each have a core of their own: the cores whose time other
+ * processes' non-niced threads leave, between 1 and n. A worker that must share its core with
  * another process is descheduled for whole time slices while the caller waits for its chunk:
  * that made two threads 1.5-2x slower than one with a single busy process beside them on 2
- * cores. n where the count cannot be read (the window's gain still decides). */
-static int pool_free_threads(threadpool *p)
+ * cores. Niced work (a background build or training run) does not count: it yields the core.
+ * n where the time cannot be read (the window's gain still decides). */
+static int pool_free_threads(threadpool *p, double t)
 {
-    int running = p->watch_load ? running_threads() : -1;
     p->load_limited = false;
-    if (running < 0) {
-        p->others = -1;
+    if (!p->watch_load)
         return p->n;
-    }
-    /* ours among the runnable: the caller (it is reading) and the workers neither asleep nor
-     * parked */
-    int awake = p->n - 1 - atomic_load(&p->sleepers) - atomic_load(&p->parked_n);
-    p->others = running - 1 - (awake > 0 ? awake : 0);
-    if (p->others < 0)
-        p->others = 0;
+    pool_sample_load(p, t);
+    if (p->others < 0.0)
+        return p->n;
+    double others = p->others;
     if (p->cores < p->cores_online)  /* the others' share of our cores, spread evenly */
-        p->others = (p->others * p->cores + p->cores_online / 2) / p->cores_online;
-    int k = p->cores - p->others;
+        others = others * p->cores / p->cores_online;
+    int k = p->cores - (int)(others + 1.0 - THREADPOOL_CORE_TAKEN);
     if (k >= p->n)
         return p->n;
     p->load_limited = true;
@@ -317,7 +381,12 @@ static void pool_set_active(threadpool *p, int k)
  * about caller_us per chunk times all of them (when it claimed none, the job counts as even).
  * The estimate is generous to the workers when threads share a saturated memory bus, which
  * only keeps a pool parallel where that costs nothing; what it catches is a worker kept off its
- * core while it holds a chunk, which makes the caller wait a scheduler time slice. */
+ * core while it holds a chunk, which makes the caller wait a scheduler time slice. It also
+ * flatters the workers whenever the caller itself is descheduled mid-share (its chunks look
+ * slow): beside a busy process, windows of kjv-target scored 5-8x on 2 threads. So when other
+ * processes leave no core free, a window is judged instead by its time per chunk against the
+ * caller's own, measured on the jobs it ran alone just before (the same jobs, under the same
+ * load): what the workers actually bought. */
 static void pool_account(threadpool *p, double end_us, double job_us, double caller_us,
                          unsigned caller_chunks, unsigned worker_chunks)
 {
@@ -326,36 +395,56 @@ static void pool_account(threadpool *p, double end_us, double job_us, double cal
                            : job_us;
     p->window_us += job_us;
     p->window_serial_us += serial_us;
+    p->window_chunks += caller_chunks + worker_chunks;
     p->window_jobs++;
+    /* A probe despite the load is judged against the caller's measured time per chunk. */
+    bool measured = p->load_limited && p->lone_chunk_us > 0.0 && p->window_chunks > 0;
+    double alone_us = measured ? p->lone_chunk_us * p->window_chunks : p->window_serial_us;
     /* A window closes when it is long enough to judge a gain, or as soon as it has lost more
      * than THREADPOOL_LOSS_MS against the caller alone, and a third of its time: one worker
      * descheduled for a time slice is enough evidence, and waiting for the full window would
      * only lose more. */
     bool full = p->window_us >= THREADPOOL_WINDOW_MS * 1e3 &&
                 p->window_jobs >= THREADPOOL_WINDOW_JOBS;
-    double loss_us = p->window_us - p->window_serial_us;
-    if (!full && (loss_us < THREADPOOL_LOSS_MS * 1e3 || loss_us < 0.5 * p->window_serial_us))
+    double loss_us = p->window_us - alone_us;
+    if (!full && (loss_us < THREADPOOL_LOSS_MS * 1e3 || loss_us < 0.5 * alone_us))
         return;
-    p->gain = p->window_serial_us / p->window_us;
+    int k = pool_free_threads(p, end_us);
+    p->gain = (k == 1 && p->lone_chunk_us > 0.0 && p->window_chunks > 0
+                   ? p->lone_chunk_us * p->window_chunks
+                   : p->window_serial_us) / p->window_us;
     p->window_us = p->window_serial_us = 0.0;
+    p->window_chunks = 0;
     p->window_jobs = 0;
-    int k = pool_free_threads(p);
     if ((p->gain >= THREADPOOL_MIN_GAIN && k > 1) || p->gain >= THREADPOOL_MIN_GAIN_BUSY) {
-        /* Paying, on free cores; or paying so well beside other runnable threads that the
-         * workers evidently get their share (long jobs, or others of lower priority). */
+        /* Paying, on free cores; or paying so well beside other busy processes that the workers
+         * evidently get their share (long jobs, or many others sharing the cores). */
         p->backoff_us = THREADPOOL_BACKOFF_MS * 1e3;
         pool_set_active(p, k > 1 ? k : p->n);
         return;
     }
     p->serial = true;
+    p->serial_us = 0.0;
+    p->serial_chunks = 0;
+    p->serial_jobs = 0;
     /* Busy (but paying a little): look at the load again soon, and try a parallel window
-     * despite it after the back-off. Not paying: neither before the back-off. */
+     * despite it after the back-off (at least THREADPOOL_PROBE_MS: each such window costs).
+     * Not paying: neither before the back-off. */
     p->resume_us = end_us + (p->gain >= THREADPOOL_MIN_GAIN ? THREADPOOL_RECHECK_MS * 1e3
                                                               : p->backoff_us);
-    p->probe_us = end_us + p->backoff_us;
+    p->probe_us = end_us + (p->backoff_us > THREADPOOL_PROBE_MS * 1e3 ? p->backoff_us
+                                                                      : THREADPOOL_PROBE_MS * 1e3);
     p->backoff_us *= 2.0;
     if (p->backoff_us > THREADPOOL_BACKOFF_MAX_MS * 1e3)
         p->backoff_us = THREADPOOL_BACKOFF_MAX_MS * 1e3;
+}
+
+/* A job run on the caller alone in a serial stretch: it took job_us for chunks. */
+static void pool_account_serial(threadpool *p, double job_us, unsigned chunks)
+{
+    p->serial_us += job_us;
+    p->serial_chunks += chunks;
+    p->serial_jobs++;
 }
 
 void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
@@ -365,23 +454,29 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
         return;
     }
     double t0 = 0.0;
+    unsigned claimed0 = chunks_claimed;
     if (p->adaptive) {
         t0 = now_us();
-        int k = 0;
-        if (p->serial && (t0 < p->resume_us ||
-                          ((k = pool_free_threads(p)) == 1 && t0 < p->probe_us))) {
-            if (k == 1)                  /* still busy: no parallel window, look again later */
-                p->resume_us = t0 + THREADPOOL_RECHECK_MS * 1e3;
-            p->jobs_serial++;
-            fn(arg, 0, p->n);
-            return;
-        }
-        if (p->serial)                   /* free cores, or a probe despite the load: all */
+        if (p->serial) {
+            int k = 0;
+            if (t0 >= p->resume_us && (k = pool_free_threads(p, t0)) == 1 && p->probe_us < 0.0)
+                p->probe_us = t0 + THREADPOOL_PROBE_MS * 1e3; /* busy at the first look */
+            if (t0 < p->resume_us || (k == 1 && t0 < p->probe_us)) {
+                if (k == 1)              /* still busy: no parallel window, look again later */
+                    p->resume_us = t0 + THREADPOOL_RECHECK_MS * 1e3;
+                p->jobs_serial++;
+                fn(arg, 0, p->n);
+                pool_account_serial(p, now_us() - t0, chunks_claimed - claimed0);
+                return;
+            }
+            /* free cores, or a probe despite the load: all */
             pool_set_active(p, k > 1 ? k : p->n);
-        p->serial = false;
+            if (p->serial_jobs >= THREADPOOL_WINDOW_JOBS && p->serial_chunks > 0)
+                p->lone_chunk_us = p->serial_us / p->serial_chunks;
+            p->serial = false;
+        }
         p->jobs_parallel++;
     }
-    unsigned claimed0 = chunks_claimed;
     p->fn = fn;
     p->arg = arg;
     atomic_store(&p->job_state, 0);
@@ -431,6 +526,7 @@ void threadpool_get_stats(const threadpool *p, threadpool_stats *out)
     out->active = p->serial ? 1 : atomic_load(&p->active);
     out->gain = p->gain;
     out->others = p->others;
+    out->lone_chunk_us = p->lone_chunk_us;
     out->load_limited = p->load_limited;
     out->jobs_parallel = p->jobs_parallel;
     out->jobs_serial = p->jobs_serial;
@@ -445,9 +541,13 @@ void threadpool_describe(const threadpool *p, char *out, size_t cap)
         snprintf(out, cap, "%d thread%s (--threads)", st.threads, s);
     else if (st.threads == 1)
         snprintf(out, cap, "1 thread (auto: one core)");
+    else if (st.load_limited && st.gain > 0.0)
+        snprintf(out, cap, "%d threads (auto), %d in use: other processes busy on %.1f of %d "
+                 "cores; %d ran at %.2fx one thread's speed", st.threads, st.active, st.others,
+                 p->cores, st.threads, st.gain);
     else if (st.load_limited)
-        snprintf(out, cap, "%d threads (auto), %d in use: %d other thread%s running on %d "
-                 "cores", st.threads, st.active, st.others, st.others == 1 ? "" : "s", p->cores);
+        snprintf(out, cap, "%d threads (auto), %d in use: other processes busy on %.1f of %d "
+                 "cores", st.threads, st.active, st.others, p->cores);
     else if (st.gain == 0.0)
         snprintf(out, cap, "%d threads (auto: one per core; falls back to 1 while %d do not "
                  "pay)", st.threads, st.threads);
@@ -479,6 +579,7 @@ void threadpool_free(threadpool *p)
     pthread_cond_destroy(&p->finished);
     pthread_cond_destroy(&p->parked);
     free(p->workers);
+    free(p->clocks);
     free(p);
 }
 

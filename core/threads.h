@@ -25,27 +25,35 @@ typedef struct threadpool threadpool;
  * process keeps off the CPU delays nothing. */
 typedef void (*threadpool_fn)(void *arg, int ith, int nth);
 
-/* Starts n_threads - 1 workers. n_threads <= 0 chooses automatically: one thread per online core,
- * adaptive and watching the load as threadpool_create_adaptive. An explicit count is kept for every job. On failure
- * *out is NULL and no thread is left running. */
+/* Starts n_threads - 1 workers. n_threads <= 0 chooses automatically: one thread per core the
+ * process may run on, adaptive and watching the load as threadpool_create_adaptive. An explicit
+ * count is kept for every job. On failure *out is NULL and no thread is left running. */
 tt_status threadpool_create(int n_threads, threadpool **out, tt_error *err);
 
 /* n_threads (>= 1) threads, adaptive. With watch_load, only as many threads take part as can
- * each have a core to itself: the cores the runnable threads of other processes leave
- * (/proc/loadavg, looked at once per window); at one, jobs run on the caller alone and the pool
- * looks again after THREADPOOL_RECHECK_MS, and tries a parallel window despite the load after a
- * back-off, kept while its gain is at least THREADPOOL_MIN_GAIN_BUSY (long jobs lose little to
- * a descheduled worker). And workers take part only while they pay: after
- * each window of at least THREADPOOL_WINDOW_MS of parallel jobs (and THREADPOOL_WINDOW_JOBS
- * jobs), or as soon as a window has lost THREADPOOL_LOSS_MS, the pool compares the window's
- * time with an estimate of what the calling thread alone would have taken (its own time per
- * chunk in each job times the job's chunks: work handed out with threadpool_next_chunk). Below
- * THREADPOOL_MIN_GAIN, jobs run on the caller alone for a back-off (THREADPOOL_BACKOFF_MS,
- * doubling after each failed retry up to THREADPOOL_BACKOFF_MAX_MS). Results do not depend on
- * it: jobs may never assume any worker joins. */
+ * each have a core to itself: the cores left by the CPU time other processes' non-niced threads
+ * took (/proc/stat less our own threads' CPU clocks, over THREADPOOL_LOAD_INTERVAL_MS or more;
+ * THREADPOOL_CORE_TAKEN of a core counts as taken; niced work yields its core and does not
+ * count). At one, jobs run on the caller alone, the pool looks again after
+ * THREADPOOL_RECHECK_MS, and it tries a parallel window despite the load after a back-off (at
+ * least THREADPOOL_PROBE_MS), kept while its gain is at least THREADPOOL_MIN_GAIN_BUSY (long
+ * jobs, or many other threads sharing the cores). And workers take part only while they pay:
+ * after each window of at least THREADPOOL_WINDOW_MS of parallel jobs (and
+ * THREADPOOL_WINDOW_JOBS jobs), or as soon as a window has lost THREADPOOL_LOSS_MS, the pool
+ * compares the window's time with what the calling thread alone would have taken: on free
+ * cores, its own time per chunk in each job times the job's chunks (work handed out with
+ * threadpool_next_chunk); in a window tried despite the load, its time per chunk measured on
+ * the jobs it ran alone just before (there a caller descheduled mid-share would make the first
+ * estimate flatter the workers). Below THREADPOOL_MIN_GAIN, jobs run on the caller alone for a
+ * back-off (THREADPOOL_BACKOFF_MS, doubling after each failed retry up to
+ * THREADPOOL_BACKOFF_MAX_MS). Results do not depend on it: jobs may never assume any worker
+ * joins. */
 tt_status threadpool_create_adaptive(int n_threads, bool watch_load, threadpool **out,
                                     tt_error *err);
 
+#define THREADPOOL_LOAD_INTERVAL_MS 100
+#define THREADPOOL_LOAD_FIRST_MS 20
+#define THREADPOOL_CORE_TAKEN 0.5
 #define THREADPOOL_WINDOW_MS 10
 #define THREADPOOL_WINDOW_JOBS 32
 #define THREADPOOL_LOSS_MS 1
@@ -53,6 +61,7 @@ tt_status threadpool_create_adaptive(int n_threads, bool watch_load, threadpool 
 #define THREADPOOL_MIN_GAIN 1.05
 #define THREADPOOL_MIN_GAIN_BUSY 1.3
 #define THREADPOOL_BACKOFF_MS 50
+#define THREADPOOL_PROBE_MS 200
 #define THREADPOOL_BACKOFF_MAX_MS 1600
 
 /* Runs fn(arg, ith, nth) as described above and returns when every call that started has
@@ -70,17 +79,19 @@ typedef struct {
                                       processes' threads leave fewer cores, 1 during a back-off */
     double gain;                   /* last full window: estimated one-thread time / its time;
                                       0 before the first window */
-    int others;                    /* runnable threads of other processes at the last look
-                                      (/proc/loadavg), -1 unknown */
+    double others;                 /* cores' worth of CPU time other processes' non-niced
+                                      threads took at the last look (/proc/stat), -1 unknown */
     bool load_limited;             /* they left fewer cores than threads */
+    double lone_chunk_us;          /* time per chunk of the caller alone, measured in the last
+                                      serial stretch long enough (0: none) */
     unsigned long long jobs_parallel, jobs_serial;  /* jobs run with the workers / without */
 } threadpool_stats;
 
 /* Read from the thread that submits jobs. */
 void threadpool_get_stats(const threadpool *p, threadpool_stats *out);
 
-/* One line for people: "2 threads (auto), 2 in use: 1.71x one thread's speed" or "2 threads
- * (auto), 1 in use: 2 threads ran at 0.64x one thread's speed (another process busy on a core?)"
+/* One line for people: "2 threads (auto), 2 in use: 1.71x one thread's speed", "2 threads
+ * (auto), 1 in use: other processes busy on 1.0 of 2 cores; 2 ran at 0.83x one thread's speed"
  * or "2 threads (--threads)". */
 void threadpool_describe(const threadpool *p, char *out, size_t cap);
 
