@@ -1,7 +1,8 @@
 # tools/train/train.mk: `make models` (the embedded KJV models, from scratch) and `make gpt2`.
 # Included by the top-level Makefile. Python runs here only; nothing else in the build needs it.
 #
-#   make models               corpus -> tokenizer -> train target -> distil draft -> models/kjv-* -> verify
+#   make models               corpus -> tokenizer -> train target (KJV + WEB, then a KJV anneal)
+#                             -> distil draft -> models/kjv-* -> verify
 #   make models TRAIN_SMOKE=1 the same pipeline on tiny settings (a few minutes), written under
 #                             tools/train/work/smoke/ and checked there; models/ is not touched
 #   make models-verify        re-run the checks against ./tokentop (logits, perplexity, acceptance)
@@ -29,6 +30,9 @@ MODELS_OUT  ?= $(TRAIN_WORK)/models
 # Tiny models on the real corpus and tokenizer, at the real context length, a few minutes in all.
 TARGET_ARGS ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 64 --batch-size 1 --warmup-iters 10 \
                --max-iters 60 --eval-interval 30 --ckpt-interval 10 --dropout 0.0 --val-chunk 255
+ANNEAL_ARGS ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 64 --batch-size 1 --warmup-iters 5 \
+               --max-iters 20 --eval-interval 10 --ckpt-interval 10 --dropout 0.0 --val-chunk 255 \
+               --lr 3e-4 --min-lr 3e-5 --mix kjv:1
 DRAFT_ARGS  ?= $(TRAIN_ARGS) --n-layer 1 --n-head 1 --n-embd 32 --batch-size 1 --warmup-iters 10 \
                --max-iters 60 --eval-interval 30 --ckpt-interval 10 --dropout 0.0 $(DISTILL_ARGS)
 VERIFY_ARGS ?= --acceptance-tokens 48
@@ -42,6 +46,12 @@ MODELS_OUT  ?= models
 # next-token cross-entropy). Reasoning and the compute estimate: tools/train/PLAN.md.
 TARGET_ARGS ?= $(TRAIN_ARGS) --n-layer 6 --n-head 4 --n-embd 256 --batch-size 4 --warmup-iters 200 \
                --max-iters 5000 --eval-interval 500 --ckpt-interval 25 --dropout 0.1 --val-chunk 255
+# Then the anneal: the target's last weights, 500 more steps (2.0M tokens, two passes over the KJV
+# training books) on the KJV alone, the translation of the validation books, at a tenth of the
+# learning rate (3e-4 -> 3e-5), with a fresh optimizer (20 warm-up steps). PLAN.md: why.
+ANNEAL_ARGS ?= $(TRAIN_ARGS) --n-layer 6 --n-head 4 --n-embd 256 --batch-size 4 --warmup-iters 20 \
+               --max-iters 500 --eval-interval 100 --ckpt-interval 25 --dropout 0.1 --val-chunk 255 \
+               --lr 3e-4 --min-lr 3e-5 --mix kjv:1
 DRAFT_ARGS  ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 96 --batch-size 4 --warmup-iters 100 \
                --max-iters 1500 --eval-interval 250 --ckpt-interval 25 --dropout 0.0 $(DISTILL_ARGS)
 VERIFY_ARGS ?=
@@ -80,19 +90,29 @@ endef
 $(TRAIN_WORK)/kjv-target.work/summary.json: $(TRAIN_WORK)/tokenizer/vocab.json tools/train/train.py tools/train/gpt2.py
 	$(call train_run,kjv-target,$(TARGET_ARGS))
 
+# The target's second phase starts from the first one's last checkpoint (kjv-target.work/ckpt.pt);
+# its best evaluation (the first phase's end included: it is the anneal's evaluation at step 0)
+# is the model that ships as models/kjv-target.
+$(TRAIN_WORK)/kjv-anneal.work/summary.json: $(TRAIN_WORK)/kjv-target.work/summary.json
+	$(call train_run,kjv-anneal,--init-from $(TRAIN_WORK)/kjv-target.work/ckpt.pt $(ANNEAL_ARGS))
+
 # The draft is distilled from the finished target (--teacher); DRAFT_ARGS may override it. A draft
 # checkpoint older than the target it learns from is dropped (train.py would refuse it anyway).
-$(TRAIN_WORK)/kjv-draft.work/summary.json: $(TRAIN_WORK)/kjv-target.work/summary.json
+$(TRAIN_WORK)/kjv-draft.work/summary.json: $(TRAIN_WORK)/kjv-anneal.work/summary.json
 	@if [ -f $(TRAIN_WORK)/kjv-draft.work/ckpt.pt ] && \
-	    [ ! $(TRAIN_WORK)/kjv-draft.work/ckpt.pt -nt $(TRAIN_WORK)/kjv-target.work/summary.json ]; then \
+	    [ ! $(TRAIN_WORK)/kjv-draft.work/ckpt.pt -nt $(TRAIN_WORK)/kjv-anneal.work/summary.json ]; then \
 	    echo "models: the target is newer than the draft's checkpoint; the draft starts again"; \
 	    rm -rf $(TRAIN_WORK)/kjv-draft.work $(TRAIN_WORK)/kjv-draft; fi
-	$(call train_run,kjv-draft,--teacher $(TRAIN_WORK)/kjv-target $(DRAFT_ARGS))
+	$(call train_run,kjv-draft,--teacher $(TRAIN_WORK)/kjv-anneal $(DRAFT_ARGS))
 
-models: $(TRAIN_WORK)/kjv-target.work/summary.json $(TRAIN_WORK)/kjv-draft.work/summary.json
-	@for m in kjv-target kjv-draft; do \
-	    mkdir -p $(MODELS_OUT)/$$m && cp $(TRAIN_WORK)/$$m/* $(MODELS_OUT)/$$m/ && \
-	    cp $(TRAIN_WORK)/$$m.log $(MODELS_OUT)/$$m/train.log && echo "models: wrote $(MODELS_OUT)/$$m"; done
+# models/kjv-target is the anneal's model; its train.log holds both phases' logs.
+models: $(TRAIN_WORK)/kjv-anneal.work/summary.json $(TRAIN_WORK)/kjv-draft.work/summary.json
+	@mkdir -p $(MODELS_OUT)/kjv-target $(MODELS_OUT)/kjv-draft
+	cp $(TRAIN_WORK)/kjv-anneal/* $(MODELS_OUT)/kjv-target/
+	cat $(TRAIN_WORK)/kjv-target.log $(TRAIN_WORK)/kjv-anneal.log > $(MODELS_OUT)/kjv-target/train.log
+	cp $(TRAIN_WORK)/kjv-draft/* $(MODELS_OUT)/kjv-draft/
+	cp $(TRAIN_WORK)/kjv-draft.log $(MODELS_OUT)/kjv-draft/train.log
+	@echo "models: wrote $(MODELS_OUT)/kjv-target (the anneal's model) and $(MODELS_OUT)/kjv-draft"
 	$(MAKE) --no-print-directory models-verify
 
 # Needs ./tokentop (built here) for the C side of the comparison; writes $(TRAIN_WORK)/verify.json,

@@ -29,6 +29,10 @@ e.g. the trained target) runs in eval mode without gradients on the same windows
 its LM head in float32; the log then also reports the expected speculative acceptance
 sum_x min(p(x), q(x)) on the validation windows at temperature 1.
 
+--init-from CKPT starts from another run's last weights (WORK/ckpt.pt of a finished run) with a fresh
+optimizer and its own schedule: train.mk uses it for the target's second phase, a short low-rate run
+on the KJV alone (the validation books' translation), after the first phase on KJV + WEB.
+
 Checkpoints: WORK/ckpt.pt is written atomically every --ckpt-interval iterations and after every
 evaluation (model, optimizer, both random generators, history, compute so far). With --resume a run
 continues from it, and the result is the one an uninterrupted run gives (same windows, same
@@ -208,7 +212,7 @@ def lr_at(it, args):
 # evaluation interval or the number of threads).
 CKPT_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "dropout", "lr", "min_lr",
              "weight_decay", "warmup_iters", "max_iters", "seed", "mix", "autocast", "teacher",
-             "distill_alpha", "distill_temp")
+             "distill_alpha", "distill_temp", "init_from")
 
 
 def main():
@@ -237,6 +241,8 @@ def main():
     ap.add_argument("--mix", default="", help="shares of each source's windows, e.g. kjv:0.6,web:0.4")
     ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
                     help="matrix products of the training steps in bfloat16")
+    ap.add_argument("--init-from", default=None, metavar="CKPT",
+                    help="start from the weights of another run's checkpoint (WORK/ckpt.pt), fresh optimizer")
     ap.add_argument("--teacher", default=None, help="model directory to distill from")
     ap.add_argument("--distill-alpha", type=float, default=1.0, help="weight of the KL term (1 - it: CE)")
     ap.add_argument("--distill-temp", type=float, default=1.0)
@@ -343,6 +349,20 @@ def main():
     if args.teacher:
         with open(os.path.join(args.teacher, "model.safetensors"), "rb") as f:
             run_cfg["teacher_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    if args.init_from:
+        # A second phase (e.g. a low learning rate on one source, train.mk's anneal): the weights of
+        # a finished run's last checkpoint, float32, with a fresh optimizer and schedule. Its hash
+        # joins the settings a resumed checkpoint must share.
+        init = torch.load(args.init_from)
+        if "model" not in init or init.get("config", {}).get("n_embd") != args.n_embd \
+                or init["config"].get("n_layer") != args.n_layer or init["config"].get("block_size") != T:
+            raise SystemExit("train.py: --init-from %s: not a checkpoint of a %d x %d model at T %d" %
+                             (args.init_from, args.n_layer, args.n_embd, T))
+        model.load_state_dict(init["model"])
+        with open(args.init_from, "rb") as f:
+            run_cfg["init_sha256"] = hashlib.sha256(f.read()).hexdigest()
+        print("init: weights of %s (iteration %d of its run)" % (args.init_from, init["iter"]))
+        del init
     it0, best, history, evaluated = 0, float("inf"), [], False
     spent = {"train_seconds": 0.0, "wall_seconds": 0.0, "cpu_seconds": 0.0, "pieces": 0}
     ckpt_path = os.path.join(work, "ckpt.pt")
