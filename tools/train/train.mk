@@ -28,11 +28,10 @@ ifeq ($(TRAIN_SMOKE),1)
 TRAIN_WORK  ?= tools/train/work/smoke
 MODELS_OUT  ?= $(TRAIN_WORK)/models
 # Tiny models on the real corpus and tokenizer, at the real context length, a few minutes in all.
-TARGET_ARGS ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 64 --batch-size 1 --warmup-iters 10 \
+TARGET_SHAPE := --n-layer 2 --n-head 2 --n-embd 64 --batch-size 1
+TARGET_ARGS ?= $(TRAIN_ARGS) $(TARGET_SHAPE) --warmup-iters 10 \
                --max-iters 60 --eval-interval 30 --ckpt-interval 10 --dropout 0.0 --val-chunk 255
-ANNEAL_ARGS ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 64 --batch-size 1 --warmup-iters 5 \
-               --max-iters 20 --eval-interval 10 --ckpt-interval 10 --dropout 0.0 --val-chunk 255 \
-               --lr 3e-4 --min-lr 3e-5 --mix kjv:1
+ANNEAL_STEPS := --warmup-iters 5 --max-iters 20 --eval-interval 10 --ckpt-interval 10 --dropout 0.0
 DRAFT_ARGS  ?= $(TRAIN_ARGS) --n-layer 1 --n-head 1 --n-embd 32 --batch-size 1 --warmup-iters 10 \
                --max-iters 60 --eval-interval 30 --ckpt-interval 10 --dropout 0.0 $(DISTILL_ARGS)
 VERIFY_ARGS ?= --acceptance-tokens 48
@@ -44,18 +43,19 @@ MODELS_OUT  ?= models
 # the committed run; about 9 passes over the 2.2M training tokens, hence dropout 0.1). Draft: the
 # committed shape (2 x 96), 1,500 steps = 6.1M tokens on the target's distributions (90% KL, 10%
 # next-token cross-entropy). Reasoning and the compute estimate: tools/train/PLAN.md.
-TARGET_ARGS ?= $(TRAIN_ARGS) --n-layer 6 --n-head 4 --n-embd 256 --batch-size 4 --warmup-iters 200 \
+TARGET_SHAPE := --n-layer 6 --n-head 4 --n-embd 256 --batch-size 4
+TARGET_ARGS ?= $(TRAIN_ARGS) $(TARGET_SHAPE) --warmup-iters 200 \
                --max-iters 5000 --eval-interval 500 --ckpt-interval 25 --dropout 0.1 --val-chunk 255
 # Then the anneal: the target's last weights, 500 more steps (2.0M tokens, two passes over the KJV
 # training books) on the KJV alone, the translation of the validation books, at a tenth of the
 # learning rate (3e-4 -> 3e-5), with a fresh optimizer (20 warm-up steps). PLAN.md: why.
-ANNEAL_ARGS ?= $(TRAIN_ARGS) --n-layer 6 --n-head 4 --n-embd 256 --batch-size 4 --warmup-iters 20 \
-               --max-iters 500 --eval-interval 100 --ckpt-interval 25 --dropout 0.1 --val-chunk 255 \
-               --lr 3e-4 --min-lr 3e-5 --mix kjv:1
+ANNEAL_STEPS := --warmup-iters 20 --max-iters 500 --eval-interval 100 --ckpt-interval 25 --dropout 0.1
 DRAFT_ARGS  ?= $(TRAIN_ARGS) --n-layer 2 --n-head 2 --n-embd 96 --batch-size 4 --warmup-iters 100 \
                --max-iters 1500 --eval-interval 250 --ckpt-interval 25 --dropout 0.0 $(DISTILL_ARGS)
 VERIFY_ARGS ?=
 endif
+# The anneal: the target's shape, on the KJV alone at a tenth of the target's learning rate.
+ANNEAL_ARGS ?= $(TRAIN_ARGS) $(TARGET_SHAPE) $(ANNEAL_STEPS) --val-chunk 255 --lr 3e-4 --min-lr 3e-5 --mix kjv:1
 # Settings of the committed pair (models/README.md lists them with the results; n_ctx 256, KJV only,
 # fp32 steps, draft trained on the text alone). To rebuild exactly that pair:
 #   make models TRAIN_SOURCES=kjv TARGET_ARGS='$(OLD_TARGET_ARGS)' DRAFT_ARGS='$(OLD_DRAFT_ARGS)'
