@@ -73,6 +73,9 @@ typedef struct {
     float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
     kernels_q8_act *xq;            /* (TB, ldxq) a Q8 matmul's activations, quantized */
     int ldxq;
+    uint16_t *xb;                  /* (TB, ldxb) a BF16 matmul's activations in bf16, where the
+                                      kernel set reads them (kernels.h: bf16_rows) */
+    int ldxb;
     size_t mm_stride;
     float *embed_row;              /* (C) */
     int logits_rows;               /* rows allocated in base.logits */
@@ -168,6 +171,28 @@ static void cpu_quantize(cpu_engine *ce, const float *x, int ldx, int K, int T)
     cpu_rows(ce, T, quantize_rows, &q);
 }
 
+typedef struct {
+    const kernels *kern;
+    const float *x;
+    int ldx, K;
+    uint16_t *xb;
+    int ldxb;
+} bf16_rows_ctx;
+
+static void bf16_rows(const void *varg, int t0, int t1)
+{
+    const bf16_rows_ctx *q = varg;
+    q->kern->bf16_rows(q->x, q->ldx, q->K, t0, t1, q->xb, q->ldxb);
+}
+
+/* x's T rows rounded to bf16 into ce->xb for a BF16 matmul in a set that reads them (kernels.h). */
+static void cpu_round_bf16(cpu_engine *ce, const float *x, int ldx, int K, int T)
+{
+    bf16_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .xb = ce->xb,
+                       .ldxb = ce->ldxb};
+    cpu_rows(ce, T, bf16_rows, &q);
+}
+
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
  * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
  * threads best. With few rows (decode) the work is streaming the weights: chunks of about 128 KiB
@@ -179,13 +204,15 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
 {
     matmul_job j = {
         .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
-                 .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq},
+                 .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq, .xb = ce->xb, .ldxb = ce->ldxb},
         .kern = ce->kern,
         .scratch = ce->mm_scratch,
         .scratch_stride = ce->mm_stride,
     };
     if (w->dtype == TT_Q8)
         cpu_quantize(ce, x, ldx, w->K, T);
+    if (w->dtype == TT_BF16 && ce->xb)
+        cpu_round_bf16(ce, x, ldx, w->K, T);
     size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
     size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
     if (ppc < 1)
@@ -502,6 +529,7 @@ static void cpu_destroy(engine *e)
     free(ce->scratch);
     free(ce->mm_scratch);
     free(ce->xq);
+    free(ce->xb);
     free(ce->embed_row);
     free(e->logits);
     free(ce);
@@ -592,6 +620,14 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
             return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of quantized "
                            "activations", TB * (size_t)ce->ldxq * sizeof *ce->xq);
         ce->base.memory_bytes += TB * (size_t)ce->ldxq * sizeof *ce->xq;
+    }
+    if (ce->base.dtype == TT_BF16 && ce->kern->bf16_rows) {
+        ce->ldxb = (int)(C > FF ? C : FF);
+        ce->xb = malloc(TB * (size_t)ce->ldxb * sizeof *ce->xb);
+        if (!ce->xb)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of bf16 "
+                           "activations", TB * (size_t)ce->ldxb * sizeof *ce->xb);
+        ce->base.memory_bytes += TB * (size_t)ce->ldxb * sizeof *ce->xb;
     }
     elems += (size_t)nth * ce->mm_stride;
     void *mm = NULL;
