@@ -6,8 +6,9 @@
  * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
  * the vectors stay fp32) and the layout the kernels
  * stream (kernels.h); everything is computed and accumulated in fp32, except that a q8 matmul
- * quantizes its input rows to 8 bits too (cpu_quantize) and sums each block of 32 exactly in
- * integers. A span is processed in
+ * quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
+ * integers, and a bf16 matmul in the amx kernel set rounds them to bf16 (cpu_act_rows) for the
+ * AMX tiles. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
 #include <math.h>
@@ -149,48 +150,39 @@ static void cpu_rows(cpu_engine *ce, int T, void (*rows)(const void *, int, int)
     threadpool_run(ce->pool, rows_job_run, &j);
 }
 
+/* The rows a matmul over w reads besides x (kernels.h): quantized for Q8 weights (into ce->xq),
+ * rounded to bf16 for BF16 weights in a set with bf16_rows (into ce->xb). */
 typedef struct {
     const kernels *kern;
     const float *x;
     int ldx, K;
-    kernels_q8_act *xq;
-    int ldxq;
-} quantize_rows_ctx;
+    tt_dtype dtype;
+    void *out;
+    int ldo;
+} act_rows_ctx;
 
-static void quantize_rows(const void *varg, int t0, int t1)
+static void act_rows(const void *varg, int t0, int t1)
 {
-    const quantize_rows_ctx *q = varg;
-    q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->xq, q->ldxq);
+    const act_rows_ctx *q = varg;
+    if (q->dtype == TT_Q8)
+        q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
+    else
+        q->kern->bf16_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
 }
 
-/* x's T rows quantized into ce->xq for a Q8 matmul (kernels.h). */
-static void cpu_quantize(cpu_engine *ce, const float *x, int ldx, int K, int T)
+static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_matrix *w, int T)
 {
-    quantize_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .xq = ce->xq,
-                           .ldxq = ce->ldxq};
-    cpu_rows(ce, T, quantize_rows, &q);
-}
-
-typedef struct {
-    const kernels *kern;
-    const float *x;
-    int ldx, K;
-    uint16_t *xb;
-    int ldxb;
-} bf16_rows_ctx;
-
-static void bf16_rows(const void *varg, int t0, int t1)
-{
-    const bf16_rows_ctx *q = varg;
-    q->kern->bf16_rows(q->x, q->ldx, q->K, t0, t1, q->xb, q->ldxb);
-}
-
-/* x's T rows rounded to bf16 into ce->xb for a BF16 matmul in a set that reads them (kernels.h). */
-static void cpu_round_bf16(cpu_engine *ce, const float *x, int ldx, int K, int T)
-{
-    bf16_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .xb = ce->xb,
-                       .ldxb = ce->ldxb};
-    cpu_rows(ce, T, bf16_rows, &q);
+    act_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = w->K, .dtype = w->dtype};
+    if (w->dtype == TT_Q8) {
+        q.out = ce->xq;
+        q.ldo = ce->ldxq;
+    } else if (w->dtype == TT_BF16 && ce->xb) {
+        q.out = ce->xb;
+        q.ldo = ce->ldxb;
+    } else {
+        return;
+    }
+    cpu_rows(ce, T, act_rows, &q);
 }
 
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
@@ -209,10 +201,7 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
         .scratch = ce->mm_scratch,
         .scratch_stride = ce->mm_stride,
     };
-    if (w->dtype == TT_Q8)
-        cpu_quantize(ce, x, ldx, w->K, T);
-    if (w->dtype == TT_BF16 && ce->xb)
-        cpu_round_bf16(ce, x, ldx, w->K, T);
+    cpu_act_rows(ce, x, ldx, w, T);
     size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
     size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
     if (ppc < 1)
