@@ -173,10 +173,10 @@ typedef struct {
     /* NULL, or kernels_bf16_rows vectorized (the same bits): then this set's BF16 matmuls read
      * their activations from matmul_args.xb, rounded by it, and the caller must supply them.
      * The amx set (AMX tiles, tdpbf16ps): every BF16 output is, from c = 0, for each whole block
-     * of 32 k ascending c += the block's 32 products of bf16 values (one tdpbf16ps step: exact
-     * products, the hardware's fixed summation inside the block, denormal inputs read as zero,
-     * fp32 results), then the K % 32 k left one fp32 FMA each, ascending; then bias and
-     * epilogue. Every row runs that chain however many rows come with it (decode, prefill and
+     * of 32 k ascending c += the block's 32 products of bf16 values (one tdpbf16ps step, summed
+     * in the hardware's own fixed way, which is not the sequential FMA chain's; denormal inputs
+     * read as zero, fp32 results), then the K % 32 k left one fp32 FMA each, ascending; then
+     * bias and epilogue. Every row runs that chain however many rows come with it (decode, prefill and
      * verification rows alike), so batch invariance holds; its bits differ from the other sets'
      * (fp32 activations) by the activations' rounding. */
     void (*bf16_rows)(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb);
