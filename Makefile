@@ -118,8 +118,9 @@ $(BUILD)/core/%_avx512.o: core/%_avx512.c | $(BUILD)/config.mk
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) $(AVX512_FLAGS) $(CORE_CFLAGS) -c $< -o $@
 
-# The VNNI set (kernels.c checks the CPU for it).
+# The VNNI set and the AMX set, which has VNNI too (kernels.c checks the CPU for them).
 $(BUILD)/core/%vnni_avx512.o: AVX512_FLAGS += -mavx512vnni
+$(BUILD)/core/%amx_avx512.o: AVX512_FLAGS += -mavx512vnni -mamx-tile -mamx-bf16
 
 $(BUILD)/core/%_avx2.o: core/%_avx2.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)

@@ -6,8 +6,9 @@
  * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
  * the vectors stay fp32) and the layout the kernels
  * stream (kernels.h); everything is computed and accumulated in fp32, except that a q8 matmul
- * quantizes its input rows to 8 bits too (cpu_quantize) and sums each block of 32 exactly in
- * integers. A span is processed in
+ * quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
+ * integers, and a bf16 matmul in the amx kernel set rounds them to bf16 (cpu_act_rows) for the
+ * AMX tiles. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
 #include <math.h>
@@ -73,6 +74,9 @@ typedef struct {
     float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
     kernels_q8_act *xq;            /* (TB, ldxq) a Q8 matmul's activations, quantized */
     int ldxq;
+    uint16_t *xb;                  /* (TB, ldxb) a BF16 matmul's activations in bf16, where the
+                                      kernel set reads them (kernels.h: bf16_rows) */
+    int ldxb;
     size_t mm_stride;
     float *embed_row;              /* (C) */
     int logits_rows;               /* rows allocated in base.logits */
@@ -146,26 +150,39 @@ static void cpu_rows(cpu_engine *ce, int T, void (*rows)(const void *, int, int)
     threadpool_run(ce->pool, rows_job_run, &j);
 }
 
+/* The rows a matmul over w reads besides x (kernels.h): quantized for Q8 weights (into ce->xq),
+ * rounded to bf16 for BF16 weights in a set with bf16_rows (into ce->xb). */
 typedef struct {
     const kernels *kern;
     const float *x;
     int ldx, K;
-    kernels_q8_act *xq;
-    int ldxq;
-} quantize_rows_ctx;
+    tt_dtype dtype;
+    void *out;
+    int ldo;
+} act_rows_ctx;
 
-static void quantize_rows(const void *varg, int t0, int t1)
+static void act_rows(const void *varg, int t0, int t1)
 {
-    const quantize_rows_ctx *q = varg;
-    q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->xq, q->ldxq);
+    const act_rows_ctx *q = varg;
+    if (q->dtype == TT_Q8)
+        q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
+    else
+        q->kern->bf16_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
 }
 
-/* x's T rows quantized into ce->xq for a Q8 matmul (kernels.h). */
-static void cpu_quantize(cpu_engine *ce, const float *x, int ldx, int K, int T)
+static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_matrix *w, int T)
 {
-    quantize_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = K, .xq = ce->xq,
-                           .ldxq = ce->ldxq};
-    cpu_rows(ce, T, quantize_rows, &q);
+    act_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = w->K, .dtype = w->dtype};
+    if (w->dtype == TT_Q8) {
+        q.out = ce->xq;
+        q.ldo = ce->ldxq;
+    } else if (w->dtype == TT_BF16 && ce->xb) {
+        q.out = ce->xb;
+        q.ldo = ce->ldxb;
+    } else {
+        return;
+    }
+    cpu_rows(ce, T, act_rows, &q);
 }
 
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
@@ -179,13 +196,12 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
 {
     matmul_job j = {
         .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
-                 .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq},
+                 .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq, .xb = ce->xb, .ldxb = ce->ldxb},
         .kern = ce->kern,
         .scratch = ce->mm_scratch,
         .scratch_stride = ce->mm_stride,
     };
-    if (w->dtype == TT_Q8)
-        cpu_quantize(ce, x, ldx, w->K, T);
+    cpu_act_rows(ce, x, ldx, w, T);
     size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
     size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
     if (ppc < 1)
@@ -502,6 +518,7 @@ static void cpu_destroy(engine *e)
     free(ce->scratch);
     free(ce->mm_scratch);
     free(ce->xq);
+    free(ce->xb);
     free(ce->embed_row);
     free(e->logits);
     free(ce);
@@ -592,6 +609,14 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
             return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of quantized "
                            "activations", TB * (size_t)ce->ldxq * sizeof *ce->xq);
         ce->base.memory_bytes += TB * (size_t)ce->ldxq * sizeof *ce->xq;
+    }
+    if (ce->base.dtype == TT_BF16 && ce->kern->bf16_rows) {
+        ce->ldxb = (int)(C > FF ? C : FF);
+        ce->xb = malloc(TB * (size_t)ce->ldxb * sizeof *ce->xb);
+        if (!ce->xb)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of bf16 "
+                           "activations", TB * (size_t)ce->ldxb * sizeof *ce->xb);
+        ce->base.memory_bytes += TB * (size_t)ce->ldxb * sizeof *ce->xb;
     }
     elems += (size_t)nth * ce->mm_stride;
     void *mm = NULL;

@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/gpt2_math.h"
 
@@ -16,6 +20,7 @@
 #define KERNELS_X86 1
 const kernels *kernels_avx512_get(void);
 const kernels *kernels_avx512vnni_get(void);
+const kernels *kernels_amx_get(void);
 const kernels *kernels_avx2_get(void);
 
 /* F16C (vcvtph2ps) from CPUID leaf 1, ECX bit 29: not every compiler's __builtin_cpu_supports
@@ -37,6 +42,52 @@ static bool cpu_runs_avx512(void)
 static bool cpu_runs_avx512vnni(void)
 {
     return cpu_runs_avx512() && __builtin_cpu_supports("avx512vnni");
+}
+
+/* The operating system's grant of the AMX tile data (8 KiB of state per thread, which Linux 5.16+
+ * gives a process only when it asks: ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA). */
+static bool tile_request_os(void)
+{
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+                   18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return false;
+#endif
+}
+
+static bool (*tile_request)(void) = tile_request_os;
+static int tile_granted = -1;          /* the last answer: -1 not asked yet, 0 refused, 1 granted */
+
+void kernels_set_tile_request(bool (*request)(void))
+{
+    __atomic_store_n(&tile_request, request ? request : tile_request_os, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&tile_granted, -1, __ATOMIC_SEQ_CST);
+}
+
+/* AMX-BF16 and AMX-TILE (CPUID leaf 7: EDX bits 22 and 24), the tile state enabled in XCR0 (bits
+ * 17 and 18, which OSXSAVE lets us read), and the grant (asked once: two threads asking at once
+ * both get the same answer). TOKENTOP_NO_AMX=1 says no without asking. */
+static bool cpu_runs_amx(void)
+{
+    const char *no = getenv("TOKENTOP_NO_AMX");
+    if ((no && *no) || !cpu_runs_avx512vnni())
+        return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 22) & 1u) || !((d >> 24) & 1u))
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1u))
+        return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17))
+        return false;
+    int g = __atomic_load_n(&tile_granted, __ATOMIC_SEQ_CST);
+    if (g < 0) {
+        g = __atomic_load_n(&tile_request, __ATOMIC_SEQ_CST)() ? 1 : 0;
+        __atomic_store_n(&tile_granted, g, __ATOMIC_SEQ_CST);
+    }
+    return g == 1;
 }
 
 static bool cpu_runs_avx2(void)
@@ -353,7 +404,14 @@ static void ref_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Q8 activations */
+ * BF16 and Q8 activations */
+
+void kernels_bf16_rows(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb)
+{
+    for (int t = t0; t < t1; t++)
+        for (int k = 0; k < K; k++)
+            xb[(size_t)t * (size_t)ldxb + (size_t)k] = tt_f32_to_bf16(x[(size_t)t * (size_t)ldx + k]);
+}
 
 void kernels_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
                            int ldxq)
@@ -440,7 +498,7 @@ const kernels *kernels_reference(void)
 /* ---------------------------------------------------------------------------------------------
  * Choice */
 
-const char *const kernels_set_names[] = {"avx512vnni", "avx512", "avx2", "reference", NULL};
+const char *const kernels_set_names[] = {"amx", "avx512vnni", "avx512", "avx2", "reference", NULL};
 
 static bool cpu_runs_always(void) { return true; }
 
@@ -451,6 +509,7 @@ static const struct {
     const kernels *(*get)(void);
 } kernels_sets[] = {
 #ifdef KERNELS_X86
+    {"amx", cpu_runs_amx, kernels_amx_get},
     {"avx512vnni", cpu_runs_avx512vnni, kernels_avx512vnni_get},
     {"avx512", cpu_runs_avx512, kernels_avx512_get},
     {"avx2", cpu_runs_avx2, kernels_avx2_get},

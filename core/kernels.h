@@ -1,9 +1,10 @@
 /* kernels.h: the CPU backend's compute kernels: packed weight matrices, the portable reference
  * kernels and the SIMD sets chosen at run time (kernels_avx512.c, kernels_vnni_avx512.c,
- * kernels_avx2.c).
+ * kernels_amx_avx512.c, kernels_avx2.c).
  *
  * Every set computes in fp32 and accumulates in fp32 whatever the dtype the weights are held in,
- * except Q8, whose block sums are exact integer dot products (below);
+ * except Q8, whose block sums are exact integer dot products (below), and the amx set's BF16
+ * matmuls, which multiply activations rounded to bf16 (below);
  * the sets differ in speed and in rounding order (tests/check_kernels.c holds them to a
  * tolerance). The reference set is plain C that any compiler can run; it is also what
  * TOKENTOP_KERNELS=reference forces, so a test can compare both paths through the whole engine.
@@ -109,6 +110,12 @@ typedef struct kernels_q8_act {
 
 #define KERNELS_Q8_ACT_BLOCKS(K) (((K) + TT_Q8_BLOCK - 1) / TT_Q8_BLOCK)
 
+/* Rounds rows [t0, t1) of x (T, ldx), K columns each, to bf16 (round to nearest even, NaN kept a
+ * quiet NaN: dtype.h's tt_f32_to_bf16) into xb (row t at xb + t * ldxb, ldxb >= K): the
+ * activations of a BF16 matmul in a set with bf16_rows (the amx set). The portable version; every
+ * set's bf16_rows gives its bits. */
+void kernels_bf16_rows(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb);
+
 /* Quantizes rows [t0, t1) of x (T, ldx), K columns each, into xq (row t at xq + t * ldxq, at least
  * KERNELS_Q8_ACT_BLOCKS(K) blocks). Deterministic and per row: the same row gives the same blocks
  * whatever rows come with it. The portable version; every set's quantize_rows gives its bits. */
@@ -131,6 +138,10 @@ typedef struct {
     /* Q8 weights only: x's rows quantized by kernels_quantize_rows, row t at xq + t * ldxq. */
     const struct kernels_q8_act *xq;
     int ldxq;
+    /* BF16 weights in a set with bf16_rows only: x's rows rounded by kernels_bf16_rows, row t at
+     * xb + t * ldxb; such a matmul reads them instead of x. */
+    const uint16_t *xb;
+    int ldxb;
     const float *bias;       /* (N) or NULL */
     int T;
     mm_epilogue epilogue;
@@ -151,7 +162,7 @@ typedef struct {
 } attention_args;
 
 typedef struct {
-    const char *name;        /* "reference", "avx2", "avx512", "avx512vnni" */
+    const char *name;        /* "reference", "avx2", "avx512", "avx512vnni", "amx" */
     /* Computes output panels [p0, p1) of a->w (columns 32*p0 .. min(32*p1, N)-1) for all T rows:
      * disjoint panel ranges may run on different threads at once. scratch: NULL, or
      * KERNELS_MATMUL_SCRATCH(K) floats, 64-byte aligned, private to the calling thread. */
@@ -159,6 +170,16 @@ typedef struct {
     /* kernels_quantize_rows, vectorized: the same bits. */
     void (*quantize_rows)(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
                           int ldxq);
+    /* NULL, or kernels_bf16_rows vectorized (the same bits): then this set's BF16 matmuls read
+     * their activations from matmul_args.xb, rounded by it, and the caller must supply them.
+     * The amx set (AMX tiles, tdpbf16ps): every BF16 output is, from c = 0, for each whole block
+     * of 32 k ascending c += the block's 32 products of bf16 values (one tdpbf16ps step, summed
+     * in the hardware's own fixed way, which is not the sequential FMA chain's; denormal inputs
+     * read as zero, fp32 results), then the K % 32 k left one fp32 FMA each, ascending; then
+     * bias and epilogue. Every row runs that chain however many rows come with it (decode, prefill and
+     * verification rows alike), so batch invariance holds; its bits differ from the other sets'
+     * (fp32 activations) by the activations' rounding. */
+    void (*bf16_rows)(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb);
     /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
      * floats private to the calling thread. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
@@ -171,8 +192,11 @@ extern const char *const kernels_set_names[];
 const kernels *kernels_reference(void);
 
 /* The best set this CPU runs, unless the environment variable TOKENTOP_KERNELS names one
- * ("reference", "avx2", "avx512", "avx512vnni"; a set the CPU or the build lacks falls back to the best one
- * available). Never NULL. */
+ * ("reference", "avx2", "avx512", "avx512vnni", "amx"; a set the CPU or the build lacks falls back
+ * to the best one available). Never NULL. The amx set runs where the CPU has AMX-BF16 and
+ * AVX512-VNNI, the OS enables the tile state and grants this process its use (Linux:
+ * arch_prctl(ARCH_REQ_XCOMP_PERM), asked once), and TOKENTOP_NO_AMX is unset or empty; otherwise
+ * avx512vnni is the best. */
 const kernels *kernels_select(void);
 
 /* The set called name if this build has it and this CPU runs it, else NULL. */
@@ -181,6 +205,10 @@ const kernels *kernels_by_name(const char *name);
 /* Whether this CPU has the instructions the set called name needs, whether or not this build
  * includes the set (so a test can tell "skipped: the CPU lacks it" from "the build left it out"). */
 bool kernels_cpu_runs(const char *name);
+
+/* Replaces the request for the AMX tile state (NULL: the operating system's, the default) and
+ * forgets the answer kept from the last one: a test makes it refuse, to see the fallback. */
+void kernels_set_tile_request(bool (*request)(void));
 
 /* LayerNorm of rows [t0, t1) of x (T, C): out = (x - mean) * rstd * w + b, biased variance.
  * Shared by every set: it is a sliver of the work, and one formula keeps the sets comparable. */

@@ -32,6 +32,9 @@
 #ifndef KS_VNNI
 #define KS_VNNI 0                  /* 1: AVX512-VNNI's vpdpbusd for the Q8 dot products */
 #endif
+#ifndef KS_AMX
+#define KS_AMX 0                   /* 1: BF16 matmuls on AMX tiles (core/kernels_amx.h) */
+#endif
 #if !defined(KS_VW) || !defined(KS_SET_NAME) || !defined(KS_SET_GET)
 #error "define KS_VW (8 or 16), KS_SET_NAME and KS_SET_GET before including core/kernels_simd.h"
 #endif
@@ -814,7 +817,12 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
 
 static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
 static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
+#if KS_AMX
+#include "core/kernels_amx.h"
+#define mm_bf16 amx_matmul_bf16
+#else
 static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
+#endif
 static void mm_q8(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_Q8, p0, p1, s); }
 
 static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
@@ -1069,6 +1077,9 @@ const kernels *KS_SET_GET(void)
 {
     static const kernels set = {
         .name = KS_SET_NAME, .matmul = simd_matmul, .quantize_rows = simd_quantize_rows,
+#if KS_AMX
+        .bf16_rows = amx_bf16_rows,
+#endif
         .attention = simd_attention};
     return &set;
 }

@@ -1,6 +1,7 @@
 /* check_kernels.c: packed weights hold what the tensors hold, every SIMD kernel set computes what
- * the reference kernels compute (on odd shapes, for each dtype and epilogue), and in every set a
- * row's result is the same bits whatever rows are computed with it. */
+ * the reference kernels compute (on odd shapes, for each dtype and epilogue; the amx set's BF16
+ * matmuls against the reference over the same bf16-rounded activations, and against a float64
+ * sum), and in every set a row's result is the same bits whatever rows are computed with it. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -52,7 +53,10 @@ static void report_skipped_sets(void)
         if (!kernels_by_name(*name))
             fprintf(stderr, "check_kernels: SKIPPED the %s kernel set: %s\n", *name,
                     kernels_cpu_runs(*name) ? "this build does not include it"
-                                            : "this CPU lacks its instructions");
+                    : strcmp(*name, "amx") == 0
+                        ? "this CPU lacks AMX-BF16, the OS refused the tile state, or "
+                          "TOKENTOP_NO_AMX is set"
+                        : "this CPU lacks its instructions");
 }
 
 /* Every set this build and CPU have, the reference first. */
@@ -62,17 +66,29 @@ static int all_sets(const kernels **out)
     return 1 + simd_sets(out + 1);
 }
 
-/* a's rows quantized for a Q8 matmul (kernels_quantize_rows), in a buffer the caller frees; set
- * for every dtype (the others ignore it). */
+/* a's rows quantized for a Q8 matmul (kernels_quantize_rows) and rounded to bf16 for a set's
+ * BF16 matmul that reads them (kernels_bf16_rows), both in one buffer the caller frees; set for
+ * every dtype and set (the others ignore them). */
 static kernels_q8_act *quantize_args(matmul_args *a)
 {
-    const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
-    kernels_q8_act *xq = malloc((size_t)a->T * (size_t)KB * sizeof *xq);
+    const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K), ldxb = a->w->K + 5;
+    kernels_q8_act *xq = malloc((size_t)a->T * (size_t)KB * sizeof *xq +
+                                (size_t)a->T * (size_t)ldxb * sizeof(uint16_t));
     ck_assert_ptr_nonnull(xq);
     kernels_quantize_rows(a->x, a->ldx, a->w->K, 0, a->T, xq, KB);
     a->xq = xq;
     a->ldxq = KB;
+    uint16_t *xb = (uint16_t *)(xq + (size_t)a->T * (size_t)KB);
+    kernels_bf16_rows(a->x, a->ldx, a->w->K, 0, a->T, xb, ldxb);
+    a->xb = xb;
+    a->ldxb = ldxb;
     return xq;
+}
+
+/* Whether set k's matmul over dtype d multiplies bf16-rounded activations (kernels.h). */
+static bool rounds_activations(const kernels *k, tt_dtype d)
+{
+    return d == TT_BF16 && k->bf16_rows;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -319,7 +335,14 @@ static void check_matmul_case(const kernels *simd, rng *g, int T, int K, int N, 
     matmul_args a = {.out = o_ref, .ldo = ldo, .x = x, .ldx = ldx, .w = &m,
                      .bias = with_bias ? b : NULL, .T = T, .epilogue = ep};
     kernels_q8_act *xq = quantize_args(&a);
+    /* A set that rounds the activations is held to the reference over the rounded values. */
+    float *xr = malloc((size_t)T * ldx * sizeof(float));
+    for (size_t i = 0; i < (size_t)T * ldx; i++)
+        xr[i] = rounds_activations(simd, d) ? tt_bf16_to_f32(tt_f32_to_bf16(x[i])) : x[i];
+    a.x = xr;
     kernels_reference()->matmul(&a, 0, m.n_panels, NULL);
+    a.x = x;
+    free(xr);
     a.out = o_simd;
     /* Split the panels in two calls, as the threads do; with and without scratch. */
     float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) & ~63ul);
@@ -379,9 +402,9 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
      * one-at-a-time decoding), so the comparison is memcmp, not a tolerance. */
     const kernels *sets[8];
     int ns = all_sets(sets);
-    static const int Ks[] = {1, 7, 36, 99, 130};
+    static const int Ks[] = {1, 7, 36, 64, 99, 130};
     static const int Ns[] = {17, 100, 301};
-    const int T = 37;                          /* 3 tiles of 12 and one row */
+    const int T = 37;               /* 3 tiles of 12 and one row; AMX: blocks of 32 and 5 rows */
     rng g;
     rng_seed(&g, 21);
     for (int s = 0; s < ns; s++)
@@ -417,6 +440,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
                         pa.out = part + (size_t)t0 * ldo;
                         pa.x = x + (size_t)t0 * ldx;
                         pa.xq = xq + (size_t)t0 * (size_t)a.ldxq;
+                        pa.xb = a.xb + (size_t)t0 * (size_t)a.ldxb;
                         pa.T = rows;
                         int cut = (int)(gi % 3) < m.n_panels ? (int)(gi % 3) : m.n_panels;
                         sets[s]->matmul(&pa, 0, cut, gi % 2 ? scratch : NULL);
@@ -599,8 +623,153 @@ START_TEST(environment_forces_the_reference_set)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-        ck_assert_str_eq(k->name, __builtin_cpu_supports("avx512vnni") ? "avx512vnni" : "avx512");
+        ck_assert_str_eq(k->name, kernels_cpu_runs("amx")               ? "amx"
+                                  : __builtin_cpu_supports("avx512vnni") ? "avx512vnni"
+                                                                         : "avx512");
 #endif
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * BF16 activations and the amx set */
+
+START_TEST(bf16_rows_round_like_the_dtype_in_every_set)
+{
+    /* Every set's bf16_rows gives tt_f32_to_bf16's bits: ties to even, NaN kept quiet, infinities,
+     * denormals (which vcvtneps2bf16 would flush) and values that round up to infinity. */
+    const kernels *sets[8];
+    int ns = all_sets(sets);
+    static const float special[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie: 1 + 2^-8 */,
+                                    1.01171875f /* tie to even upward */, INFINITY, -INFINITY,
+                                    NAN, 1e-40f, -3e-39f, 3.4e38f, -3.3961e38f, 65504.0f};
+    const int nspec = (int)(sizeof special / sizeof special[0]);
+    rng g;
+    rng_seed(&g, 41);
+    for (int s = 0; s < ns; s++) {
+        if (!sets[s]->bf16_rows)
+            continue;
+        static const int Ks[] = {1, 15, 16, 17, 64, 99};
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            const int K = Ks[ki], T = 3, ldx = K + 2, ldxb = K + 1;
+            float *x = rand_floats(&g, (size_t)T * ldx, -100.0f, 100.0f);
+            for (int i = 0; i < K; i++)
+                x[(size_t)ldx + i] = special[i % nspec];
+            uint16_t *want = calloc((size_t)T * ldxb, sizeof *want);
+            uint16_t *got = calloc((size_t)T * ldxb, sizeof *got);
+            kernels_bf16_rows(x, ldx, K, 0, T, want, ldxb);
+            sets[s]->bf16_rows(x, ldx, K, 1, T, got, ldxb);   /* rows 1 .. only */
+            sets[s]->bf16_rows(x, ldx, K, 0, 1, got, ldxb);
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < ldxb; i++) {
+                    uint16_t w = i < K ? tt_f32_to_bf16(x[(size_t)t * ldx + i]) : 0;
+                    ck_assert_msg(want[(size_t)t * ldxb + i] == w, "portable K=%d (%d,%d)", K, t, i);
+                    ck_assert_msg(got[(size_t)t * ldxb + i] == w, "%s K=%d (%d,%d): 0x%04x want "
+                                  "0x%04x (from %a)", sets[s]->name, K, t, i,
+                                  got[(size_t)t * ldxb + i], w, i < K ? x[(size_t)t * ldx + i] : 0.0f);
+                }
+            free(x);
+            free(want);
+            free(got);
+        }
+    }
+}
+END_TEST
+
+START_TEST(amx_bf16_matmul_is_the_float64_sum_of_the_rounded_inputs)
+{
+    /* The amx set's BF16 matmul against a float64 sum of the same bf16 activations and weights
+     * (plus the bias): bf16 products are exact in fp32, so the only error is fp32 accumulation,
+     * at most 2 K u sum |x w| (u = 2^-24; 2x for the tiles' unspecified order inside a block)
+     * plus the rounding of the final bias add. Heights cover one row (decode), a 16-row tile,
+     * two tiles, and a short last block; K whole 32-k blocks, a tail, and a tail alone. */
+    const kernels *amx = kernels_by_name("amx");
+    if (!amx) {
+        fprintf(stderr, "check_kernels: SKIPPED amx_bf16_matmul_is_the_float64_sum_of_the_rounded_"
+                        "inputs: no amx set here\n");
+        return;
+    }
+    static const int Ts[] = {1, 16, 17, 32, 45};
+    static const int Ks[] = {20, 32, 96, 77, 768};
+    static const int Ns[] = {32, 50};
+    rng g;
+    rng_seed(&g, 42);
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++) {
+                const int T = Ts[ti], K = Ks[ki], N = Ns[ni], ldx = K + 1, ldo = N;
+                float *x = rand_floats(&g, (size_t)T * ldx, -2.0f, 2.0f);
+                float *w = rand_floats(&g, (size_t)K * N, -1.0f, 1.0f);
+                float *b = rand_floats(&g, (size_t)N, -1.0f, 1.0f);
+                float *o = calloc((size_t)T * ldo, sizeof(float));
+                packed_matrix m;
+                ck_assert_int_eq(packed_matrix_init(&m, TT_BF16, K, N, NULL), TT_OK);
+                packed_matrix_pack(&m, (tensor_ref){.data = w, .dtype = TT_F32}, false, 0, N);
+                matmul_args a = {.out = o, .ldo = ldo, .x = x, .ldx = ldx, .w = &m, .bias = b,
+                                 .T = T, .epilogue = MM_STORE};
+                kernels_q8_act *xq = quantize_args(&a);
+                amx->matmul(&a, 0, m.n_panels, NULL);
+                for (int t = 0; t < T; t++)
+                    for (int n = 0; n < N; n++) {
+                        double sum = 0.0, mag = 0.0;
+                        for (int k = 0; k < K; k++) {
+                            double p = (double)tt_bf16_to_f32(a.xb[(size_t)t * a.ldxb + k]) *
+                                       (double)packed_matrix_get(&m, k, n);
+                            sum += p;
+                            mag += fabs(p);
+                        }
+                        const double want = sum + b[n], u = ldexp(1.0, -24);
+                        const double tol = 2.0 * K * u * mag + 2.0 * u * (fabs(want) + fabs(b[n]));
+                        const double got = o[(size_t)t * ldo + n];
+                        ck_assert_msg(fabs(got - want) <= tol, "amx T=%d K=%d N=%d (%d,%d): got "
+                                      "%.9g want %.9g (tolerance %.3g)", T, K, N, t, n, got, want,
+                                      tol);
+                    }
+                packed_matrix_free(&m);
+                free(xq);
+                free(x);
+                free(w);
+                free(b);
+                free(o);
+            }
+}
+END_TEST
+
+static bool refuse_tiles(void)
+{
+    return false;
+}
+
+START_TEST(amx_set_falls_back_when_the_tile_state_is_refused)
+{
+    /* Where the operating system refuses the tile state (or TOKENTOP_NO_AMX says no), the amx set
+     * is not offered, even when asked for by name, and the choice falls back to the best other
+     * set; once the tiles are granted again, it comes back where the CPU has AMX. */
+    const char *best_other = NULL;
+    for (const char *const *name = kernels_set_names; *name && !best_other; name++)
+        if (strcmp(*name, "amx") != 0 && kernels_by_name(*name))
+            best_other = *name;
+    ck_assert_ptr_nonnull(best_other);
+    const bool has_amx = kernels_by_name("amx") != NULL;
+
+    kernels_set_tile_request(refuse_tiles);
+    ck_assert(!kernels_cpu_runs("amx"));
+    ck_assert_ptr_null(kernels_by_name("amx"));
+    ck_assert_str_eq(kernels_select()->name, best_other);
+    setenv("TOKENTOP_KERNELS", "amx", 1);
+    ck_assert_str_eq(kernels_select()->name, best_other);
+    unsetenv("TOKENTOP_KERNELS");
+    kernels_set_tile_request(NULL);
+
+    setenv("TOKENTOP_NO_AMX", "1", 1);
+    ck_assert_ptr_null(kernels_by_name("amx"));
+    ck_assert_str_eq(kernels_select()->name, best_other);
+    unsetenv("TOKENTOP_NO_AMX");
+
+    ck_assert_int_eq(kernels_by_name("amx") != NULL, has_amx);
+    ck_assert_str_eq(kernels_select()->name, has_amx ? "amx" : best_other);
+    if (!has_amx)
+        fprintf(stderr, "check_kernels: amx_set_falls_back_when_the_tile_state_is_refused ran "
+                        "without an amx set here (only the refusal is seen)\n");
 }
 END_TEST
 
@@ -638,6 +807,9 @@ int main(void)
     tcase_add_test(tc, simd_gelu_saturates_like_the_formula);
     tcase_add_test(tc, simd_attention_matches_reference);
     tcase_add_test(tc, attention_rows_do_not_depend_on_the_rows_beside_them);
+    tcase_add_test(tc, bf16_rows_round_like_the_dtype_in_every_set);
+    tcase_add_test(tc, amx_bf16_matmul_is_the_float64_sum_of_the_rounded_inputs);
+    tcase_add_test(tc, amx_set_falls_back_when_the_tile_state_is_refused);
     tcase_add_test(tc, reference_attention_is_a_causal_softmax_average);
     tcase_add_test(tc, every_set_the_cpu_runs_is_tested_under_ci);
     tcase_add_test(tc, environment_forces_the_reference_set);
