@@ -333,7 +333,10 @@ mm_tile_prefetch(tt_dtype dt, const void *panel, int k, int g)
 
 /* MR rows t0 .. t0+MR-1 against column group g (vectors 2g, 2g+1) of panel p (its data at panel,
  * in dtype dt). MR is a constant after inlining, so c0/c1 live in registers and the row loops
- * unroll. */
+ * unroll. Short tiles prefetch (mm_tile_prefetch), and so does a prefill's first fp32 tile of a
+ * panel, which streams the panel from memory for the tiles below it (they read it from L2): the
+ * matmuls of a GPT-2 124M step over 12 rows took 44 ms instead of 63 on one thread, over 64 rows
+ * 132 instead of 154 (Xeon with AVX-512). */
 static inline __attribute__((always_inline)) void
 mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, int p, int g)
 {
@@ -375,7 +378,7 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         }
     } else {
         for (int k = 0; k < K; k++) {
-            if (MR < KS_MR)
+            if (MR < KS_MR || (dt == TT_F32 && t0 == 0))
                 mm_tile_prefetch(dt, panel, k, g);
             vf b0 = load_row(dt, panel, k, 2 * g), b1 = load_row(dt, panel, k, 2 * g + 1);
 #pragma GCC unroll 16
