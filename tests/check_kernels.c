@@ -404,7 +404,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
     int ns = all_sets(sets);
     static const int Ks[] = {1, 7, 36, 64, 99, 130};
     static const int Ns[] = {17, 100, 301};
-    const int T = 37;               /* 3 tiles of 12 and one row; AMX: blocks of 32 and 5 rows */
+    const int T = 80;   /* 6 tiles of 12 and one of 8; AMX: blocks of 32, 32 and 16 rows */
     rng g;
     rng_seed(&g, 21);
     for (int s = 0; s < ns; s++)
@@ -429,13 +429,16 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
                                      .bias = ni % 2 ? NULL : b, .T = T, .epilogue = ep};
                     kernels_q8_act *xq = quantize_args(&a);
                     sets[s]->matmul(&a, 0, m.n_panels, scratch);
-                    /* The same rows in groups of 1, 2, 5, 1, 13, ...: each group one call, its
-                     * panels split at an odd place (single panels, pairs, groups of four). */
-                    static const int groups[] = {1, 2, 5, 1, 13, 7, 8};
+                    /* The same rows in groups of 1, 2, 5, 1, 13, ...: each group one call (every
+                     * height a batched decode step takes, 1-11 rows below a full AVX-512 tile,
+                     * 7, 8 and 9 around the 8-row step), its panels split at an odd place
+                     * (single panels, pairs, groups of four). */
+                    static const int groups[] = {1, 2, 5, 1, 13, 7, 8, 9, 3, 4, 6, 10, 11};
+                    const size_t n_groups = sizeof groups / sizeof groups[0];
                     memcpy(part, init, (size_t)T * ldo * sizeof(float));
                     int t0 = 0;
                     for (size_t gi = 0; t0 < T; gi++) {
-                        int rows = groups[gi % 7] < T - t0 ? groups[gi % 7] : T - t0;
+                        int rows = groups[gi % n_groups] < T - t0 ? groups[gi % n_groups] : T - t0;
                         matmul_args pa = a;
                         pa.out = part + (size_t)t0 * ldo;
                         pa.x = x + (size_t)t0 * ldx;
