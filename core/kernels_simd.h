@@ -235,20 +235,12 @@ static inline vf v_gelu_tanh(vf x)
     return v_mul(v_mul(v_set1(0.5f), x), v_add(v_set1(1.0f), th));
 }
 
-static inline vf v_gelu_erf(vf x)
-{
-    float t[KS_VW];
-    v_storeu(t, x);
-    for (int i = 0; i < KS_VW; i++)
-        t[i] = gpt2_gelu_erf(t[i]);
-    return v_loadu(t);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Matmul */
 
 /* Bias, activation or residual add, then the store of one vector of output columns n .. n+VW-1
- * of row t (masked past N). */
+ * of row t (masked past N). MM_GELU_ERF stores the sum with its bias: mm_finish_erf applies the
+ * activation once all of a tile's vectors are stored. */
 static inline __attribute__((always_inline)) void
 mm_finish(const matmul_args *a, int t, int n, vf c)
 {
@@ -260,9 +252,25 @@ mm_finish(const matmul_args *a, int t, int n, vf c)
     case MM_STORE: break;
     case MM_ADD: c = v_add(c, v_mload(m, o)); break;
     case MM_GELU_TANH: c = v_gelu_tanh(c); break;
-    case MM_GELU_ERF: c = v_gelu_erf(c); break;
+    case MM_GELU_ERF: break;
     }
     v_mstore(o, m, c);
+}
+
+/* The erf GELU (gpt2_math.h, scalar: libm's erff) in place over columns n0 .. n0+width-1 (those
+ * below N) of rows t0 .. t0+rows-1, which mm_finish stored. It runs after a tile's stores rather
+ * than inside mm_finish because a call while the tile's other accumulators are still live made
+ * GCC 12 keep some of them on the stack through the whole k loop, for every epilogue (a tile of
+ * 5 rows then cost 1.4x one of 4: a store and a reload on every k step). */
+static __attribute__((noinline)) void
+mm_finish_erf(const matmul_args *a, int t0, int rows, int n0, int width)
+{
+    const int n1 = n0 + width < a->w->N ? n0 + width : a->w->N;
+    for (int t = t0; t < t0 + rows; t++) {
+        float *o = a->out + (size_t)t * (size_t)a->ldo;
+        for (int n = n0; n < n1; n++)
+            o[n] = gpt2_gelu_erf(o[n]);
+    }
 }
 
 /* Vector v (columns v*VW ..) of row k of a fp32 or fp16 panel, as fp32. */
@@ -374,6 +382,8 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         mm_finish(a, t0 + r, n0, c0[r]);
         mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
     }
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, t0, MR, n0, 2 * KS_VW);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -457,6 +467,8 @@ mm_gemv_finish(const matmul_args *a, int NP, int p, vf c[][KS_NV])
 #pragma GCC unroll 4
         for (int v = 0; v < KS_NV; v++)
             mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, 0, 1, p * KERNELS_NR, NP * KERNELS_NR);
 }
 
 /* Vector v of the weight integers of step kq of a block. */
@@ -569,6 +581,8 @@ mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g
         mm_finish(a, t0 + r, n0, c0[r]);
         mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
     }
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, t0, MR, n0, 2 * KS_VW);
 }
 
 /* kernels_quantize_rows (kernels.c) vectorized: the block maximum, the scale and the products in
