@@ -20,10 +20,11 @@
  * parallelism from several panels, never from splitting k.
  *
  * Attention reads keys transposed: scores come out KS_VW positions per vector with no horizontal
- * sums. With KS_ATT_QB rows per tile (AVX-512 only: a tile needs 16 accumulators), prefill runs
- * tiles so each key and value row loaded serves KS_ATT_QB rows; a row alone and a row in a tile
- * run the same chains (scores over d, weighted values over positions, both ascending) and the
- * same softmax code.
+ * sums. With tiles of up to KS_ATT_QB rows (AVX-512 only: a tile of 8 needs 16 accumulators), a
+ * span of two or more rows (a prefill, a speculative verification) runs tiles so each key and
+ * value row loaded serves all the tile's rows; a row alone and a row in a tile run the same
+ * chains (scores over d, weighted values over positions, both ascending) and the same softmax
+ * code.
  *
  * Every set must keep its summation order bit for bit from one release to the next (a stored
  * conversation replays to the same tokens), so the few places where the two sets sum differently
@@ -238,20 +239,12 @@ static inline vf v_gelu_tanh(vf x)
     return v_mul(v_mul(v_set1(0.5f), x), v_add(v_set1(1.0f), th));
 }
 
-static inline vf v_gelu_erf(vf x)
-{
-    float t[KS_VW];
-    v_storeu(t, x);
-    for (int i = 0; i < KS_VW; i++)
-        t[i] = gpt2_gelu_erf(t[i]);
-    return v_loadu(t);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Matmul */
 
 /* Bias, activation or residual add, then the store of one vector of output columns n .. n+VW-1
- * of row t (masked past N). */
+ * of row t (masked past N). MM_GELU_ERF stores the sum with its bias: mm_finish_erf applies the
+ * activation once all of a tile's vectors are stored. */
 static inline __attribute__((always_inline)) void
 mm_finish(const matmul_args *a, int t, int n, vf c)
 {
@@ -263,9 +256,25 @@ mm_finish(const matmul_args *a, int t, int n, vf c)
     case MM_STORE: break;
     case MM_ADD: c = v_add(c, v_mload(m, o)); break;
     case MM_GELU_TANH: c = v_gelu_tanh(c); break;
-    case MM_GELU_ERF: c = v_gelu_erf(c); break;
+    case MM_GELU_ERF: break;
     }
     v_mstore(o, m, c);
+}
+
+/* The erf GELU (gpt2_math.h, scalar: libm's erff) in place over columns n0 .. n0+width-1 (those
+ * below N) of rows t0 .. t0+rows-1, which mm_finish stored. It runs after a tile's stores rather
+ * than inside mm_finish because a call while the tile's other accumulators are still live made
+ * GCC 12 keep some of them on the stack through the whole k loop, for every epilogue (a tile of
+ * 5 rows then cost 1.4x one of 4: a store and a reload on every k step). */
+static __attribute__((noinline)) void
+mm_finish_erf(const matmul_args *a, int t0, int rows, int n0, int width)
+{
+    const int n1 = n0 + width < a->w->N ? n0 + width : a->w->N;
+    for (int t = t0; t < t0 + rows; t++) {
+        float *o = a->out + (size_t)t * (size_t)a->ldo;
+        for (int n = n0; n < n1; n++)
+            o[n] = gpt2_gelu_erf(o[n]);
+    }
 }
 
 /* Vector v (columns v*VW ..) of row k of a fp32 or fp16 panel, as fp32. */
@@ -398,6 +407,8 @@ mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, in
         mm_finish(a, t0 + r, n0, c0[r]);
         mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
     }
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, t0, MR, n0, 2 * KS_VW);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -481,6 +492,8 @@ mm_gemv_finish(const matmul_args *a, int NP, int p, vf c[][KS_NV])
 #pragma GCC unroll 4
         for (int v = 0; v < KS_NV; v++)
             mm_finish(a, 0, (p + g) * KERNELS_NR + v * KS_VW, c[g][v]);
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, 0, 1, p * KERNELS_NR, NP * KERNELS_NR);
 }
 
 /* Vector v of the weight integers of step kq of a block. */
@@ -593,6 +606,8 @@ mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g
         mm_finish(a, t0 + r, n0, c0[r]);
         mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
     }
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, t0, MR, n0, 2 * KS_VW);
 }
 
 /* kernels_quantize_rows (kernels.c) vectorized: the block maximum, the scale and the products in
@@ -974,11 +989,17 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
 
 #if KS_ATT_QB
 
-/* The tile's 2 x KS_ATT_QB accumulators, zeroed. */
-static inline __attribute__((always_inline)) void tile_zero(vf *c0, vf *c1)
+/* A tile has QB rows, 2 <= QB <= KS_ATT_QB: full tiles of KS_ATT_QB in a prefill, and the few rows
+ * of a speculative verification or the rows a prefill's tiles leave over in one shorter tile, so
+ * each key and value row loaded serves all of them (row by row, each row read the head's keys and
+ * values again: ~40% of the cost of verifying a fourth row on the embedded target). QB is a
+ * constant after inlining; each height is its own out-of-line function (TILE_HEIGHTS). */
+
+/* The tile's 2 x QB accumulators, zeroed. */
+static inline __attribute__((always_inline)) void tile_zero(vf *c0, vf *c1, int QB)
 {
 #pragma GCC unroll 8
-    for (int r = 0; r < KS_ATT_QB; r++)
+    for (int r = 0; r < QB; r++)
         c0[r] = c1[r] = v_zero();
 }
 
@@ -986,67 +1007,67 @@ static inline __attribute__((always_inline)) void tile_zero(vf *c0, vf *c1)
  * c1[r] += x[r xs] row[KS_VW .. 2 KS_VW) (lanes of m1). Inlined so that the accumulators stay in
  * registers. */
 static inline __attribute__((always_inline)) void
-tile_fma(vf *c0, vf *c1, const float *x, size_t xs, vmask m0, vmask m1, const float *row)
+tile_fma(vf *c0, vf *c1, const float *x, size_t xs, vmask m0, vmask m1, const float *row, int QB)
 {
     vf b0 = v_mload(m0, row), b1 = v_mload(m1, row + KS_VW);
 #pragma GCC unroll 8
-    for (int r = 0; r < KS_ATT_QB; r++) {
+    for (int r = 0; r < QB; r++) {
         vf p = v_set1(x[(size_t)r * xs]);
         c0[r] = v_fma(p, b0, c0[r]);
         c1[r] = v_fma(p, b1, c1[r]);
     }
 }
 
-/* Scores of the tile's rows, 2 vectors of positions x KS_ATT_QB rows per step (16 accumulators),
- * into scratch (KS_ATT_QB, ls). The three steps of a tile are separate functions so that each
- * gets the register file to itself (GCC 12 spilled a key vector of this loop when they were
- * one). */
-static __attribute__((noinline)) void
-tile_scores(const attention_args *a, int h, int i0, float *scratch)
+/* Scores of the tile's rows, 2 vectors of positions x QB rows per step (2 QB accumulators),
+ * into scratch (QB, ls). The three steps of a tile are separate functions so that each gets the
+ * register file to itself (GCC 12 spilled a key vector of this loop when they were one). */
+static inline __attribute__((always_inline)) void
+tile_scores(const attention_args *a, int h, int i0, float *scratch, int QB)
 {
     const int HS = a->HS;
     const size_t ldk = (size_t)a->ldk;
     const vf scale = v_set1(gpt2_attn_scale(HS));
     const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
-    const int n_max = a->pos + i0 + KS_ATT_QB;
+    const int n_max = a->pos + i0 + QB;
     const size_t ls = (size_t)n_max;
     const float *q = a->q + (size_t)i0 * (size_t)a->ldq + (size_t)h * (size_t)HS;  /* row i0 */
     for (int t = 0; t < n_max; t += 2 * KS_VW) {
         const vmask m0 = v_mask(n_max - t), m1 = v_mask(n_max - t - KS_VW);
         vf c0[KS_ATT_QB], c1[KS_ATT_QB];
-        tile_zero(c0, c1);
+        tile_zero(c0, c1, QB);
         const float *kr = kh + t;
         for (int d = 0; d < HS; d++, kr += ldk)
-            tile_fma(c0, c1, q + d, (size_t)a->ldq, m0, m1, kr);
+            tile_fma(c0, c1, q + d, (size_t)a->ldq, m0, m1, kr, QB);
 #pragma GCC unroll 8
-        for (int r = 0; r < KS_ATT_QB; r++) {
+        for (int r = 0; r < QB; r++) {
             v_mstore(scratch + r * ls + t, m0, v_mul(c0[r], scale));
             v_mstore(scratch + r * ls + t + KS_VW, m1, v_mul(c1[r], scale));
         }
     }
 }
 
-/* Outputs of the tile's rows from the softmax numerators in scratch (KS_ATT_QB, ls), 2 vectors
- * of head columns x KS_ATT_QB rows per step (16 accumulators), each row scaled by its inv. */
-static __attribute__((noinline)) void
-tile_values(const attention_args *a, int h, int i0, const float *scratch, const float *inv)
+/* Outputs of the tile's rows from the softmax numerators in scratch (QB, ls), 2 vectors of head
+ * columns x QB rows per step (2 QB accumulators), each row scaled by its inv. */
+static inline __attribute__((always_inline)) void
+tile_values(const attention_args *a, int h, int i0, const float *scratch, const float *inv,
+            int QB)
 {
     _Static_assert(KS_VALUE_CHAINS == 1, "a tile runs one chain per output column");
     const int HS = a->HS;
     const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
     const int n_min = a->pos + i0 + 1;        /* keys every row of the tile sees */
-    const size_t ls = (size_t)(a->pos + i0 + KS_ATT_QB);
+    const size_t ls = (size_t)(a->pos + i0 + QB);
     for (int d0 = 0; d0 < HS; d0 += 2 * KS_VW) {
         const vmask m0 = v_mask(HS - d0), m1 = v_mask(HS - d0 - KS_VW);
         vf c0[KS_ATT_QB], c1[KS_ATT_QB];
-        tile_zero(c0, c1);
+        tile_zero(c0, c1, QB);
         const float *vr = vh + d0;
         int u = 0;
         for (; u < n_min; u++, vr += HS)
-            tile_fma(c0, c1, scratch + u, ls, m0, m1, vr);
+            tile_fma(c0, c1, scratch + u, ls, m0, m1, vr, QB);
         /* The triangle: row r also sees keys n_min .. n_min + r - 1. */
 #pragma GCC unroll 8
-        for (int r = 1; r < KS_ATT_QB; r++) {
+        for (int r = 1; r < QB; r++) {
             const float *vt = vr;
             for (int j = 0; j < r; j++, vt += HS) {
                 vf p = v_set1(scratch[r * ls + (size_t)(u + j)]);
@@ -1055,7 +1076,7 @@ tile_values(const attention_args *a, int h, int i0, const float *scratch, const 
             }
         }
 #pragma GCC unroll 8
-        for (int r = 0; r < KS_ATT_QB; r++) {
+        for (int r = 0; r < QB; r++) {
             float *o = a->out + (size_t)(i0 + r) * (size_t)a->ldo + (size_t)h * (size_t)HS + d0;
             vf sc = v_set1(inv[r]);
             v_mstore(o, m0, v_mul(c0[r], sc));
@@ -1064,20 +1085,46 @@ tile_values(const attention_args *a, int h, int i0, const float *scratch, const 
     }
 }
 
-/* KS_ATT_QB query rows at once (prefill): each row of transposed keys and each value row loaded
- * feeds KS_ATT_QB rows of scores or outputs instead of one. Rows i0 .. i0+KS_ATT_QB-1 see keys
- * up to pos+i0+r; the score tile covers the longest, and in the weighted sum the keys a row does
- * not see are skipped for that row (not added with weight zero), so each row runs exactly the
- * chains of attention_rows. scratch: (KS_ATT_QB, ls) with ls = pos + i0 + KS_ATT_QB. */
-static void attention_tile(const attention_args *a, int h, int i0, float *scratch)
+/* The scores and the values of a tile of each height, out of line (see tile_scores). */
+#define TILE_HEIGHT(QB)                                                                         \
+    static __attribute__((noinline)) void                                                      \
+    tile_scores_##QB(const attention_args *a, int h, int i0, float *scratch)                   \
+    {                                                                                           \
+        tile_scores(a, h, i0, scratch, QB);                                                     \
+    }                                                                                           \
+    static __attribute__((noinline)) void                                                      \
+    tile_values_##QB(const attention_args *a, int h, int i0, const float *scratch,             \
+                     const float *inv)                                                          \
+    {                                                                                           \
+        tile_values(a, h, i0, scratch, inv, QB);                                                \
+    }
+TILE_HEIGHT(2) TILE_HEIGHT(3) TILE_HEIGHT(4) TILE_HEIGHT(5) TILE_HEIGHT(6) TILE_HEIGHT(7)
+TILE_HEIGHT(8)
+#undef TILE_HEIGHT
+_Static_assert(KS_ATT_QB == 8, "TILE_HEIGHT names every height from 2 to KS_ATT_QB");
+
+/* QB query rows at once: each row of transposed keys and each value row loaded feeds QB rows of
+ * scores or outputs instead of one. Rows i0 .. i0+QB-1 see keys up to pos+i0+r; the score tile
+ * covers the longest, and in the weighted sum the keys a row does not see are skipped for that
+ * row (not added with weight zero), so each row runs exactly the chains of attention_rows.
+ * scratch: (QB, ls) with ls = pos + i0 + QB. */
+static void attention_tile(const attention_args *a, int h, int i0, float *scratch, int QB)
 {
     const int n_min = a->pos + i0 + 1;
-    const size_t ls = (size_t)(a->pos + i0 + KS_ATT_QB);
+    const size_t ls = (size_t)(a->pos + i0 + QB);
     float inv[KS_ATT_QB];
-    tile_scores(a, h, i0, scratch);
-    for (int r = 0; r < KS_ATT_QB; r++)
+    switch (QB) {
+#define TILE_CASE(n) case n: tile_scores_##n(a, h, i0, scratch); break;
+    TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
+#undef TILE_CASE
+    }
+    for (int r = 0; r < QB; r++)
         inv[r] = softmax_row(scratch + r * ls, n_min + r);
-    tile_values(a, h, i0, scratch, inv);
+    switch (QB) {
+#define TILE_CASE(n) case n: tile_values_##n(a, h, i0, scratch, inv); break;
+    TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
+#undef TILE_CASE
+    }
 }
 
 #endif
@@ -1088,7 +1135,11 @@ static void simd_attention(const attention_args *a, int h, int t0, int t1, float
 #if KS_ATT_QB
     _Static_assert(KERNELS_ATTN_SCRATCH(1) >= KS_ATT_QB, "a tile's scores fit the scratch");
     for (; i + KS_ATT_QB <= t1; i += KS_ATT_QB)
-        attention_tile(a, h, i, scratch);
+        attention_tile(a, h, i, scratch, KS_ATT_QB);
+    if (t1 - i >= 2) {
+        attention_tile(a, h, i, scratch, t1 - i);
+        i = t1;
+    }
 #endif
     attention_rows(a, h, i, t1, scratch);
 }

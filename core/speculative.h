@@ -180,9 +180,10 @@ void spec_set_variant(spec *sp, spec_variant v);
  * least-squares line of the rounds' engine time (draft_ms + target_ms) against g, and the decayed
  * mean time of the rounds of each g; it picks the g that maximises E(g) / cost(g), where cost(g)
  * is that mean pulled toward the line (spec_tuner_cost): the measured means catch steps the line
- * cannot (on the embedded pair a verification of 5 rows costs half again as much as one of 4,
- * the kernels working in tiles of 4 rows). Every SPEC_TUNER_EXPLORE-th round it tries one more or
- * one fewer, so the line has two points to stand on and the neighbours get measured. */
+ * cannot (a verification's cost is not linear in its rows: on the embedded pair up to 4 rows
+ * cost little more than one, the weights' streaming dominating, and each row past that adds its
+ * arithmetic). Every SPEC_TUNER_EXPLORE-th round it tries one more or one fewer, so the line
+ * has two points to stand on and the neighbours get measured. */
 
 #define SPEC_TUNER_MAX 16          /* the largest gamma the tuner chooses */
 #define SPEC_TUNER_EXPLORE 8       /* every 8th round tries gamma + 1 or gamma - 1 */

@@ -533,9 +533,12 @@ END_TEST
 START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
 {
     /* A query row's output must be the same bits computed alone (decode) or inside a tile of
-     * rows (prefill, verification), at any position. */
+     * rows (prefill, verification), at any position. Spans of 2-7 rows are the speculative
+     * verifications: one tile of that height. */
     static const struct { int T, pos, NH, HS; } cases[] = {
         {19, 0, 2, 12}, {17, 5, 1, 64}, {9, 130, 2, 33}, {24, 1, 1, 7}, {40, 256, 1, 64},
+        {2, 37, 2, 64}, {3, 0, 1, 48}, {4, 100, 4, 64}, {5, 17, 2, 33}, {6, 200, 1, 16},
+        {7, 3, 3, 64},
     };
     const kernels *sets[8];
     int ns = all_sets(sets);

@@ -691,6 +691,25 @@ START_TEST(a_100_column_status_bar_keeps_the_backend_and_precision)
 }
 END_TEST
 
+/* At 100 columns (make run's terminal) a speculative turn's status keeps its speed-up over plain
+ * decoding: the mode, model and backend go first. */
+START_TEST(a_100_column_status_bar_keeps_the_speculative_speedup)
+{
+    ui_status_view v = {.model = "kjv-target", .backend = "cpu (no GPU)", .precision = "fp16",
+                        .mode = "speculative \xce\xb3=4", .has_turn = true, .tok_s = 1234.5,
+                        .ttft_ms = 12.4, .spec = true, .acceptance = 0.49,
+                        .tokens_per_pass = 2.45, .speedup = 1.52, .reused = 248,
+                        .prefilled = 5, .generated = 200, .kv_used = 194, .kv_total = 256};
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 2, 100));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 100}, &v);
+    const char *r0 = row(&g, 0);
+    ck_assert_msg(strstr(r0, "1234.5 tok/s") && strstr(r0, "accept 49% 2.45 tok/pass 1.52x plain") &&
+                  strstr(r0, "KV 194/256") && strstr(r0, "reused 248 prefilled 5"), "%s", r0);
+    ui_grid_free(&g);
+}
+END_TEST
+
 START_TEST(a_narrow_status_bar_keeps_the_cache_figures)
 {
     ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "bf16",
@@ -878,6 +897,7 @@ int main(void)
             status_bar_shows_speed_cache_and_reuse, a_narrow_status_bar_keeps_the_cache_figures,
             a_100_column_status_bar_keeps_the_backend_and_precision,
             status_bar_shows_speculative_acceptance_and_speedup,
+            a_100_column_status_bar_keeps_the_speculative_speedup,
             layout_puts_the_histogram_beside_or_below, small_terminal_shows_a_notice,
             input_moves_and_deletes_by_character, input_triple_quotes_make_one_multiline_entry,
             input_pane_scrolls_to_keep_the_cursor_visible));

@@ -77,7 +77,7 @@ static size_t format_first(const ui_status_view *v, int width, char *out, size_t
                          v->acceptance * 100, v->tokens_per_pass);
         if (v->speedup > 0 && !v->busy && k > 0)
             snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " %.2fx plain", v->speedup);
-        p[n++].drop = 2;
+        p[n++].drop = 1;   /* what speculative decoding is for: as long as the speed stays */
     }
     snprintf(p[n].text, sizeof p[n].text, "KV %d/%d", v->kv_used, v->kv_total);
     p[n++].drop = 0;
