@@ -145,7 +145,8 @@ amx_block_pair(const matmul_args *a, const uint16_t *pp, const uint16_t *pq, int
 }
 
 /* Rows t0 .. t0+rows-1 of panel p from their block sums c: the K % 32 k left, one FMA each in k
- * order (bf16 products are exact in fp32, as in the tiles), then bias and epilogue. */
+ * order (bf16 products are exact in fp32, as in the tiles), then bias and epilogue (the erf GELU
+ * over the stored rows, as kernels_simd.h's tiles do). */
 static inline __attribute__((always_inline)) void
 amx_finish(const matmul_args *a, const uint16_t *panel, int p, int t0, int rows,
            float (*c)[KERNELS_NR])
@@ -169,6 +170,8 @@ amx_finish(const matmul_args *a, const uint16_t *panel, int p, int t0, int rows,
         mm_finish(a, t0 + r, n0, c0);
         mm_finish(a, t0 + r, n0 + KS_VW, c1);
     }
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, t0, rows, n0, KERNELS_NR);
 }
 
 /* kernels.h's matmul for BF16 weights: blocks of 32 rows per panel, the last block shorter; the
