@@ -330,6 +330,34 @@ START_TEST(an_automatic_pool_counts_other_busy_threads)
 }
 END_TEST
 
+START_TEST(an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_the_load)
+{
+    /* Spinners on every core, and jobs from the moment the pool starts, before it can have
+     * measured the load: the worker must not be asked then either (a short run beside a busy
+     * process lost its first THREADPOOL_LOAD_FIRST_MS to a descheduled worker), nor after the
+     * first look finds no core free. */
+    int n = threadpool_cores(), spin = 1;
+    pthread_t *spinners = spin_cores(&spin, n);
+    threadpool *p;
+    ck_assert_int_eq(threadpool_create_adaptive(2, true, &p, NULL), TT_OK);
+    stall_job j = {.caller_us = 100, .worker_us = 100};
+    double t0 = tt_now_s();
+    while (tt_now_s() - t0 < THREADPOOL_PROBE_MS * 0.5e-3)
+        run_chunks(p, &j.chunks, 8, stall_run, &j);
+    threadpool_stats st;
+    threadpool_get_stats(p, &st);
+    stop_spinners(spinners, &spin, n);
+#ifdef __linux__
+    ck_assert_int_eq(j.calls[1], 0);
+    ck_assert_uint_eq(st.jobs_parallel, 0);
+    ck_assert(st.load_limited);
+#else
+    (void)st;
+#endif
+    threadpool_free(p);
+}
+END_TEST
+
 START_TEST(beside_busy_threads_a_probe_is_judged_by_its_time_per_chunk)
 {
     /* Beside spinners on every core, jobs whose caller chunks take 3 ms whenever the worker
@@ -398,6 +426,7 @@ int main(void)
             an_automatic_pool_drops_workers_that_only_make_the_caller_wait,
             an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off,
             an_automatic_pool_counts_other_busy_threads,
+            an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_the_load,
             beside_busy_threads_a_probe_is_judged_by_its_time_per_chunk,
             an_explicit_thread_count_is_never_dropped));
     tcase_set_timeout(tc, 30);
