@@ -457,23 +457,19 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
     unsigned claimed0 = chunks_claimed;
     if (p->adaptive) {
         t0 = now_us();
-        if (p->serial && p->watch_load && p->others < 0.0 && p->stat_us > 0.0 &&
-            t0 < p->stat_us + THREADPOOL_LOAD_FIRST_MS * 1e3) {
+        if (p->serial) {
             /* No look at the load yet (the first needs THREADPOOL_LOAD_FIRST_MS of /proc/stat):
              * the caller alone until there is one. Started parallel, a short run beside a busy
              * process spent its first 20 ms waiting for a descheduled worker: kjv-target, 200
              * tokens, lost 6% against one thread that way; on free cores this costs the start's
              * few milliseconds at one thread's speed. */
-            p->jobs_serial++;
-            fn(arg, 0, p->n);
-            pool_account_serial(p, now_us() - t0, chunks_claimed - claimed0);
-            return;
-        }
-        if (p->serial) {
+            const bool unlooked = p->watch_load && p->others < 0.0 && p->stat_us > 0.0 &&
+                                  t0 < p->stat_us + THREADPOOL_LOAD_FIRST_MS * 1e3;
             int k = 0;
-            if (t0 >= p->resume_us && (k = pool_free_threads(p, t0)) == 1 && p->probe_us < 0.0)
+            if (!unlooked && t0 >= p->resume_us && (k = pool_free_threads(p, t0)) == 1 &&
+                p->probe_us < 0.0)
                 p->probe_us = t0 + THREADPOOL_PROBE_MS * 1e3; /* busy at the first look */
-            if (t0 < p->resume_us || (k == 1 && t0 < p->probe_us)) {
+            if (unlooked || t0 < p->resume_us || (k == 1 && t0 < p->probe_us)) {
                 if (k == 1)              /* still busy: no parallel window, look again later */
                     p->resume_us = t0 + THREADPOOL_RECHECK_MS * 1e3;
                 p->jobs_serial++;

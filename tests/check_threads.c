@@ -202,6 +202,16 @@ static void run_until_window(threadpool *p, stall_job *j)
     }
 }
 
+/* Runs jobs of 8 chunks for ms milliseconds; returns how many. */
+static int run_jobs_for(threadpool *p, stall_job *j, double ms)
+{
+    int jobs = 0;
+    double t0 = tt_now_s();
+    for (; tt_now_s() - t0 < ms * 1e-3; jobs++)
+        run_chunks(p, &j->chunks, 8, stall_run, j);
+    return jobs;
+}
+
 /* An adaptive pool of 2 (the load not watched) after a first window of jobs whose worker
  * chunks stall the caller: it must have dropped to one thread. */
 static threadpool *pool_after_stalls(stall_job *j, threadpool_stats *st)
@@ -227,12 +237,8 @@ START_TEST(an_automatic_pool_drops_workers_that_only_make_the_caller_wait)
     ck_assert_msg(strstr(line, "1 in use") != NULL, "%s", line);
     /* During the back-off the worker is not even asked: every chunk runs on the caller. (Jobs
      * for half the back-off only: on a loaded machine ten of them can outlast it.) */
-    int worker_calls = j.calls[1], jobs = 0;
-    double t0 = tt_now_s();
-    while (tt_now_s() - t0 < THREADPOOL_BACKOFF_MS * 0.5e-3) {
-        run_chunks(p, &j.chunks, 8, stall_run, &j);
-        jobs++;
-    }
+    int worker_calls = j.calls[1];
+    int jobs = run_jobs_for(p, &j, THREADPOOL_BACKOFF_MS * 0.5);
     ck_assert_int_eq(j.calls[1], worker_calls);
     threadpool_get_stats(p, &st);
     ck_assert_uint_ge(st.jobs_serial, (unsigned)jobs);
@@ -309,9 +315,7 @@ START_TEST(an_automatic_pool_counts_other_busy_threads)
     pthread_t *spinners;
     threadpool *p = pool_beside_spinners(&spin, n, &spinners);
     stall_job j = {.caller_us = 100, .worker_us = 100};
-    double t0 = tt_now_s();
-    while (tt_now_s() - t0 < THREADPOOL_PROBE_MS * 0.5e-3)
-        run_chunks(p, &j.chunks, 8, stall_run, &j);
+    run_jobs_for(p, &j, THREADPOOL_PROBE_MS * 0.5);
     threadpool_stats st;
     threadpool_get_stats(p, &st);
     char line[200];
@@ -341,9 +345,7 @@ START_TEST(an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_th
     threadpool *p;
     ck_assert_int_eq(threadpool_create_adaptive(2, true, &p, NULL), TT_OK);
     stall_job j = {.caller_us = 100, .worker_us = 100};
-    double t0 = tt_now_s();
-    while (tt_now_s() - t0 < THREADPOOL_PROBE_MS * 0.5e-3)
-        run_chunks(p, &j.chunks, 8, stall_run, &j);
+    run_jobs_for(p, &j, THREADPOOL_PROBE_MS * 0.5);
     threadpool_stats st;
     threadpool_get_stats(p, &st);
     stop_spinners(spinners, &spin, n);
