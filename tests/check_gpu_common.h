@@ -839,9 +839,12 @@ START_TEST(all_rows_of_a_span_equal_step_by_step_logits)
 }
 END_TEST
 
+/* A model with an 8-position context, for the refusals at its end. */
+#define GT_SHORT_CASE {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}}
+
 START_TEST(full_context_is_refused_and_the_engine_goes_on)
 {
-    const gt_model_case mc = {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}};
+    const gt_model_case mc = GT_SHORT_CASE;
     char *dir;
     model *m = gt_load(&mc, &dir);
     tt_error err = {0};
@@ -1088,7 +1091,7 @@ END_TEST
 
 START_TEST(gpu_bad_batches_are_refused_and_change_nothing)
 {
-    const gt_model_case mc = {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}};
+    const gt_model_case mc = GT_SHORT_CASE;
     char *dir;
     model *m = gt_load(&mc, &dir);
     engine *e = gt_engine(m, NULL, NULL);
