@@ -155,7 +155,7 @@ static bool on_event(void *user, const session_event *ev)
     }
     /* text output shows no rejected draft: only --json gives it a slot of its own */
     if (g->pace && g->pace->rate > 0 && !ev->flush && (!ev->rejected || g->o->json)) {
-        session_note_pause(g->s, pace_wait(g->pace, &g_interrupted));
+        pace_wait(g->pace, &g_interrupted);   /* callback time: not in the decode speed */
         if (g_interrupted)
             return false;
     }

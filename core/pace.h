@@ -1,7 +1,8 @@
 /* pace.h: holding generated tokens back to a chosen rate (tokens per second), so that a class can
  * follow them and the histogram of each step can be read; the engine still runs at its own speed
- * and the session's statistics leave the held time out (session_note_pause). The clock and the
- * sleep are injectable, so the arithmetic is tested without waiting. */
+ * and the session's statistics leave the held time out (it passes in an event callback: the front
+ * end's time, session_stats.front_ms). The clock and the sleep are injectable, so the arithmetic
+ * is tested without waiting. */
 #ifndef TOKENTOP_PACE_H
 #define TOKENTOP_PACE_H
 

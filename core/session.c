@@ -388,6 +388,7 @@ struct session_gen {
     int step;                /* events so far */
     int generated;
     double t_begin, t_first;
+    double t_returned;       /* when session_gen_step last returned to the front end (0: not yet) */
     bool pending_shift;      /* report a context shift with the next event */
     int pending_dropped;
     bool need_sync;          /* a speculative round left the last token out of the cache: its
@@ -438,6 +439,19 @@ static size_t out_push(out_text *o, const char *bytes, size_t n, bool flush, cha
     return avail - hold;
 }
 
+/* Calls the front end's fn; once the first token is out, its time (pacing, drawing, printing,
+ * another engine it runs to compare) counts to last.front_ms, not to the decode speed. */
+static bool notify(session *s, session_event_fn fn, void *user, const session_event *ev)
+{
+    if (!fn)
+        return true;
+    double t0 = tt_now_ms();
+    bool go_on = fn(user, ev);
+    if (s->gen->generated > 0)
+        s->last.front_ms += tt_now_ms() - t0;
+    return go_on;
+}
+
 /* Sends one event whose text is what out_push releases; returns the callback's answer. */
 static bool emit(session *s, session_event_fn fn, void *user, session_event *ev,
                  const char *bytes, size_t n, bool flush, bool *hit)
@@ -454,7 +468,7 @@ static bool emit(session *s, session_event_fn fn, void *user, session_event *ev,
         g->pending_dropped = 0;
     }
     ev->step = g->step++;
-    return fn ? fn(user, ev) : true;
+    return notify(s, fn, user, ev);
 }
 
 static int32_t eos_id(const session *s)
@@ -600,13 +614,35 @@ static tt_status produce(session *s, session_event *ev, session_event_fn fn, voi
 static tt_status spec_step(session *s, session_event_fn fn, void *user, session_stop *stop,
                            tt_error *err);
 
+/* The front end's time since the last step returned (drawing between steps, a person in step
+ * mode) counts to last.front_ms once the first token is out. */
+static void note_front_gap(session *s)
+{
+    struct session_gen *g = s->gen;
+    if (g->t_returned > 0 && g->generated > 0)
+        s->last.front_ms += tt_now_ms() - g->t_returned;
+    g->t_returned = 0;
+}
+
+static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
+                          session_stop *stop, tt_error *err);
+
 tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
                            session_stop *stop, tt_error *err)
 {
-    struct session_gen *g = s->gen;
     *stop = SESSION_STOP_NONE;
-    if (!g)
+    if (!s->gen)
         return tt_fail(err, TT_ERR_ARG, "session: no generation in progress");
+    note_front_gap(s);
+    tt_status st = gen_step(s, force_id, fn, user, stop, err);
+    s->gen->t_returned = tt_now_ms();
+    return st;
+}
+
+static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
+                          session_stop *stop, tt_error *err)
+{
+    struct session_gen *g = s->gen;
     if (s->interrupt && *s->interrupt) {
         *stop = SESSION_STOP_INTERRUPTED;
         return TT_OK;
@@ -733,12 +769,12 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
 
     for (int i = 0; i < R->n_out; i++) {
         bool is_draft = i < R->n_accepted;
-        if (!is_draft && R->rejected && fn) {
+        if (!is_draft && R->rejected) {
             session_event rev = {.step = g->step, .token = R->draft[i].token,
                                  .origin = TOKEN_DRAFT_ACCEPTED, .snap = &R->draft_snap[i],
                                  .text = "", .round = g->rounds, .rejected = true,
                                  .draft = &R->draft[i], .draft_snap = &R->draft_snap[i]};
-            if (!fn(user, &rev)) {
+            if (!notify(s, fn, user, &rev)) {
                 *stop = SESSION_STOP_INTERRUPTED;
                 return TT_OK;
             }
@@ -759,17 +795,12 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     return TT_OK;
 }
 
-void session_note_pause(session *s, double ms)
-{
-    if (s->gen && ms > 0)
-        s->last.paused_ms += ms;
-}
-
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user)
 {
     struct session_gen *g = s->gen;
     if (!g)
         return;
+    note_front_gap(s);
     if (!g->out.stopped) {
         bool hit;
         session_event ev = {.token = -1, .flush = true};
@@ -780,15 +811,14 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
             ev.text_len = show;
             g->out.emitted += show;
             ev.step = g->step++;
-            if (fn)
-                fn(user, &ev);
+            notify(s, fn, user, &ev);
         }
     }
     double t_end = tt_now_ms();
     s->last.stop = stop;
     if (g->generated > 0) {
         s->last.decode_ms = t_end - g->t_first;
-        double busy_ms = s->last.decode_ms - s->last.paused_ms;
+        double busy_ms = s->last.decode_ms - s->last.front_ms;
         if (g->generated > 1 && busy_ms > 0)
             s->last.decode_tok_s = (g->generated - 1) / (busy_ms / 1e3);
     }
@@ -797,6 +827,33 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
     free(g->out.buf);
     free(g);
     s->gen = NULL;
+}
+
+/* What a decode speed depends on besides the text: the model, the backend, the engine's
+ * precision, threads and context (its description adds the kernels it runs), and the pace. */
+static void speed_config(const session *s, double pace, char *out, size_t cap)
+{
+    const engine *e = s->eng;
+    snprintf(out, cap, "%s|%s|%s|%d|%d|%s|%g", s->model->name ? s->model->name : "",
+             e->ops->name, tt_dtype_name(e->dtype), e->threads, e->n_ctx, e->description, pace);
+}
+
+void session_baseline_note(session_baseline *b, const session *s, double pace)
+{
+    if (pace < 0 || s->last.speculative || s->last.generated_tokens < 2
+        || !(s->last.decode_tok_s > 0))
+        return;
+    b->tok_s = s->last.decode_tok_s;
+    speed_config(s, pace, b->config, sizeof b->config);
+}
+
+double session_baseline_speedup(const session_baseline *b, const session *s, double pace)
+{
+    if (pace < 0 || !s->last.speculative || s->last.generated_tokens < 2 || !(b->tok_s > 0))
+        return 0;
+    char now[sizeof b->config];
+    speed_config(s, pace, now, sizeof now);
+    return strcmp(now, b->config) == 0 ? s->last.decode_tok_s / b->tok_s : 0;
 }
 
 tt_status session_generate(session *s, session_event_fn fn, void *user, tt_error *err)

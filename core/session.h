@@ -109,9 +109,12 @@ typedef struct {
     double ttft_ms;            /* from the call to the first sampled token */
     double prefill_ms;
     double decode_ms;          /* all generation after the first token (wall time) */
-    double paused_ms;          /* of that, held back by the front end (pacing): decode_tok_s
-                                  leaves it out, so it stays the engine's speed */
-    double prefill_tok_s, decode_tok_s;
+    double front_ms;           /* of that, the front end's: its event callbacks (pacing holds,
+                                  drawing, printing) and its time between steps */
+    double prefill_tok_s;
+    double decode_tok_s;       /* the engine's own decode speed: tokens after the first over
+                                  decode_ms - front_ms, so paced, drawn, printed and stepped turns
+                                  compare with each other and with `generate` */
     int context_shifts;
     int device_fallbacks;      /* engines replaced after a device error (cache re-prefilled) */
     /* Speculative decoding (zero when the generation ran without a draft): */
@@ -215,10 +218,6 @@ tt_status session_add_user_text(session *s, const char *text, size_t len, tt_err
 /* Appends token ids as a new user turn (ids checked against the vocabulary). */
 tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_error *err);
 
-/* The front end held the generation in progress back for ms (pacing, from an event callback):
- * the decode speed leaves it out. Nothing happens between generations. */
-void session_note_pause(session *s, double ms);
-
 /* Generates until a stop condition, calling fn for every token. Prefill reuses the longest prefix
  * the cache already holds. Fills s->last. Returns TT_OK unless the engine or sampler failed
  * (then s->last.stop == SESSION_STOP_ERROR and the cache is consistent with s->tokens). */
@@ -233,6 +232,27 @@ tt_status session_gen_begin(session *s, tt_error *err);
 tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
                            session_stop *stop, tt_error *err);
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user);
+
+/* The plain-decoding baseline of a speculative turn's speed-up (the REPL's "N.NNx plain"): the
+ * decode speed of the last plain turn, kept with the configuration it ran under, so that a
+ * speculative turn is compared with plain decoding of the same model, backend, precision, threads,
+ * context and pace only. Both speeds are decode_tok_s, the engine's (holds and drawing left out);
+ * the pace still counts because a paced engine starts from idle at every token (parked threads
+ * wake, caches are cold): on a busy machine a plain turn paced at 50 tokens/s measured about half
+ * the engine speed of an unpaced one, which made an unpaced speculative turn look twice as fast. */
+typedef struct {
+    double tok_s;              /* 0: no plain turn of 2+ tokens yet */
+    char config[256];
+} session_baseline;
+
+/* After a finished turn that ran at pace (tokens/s, 0: unpaced; < 0: the pace changed during the
+ * turn, which then compares with nothing): a plain turn of 2+ tokens becomes the baseline (a
+ * speculative turn, or one with no decode speed, leaves it). */
+void session_baseline_note(session_baseline *b, const session *s, double pace);
+
+/* The last turn's decode speed over the baseline's: 0 when that turn (run at pace, as above) was
+ * not speculative, has no decode speed, or the baseline ran under another configuration or pace. */
+double session_baseline_speedup(const session_baseline *b, const session *s, double pace);
 
 /* The next-token distribution at the current end of the conversation without drawing (for the
  * histogram before a step): fills snap. On success engine_logits(s->eng, s->eng->n_logits - 1)

@@ -12,7 +12,6 @@
 typedef struct {
     FILE *out, *msg;
     bool ends_newline;
-    session *s;
     pace_clock *pace;                  /* /pace, --pace: env's */
     volatile sig_atomic_t *interrupt;
 } line_ctx;
@@ -21,7 +20,7 @@ static bool on_event(void *user, const session_event *ev)
 {
     line_ctx *c = user;
     if (c->pace->rate > 0 && !ev->flush && !ev->rejected) {   /* line mode shows no drafts */
-        session_note_pause(c->s, pace_wait(c->pace, c->interrupt));
+        pace_wait(c->pace, c->interrupt);   /* callback time: not in the decode speed */
         if (*c->interrupt)
             return false;
     }
@@ -113,7 +112,7 @@ static int handle(session *s, cmd_env *env, line_ctx *c, const char *text,
 int linemode_run(session *s, cmd_env *env, const char *first, FILE *in, FILE *out, FILE *msg,
                  volatile sig_atomic_t *interrupt, volatile sig_atomic_t *quit)
 {
-    line_ctx c = {.out = out, .msg = msg, .s = s, .pace = &env->pace, .interrupt = interrupt};
+    line_ctx c = {.out = out, .msg = msg, .pace = &env->pace, .interrupt = interrupt};
     env->line_mode = true;
     bool prompt = isatty(fileno(in));
     int rc = 0, ctrl_c = 0;

@@ -105,7 +105,8 @@ typedef struct {
     char message[160];     /* transient note in the status bar */
     double last_draw;
     int spec_round;        /* the speculative round the last event belonged to */
-    double plain_tok_s;    /* decode speed of the last non-speculative turn (0: none yet) */
+    session_baseline plain;/* the last plain turn's speed, for the speculative "x plain" */
+    double turn_pace;      /* the pace the last turn ran at; -1: it changed, or step mode */
     char *fallback_note;   /* cli_app's: set when the engine moved to the CPU after a GPU error */
     bool board;            /* the columns of /beam, /samples or /compare replace the transcript
                               and the histogram until the next line is sent (or Esc) */
@@ -153,13 +154,14 @@ static void pace_keys(tui *t, int wait_ms)
 
 /* Pacing (/pace, --pace): a streamed token or rejected draft waits until it is due. Keys are
  * handled while it waits, as between steps (a resize is drawn, /pace applies at once); Ctrl-C or
- * a quit ends the wait at once and returns false. The held time is not the engine's. */
+ * a quit ends the wait at once and returns false. The session leaves the held time (all of an
+ * event callback's) out of the decode speed. */
 static bool pace_hold(tui *t, const session_event *ev)
 {
     pace_clock *pc = &t->env->pace;
     if (pc->rate <= 0 || !t->running || ev->flush)
         return true;
-    double t0 = tt_now_ms(), d;
+    double d;
     while (!g_interrupt && !t->quit && (d = pace_delay_ms(pc)) > 0) {
         pace_keys(t, d < 20 ? (int)d + 1 : 20);
         if (t->dirty && tt_now_ms() - t->last_draw >= FRAME_MS) {
@@ -169,7 +171,6 @@ static bool pace_hold(tui *t, const session_event *ev)
         }
     }
     pace_mark(pc);
-    session_note_pause(t->s, tt_now_ms() - t0);
     return !g_interrupt && !t->quit;
 }
 
@@ -184,9 +185,18 @@ static void pace_show(tui *t)
     t->last_draw = tt_now_ms();
 }
 
+/* A turn whose pace changed (/pace while it streamed), or that ran in step mode, compares with
+ * no other turn's speed (session_baseline). */
+static void track_pace(tui *t)
+{
+    if (t->env->step_mode || t->env->pace.rate != t->turn_pace)
+        t->turn_pace = -1;
+}
+
 static bool on_event(void *user, const session_event *ev)
 {
     tui *t = user;
+    track_pace(t);
     if (!pace_hold(t, ev))
         return false;
     if (ev->context_shifted)
@@ -253,8 +263,8 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
     session *s = t->s;
     session_gen_end(s, stop, on_event, t);
     transcript_doc_set_rejected(&t->tr, -1, -1);
-    if (!s->last.speculative && s->last.generated_tokens > 1)
-        t->plain_tok_s = s->last.decode_tok_s;
+    track_pace(t);
+    session_baseline_note(&t->plain, s, t->turn_pace);
     t->running = false;
     t->env->busy = false;
     t->have_turn = true;
@@ -301,6 +311,7 @@ static bool begin_generation(tui *t, const char *text)
     g_interrupt = 0;
     g_sigint = 0;
     pace_restart(&t->env->pace);
+    t->turn_pace = t->env->pace.rate;
     tt_status st = session_gen_begin(s, &err);
     if (st != TT_OK) {
         finish_generation(t, s->last.stop != SESSION_STOP_NONE ? s->last.stop
@@ -690,7 +701,7 @@ static void draw(tui *t)
         .acceptance = s->last.drafted ? (double)s->last.accepted / s->last.drafted : 0,
         .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
                                                : 0,
-        .speedup = t->plain_tok_s > 0 ? s->last.decode_tok_s / t->plain_tok_s : 0,
+        .speedup = session_baseline_speedup(&t->plain, s, t->turn_pace),
     };
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];

@@ -38,6 +38,7 @@ typedef struct {
     volatile sig_atomic_t *interrupt_after;   /* set *this after the first forward */
     long fail_at_call;         /* > 0: that forward call (1-based) and all later ones fail with
                                   TT_ERR_DEVICE, like a sticky GPU error */
+    double spin_ms;            /* > 0: each forward call takes this long (a slower engine) */
 } fake_engine;
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -64,6 +65,8 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
                               tt_error *err)
 {
     fake_engine *f = (fake_engine *)e;
+    for (double t0 = tt_now_ms(); f->spin_ms > 0 && tt_now_ms() - t0 < f->spin_ms;)
+        ;
     if (f->fail_at_call > 0 && f->calls + 1 >= f->fail_at_call) {
         f->calls++;
         return tt_fail(err, TT_ERR_DEVICE, "fake device: illegal address");
@@ -569,44 +572,147 @@ START_TEST(a_callback_can_stop_the_generation)
 }
 END_TEST
 
-/* A front end that holds each token back 10 ms (pacing), and says so or not. */
-typedef struct {
-    bool note;
-    int events;
-} holder;
+/* A front end that takes 10 ms over each event (a pacing hold, or a full draw) without telling
+ * the session anything. */
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
 
 static bool hold_each_token(void *user, const session_event *ev)
 {
-    holder *h = user;
+    int *events = user;
     if (ev->flush)
         return true;
-    h->events++;
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    double t0 = tt_now_ms();
-    nanosleep(&ts, NULL);
-    if (h->note)
-        session_note_pause(&S, tt_now_ms() - t0);
+    ++*events;
+    sleep_ms(10);
     return true;
 }
 
-START_TEST(held_time_is_left_out_of_the_decode_speed)
+START_TEST(the_front_ends_time_in_callbacks_is_left_out_of_the_decode_speed)
 {
     remake_session(64, true, 10);
-    session_note_pause(&S, 1e6);                 /* between generations: nothing happens */
     tt_error err = {0};
-    holder h = {.note = true};
+    int events = 0;
     add_text("Hello");
-    ck_assert_int_eq(session_generate(&S, hold_each_token, &h, &err), TT_OK);
+    ck_assert_int_eq(session_generate(&S, hold_each_token, &events, &err), TT_OK);
     ck_assert_int_eq(S.last.generated_tokens, 10);
-    ck_assert_double_ge(S.last.paused_ms, 90);   /* 9 holds inside the decode window, or 10 */
-    ck_assert_double_le(S.last.paused_ms, S.last.decode_ms + 11);
+    ck_assert_int_eq(events, 10);
+    ck_assert_double_ge(S.last.front_ms, 90);   /* the 9 or 10 holds inside the decode window */
+    ck_assert_double_le(S.last.front_ms, S.last.decode_ms);
+    ck_assert_double_ge(S.last.decode_ms, 90);
     /* the fake engine takes microseconds: the speed is the engine's, far above 100 tok/s */
     ck_assert_double_gt(S.last.decode_tok_s, 500);
-    h = (holder){.note = false};
-    add_text(" again");
-    ck_assert_int_eq(session_generate(&S, hold_each_token, &h, &err), TT_OK);
-    ck_assert_double_eq(S.last.paused_ms, 0);
-    ck_assert_double_lt(S.last.decode_tok_s, 101);   /* unreported holds count as work */
+}
+END_TEST
+
+START_TEST(the_front_ends_time_between_steps_is_left_out_of_the_decode_speed)
+{
+    remake_session(64, true, 5);
+    tt_error err = {0};
+    add_text("Hello");
+    ck_assert_int_eq(session_gen_begin(&S, &err), TT_OK);
+    session_stop stop = SESSION_STOP_NONE;
+    while (stop == SESSION_STOP_NONE) {
+        ck_assert_int_eq(session_gen_step(&S, -1, NULL, NULL, &stop, &err), TT_OK);
+        sleep_ms(10);   /* drawing, or a person pressing Enter in step mode */
+    }
+    session_gen_end(&S, stop, NULL, NULL);
+    ck_assert_int_eq(S.last.generated_tokens, 5);
+    ck_assert_double_ge(S.last.front_ms, 40);
+    ck_assert_double_gt(S.last.decode_tok_s, 500);
+}
+END_TEST
+
+/* One turn of max_new tokens on an engine that takes spin_ms per forward; the held front end
+ * sleeps 10 ms per event. Returns the decode speed. */
+static double turn_speed(bool held, int max_new)
+{
+    tt_error err = {0};
+    int events = 0;
+    S.set.max_new_tokens = max_new;
+    add_text(" and");
+    ck_assert_int_eq(session_generate(&S, held ? hold_each_token : NULL, &events, &err), TT_OK);
+    ck_assert_int_eq(S.last.generated_tokens, max_new);
+    return S.last.decode_tok_s;
+}
+
+START_TEST(a_paced_turn_reports_the_speed_of_an_unpaced_one)
+{
+    remake_session(MAX_CTX, true, 8);
+    F->spin_ms = 2;   /* ~500 tok/s: slow enough that a 10 ms hold would show five times over */
+    double plain = turn_speed(false, 8), held = turn_speed(true, 8);
+    double plain2 = turn_speed(false, 8), held2 = turn_speed(true, 8);
+    /* the better of two against the better of two. Counting the holds would give a sixth of the
+     * speed; no upper bound: on a loaded machine the scheduler favours a process that sleeps, so
+     * the held turn's spins may be preempted less than the unpaced turn's */
+    double a = plain > plain2 ? plain : plain2, b = held > held2 ? held : held2;
+    ck_assert_msg(b > 0.5 * a, "paced %.0f tok/s against unpaced %.0f", b, a);
+}
+END_TEST
+
+START_TEST(the_speedup_compares_with_the_last_plain_turn_of_the_same_configuration)
+{
+    remake_session(64, true, 10);
+    session_baseline b = {0};
+    int events = 0;
+    tt_error err = {0};
+    add_text("Hello");
+    ck_assert_int_eq(session_generate(&S, hold_each_token, &events, &err), TT_OK);
+    S.last.speculative = true;
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 0), 0);   /* no plain turn yet */
+    S.last.speculative = false;
+    session_baseline_note(&b, &S, 20);   /* a plain turn paced at 20 tokens/s */
+    double plain = S.last.decode_tok_s;
+    ck_assert_double_eq(b.tok_s, plain);
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);   /* that turn is not speculative */
+    /* a speculative turn twice as fast at the same pace: 2.00x, and it does not become the
+     * baseline; unpaced, or at another pace, it has nothing to compare with (an unpaced
+     * speculative turn against a paced plain one overstated the speed-up) */
+    S.last.speculative = true;
+    S.last.decode_tok_s = 2 * plain;
+    ck_assert_double_eq_tol(session_baseline_speedup(&b, &S, 20), 2.0, 1e-9);
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 0), 0);
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 50), 0);
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, -1), 0);   /* the pace changed */
+    session_baseline_note(&b, &S, 20);
+    ck_assert_double_eq(b.tok_s, plain);
+    /* another model, backend, precision, thread count or context: no figure until a plain turn */
+    F->base.threads = 4;
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
+    F->base.threads = 0;
+    F->base.dtype = TT_BF16;
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
+    F->base.dtype = TT_F32;
+    F->base.n_ctx = 32;
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
+    F->base.n_ctx = 64;
+    M.name = "other";
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
+    M.name = "fake";
+    snprintf(F->base.description, sizeof F->base.description, "cpu: 1 thread, AVX2");
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
+    F->base.description[0] = 0;
+    ck_assert_double_eq_tol(session_baseline_speedup(&b, &S, 20), 2.0, 1e-9);
+    /* a turn of one token has no decode speed, and one whose pace changed compares with
+     * nothing: neither becomes the baseline or gets a figure */
+    S.last.generated_tokens = 1;
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
+    S.last.speculative = false;
+    S.last.decode_tok_s = 1;
+    session_baseline_note(&b, &S, 20);
+    ck_assert_double_eq(b.tok_s, plain);
+    S.last.generated_tokens = 10;
+    session_baseline_note(&b, &S, -1);
+    ck_assert_double_eq(b.tok_s, plain);
+    /* an unpaced plain turn replaces it and sets the pace compared with */
+    session_baseline_note(&b, &S, 0);
+    ck_assert_double_eq(b.tok_s, 1);
+    S.last.speculative = true;
+    S.last.decode_tok_s = 3;
+    ck_assert_double_eq_tol(session_baseline_speedup(&b, &S, 0), 3.0, 1e-9);
+    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
 }
 END_TEST
 
@@ -817,7 +923,10 @@ int main(void)
             interrupt_stops_after_the_current_token_and_keeps_the_cache_consistent,
             a_callback_can_stop_the_generation, interrupt_during_prefill_leaves_a_consistent_prefix,
             a_forced_step_appends_the_chosen_token,
-            held_time_is_left_out_of_the_decode_speed,
+            the_front_ends_time_in_callbacks_is_left_out_of_the_decode_speed,
+            the_front_ends_time_between_steps_is_left_out_of_the_decode_speed,
+            a_paced_turn_reports_the_speed_of_an_unpaced_one,
+            the_speedup_compares_with_the_last_plain_turn_of_the_same_configuration,
             lean_steps_give_the_same_tokens_and_probabilities,
             peek_shows_the_next_distribution_without_drawing,
             a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on,
