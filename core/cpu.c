@@ -471,20 +471,29 @@ static int cpu_seq_len(const engine *e, int seq)
     return cpu_seq_cache((cpu_engine *)e, seq)->n;
 }
 
-/* Keys are transposed (one row per dimension, positions along it): one copy per row of every
- * head and layer; values are whole position rows. */
+/* Keys are transposed in blocks of positions (kernels_key_at): a whole block is one copy, the
+ * part of a block at either end one per dimension; values are whole position rows. */
 static void cpu_seq_copy(engine *e, int dst, int src, int from, int n)
 {
     cpu_engine *ce = (cpu_engine *)e;
     kvcache *d = cpu_seq_cache(ce, dst);
     const kvcache *s = cpu_seq_cache(ce, src);
+    const int HS = s->HS, KB = KERNELS_KEY_BLOCK;
     size_t len = (size_t)(n - from);
     for (int l = 0; l < s->L && len > 0; l++)
         for (int h = 0; h < s->NH; h++) {
-            size_t koff = (size_t)h * (size_t)s->HS * (size_t)s->ldk + (size_t)from;
-            for (int k = 0; k < s->HS; k++)
-                memcpy(kvcache_k(d, l) + koff + (size_t)k * (size_t)s->ldk,
-                       kvcache_k(s, l) + koff + (size_t)k * (size_t)s->ldk, len * sizeof(float));
+            for (int t = from, t1; t < n; t = t1) {
+                t1 = (t / KB + 1) * KB < n ? (t / KB + 1) * KB : n;
+                size_t koff = kernels_key_at(HS, s->ldk, h, 0, t);
+                float *dk = kvcache_k(d, l) + koff;
+                const float *sk = kvcache_k(s, l) + koff;
+                if (t1 - t == KB)
+                    memcpy(dk, sk, (size_t)HS * KB * sizeof(float));
+                else
+                    for (int k = 0; k < HS; k++)
+                        memcpy(dk + (size_t)k * KB, sk + (size_t)k * KB,
+                               (size_t)(t1 - t) * sizeof(float));
+            }
             size_t voff = ((size_t)h * (size_t)s->n_ctx + (size_t)from) * (size_t)s->HS;
             memcpy(kvcache_v(d, l) + voff, kvcache_v(s, l) + voff,
                    len * (size_t)s->HS * sizeof(float));
