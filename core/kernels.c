@@ -450,7 +450,6 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
 {
     const int HS = a->HS;
     const float scale = gpt2_attn_scale(HS);
-    const float *kh = a->k + (size_t)h * (size_t)HS * (size_t)a->ldk;   /* (HS, ldk) */
     const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS; /* (n_ctx, HS) */
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
@@ -460,7 +459,7 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
         for (int t = 0; t < n; t++) {
             float s = 0.0f;
             for (int d = 0; d < HS; d++)
-                s += q[d] * kh[(size_t)d * (size_t)a->ldk + (size_t)t];
+                s += q[d] * a->k[kernels_key_at(HS, a->ldk, h, d, t)];
             s *= scale;
             scratch[t] = s;
             if (s > mx)

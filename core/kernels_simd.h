@@ -911,6 +911,15 @@ static inline float softmax_row(float *srow, int n)
 #endif
 }
 
+/* Dimension 0 of head h's keys at positions t .. t+KS_VW-1 (t a multiple of KS_VW, which divides
+ * KERNELS_KEY_BLOCK: one block holds them all); dimension d is d KERNELS_KEY_BLOCK floats on. */
+static inline __attribute__((always_inline)) const float *
+key_vec(const attention_args *a, int h, int t)
+{
+    _Static_assert(KERNELS_KEY_BLOCK % KS_VW == 0, "a vector of keys lies in one block");
+    return a->k + kernels_key_at(a->HS, a->ldk, h, 0, t);
+}
+
 /* One query row at a time (decode, and the rows a tile leaves over). Every score is one FMA chain
  * over d ascending, and every output column KS_VALUE_CHAINS interleaved chains over the keys
  * ascending, added and scaled afterwards: the chains attention_tile runs for each of its rows.
@@ -919,9 +928,7 @@ static inline float softmax_row(float *srow, int n)
 static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
 {
     const int HS = a->HS;
-    const size_t ldk = (size_t)a->ldk;
     const vf scale = v_set1(gpt2_attn_scale(HS));
-    const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
     const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
@@ -935,12 +942,15 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
                 m[b] = v_mask(n - t - KS_VW * b);
                 sc[b] = v_zero();
             }
-            const float *kr = kh + t;
-            for (int d = 0; d < HS; d++, kr += ldk) {
+            const float *kr[KS_SCORE_NV];
+#pragma GCC unroll 8
+            for (int b = 0; b < KS_SCORE_NV; b++)
+                kr[b] = key_vec(a, h, t + KS_VW * b);
+            for (int d = 0; d < HS; d++) {
                 const vf qd = v_set1(q[d]);
 #pragma GCC unroll 8
                 for (int b = 0; b < KS_SCORE_NV; b++)
-                    sc[b] = v_fma(qd, v_mload(m[b], kr + KS_VW * b), sc[b]);
+                    sc[b] = v_fma(qd, v_mload(m[b], kr[b] + (size_t)d * KERNELS_KEY_BLOCK), sc[b]);
             }
 #pragma GCC unroll 8
             for (int b = 0; b < KS_SCORE_NV; b++)
@@ -1003,13 +1013,14 @@ static inline __attribute__((always_inline)) void tile_zero(vf *c0, vf *c1, int 
         c0[r] = c1[r] = v_zero();
 }
 
-/* One step of a tile, for each of its rows r: c0[r] += x[r xs] row[0 .. KS_VW) (lanes of m0) and
- * c1[r] += x[r xs] row[KS_VW .. 2 KS_VW) (lanes of m1). Inlined so that the accumulators stay in
+/* One step of a tile, for each of its rows r: c0[r] += x[r xs] row0[0 .. KS_VW) (lanes of m0) and
+ * c1[r] += x[r xs] row1[0 .. KS_VW) (lanes of m1). Inlined so that the accumulators stay in
  * registers. */
 static inline __attribute__((always_inline)) void
-tile_fma(vf *c0, vf *c1, const float *x, size_t xs, vmask m0, vmask m1, const float *row, int QB)
+tile_fma(vf *c0, vf *c1, const float *x, size_t xs, vmask m0, vmask m1, const float *row0,
+         const float *row1, int QB)
 {
-    vf b0 = v_mload(m0, row), b1 = v_mload(m1, row + KS_VW);
+    vf b0 = v_mload(m0, row0), b1 = v_mload(m1, row1);
 #pragma GCC unroll 8
     for (int r = 0; r < QB; r++) {
         vf p = v_set1(x[(size_t)r * xs]);
@@ -1025,9 +1036,7 @@ static inline __attribute__((always_inline)) void
 tile_scores(const attention_args *a, int h, int i0, float *scratch, int QB)
 {
     const int HS = a->HS;
-    const size_t ldk = (size_t)a->ldk;
     const vf scale = v_set1(gpt2_attn_scale(HS));
-    const float *kh = a->k + (size_t)h * (size_t)HS * ldk;                 /* (HS, ldk) */
     const int n_max = a->pos + i0 + QB;
     const size_t ls = (size_t)n_max;
     const float *q = a->q + (size_t)i0 * (size_t)a->ldq + (size_t)h * (size_t)HS;  /* row i0 */
@@ -1035,9 +1044,10 @@ tile_scores(const attention_args *a, int h, int i0, float *scratch, int QB)
         const vmask m0 = v_mask(n_max - t), m1 = v_mask(n_max - t - KS_VW);
         vf c0[KS_ATT_QB], c1[KS_ATT_QB];
         tile_zero(c0, c1, QB);
-        const float *kr = kh + t;
-        for (int d = 0; d < HS; d++, kr += ldk)
-            tile_fma(c0, c1, q + d, (size_t)a->ldq, m0, m1, kr, QB);
+        const float *k0 = key_vec(a, h, t), *k1 = key_vec(a, h, t + KS_VW);
+        for (int d = 0; d < HS; d++)
+            tile_fma(c0, c1, q + d, (size_t)a->ldq, m0, m1, k0 + (size_t)d * KERNELS_KEY_BLOCK,
+                     k1 + (size_t)d * KERNELS_KEY_BLOCK, QB);
 #pragma GCC unroll 8
         for (int r = 0; r < QB; r++) {
             v_mstore(scratch + r * ls + t, m0, v_mul(c0[r], scale));
@@ -1064,7 +1074,7 @@ tile_values(const attention_args *a, int h, int i0, const float *scratch, const 
         const float *vr = vh + d0;
         int u = 0;
         for (; u < n_min; u++, vr += HS)
-            tile_fma(c0, c1, scratch + u, ls, m0, m1, vr, QB);
+            tile_fma(c0, c1, scratch + u, ls, m0, m1, vr, vr + KS_VW, QB);
         /* The triangle: row r also sees keys n_min .. n_min + r - 1. */
 #pragma GCC unroll 8
         for (int r = 1; r < QB; r++) {

@@ -1,6 +1,8 @@
 /* kvcache.c: allocation and bookkeeping of the CPU attention cache. */
 #include "core/kvcache.h"
 
+#include "core/kernels.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +13,7 @@ tt_status kvcache_init(kvcache *c, int L, int NH, int HS, int n_ctx, tt_error *e
     if (L <= 0 || NH <= 0 || HS <= 0 || n_ctx <= 0)
         return tt_fail(err, TT_ERR_ARG, "kvcache: invalid shape L=%d NH=%d HS=%d n_ctx=%d", L, NH,
                        HS, n_ctx);
-    int ldk = ((n_ctx + 15) & ~15) + 16;
+    int ldk = (n_ctx + KERNELS_KEY_BLOCK - 1) / KERNELS_KEY_BLOCK * KERNELS_KEY_BLOCK;
     size_t elems = (size_t)L * (size_t)NH * (size_t)ldk * (size_t)HS;
     if (elems > SIZE_MAX / sizeof(float) / 2)
         return tt_fail(err, TT_ERR_NOMEM, "kvcache: %zu elements do not fit in memory", elems);
@@ -47,9 +49,9 @@ size_t kvcache_bytes(const kvcache *c)
 void kvcache_store(kvcache *c, int l, int h, int t, const float *k, const float *v)
 {
     size_t off = ((size_t)h * (size_t)c->n_ctx + (size_t)t) * (size_t)c->HS;
-    float *kt = kvcache_k(c, l) + (size_t)h * (size_t)c->HS * (size_t)c->ldk + (size_t)t;
+    float *kt = kvcache_k(c, l) + kernels_key_at(c->HS, c->ldk, h, 0, t);
     for (int d = 0; d < c->HS; d++)
-        kt[(size_t)d * (size_t)c->ldk] = k[d];
+        kt[(size_t)d * KERNELS_KEY_BLOCK] = k[d];
     memcpy(kvcache_v(c, l) + off, v, (size_t)c->HS * sizeof(float));
 }
 

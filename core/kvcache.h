@@ -1,12 +1,10 @@
 /* kvcache.h: the CPU backend's per-engine attention cache: fp32 keys and values for every layer,
  * preallocated for n_ctx positions.
  *
- * Layout: keys transposed, (L, NH, HS, ldk): for one head, row d holds dimension d of every
- * position, so a query's scores against 16 positions are one vector FMA per dimension, with no
- * horizontal sums; ldk is n_ctx padded so that rows are not a multiple of 4 KiB apart (which
- * would put all HS rows in the same L1 sets). Values (L, NH, n_ctx, HS): the weighted sum adds
- * whole rows. Positions 0 .. n-1 are valid. Rolling back (truncate) only lowers n: the stale rows past n
- * are overwritten by the next append, never read. GPT-2's positions are absolute, so a full cache
+ * Layout: keys transposed in blocks of positions, each layer as kernels.h's attention reads it
+ * (kernels_key_at; ldk is n_ctx rounded up to a whole block). Values (L, NH, n_ctx, HS): the
+ * weighted sum adds whole rows. Positions 0 .. n-1 are valid. Rolling back (truncate) only
+ * lowers n: the stale rows past n are overwritten by the next append, never read. GPT-2's positions are absolute, so a full cache
  * cannot be shifted; the session keeps the newest part of the text and re-prefills it from
  * position 0 (truncate(0), then a forward), which this layout makes no harder than any other. */
 #ifndef TOKENTOP_KVCACHE_H
@@ -17,10 +15,10 @@
 #include "core/status.h"
 
 typedef struct {
-    float *k;                /* (L, NH, HS, ldk) */
+    float *k;                /* (L, NH, ldk / KERNELS_KEY_BLOCK, HS, KERNELS_KEY_BLOCK) */
     float *v;                /* (L, NH, n_ctx, HS) */
     int L, NH, HS, n_ctx;
-    int ldk;                 /* floats between rows of k (>= n_ctx) */
+    int ldk;                 /* positions a head's keys hold (>= n_ctx, whole blocks) */
     int n;                   /* positions held: 0 .. n-1 */
 } kvcache;
 
@@ -34,7 +32,7 @@ void kvcache_free(kvcache *c);
 /* Bytes held. */
 size_t kvcache_bytes(const kvcache *c);
 
-/* Layer l's keys (NH, HS, ldk) / values (NH, n_ctx, HS). */
+/* Layer l's keys (kernels_key_at) / values (NH, n_ctx, HS). */
 static inline float *kvcache_k(const kvcache *c, int l)
 {
     return c->k + (size_t)l * (size_t)c->NH * (size_t)c->HS * (size_t)c->ldk;

@@ -605,3 +605,21 @@ int threadpool_next_chunk(threadpool_chunks *c)
     chunks_claimed++;
     return i;
 }
+
+int threadpool_next_run(threadpool_chunks *c, int min, int div, int *len)
+{
+    int i = __atomic_load_n(&c->next, __ATOMIC_RELAXED);
+    for (;;) {
+        if (i >= c->end)
+            return -1;
+        int left = c->end - i, n = div > 1 ? left / div : left;
+        n = n < min ? min : n;
+        n = n < 1 ? 1 : n > left ? left : n;
+        if (__atomic_compare_exchange_n(&c->next, &i, i + n, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            chunks_claimed += (unsigned)n;
+            *len = n;
+            return i;
+        }
+    }
+}

@@ -113,4 +113,11 @@ void threadpool_chunks_init(threadpool_chunks *c, int n_chunks);
 /* The next unclaimed chunk index, or -1 when none is left. */
 int threadpool_next_chunk(threadpool_chunks *c);
 
+/* Claims the next run of consecutive chunks: a div-th of those left, at least min (fewer only at
+ * the end); its first index, its length in *len, or -1 when none is left. The runs shrink as the
+ * work runs out ("guided" scheduling): each thread gets long runs of neighbouring chunks, and
+ * the last runs stay short so the threads still finish together. Each chunk of a run counts as
+ * one claimed chunk in the adaptive pool's accounting. */
+int threadpool_next_run(threadpool_chunks *c, int min, int div, int *len);
+
 #endif

@@ -487,6 +487,14 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Attention */
 
+/* A head's key positions for a cache of n_ctx: whole blocks (kernels_key_at), and one spare block
+ * of random keys past them that no query may read. */
+static int key_positions(int n_ctx)
+{
+    return (n_ctx + KERNELS_KEY_BLOCK - 1) / KERNELS_KEY_BLOCK * KERNELS_KEY_BLOCK +
+           KERNELS_KEY_BLOCK;
+}
+
 START_TEST(simd_attention_matches_reference)
 {
     static const struct { int T, pos, NH, HS; } cases[] = {
@@ -500,9 +508,9 @@ START_TEST(simd_attention_matches_reference)
     for (int s = 0; s < ns; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
-            const int C = NH * HS, n_ctx = pos + T + 3, ldk = n_ctx + 5;
+            const int C = NH * HS, n_ctx = pos + T + 3, ldk = key_positions(n_ctx);
             float *q = rand_floats(&g, (size_t)T * 3 * C, -2.0f, 2.0f);
-            float *k = rand_floats(&g, (size_t)NH * ldk * HS, -2.0f, 2.0f);     /* (NH, HS, ldk) */
+            float *k = rand_floats(&g, (size_t)NH * ldk * HS, -2.0f, 2.0f);     /* kernels_key_at */
             float *v = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
             float *o_ref = calloc((size_t)T * C, sizeof(float));
             float *o_simd = calloc((size_t)T * C, sizeof(float));
@@ -547,7 +555,7 @@ START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
     for (int s = 0; s < ns; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
-            const int C = NH * HS, n_ctx = pos + T, ldk = n_ctx + 16;
+            const int C = NH * HS, n_ctx = pos + T, ldk = key_positions(n_ctx);
             float *q = rand_floats(&g, (size_t)T * C, -2.0f, 2.0f);
             float *k = rand_floats(&g, (size_t)NH * ldk * HS, -2.0f, 2.0f);
             float *v = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
@@ -588,10 +596,10 @@ START_TEST(reference_attention_is_a_causal_softmax_average)
     /* One head, HS 1: query 1 at position 1 sees keys 0 and 1 only. Scores 1*1 and 1*2 (times
      * 1/sqrt(1)) give weights e^1/(e^1+e^2), e^2/(e^1+e^2) over values 10 and 20; the value 1000
      * at position 2 must not leak in. */
-    float q[2] = {0.0f, 1.0f}, k[3] = {1.0f, 2.0f, 3.0f}, v[3] = {10.0f, 20.0f, 1000.0f};
-    float out[2] = {0}, scratch[3];
-    attention_args a = {.q = q, .ldq = 1, .k = k, .v = v, .n_ctx = 3, .ldk = 3, .out = out, .ldo = 1,
-                        .T = 2, .pos = 0, .NH = 1, .HS = 1};
+    float q[2] = {0.0f, 1.0f}, k[KERNELS_KEY_BLOCK] = {1.0f, 2.0f, 3.0f};
+    float v[3] = {10.0f, 20.0f, 1000.0f}, out[2] = {0}, scratch[3];
+    attention_args a = {.q = q, .ldq = 1, .k = k, .v = v, .n_ctx = 3, .ldk = KERNELS_KEY_BLOCK,
+                        .out = out, .ldo = 1, .T = 2, .pos = 0, .NH = 1, .HS = 1};
     kernels_reference()->attention(&a, 0, 0, 2, scratch);
     double w1 = exp(1.0) / (exp(1.0) + exp(2.0));
     ck_assert_float_eq_tol(out[0], 10.0f, 1e-5f);

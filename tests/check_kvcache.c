@@ -71,13 +71,17 @@ START_TEST(cache_stores_rows_by_layer_head_and_position)
     kvcache c;
     ck_assert_int_eq(kvcache_init(&c, 2, 3, 4, 5, NULL), TT_OK);
     ck_assert_int_ge(c.ldk, 5);
+    ck_assert_int_eq(c.ldk % KERNELS_KEY_BLOCK, 0);
     ck_assert_uint_eq(kvcache_bytes(&c), 2 * 3 * 4 * (5 + (size_t)c.ldk) * sizeof(float));
     float k[4] = {1, 2, 3, 4}, v[4] = {5, 6, 7, 8};
     kvcache_store(&c, 1, 2, 3, k, v);
-    /* Keys transposed (NH, HS, ldk) per layer, values (NH, n_ctx, HS). */
+    /* Keys transposed in blocks of positions (NH, ldk / 16, HS, 16) per layer, values
+     * (NH, n_ctx, HS). */
     const float *kl = kvcache_k(&c, 1), *vl = kvcache_v(&c, 1);
-    for (int d = 0; d < 4; d++)
-        ck_assert(kl[(size_t)(2 * 4 + d) * c.ldk + 3] == k[d]);
+    for (int d = 0; d < 4; d++) {
+        ck_assert(kl[(size_t)2 * 4 * c.ldk + (size_t)d * KERNELS_KEY_BLOCK + 3] == k[d]);
+        ck_assert(kl[kernels_key_at(4, c.ldk, 2, d, 3)] == k[d]);
+    }
     ck_assert(memcmp(vl + (2 * 5 + 3) * 4, v, sizeof v) == 0);
     ck_assert(kvcache_k(&c, 1) == c.k + (size_t)3 * 4 * c.ldk);
     c.n = 4;
@@ -254,8 +258,9 @@ static float *kv_snapshot(const engine *e, int n)
     float *out = malloc(2 * rows * HS * (size_t)n * sizeof(float));
     float *o = out;
     for (size_t lh = 0; lh < rows; lh++)
-        for (size_t d = 0; d < HS; d++, o += n)
-            memcpy(o, c->k + (lh * HS + d) * (size_t)c->ldk, (size_t)n * sizeof(float));
+        for (int d = 0; d < (int)HS; d++)
+            for (int t = 0; t < n; t++)
+                *o++ = c->k[kernels_key_at((int)HS, c->ldk, (int)lh, d, t)];
     for (size_t lh = 0; lh < rows; lh++, o += (size_t)n * HS)
         memcpy(o, c->v + lh * (size_t)c->n_ctx * HS, (size_t)n * HS * sizeof(float));
     return out;

@@ -147,6 +147,69 @@ START_TEST(chunks_are_handed_out_exactly_once)
 }
 END_TEST
 
+/* Runs of chunks (threadpool_next_run): each claim's first index and length, by claim order. */
+typedef struct {
+    threadpool_chunks chunks;
+    int *claimed;                  /* (n) */
+    int min, div;
+    int starts[1000], lens[1000];
+    int n_runs;                    /* accessed atomically */
+} run_job;
+
+static void run_run(void *varg, int ith, int nth)
+{
+    run_job *j = varg;
+    int c, n;
+    while ((c = threadpool_next_run(&j->chunks, j->min, j->div, &n)) >= 0) {
+        int r = __atomic_fetch_add(&j->n_runs, 1, __ATOMIC_RELAXED);
+        j->starts[r] = c;
+        j->lens[r] = n;
+        for (int i = c; i < c + n; i++)
+            __atomic_fetch_add(&j->claimed[i], 1, __ATOMIC_RELAXED);
+    }
+}
+
+START_TEST(runs_cover_every_chunk_once_and_shrink_to_the_minimum)
+{
+    threadpool *p = pool_open(2);
+    run_job j = {.min = 3, .div = 4};
+    j.claimed = calloc(1000, sizeof(int));
+    for (int r = 0; r < 20; r++) {
+        j.n_runs = 0;
+        run_chunks(p, &j.chunks, 1000, run_run, &j);
+    }
+    assert_claimed(j.claimed, 1000, 20);
+    /* On one thread the claims come in order: a quarter of what is left, then never below 3
+     * except for the last run, which takes what remains. */
+    threadpool *one = pool_open(1);
+    j.n_runs = 0;
+    memset(j.claimed, 0, 1000 * sizeof(int));
+    run_chunks(one, &j.chunks, 1000, run_run, &j);
+    assert_claimed(j.claimed, 1000, 1);
+    int next = 0;
+    for (int r = 0; r < j.n_runs; r++) {
+        int left = 1000 - next, want = left / 4 > 3 ? left / 4 : 3;
+        ck_assert_int_eq(j.starts[r], next);
+        ck_assert_int_eq(j.lens[r], want < left ? want : left);
+        next += j.lens[r];
+    }
+    ck_assert_int_eq(next, 1000);
+    ck_assert_int_eq(j.lens[0], 250);
+    /* div 1 takes everything at once; an empty job hands out nothing. */
+    j.div = 1;
+    j.n_runs = 0;
+    run_chunks(one, &j.chunks, 7, run_run, &j);
+    ck_assert_int_eq(j.n_runs, 1);
+    ck_assert_int_eq(j.lens[0], 7);
+    j.n_runs = 0;
+    run_chunks(one, &j.chunks, 0, run_run, &j);
+    ck_assert_int_eq(j.n_runs, 0);
+    free(j.claimed);
+    threadpool_free(one);
+    threadpool_free(p);
+}
+END_TEST
+
 START_TEST(default_size_is_one_thread_per_core)
 {
     threadpool *p = pool_open(0);
@@ -424,6 +487,7 @@ int main(void)
     TCase *tc = tu_add_case(s, "threads", TU_TESTS(
             every_chunk_runs_once_and_the_caller_always_joins, workers_share_a_long_job,
             sleeping_workers_wake_for_the_next_job, chunks_are_handed_out_exactly_once,
+            runs_cover_every_chunk_once_and_shrink_to_the_minimum,
             default_size_is_one_thread_per_core, absurd_thread_counts_are_refused,
             an_automatic_pool_drops_workers_that_only_make_the_caller_wait,
             an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off,
