@@ -265,7 +265,8 @@ static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : F
  *               sums, normalisation as a vector pass;
  *   short list  k <= SHORT_LIST: the bucket pass only counts, the buckets holding the top k are
  *               gathered and sorted outright, and only those tokens get weights;
- *   tiny        k <= TINY_K: no buckets at all; a heap fed by a vector threshold scan picks the
+ *   tiny        k <= TINY_K: no buckets at all; vector counts bisect for a threshold about k
+ *               tokens reach, and those tokens, gathered and sorted, give the
  *               top k, which become bucket 0.
  * The raw distribution (entropy, raw_p, the top list) is computed only when a snapshot is asked
  * for, or for free when its weights are the final ones (temperature 1, nothing masked). */
@@ -276,12 +277,14 @@ static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : F
                                    mass is below V * e^-32 */
 #define TOP_P_SLACK 1e-6        /* a cumulative sum within this of top_p counts as reaching it */
 #define INSERTION_MAX 48        /* buckets up to this size use insertion sort, larger ones radix */
-#define TINY_K 1024             /* top-k up to this is selected by a threshold scan and a heap,
+#define TINY_K 1024             /* top-k up to this is selected by a threshold and a sort,
                                    without buckets */
 #define SHORT_LIST 4096         /* top-k: when the buckets holding the top k have at most this
                                    many tokens, they are sorted outright and only they get
                                    weights (the short-list regime) */
 #define TOP_M SAMPLER_TOP_MAX
+#define SORT_KEYS_MAX 256       /* the tiny regime's candidates up to this many are sorted as
+                                   packed keys by insertion, more (ties) by the radix sort */
 
 struct sampler {
     int V;
@@ -307,6 +310,7 @@ struct sampler {
     uint32_t *key_a, *key_b;
     int32_t *id_b;
     float *list_z, *list_w;   /* (min(V, 2 * SHORT_LIST)) */
+    uint64_t sel[SORT_KEYS_MAX];  /* the tiny regime's candidates as (order key, id) */
     /* Per bucket: */
     int32_t cnt[NB + 1];
     int32_t pstart[NB + 1];
@@ -316,6 +320,7 @@ struct sampler {
     bool valid, greedy;
     int32_t argmax;
     float zmax, xmax;
+    float zmin;              /* the smallest finite z */
     double z_raw;            /* softmax normaliser of the raw logits (shifted by xmax) */
     int n_finite, kept, kept_bucket, n_kept;
     double inv_w;            /* 1 / (sum of wfin over the kept tokens): p_i = wfin[i] * inv_w */
@@ -775,54 +780,101 @@ static int short_list_gather(sampler *s, int last)
     return n;
 }
 
-static void heap_sift_down(const float *z, int32_t *h, int n, int i)
+/* The number of tokens with z >= t (count_at_least with no shift and scale 1 compares z itself:
+ * z - 0 and z * 1 are exact). */
+static int count_from(const sampler *s, float t)
 {
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= n)
-            return;
-        if (c + 1 < n && worse(z, h[c + 1], h[c]))
-            c++;
-        if (!worse(z, h[c], h[i]))
-            return;
-        int32_t t = h[c];
-        h[c] = h[i];
-        h[i] = t;
-        i = c;
+    return s->k->count_at_least(s->z, s->V, 0.0f, 1.0f, t);
+}
+
+/* A threshold t with at least k tokens at z >= t (1 <= k < n_finite), and hardly more than k: a
+ * bisection on the value between the top logit (fewer than k there, unless k tie at it) and a
+ * point k tokens reach, each step one vector count. It stops once the count is within
+ * TINY_SLACK of k, or when the interval cannot shrink (ties: then the count is what it is).
+ * Every token tied with the k-th has z >= t, so the tokens at or above t hold exactly the top k
+ * of the order (ties by lower id) and more only below them. *n_at gets the count at t. */
+#define TINY_SLACK(k) ((k) / 4 + 8)
+static float top_k_threshold(const sampler *s, int k, int *n_at)
+{
+    float hi = s->zmax;
+    int c = count_from(s, hi);
+    if (c >= k) {                     /* k or more tie at the top */
+        *n_at = c;
+        return hi;
+    }
+    /* hi: fewer than k at or above; lo: k or more. Steps of 1, 2, 4 ... nats below the top find a
+     * lo quickly (a language model's top k lie a few nats down); min_finite always qualifies. */
+    float lo = s->zmin, step = 1.0f;
+    int c_lo = s->n_finite;
+    for (int i = 0; i < 8; i++, step *= 4.0f) {
+        float t = s->zmax - step;
+        if (!(t > s->zmin))
+            break;
+        c = count_from(s, t);
+        if (c >= k) {
+            lo = t;
+            c_lo = c;
+            break;
+        }
+        hi = t;
+    }
+    for (int i = 0; i < 64 && c_lo > k + TINY_SLACK(k); i++) {
+        float mid = lo * 0.5f + hi * 0.5f;   /* no overflow across the whole range */
+        if (!(mid > lo && mid < hi))
+            break;                   /* adjacent floats: the count at lo is all ties */
+        c = count_from(s, mid);
+        if (c >= k) {
+            lo = mid;
+            c_lo = c;
+        } else {
+            hi = mid;
+        }
+    }
+    *n_at = c_lo;
+    return lo;
+}
+
+/* Sorts sel[0, n) ascending: (order_key(z) << 32 | id) ascends in the order (descending z, ties
+ * by lower id). Insertion sort: n is about k here. */
+static void sort_keys(uint64_t *sel, int n)
+{
+    for (int j = 1; j < n; j++) {
+        uint64_t v = sel[j];
+        int i = j;
+        while (i > 0 && sel[i - 1] > v) {
+            sel[i] = sel[i - 1];
+            i--;
+        }
+        sel[i] = v;
     }
 }
 
-/* Short list without buckets, for k <= TINY_K: the top k of z by a vector scan for tokens above
- * the current k-th (a min-heap of the k best so far), into pool[0, k) in order. The whole list is
- * one bucket, 0; no other bucket is used in this regime. */
+/* Short list without buckets, for k <= TINY_K: the top k of z into pool[0, k) in order. A
+ * threshold that about k tokens reach (top_k_threshold) is found by vector counts, the tokens at
+ * or above it are gathered by a vector scan and sorted (few more than k), and the first k kept:
+ * the same tokens in the same order as a full sort of the vocabulary. The whole list is one
+ * bucket, 0; no other bucket is used in this regime. */
 static void tiny_top_k(sampler *s, int k)
 {
     const float *z = s->z;
-    int32_t *h = s->pool;
-    int n = 0, i = 0, V = s->V;
-    for (; i < V && n < k; i++) {
-        if (z[i] == -INFINITY)
-            continue;
-        int c = n++;   /* sift up */
-        h[c] = i;
-        while (c > 0 && worse(z, h[c], h[(c - 1) / 2])) {
-            int32_t t = h[c];
-            h[c] = h[(c - 1) / 2];
-            h[(c - 1) / 2] = t;
-            c = (c - 1) / 2;
-        }
+    int n_at;
+    float t = top_k_threshold(s, k, &n_at);
+    int32_t *ids = s->pool;
+    float above = nextafterf(t, -INFINITY);   /* z > above is z >= t */
+    int n = 0;
+    for (int i = 0; n < n_at && (i = s->k->find_above(z, i, s->V, above)) < s->V; i++)
+        ids[n++] = i;
+    if (n <= SORT_KEYS_MAX) {
+        uint64_t *sel = s->sel;
+        for (int j = 0; j < n; j++)
+            sel[j] = (uint64_t)order_key(z[ids[j]]) << 32 | (uint32_t)ids[j];
+        sort_keys(sel, n);
+        for (int j = 0; j < k; j++)
+            ids[j] = (int32_t)(uint32_t)sel[j];
+    } else {
+        sort_ids(s, ids, n);        /* many ties at the threshold: the radix sort */
     }
-    /* a later token enters only with a strictly larger z: on a tie the earlier id ranks first */
-    while ((i = s->k->find_above(z, i, V, z[h[0]])) < V) {
-        h[0] = i++;
-        heap_sift_down(z, h, n, 0);
-    }
-    for (int m = n; m > 1; m--) {   /* pop the worst to the back: best first, ties by lower id */
-        int32_t t = h[0];
-        h[0] = h[m - 1];
-        h[m - 1] = t;
-        heap_sift_down(z, h, m - 1, 0);
-    }
+    n = k;
     memset(s->cnt, 0, sizeof s->cnt);
     memset(s->fmass, 0, sizeof s->fmass);
     memset(s->smass, 0, sizeof s->smass);
@@ -834,7 +886,7 @@ static void tiny_top_k(sampler *s, int k)
     s->where[0] = 0;
     s->pool_n = n;
     for (int j = 0; j < n; j++)
-        s->bucket[h[j]] = 0;   /* other tokens' buckets are stale: only kept ones are looked up */
+        s->bucket[ids[j]] = 0;   /* other tokens' buckets are stale: only kept ones are looked up */
 }
 
 /* wfin (unless have_wf) and ws (when not NULL, unless have_ws) for every token. */
@@ -1012,6 +1064,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
                        "sampler: no token left: every logit is -inf after masking token %d",
                        (int)banned);
     s->zmax = r.max;
+    s->zmin = r.min_finite;
     s->n_finite = r.n_finite;
 
     /* exp(raw - xmax) is kept where the chain would compute it again; its sums are the raw
