@@ -554,84 +554,6 @@ START_TEST(top_k_on_equal_logits_keeps_the_lowest_ids)
 }
 END_TEST
 
-/* The small top-k selection (a threshold bisected by vector counts, the tokens at or above it
- * sorted) keeps the same tokens in the same order as a full sort: on logits with many ties (a
- * handful of distinct values, so the k-th token ties with many), -inf masks, k tying at the top,
- * and k one short of the finite tokens. Seen through the kept set (p > 0 at temperature 1 over
- * values a few nats apart) and each kept token's rank (sampler_force). */
-static const float *tie_z;
-static int tie_cmp(const void *a, const void *b)
-{
-    int i = *(const int *)a, j = *(const int *)b;
-    if (tie_z[i] != tie_z[j])
-        return tie_z[i] > tie_z[j] ? -1 : 1;
-    return i - j;
-}
-
-START_TEST(small_top_k_selection_matches_a_full_sort_with_ties)
-{
-    static const int Vs[] = {3, 100, 4096, 50257};
-    rng r;
-    rng_seed(&r, 77);
-    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
-        int V = Vs[vi];
-        float *x = malloc((size_t)V * sizeof *x);
-        int *order = malloc((size_t)V * sizeof *order);
-        sampler *s = sampler_create(V);
-        ck_assert_ptr_nonnull(s);
-        for (int trial = 0; trial < 24; trial++) {
-            int levels = 1 + trial % 6;        /* 1 .. 6 distinct values */
-            int n_finite = 0;
-            for (int i = 0; i < V; i++) {
-                x[i] = (float)(rng_next(&r) % (uint64_t)levels) * 0.5f - 1.0f;
-                if (trial % 3 == 2 && rng_next(&r) % 4 == 0)
-                    x[i] = -INFINITY;
-                n_finite += x[i] != -INFINITY;
-            }
-            if (trial % 5 == 4 && V > 2)       /* a few tie at a top of their own */
-                for (int i = 0; i < V; i += V / 3)
-                    x[i] = 2.0f;
-            if (n_finite < 2)
-                continue;
-            sampler_params p = params();
-            int ks[] = {1, 2, 1 + (int)(rng_next(&r) % 200), n_finite - 1, 1024};
-            int k = ks[trial % 5];
-            if (k < 1 || k >= n_finite)
-                k = n_finite - 1 > 0 ? n_finite - 1 : 1;
-            p.top_k = k;
-            ck_assert_int_eq(sampler_apply(s, &p, x, NULL, NULL, NULL), TT_OK);
-            int n = 0;
-            for (int i = 0; i < V; i++)
-                if (x[i] != -INFINITY)
-                    order[n++] = i;
-            tie_z = x;
-            qsort(order, (size_t)n, sizeof *order, tie_cmp);
-            const float *pr = sampler_probs(s);
-            int kept = 0;
-            for (int i = 0; i < V; i++)
-                kept += pr[i] > 0;
-            ck_assert_msg(kept == k, "V %d trial %d k %d: kept %d", V, trial, k, kept);
-            for (int j = 0; j < n; j++) {
-                int id = order[j];
-                if ((pr[id] > 0) != (j < k))
-                    ck_abort_msg("V %d trial %d k %d: token %d at rank %d kept %d", V, trial, k,
-                                 id, j, pr[id] > 0);
-                if (j < k) {
-                    sampler_snapshot snap;
-                    sampler_force(s, id, &snap);
-                    if (snap.token_rank != j)
-                        ck_abort_msg("V %d trial %d k %d: token %d ranks %d, full sort %d", V,
-                                     trial, k, id, snap.token_rank, j);
-                }
-            }
-        }
-        sampler_free(s);
-        free(order);
-        free(x);
-    }
-}
-END_TEST
-
 START_TEST(top_k_larger_than_vocab_is_capped)
 {
     sampler_params p = params();
@@ -981,6 +903,80 @@ static bool near_boundary(double u, double c)
 {
     return fabs(u - c) < 1e-6 * fmin(c, 1 - c) + 1e-12;
 }
+
+/* The small top-k selection (a threshold bisected by vector counts, the tokens at or above it
+ * sorted) keeps the same tokens in the same order as a full sort: on logits with many ties (a
+ * handful of distinct values, so the k-th token ties with many), -inf masks, k tying at the top,
+ * and k one short of the finite tokens. Seen through the kept set (p > 0 at temperature 1 over
+ * values a few nats apart) and each kept token's rank (sampler_force); the full sort is the
+ * reference chain's (ref_cmp). */
+START_TEST(small_top_k_selection_matches_a_full_sort_with_ties)
+{
+    static const int Vs[] = {3, 100, 4096, 50257};
+    rng r;
+    rng_seed(&r, 77);
+    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
+        int V = Vs[vi];
+        float *x = malloc((size_t)V * sizeof *x);
+        int *order = malloc((size_t)V * sizeof *order);
+        double *zd = malloc((size_t)V * sizeof *zd);
+        sampler *s = sampler_create(V);
+        ck_assert_ptr_nonnull(s);
+        for (int trial = 0; trial < 24; trial++) {
+            int levels = 1 + trial % 6;        /* 1 .. 6 distinct values */
+            int n_finite = 0;
+            for (int i = 0; i < V; i++) {
+                x[i] = (float)(rng_next(&r) % (uint64_t)levels) * 0.5f - 1.0f;
+                if (trial % 3 == 2 && rng_next(&r) % 4 == 0)
+                    x[i] = -INFINITY;
+                n_finite += x[i] != -INFINITY;
+            }
+            if (trial % 5 == 4 && V > 2)       /* a few tie at a top of their own */
+                for (int i = 0; i < V; i += V / 3)
+                    x[i] = 2.0f;
+            if (n_finite < 2)
+                continue;
+            sampler_params p = params();
+            int ks[] = {1, 2, 1 + (int)(rng_next(&r) % 200), n_finite - 1, 1024};
+            int k = ks[trial % 5];
+            if (k < 1 || k >= n_finite)
+                k = n_finite - 1 > 0 ? n_finite - 1 : 1;
+            p.top_k = k;
+            ck_assert_int_eq(sampler_apply(s, &p, x, NULL, NULL, NULL), TT_OK);
+            int n = 0;
+            for (int i = 0; i < V; i++)
+                if (x[i] != -INFINITY)
+                    order[n++] = i;
+            for (int i = 0; i < V; i++)
+                zd[i] = x[i];   /* exact: the same order as the floats */
+            ref_z = zd;
+            qsort(order, (size_t)n, sizeof *order, ref_cmp);
+            const float *pr = sampler_probs(s);
+            int kept = 0;
+            for (int i = 0; i < V; i++)
+                kept += pr[i] > 0;
+            ck_assert_msg(kept == k, "V %d trial %d k %d: kept %d", V, trial, k, kept);
+            for (int j = 0; j < n; j++) {
+                int id = order[j];
+                if ((pr[id] > 0) != (j < k))
+                    ck_abort_msg("V %d trial %d k %d: token %d at rank %d kept %d", V, trial, k,
+                                 id, j, pr[id] > 0);
+                if (j < k) {
+                    sampler_snapshot snap;
+                    sampler_force(s, id, &snap);
+                    if (snap.token_rank != j)
+                        ck_abort_msg("V %d trial %d k %d: token %d ranks %d, full sort %d", V,
+                                     trial, k, id, snap.token_rank, j);
+                }
+            }
+        }
+        sampler_free(s);
+        free(order);
+        free(zd);
+        free(x);
+    }
+}
+END_TEST
 
 /* The vector-pass sets; the reference test runs once per set (a set this CPU lacks is skipped). */
 static const char *const kernel_sets[] = {"vec4", "avx2", "avx512"};
