@@ -323,6 +323,8 @@ struct sampler {
     int32_t argmax;
     float zmax, xmax;
     float zmin;              /* the smallest finite z */
+    float xmin;              /* the smallest finite raw logit */
+    int n_finite_raw;        /* finite raw logits */
     double z_raw;            /* softmax normaliser of the raw logits (shifted by xmax) */
     int n_finite, kept, kept_bucket, n_kept;
     double inv_w;            /* 1 / (sum of wfin over the kept tokens): p_i = wfin[i] * inv_w */
@@ -613,6 +615,101 @@ static sampler_entry make_entry(const sampler *s, int32_t id)
     };
 }
 
+/* A vector x over the vocabulary with what a threshold search needs: its largest and smallest
+ * finite values and how many are finite. */
+typedef struct {
+    const float *x;
+    float max, min;
+    int n_finite;
+} order_src;
+
+/* The number of tokens with x >= t (count_at_least with no shift and scale 1 compares x itself:
+ * x - 0 and x * 1 are exact). */
+static int count_from(const sampler *s, const float *x, float t)
+{
+    return s->k->count_at_least(x, s->V, 0.0f, 1.0f, t);
+}
+
+/* A threshold t with at least k tokens at x >= t (1 <= k < n_finite), and hardly more than k: a
+ * bisection on the value between the top (fewer than k there, unless k tie at it) and a point k
+ * tokens reach, each step one vector count. It stops once the count is within TOP_SLACK of k, or
+ * when the interval cannot shrink (ties: then the count is what it is). Every token tied with the
+ * k-th has x >= t, so the tokens at or above t hold exactly the first k of the order (descending,
+ * ties by lower id) and more only after them. *n_at gets the count at t. */
+#define TOP_SLACK(k) ((k) / 4 + 8)
+static float top_threshold(const sampler *s, const order_src *o, int k, int *n_at)
+{
+    float hi = o->max;
+    int c = count_from(s, o->x, hi);
+    if (c >= k) {                     /* k or more tie at the top */
+        *n_at = c;
+        return hi;
+    }
+    /* hi: fewer than k at or above; lo: k or more. Steps of 1, 4, 16 ... below the top find a lo
+     * quickly (a language model's top k lie a few nats down); the smallest finite value always
+     * qualifies. */
+    float lo = o->min, step = 1.0f;
+    int c_lo = o->n_finite;
+    for (int i = 0; i < 8; i++, step *= 4.0f) {
+        float t = o->max - step;
+        if (!(t > o->min))
+            break;
+        c = count_from(s, o->x, t);
+        if (c >= k) {
+            lo = t;
+            c_lo = c;
+            break;
+        }
+        hi = t;
+    }
+    for (int i = 0; i < 64 && c_lo > k + TOP_SLACK(k); i++) {
+        float mid = lo * 0.5f + hi * 0.5f;   /* no overflow across the whole range */
+        if (!(mid > lo && mid < hi))
+            break;                   /* adjacent floats: the count at lo is all ties */
+        c = count_from(s, o->x, mid);
+        if (c >= k) {
+            lo = mid;
+            c_lo = c;
+        } else {
+            hi = mid;
+        }
+    }
+    *n_at = c_lo;
+    return lo;
+}
+
+/* The n tokens with x >= t into ids, ascending (a vector scan). */
+static int gather_from(const sampler *s, const float *x, float t, int n, int32_t *ids)
+{
+    float above = nextafterf(t, -INFINITY);   /* x > above is x >= t */
+    int m = 0;
+    for (int i = 0; m < n && (i = s->k->find_above(x, i, s->V, above)) < s->V; i++)
+        ids[m++] = i;
+    return m;
+}
+
+/* ids[0, n) (n <= SORT_KEYS_MAX) put in the order of x (descending, ties by lower id), the first k
+ * into out (which may be ids): packed keys, (order_key(x) << 32 | id), sorted by insertion (n is
+ * about k here). */
+static void sort_first_k(sampler *s, const float *x, const int32_t *ids, int n, int k,
+                         int32_t *out)
+{
+    uint64_t *sel = s->sel;
+    for (int j = 0; j < n; j++)
+        sel[j] = (uint64_t)order_key(x[ids[j]]) << 32 | (uint32_t)ids[j];
+    for (int j = 1; j < n; j++) {
+        uint64_t v = sel[j];
+        int i = j;
+        while (i > 0 && sel[i - 1] > v) {
+            sel[i] = sel[i - 1];
+            i--;
+        }
+        sel[i] = v;
+    }
+    for (int j = 0; j < k; j++)
+        out[j] = (int32_t)(uint32_t)sel[j];
+}
+
 /* Inserts (v, i) into the descending list x/id of n (<= TOP_M) entries; ties stay by lower id
  * because ids arrive ascending and only a strictly larger value moves up. */
 static int top_insert(float *x, int32_t *id, int n, float v, int32_t i)
@@ -629,10 +726,30 @@ static int top_insert(float *x, int32_t *id, int n, float v, int32_t i)
 }
 
 /* The TOP_M (or V) most probable raw tokens into id, descending, ties by lower id; returns how
- * many. */
-static int select_top(const sampler *s, int32_t *id)
+ * many. The head of the tiny regime's top-k list when that is the same order; else when more
+ * than TOP_M raw logits are finite, by a threshold (top_threshold) and a sort of
+ * the few tokens reaching it; else (or when ties bring more than SORT_KEYS_MAX to the
+ * threshold) by insertion into a list of TOP_M fed by a scan for tokens above its last. */
+static int select_top(sampler *s, int32_t *id)
 {
     const float *raw = s->raw;
+    if (s->z == raw && s->one_bucket && s->cnt[0] >= TOP_M) {
+        /* nothing changed a logit and the tiny top-k list (sorted, in pool) is at least as long:
+         * its head is the answer */
+        memcpy(id, s->pool, TOP_M * sizeof *id);
+        return TOP_M;
+    }
+    if (s->V > TOP_M && s->n_finite_raw > TOP_M) {
+        order_src o = {raw, s->xmax, s->xmin, s->n_finite_raw};
+        int n_at;
+        float t = top_threshold(s, &o, TOP_M, &n_at);
+        if (n_at <= SORT_KEYS_MAX) {
+            int32_t cand[SORT_KEYS_MAX];
+            int n = gather_from(s, raw, t, n_at, cand);
+            sort_first_k(s, raw, cand, n, TOP_M, id);
+            return TOP_M;
+        }
+    }
     float x[TOP_M];
     int n = 0, i = 0, V = s->V;
     for (; i < V && n < TOP_M; i++)
@@ -785,100 +902,22 @@ static int short_list_gather(sampler *s, int last)
     return n;
 }
 
-/* The number of tokens with z >= t (count_at_least with no shift and scale 1 compares z itself:
- * z - 0 and z * 1 are exact). */
-static int count_from(const sampler *s, float t)
-{
-    return s->k->count_at_least(s->z, s->V, 0.0f, 1.0f, t);
-}
-
-/* A threshold t with at least k tokens at z >= t (1 <= k < n_finite), and hardly more than k: a
- * bisection on the value between the top logit (fewer than k there, unless k tie at it) and a
- * point k tokens reach, each step one vector count. It stops once the count is within
- * TINY_SLACK of k, or when the interval cannot shrink (ties: then the count is what it is).
- * Every token tied with the k-th has z >= t, so the tokens at or above t hold exactly the top k
- * of the order (ties by lower id) and more only below them. *n_at gets the count at t. */
-#define TINY_SLACK(k) ((k) / 4 + 8)
-static float top_k_threshold(const sampler *s, int k, int *n_at)
-{
-    float hi = s->zmax;
-    int c = count_from(s, hi);
-    if (c >= k) {                     /* k or more tie at the top */
-        *n_at = c;
-        return hi;
-    }
-    /* hi: fewer than k at or above; lo: k or more. Steps of 1, 2, 4 ... nats below the top find a
-     * lo quickly (a language model's top k lie a few nats down); min_finite always qualifies. */
-    float lo = s->zmin, step = 1.0f;
-    int c_lo = s->n_finite;
-    for (int i = 0; i < 8; i++, step *= 4.0f) {
-        float t = s->zmax - step;
-        if (!(t > s->zmin))
-            break;
-        c = count_from(s, t);
-        if (c >= k) {
-            lo = t;
-            c_lo = c;
-            break;
-        }
-        hi = t;
-    }
-    for (int i = 0; i < 64 && c_lo > k + TINY_SLACK(k); i++) {
-        float mid = lo * 0.5f + hi * 0.5f;   /* no overflow across the whole range */
-        if (!(mid > lo && mid < hi))
-            break;                   /* adjacent floats: the count at lo is all ties */
-        c = count_from(s, mid);
-        if (c >= k) {
-            lo = mid;
-            c_lo = c;
-        } else {
-            hi = mid;
-        }
-    }
-    *n_at = c_lo;
-    return lo;
-}
-
-/* Sorts sel[0, n) ascending: (order_key(z) << 32 | id) ascends in the order (descending z, ties
- * by lower id). Insertion sort: n is about k here. */
-static void sort_keys(uint64_t *sel, int n)
-{
-    for (int j = 1; j < n; j++) {
-        uint64_t v = sel[j];
-        int i = j;
-        while (i > 0 && sel[i - 1] > v) {
-            sel[i] = sel[i - 1];
-            i--;
-        }
-        sel[i] = v;
-    }
-}
-
 /* Short list without buckets, for k <= TINY_K: the top k of z into pool[0, k) in order. A
- * threshold that about k tokens reach (top_k_threshold) is found by vector counts, the tokens at
+ * threshold that about k tokens reach (top_threshold) is found by vector counts, the tokens at
  * or above it are gathered by a vector scan and sorted (few more than k), and the first k kept:
  * the same tokens in the same order as a full sort of the vocabulary. The whole list is one
  * bucket, 0; no other bucket is used in this regime (one_bucket). */
 static void tiny_top_k(sampler *s, int k)
 {
-    const float *z = s->z;
+    order_src o = {s->z, s->zmax, s->zmin, s->n_finite};
     int n_at;
-    float t = top_k_threshold(s, k, &n_at);
+    float t = top_threshold(s, &o, k, &n_at);
     int32_t *ids = s->pool;
-    float above = nextafterf(t, -INFINITY);   /* z > above is z >= t */
-    int n = 0;
-    for (int i = 0; n < n_at && (i = s->k->find_above(z, i, s->V, above)) < s->V; i++)
-        ids[n++] = i;
-    if (n <= SORT_KEYS_MAX) {
-        uint64_t *sel = s->sel;
-        for (int j = 0; j < n; j++)
-            sel[j] = (uint64_t)order_key(z[ids[j]]) << 32 | (uint32_t)ids[j];
-        sort_keys(sel, n);
-        for (int j = 0; j < k; j++)
-            ids[j] = (int32_t)(uint32_t)sel[j];
-    } else {
+    int n = gather_from(s, s->z, t, n_at, ids);
+    if (n <= SORT_KEYS_MAX)
+        sort_first_k(s, s->z, ids, n, k, ids);
+    else
         sort_ids(s, ids, n);        /* many ties at the threshold: the radix sort */
-    }
     n = k;
     /* bucket 0 alone: bucket_of_pos answers 0 without reading the other buckets, so only
      * bucket 0's entries are set (clearing all NB of them took a fifth of a chain at V 4096) */
@@ -1052,6 +1091,8 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
     if (r.n_finite == 0)
         return tt_fail(err, TT_ERR_NUMERIC, "sampler: every logit is -inf (%d tokens)", s->V);
     s->xmax = r.max;
+    s->xmin = r.min_finite;
+    s->n_finite_raw = r.n_finite;
 
     bool z_changed = false;
     if (banned >= 0 && s->z[banned] != -INFINITY) {
@@ -1087,6 +1128,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         raw_pass(s, keep_raw);
 
     s->edge_k = s->edge_p = s->edge_m = -1;
+    s->one_bucket = false;   /* until the tiny regime makes it so */
     if (s->greedy) {
         /* the first token at zmax: ties go to the lower id */
         int32_t a = s->k->find_above(s->z, 0, s->V, nextafterf(s->zmax, -INFINITY));

@@ -908,9 +908,9 @@ static bool near_boundary(double u, double c)
  * sorted) keeps the same tokens in the same order as a full sort: on logits with many ties (a
  * handful of distinct values, so the k-th token ties with many), -inf masks, k tying at the top,
  * and k one short of the finite tokens. Seen through the kept set (p > 0 at temperature 1 over
- * values a few nats apart) and each kept token's rank (sampler_force); the full sort is the
- * reference chain's (ref_cmp). */
-START_TEST(small_top_k_selection_matches_a_full_sort_with_ties)
+ * values a few nats apart), each kept token's rank (sampler_force) and the snapshot's top list
+ * (the same selection over the raw logits); the full sort is the reference chain's (ref_cmp). */
+START_TEST(small_top_k_and_top_list_selections_match_a_full_sort_with_ties)
 {
     static const int Vs[] = {3, 100, 4096, 50257};
     rng r;
@@ -942,7 +942,8 @@ START_TEST(small_top_k_selection_matches_a_full_sort_with_ties)
             if (k < 1 || k >= n_finite)
                 k = n_finite - 1 > 0 ? n_finite - 1 : 1;
             p.top_k = k;
-            ck_assert_int_eq(sampler_apply(s, &p, x, NULL, NULL, NULL), TT_OK);
+            sampler_snapshot top;
+            ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &top, NULL), TT_OK);
             int n = 0;
             for (int i = 0; i < V; i++)
                 if (x[i] != -INFINITY)
@@ -951,6 +952,12 @@ START_TEST(small_top_k_selection_matches_a_full_sort_with_ties)
                 zd[i] = x[i];   /* exact: the same order as the floats */
             ref_z = zd;
             qsort(order, (size_t)n, sizeof *order, ref_cmp);
+            /* the snapshot's top list (raw logits: here the same order) by the same selection */
+            ck_assert_int_eq(top.n_top, V < SAMPLER_TOP_MAX ? V : SAMPLER_TOP_MAX);
+            for (int j = 0; j < top.n_top && j < n; j++)
+                if (top.top[j].id != order[j])
+                    ck_abort_msg("V %d trial %d: top list %d is token %d, full sort %d", V, trial,
+                                 j, top.top[j].id, order[j]);
             const float *pr = sampler_probs(s);
             int kept = 0;
             for (int i = 0; i < V; i++)
@@ -961,7 +968,7 @@ START_TEST(small_top_k_selection_matches_a_full_sort_with_ties)
                 if ((pr[id] > 0) != (j < k))
                     ck_abort_msg("V %d trial %d k %d: token %d at rank %d kept %d", V, trial, k,
                                  id, j, pr[id] > 0);
-                if (j < k) {
+                if (j < k && (j < 64 || j == k - 1)) {   /* a force walks the list: O(k) */
                     sampler_snapshot snap;
                     sampler_force(s, id, &snap);
                     if (snap.token_rank != j)
@@ -969,6 +976,26 @@ START_TEST(small_top_k_selection_matches_a_full_sort_with_ties)
                                      trial, k, id, snap.token_rank, j);
                 }
             }
+            /* the next apply (greedy, the logits reversed) lists its own top tokens, not the
+             * top-k list the last one left behind */
+            for (int i = 0; i < V / 2; i++) {
+                float t = x[i];
+                x[i] = x[V - 1 - i];
+                x[V - 1 - i] = t;
+            }
+            p.greedy = true;
+            ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &top, NULL), TT_OK);
+            for (int i = 0; i < V; i++)
+                zd[i] = x[i];
+            n = 0;
+            for (int i = 0; i < V; i++)
+                if (x[i] != -INFINITY)
+                    order[n++] = i;
+            qsort(order, (size_t)n, sizeof *order, ref_cmp);
+            for (int j = 0; j < top.n_top && j < n; j++)
+                if (top.top[j].id != order[j])
+                    ck_abort_msg("V %d trial %d greedy: top list %d is token %d, full sort %d",
+                                 V, trial, j, top.top[j].id, order[j]);
         }
         sampler_free(s);
         free(order);
@@ -1521,21 +1548,24 @@ int main(void)
             banned_token_is_masked_before_everything, empty_history_applies_no_penalty,
             penalty_window_counts_only_the_last_tokens, out_of_range_ids_in_context_are_rejected,
             top_k_larger_than_vocab_is_capped, top_k_on_equal_logits_keeps_the_lowest_ids,
-            small_top_k_selection_matches_a_full_sort_with_ties,
             single_token_vocabulary_always_draws_it, u_close_to_one_never_runs_off_the_end,
             greedy_takes_the_lower_id_on_ties_and_ignores_u,
             draw_walks_descending_probability_and_reports_the_interval,
             snapshot_lists_top_raw_tokens_and_always_the_chosen_one, extreme_settings_stay_finite,
             snapshot_requested_late_is_the_same));
 
-    /* The three heavy tests get a case each, so CK_RUN_CASE can pick one and each has its own
-     * (generous: sanitizers and a shared machine) timeout. */
+    /* The three heavy tests, and the selection test (a full sort of up to 50,257 tokens per
+     * trial), get a case each, so CK_RUN_CASE can pick one and each has its own (generous:
+     * sanitizers and a shared machine) timeout. */
     TCase *ref = tcase_create("reference");
     tcase_set_timeout(ref, 120);
     tcase_add_loop_test(ref, random_chains_match_a_naive_reference, 0,
                         (int)(sizeof kernel_sets / sizeof kernel_sets[0]));
     tcase_add_test(ref, kernel_sets_agree_and_unknown_ones_are_refused);
     suite_add_tcase(s, ref);
+    TCase *sel = tu_add_case(s, "selection", TU_TESTS(
+            small_top_k_and_top_list_selections_match_a_full_sort_with_ties));
+    tcase_set_timeout(sel, 60);
     TCase *det = tu_add_case(s, "determinism", TU_TESTS(
             same_logits_params_and_seed_give_the_same_tokens));
     tcase_set_timeout(det, 120);
