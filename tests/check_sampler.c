@@ -904,7 +904,8 @@ static bool near_boundary(double u, double c)
     return fabs(u - c) < 1e-6 * fmin(c, 1 - c) + 1e-12;
 }
 
-/* The vector-pass sets; the reference and selection tests run once per set (a set this CPU lacks is skipped). */
+/* The vector-pass sets; the reference and selection tests run once per set (a set this CPU lacks
+ * is skipped). */
 static const char *const kernel_sets[] = {"vec4", "avx2", "avx512"};
 
 /* The small top-k selection (a threshold bisected by vector counts, the tokens at or above it
