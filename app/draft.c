@@ -4,14 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-tt_dtype draft_default_dtype(tt_dtype file_dtype)
+tt_dtype draft_default_dtype(tt_dtype file_dtype, bool cpu)
 {
+    if (cpu)
+        return TT_Q8;
     return file_dtype == TT_F32 ? TT_F16 : file_dtype;
 }
 
-tt_dtype draft_dtype(const model *draft, const cli_options *o)
+tt_dtype draft_dtype(const model *draft, const cli_options *o, bool cpu)
 {
-    return o->dtype_set ? o->dtype : draft_default_dtype(draft->file_dtype);
+    return o->dtype_set ? o->dtype : draft_default_dtype(draft->file_dtype, cpu);
 }
 
 tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const cli_options *o,
@@ -44,7 +46,11 @@ tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const
     }
     cli_options eo = *o;
     eo.n_ctx = n_ctx;
-    eo.dtype = draft_dtype(d->model, o);
+    /* a draft beside a CPU target (chosen, or fallen back to) runs on the CPU too */
+    bool cpu = target->eng->threads > 0;
+    if (cpu)
+        eo.backend = "cpu";
+    eo.dtype = draft_dtype(d->model, o, cpu);
     eo.dtype_set = true;
     char note[256] = "";
     if ((st = cli_create_engine(d->model, &eo, &d->eng, note, sizeof note, err)) != TT_OK)

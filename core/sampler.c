@@ -265,7 +265,8 @@ static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : F
  *               sums, normalisation as a vector pass;
  *   short list  k <= SHORT_LIST: the bucket pass only counts, the buckets holding the top k are
  *               gathered and sorted outright, and only those tokens get weights;
- *   tiny        k <= TINY_K: no buckets at all; a heap fed by a vector threshold scan picks the
+ *   tiny        k <= TINY_K: no buckets at all; vector counts bisect for a threshold about k
+ *               tokens reach, and those tokens, gathered and sorted, give the
  *               top k, which become bucket 0.
  * The raw distribution (entropy, raw_p, the top list) is computed only when a snapshot is asked
  * for, or for free when its weights are the final ones (temperature 1, nothing masked). */
@@ -276,12 +277,14 @@ static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : F
                                    mass is below V * e^-32 */
 #define TOP_P_SLACK 1e-6        /* a cumulative sum within this of top_p counts as reaching it */
 #define INSERTION_MAX 48        /* buckets up to this size use insertion sort, larger ones radix */
-#define TINY_K 1024             /* top-k up to this is selected by a threshold scan and a heap,
+#define TINY_K 1024             /* top-k up to this is selected by a threshold and a sort,
                                    without buckets */
 #define SHORT_LIST 4096         /* top-k: when the buckets holding the top k have at most this
                                    many tokens, they are sorted outright and only they get
                                    weights (the short-list regime) */
 #define TOP_M SAMPLER_TOP_MAX
+#define SORT_KEYS_MAX 256       /* the tiny regime's candidates up to this many are sorted as
+                                   packed keys by insertion, more (ties) by the radix sort */
 
 struct sampler {
     int V;
@@ -303,10 +306,13 @@ struct sampler {
     int32_t *pool;       /* (V) */
     int pool_n;
     int32_t where[NB + 1];   /* offset of bucket b's members in pool; -1 until gathered */
+    bool one_bucket;         /* the tiny regime: every kept token is in bucket 0 and the other
+                                buckets' entries are stale (never read) */
     /* Radix sort scratch for large buckets, and the short list's logits and weights: */
     uint32_t *key_a, *key_b;
     int32_t *id_b;
     float *list_z, *list_w;   /* (min(V, 2 * SHORT_LIST)) */
+    uint64_t sel[SORT_KEYS_MAX];  /* the tiny regime's candidates as (order key, id) */
     /* Per bucket: */
     int32_t cnt[NB + 1];
     int32_t pstart[NB + 1];
@@ -316,6 +322,9 @@ struct sampler {
     bool valid, greedy;
     int32_t argmax;
     float zmax, xmax;
+    float zmin;              /* the smallest finite z */
+    float xmin;              /* the smallest finite raw logit */
+    int n_finite_raw;        /* finite raw logits */
     double z_raw;            /* softmax normaliser of the raw logits (shifted by xmax) */
     int n_finite, kept, kept_bucket, n_kept;
     double inv_w;            /* 1 / (sum of wfin over the kept tokens): p_i = wfin[i] * inv_w */
@@ -480,6 +489,8 @@ static const int32_t *bucket_ids(sampler *s, int b)
 /* The bucket holding position pos (< n_finite). */
 static int bucket_of_pos(const sampler *s, int pos)
 {
+    if (s->one_bucket)
+        return 0;
     int lo = 0, hi = NB - 1;
     while (lo < hi) {   /* the last bucket whose start is <= pos: never an empty one */
         int mid = (lo + hi + 1) / 2;
@@ -504,6 +515,7 @@ static void bucket_pass(sampler *s, float scale, const float *wf, const float *w
     const uint16_t *bk = s->bucket;
     int32_t *cnt = s->cnt;
     double *fm = s->fmass, *sm = s->smass;
+    s->one_bucket = false;
     memset(s->cnt, 0, sizeof s->cnt);
     memset(s->fmass, 0, sizeof s->fmass);
     memset(s->smass, 0, sizeof s->smass);
@@ -603,6 +615,101 @@ static sampler_entry make_entry(const sampler *s, int32_t id)
     };
 }
 
+/* A vector x over the vocabulary with what a threshold search needs: its largest and smallest
+ * finite values and how many are finite. */
+typedef struct {
+    const float *x;
+    float max, min;
+    int n_finite;
+} order_src;
+
+/* The number of tokens with x >= t (count_at_least with no shift and scale 1 compares x itself:
+ * x - 0 and x * 1 are exact). */
+static int count_from(const sampler *s, const float *x, float t)
+{
+    return s->k->count_at_least(x, s->V, 0.0f, 1.0f, t);
+}
+
+/* A threshold t with at least k tokens at x >= t (1 <= k < n_finite), and hardly more than k: a
+ * bisection on the value between the top (fewer than k there, unless k tie at it) and a point k
+ * tokens reach, each step one vector count. It stops once the count is within TOP_SLACK of k, or
+ * when the interval cannot shrink (ties: then the count is what it is). Every token tied with the
+ * k-th has x >= t, so the tokens at or above t hold exactly the first k of the order (descending,
+ * ties by lower id) and more only after them. *n_at gets the count at t. */
+#define TOP_SLACK(k) ((k) / 4 + 8)
+static float top_threshold(const sampler *s, const order_src *o, int k, int *n_at)
+{
+    float hi = o->max;
+    int c = count_from(s, o->x, hi);
+    if (c >= k) {                     /* k or more tie at the top */
+        *n_at = c;
+        return hi;
+    }
+    /* hi: fewer than k at or above; lo: k or more. Steps of 1, 4, 16 ... below the top find a lo
+     * quickly (a language model's top k lie a few nats down); the smallest finite value always
+     * qualifies. */
+    float lo = o->min, step = 1.0f;
+    int c_lo = o->n_finite;
+    for (int i = 0; i < 8; i++, step *= 4.0f) {
+        float t = o->max - step;
+        if (!(t > o->min))
+            break;
+        c = count_from(s, o->x, t);
+        if (c >= k) {
+            lo = t;
+            c_lo = c;
+            break;
+        }
+        hi = t;
+    }
+    for (int i = 0; i < 64 && c_lo > k + TOP_SLACK(k); i++) {
+        float mid = lo * 0.5f + hi * 0.5f;   /* no overflow across the whole range */
+        if (!(mid > lo && mid < hi))
+            break;                   /* adjacent floats: the count at lo is all ties */
+        c = count_from(s, o->x, mid);
+        if (c >= k) {
+            lo = mid;
+            c_lo = c;
+        } else {
+            hi = mid;
+        }
+    }
+    *n_at = c_lo;
+    return lo;
+}
+
+/* The n tokens with x >= t into ids, ascending (a vector scan). */
+static int gather_from(const sampler *s, const float *x, float t, int n, int32_t *ids)
+{
+    float above = nextafterf(t, -INFINITY);   /* x > above is x >= t */
+    int m = 0;
+    for (int i = 0; m < n && (i = s->k->find_above(x, i, s->V, above)) < s->V; i++)
+        ids[m++] = i;
+    return m;
+}
+
+/* ids[0, n) (n <= SORT_KEYS_MAX) put in the order of x (descending, ties by lower id), the first k
+ * into out (which may be ids): packed keys, (order_key(x) << 32 | id), sorted by insertion (n is
+ * about k here). */
+static void sort_first_k(sampler *s, const float *x, const int32_t *ids, int n, int k,
+                         int32_t *out)
+{
+    uint64_t *sel = s->sel;
+    for (int j = 0; j < n; j++)
+        sel[j] = (uint64_t)order_key(x[ids[j]]) << 32 | (uint32_t)ids[j];
+    for (int j = 1; j < n; j++) {
+        uint64_t v = sel[j];
+        int i = j;
+        while (i > 0 && sel[i - 1] > v) {
+            sel[i] = sel[i - 1];
+            i--;
+        }
+        sel[i] = v;
+    }
+    for (int j = 0; j < k; j++)
+        out[j] = (int32_t)(uint32_t)sel[j];
+}
+
 /* Inserts (v, i) into the descending list x/id of n (<= TOP_M) entries; ties stay by lower id
  * because ids arrive ascending and only a strictly larger value moves up. */
 static int top_insert(float *x, int32_t *id, int n, float v, int32_t i)
@@ -619,10 +726,30 @@ static int top_insert(float *x, int32_t *id, int n, float v, int32_t i)
 }
 
 /* The TOP_M (or V) most probable raw tokens into id, descending, ties by lower id; returns how
- * many. */
-static int select_top(const sampler *s, int32_t *id)
+ * many. The head of the tiny regime's top-k list when that is the same order; else when more
+ * than TOP_M raw logits are finite, by a threshold (top_threshold) and a sort of
+ * the few tokens reaching it; else (or when ties bring more than SORT_KEYS_MAX to the
+ * threshold) by insertion into a list of TOP_M fed by a scan for tokens above its last. */
+static int select_top(sampler *s, int32_t *id)
 {
     const float *raw = s->raw;
+    if (s->z == raw && s->one_bucket && s->cnt[0] >= TOP_M) {
+        /* nothing changed a logit and the tiny top-k list (sorted, in pool) is at least as long:
+         * its head is the answer */
+        memcpy(id, s->pool, TOP_M * sizeof *id);
+        return TOP_M;
+    }
+    if (s->V > TOP_M && s->n_finite_raw > TOP_M) {
+        order_src o = {raw, s->xmax, s->xmin, s->n_finite_raw};
+        int n_at;
+        float t = top_threshold(s, &o, TOP_M, &n_at);
+        if (n_at <= SORT_KEYS_MAX) {
+            int32_t cand[SORT_KEYS_MAX];
+            int n = gather_from(s, raw, t, n_at, cand);
+            sort_first_k(s, raw, cand, n, TOP_M, id);
+            return TOP_M;
+        }
+    }
     float x[TOP_M];
     int n = 0, i = 0, V = s->V;
     for (; i < V && n < TOP_M; i++)
@@ -775,66 +902,33 @@ static int short_list_gather(sampler *s, int last)
     return n;
 }
 
-static void heap_sift_down(const float *z, int32_t *h, int n, int i)
-{
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= n)
-            return;
-        if (c + 1 < n && worse(z, h[c + 1], h[c]))
-            c++;
-        if (!worse(z, h[c], h[i]))
-            return;
-        int32_t t = h[c];
-        h[c] = h[i];
-        h[i] = t;
-        i = c;
-    }
-}
-
-/* Short list without buckets, for k <= TINY_K: the top k of z by a vector scan for tokens above
- * the current k-th (a min-heap of the k best so far), into pool[0, k) in order. The whole list is
- * one bucket, 0; no other bucket is used in this regime. */
+/* Short list without buckets, for k <= TINY_K: the top k of z into pool[0, k) in order. A
+ * threshold that about k tokens reach (top_threshold) is found by vector counts, the tokens at
+ * or above it are gathered by a vector scan and sorted (few more than k), and the first k kept:
+ * the same tokens in the same order as a full sort of the vocabulary. The whole list is one
+ * bucket, 0; no other bucket is used in this regime (one_bucket). */
 static void tiny_top_k(sampler *s, int k)
 {
-    const float *z = s->z;
-    int32_t *h = s->pool;
-    int n = 0, i = 0, V = s->V;
-    for (; i < V && n < k; i++) {
-        if (z[i] == -INFINITY)
-            continue;
-        int c = n++;   /* sift up */
-        h[c] = i;
-        while (c > 0 && worse(z, h[c], h[(c - 1) / 2])) {
-            int32_t t = h[c];
-            h[c] = h[(c - 1) / 2];
-            h[(c - 1) / 2] = t;
-            c = (c - 1) / 2;
-        }
-    }
-    /* a later token enters only with a strictly larger z: on a tie the earlier id ranks first */
-    while ((i = s->k->find_above(z, i, V, z[h[0]])) < V) {
-        h[0] = i++;
-        heap_sift_down(z, h, n, 0);
-    }
-    for (int m = n; m > 1; m--) {   /* pop the worst to the back: best first, ties by lower id */
-        int32_t t = h[0];
-        h[0] = h[m - 1];
-        h[m - 1] = t;
-        heap_sift_down(z, h, m - 1, 0);
-    }
-    memset(s->cnt, 0, sizeof s->cnt);
-    memset(s->fmass, 0, sizeof s->fmass);
-    memset(s->smass, 0, sizeof s->smass);
-    for (int b = 0; b < NB; b++) {
-        s->pstart[b] = b == 0 ? 0 : n;
-        s->where[b] = -1;
-    }
+    order_src o = {s->z, s->zmax, s->zmin, s->n_finite};
+    int n_at;
+    float t = top_threshold(s, &o, k, &n_at);
+    int32_t *ids = s->pool;
+    int n = gather_from(s, s->z, t, n_at, ids);
+    if (n <= SORT_KEYS_MAX)
+        sort_first_k(s, s->z, ids, n, k, ids);
+    else
+        sort_ids(s, ids, n);        /* many ties at the threshold: the radix sort */
+    n = k;
+    /* bucket 0 alone: bucket_of_pos answers 0 without reading the other buckets, so only
+     * bucket 0's entries are set (clearing all NB of them took a fifth of a chain at V 4096) */
+    s->one_bucket = true;
     s->cnt[0] = n;
+    s->pstart[0] = 0;
     s->where[0] = 0;
+    s->fmass[0] = s->smass[0] = 0;
     s->pool_n = n;
     for (int j = 0; j < n; j++)
-        s->bucket[h[j]] = 0;   /* other tokens' buckets are stale: only kept ones are looked up */
+        s->bucket[ids[j]] = 0;   /* other tokens' buckets are stale: only kept ones are looked up */
 }
 
 /* wfin (unless have_wf) and ws (when not NULL, unless have_ws) for every token. */
@@ -997,6 +1091,8 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
     if (r.n_finite == 0)
         return tt_fail(err, TT_ERR_NUMERIC, "sampler: every logit is -inf (%d tokens)", s->V);
     s->xmax = r.max;
+    s->xmin = r.min_finite;
+    s->n_finite_raw = r.n_finite;
 
     bool z_changed = false;
     if (banned >= 0 && s->z[banned] != -INFINITY) {
@@ -1012,6 +1108,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
                        "sampler: no token left: every logit is -inf after masking token %d",
                        (int)banned);
     s->zmax = r.max;
+    s->zmin = r.min_finite;
     s->n_finite = r.n_finite;
 
     /* exp(raw - xmax) is kept where the chain would compute it again; its sums are the raw
@@ -1031,6 +1128,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         raw_pass(s, keep_raw);
 
     s->edge_k = s->edge_p = s->edge_m = -1;
+    s->one_bucket = false;   /* until the tiny regime makes it so */
     if (s->greedy) {
         /* the first token at zmax: ties go to the lower id */
         int32_t a = s->k->find_above(s->z, 0, s->V, nextafterf(s->zmax, -INFINITY));

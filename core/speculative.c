@@ -106,6 +106,7 @@ int spec_tuner_update(spec_tuner *t, const spec_round *round)
     t->st = d * t->st + ms;
     t->sgg = d * t->sgg + g * g;
     t->sgt = d * t->sgt + g * ms;
+    t->sdraft = d * t->sdraft + round->draft_ms / g;
     for (int h = 1; h <= SPEC_TUNER_MAX; h++) {
         t->cost_ms[h] *= d;
         t->cost_w[h] *= d;
@@ -121,14 +122,22 @@ int spec_tuner_update(spec_tuner *t, const spec_round *round)
         double b = (t->sgt / t->w - (t->sg / t->w) * (t->st / t->w)) / var;
         double a = t->st / t->w - b * t->sg / t->w;
         double mean = t->st / t->w;
-        /* noise can tilt the line: a round never costs less than a small share of its mean */
-        t->b_ms = b > 0.01 * mean ? b : 0.01 * mean;
+        /* noise can tilt the line: a round never costs less than a small share of its mean,
+         * and one more draft at least what a draft cost (its step and chain, measured) */
+        double floor_b = t->sdraft / t->w > 0.01 * mean ? t->sdraft / t->w : 0.01 * mean;
+        t->b_ms = b > floor_b ? b : floor_b;
         t->a_ms = a > 0.05 * mean ? a : 0.05 * mean;
         t->alpha = t->acc / t->tested;
         double cost[SPEC_TUNER_MAX + 1];
-        for (int h = 1; h <= SPEC_TUNER_MAX; h++)
+        int reach = 1;               /* one past the largest gamma measured lately */
+        for (int h = 1; h <= SPEC_TUNER_MAX; h++) {
             cost[h] = spec_tuner_cost(t, h);
-        t->chosen = best_rate_gamma(t->alpha, cost, SPEC_TUNER_MAX);
+            if (t->cost_w[h] >= SPEC_TUNER_SEEN)
+                reach = h + 1;
+        }
+        if (reach > SPEC_TUNER_MAX)
+            reach = SPEC_TUNER_MAX;
+        t->chosen = best_rate_gamma(t->alpha, cost, reach);
     }
     int next = t->chosen;
     if (t->rounds % SPEC_TUNER_EXPLORE == 0)

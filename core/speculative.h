@@ -183,11 +183,19 @@ void spec_set_variant(spec *sp, spec_variant v);
  * cannot (a verification's cost is not linear in its rows: on the embedded pair up to 4 rows
  * cost little more than one, the weights' streaming dominating, and each row past that adds its
  * arithmetic). Every SPEC_TUNER_EXPLORE-th round it tries one more or one fewer, so the line
- * has two points to stand on and the neighbours get measured. */
+ * has two points to stand on and the neighbours get measured. It never chooses more than one
+ * past the largest gamma measured lately (a cost weight of SPEC_TUNER_SEEN or more): a line
+ * fitted over gammas near one value comes out nearly flat when the machine's load swings, and
+ * would send the choice straight to SPEC_TUNER_MAX, whose cost nobody measured (seen: gamma 15-16
+ * on the embedded pair, whose verification costs each row's arithmetic); stepping up one at a
+ * time, each gamma is measured before the next is weighed. And B is never below the measured
+ * draft time per draft (one more draft costs at least its step and chain). */
 
 #define SPEC_TUNER_MAX 16          /* the largest gamma the tuner chooses */
 #define SPEC_TUNER_EXPLORE 8       /* every 8th round tries gamma + 1 or gamma - 1 */
 #define SPEC_TUNER_DECAY 0.97      /* weight of the past per round (a memory of ~33 rounds) */
+#define SPEC_TUNER_SEEN 0.05       /* a gamma counts as measured while its rounds weigh this much
+                                      (one round within the last ~100) */
 
 /* The g in [1, max] (max capped to SPEC_GAMMA_MAX) that maximises E(g) / (a_ms + b_ms g) for
  * per-token acceptance alpha in [0, 1]; ties go to the smaller g. a_ms and b_ms are clamped to at
@@ -197,6 +205,7 @@ int spec_best_gamma(double alpha, double a_ms, double b_ms, int max);
 typedef struct {
     double acc, tested;            /* decayed accepted drafts and tested drafts */
     double w, sg, st, sgg, sgt;    /* decayed sums for the line time = A + B g */
+    double sdraft;                 /* decayed sum of the rounds' draft time per draft: B's floor */
     double cost_ms[SPEC_TUNER_MAX + 1], cost_w[SPEC_TUNER_MAX + 1];  /* per g: decayed sums of
                                       the rounds' times and of their count */
     long rounds;

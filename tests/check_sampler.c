@@ -904,8 +904,114 @@ static bool near_boundary(double u, double c)
     return fabs(u - c) < 1e-6 * fmin(c, 1 - c) + 1e-12;
 }
 
-/* The vector-pass sets; the reference test runs once per set (a set this CPU lacks is skipped). */
+/* The vector-pass sets; the reference and selection tests run once per set (a set this CPU lacks
+ * is skipped). */
 static const char *const kernel_sets[] = {"vec4", "avx2", "avx512"};
+
+/* The small top-k selection (a threshold bisected by vector counts, the tokens at or above it
+ * sorted) keeps the same tokens in the same order as a full sort: on logits with many ties (a
+ * handful of distinct values, so the k-th token ties with many), -inf masks, k tying at the top,
+ * and k one short of the finite tokens. Seen through the kept set (p > 0 at temperature 1 over
+ * values a few nats apart), each kept token's rank (sampler_force) and the snapshot's top list
+ * (the same selection over the raw logits); the full sort is the reference chain's (ref_cmp). */
+START_TEST(small_top_k_and_top_list_selections_match_a_full_sort_with_ties)
+{
+    sampler *probe = sampler_create_with(1, kernel_sets[_i]);
+    if (!probe)
+        return;   /* not this CPU */
+    sampler_free(probe);
+    static const int Vs[] = {3, 100, 4096, 50257};
+    rng r;
+    rng_seed(&r, 77);
+    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
+        int V = Vs[vi];
+        float *x = malloc((size_t)V * sizeof *x);
+        int *order = malloc((size_t)V * sizeof *order);
+        double *zd = malloc((size_t)V * sizeof *zd);
+        sampler *s = sampler_create_with(V, kernel_sets[_i]);
+        ck_assert_ptr_nonnull(s);
+        for (int trial = 0; trial < 24; trial++) {
+            int levels = 1 + trial % 6;        /* 1 .. 6 distinct values */
+            int n_finite = 0;
+            for (int i = 0; i < V; i++) {
+                x[i] = (float)(rng_next(&r) % (uint64_t)levels) * 0.5f - 1.0f;
+                if (trial % 3 == 2 && rng_next(&r) % 4 == 0)
+                    x[i] = -INFINITY;
+                n_finite += x[i] != -INFINITY;
+            }
+            if (trial % 5 == 4 && V > 2)       /* a few tie at a top of their own */
+                for (int i = 0; i < V; i += V / 3)
+                    x[i] = 2.0f;
+            if (n_finite < 2)
+                continue;
+            sampler_params p = params();
+            int ks[] = {1, 2, 1 + (int)(rng_next(&r) % 200), n_finite - 1, 1024};
+            int k = ks[trial % 5];
+            if (k < 1 || k >= n_finite)
+                k = n_finite - 1 > 0 ? n_finite - 1 : 1;
+            p.top_k = k;
+            sampler_snapshot top;
+            ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &top, NULL), TT_OK);
+            int n = 0;
+            for (int i = 0; i < V; i++)
+                if (x[i] != -INFINITY)
+                    order[n++] = i;
+            for (int i = 0; i < V; i++)
+                zd[i] = x[i];   /* exact: the same order as the floats */
+            ref_z = zd;
+            qsort(order, (size_t)n, sizeof *order, ref_cmp);
+            /* the snapshot's top list (raw logits: here the same order) by the same selection */
+            ck_assert_int_eq(top.n_top, V < SAMPLER_TOP_MAX ? V : SAMPLER_TOP_MAX);
+            for (int j = 0; j < top.n_top && j < n; j++)
+                if (top.top[j].id != order[j])
+                    ck_abort_msg("V %d trial %d: top list %d is token %d, full sort %d", V, trial,
+                                 j, top.top[j].id, order[j]);
+            const float *pr = sampler_probs(s);
+            int kept = 0;
+            for (int i = 0; i < V; i++)
+                kept += pr[i] > 0;
+            ck_assert_msg(kept == k, "V %d trial %d k %d: kept %d", V, trial, k, kept);
+            for (int j = 0; j < n; j++) {
+                int id = order[j];
+                if ((pr[id] > 0) != (j < k))
+                    ck_abort_msg("V %d trial %d k %d: token %d at rank %d kept %d", V, trial, k,
+                                 id, j, pr[id] > 0);
+                if (j < k && (j < 64 || j == k - 1)) {   /* a force walks the list: O(k) */
+                    sampler_snapshot snap;
+                    sampler_force(s, id, &snap);
+                    if (snap.token_rank != j)
+                        ck_abort_msg("V %d trial %d k %d: token %d ranks %d, full sort %d", V,
+                                     trial, k, id, snap.token_rank, j);
+                }
+            }
+            /* the next apply (greedy, the logits reversed) lists its own top tokens, not the
+             * top-k list the last one left behind */
+            for (int i = 0; i < V / 2; i++) {
+                float t = x[i];
+                x[i] = x[V - 1 - i];
+                x[V - 1 - i] = t;
+            }
+            p.greedy = true;
+            ck_assert_int_eq(sampler_apply(s, &p, x, NULL, &top, NULL), TT_OK);
+            for (int i = 0; i < V; i++)
+                zd[i] = x[i];
+            n = 0;
+            for (int i = 0; i < V; i++)
+                if (x[i] != -INFINITY)
+                    order[n++] = i;
+            qsort(order, (size_t)n, sizeof *order, ref_cmp);
+            for (int j = 0; j < top.n_top && j < n; j++)
+                if (top.top[j].id != order[j])
+                    ck_abort_msg("V %d trial %d greedy: top list %d is token %d, full sort %d",
+                                 V, trial, j, top.top[j].id, order[j]);
+        }
+        sampler_free(s);
+        free(order);
+        free(zd);
+        free(x);
+    }
+}
+END_TEST
 
 START_TEST(random_chains_match_a_naive_reference)
 {
@@ -1453,14 +1559,20 @@ int main(void)
             snapshot_lists_top_raw_tokens_and_always_the_chosen_one, extreme_settings_stay_finite,
             snapshot_requested_late_is_the_same));
 
-    /* The three heavy tests get a case each, so CK_RUN_CASE can pick one and each has its own
-     * (generous: sanitizers and a shared machine) timeout. */
+    /* The three heavy tests, and the selection test (a full sort of up to 50,257 tokens per
+     * trial), get a case each, so CK_RUN_CASE can pick one and each has its own (generous:
+     * sanitizers and a shared machine) timeout. */
     TCase *ref = tcase_create("reference");
     tcase_set_timeout(ref, 120);
     tcase_add_loop_test(ref, random_chains_match_a_naive_reference, 0,
                         (int)(sizeof kernel_sets / sizeof kernel_sets[0]));
     tcase_add_test(ref, kernel_sets_agree_and_unknown_ones_are_refused);
     suite_add_tcase(s, ref);
+    TCase *sel = tcase_create("selection");
+    tcase_set_timeout(sel, 60);
+    tcase_add_loop_test(sel, small_top_k_and_top_list_selections_match_a_full_sort_with_ties, 0,
+                        (int)(sizeof kernel_sets / sizeof kernel_sets[0]));
+    suite_add_tcase(s, sel);
     TCase *det = tu_add_case(s, "determinism", TU_TESTS(
             same_logits_params_and_seed_give_the_same_tokens));
     tcase_set_timeout(det, 120);

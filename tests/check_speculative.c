@@ -1255,6 +1255,34 @@ START_TEST(tuner_sees_a_step_in_the_verification_cost)
 }
 END_TEST
 
+/* A pair whose rounds cost about the same whatever gamma, in heavy noise (a loaded machine), up
+ * to a cliff at 8 drafts: the fitted line comes out flat or tilted down, which alone would point
+ * at SPEC_TUNER_MAX. The tuner never chooses more than one past the largest gamma it ran, so it
+ * climbs one measured step at a time, meets the cliff and stays below it. */
+START_TEST(tuner_climbs_one_measured_gamma_at_a_time)
+{
+    spec_tuner t;
+    spec_tuner_init(&t, 3);
+    rng r;
+    rng_seed(&r, 9);
+    int ran = t.gamma, above_cliff = 0;
+    for (int i = 0; i < 400; i++) {
+        spec_round R = {.n_draft = t.gamma};
+        while (R.n_accepted < R.n_draft && rng_uniform(&r) < 0.9)
+            R.n_accepted++;
+        R.rejected = R.n_accepted < R.n_draft;
+        R.draft_ms = 0.001 * R.n_draft;
+        R.target_ms = (R.n_draft >= 8 ? 6.0 : 1.0) * (0.5 + rng_uniform(&r));
+        ran = R.n_draft > ran ? R.n_draft : ran;
+        spec_tuner_update(&t, &R);
+        ck_assert_msg(t.chosen <= ran + 1, "round %d: chose %d, largest run %d", i, t.chosen,
+                      ran);
+        above_cliff += i >= 200 && t.chosen >= 8;
+    }
+    ck_assert_int_le(above_cliff, 20);   /* 10% of the second half */
+}
+END_TEST
+
 START_TEST(tuner_starts_from_its_gamma_and_explores_both_sides)
 {
     spec_tuner t;
@@ -1309,6 +1337,7 @@ int main(void)
             best_gamma_maximises_tokens_per_ms_on_synthetic_costs,
             tuner_finds_the_best_gamma_of_a_simulated_pair,
             tuner_sees_a_step_in_the_verification_cost,
-            tuner_starts_from_its_gamma_and_explores_both_sides));
+            tuner_starts_from_its_gamma_and_explores_both_sides,
+            tuner_climbs_one_measured_gamma_at_a_time));
     return tu_run_suite(s);
 }
