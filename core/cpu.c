@@ -193,16 +193,17 @@ static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_m
 
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
  * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
- * threads best. With few rows (decode) the work is streaming the weights: chunks of about 128 KiB
- * keep each stream long enough for the prefetchers while the last chunk, which one thread may
- * finish alone, stays short; one row takes whole groups of the panels the GEMV streams side by
- * side. A batch of a few rows streams one panel at a time, prefetching far ahead, past the
- * panel's end into the next one: it takes runs of neighbouring panels (threadpool_next_run), so
- * that each thread's next panel is the one it prefetched, not one the other thread took (with
- * panels handed out one by one, two threads each started every panel cold and fetched a piece of
- * the other's: alternate panels on one thread, as two threads take them, made an 8-row decode
- * step of GPT-2 124M 10% slower, Xeon with AVX-512). Which thread computes a panel never changes
- * its bits (kernels.h). */
+ * threads best (fp32: the pair of panels the kernels compute side by side). With few rows
+ * (decode) the work is streaming the weights: chunks of about 128 KiB keep each stream long
+ * enough for the prefetchers while the last chunk, which one thread may finish alone, stays
+ * short; one row takes whole groups of the panels the GEMV streams side by side. A batch of a
+ * few rows streams one panel at a time, prefetching far ahead, past the panel's end into the
+ * next one: it takes runs of neighbouring panels (threadpool_next_run), so that each thread's
+ * next panel is the one it prefetched, not one the other thread took (with panels handed out one
+ * by one, two threads each started every panel cold and fetched a piece of the other's:
+ * alternate panels on one thread, as two threads take them, made an 8-row decode step of GPT-2
+ * 124M 10% slower, Xeon with AVX-512). Which thread computes a panel never changes its bits
+ * (kernels.h). */
 static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
                        const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
 {
@@ -215,7 +216,8 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
     };
     cpu_act_rows(ce, x, ldx, w, T);
     size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
-    size_t ppc = T >= 12 ? 1 : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
+    size_t ppc = T >= 12 ? (w->dtype == TT_F32 ? KERNELS_ROWS_PANELS : 1)
+                         : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
     if (ppc < 1)
         ppc = 1;
     if (T == 1)                    /* whole groups of the panels the GEMV streams side by side */

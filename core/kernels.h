@@ -62,6 +62,11 @@
  * should cut them at multiples of this (other cuts give the same results, more slowly). */
 #define KERNELS_GEMV_PANELS 4
 
+/* Panels a many-row fp32 matmul (a prefill) computes side by side, for the loads a wider tile
+ * saves: a caller that splits such a matmul into panel ranges should cut them at multiples of
+ * this (other cuts give the same results, more slowly). */
+#define KERNELS_ROWS_PANELS 2
+
 /* Floats of per-thread scratch an attention call over keys 0 .. n-1 may use (scores of a tile of
  * up to 8 query rows). */
 #define KERNELS_ATTN_SCRATCH(n) ((size_t)8 * (size_t)(n))
