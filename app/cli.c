@@ -109,7 +109,8 @@ void cli_usage(FILE *f, const char *cmd)
     if (strcmp(cmd, "score") == 0) {
         fprintf(f,
 "usage: tokentop score [--model DIR] -f FILE [--chunk N] [--bos] [--json] [--dump-logits OUT]\n"
-"  Mean negative log-likelihood and perplexity of FILE under the model. The tokens are cut into\n"
+"  Mean negative log-likelihood, perplexity and bits per byte (the total NLL in bits over FILE's\n"
+"  bytes) of FILE under the model. The tokens are cut into\n"
 "  consecutive chunks of N+1 tokens overlapping by one (default N = the context size): each chunk\n"
 "  is run from position 0 and predicts its last N tokens. --bos prepends the beginning-of-text\n"
 "  token. --dump-logits writes the logits of every predicted position as raw float32 rows of\n"

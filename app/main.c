@@ -726,15 +726,18 @@ static int app_score(cli_options *o)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     double mean = nll / (double)predicted;
+    /* bits per byte: the total NLL in bits over the text's bytes (what a compressor would need;
+     * unlike perplexity it does not depend on the tokenizer) */
+    double bpb = nll / log(2.0) / (double)len;
     if (o->json) {
         printf("{\"tokens\":%d,\"predicted\":%ld,\"chunk\":%d,\"mean_nll\":%.9g,"
-               "\"perplexity\":%.9g,\"tok_s\":%.6g%s}\n",
-               n, predicted, chunk, mean, exp(mean), predicted / secs,
+               "\"perplexity\":%.9g,\"bytes\":%zu,\"bits_per_byte\":%.9g,\"tok_s\":%.6g%s}\n",
+               n, predicted, chunk, mean, exp(mean), len, bpb, predicted / secs,
                g_interrupted ? ",\"interrupted\":true" : "");
     } else {
-        printf("tokens %d, predicted %ld (chunks of %d), mean NLL %.6f nats, perplexity %.4f "
-               "(%.0f tok/s)%s\n", n, predicted, chunk, mean, exp(mean), predicted / secs,
-               g_interrupted ? " [interrupted]" : "");
+        printf("tokens %d, predicted %ld (chunks of %d), mean NLL %.6f nats, perplexity %.4f, "
+               "%.4f bits per byte (%.0f tok/s)%s\n", n, predicted, chunk, mean, exp(mean), bpb,
+               predicted / secs, g_interrupted ? " [interrupted]" : "");
     }
 done:
     if (dump && fclose(dump) != 0 && rc == 0) {

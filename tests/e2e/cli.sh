@@ -79,6 +79,11 @@ check "tokenize reads stdin" test -s "$tmp/t2"
 printf 'In the beginning was the word, and the word was with the model.\n' > "$tmp/text"
 "$BIN" score "${M[@]}" -f "$tmp/text" --json > "$tmp/s"
 check "score reports a perplexity" grep -q '"perplexity":' "$tmp/s"
+bpb_of() { "$JSONCHECK" --get "$1" < "$tmp/s"; }
+check "score's bits per byte is its total NLL in bits over the file's bytes" awk -v m="$(bpb_of mean_nll)" \
+    -v p="$(bpb_of predicted)" -v b="$(bpb_of bytes)" -v got="$(bpb_of bits_per_byte)" \
+    -v size="$(stat -c %s "$tmp/text")" 'BEGIN { want = m * p / log(2) / size;
+    d = got - want; exit !(b == size && d < 1e-6 && d > -1e-6) }'
 "$BIN" score "${M[@]}" -f "$tmp/text" --json --chunk 7 > "$tmp/s7"
 check "score with short chunks predicts the same number of tokens" \
     test "$("$JSONCHECK" --get predicted < "$tmp/s")" == "$("$JSONCHECK" --get predicted < "$tmp/s7")"
