@@ -944,7 +944,7 @@ static void full_weights(sampler *s, bool have_wf, float *ws, bool have_ws, floa
 
 /* The sampling chain after mask and penalties: top-k, top-p, min-p, temperature; fills probs.
  * When z is the raw logits and a temperature is 1, the raw pass already stored those weights. */
-static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_changed)
+static void run_chain(sampler *s, const sampler_params *p, bool z_changed)
 {
     const bool use_p = p->top_p < 1, use_m = p->min_p > 0;
     const float t_final = p->temperature;
@@ -959,7 +959,7 @@ static void run_chain(sampler *s, const sampler_params *p, float zmin, bool z_ch
 
     /* Buckets: distance below zmax, linear, over the actual range up to SPAN_NATS * t_flat. */
     float t_flat = own_stage ? fmaxf(t_stage, t_final) : t_final;
-    float span = fminf(s->zmax - zmin, SPAN_NATS * t_flat);
+    float span = fminf(s->zmax - s->zmin, SPAN_NATS * t_flat);
     float scale = span > 0 ? fminf((float)(NB - 1) / span, FLT_MAX) : 0;
 
     /* top-k: exactly k positions. A short top-k list gets weights for its tokens only. */
@@ -1138,7 +1138,7 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
         s->n_kept = s->kept = 1;
         s->snap.entropy_final = 0;
     } else {
-        run_chain(s, p, r.min_finite, z_changed);
+        run_chain(s, p, z_changed);
     }
     s->valid = true;
     s->snap.n_kept = s->n_kept;
