@@ -52,7 +52,7 @@ typedef struct {
     const tokenizer *tok;
     int sample;                    /* --samples: the sample an event belongs to; -1 otherwise */
     gen_compare *cmp;              /* --compare-dtype, else NULL */
-    session *s;                    /* the session generating (with cmp or pace) */
+    session *s;                    /* the session generating (for cmp) */
     pace_clock *pace;              /* --pace, or NULL */
 } gen_ctx;
 
