@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/engine.h"
 #include "core/gpt2_math.h"
 #include "core/kernels.h"
@@ -560,12 +561,105 @@ static const engine_seq_ops cpu_seq_ops = {
     .truncate = cpu_seq_truncate,
 };
 
+/* engine_warm: the threads read what a step reads, one load per cache line, in pieces of
+ * CPU_WARM_PIECE bytes handed out as chunks, pass after pass until the deadline. */
+#define CPU_WARM_PIECE 65536
+
+typedef struct {
+    const cpu_engine *ce;
+    int n_regions;
+    size_t *first;                 /* (n_regions + 1) each region's first piece; the total last */
+    threadpool_chunks pieces;
+    double until_ms;
+} warm_job;
+
+/* Region r of what a decode step reads: the layers' four matrices, the LM head, the vectors,
+ * then per layer and head the keys and the values of the positions held. Returns its bytes. */
+static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
+{
+    const int L = ce->base.config->L;
+    const kvcache *c = &ce->cache;
+    const packed_matrix *m = NULL;
+    if (r < 4 * L) {
+        const cpu_layer *ly = &ce->layers[r / 4];
+        const packed_matrix *ms[] = {&ly->attn_w, &ly->attn_proj_w, &ly->fc_w, &ly->fc_proj_w};
+        m = ms[r % 4];
+    } else if (r == 4 * L) {
+        m = &ce->lm_head;
+    }
+    if (m) {
+        *p = m->data;
+        return packed_matrix_bytes(m->dtype, m->K, m->N);
+    }
+    if (r == 4 * L + 1) {
+        *p = (const unsigned char *)ce->vectors;
+        return ce->vectors_len * sizeof(float);
+    }
+    r -= 4 * L + 2;
+    int lh = r / 2, l = lh / c->NH, h = lh % c->NH;
+    if (r % 2 == 0) {
+        size_t blocks = ((size_t)c->n + KERNELS_KEY_BLOCK - 1) / KERNELS_KEY_BLOCK;
+        *p = (const unsigned char *)(kvcache_k(c, l) + (size_t)h * c->HS * c->ldk);
+        return blocks * KERNELS_KEY_BLOCK * (size_t)c->HS * sizeof(float);
+    }
+    *p = (const unsigned char *)(kvcache_v(c, l) + (size_t)h * c->n_ctx * c->HS);
+    return (size_t)c->n * (size_t)c->HS * sizeof(float);
+}
+
+static void warm_job_run(void *varg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    warm_job *j = varg;
+    int piece;
+    while ((piece = threadpool_next_chunk(&j->pieces)) >= 0 && tt_now_ms() < j->until_ms) {
+        int lo = 0, hi = j->n_regions - 1;       /* the region holding the piece */
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (j->first[mid] <= (size_t)piece)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const unsigned char *p;
+        size_t n = warm_region(j->ce, lo, &p);
+        size_t a = ((size_t)piece - j->first[lo]) * CPU_WARM_PIECE;
+        size_t b = a + CPU_WARM_PIECE < n ? a + CPU_WARM_PIECE : n;
+        for (size_t i = a; i < b; i += 64)
+            (void)*(const volatile unsigned char *)(p + i);
+    }
+}
+
+static void cpu_warm(engine *e, double ms)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    const kvcache *c = &ce->cache;
+    warm_job j = {.ce = ce, .n_regions = 4 * e->config->L + 2 + 2 * c->L * c->NH,
+                  .until_ms = tt_now_ms() + ms};
+    j.first = malloc((size_t)(j.n_regions + 1) * sizeof *j.first);
+    if (!j.first)
+        return;                                  /* only a warm-up: nothing is lost */
+    j.first[0] = 0;
+    for (int r = 0; r < j.n_regions; r++) {
+        const unsigned char *p;
+        j.first[r + 1] = j.first[r] + (warm_region(ce, r, &p) + CPU_WARM_PIECE - 1) / CPU_WARM_PIECE;
+    }
+    if (j.first[j.n_regions] > 0 && j.first[j.n_regions] <= INT32_MAX) {
+        do {
+            threadpool_chunks_init(&j.pieces, (int)j.first[j.n_regions]);
+            threadpool_run_aside(ce->pool, warm_job_run, &j);
+        } while (tt_now_ms() < j.until_ms);
+    }
+    free(j.first);
+}
+
 static const engine_ops cpu_ops = {
     .name = "cpu",
     .forward = cpu_forward,
     .truncate = cpu_truncate,
     .destroy = cpu_destroy,
     .seq = &cpu_seq_ops,
+    .warm = cpu_warm,
 };
 
 /* Packing, spread over the pool: a 124M model is 124M conversions. */

@@ -70,6 +70,12 @@ tt_status engine_forward(engine *e, const int32_t *ids, int n, int pos, bool all
     return TT_OK;
 }
 
+void engine_warm(engine *e, double ms)
+{
+    if (e && e->ops->warm && ms > 0)
+        e->ops->warm(e, ms);
+}
+
 void engine_truncate(engine *e, int pos)
 {
     if (pos < 0)

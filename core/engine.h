@@ -26,6 +26,8 @@ typedef struct {
     /* Several sequences (batched decoding, see the section at the end); NULL when the backend
      * has only the one cache. */
     const engine_seq_ops *seq;
+    /* See engine_warm; NULL where it means nothing (a GPU's weights stay in its memory). */
+    void (*warm)(engine *e, double ms);
 } engine_ops;
 
 struct engine {
@@ -87,6 +89,13 @@ static inline const float *engine_logits(const engine *e, int i)
 {
     return e->logits + (size_t)i * (size_t)e->config->V;
 }
+
+/* Reads what a decode step reads (the weights, the cache in use) on the engine's threads, over
+ * and over for about ms milliseconds: for a step that follows a pause of the front end (pacing),
+ * after which a small model's step was measured twice as slow, its weights evicted and the
+ * memory system idle (core/session.c: SESSION_WARM_IDLE_MS). Changes nothing a step computes;
+ * a no-op on a backend without it. */
+void engine_warm(engine *e, double ms);
 
 /* Rolls the cache back to pos tokens (pos >= n_past is a no-op). */
 void engine_truncate(engine *e, int pos);

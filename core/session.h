@@ -110,7 +110,9 @@ typedef struct {
     double prefill_ms;
     double decode_ms;          /* all generation after the first token (wall time) */
     double front_ms;           /* of that, the front end's: its event callbacks (pacing holds,
-                                  drawing, printing) and its time between steps */
+                                  drawing, printing) and its time between steps, and the engines'
+                                  warm-ups after such a wait (engine_warm) */
+    int warmups;               /* steps that began with a warm-up (the front end held them) */
     double prefill_tok_s;
     double decode_tok_s;       /* the engine's own decode speed: tokens after the first over
                                   decode_ms - front_ms, so paced, drawn, printed and stepped turns

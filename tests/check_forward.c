@@ -538,6 +538,50 @@ START_TEST(engine_reports_what_it_holds)
 }
 END_TEST
 
+/* engine_warm (before a step that follows a pacing hold) only reads: the logits of every later
+ * step are the bits a step without it gives, in every dtype, from an empty cache, one that ends
+ * inside a block of keys, and a full one. Under ASan this also checks that it reads nothing
+ * outside the weights and the cache. */
+START_TEST(a_warm_up_between_steps_changes_no_logit)
+{
+    char *dir;
+    model *m = tu_load_model(&golden_cases[10].model, &dir);   /* odd shapes */
+    const int T = m->config.maxT, V = m->config.V;
+    int32_t *ids = malloc((size_t)T * sizeof *ids);
+    float *want = malloc((size_t)T * (size_t)V * sizeof *want);
+    ck_assert_ptr_nonnull(ids);
+    ck_assert_ptr_nonnull(want);
+    for (int i = 0; i < T; i++)
+        ids[i] = (int32_t)((i * 31 + 5) % V);
+    tt_error err = {0};
+    for (tt_dtype d = TT_F32; d <= TT_Q8; d++) {
+        for (int warm = 0; warm <= 1; warm++) {
+            engine *e = tu_cpu_engine(m, d, 2, 0);
+            if (warm)
+                engine_warm(e, 0.2);
+            ck_assert_int_eq(engine_forward(e, ids, 19, 0, false, &err), TT_OK);
+            for (int t = 19; t < T; t++) {
+                if (warm)
+                    engine_warm(e, 0.2);
+                ck_assert_int_eq(engine_forward(e, ids + t, 1, t, false, &err), TT_OK);
+                float *row = want + (size_t)t * (size_t)V;
+                if (!warm)
+                    memcpy(row, engine_logits(e, 0), (size_t)V * sizeof *row);
+                else
+                    ck_assert_msg(memcmp(row, engine_logits(e, 0), (size_t)V * sizeof *row) == 0,
+                                  "%s: position %d differs after a warm-up", tt_dtype_name(d), t);
+            }
+            if (warm)
+                engine_warm(e, 0.2);   /* the cache full */
+            engine_free(e);
+        }
+    }
+    free(want);
+    free(ids);
+    tu_free_model(m, dir);
+}
+END_TEST
+
 START_TEST(context_longer_than_the_model_is_refused)
 {
     char *dir;
@@ -570,6 +614,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, speculative_greedy_equals_plain_greedy_on_near_ties, 0, 3);
     tcase_add_test(tc, engine_reports_what_it_holds);
+    tcase_add_test(tc, a_warm_up_between_steps_changes_no_logit);
     tcase_add_test(tc, context_longer_than_the_model_is_refused);
     return tu_run_suite(s);
 }

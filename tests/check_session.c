@@ -39,6 +39,7 @@ typedef struct {
     long fail_at_call;         /* > 0: that forward call (1-based) and all later ones fail with
                                   TT_ERR_DEVICE, like a sticky GPU error */
     double spin_ms;            /* > 0: each forward call takes this long (a slower engine) */
+    int warms;                 /* engine_warm calls */
 } fake_engine;
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -92,8 +93,17 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
     return TT_OK;
 }
 
+/* A warm-up (engine_warm) takes the time it is given, as the CPU engine's does. */
+static void fake_warm(engine *e, double ms)
+{
+    fake_engine *f = (fake_engine *)e;
+    f->warms++;
+    for (double t0 = tt_now_ms(); tt_now_ms() - t0 < ms;)
+        ;
+}
+
 static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy,
-                                   NULL};
+                                   NULL, fake_warm};
 
 /* ---------------------------------------------------------------------------------------------
  * Fixtures */
@@ -625,6 +635,29 @@ START_TEST(the_front_ends_time_between_steps_is_left_out_of_the_decode_speed)
 }
 END_TEST
 
+START_TEST(an_engine_the_front_end_held_idle_is_warmed_before_its_next_step)
+{
+    remake_session(64, true, 6);
+    tt_error err = {0};
+    int events = 0;
+    add_text("Hello");
+    ck_assert_int_eq(session_generate(&S, NULL, NULL, &err), TT_OK);
+    ck_assert_int_eq(F->warms, 0);             /* no hold: no warm-up */
+    ck_assert_int_eq(S.last.warmups, 0);
+    int32_t plain[6];
+    memcpy(plain, S.tokens + S.n_tokens - 6, sizeof plain);
+    session_reset(&S);
+    add_text("Hello");
+    ck_assert_int_eq(session_generate(&S, hold_each_token, &events, &err), TT_OK);
+    /* 10 ms holds after each of the 6 tokens; the 5 forwards after them each come warmed */
+    ck_assert_int_eq(F->warms, 5);
+    ck_assert_int_eq(S.last.warmups, 5);
+    ck_assert_mem_eq(S.tokens + S.n_tokens - 6, plain, sizeof plain);
+    /* the warm-ups (1.5 ms each on the fake) are the front end's time, not the engine's */
+    ck_assert_double_gt(S.last.decode_tok_s, 500);
+}
+END_TEST
+
 /* One turn of max_new tokens on an engine that takes spin_ms per forward; the held front end
  * sleeps 10 ms per event. Returns the decode speed. */
 static double turn_speed(bool held, int max_new)
@@ -925,6 +958,7 @@ int main(void)
             a_forced_step_appends_the_chosen_token,
             the_front_ends_time_in_callbacks_is_left_out_of_the_decode_speed,
             the_front_ends_time_between_steps_is_left_out_of_the_decode_speed,
+            an_engine_the_front_end_held_idle_is_warmed_before_its_next_step,
             a_paced_turn_reports_the_speed_of_an_unpaced_one,
             the_speedup_compares_with_the_last_plain_turn_of_the_same_configuration,
             lean_steps_give_the_same_tokens_and_probabilities,

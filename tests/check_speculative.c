@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/engine.h"
 #include "core/model.h"
@@ -95,7 +96,7 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
 }
 
 static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy,
-                                   NULL};
+                                   NULL, NULL};
 
 static fake_engine *fake_create(int V, uint64_t seed, float scale, const fake_engine *like,
                                 float mix)
@@ -667,6 +668,7 @@ typedef struct {
     int last_round;
     token_origin prev;
     bool prev_rejected;
+    long hold_us;                /* > 0: each event holds the session this long (pacing) */
 } event_log;
 
 static bool on_event(void *user, const session_event *ev)
@@ -674,6 +676,10 @@ static bool on_event(void *user, const session_event *ev)
     event_log *L = user;
     if (!L || ev->flush)
         return true;
+    if (L->hold_us > 0) {
+        struct timespec ts = {0, L->hold_us * 1000};
+        nanosleep(&ts, NULL);
+    }
     L->n_events++;
     if (ev->rejected) {
         L->n_rejected++;
@@ -1062,6 +1068,31 @@ START_TEST(session_reports_rounds_and_marks_every_token)
 }
 END_TEST
 
+START_TEST(rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens)
+{
+    engine *t = cpu(g_target, 64);
+    engine *d = cpu(g_trunc, 64);
+    sampler_params params;
+    sampler_params_default(&params);
+    params.temperature = 1.3f;
+    static const int32_t prompt[] = {1, 2, 3};
+    int32_t fast[32], held[32];
+    event_log log = {0};
+    session_stats st;
+    int n = generate(t, d, 3, &params, prompt, 3, 24, fast, &log, &st);
+    ck_assert_int_eq(st.warmups, 0);
+    engine_truncate(t, 0);
+    engine_truncate(d, 0);
+    event_log slow = {.hold_us = 6000};
+    ck_assert_int_eq(generate(t, d, 3, &params, prompt, 3, 24, held, &slow, &st), n);
+    ck_assert_mem_eq(held, fast, (size_t)n * sizeof *held);
+    /* every round after the first follows a hold (its tokens' events) and warms both engines */
+    ck_assert_int_eq(st.warmups, st.spec_rounds - 1);
+    engine_free(d);
+    engine_free(t);
+}
+END_TEST
+
 /* Two turns, an undo and a regeneration, with a plain step mixed in: the same tokens as the same
  * script run without a draft. */
 static void script(engine *t, engine *d, int32_t *out, int *n_out)
@@ -1328,6 +1359,7 @@ int main(void)
             sampled_tokens_follow_the_target_distribution_on_real_models,
             session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context,
             session_reports_rounds_and_marks_every_token,
+            rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens,
             turns_undo_and_mixed_steps_match_plain_greedy,
             the_same_seed_gives_the_same_tokens_whatever_gamma));
     tcase_set_timeout(tm, 300);
