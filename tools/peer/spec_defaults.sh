@@ -1,15 +1,17 @@
 #!/bin/sh
 # spec_defaults.sh: speculative decoding at the defaults a user meets, against plain decoding.
 #
-#   tools/peer/spec_defaults.sh [TOKENTOP] [REPS]
+#   [MODEL=DIR] [DRAFT=DIR] tools/peer/spec_defaults.sh [TOKENTOP] [REPS]
 #
 # For 5 prompts x REPS (default 3), sampling (the target's generation_config) and greedy, runs
 # `generate -n 200 --ignore-eos` plain and then with `--draft models/kjv-draft` (default threads,
 # default gamma), back to back, and prints the median ratio of their decode tok/s with the
-# interquartile range, the plain speed and the acceptance (accepted / drafted). Run it from the
-# repository root under `flock /tmp/tokentop-bench.lock`.
+# interquartile range, the plain speed and the acceptance (accepted / drafted). MODEL and DRAFT
+# name another pair (e.g. a candidate draft). Run it from the repository root under
+# `flock /tmp/tokentop-bench.lock`.
 set -eu
 B=${1:-./tokentop} R=${2:-3}
+MODEL=${MODEL:-models/kjv-target} DRAFT=${DRAFT:-models/kjv-draft}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 field() { /usr/bin/python3 -c 'import json,sys
@@ -21,9 +23,10 @@ for r in $(seq "$R"); do
         for mode in sample greedy; do
             g=
             [ "$mode" = greedy ] && g=--greedy
-            a=$("$B" generate -p "$p" -n 200 --ignore-eos --seed "$r" $g --json -q | field)
-            b=$("$B" generate -p "$p" -n 200 --ignore-eos --seed "$r" $g --json -q \
-                --draft models/kjv-draft | field)
+            a=$("$B" generate --model "$MODEL" -p "$p" -n 200 --ignore-eos --seed "$r" $g --json \
+                -q | field)
+            b=$("$B" generate --model "$MODEL" -p "$p" -n 200 --ignore-eos --seed "$r" $g --json \
+                -q --draft "$DRAFT" | field)
             echo "$mode $a $b" >>"$out"
         done
     done
