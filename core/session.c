@@ -650,9 +650,11 @@ static void warm_if_idle(session *s)
     struct session_gen *g = s->gen;
     if (g->idle_ms >= SESSION_WARM_IDLE_MS) {
         double t0 = tt_now_ms();
-        engine_warm(s->eng, SESSION_WARM_MS);
+        /* the draft first: the target's workers then go straight from their warm-up into the
+         * round (they sleep after THREADPOOL_SPIN_US without a job) */
         if (s->spec_on && s->draft)
             engine_warm(s->draft, SESSION_WARM_DRAFT_MS);
+        engine_warm(s->eng, SESSION_WARM_MS);
         if (g->generated > 0)
             s->last.front_ms += tt_now_ms() - t0;
         s->last.warmups++;
