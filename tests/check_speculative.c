@@ -1032,13 +1032,20 @@ START_TEST(session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context)
 }
 END_TEST
 
+/* The default sampler at temperature T. */
+static sampler_params sampling_at(float T)
+{
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = T;
+    return p;
+}
+
 START_TEST(session_reports_rounds_and_marks_every_token)
 {
     engine *t = cpu(g_target, 64);
     engine *d = cpu(g_trunc, 64);
-    sampler_params params;
-    sampler_params_default(&params);
-    params.temperature = 1.3f;
+    sampler_params params = sampling_at(1.3f);
     static const int32_t prompt[] = {1, 2, 3};
     int32_t out[64];
     event_log log = {0};
@@ -1072,9 +1079,7 @@ START_TEST(rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens)
 {
     engine *t = cpu(g_target, 64);
     engine *d = cpu(g_trunc, 64);
-    sampler_params params;
-    sampler_params_default(&params);
-    params.temperature = 1.3f;
+    sampler_params params = sampling_at(1.3f);
     static const int32_t prompt[] = {1, 2, 3};
     int32_t fast[32], held[32];
     event_log log = {0};
