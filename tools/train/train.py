@@ -484,21 +484,17 @@ def main():
                 logits = model(x)
             loss, kl, _ = cached_distill_loss(logits, torch.from_numpy(t_ids[r]), torch.from_numpy(t_logp[r]),
                                               y, valid, args.distill_alpha, args.distill_temp, args.distill_loss)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            return loss.item(), kl
-        x, y = train_batch(rng, streams, mix, args.batch_size, T)
-        if teacher is not None:
-            with torch.no_grad(), autocast():
-                t_logits = teacher(x, head_fp32=True)
-        with autocast():
-            logits = model(x)
-        if teacher is not None:
-            loss, kl, _ = distill_loss(logits, t_logits, y, args.distill_alpha, args.distill_temp)
         else:
-            loss = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
+            x, y = train_batch(rng, streams, mix, args.batch_size, T)
+            if teacher is not None:
+                with torch.no_grad(), autocast():
+                    t_logits = teacher(x, head_fp32=True)
+            with autocast():
+                logits = model(x)
+            if teacher is not None:
+                loss, kl, _ = distill_loss(logits, t_logits, y, args.distill_alpha, args.distill_temp)
+            else:
+                loss = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
