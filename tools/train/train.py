@@ -11,8 +11,8 @@ length of a run is a number of iterations, not a wall-clock budget, so it is rep
 Validation loss is measured the way `tokentop score` measures a file: val.txt is tokenized as one
 stream and cut into consecutive windows of block_size+1 tokens that overlap by one token, so every
 token but the first is predicted exactly once, from the tokens before it in its window (at most
-block_size - 1 of them). The model with the best validation loss over the evaluations is the one
-written (as fp16 or fp32 safetensors); the log records every evaluation.
+block_size - 1 of them). The model with the best validation loss over the evaluations (with
+--eval-data: the best acceptance at the sampling defaults) is the one written (as fp16 or fp32 safetensors); the log records every evaluation.
 
 Training text: the books of split "train" of every source in books.json (corpus.py), each book's
 tokens followed by <|endoftext|>. --mix kjv:0.6,web:0.4 draws that share of each batch's windows from
@@ -28,6 +28,17 @@ times the usual cross-entropy on the next token (--distill-alpha). The teacher (
 e.g. the trained target) runs in eval mode without gradients on the same windows as the student,
 its LM head in float32; the log then also reports the expected speculative acceptance
 sum_x min(p(x), q(x)) on the validation windows at temperature 1.
+
+On-policy distillation from a cache (--data DIR --teacher-topk K, the draft's second phase in
+train.mk): the rows of DIR (onpolicy.py: text the target sampled at its generation_config, and
+windows of the training text) replace the random windows, and the teacher's top-K tokens and
+log-probabilities after every prefix are computed once (DIR/teacher-topK.npz, keyed by the rows and
+the teacher's weights) instead of a teacher pass per step, which was most of a distilled step. The
+KL is then over the teacher's K tokens (renormalised); --distill-loss chain instead takes the
+teacher's distribution after the sampler chain (T 0.8, top-k 50, top-p 0.95; K >= 50 covers it
+exactly) and the student's at T 0.8: the distributions whose overlap sum_x min(p', q') is the
+acceptance at the defaults. --eval-data DIR (the target's samples from validation prompts) adds
+that acceptance to every evaluation, and the best one picks the model written.
 
 --init-from CKPT starts from another run's last weights (WORK/ckpt.pt of a finished run) with a fresh
 optimizer and its own schedule: train.mk uses it for the target's second phase, a short low-rate run
@@ -150,6 +161,117 @@ def distill_loss(logits, t_logits, y, alpha, temp):
     return alpha * temp * temp * kl + (1.0 - alpha) * ce, kl.item(), ce.item()
 
 
+def chain_probs(z, gen=GENERATION):
+    """The sampler chain of gen (temperature, then top-k, then top-p, Hugging Face semantics) on
+    logits or log-probabilities z (N, K) sorted in descending order along the last axis (K >= top_k).
+    Returns (N, top_k) probabilities of the first top_k entries (zeros where top-p cut), summing to 1."""
+    z = z[:, :gen["top_k"]].float() / gen["temperature"]
+    p = F.softmax(z, -1)
+    before = p.cumsum(-1) - p        # mass of the more likely tokens; a token stays while it is < top_p
+    p = torch.where(before < gen["top_p"], p, torch.zeros_like(p))
+    return p / p.sum(-1, keepdim=True)
+
+
+def cached_distill_loss(logits, t_ids, t_logp, y, valid, alpha, temp, kind):
+    """distill_loss on a teacher cache: the teacher's top-K token ids t_ids (B, T, K) and their
+    log-probabilities t_logp at temperature 1 (sorted, descending). kind "kl": KL(p || q) at temp
+    with p the teacher's distribution renormalised over its K tokens; kind "chain": the cross-entropy
+    of the student at the sampling temperature against the teacher's distribution after the whole
+    sampler chain (GENERATION: T 0.8, top-k 50, top-p 0.95), the distribution speculative sampling
+    accepts by (KL plus the chain distribution's fixed entropy). Plus (1 - alpha) x cross-entropy(y).
+    valid (B, T) bool masks padding. Returns (loss, kl, ce)."""
+    V = logits.size(-1)
+    logits = logits.float().reshape(-1, V)
+    m = valid.reshape(-1)
+    logits, y = logits[m], y.reshape(-1)[m]
+    ids = t_ids.reshape(-1, t_ids.size(-1))[m].long()
+    lp = t_logp.reshape(-1, t_logp.size(-1))[m].float()
+    ce = F.cross_entropy(logits, y)
+    if kind == "chain":
+        p = chain_probs(lp)
+        logq = F.log_softmax(logits / GENERATION["temperature"], -1).gather(1, ids[:, :p.size(1)])
+        kl = -(p * logq).sum(-1).mean()
+        scale = 1.0
+    else:
+        logp = F.log_softmax(lp / temp, -1)
+        logq = F.log_softmax(logits / temp, -1).gather(1, ids)
+        kl = (logp.exp() * (logp - logq)).sum(-1).mean()
+        scale = temp * temp
+    return alpha * scale * kl + (1.0 - alpha) * ce, kl.item(), ce.item()
+
+
+@torch.no_grad()
+def teacher_cache_build(teacher, rows, k, autocast, batch=4, log=print):
+    """(ids int16, logp float16), each (rows, n-1, k): the teacher's k most likely next tokens after
+    every prefix of each row (n tokens) and their log-probabilities at temperature 1, most likely
+    first. One teacher pass over the rows, its LM head in float32."""
+    R, N = rows.shape
+    ids = np.zeros((R, N - 1, k), dtype=np.int16)
+    logp = np.zeros((R, N - 1, k), dtype=np.float16)
+    teacher.eval()
+    t0 = time.time()
+    for i in range(0, R, batch):
+        x = torch.from_numpy(rows[i:i + batch, :-1].astype(np.int64))
+        with autocast():
+            z = teacher(x, head_fp32=True)
+        v, j = F.log_softmax(z.float(), -1).topk(k, -1)
+        ids[i:i + batch] = j.numpy().astype(np.int16)
+        logp[i:i + batch] = v.numpy().astype(np.float16)
+        if (i // batch) % 64 == 0:
+            log("teacher cache: %d/%d rows, %.0f tokens/s" % (i + len(x), R, (i + len(x)) * (N - 1) /
+                                                              max(1e-9, time.time() - t0)))
+            sys.stdout.flush()
+    return ids, logp
+
+
+def teacher_cache_load(data_dir, teacher, teacher_sha, k, autocast):
+    """rows, lens of DATA_DIR (onpolicy.py) and the teacher's top-k over them, cached in
+    DATA_DIR/teacher-top<k>.npz keyed by the SHA-256 of the rows and of the teacher's weights.
+    Returns (rows, lens, ids, logp, key)."""
+    rows = np.load(os.path.join(data_dir, "rows.npy"))
+    lens = np.load(os.path.join(data_dir, "lens.npy"))
+    key = hashlib.sha256(rows.tobytes() + lens.tobytes() + teacher_sha.encode()).hexdigest()
+    path = os.path.join(data_dir, "teacher-top%d.npz" % k)
+    if os.path.exists(path):
+        z = np.load(path)
+        if str(z["key"]) == key:
+            return rows, lens, z["ids"], z["logp"], key
+    t0 = time.time()
+    ids, logp = teacher_cache_build(teacher, rows, k, autocast)
+    print("teacher cache: %s, %d rows x %d positions x top-%d in %.0f s" %
+          (path, rows.shape[0], rows.shape[1] - 1, k, time.time() - t0))
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, key=key, ids=ids, logp=logp)
+    os.replace(tmp, path)
+    return rows, lens, ids, logp, key
+
+
+@torch.no_grad()
+def chain_acceptance(student, rows, lens, t_ids, t_logp, batch=4):
+    """Mean over the positions of rows of sum_x min(p'(x), q'(x)), p' and q' the teacher's and the
+    student's distributions after the sampler chain (GENERATION): the probability that speculative
+    sampling at the defaults accepts the student's token there. With rows the target's own samples
+    (onpolicy.py) this is the acceptance a user sees, up to the draft's q8 rounding in tokentop."""
+    student.eval()
+    tot, n = 0.0, 0
+    K = GENERATION["top_k"]
+    for i in range(0, len(rows), batch):
+        x = torch.from_numpy(rows[i:i + batch, :-1].astype(np.int64))
+        logits = student(x).float()
+        B, T, V = logits.shape
+        valid = torch.from_numpy(np.arange(T)[None, :] < (lens[i:i + batch, None] - 1)).reshape(-1)
+        logits = logits.reshape(-1, V)[valid]
+        qz, qi = logits.topk(K, -1)
+        q = torch.zeros_like(logits).scatter_(1, qi, chain_probs(qz))
+        ti = torch.from_numpy(t_ids[i:i + batch].astype(np.int64)).reshape(B * T, -1)[valid]
+        tp = chain_probs(torch.from_numpy(t_logp[i:i + batch].astype(np.float32)).reshape(B * T, -1)[valid])
+        p = torch.zeros_like(logits).scatter_(1, ti[:, :K], tp)
+        a = torch.minimum(p, q).sum(-1)
+        tot += a.sum().item()
+        n += a.numel()
+    return tot / n
+
+
 @torch.no_grad()
 def expected_acceptance(student, teacher, ids, T, max_windows=8):
     """Mean over positions of sum_x min(p(x), q(x)) at temperature 1 on the first windows of ids:
@@ -212,7 +334,9 @@ def lr_at(it, args):
 # evaluation interval or the number of threads).
 CKPT_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "dropout", "lr", "min_lr",
              "weight_decay", "warmup_iters", "max_iters", "seed", "mix", "autocast", "teacher",
-             "distill_alpha", "distill_temp", "init_from")
+             "distill_alpha", "distill_temp", "init_from", "teacher_topk", "distill_loss")
+# Keys added after some checkpoints were written: a checkpoint without one had its default.
+CKPT_DEFAULTS = {"teacher_topk": 0, "distill_loss": "kl"}
 
 
 def main():
@@ -246,12 +370,28 @@ def main():
     ap.add_argument("--teacher", default=None, help="model directory to distill from")
     ap.add_argument("--distill-alpha", type=float, default=1.0, help="weight of the KL term (1 - it: CE)")
     ap.add_argument("--distill-temp", type=float, default=1.0)
+    ap.add_argument("--distill-loss", choices=["kl", "chain"], default="kl",
+                    help="kl: KL at --distill-temp; chain: against the teacher after the sampler chain "
+                         "(T 0.8, top-k 50, top-p 0.95) with the student at T 0.8 (needs --teacher-topk)")
+    ap.add_argument("--data", default=None, metavar="DIR",
+                    help="train on the rows of DIR (onpolicy.py) instead of windows of the training text")
+    ap.add_argument("--teacher-topk", type=int, default=0, metavar="K",
+                    help="with --data: the teacher's top-K over the rows, computed once and cached in "
+                         "DIR/teacher-topK.npz, instead of a teacher pass per step")
+    ap.add_argument("--eval-data", default=None, metavar="DIR",
+                    help="rows (onpolicy.py, the target's samples) on which evaluations report the "
+                         "acceptance at the sampling defaults (cached like --data)")
     ap.add_argument("--val-chunk", type=int, default=0, metavar="N",
                     help="also evaluate with windows of N+1 tokens (tokentop score --chunk N) and log bits/byte")
     ap.add_argument("--resume", action="store_true", help="continue from WORK/ckpt.pt if it exists")
     ap.add_argument("--bench", type=int, default=0, metavar="N",
                     help="time N training steps (after 1 warm-up step), print tokens/s and exit")
     args = ap.parse_args()
+    if (args.data or args.eval_data or args.distill_loss == "chain") and not (args.teacher and args.teacher_topk):
+        raise SystemExit("train.py: --data, --eval-data and --distill-loss chain need --teacher and --teacher-topk")
+    if args.teacher_topk and not (GENERATION["top_k"] <= args.teacher_topk <= 4096):
+        raise SystemExit("train.py: --teacher-topk %d: must be at least the sampler's top-k (%d)" %
+                         (args.teacher_topk, GENERATION["top_k"]))
     work = args.work or args.out.rstrip("/") + ".work"
     os.makedirs(work, exist_ok=True)
 
@@ -281,6 +421,27 @@ def main():
             raise SystemExit("train.py: --teacher %s: vocab %d, n_positions %d; the student needs vocab %d, "
                              "n_positions >= %d" % (args.teacher, teacher.cfg.vocab_size,
                                                     teacher.cfg.n_positions, V, T))
+
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+
+    teacher_sha = None
+    if args.teacher:
+        with open(os.path.join(args.teacher, "model.safetensors"), "rb") as f:
+            teacher_sha = hashlib.sha256(f.read()).hexdigest()
+    cache = None
+    if args.data:
+        # rows (R, n) of the target's samples (and of the text), the teacher's top-K after each prefix
+        cache = teacher_cache_load(args.data, teacher, teacher_sha, args.teacher_topk, autocast)
+        if cache[0].shape[1] - 1 > T:
+            raise SystemExit("train.py: --data %s: rows of %d tokens, longer than --block-size %d + 1" %
+                             (args.data, cache[0].shape[1], T))
+        data_key = hashlib.sha256((data_key + cache[4]).encode()).hexdigest()
+    eval_cache = None
+    if args.eval_data:
+        # float32 here: the evaluation's reference distributions (a small set)
+        eval_cache = teacher_cache_load(args.eval_data, teacher, teacher_sha, args.teacher_topk,
+                                        lambda: torch.autocast("cpu", enabled=False))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -296,32 +457,44 @@ def main():
            model.n_params() - model.wte.weight.numel() - model.wpe.weight.numel(),
            gpt2_flops_per_token(cfg, T) / 1e6, T))
     if teacher:
-        print("teacher: %s (%d layers, C %d, %d parameters); loss %.2f x KL at temperature %.2f + %.2f x CE" %
-              (args.teacher, teacher.cfg.n_layer, teacher.cfg.n_embd, teacher.n_params(),
-               args.distill_alpha, args.distill_temp, 1 - args.distill_alpha))
+        print("teacher: %s (%d layers, C %d, %d parameters); loss %.2f x %s + %.2f x CE%s" %
+              (args.teacher, teacher.cfg.n_layer, teacher.cfg.n_embd, teacher.n_params(), args.distill_alpha,
+               "KL at temperature %.2f" % args.distill_temp if args.distill_loss == "kl" else
+               "cross-entropy against the sampler chain's distribution (student at T %.2f)" % GENERATION["temperature"],
+               1 - args.distill_alpha,
+               "; teacher top-%d cached over %d rows of %s" % (args.teacher_topk, len(cache[0]), args.data)
+               if cache else ""))
     sys.stdout.flush()
 
-    def autocast():
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
-
-    tokens_per_iter = args.batch_size * T
+    tokens_per_iter = args.batch_size * (T if cache is None else cache[0].shape[1] - 1)
 
     def step(it):
         """One training step; returns (loss, kl or None)."""
         lr = lr_at(it, args)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = train_batch(rng, streams, mix, args.batch_size, T)
         kl = None
-        if teacher is not None:
-            with torch.no_grad(), autocast():
-                t_logits = teacher(x, head_fp32=True)
-        with autocast():
-            logits = model(x)
-        if teacher is not None:
-            loss, kl, _ = distill_loss(logits, t_logits, y, args.distill_alpha, args.distill_temp)
+        if cache is not None:
+            rows, lens, t_ids, t_logp, _ = cache
+            r = np.sort(rng.integers(0, len(rows), args.batch_size))
+            chunk = torch.from_numpy(rows[r].astype(np.int64))
+            x, y = chunk[:, :-1], chunk[:, 1:]
+            valid = torch.from_numpy(np.arange(x.size(1))[None, :] < (lens[r, None] - 1))
+            with autocast():
+                logits = model(x)
+            loss, kl, _ = cached_distill_loss(logits, torch.from_numpy(t_ids[r]), torch.from_numpy(t_logp[r]),
+                                              y, valid, args.distill_alpha, args.distill_temp, args.distill_loss)
         else:
-            loss = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
+            x, y = train_batch(rng, streams, mix, args.batch_size, T)
+            if teacher is not None:
+                with torch.no_grad(), autocast():
+                    t_logits = teacher(x, head_fp32=True)
+            with autocast():
+                logits = model(x)
+            if teacher is not None:
+                loss, kl, _ = distill_loss(logits, t_logits, y, args.distill_alpha, args.distill_temp)
+            else:
+                loss = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -347,8 +520,7 @@ def main():
     # refused rather than silently continued.
     run_cfg["data_sha256"] = data_key
     if args.teacher:
-        with open(os.path.join(args.teacher, "model.safetensors"), "rb") as f:
-            run_cfg["teacher_sha256"] = hashlib.sha256(f.read()).hexdigest()
+        run_cfg["teacher_sha256"] = teacher_sha
     if args.init_from:
         # A second phase (e.g. a low learning rate on one source, train.mk's anneal): the weights of
         # a finished run's last checkpoint, float32, with a fresh optimizer and schedule. Its hash
@@ -368,10 +540,11 @@ def main():
     ckpt_path = os.path.join(work, "ckpt.pt")
     if args.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
-        diff = [k for k in run_cfg if ck.get("config", {}).get(k) != run_cfg[k]]
+        ck_cfg = dict(CKPT_DEFAULTS, **ck.get("config", {}))
+        diff = [k for k in run_cfg if ck_cfg.get(k) != run_cfg[k]]
         if diff:
             raise SystemExit("train.py: %s was made with other settings (%s: %s, now %s); remove %s to start "
-                             "again" % (ckpt_path, diff[0], ck.get("config", {}).get(diff[0]),
+                             "again" % (ckpt_path, diff[0], ck_cfg.get(diff[0]),
                                         run_cfg[diff[0]], work))
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
@@ -422,11 +595,17 @@ def main():
             if teacher is not None:
                 rec["val_acceptance_T1"] = expected_acceptance(model, teacher, val_ids, T)
                 extra += "  accept(T=1) %.4f" % rec["val_acceptance_T1"]
+            if eval_cache is not None:
+                rec["acceptance_defaults"] = chain_acceptance(model, *eval_cache[:4])
+                extra += "  accept(defaults, target's samples) %.4f" % rec["acceptance_defaults"]
             model.train()
             history.append(rec)
             mark = ""
-            if val_loss < best:
-                best = val_loss
+            # The model kept: the best validation loss, or with --eval-data the best acceptance at
+            # the sampling defaults (what a draft is for), kept as its negative.
+            crit = -rec["acceptance_defaults"] if eval_cache is not None else val_loss
+            if crit < best:
+                best = crit
                 gpt2_save_dir(model, args.out, args.tokenizer, GENERATION, args.dtype)
                 mark = " (saved)"
             print("eval %5d: train %.4f  val %.4f  ppl %.2f  epochs %.2f  %.0f s%s%s" %
@@ -454,6 +633,11 @@ def main():
             window_time, window_iters = 0.0, 0
     spent["wall_seconds"] = base["wall_seconds"] + time.time() - wall0
     spent["cpu_seconds"] = base["cpu_seconds"] + time.process_time() - cpu0
+    if eval_cache is not None:
+        best_rec = max(history, key=lambda r: r["acceptance_defaults"])
+        best = best_rec["val_loss"]
+        print("best: acceptance at the defaults %.4f at iteration %d (the model written)" %
+              (best_rec["acceptance_defaults"], best_rec["iter"]))
     summary = {"best_val_loss": best, "best_val_ppl": math.exp(best),
                "train_seconds": round(spent["train_seconds"], 1),
                "run_wall_seconds": round(spent["wall_seconds"], 1),
