@@ -653,6 +653,11 @@ static void cpu_warm(engine *e, double ms)
     free(j.first);
 }
 
+static void cpu_set_solo(engine *e, bool solo)
+{
+    threadpool_set_solo(((cpu_engine *)e)->pool, solo);
+}
+
 static const engine_ops cpu_ops = {
     .name = "cpu",
     .forward = cpu_forward,
@@ -660,6 +665,7 @@ static const engine_ops cpu_ops = {
     .destroy = cpu_destroy,
     .seq = &cpu_seq_ops,
     .warm = cpu_warm,
+    .set_solo = cpu_set_solo,
 };
 
 /* Packing, spread over the pool: a 124M model is 124M conversions. */

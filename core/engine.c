@@ -76,6 +76,12 @@ void engine_warm(engine *e, double ms)
         e->ops->warm(e, ms);
 }
 
+void engine_set_solo(engine *e, bool solo)
+{
+    if (e && e->ops->set_solo)
+        e->ops->set_solo(e, solo);
+}
+
 void engine_truncate(engine *e, int pos)
 {
     if (pos < 0)

@@ -26,8 +26,9 @@ typedef struct {
     /* Several sequences (batched decoding, see the section at the end); NULL when the backend
      * has only the one cache. */
     const engine_seq_ops *seq;
-    /* See engine_warm; NULL where it means nothing (a GPU's weights stay in its memory). */
+    /* See engine_warm and engine_set_solo; NULL where they mean nothing (a GPU engine). */
     void (*warm)(engine *e, double ms);
+    void (*set_solo)(engine *e, bool solo);
 } engine_ops;
 
 struct engine {
@@ -96,6 +97,11 @@ static inline const float *engine_logits(const engine *e, int i)
  * memory system idle (core/session.c: SESSION_WARM_IDLE_MS). Changes nothing a step computes;
  * a no-op on a backend without it. */
 void engine_warm(engine *e, double ms);
+
+/* While solo, the engine computes on the calling thread alone (its other threads sleep): for the
+ * steps that follow a pause of the front end, where the embedded target measured no faster on
+ * two threads than on one (and a speculative round slower). A no-op where it means nothing. */
+void engine_set_solo(engine *e, bool solo);
 
 /* Rolls the cache back to pos tokens (pos >= n_past is a no-op). */
 void engine_truncate(engine *e, int pos);

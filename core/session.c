@@ -632,26 +632,35 @@ static void note_front_gap(session *s)
 }
 
 /* Before the engines' next work: when the front end kept them idle for SESSION_WARM_IDLE_MS or
- * more (a pacing hold, a person in step mode), they read their weights for a moment first.
- * Measured on the embedded 6M target (2-vCPU Xeon): a step after 50 ms of idling (pace 20) took
- * about twice as long as a step right after another (one thread: 1.05 against 0.55 ms), after
- * 10 ms 15% longer, after 5 ms 5%; reading its 12 MB once did not bring the speed back, twice
- * did (a plain C loop over 12 MB showed the same), and a pool's sleeping worker must be woken
- * anyway. 2 ms of reading covers a few passes of a model that fits the caches and costs a paced
- * turn at 20 tokens/s 4% of the cores' time. The warm-up counts to the front end's time, as the
- * hold that made it necessary does: the decode speed stays the engine's own. It changes no token
- * and no number a step computes. */
+ * more (a pacing hold, a person in step mode), they read their weights for a moment first and
+ * compute the step on one thread. Measured on the embedded 6M target (2-vCPU Xeon): a step after
+ * 50 ms of idling (pace 20) took about twice as long as a step right after another (one thread:
+ * 1.05 against 0.55 ms), after 10 ms 15% longer, after 5 ms 5%; reading its 12 MB once did not
+ * bring the speed back, twice did (a plain C loop over 12 MB showed the same). And after idling
+ * two threads did not pay: at 20 tokens/s plain decoding ran at 1,522 tokens/s on two and 1,565
+ * on one, speculative rounds at 2,003 and 2,424 (their verification forward took 1-1.5 ms on two
+ * threads against 0.5 ms unpaced), so such a step runs solo. 2 ms of reading covers a few passes
+ * of a model that fits the caches and costs a paced turn at 20 tokens/s 4% of a core. The
+ * warm-up counts to the front end's time, as the hold that made it necessary does: the decode
+ * speed stays the engine's own. It changes no token and no number a step computes. */
 #define SESSION_WARM_IDLE_MS 5.0
 #define SESSION_WARM_MS 2.0
 #define SESSION_WARM_DRAFT_MS 0.5
 
+static void set_solo(session *s, bool solo)
+{
+    engine_set_solo(s->eng, solo);
+    if (s->draft)
+        engine_set_solo(s->draft, solo);
+}
+
 static void warm_if_idle(session *s)
 {
     struct session_gen *g = s->gen;
-    if (g->idle_ms >= SESSION_WARM_IDLE_MS) {
+    bool idle = g->idle_ms >= SESSION_WARM_IDLE_MS;
+    set_solo(s, idle);
+    if (idle) {
         double t0 = tt_now_ms();
-        /* the draft first: the target's workers then go straight from their warm-up into the
-         * round (they sleep after THREADPOOL_SPIN_US without a job) */
         if (s->spec_on && s->draft)
             engine_warm(s->draft, SESSION_WARM_DRAFT_MS);
         engine_warm(s->eng, SESSION_WARM_MS);
@@ -841,6 +850,7 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
     if (!g)
         return;
     note_front_gap(s);
+    set_solo(s, false);   /* a peek or the next turn: the pool's own choice again */
     if (!g->out.stopped) {
         bool hit;
         session_event ev = {.token = -1, .flush = true};

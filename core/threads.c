@@ -51,6 +51,7 @@ struct threadpool {
     bool watch_load;                /* also look at the machine's runnable threads */
     _Atomic unsigned job_claims;    /* chunks the workers claimed in the current job */
     bool serial;                    /* jobs run on the caller alone until resume_us */
+    bool solo;                      /* threadpool_set_solo: the caller alone, nothing measured */
     double resume_us;               /* ... until then, when it looks at the load again */
     double probe_us;                /* from then, a busy machine does not stop a parallel window */
     double backoff_us;              /* the next back-off's length */
@@ -454,6 +455,10 @@ static void pool_run(threadpool *p, threadpool_fn fn, void *arg, bool aside)
         fn(arg, 0, 1);
         return;
     }
+    if (p->solo) {
+        fn(arg, 0, p->n);
+        return;
+    }
     double t0 = 0.0;
     unsigned claimed0 = chunks_claimed;
     if (p->adaptive && aside && p->serial) {
@@ -535,6 +540,11 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
 void threadpool_run_aside(threadpool *p, threadpool_fn fn, void *arg)
 {
     pool_run(p, fn, arg, true);
+}
+
+void threadpool_set_solo(threadpool *p, bool solo)
+{
+    p->solo = solo;
 }
 
 int threadpool_size(const threadpool *p)

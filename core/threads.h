@@ -74,6 +74,12 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg);
  * no decision. Like any job it must hand its work out with threadpool_next_chunk. */
 void threadpool_run_aside(threadpool *p, threadpool_fn fn, void *arg);
 
+/* While solo, every job runs on the caller alone (its workers are not woken) and is left out of
+ * an adaptive pool's accounting; the pool's own choices resume when it is cleared. For the steps
+ * that follow an idle pause (core/session.c: a small model's step after one ran faster on one
+ * thread than on two). */
+void threadpool_set_solo(threadpool *p, bool solo);
+
 /* Threads a job runs on, the caller's included (the pool's size, whether or not the workers
  * currently take part). */
 int threadpool_size(const threadpool *p);

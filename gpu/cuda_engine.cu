@@ -809,6 +809,7 @@ static const engine_ops cuda_ops = {
     cuda_destroy,
     &cuda_seq_ops,
     NULL,   /* warm: the weights stay in the GPU's memory */
+    NULL,   /* set_solo */
 };
 
 static tt_status alloc_device(cuda_engine *g, char **p, size_t bytes, tt_error *err)

@@ -47,7 +47,7 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
 }
 
 static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy,
-                                   NULL, NULL};
+                                   NULL, NULL, NULL};
 
 static fake_engine *F;
 

@@ -40,6 +40,8 @@ typedef struct {
                                   TT_ERR_DEVICE, like a sticky GPU error */
     double spin_ms;            /* > 0: each forward call takes this long (a slower engine) */
     int warms;                 /* engine_warm calls */
+    bool solo;                 /* engine_set_solo */
+    int solo_forwards;         /* forwards run while solo */
 } fake_engine;
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -79,6 +81,7 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
     }
     f->computed += n;
     f->calls++;
+    f->solo_forwards += f->solo;
     e->n_past = pos + n;
     if (all) {
         for (int i = 0; i < n; i++)
@@ -102,8 +105,14 @@ static void fake_warm(engine *e, double ms)
         ;
 }
 
+/* Solo steps are counted where a forward runs while it is set. */
+static void fake_set_solo(engine *e, bool solo)
+{
+    ((fake_engine *)e)->solo = solo;
+}
+
 static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy,
-                                   NULL, fake_warm};
+                                   NULL, fake_warm, fake_set_solo};
 
 /* ---------------------------------------------------------------------------------------------
  * Fixtures */
@@ -642,16 +651,20 @@ START_TEST(an_engine_the_front_end_held_idle_is_warmed_before_its_next_step)
     int events = 0;
     add_text("Hello");
     ck_assert_int_eq(session_generate(&S, NULL, NULL, &err), TT_OK);
-    ck_assert_int_eq(F->warms, 0);             /* no hold: no warm-up */
+    ck_assert_int_eq(F->warms, 0);             /* no hold: no warm-up, no solo step */
     ck_assert_int_eq(S.last.warmups, 0);
+    ck_assert_int_eq(F->solo_forwards, 0);
     int32_t plain[6];
     memcpy(plain, S.tokens + S.n_tokens - 6, sizeof plain);
     session_reset(&S);
     add_text("Hello");
     ck_assert_int_eq(session_generate(&S, hold_each_token, &events, &err), TT_OK);
-    /* 10 ms holds after each of the 6 tokens; the 5 forwards after them each come warmed */
+    /* 10 ms holds after each of the 6 tokens; the 5 forwards after them each come warmed, and
+     * run solo; the turn over, the engine is no longer solo */
     ck_assert_int_eq(F->warms, 5);
     ck_assert_int_eq(S.last.warmups, 5);
+    ck_assert_int_eq(F->solo_forwards, 5);
+    ck_assert(!F->solo);
     ck_assert_mem_eq(S.tokens + S.n_tokens - 6, plain, sizeof plain);
     /* the warm-ups (1.5 ms each on the fake) are the front end's time, not the engine's */
     ck_assert_double_gt(S.last.decode_tok_s, 500);

@@ -96,7 +96,7 @@ static tt_status fake_forward(engine *e, const int32_t *ids, int n, int pos, boo
 }
 
 static const engine_ops fake_ops = {"fake", fake_forward, tu_fake_truncate, tu_fake_destroy,
-                                   NULL, NULL};
+                                   NULL, NULL, NULL};
 
 static fake_engine *fake_create(int V, uint64_t seed, float scale, const fake_engine *like,
                                 float mix)

@@ -350,6 +350,35 @@ START_TEST(a_job_run_aside_is_left_out_of_the_automatic_pools_accounting)
 }
 END_TEST
 
+/* While solo, jobs run on the caller alone and are not counted; cleared, the workers join again. */
+START_TEST(a_solo_pool_runs_jobs_on_the_caller_alone_and_uncounted)
+{
+    threadpool *p;
+    ck_assert_int_eq(threadpool_create_adaptive(2, false, &p, NULL), TT_OK);
+    count_job c;
+    count_job_init(&c, 64, 20);
+    run_chunks(p, &c.chunks, 64, count_run, &c);       /* measured: the pool goes parallel */
+    threadpool_stats st;
+    threadpool_get_stats(p, &st);
+    unsigned long long par = st.jobs_parallel, ser = st.jobs_serial;
+    int worker_calls = c.calls[1];
+    threadpool_set_solo(p, true);
+    for (int r = 0; r < 20; r++)
+        run_chunks(p, &c.chunks, 64, count_run, &c);
+    assert_claimed(c.claimed, 64, 21);
+    ck_assert_int_eq(c.calls[1], worker_calls);
+    threadpool_get_stats(p, &st);
+    ck_assert_uint_eq(st.jobs_parallel, par);
+    ck_assert_uint_eq(st.jobs_serial, ser);
+    threadpool_set_solo(p, false);
+    for (int r = 0; r < 20 && c.calls[1] == worker_calls; r++)
+        run_chunks(p, &c.chunks, 64, count_run, &c);
+    ck_assert_int_gt(c.calls[1], worker_calls);        /* 20 ms of chunks: the worker joins */
+    free(c.claimed);
+    threadpool_free(p);
+}
+END_TEST
+
 START_TEST(an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off)
 {
     stall_job j;
@@ -532,6 +561,7 @@ int main(void)
             default_size_is_one_thread_per_core, absurd_thread_counts_are_refused,
             an_automatic_pool_drops_workers_that_only_make_the_caller_wait,
             a_job_run_aside_is_left_out_of_the_automatic_pools_accounting,
+            a_solo_pool_runs_jobs_on_the_caller_alone_and_uncounted,
             an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off,
             an_automatic_pool_counts_other_busy_threads,
             an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_the_load,
