@@ -561,18 +561,9 @@ static const engine_seq_ops cpu_seq_ops = {
     .truncate = cpu_seq_truncate,
 };
 
-/* engine_warm: the threads read what a step reads, one load per cache line, in pieces of
- * CPU_WARM_PIECE bytes handed out as chunks, pass after pass until the deadline. */
-#define CPU_WARM_PIECE 65536
-
-typedef struct {
-    const cpu_engine *ce;
-    int n_regions;
-    size_t *first;                 /* (n_regions + 1) each region's first piece; the total last */
-    threadpool_chunks pieces;
-    double until_ms;
-} warm_job;
-
+/* engine_warm: the calling thread reads what a step reads, one load per cache line, pass after
+ * pass until the deadline. It runs where the step will: the session warms up only before a solo
+ * step (engine_set_solo), which the caller computes alone. */
 /* Region r of what a decode step reads: the layers' four matrices, the LM head, the vectors,
  * then per layer and head the keys and the values of the positions held. Returns its bytes. */
 static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
@@ -606,51 +597,23 @@ static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
     return (size_t)c->n * (size_t)c->HS * sizeof(float);
 }
 
-static void warm_job_run(void *varg, int ith, int nth)
-{
-    (void)ith;
-    (void)nth;
-    warm_job *j = varg;
-    int piece;
-    while ((piece = threadpool_next_chunk(&j->pieces)) >= 0 && tt_now_ms() < j->until_ms) {
-        int lo = 0, hi = j->n_regions - 1;       /* the region holding the piece */
-        while (lo < hi) {
-            int mid = (lo + hi + 1) / 2;
-            if (j->first[mid] <= (size_t)piece)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        const unsigned char *p;
-        size_t n = warm_region(j->ce, lo, &p);
-        size_t a = ((size_t)piece - j->first[lo]) * CPU_WARM_PIECE;
-        size_t b = a + CPU_WARM_PIECE < n ? a + CPU_WARM_PIECE : n;
-        for (size_t i = a; i < b; i += 64)
-            (void)*(const volatile unsigned char *)(p + i);
-    }
-}
-
 static void cpu_warm(engine *e, double ms)
 {
     cpu_engine *ce = (cpu_engine *)e;
     const kvcache *c = &ce->cache;
-    warm_job j = {.ce = ce, .n_regions = 4 * e->config->L + 2 + 2 * c->L * c->NH,
-                  .until_ms = tt_now_ms() + ms};
-    j.first = malloc((size_t)(j.n_regions + 1) * sizeof *j.first);
-    if (!j.first)
-        return;                                  /* only a warm-up: nothing is lost */
-    j.first[0] = 0;
-    for (int r = 0; r < j.n_regions; r++) {
-        const unsigned char *p;
-        j.first[r + 1] = j.first[r] + (warm_region(ce, r, &p) + CPU_WARM_PIECE - 1) / CPU_WARM_PIECE;
-    }
-    if (j.first[j.n_regions] > 0 && j.first[j.n_regions] <= INT32_MAX) {
-        do {
-            threadpool_chunks_init(&j.pieces, (int)j.first[j.n_regions]);
-            threadpool_run_aside(ce->pool, warm_job_run, &j);
-        } while (tt_now_ms() < j.until_ms);
-    }
-    free(j.first);
+    const int n_regions = 4 * e->config->L + 2 + 2 * c->L * c->NH;
+    const double until_ms = tt_now_ms() + ms;
+    do {
+        for (int r = 0; r < n_regions; r++) {
+            const unsigned char *p;
+            size_t n = warm_region(ce, r, &p);
+            for (size_t i = 0; i < n; i += 64) {
+                (void)*(const volatile unsigned char *)(p + i);
+                if ((i & 16383) == 0 && tt_now_ms() >= until_ms)
+                    return;
+            }
+        }
+    } while (tt_now_ms() < until_ms);
 }
 
 static void cpu_set_solo(engine *e, bool solo)

@@ -91,7 +91,7 @@ static inline const float *engine_logits(const engine *e, int i)
     return e->logits + (size_t)i * (size_t)e->config->V;
 }
 
-/* Reads what a decode step reads (the weights, the cache in use) on the engine's threads, over
+/* Reads what a decode step reads (the weights, the cache in use) on the calling thread, over
  * and over for about ms milliseconds: for a step that follows a pause of the front end (pacing),
  * after which a small model's step was measured twice as slow, its weights evicted and the
  * memory system idle (core/session.c: SESSION_WARM_IDLE_MS). Changes nothing a step computes;

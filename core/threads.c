@@ -448,8 +448,7 @@ static void pool_account_serial(threadpool *p, double job_us, unsigned chunks)
     p->serial_jobs++;
 }
 
-/* threadpool_run, and threadpool_run_aside with aside: no accounting, no decision. */
-static void pool_run(threadpool *p, threadpool_fn fn, void *arg, bool aside)
+void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
 {
     if (p->n == 1) {
         fn(arg, 0, 1);
@@ -461,11 +460,7 @@ static void pool_run(threadpool *p, threadpool_fn fn, void *arg, bool aside)
     }
     double t0 = 0.0;
     unsigned claimed0 = chunks_claimed;
-    if (p->adaptive && aside && p->serial) {
-        fn(arg, 0, p->n);                        /* the caller alone, as the pool runs now */
-        return;
-    }
-    if (p->adaptive && !aside) {
+    if (p->adaptive) {
         t0 = now_us();
         if (p->serial) {
             /* No look at the load yet (the first needs THREADPOOL_LOAD_FIRST_MS of /proc/stat):
@@ -502,7 +497,7 @@ static void pool_run(threadpool *p, threadpool_fn fn, void *arg, bool aside)
     atomic_fetch_add(&p->generation, 1);       /* seq_cst: publishes fn, arg, job_state */
     wake_workers(p);
     fn(arg, 0, p->n);
-    double t1 = p->adaptive && !aside ? now_us() : 0.0;
+    double t1 = p->adaptive ? now_us() : 0.0;
     /* Our part returned, so every chunk has been claimed: workers that have not joined yet have
      * nothing left to do and must not start now; wait only for those inside. On a busy machine
      * a descheduled worker thus costs nothing instead of a scheduler time slice per job. */
@@ -525,21 +520,11 @@ static void pool_run(threadpool *p, threadpool_fn fn, void *arg, bool aside)
             break;
         }
     }
-    if (p->adaptive && !aside) {
+    if (p->adaptive) {
         double t2 = now_us();
         pool_account(p, t2, t2 - t0, t1 - t0, chunks_claimed - claimed0,
                      atomic_load_explicit(&p->job_claims, memory_order_relaxed));
     }
-}
-
-void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
-{
-    pool_run(p, fn, arg, false);
-}
-
-void threadpool_run_aside(threadpool *p, threadpool_fn fn, void *arg)
-{
-    pool_run(p, fn, arg, true);
 }
 
 void threadpool_set_solo(threadpool *p, bool solo)

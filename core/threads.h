@@ -68,12 +68,6 @@ tt_status threadpool_create_adaptive(int n_threads, bool watch_load, threadpool 
  * returned. Not reentrant: one job at a time, submitted from the thread that created the pool. */
 void threadpool_run(threadpool *p, threadpool_fn fn, void *arg);
 
-/* threadpool_run for work beside the computation (engine_warm): it runs on the threads the pool
- * uses now (the caller alone while an adaptive pool runs serially) and is left out of the
- * adaptive pool's accounting, so its time (a deadline, not work that threads share) weighs in
- * no decision. Like any job it must hand its work out with threadpool_next_chunk. */
-void threadpool_run_aside(threadpool *p, threadpool_fn fn, void *arg);
-
 /* While solo, every job runs on the caller alone (its workers are not woken) and is left out of
  * an adaptive pool's accounting; the pool's own choices resume when it is cleared. For the steps
  * that follow an idle pause (core/session.c: a small model's step after one ran faster on one

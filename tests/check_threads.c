@@ -309,47 +309,6 @@ START_TEST(an_automatic_pool_drops_workers_that_only_make_the_caller_wait)
 }
 END_TEST
 
-/* A job run aside (engine_warm) runs every chunk once, on the caller alone during a back-off,
- * and the pool's accounting sees none of it: jobs whose worker only stalls the caller would
- * otherwise close a window and drop the workers. */
-START_TEST(a_job_run_aside_is_left_out_of_the_automatic_pools_accounting)
-{
-    threadpool *p;
-    ck_assert_int_eq(threadpool_create_adaptive(2, false, &p, NULL), TT_OK);
-    stall_job j = {.caller_us = 100, .worker_us = 5000};
-    threadpool_stats st;
-    count_job c;
-    count_job_init(&c, 16, 0);
-    run_chunks(p, &c.chunks, 16, count_run, &c);     /* one measured job: the pool is parallel */
-    threadpool_get_stats(p, &st);
-    unsigned long long par = st.jobs_parallel, ser = st.jobs_serial;
-    ck_assert_int_eq(st.active, 2);
-    for (int r = 0; r < 40; r++) {
-        threadpool_chunks_init(&j.chunks, 8);
-        threadpool_run_aside(p, stall_run, &j);
-    }
-    threadpool_get_stats(p, &st);
-    ck_assert_uint_eq(st.jobs_parallel, par);
-    ck_assert_uint_eq(st.jobs_serial, ser);
-    ck_assert(st.gain == 0.0);          /* no window closed */
-    ck_assert_int_eq(st.active, 2);
-    ck_assert_int_gt(j.calls[1], 0);    /* the worker took part */
-    threadpool_free(p);
-    free(c.claimed);
-    /* during a back-off: the caller alone claims every chunk */
-    p = pool_after_stalls(&j, &st);
-    int worker_calls = j.calls[1];
-    count_job_init(&c, 16, 0);
-    threadpool_chunks_init(&c.chunks, 16);
-    threadpool_run_aside(p, count_run, &c);
-    assert_claimed(c.claimed, 16, 1);
-    ck_assert_int_eq(c.calls[1], 0);
-    ck_assert_int_eq(j.calls[1], worker_calls);
-    free(c.claimed);
-    threadpool_free(p);
-}
-END_TEST
-
 /* While solo, jobs run on the caller alone and are not counted; cleared, the workers join again. */
 START_TEST(a_solo_pool_runs_jobs_on_the_caller_alone_and_uncounted)
 {
@@ -560,7 +519,6 @@ int main(void)
             runs_cover_every_chunk_once_and_shrink_to_the_minimum,
             default_size_is_one_thread_per_core, absurd_thread_counts_are_refused,
             an_automatic_pool_drops_workers_that_only_make_the_caller_wait,
-            a_job_run_aside_is_left_out_of_the_automatic_pools_accounting,
             a_solo_pool_runs_jobs_on_the_caller_alone_and_uncounted,
             an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off,
             an_automatic_pool_counts_other_busy_threads,
