@@ -107,7 +107,8 @@ typedef struct {
     size_t scratch_stride;
     threadpool_chunks chunks;
     int panels_per_chunk;
-    bool runs;                     /* chunks are panels, claimed in runs (threadpool_next_run) */
+    bool runs;                     /* chunks are panels, claimed in equal shares, one per thread
+                                      (threadpool_next_run) */
 } matmul_job;
 
 static void matmul_job_run(void *varg, int ith, int nth)
@@ -115,7 +116,8 @@ static void matmul_job_run(void *varg, int ith, int nth)
     matmul_job *j = varg;
     int c, n;
     if (j->runs) {
-        while ((c = threadpool_next_run(&j->chunks, j->panels_per_chunk, 2 * nth, &n)) >= 0)
+        int share = (j->args.w->n_panels + nth - 1) / nth;
+        while ((c = threadpool_next_run(&j->chunks, share, nth, &n)) >= 0)
             j->kern->matmul(&j->args, c, c + n, j->scratch + (size_t)ith * j->scratch_stride);
         return;
     }
@@ -203,8 +205,13 @@ static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_m
  * next panel is the one it prefetched, not one the other thread took (with panels handed out one
  * by one, two threads each started every panel cold and fetched a piece of the other's:
  * alternate panels on one thread, as two threads take them, made an 8-row decode step of GPT-2
- * 124M 10% slower, Xeon with AVX-512). Which thread computes a panel never changes its bits
- * (kernels.h). */
+ * 124M 10% slower, Xeon with AVX-512). The runs are one equal share per thread (a thread that
+ * comes late finds its share taken), not runs of 128 KiB: the embedded target's matrices hold
+ * 8-32 panels, so 128 KiB runs gave the 8-panel output projection to one thread and split the
+ * 24-panel QKV 16:8; its 4-row verification forward took 0.393-0.414 ms against 0.376-0.386
+ * in equal shares (`bench --draft models/kjv-draft --gamma 4 --greedy`, five alternated runs,
+ * 2-vCPU Xeon), GPT-2 124M fp16 4- and 8-row steps the same speed. Which thread computes a
+ * panel never changes its bits (kernels.h). */
 static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
                        const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
 {
@@ -301,14 +308,22 @@ static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, i
     const int C = ce->base.config->C;
     const tt_dtype d = ce->base.dtype;
     float *pe = ce->embed_row;
+    /* Values read from a table of the held dtype are held already (an fp16 model held in fp16:
+     * rounding them again took most of a row's 2.4 us). */
+    const bool exact = (m->tensors.wte.dtype == d && m->tensors.wpe.dtype == d) ||
+                       (d != TT_F16 && d != TT_BF16);
     for (int sg = 0; sg < n_segs; sg++)
         for (int t = segs[sg].row; t < segs[sg].row + segs[sg].T; t++) {
             int pos = segs[sg].pos + (t - segs[sg].row);
             float *x = ce->x + (size_t)t * (size_t)C;
             tensor_ref_to_f32(m->tensors.wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
             tensor_ref_to_f32(m->tensors.wpe, (size_t)pos * (size_t)C, (size_t)C, pe);
-            for (int i = 0; i < C; i++)
-                x[i] = tt_held_f32(d, x[i]) + tt_held_f32(d, pe[i]);
+            if (exact)
+                for (int i = 0; i < C; i++)
+                    x[i] += pe[i];
+            else
+                for (int i = 0; i < C; i++)
+                    x[i] = tt_held_f32(d, x[i]) + tt_held_f32(d, pe[i]);
         }
 }
 
