@@ -78,6 +78,10 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
         return true;
     }
     const sampler_snapshot *s = ev->snap;
+    sampler_snapshot built;
+    tt_error err;
+    if (ev->partial && session_event_snapshots(g->s, ev, &built, NULL, &err) == TT_OK)
+        s = &built;                /* built here, in the front end's time (session.h) */
     fprintf(f, "\"id\":%d,\"token\":", (int)ev->token);
     json_token_text(f, g->tok, ev->token);
     fputs(",\"text\":", f);
@@ -533,6 +537,9 @@ static int app_generate(cli_options *o)
     s.fallback_user = &app;
     app.fallback_quiet = o->json;   /* JSON output reports it in the summary instead */
     s.lean = !o->json;              /* plain text shows no histogram: skip the snapshots' work */
+    /* JSON shows every event's snapshot, built as it is printed: the decode speed is then the
+     * engine's, as the terminal UI's is (--compare-dtype reads the session's own) */
+    s.snapshots_on_demand = o->json && !cmp.eng;
     for (int i = 0; i < o->n_stops && rc == 0; i++)
         if (session_add_stop(&s, o->stops[i], &err) != TT_OK) {
             fprintf(stderr, "tokentop: %s\n", err.msg);

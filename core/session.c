@@ -121,7 +121,67 @@ void session_free(session *s)
     free(s->info);
     free(s->turn_start);
     spec_free(s->spec);
+    free(s->rebuild);
     memset(s, 0, sizeof *s);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Snapshots on demand */
+
+/* What the last step's or round's partial events need for their full snapshots: a plain step's
+ * chain inputs (its logits stay the engine's last row until the next forward), or which round
+ * the speculative module holds (spec_round_snapshot). Set as the step reports its events,
+ * cleared before the engines run again. */
+struct session_rebuild {
+    enum { REBUILD_NONE, REBUILD_PLAIN, REBUILD_ROUND } kind;
+    int step;                      /* plain: the event's step */
+    int round;                     /* round: the generation's round number */
+    sampler_params params;         /* plain: the step's settings (a front end may change them
+                                      while it shows the step) */
+    const float *logits;
+    int n_history;                 /* tokens[window_start ..] at the step */
+    int32_t banned;
+    double u;
+};
+
+static void rebuild_clear(session *s)
+{
+    if (s->rebuild)
+        s->rebuild->kind = REBUILD_NONE;
+}
+
+tt_status session_event_snapshots(session *s, const session_event *ev, sampler_snapshot *snap,
+                                  sampler_snapshot *draft_snap, tt_error *err)
+{
+    if (!ev->partial) {
+        if (ev->snap)
+            *snap = *ev->snap;
+        if (draft_snap && ev->draft_snap)
+            *draft_snap = *ev->draft_snap;
+        return TT_OK;
+    }
+    const struct session_rebuild *r = s->rebuild;
+    if (r && r->kind == REBUILD_PLAIN && ev->round == 0 && ev->step == r->step) {
+        sampler_context ctx = {.history = s->tokens + s->window_start,
+                               .n_history = r->n_history, .banned = r->banned};
+        tt_status st = sampler_apply(s->smp, &r->params, r->logits, &ctx, snap, err);
+        if (st != TT_OK)
+            return st;
+        sampler_draw(s->smp, r->u, snap);
+        return TT_OK;
+    }
+    if (r && r->kind == REBUILD_ROUND && ev->round == r->round && s->spec) {
+        tt_status st = spec_round_snapshot(s->spec, ev->rejected, ev->row, snap, err);
+        if (st != TT_OK || !draft_snap || ev->row >= spec_last_round(s->spec)->n_draft)
+            return st;                 /* no draft at this position */
+        if (ev->rejected)
+            *draft_snap = *snap;       /* a rejected draft's snapshot is the draft's chain */
+        else
+            st = spec_round_snapshot(s->spec, true, ev->row, draft_snap, err);
+        return st;
+    }
+    return tt_fail(err, TT_ERR_ARG, "no snapshot to build for step %d: it is not the last step's",
+                   ev->step);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -305,6 +365,7 @@ static bool recover_device(session *s, tt_status st, const tt_error *why)
 static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shifted, int *dropped,
                             tt_error *err)
 {
+    rebuild_clear(s);   /* the engines run: the last step's logits go */
     *reused = *prefilled = 0;
     if (s->window_start > s->n_tokens)
         s->window_start = s->n_tokens;
@@ -337,6 +398,7 @@ static tt_status sync_cache(session *s, int *reused, int *prefilled, bool *shift
 
 tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err)
 {
+    rebuild_clear(s);
     if (prefilled)
         *prefilled = 0;
     if (s->gen)
@@ -496,6 +558,7 @@ static int32_t bos_id(const session *s)
 
 tt_status session_gen_begin(session *s, tt_error *err)
 {
+    rebuild_clear(s);
     memset(&s->last, 0, sizeof s->last);
     tt_status st = sampler_params_validate(&s->set.sampler, err);
     if (st != TT_OK)
@@ -544,6 +607,7 @@ tt_status session_gen_begin(session *s, tt_error *err)
  * speculative round (which leaves the last token out) and when a token overflows the window. */
 static tt_status resync(session *s, session_stop *stop, tt_error *err)
 {
+    rebuild_clear(s);   /* the engines run: the last step's logits go */
     struct session_gen *g = s->gen;
     if (s->n_tokens - s->window_start > s->eng->n_ctx && !s->set.context_shift) {
         *stop = SESSION_STOP_CONTEXT;
@@ -564,6 +628,7 @@ static tt_status resync(session *s, session_stop *stop, tt_error *err)
  * context is full). Sets *stop to CONTEXT when full and shifting is off. */
 static tt_status advance(session *s, session_stop *stop, tt_error *err)
 {
+    rebuild_clear(s);   /* the engines run: the last step's logits go */
     int wlen = s->n_tokens - s->window_start;
     if (wlen > s->eng->n_ctx)
         return resync(s, stop, err);
@@ -720,7 +785,11 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
         .banned = (g->generated < s->set.min_tokens && eos >= 0) ? eos : -1,
     };
     sampler_snapshot snap;
-    bool lean = s->lean && force_id < 0;
+    bool on_demand = s->snapshots_on_demand && !s->lean && force_id < 0;
+    bool lean = (s->lean || on_demand) && force_id < 0;
+    rebuild_clear(s);
+    if (on_demand && !s->rebuild && !(s->rebuild = calloc(1, sizeof *s->rebuild)))
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     const float *logits = engine_logits(s->eng, s->eng->n_logits - 1);
     tt_status st = sampler_apply(s->smp, &s->set.sampler, logits, &ctx, lean ? NULL : &snap, err);
     if (st != TT_OK) {
@@ -743,7 +812,12 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
         tok = sampler_draw(s->smp, u, &snap);
         origin = TOKEN_SAMPLED;
     }
-    session_event ev = {.token = tok, .origin = origin, .snap = &snap, .logits = logits};
+    session_event ev = {.token = tok, .origin = origin, .snap = &snap, .logits = logits,
+                        .partial = on_demand, .row = -1};
+    if (on_demand)
+        *s->rebuild = (struct session_rebuild){
+            .kind = REBUILD_PLAIN, .step = g->step, .params = s->set.sampler, .logits = logits,
+            .n_history = ctx.n_history, .banned = ctx.banned, .u = u};
     if ((st = produce(s, &ev, fn, user, stop, err)) != TT_OK)
         return st;
     if (*stop != SESSION_STOP_NONE)
@@ -789,8 +863,14 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         .stop_id = s->set.stop_at_eos ? eos : -1,
         .banned = eos,
         .n_banned = eos >= 0 && min_left > 0 ? min_left : 0,
-        .lean = s->lean,
+        .lean = s->lean || s->snapshots_on_demand,
+        .rebuildable = s->snapshots_on_demand && !s->lean,
     };
+    rebuild_clear(s);
+    if (req.rebuildable && !s->rebuild && !(s->rebuild = calloc(1, sizeof *s->rebuild))) {
+        *stop = SESSION_STOP_ERROR;
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
+    }
     warm_if_idle(s);
     st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, err);
     if (st != TT_OK && recover_device(s, st, err)) {
@@ -815,6 +895,8 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     if (s->gamma_adaptive)
         s->gamma = spec_tuner_update(&s->tuner, R);
     s->last.gamma = s->gamma;
+    if (req.rebuildable)
+        *s->rebuild = (struct session_rebuild){.kind = REBUILD_ROUND, .round = g->rounds};
 
     for (int i = 0; i < R->n_out; i++) {
         bool is_draft = i < R->n_accepted;
@@ -822,7 +904,8 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
             session_event rev = {.step = g->step, .token = R->draft[i].token,
                                  .origin = TOKEN_DRAFT_ACCEPTED, .snap = &R->draft_snap[i],
                                  .text = "", .round = g->rounds, .rejected = true,
-                                 .draft = &R->draft[i], .draft_snap = &R->draft_snap[i]};
+                                 .draft = &R->draft[i], .draft_snap = &R->draft_snap[i],
+                                 .partial = req.rebuildable, .row = i};
             if (!notify(s, fn, user, &rev)) {
                 *stop = SESSION_STOP_INTERRUPTED;
                 return TT_OK;
@@ -835,7 +918,8 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         bool has_draft = i < R->n_draft;
         session_event ev = {.token = tok, .origin = origin, .snap = snap, .round = g->rounds,
                             .draft = has_draft ? &R->draft[i] : NULL,
-                            .draft_snap = has_draft ? &R->draft_snap[i] : NULL};
+                            .draft_snap = has_draft ? &R->draft_snap[i] : NULL,
+                            .partial = req.rebuildable, .row = i};
         if ((st = produce(s, &ev, fn, user, stop, err)) != TT_OK)
             return st;
         if (*stop != SESSION_STOP_NONE)
@@ -924,6 +1008,7 @@ tt_status session_generate(session *s, session_event_fn fn, void *user, tt_error
 
 tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
 {
+    rebuild_clear(s);
     if (!s->gen) {
         if (s->n_tokens == 0)
             return tt_fail(err, TT_ERR_ARG, "nothing to run the model on");

@@ -95,6 +95,10 @@ typedef struct {
     const spec_draft *draft;        /* this position's draft record (q, p, acceptance u); NULL for
                                        a bonus token */
     const sampler_snapshot *draft_snap; /* the draft's chain at this position (q); NULL for bonus */
+    /* With snapshots_on_demand: snap and draft_snap hold the token fields only, and
+     * session_event_snapshots builds the full ones. */
+    bool partial;
+    int row;                        /* for session_event_snapshots: the row of the round */
 } session_event;
 
 /* Called for every generated token (and, for speculative rounds, also for rejected drafts, see
@@ -168,6 +172,12 @@ typedef struct session {
                                   events carry snapshots with the token fields only (see
                                   sampler_snapshot_token_only), which saves the raw pass and the
                                   top list on every row; tokens and random stream unchanged */
+    bool snapshots_on_demand;  /* the front end shows some events' snapshots, not all (a terminal
+                                  draws one event a frame): steps and rounds run lean, events come
+                                  partial, and the front end builds the full snapshots of those it
+                                  shows with session_event_snapshots, in its own time (the decode
+                                  speed leaves it out with the drawing) */
+    struct session_rebuild *rebuild;   /* (session.c) what session_event_snapshots needs */
 
     session_stats last;        /* the last generation */
     struct session_gen *gen;   /* the generation in progress (session.c), NULL between turns */
@@ -175,6 +185,15 @@ typedef struct session {
     session_fallback_fn device_fallback;  /* optional: see session_fallback_fn */
     void *fallback_user;
 } session;
+
+/* The full snapshots of ev, a partial event of the step or round now being reported (during its
+ * callback; the last step's also after the generation ended, until the engines run again), as a
+ * session without snapshots_on_demand gives them: into snap, and the draft's chain into
+ * draft_snap where the position had a draft (draft_snap may be NULL to skip it). ev may be a
+ * copy whose pointers were cleared. An event that is not partial is copied. TT_ERR_ARG for an
+ * event of an earlier step. */
+tt_status session_event_snapshots(session *s, const session_event *ev, sampler_snapshot *snap,
+                                  sampler_snapshot *draft_snap, tt_error *err);
 
 /* Prepares a session over an engine and tokenizer (not owned; they outlive it). */
 tt_status session_init(session *s, const model *m, const tokenizer *tok, engine *eng,

@@ -24,6 +24,17 @@ struct spec {
     spec_round last;
     spec_stats stats;
     spec_variant variant;          /* SPEC_EXACT except in tests */
+
+    /* What spec_round_snapshot needs to rebuild the last round's rows (req->rebuildable): */
+    bool rebuildable;
+    float *dlogits;                /* (g, V) the draft's logits at each drafted position */
+    int dlogits_rows;
+    const float *tlogits;          /* (span, V) the target's rows, in its logits (until its next
+                                      forward) */
+    sampler_params params;         /* the round's settings: the front end may change them while
+                                      it shows the round */
+    spec_request req;              /* the round's request (key, pos, n, banned; tokens unused) */
+    bool greedy;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -180,6 +191,7 @@ void spec_free(spec *sp)
         return;
     sampler_free(sp->smp);
     free(sp->q);
+    free(sp->dlogits);
     free(sp->hist);
     free(sp);
 }
@@ -220,7 +232,7 @@ void spec_stats_reset(spec *sp)
 /* ---------------------------------------------------------------------------------------------
  * The round */
 
-static tt_status reserve(spec *sp, int hist, int rows)
+static tt_status reserve(spec *sp, int hist, int rows, bool rebuildable)
 {
     if (!UTIL_RESERVE(sp->hist, &sp->hist_cap, (size_t)hist, 1024))
         return TT_ERR_NOMEM;
@@ -230,6 +242,13 @@ static tt_status reserve(spec *sp, int hist, int rows)
             return TT_ERR_NOMEM;
         sp->q = q;
         sp->q_rows = rows;
+    }
+    if (rebuildable && rows > sp->dlogits_rows) {
+        float *d = realloc(sp->dlogits, (size_t)rows * (size_t)sp->V * sizeof *d);
+        if (!d)
+            return TT_ERR_NOMEM;
+        sp->dlogits = d;
+        sp->dlogits_rows = rows;
     }
     return TT_OK;
 }
@@ -291,6 +310,7 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     R->draft_ms = R->target_ms = 0;
     R->draft_sync_ms = R->draft_forward_ms = R->draft_chain_ms = 0;
     R->verify_forward_ms = R->verify_chain_ms = 0;
+    sp->rebuildable = false;
     if (target->config->V != V || draft->config->V != V)
         return tt_fail(err, TT_ERR_ARG, "speculative: vocab_size %d (target) and %d (draft) must "
                        "both be %d", target->config->V, draft->config->V, V);
@@ -313,7 +333,7 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
         g = draft->n_ctx - m + 1;
     if (m > draft->n_ctx)
         g = 0;
-    if (reserve(sp, m + g + 1, g) != TT_OK)
+    if (reserve(sp, m + g + 1, g, req->lean && req->rebuildable) != TT_OK)
         return tt_fail(err, TT_ERR_NOMEM, "speculative: out of memory for %d tokens", m + g + 1);
     int32_t *hist = sp->hist;
     memcpy(hist, req->tokens, (size_t)m * sizeof *hist);
@@ -337,6 +357,9 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
             return st;
         double u = key_uniform(req, i, SPEC_STREAM_DRAFT);
         int32_t d = sampler_draw(sp->smp, u, dsnap);
+        if (lean && req->rebuildable)
+            memcpy(sp->dlogits + (size_t)i * V, engine_logits(draft, draft->n_logits - 1),
+                   (size_t)V * sizeof *sp->dlogits);
         float *q = sp->q + (size_t)i * V;
         if (sp->variant == SPEC_WRONG_Q_RAW)
             softmax_raw(engine_logits(draft, draft->n_logits - 1), V, q);
@@ -448,6 +471,14 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     R->draft_ms = t1 - t0;
     R->target_ms = t2 - t1;
     R->verify_chain_ms = t2 - t_verified;
+    if (lean && req->rebuildable) {
+        sp->rebuildable = true;
+        sp->tlogits = engine_logits(target, row0);
+        sp->params = *params;
+        sp->req = *req;
+        sp->req.tokens = NULL;
+        sp->greedy = greedy;
+    }
 
     spec_stats *S = &sp->stats;
     S->rounds++;
@@ -463,5 +494,41 @@ tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_
     S->draft_chain_ms += R->draft_chain_ms;
     S->verify_forward_ms += R->verify_forward_ms;
     S->verify_chain_ms += R->verify_chain_ms;
+    return TT_OK;
+}
+
+tt_status spec_round_snapshot(spec *sp, bool draft_row, int i, sampler_snapshot *out,
+                              tt_error *err)
+{
+    const spec_round *R = &sp->last;
+    const int span = R->n_draft > 0 ? R->n_draft : 1;
+    if (!sp->rebuildable || i < 0 || i >= (draft_row ? R->n_draft : span) ||
+        (!draft_row && i >= R->n_out))
+        return tt_fail(err, TT_ERR_ARG, "speculative: no %s row %d to rebuild in the last round",
+                       draft_row ? "draft" : "target", i);
+    const spec_request *req = &sp->req;
+    const int m = req->n, V = sp->V;
+    sampler_context ctx = {.history = sp->hist, .n_history = m + i,
+                           .banned = i < req->n_banned ? req->banned : -1};
+    tt_status st;
+    if (draft_row) {
+        if ((st = sampler_apply(sp->smp, &sp->params, sp->dlogits + (size_t)i * V, &ctx, out,
+                                err)) != TT_OK)
+            return st;
+        sampler_draw(sp->smp, key_uniform(req, i, SPEC_STREAM_DRAFT), out);
+        return TT_OK;
+    }
+    if (sp->variant == SPEC_WRONG_HISTORY)
+        ctx.n_history = m;
+    if ((st = sampler_apply(sp->smp, &sp->params, sp->tlogits + (size_t)i * V, &ctx, out,
+                            err)) != TT_OK)
+        return st;
+    /* The same marks the round put on the full row (spec_run_round, step 3). */
+    if (R->n_draft == 0)
+        sampler_draw(sp->smp, R->next_u, out);
+    else if (sp->greedy)
+        sampler_draw(sp->smp, 0.5, out);
+    else
+        mark_chosen(sp->smp, R->out[i], out);
     return TT_OK;
 }

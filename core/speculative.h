@@ -71,6 +71,11 @@ typedef struct {
                                   token_rank -1, token_raw_p and entropies 0), which skips the
                                   raw pass and the top list on each of the 2g+1 rows. The tokens
                                   and the random stream are the same either way. */
+    bool rebuildable;          /* with lean: the round keeps what spec_round_snapshot needs to
+                                  build a row's full snapshot afterwards (a copy of the draft's
+                                  logits at each drafted position, the settings): for a front end
+                                  that shows some rows only (core/session.h:
+                                  snapshots_on_demand) */
 } spec_request;
 
 /* One drafted position. */
@@ -150,6 +155,15 @@ void spec_free(spec *sp);   /* NULL is safe */
  * produced, the stats are unchanged and both caches hold a prefix of the window plus drafts. */
 tt_status spec_run_round(spec *sp, engine *target, engine *draft, const sampler_params *params,
                          const spec_request *req, tt_error *err);
+
+/* The full snapshot of row i of the last round, which ran lean and rebuildable, as a round that
+ * was not lean fills it: the draft's chain at drafted position i with its draw (draft_row,
+ * i < n_draft), or the target's chain at position i with the produced token marked (i < n_out).
+ * It reads the target's logits of that round, so it must come before the target's next forward.
+ * TT_ERR_ARG when there is no such row to rebuild. Uses the round's scratch: spec_last_round's
+ * pointers stay valid; the chain's own output (sampler_probs) is this row's afterwards. */
+tt_status spec_round_snapshot(spec *sp, bool draft_row, int i, sampler_snapshot *out,
+                              tt_error *err);
 
 /* The last round's outcome (n_out 0 before the first). */
 const spec_round *spec_last_round(const spec *sp);

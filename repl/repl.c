@@ -112,6 +112,14 @@ typedef struct {
                               and the histogram until the next line is sent (or Esc) */
     ui_key held[64];       /* keys typed while they ran, handled once they are done */
     int n_held;
+    /* The session's snapshots come on demand (session.h): unpaced, the histogram shows one
+     * event a frame, and only that one's snapshot is built. */
+    bool hist_stale;       /* the last event's snapshot is not built yet: a streaming frame
+                              waits for the next event that builds one */
+    session_event hist_ev; /* that event (its pointers cleared), for the end of the turn, */
+    spec_draft hist_spec;  /* its draft record, */
+    bool hist_has_draft;   /* whether it has one, */
+    int hist_pos;          /* and its position */
 } tui;
 
 static void draw(tui *t);
@@ -193,6 +201,24 @@ static void track_pace(tui *t)
         t->turn_pace = -1;
 }
 
+/* ev's snapshots into the histogram (session_event_snapshots), as the token at pos. */
+static void hist_show(tui *t, const session_event *ev, const spec_draft *draft, bool has_draft,
+                      int pos)
+{
+    cmd_env *e = t->env;
+    e->hist_has_draft = has_draft;
+    if (has_draft)
+        e->hist_spec = *draft;
+    e->hist_bonus = ev->origin == TOKEN_BONUS;
+    e->hist_kind = UI_HIST_STEP;
+    e->hist_pos = pos;
+    e->hist_step = ev->step;
+    tt_error err = {0};
+    if (session_event_snapshots(t->s, ev, &e->hist, has_draft ? &e->hist_draft : NULL, &err) !=
+        TT_OK)
+        e->hist_kind = UI_HIST_NONE;   /* not for an event being reported or the last one */
+}
+
 static bool on_event(void *user, const session_event *ev)
 {
     tui *t = user;
@@ -217,16 +243,22 @@ static bool on_event(void *user, const session_event *ev)
     if (ev->flush || !ev->snap)
         return true;
     cmd_env *e = t->env;
-    e->hist_has_draft = ev->draft && ev->draft_snap;
-    if (e->hist_has_draft) {
-        e->hist_draft = *ev->draft_snap;
-        e->hist_spec = *ev->draft;
+    /* Unpaced, a frame shows the first event past its time: the others' snapshots would never
+     * be seen, so they are not built (the session's snapshots come on demand). */
+    if (ev->partial && e->pace.rate <= 0 && t->running && tt_now_ms() - t->last_draw < FRAME_MS) {
+        t->hist_stale = true;
+        t->hist_ev = *ev;
+        t->hist_ev.snap = t->hist_ev.draft_snap = NULL;
+        t->hist_ev.draft = NULL;
+        t->hist_ev.logits = NULL;
+        t->hist_ev.text = NULL;
+        t->hist_spec = ev->draft ? *ev->draft : (spec_draft){0};
+        t->hist_has_draft = ev->draft && ev->draft_snap;
+        t->hist_pos = t->s->n_tokens - 1;
+    } else {
+        t->hist_stale = false;
+        hist_show(t, ev, ev->draft, ev->draft && ev->draft_snap, t->s->n_tokens - 1);
     }
-    e->hist_bonus = ev->origin == TOKEN_BONUS;
-    e->hist = *ev->snap;
-    e->hist_kind = UI_HIST_STEP;
-    e->hist_pos = t->s->n_tokens - 1;
-    e->hist_step = ev->step;
     tt_error err = {0};
     if (dtype_cmd_track_step(e, ev, &err) != TT_OK)
         note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
@@ -262,6 +294,10 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
 {
     session *s = t->s;
     session_gen_end(s, stop, on_event, t);
+    if (t->hist_stale) {           /* the turn's last event: its snapshot shows from now on */
+        hist_show(t, &t->hist_ev, &t->hist_spec, t->hist_has_draft, t->hist_pos);
+        t->hist_stale = false;
+    }
     transcript_doc_set_rejected(&t->tr, -1, -1);
     track_pace(t);
     session_baseline_note(&t->plain, s, t->turn_pace);
@@ -736,7 +772,7 @@ static int tui_run(tui *t, const char *first)
             t->dirty = true;
         }
         double now = tt_now_ms();
-        if (t->dirty && (!t->running || now - t->last_draw >= FRAME_MS)) {
+        if (t->dirty && (!t->running || (now - t->last_draw >= FRAME_MS && !t->hist_stale))) {
             draw(t);
             t->dirty = false;
             t->last_draw = now;
@@ -915,6 +951,7 @@ int repl_main(int argc, char **argv)
         t.fallback_note = app.fallback_note;
         app.fallback_quiet = true;
         pace_set_rate(&env.pace, o.pace < 0 ? REPL_TERMINAL_PACE : o.pace);
+        s.snapshots_on_demand = true;   /* the histogram shows some events only (on_event) */
         transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();

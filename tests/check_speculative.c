@@ -505,6 +505,70 @@ START_TEST(lean_rounds_give_the_same_tokens_and_draws_as_full_ones)
 }
 END_TEST
 
+START_TEST(rows_rebuilt_after_a_lean_round_equal_a_full_rounds_snapshots)
+{
+    /* The same rounds run full and lean with rebuildable rows: every draft row and every produced
+     * target row built afterwards equals the full round's snapshot, field for field, in each
+     * sampler case and greedy; rows the round did not reach are refused. */
+    for (int pc = 0; pc < 5; pc++) {
+        sampler_params params;
+        params_case(&params, pc < 4 ? pc : 0);
+        if (pc == 4)
+            params.greedy = true;
+        fake_engine *t[2], *d[2];
+        spec *sp[2];
+        rng r[2];
+        int32_t w[2][FAKE_CTX];
+        for (int v = 0; v < 2; v++) {
+            t[v] = fake_create(FAKE_V, 31, 1.5f, NULL, 0);
+            d[v] = fake_create(FAKE_V, 32, 1.5f, t[v], 0.6f);
+            sp[v] = spec_create(FAKE_V);
+            rng_seed(&r[v], 19 + pc);
+            w[v][0] = 3;
+        }
+        int n = 1, rebuilt = 0, rejections = 0;
+        tt_error err;
+        for (int round = 0; n < FAKE_CTX - 1; round++) {
+            const spec_round *R[2];
+            for (int v = 0; v < 2; v++) {
+                spec_request req = {.tokens = w[v], .n = n, .gamma = 1 + round % 6,
+                                    .max_tokens = 64, .stop_id = -1, .banned = 5,
+                                    .n_banned = round % 3, .lean = v, .rebuildable = v};
+                ck_assert_int_eq(spec_run_round(sp[v], &t[v]->base, &d[v]->base, &params,
+                                                keyed(&req, &r[v]), &err), TT_OK);
+                R[v] = spec_last_round(sp[v]);
+            }
+            ck_assert_int_eq(R[0]->n_out, R[1]->n_out);
+            sampler_snapshot snap;
+            for (int i = 0; i < R[0]->n_draft; i++, rebuilt++) {
+                ck_assert_int_eq(spec_round_snapshot(sp[1], true, i, &snap, &err), TT_OK);
+                ck_assert(tu_same_snapshot(&snap, &R[0]->draft_snap[i]));
+            }
+            for (int i = 0; i < R[0]->n_out; i++, rebuilt++) {
+                ck_assert_int_eq(spec_round_snapshot(sp[1], false, i, &snap, &err), TT_OK);
+                ck_assert(tu_same_snapshot(&snap, &R[0]->target_snap[i]));
+            }
+            rejections += R[0]->rejected;
+            ck_assert_int_eq(spec_round_snapshot(sp[1], true, R[0]->n_draft, &snap, &err),
+                             TT_ERR_ARG);
+            ck_assert_int_eq(spec_round_snapshot(sp[1], false, R[0]->n_out, &snap, &err),
+                             TT_ERR_ARG);
+            ck_assert_int_eq(spec_round_snapshot(sp[0], false, 0, &snap, &err), TT_ERR_ARG);
+            for (int i = 0; i < R[0]->n_out && n < FAKE_CTX; i++, n++)
+                w[0][n] = w[1][n] = R[0]->out[i];
+        }
+        ck_assert_int_gt(rebuilt, 20);
+        if (pc < 4)
+            ck_assert_int_gt(rejections, 0);
+        for (int v = 0; v < 2; v++) {
+            spec_free(sp[v]);
+            engine_free(&d[v]->base);
+            engine_free(&t[v]->base);
+        }
+    }
+}
+END_TEST
+
 START_TEST(round_stops_at_max_tokens_context_end_and_stop_token)
 {
     fake_engine *t = fake_create(FAKE_V, 31, 1.0f, NULL, 0);
@@ -1075,6 +1139,113 @@ START_TEST(session_reports_rounds_and_marks_every_token)
 }
 END_TEST
 
+/* What a session's callback was shown: each event's snapshots, full or built on demand. */
+typedef struct {
+    session *s;
+    int n;
+    sampler_snapshot snap[96], draft[96];
+    bool has_draft[96], rejected[96];
+    session_event last;            /* the last event, pointers cleared */
+    int partial;
+} shown_log;
+
+static bool show_event(void *user, const session_event *ev)
+{
+    shown_log *L = user;
+    if (ev->flush || L->n == 96)
+        return true;
+    int i = L->n++;
+    L->has_draft[i] = ev->draft_snap != NULL;
+    L->rejected[i] = ev->rejected;
+    L->partial += ev->partial;
+    tt_error err;
+    ck_assert_int_eq(session_event_snapshots(L->s, ev, &L->snap[i],
+                                             L->has_draft[i] ? &L->draft[i] : NULL, &err),
+                     TT_OK);
+    L->last = *ev;
+    L->last.snap = L->last.draft_snap = NULL;
+    L->last.draft = NULL;
+    L->last.logits = NULL;
+    L->last.text = NULL;
+    return true;
+}
+
+START_TEST(snapshots_built_on_demand_are_the_ones_a_session_shows_every_event)
+{
+    /* Plain and speculative turns, sampling and greedy, run twice: with every snapshot computed
+     * and with snapshots on demand (lean steps and rounds). Each event's snapshots built in its
+     * callback equal the full ones, rejected drafts included; the last event's can still be
+     * built after the turn, and an earlier step's cannot. */
+    static const int32_t prompt[] = {1, 2, 3};
+    for (int c = 0; c < 4; c++) {
+        bool spec_on = c & 1;
+        sampler_params params = c < 2 ? sampling_at(1.3f) : (sampler_params){0};
+        if (c >= 2) {
+            sampler_params_default(&params);
+            params.greedy = true;
+        }
+        static shown_log L[2];
+        for (int v = 0; v < 2; v++) {
+            engine *t = cpu(g_target, 64);
+            engine *d = cpu(g_trunc, 64);
+            session_settings set;
+            session_settings_default(&set);
+            set.sampler = params;
+            set.max_new_tokens = 40;
+            set.seed = 5;
+            session s;
+            tt_error err;
+            ck_assert_int_eq(session_init(&s, g_target, g_tok, t, &set, &err), TT_OK);
+            if (spec_on) {
+                ck_assert_int_eq(session_set_draft(&s, d, &err), TT_OK);
+                ck_assert_int_eq(session_set_gamma(&s, 3, false, &err), TT_OK);
+            }
+            s.snapshots_on_demand = v == 1;
+            memset(&L[v], 0, sizeof L[v]);
+            L[v].s = &s;
+            ck_assert_int_eq(session_add_user_tokens(&s, prompt, 3, &err), TT_OK);
+            ck_assert_msg(session_generate(&s, show_event, &L[v], &err) == TT_OK, "%s", err.msg);
+            if (v == 1) {
+                ck_assert_int_eq(L[1].partial, L[1].n);
+                sampler_snapshot last, last_draft;
+                int k = L[1].n - 1;
+                ck_assert_int_eq(session_event_snapshots(&s, &L[1].last, &last,
+                                                         L[1].has_draft[k] ? &last_draft : NULL,
+                                                         &err), TT_OK);
+                ck_assert(tu_same_snapshot(&last, &L[0].snap[k]));
+                if (L[1].has_draft[k])
+                    ck_assert(tu_same_snapshot(&last_draft, &L[0].draft[k]));
+                session_event earlier = L[1].last;
+                earlier.step -= 1;
+                earlier.round -= 1;
+                ck_assert_int_eq(session_event_snapshots(&s, &earlier, &last, NULL, &err),
+                                 TT_ERR_ARG);
+            } else {
+                ck_assert_int_eq(L[0].partial, 0);
+            }
+            session_free(&s);
+            engine_free(d);
+            engine_free(t);
+        }
+        ck_assert_int_eq(L[1].n, L[0].n);
+        ck_assert_int_ge(L[0].n, 40);
+        int rejected = 0;
+        for (int i = 0; i < L[0].n; i++) {
+            ck_assert_int_eq(L[1].has_draft[i], L[0].has_draft[i]);
+            ck_assert_int_eq(L[1].rejected[i], L[0].rejected[i]);
+            rejected += L[0].rejected[i];
+            ck_assert_msg(tu_same_snapshot(&L[1].snap[i], &L[0].snap[i]), "case %d event %d", c,
+                          i);
+            ck_assert_int_gt(L[1].snap[i].n_top, 0);
+            if (L[0].has_draft[i])
+                ck_assert(tu_same_snapshot(&L[1].draft[i], &L[0].draft[i]));
+        }
+        if (spec_on)
+            ck_assert_int_gt(rejected, 0);
+    }
+}
+END_TEST
+
 START_TEST(rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens)
 {
     engine *t = cpu(g_target, 64);
@@ -1356,6 +1527,7 @@ int main(void)
             target_penalties_without_drafted_history_are_caught,
             one_target_pass_per_round_and_caches_hold_the_accepted_prefix,
             lean_rounds_give_the_same_tokens_and_draws_as_full_ones,
+            rows_rebuilt_after_a_lean_round_equal_a_full_rounds_snapshots,
             round_stops_at_max_tokens_context_end_and_stop_token));
     tcase_set_timeout(tc, 300);
     TCase *tm = tu_add_case(s, "cpu engines", TU_TESTS(
@@ -1364,6 +1536,7 @@ int main(void)
             sampled_tokens_follow_the_target_distribution_on_real_models,
             session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context,
             session_reports_rounds_and_marks_every_token,
+            snapshots_built_on_demand_are_the_ones_a_session_shows_every_event,
             rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens,
             turns_undo_and_mixed_steps_match_plain_greedy,
             the_same_seed_gives_the_same_tokens_whatever_gamma));

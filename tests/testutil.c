@@ -117,6 +117,23 @@ bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b)
            a->order == b->order;
 }
 
+bool tu_same_snapshot(const sampler_snapshot *a, const sampler_snapshot *b)
+{
+    if (a->n_top != b->n_top || a->n_kept != b->n_kept || a->entropy_raw != b->entropy_raw ||
+        a->entropy_final != b->entropy_final || a->token != b->token ||
+        a->token_p != b->token_p || a->token_raw_p != b->token_raw_p ||
+        a->token_rank != b->token_rank || a->u != b->u || a->cum_lo != b->cum_lo ||
+        a->forced != b->forced)
+        return false;
+    for (int i = 0; i < a->n_top; i++) {
+        const sampler_entry *x = &a->top[i], *y = &b->top[i];
+        if (x->id != y->id || x->logit != y->logit || x->raw_p != y->raw_p || x->p != y->p ||
+            x->cut != y->cut || x->penalized != y->penalized)
+            return false;
+    }
+    return true;
+}
+
 TCase *tu_add_case(Suite *s, const char *name, const TTest *const *tests, size_t n)
 {
     TCase *tc = tcase_create(name);

@@ -84,6 +84,9 @@ uint64_t tu_fnv1a64(const void *p, size_t n);
 /* Sampler settings equal field by field (memcmp would read the struct's padding). */
 bool tu_same_sampler_params(const sampler_params *a, const sampler_params *b);
 
+/* Every field of two snapshots, the first n_top entries of their top lists included. */
+bool tu_same_snapshot(const sampler_snapshot *a, const sampler_snapshot *b);
+
 /* Runs the suite in a Check runner (CK_VERBOSE output) and returns the process exit status. */
 int tu_run_suite(Suite *s);
 

@@ -66,6 +66,13 @@ type_line "/spec on"
 turn "And there was light"
 check "an unpaced speculative turn is compared with an unpaced plain one" \
     bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain'"
+# unpaced, only the events a frame shows get their snapshots built: the turn's last one is
+# still shown whole when the turn is over
+check "after an unpaced speculative turn the histogram shows its last token" \
+    bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'Step 30 · token'"
+check "... with its chain: the entropy line, the draft's verdict and the drawn token's bar" \
+    bash -c "s=\$(tmux -L '$sock' capture-pane -p -t main); echo \"\$s\" | grep -Eq 'H [0-9.]+→[0-9.]+ bits · kept' &&
+             echo \"\$s\" | grep -Eq 'draft .*(✓|✗)' && echo \"\$s\" | grep -Eq '│ *[0-9]+▶'"
 
 # --- 4. bad values are refused; Ctrl-C stops a slowly paced reply at once
 type_line "/pace -1"
