@@ -437,37 +437,68 @@ START_TEST(one_target_pass_per_round_and_caches_hold_the_accepted_prefix)
 }
 END_TEST
 
+/* Two identical fake pairs with the same seed, for rounds run full (v 0) and lean (v 1) side by
+ * side: sampler case pc (4: greedy), window w[v] starting with token 3. */
+typedef struct {
+    sampler_params params;
+    fake_engine *t[2], *d[2];
+    spec *sp[2];
+    rng r[2];
+    int32_t w[2][FAKE_CTX];
+} twin_pairs;
+
+static void twins_open(twin_pairs *tw, int pc, uint64_t seed)
+{
+    params_case(&tw->params, pc < 4 ? pc : 0);
+    if (pc == 4)
+        tw->params.greedy = true;
+    for (int v = 0; v < 2; v++) {
+        tw->t[v] = fake_create(FAKE_V, 31, 1.5f, NULL, 0);
+        tw->d[v] = fake_create(FAKE_V, 32, 1.5f, tw->t[v], 0.6f);
+        tw->sp[v] = spec_create(FAKE_V);
+        rng_seed(&tw->r[v], seed);
+        tw->w[v][0] = 3;
+    }
+}
+
+static void twins_close(twin_pairs *tw)
+{
+    for (int v = 0; v < 2; v++) {
+        spec_free(tw->sp[v]);
+        engine_free(&tw->d[v]->base);
+        engine_free(&tw->t[v]->base);
+    }
+}
+
+/* One round on each pair over its window's first n tokens: full on pair 0, lean on pair 1 (and
+ * rebuildable there when req asks for it). */
+static void twins_round(twin_pairs *tw, spec_request req, int n, const spec_round *R[2])
+{
+    tt_error err;
+    bool rebuildable = req.rebuildable;
+    for (int v = 0; v < 2; v++) {
+        req.tokens = tw->w[v];
+        req.n = n;
+        req.lean = v == 1;
+        req.rebuildable = v == 1 && rebuildable;
+        ck_assert_int_eq(spec_run_round(tw->sp[v], &tw->t[v]->base, &tw->d[v]->base, &tw->params,
+                                        keyed(&req, &tw->r[v]), &err), TT_OK);
+        R[v] = spec_last_round(tw->sp[v]);
+    }
+}
+
 START_TEST(lean_rounds_give_the_same_tokens_and_draws_as_full_ones)
 {
     /* The same seed with and without snapshots: every round's tokens, verdicts, q, p, uniforms
      * and the random stream after it agree, for each sampler case and greedy. */
     for (int pc = 0; pc < 5; pc++) {
-        sampler_params params;
-        params_case(&params, pc < 4 ? pc : 0);
-        if (pc == 4)
-            params.greedy = true;
-        fake_engine *t[2], *d[2];
-        spec *sp[2];
-        rng r[2];
-        int32_t w[2][FAKE_CTX];
-        for (int v = 0; v < 2; v++) {
-            t[v] = fake_create(FAKE_V, 31, 1.5f, NULL, 0);
-            d[v] = fake_create(FAKE_V, 32, 1.5f, t[v], 0.6f);
-            sp[v] = spec_create(FAKE_V);
-            rng_seed(&r[v], 9 + pc);
-            w[v][0] = 3;
-        }
+        twin_pairs tw;
+        twins_open(&tw, pc, 9 + pc);
         int n = 1;
-        tt_error err;
         for (int round = 0; n < FAKE_CTX - 1; round++) {
             const spec_round *R[2];
-            for (int v = 0; v < 2; v++) {
-                spec_request req = {.tokens = w[v], .n = n, .gamma = 1 + round % 5,
-                                    .max_tokens = 64, .stop_id = 6, .banned = -1, .lean = v};
-                ck_assert_int_eq(spec_run_round(sp[v], &t[v]->base, &d[v]->base, &params, keyed(&req,
-                                                &r[v]), &err), TT_OK);
-                R[v] = spec_last_round(sp[v]);
-            }
+            twins_round(&tw, (spec_request){.gamma = 1 + round % 5, .max_tokens = 64,
+                                            .stop_id = 6, .banned = -1}, n, R);
             ck_assert_int_eq(R[0]->n_out, R[1]->n_out);
             ck_assert_int_eq(R[0]->n_draft, R[1]->n_draft);
             ck_assert_int_eq(R[0]->n_accepted, R[1]->n_accepted);
@@ -490,17 +521,13 @@ START_TEST(lean_rounds_give_the_same_tokens_and_draws_as_full_ones)
                 ck_assert_double_eq(R[0]->target_snap[i].u, R[1]->target_snap[i].u);
                 ck_assert_int_eq(R[1]->target_snap[i].n_top, 0);
             }
-            ck_assert_double_eq(rng_uniform(&r[0]), rng_uniform(&r[1]));
+            ck_assert_double_eq(rng_uniform(&tw.r[0]), rng_uniform(&tw.r[1]));
             for (int i = 0; i < R[0]->n_out && n < FAKE_CTX; i++, n++)
-                w[0][n] = w[1][n] = R[0]->out[i];
+                tw.w[0][n] = tw.w[1][n] = R[0]->out[i];
             if (R[0]->next < 0)
                 break;                        /* an accepted stop token */
         }
-        for (int v = 0; v < 2; v++) {
-            spec_free(sp[v]);
-            engine_free(&d[v]->base);
-            engine_free(&t[v]->base);
-        }
+        twins_close(&tw);
     }
 }
 END_TEST
@@ -511,33 +538,16 @@ START_TEST(rows_rebuilt_after_a_lean_round_equal_a_full_rounds_snapshots)
      * target row built afterwards equals the full round's snapshot, field for field, in each
      * sampler case and greedy; rows the round did not reach are refused. */
     for (int pc = 0; pc < 5; pc++) {
-        sampler_params params;
-        params_case(&params, pc < 4 ? pc : 0);
-        if (pc == 4)
-            params.greedy = true;
-        fake_engine *t[2], *d[2];
-        spec *sp[2];
-        rng r[2];
-        int32_t w[2][FAKE_CTX];
-        for (int v = 0; v < 2; v++) {
-            t[v] = fake_create(FAKE_V, 31, 1.5f, NULL, 0);
-            d[v] = fake_create(FAKE_V, 32, 1.5f, t[v], 0.6f);
-            sp[v] = spec_create(FAKE_V);
-            rng_seed(&r[v], 19 + pc);
-            w[v][0] = 3;
-        }
+        twin_pairs tw;
+        twins_open(&tw, pc, 19 + pc);
         int n = 1, rebuilt = 0, rejections = 0;
         tt_error err;
+        spec **sp = tw.sp;
         for (int round = 0; n < FAKE_CTX - 1; round++) {
             const spec_round *R[2];
-            for (int v = 0; v < 2; v++) {
-                spec_request req = {.tokens = w[v], .n = n, .gamma = 1 + round % 6,
-                                    .max_tokens = 64, .stop_id = -1, .banned = 5,
-                                    .n_banned = round % 3, .lean = v, .rebuildable = v};
-                ck_assert_int_eq(spec_run_round(sp[v], &t[v]->base, &d[v]->base, &params,
-                                                keyed(&req, &r[v]), &err), TT_OK);
-                R[v] = spec_last_round(sp[v]);
-            }
+            twins_round(&tw, (spec_request){.gamma = 1 + round % 6, .max_tokens = 64,
+                                            .stop_id = -1, .banned = 5, .n_banned = round % 3,
+                                            .rebuildable = true}, n, R);
             ck_assert_int_eq(R[0]->n_out, R[1]->n_out);
             sampler_snapshot snap;
             for (int i = 0; i < R[0]->n_draft; i++, rebuilt++) {
@@ -555,16 +565,12 @@ START_TEST(rows_rebuilt_after_a_lean_round_equal_a_full_rounds_snapshots)
                              TT_ERR_ARG);
             ck_assert_int_eq(spec_round_snapshot(sp[0], false, 0, &snap, &err), TT_ERR_ARG);
             for (int i = 0; i < R[0]->n_out && n < FAKE_CTX; i++, n++)
-                w[0][n] = w[1][n] = R[0]->out[i];
+                tw.w[0][n] = tw.w[1][n] = R[0]->out[i];
         }
         ck_assert_int_gt(rebuilt, 20);
         if (pc < 4)
             ck_assert_int_gt(rejections, 0);
-        for (int v = 0; v < 2; v++) {
-            spec_free(sp[v]);
-            engine_free(&d[v]->base);
-            engine_free(&t[v]->base);
-        }
+        twins_close(&tw);
     }
 }
 END_TEST
