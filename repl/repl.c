@@ -432,7 +432,7 @@ static bool board_stop(void *user)
     if (g_sigint)
         return true;
     for (ui_key k = ui_curses_read_key(0); k.type != UI_KEY_NONE; k = ui_curses_read_key(0)) {
-        if (k.type == UI_KEY_CTRL && k.cp == 'c')
+        if ((k.type == UI_KEY_CTRL && k.cp == 'c') || k.type == UI_KEY_HANGUP)
             g_sigint = 1;
         else if (t->n_held < (int)(sizeof t->held / sizeof t->held[0]))
             t->held[t->n_held++] = k;
@@ -561,6 +561,10 @@ static void handle_key(tui *t, ui_key k)
         break;
     case UI_KEY_NONE:
     case UI_KEY_OTHER:
+        break;
+    case UI_KEY_HANGUP:            /* the terminal is gone: stop and leave */
+        g_interrupt = 1;
+        t->quit = true;
         break;
     case UI_KEY_RESIZE:
         /* The next draw reads the new size. It repaints every cell: ncurses clears the screen

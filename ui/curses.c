@@ -3,10 +3,12 @@
 
 #include <curses.h>
 #include <locale.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <term.h>
+#include <time.h>
 #include <termios.h>
 #include <unistd.h>
 #include <wchar.h>
@@ -264,6 +266,22 @@ void ui_curses_present(const ui_grid *g)
 /* ---------------------------------------------------------------------------------------------
  * Input */
 
+/* Whether the terminal's input hung up (its window closed, the tmux server killed): reads then
+ * fail at once, so the key loop would spin. Only the session leader gets SIGHUP (under `make
+ * run`, make), so the REPL must notice it itself. Looked at most every 100 ms: one poll. */
+static bool input_hung_up(void)
+{
+    static double last_ms;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    if (now - last_ms < 100)
+        return false;
+    last_ms = now;
+    struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
+    return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
 ui_key ui_curses_read_key(int timeout_ms)
 {
     ui_key k = {UI_KEY_NONE, 0};
@@ -272,8 +290,11 @@ ui_key ui_curses_read_key(int timeout_ms)
     timeout(timeout_ms);
     wint_t wc;
     int r = get_wch(&wc);
-    if (r == ERR)
+    if (r == ERR) {
+        if (input_hung_up())
+            k.type = UI_KEY_HANGUP;
         return k;
+    }
     if (r == KEY_CODE_YES) {
         switch (wc) {
         case KEY_LEFT: k.type = UI_KEY_LEFT; break;

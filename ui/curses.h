@@ -31,6 +31,7 @@ typedef enum {
     UI_KEY_PASTE_BEGIN,   /* bracketed paste: Enter inserts a newline until PASTE_END */
     UI_KEY_PASTE_END,
     UI_KEY_OTHER,         /* a key tokentop does not use */
+    UI_KEY_HANGUP,        /* the terminal is gone (its input hung up): nothing more will come */
 } ui_key_type;
 
 typedef struct {

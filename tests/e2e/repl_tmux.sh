@@ -150,4 +150,27 @@ for sig in TERM HUP SEGV; do
     check_restored "after SIG$sig"
 done
 
+# --- 10. the terminal closes under `make run`: only make, the session leader, gets SIGHUP, and it
+# waits for tokentop; the REPL must see its input hang up and leave, not spin on failed reads ---
+printf 'run:\n\t%s --model %s --backend cpu --seed 7 -n 400 --ignore-eos\n' "$BIN" "$work/model" \
+    >"$work/Makefile"
+tmux -L "$sock-hup" -f /dev/null new-session -d -s hup -x 100 -y 30 "make -s -f $work/Makefile run"
+for _ in $(seq 100); do
+    tmux -L "$sock-hup" capture-pane -p -t hup 2>/dev/null | grep -q 'Send a message' && break
+    sleep 0.1
+done
+tmux -L "$sock-hup" send-keys -t hup -l "In the beginning"
+tmux -L "$sock-hup" send-keys -t hup Enter
+sleep 0.3
+tmux -L "$sock-hup" kill-server
+left=1
+for _ in $(seq 50); do
+    pgrep -f "$work/Makefile run" >/dev/null || pgrep -f "$BIN --model $work/model" >/dev/null ||
+        { left=0; break; }
+    sleep 0.1
+done
+check "a REPL under make leaves within 5 s when its terminal closes mid-reply" test "$left" = 0
+pkill -f "$BIN --model $work/model" 2>/dev/null
+pkill -f "$work/Makefile run" 2>/dev/null
+
 finish
