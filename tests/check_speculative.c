@@ -780,6 +780,19 @@ static bool on_event(void *user, const session_event *ev)
 
 /* Generates max_new tokens after prompt (greedy unless params given) with the given seed, gamma
  * fixed or adaptive, and copies the reply. */
+/* A session over target with settings set; with a draft, speculative at gamma (adaptive or
+ * fixed). */
+static void open_session(session *s, engine *target, engine *draft, int gamma, bool adaptive,
+                         const session_settings *set)
+{
+    tt_error err;
+    ck_assert_int_eq(session_init(s, g_target, g_tok, target, set, &err), TT_OK);
+    if (draft) {
+        ck_assert_msg(session_set_draft(s, draft, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(session_set_gamma(s, gamma, adaptive, &err), TT_OK);
+    }
+}
+
 static int generate_seeded(engine *target, engine *draft, int gamma, bool adaptive,
                            const sampler_params *params, uint64_t seed, const int32_t *prompt,
                            int np, int max_new, int32_t *out, event_log *log,
@@ -795,11 +808,7 @@ static int generate_seeded(engine *target, engine *draft, int gamma, bool adapti
     set.seed = seed;
     session s;
     tt_error err;
-    ck_assert_int_eq(session_init(&s, g_target, g_tok, target, &set, &err), TT_OK);
-    if (draft) {
-        ck_assert_msg(session_set_draft(&s, draft, &err) == TT_OK, "%s", err.msg);
-        ck_assert_int_eq(session_set_gamma(&s, gamma, adaptive, &err), TT_OK);
-    }
+    open_session(&s, target, draft, gamma, adaptive, &set);
     ck_assert_int_eq(session_add_user_tokens(&s, prompt, np, &err), TT_OK);
     ck_assert_msg(session_generate(&s, on_event, log, &err) == TT_OK, "%s", err.msg);
     int n = s.n_tokens - np;
@@ -1201,11 +1210,7 @@ START_TEST(snapshots_built_on_demand_are_the_ones_a_session_shows_every_event)
             set.seed = 5;
             session s;
             tt_error err;
-            ck_assert_int_eq(session_init(&s, g_target, g_tok, t, &set, &err), TT_OK);
-            if (spec_on) {
-                ck_assert_int_eq(session_set_draft(&s, d, &err), TT_OK);
-                ck_assert_int_eq(session_set_gamma(&s, 3, false, &err), TT_OK);
-            }
+            open_session(&s, t, spec_on ? d : NULL, 3, false, &set);
             s.snapshots_on_demand = v == 1;
             memset(&L[v], 0, sizeof L[v]);
             L[v].s = &s;
@@ -1285,11 +1290,7 @@ static void script(engine *t, engine *d, int32_t *out, int *n_out)
     set.max_new_tokens = 12;
     session s;
     tt_error err;
-    ck_assert_int_eq(session_init(&s, g_target, g_tok, t, &set, &err), TT_OK);
-    if (d) {
-        ck_assert_int_eq(session_set_draft(&s, d, &err), TT_OK);
-        ck_assert_int_eq(session_set_gamma(&s, 3, true, &err), TT_OK);
-    }
+    open_session(&s, t, d, 3, true, &set);
     static const int32_t a[] = {40, 41, 42}, b[] = {7, 8};
     ck_assert_int_eq(session_add_user_tokens(&s, a, 3, &err), TT_OK);
     ck_assert_int_eq(session_generate(&s, NULL, NULL, &err), TT_OK);
