@@ -108,7 +108,7 @@ typedef struct {
     threadpool_chunks chunks;
     int panels_per_chunk;
     bool runs;                     /* chunks are panels, claimed in equal shares, one per thread
-                                      (threadpool_next_run) */
+                                      (threadpool_next_run); else chunks of panels_per_chunk */
 } matmul_job;
 
 static void matmul_job_run(void *varg, int ith, int nth)
@@ -223,18 +223,22 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
         .scratch_stride = ce->mm_stride,
     };
     cpu_act_rows(ce, x, ldx, w, T);
-    size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
-    size_t ppc = T >= 12 ? (w->dtype == TT_F32 ? KERNELS_ROWS_PANELS : 1)
-                         : (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
-    if (ppc < 1)
-        ppc = 1;
-    if (T == 1)                    /* whole groups of the panels the GEMV streams side by side */
-        ppc = (ppc + KERNELS_GEMV_PANELS - 1) / KERNELS_GEMV_PANELS * KERNELS_GEMV_PANELS;
-    j.panels_per_chunk = (int)ppc;
-    j.runs = T > 1 && T < 12;
-    threadpool_chunks_init(&j.chunks, j.runs ? w->n_panels
-                                             : (w->n_panels + j.panels_per_chunk - 1) /
-                                                   j.panels_per_chunk);
+    j.runs = T > 1 && T < 12;      /* panels in one equal share per thread (matmul_job_run) */
+    if (j.runs) {
+        threadpool_chunks_init(&j.chunks, w->n_panels);
+    } else {
+        size_t ppc = w->dtype == TT_F32 ? KERNELS_ROWS_PANELS : 1;
+        if (T == 1) {              /* about 128 KiB, whole groups of the GEMV's side-by-side panels */
+            size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
+            ppc = (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
+            if (ppc < 1)
+                ppc = 1;
+            ppc = (ppc + KERNELS_GEMV_PANELS - 1) / KERNELS_GEMV_PANELS * KERNELS_GEMV_PANELS;
+        }
+        j.panels_per_chunk = (int)ppc;
+        threadpool_chunks_init(&j.chunks, (w->n_panels + j.panels_per_chunk - 1) /
+                                              j.panels_per_chunk);
+    }
     threadpool_run(ce->pool, matmul_job_run, &j);
 }
 
@@ -578,8 +582,9 @@ static const engine_seq_ops cpu_seq_ops = {
 
 /* engine_warm: the calling thread reads what a step reads, one load per cache line, pass after
  * pass until the deadline. It runs where the step will: the session warms up only before a solo
- * step (engine_set_solo), which the caller computes alone. */
-/* Region r of what a decode step reads: the layers' four matrices, the LM head, the vectors,
+ * step (engine_set_solo), which the caller computes alone.
+ *
+ * Region r of what a decode step reads: the layers' four matrices, the LM head, the vectors,
  * then per layer and head the keys and the values of the positions held. Returns its bytes. */
 static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
 {

@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <term.h>
-#include <time.h>
 #include <termios.h>
 #include <unistd.h>
 #include <wchar.h>
+
+#include "core/clock.h"
 
 /* term.h names every terminfo capability as a macro; this one collides with a grid field. */
 #undef cursor_visible
@@ -272,9 +273,7 @@ void ui_curses_present(const ui_grid *g)
 static bool input_hung_up(void)
 {
     static double last_ms;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double now = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    double now = tt_now_ms();
     if (now - last_ms < 100)
         return false;
     last_ms = now;
