@@ -52,7 +52,7 @@ ARCH := $(shell uname -m)
 
 # ---------------------------------------------------------------------------------------------
 # Sources
-CORE_SRC := $(wildcard core/*.c)
+CORE_SRC := $(wildcard core/*/*.c)
 ifneq ($(ARCH),x86_64)
 CORE_SRC := $(filter-out %_avx512.c %_avx2.c,$(CORE_SRC))
 endif
@@ -174,9 +174,9 @@ test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS) fuzz-build
 # app/ and repl/ may include (the backend's public interface).
 GPU_API_HEADERS ?= gpu/gpu_plugin.h gpu/cuda_engine.h
 layering:
-	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*.[ch] ; then \
+	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*/*.[ch] ; then \
 	   echo "layering: core/ must not include ncurses or CUDA headers (see ARCHITECTURE.md)"; exit 1; fi
-	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|app|gpu)/' core/*.[ch] ; then \
+	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|app|gpu)/' core/*/*.[ch] ; then \
 	   echo "layering: core/ must not include ui/, repl/, app/ or gpu/ headers (see ARCHITECTURE.md)"; \
 	   exit 1; fi
 	@if grep -n -E '^\s*#\s*include\s*"' ui/*.[ch] | grep -v -E '"(core|ui)/' ; then \
@@ -191,6 +191,7 @@ layering:
 	     | grep -v -E '"(core|ui|app|repl)/' | grep -v -F $(GPU_API_HEADERS:%=-e '"%"') ; then \
 	   echo "layering: app/ and repl/ include core/, ui/, app/, repl/ headers and from gpu/ only" \
 	        "$(GPU_API_HEADERS) (see ARCHITECTURE.md)"; exit 1; fi
+	@tools/layering_core.sh
 	@test -f ARCHITECTURE.md || { echo "layering: ARCHITECTURE.md is missing"; exit 1; }
 
 # ---------------------------------------------------------------------------------------------

@@ -13,14 +13,14 @@
 
 #include "app/bench_batch.h"
 #include "app/cli.h"
-#include "core/clock.h"
-#include "core/engine.h"
-#include "core/jsonw.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/util.h"
-#include "core/rng.h"
-#include "core/threads.h"
+#include "core/base/clock.h"
+#include "core/engine/engine.h"
+#include "core/base/jsonw.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/base/util.h"
+#include "core/base/rng.h"
+#include "core/cpu/threads.h"
 #include "gpu/gpu_plugin.h"
 
 typedef struct {

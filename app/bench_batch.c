@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/clock.h"
-#include "core/jsonw.h"
-#include "core/rng.h"
-#include "core/util.h"
+#include "core/base/clock.h"
+#include "core/base/jsonw.h"
+#include "core/base/rng.h"
+#include "core/base/util.h"
 
 int bench_batch_parse(const char *s, int *sizes)
 {

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "core/engine.h"
-#include "core/status.h"
+#include "core/engine/engine.h"
+#include "core/base/status.h"
 
 #define BENCH_BATCH_MAX 16         /* batch sizes one --batch list may hold */
 

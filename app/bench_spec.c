@@ -12,18 +12,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/clock.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/speculative.h"
-#include "core/threads.h"
-#include "core/tokenizer.h"
+#include "core/base/clock.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/decode/speculative.h"
+#include "core/cpu/threads.h"
+#include "core/tokenizer/tokenizer.h"
 #include "app/cli.h"
 #include "app/draft.h"
-#include "core/jsonw.h"
-#include "core/session.h"
-#include "core/util.h"
+#include "core/base/jsonw.h"
+#include "core/session/session.h"
+#include "core/base/util.h"
 
 /* The default prompts: five openings the embedded models know (each run alternates plain and
  * speculative over all of them, as a user's turns would). */

@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/beam.h"
-#include "core/util.h"
-#include "core/pace.h"
+#include "core/decode/beam.h"
+#include "core/base/util.h"
+#include "core/decode/pace.h"
 #include "gpu/gpu_plugin.h"
 
 #define DEFAULT_MODEL_NAME "models/kjv-target"

@@ -6,10 +6,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/tokenizer.h"
-#include "core/session.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/session/session.h"
 
 typedef struct {
     const char *model_dir;     /* --model */

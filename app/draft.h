@@ -3,10 +3,10 @@
 #ifndef TOKENTOP_DRAFT_H
 #define TOKENTOP_DRAFT_H
 
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/status.h"
-#include "core/tokenizer.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/base/status.h"
+#include "core/tokenizer/tokenizer.h"
 #include "app/cli.h"
 
 typedef struct {

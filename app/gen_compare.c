@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "core/jsonw.h"
+#include "core/base/jsonw.h"
 
 tt_status gen_compare_open(gen_compare *g, const model *m, const cli_options *o,
                            const engine *ref, tt_error *err)

@@ -1,6 +1,6 @@
 /* gen_compare.h: `generate --compare-dtype T`: a second engine at precision T runs the tokens of
  * the generation, and every --json record carries how the distribution it was drawn from differs
- * there (core/dtype_compare.h); the summary carries the figures over the whole run. */
+ * there (core/decode/dtype_compare.h); the summary carries the figures over the whole run. */
 #ifndef TOKENTOP_GEN_COMPARE_H
 #define TOKENTOP_GEN_COMPARE_H
 
@@ -8,8 +8,8 @@
 #include <stdio.h>
 
 #include "app/cli.h"
-#include "core/dtype_compare.h"
-#include "core/session.h"
+#include "core/decode/dtype_compare.h"
+#include "core/session/session.h"
 
 typedef struct {
     engine *eng;               /* the comparison engine, owned; NULL when closed */

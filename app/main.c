@@ -8,19 +8,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/text.h"
+#include "core/base/text.h"
 #include "app/bench.h"
 #include "app/bench_spec.h"
 #include "app/cli.h"
 #include "app/draft.h"
 #include "app/gen_compare.h"
-#include "core/beam.h"
-#include "core/clock.h"
-#include "core/samples.h"
-#include "core/jsonw.h"
-#include "core/pace.h"
-#include "core/session.h"
-#include "core/util.h"
+#include "core/decode/beam.h"
+#include "core/base/clock.h"
+#include "core/session/samples.h"
+#include "core/base/jsonw.h"
+#include "core/decode/pace.h"
+#include "core/session/session.h"
+#include "core/base/util.h"
 
 #define TOKENTOP_VERSION "0.1.0"
 

@@ -13,11 +13,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "core/dtype.h"
-#include "core/engine.h"
-#include "core/gpt2_math.h"
-#include "core/model.h"
-#include "core/status.h"
+#include "core/base/dtype.h"
+#include "core/engine/engine.h"
+#include "core/arch/gpt2_math.h"
+#include "core/model/model.h"
+#include "core/base/status.h"
 #ifdef __cplusplus
 }
 #endif

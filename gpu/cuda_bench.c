@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/clock.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/modelgen.h"
+#include "core/base/clock.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
 #include "gpu/cuda_engine.h"
 
 typedef struct {

@@ -10,7 +10,7 @@
 #ifndef TOKENTOP_GPU_CUDA_COMMON_H
 #define TOKENTOP_GPU_CUDA_COMMON_H
 
-/* First: core/dtype.h names a local `half`, which cuda_fp16.h's global type would shadow. */
+/* First: core/base/dtype.h names a local `half`, which cuda_fp16.h's global type would shadow. */
 #include "gpu/core_api.h"
 
 #ifdef TT_EMU

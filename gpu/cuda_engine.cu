@@ -1,5 +1,5 @@
 /* cuda_engine.cu: the CUDA backend: GPT-2's forward pass over a token span on the GPU, behind the
- * engine interface (core/engine.h).
+ * engine interface (core/engine/engine.h).
  *
  * Weights are uploaded once in the dtype asked for (every parameter rounded to it, as the CPU engine
  * does; the bias and LayerNorm vectors are kept as fp32 arrays of those rounded values). The KV
@@ -7,7 +7,7 @@
  * truncate only lowers a length. A span runs in chunks of up to TB tokens: matmuls through cuBLAS
  * with fp32 accumulation, attention through two strided batched GEMMs and a causal softmax.
  *
- * Sequences (core/engine.h): slot 0 is the cache above; engine_seq_reserve adds slots, each one
+ * Sequences (core/engine/engine.h): slot 0 is the cache above; engine_seq_reserve adds slots, each one
  * device allocation (K then V) of the same shape. A decode step is B rows, one token of each of B
  * sequences (a plain one-token forward is a step of one row): the matmuls are one cuBLAS GEMM over
  * the B rows, so the weights are read once, and attention runs per row over that row's sequence at
@@ -378,7 +378,7 @@ static tt_status upload_vector(cuda_engine *g, stager *st, const float *dst, ten
     float *f = (float *)st->buf;
     tensor_ref_to_f32(t, 0, n, f);
     for (size_t i = 0; i < n; i++)
-        f[i] = tt_held_f32(g->base.dtype, f[i]);   /* rounded once, as core/cpu.c does */
+        f[i] = tt_held_f32(g->base.dtype, f[i]);   /* rounded once, as core/cpu/cpu.c does */
     GPU_CHECK(cudaMemcpy((void *)dst, f, n * sizeof(float), cudaMemcpyHostToDevice));
     return TT_OK;
 }
@@ -612,7 +612,7 @@ static tt_status cuda_seq_forward(engine *e, int seq, const int32_t *ids, int n,
     /* The last token, when only its logits are wanted, runs as a decode step of one row: its logits
      * then come from the kernels of a row of a batch (the decode attention kernel, not the prefill
      * GEMMs, which round the probabilities to the dtype), so a sample that recomputes a copied
-     * prompt's last token in a batch (core/samples.c) gets what the prompt run alone gets. It costs
+     * prompt's last token in a batch (core/session/samples.c) gets what the prompt run alone gets. It costs
      * one more read of the weights per span. */
     const bool last_row = !all_logits || n == 1;
     const int span = last_row ? n - 1 : n;

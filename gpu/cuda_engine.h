@@ -1,4 +1,4 @@
-/* cuda_engine.h: the CUDA backend behind the core engine interface (core/engine.h), and what the
+/* cuda_engine.h: the CUDA backend behind the core engine interface (core/engine/engine.h), and what the
  * REPL and the benchmark ask of the GPU. Plain C: no CUDA header is needed to call it.
  *
  * Two builds provide these functions (gpu/gpu.mk): the real backend (nvcc + cuBLAS) and the same

@@ -2,8 +2,8 @@
  * by gpu/ sources only). Each launcher only queues work on its stream (or the cuBLAS handle's) and
  * returns the launch's or cuBLAS's status; the caller checks it (cuda_engine.cu's GPU_CHECK).
  *
- * The CPU twin (core/cpu.c, core/kernels.c) computes the same steps with the same scalar math
- * (core/gpt2_math.h for GELU, LayerNorm, the attention scale; core/dtype.h for every rounding):
+ * The CPU twin (core/cpu/cpu.c, core/cpu/kernels.c) computes the same steps with the same scalar math
+ * (core/arch/gpt2_math.h for GELU, LayerNorm, the attention scale; core/base/dtype.h for every rounding):
  *     cpu_embed            <-> cuda_embed            x = wte[id] + wpe[pos + t]
  *     kernels_layernorm    <-> cuda_layernorm        (also adds the pending bias of the last matmul)
  *     cpu_matmul           <-> cuda_matmul           cuBLAS, fp32 accumulation; bias in the kernel after
@@ -16,7 +16,7 @@
  * and the KV cache are held in the weight dtype, because cuBLAS multiplies two operands of one type;
  * the residual stream, matmul outputs, scores and logits are fp32, as on the CPU.
  *
- * Dimension letters as in core/model.h. A prefill chunk (one sequence, T consecutive positions)
+ * Dimension letters as in core/model/model.h. A prefill chunk (one sequence, T consecutive positions)
  * passes `tokens`, a device buffer of (1 + T) ints: tokens[0] is the position of the first token,
  * tokens[1 .. T] the ids. A decode step (B rows, one token of each of B sequences) passes `rows`, a
  * device array of cuda_row: kernels read every position and cache from it, so one captured graph

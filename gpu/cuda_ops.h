@@ -5,7 +5,7 @@
  *
  * Every function returns TT_OK, or TT_ERR_DEVICE with the failing call in err (a bad launch, a
  * cuBLAS error) and TT_ERR_UNSUPPORTED in a build without CUDA. Output arrays are written only on
- * success. Shapes use the letters of core/model.h. */
+ * success. Shapes use the letters of core/model/model.h. */
 #ifndef TOKENTOP_GPU_CUDA_OPS_H
 #define TOKENTOP_GPU_CUDA_OPS_H
 

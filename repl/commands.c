@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
-#include "core/util.h"
+#include "core/base/text.h"
+#include "core/base/util.h"
 #include "repl/dtype_cmd.h"
 #include "repl/compare.h"
 #include "repl/session_file.h"
@@ -793,7 +793,7 @@ static int exec_bars(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Speculative decoding (the session runs it; see core/speculative.h) */
+ * Speculative decoding (the session runs it; see core/decode/speculative.h) */
 
 #define NO_DRAFT "speculative decoding needs a draft model: start with --draft DIR or load one " \
                  "with /draft DIR"

@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype_compare.h"
-#include "core/pace.h"
-#include "core/sampler.h"
-#include "core/session.h"
+#include "core/decode/dtype_compare.h"
+#include "core/decode/pace.h"
+#include "core/decode/sampler.h"
+#include "core/session/session.h"
 #include "ui/histogram.h"
 
 /* What a command changed; the main loop redraws and acts accordingly. */

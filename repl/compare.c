@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/beam.h"
-#include "core/samples.h"
-#include "core/text.h"
-#include "core/tokenizer.h"
-#include "core/util.h"
+#include "core/decode/beam.h"
+#include "core/session/samples.h"
+#include "core/base/text.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/base/util.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Columns */

@@ -5,10 +5,10 @@
  * How the prompt is taken: /beam, /samples and /compare arm a request; the next text line sent
  * (Enter alone: continue the conversation as it is) is added as a turn, as any prompt is, and
  * the request runs on it instead of a plain generation. "/beam off" (or /samples off, /compare
- * off) cancels. Beams and samples run on the engine's sequences (core/beam.h, core/samples.h);
+ * off) cancels. Beams and samples run on the engine's sequences (core/decode/beam.h, core/session/samples.h);
  * sequence 0, the conversation's cache, ends up holding the conversation with what was kept.
  *
- * The columns carry figures (core/diversity.h): mean log-probability of the tokens under the
+ * The columns carry figures (core/decode/diversity.h): mean log-probability of the tokens under the
  * model's raw distribution (for beams: the beam's own token scores, the same unless a penalty is
  * set), distinct-2 and repeated 3-grams over token ids. */
 #ifndef TOKENTOP_REPL_COMPARE_H
@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "core/diversity.h"
-#include "core/session.h"
+#include "core/decode/diversity.h"
+#include "core/session/session.h"
 #include "repl/commands.h"
 #include "ui/columns.h"
 

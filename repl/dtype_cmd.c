@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 #include "ui/histogram_pair.h"
 
 #define DTYPE_NAMES "fp32, fp16, bf16 or q8"

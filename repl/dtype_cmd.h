@@ -8,8 +8,8 @@
 
 #include <stdbool.h>
 
-#include "core/session.h"
-#include "core/status.h"
+#include "core/session/session.h"
+#include "core/base/status.h"
 #include "repl/commands.h"
 #include "ui/grid.h"
 

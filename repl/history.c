@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/util.h"
+#include "core/base/util.h"
 
 void history_init(history *h, const char *path, int max)
 {

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 #define HISTORY_MAX 1000
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "repl/commands.h"
-#include "core/session.h"
+#include "core/session/session.h"
 
 /* Reads lines from in until end of file or /quit. Text lines (and """ blocks) become turns whose
  * generated text goes to out, followed by one newline; command messages, stop notes and errors

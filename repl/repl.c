@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/clock.h"
-#include "core/dtype.h"
+#include "core/base/clock.h"
+#include "core/base/dtype.h"
 #include "app/cli.h"
 #include "repl/commands.h"
 #include "repl/compare.h"
@@ -20,9 +20,9 @@
 #include "repl/dtype_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
-#include "core/session.h"
-#include "core/text.h"
-#include "core/util.h"
+#include "core/session/session.h"
+#include "core/base/text.h"
+#include "core/base/util.h"
 #include "repl/transcript_doc.h"
 #include "ui/columns.h"
 #include "ui/curses.h"

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/jsonw.h"
-#include "core/text.h"
-#include "core/tokenizer.h"
-#include "core/util.h"
+#include "core/base/jsonw.h"
+#include "core/base/text.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/base/util.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Writing */

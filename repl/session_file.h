@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/sampler.h"
-#include "core/session.h"
-#include "core/status.h"
+#include "core/decode/sampler.h"
+#include "core/session/session.h"
+#include "core/base/status.h"
 
 #define SESSION_FILE_FORMAT "tokentop-session"
 #define SESSION_FILE_VERSION 1

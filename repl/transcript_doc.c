@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
-#include "core/util.h"
+#include "core/base/text.h"
+#include "core/base/util.h"
 
 void transcript_doc_init(transcript_doc *t)
 {

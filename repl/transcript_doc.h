@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/tokenizer.h"
-#include "core/session.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/session/session.h"
 #include "ui/transcript_pane.h"
 
 typedef struct {

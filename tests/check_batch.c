@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/kernels.h"
-#include "core/model.h"
-#include "core/modelgen.h"
+#include "core/engine/engine.h"
+#include "core/cpu/kernels.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
 #include "tests/testutil.h"
 
 /* ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-/* check_beam.c: beam search (core/beam.c) gives the hypotheses an independent float64 beam search
+/* check_beam.c: beam search (core/decode/beam.c) gives the hypotheses an independent float64 beam search
  * gives (tools/ref/beam_ref.py, stored in tests/golden/beam-*.txt) on random models: the same ids
  * in the same order, EOS endings, the length penalty (positive, large, negative), early stopping,
  * no-repeat n-grams, penalties and --min-tokens; bad options are refused with the option named. */
@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/beam.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/sampler.h"
+#include "core/decode/beam.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/decode/sampler.h"
 #include "tests/testutil.h"
 
 /* float logits against float64: a summed logprob of 10 tokens is off by about 1e-5 */

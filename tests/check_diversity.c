@@ -1,12 +1,12 @@
 /* check_diversity.c: the figures /samples, /compare and /beam put under each column
- * (core/diversity.c): repeated 3-grams counted as defined (positions starting an n-gram seen
+ * (core/decode/diversity.c): repeated 3-grams counted as defined (positions starting an n-gram seen
  * earlier), distinct-2 as the share of distinct bigrams, the mean raw log-probability, and the
  * short texts that have no n-grams at all. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
 
-#include "core/diversity.h"
+#include "core/decode/diversity.h"
 #include "tests/testutil.h"
 
 START_TEST(a_loop_counts_every_repeated_trigram_after_the_first_pass)

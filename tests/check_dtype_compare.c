@@ -1,4 +1,4 @@
-/* check_dtype_compare.c: one position under two precisions (core/dtype_compare.c) against a
+/* check_dtype_compare.c: one position under two precisions (core/decode/dtype_compare.c) against a
  * hand-computed case, and the precision switch (session_set_engine) on real CPU engines: the
  * conversation and its cache move to an engine at another dtype and give, bit for bit, what a
  * fresh engine at that dtype gives on the same tokens; a failed switch changes nothing; and /dtype
@@ -10,12 +10,12 @@
 #include <string.h>
 
 #include "app/cli.h"
-#include "core/dtype_compare.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/session.h"
-#include "core/tokenizer.h"
+#include "core/decode/dtype_compare.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/session/session.h"
+#include "core/tokenizer/tokenizer.h"
 #include "repl/commands.h"
 #include "tests/testutil.h"
 #include "ui/grid.h"

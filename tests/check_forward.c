@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/kernels.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/rng.h"
-#include "core/safetensors.h"
-#include "core/sampler.h"
-#include "core/speculative.h"
-#include "core/util.h"
+#include "core/engine/engine.h"
+#include "core/cpu/kernels.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/base/rng.h"
+#include "core/model/safetensors.h"
+#include "core/decode/sampler.h"
+#include "core/decode/speculative.h"
+#include "core/base/util.h"
 #include "tests/testutil.h"
 
 /* fp32 compute against float64: |got - ref| <= GOLDEN_TOL + GOLDEN_EPS * |ref|. Observed errors

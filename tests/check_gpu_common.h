@@ -23,16 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/beam.h"
-#include "core/engine.h"
-#include "core/gpt2_math.h"
-#include "core/kernels.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/rng.h"
-#include "core/samples.h"
-#include "core/tokenizer.h"
-#include "core/util.h"
+#include "core/decode/beam.h"
+#include "core/engine/engine.h"
+#include "core/arch/gpt2_math.h"
+#include "core/cpu/kernels.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/base/rng.h"
+#include "core/session/samples.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/base/util.h"
 #include "gpu/cuda_engine.h"
 #include "gpu/cuda_ops.h"
 #include "gpu/cuda_selftest.h"
@@ -407,7 +407,7 @@ END_TEST
 
 START_TEST(ops_match_their_cpu_twins)
 {
-    /* The same random inputs through the CPU backend's kernels (core/kernels.h, reference set) and
+    /* The same random inputs through the CPU backend's kernels (core/cpu/kernels.h, reference set) and
      * the GPU launchers: LayerNorm, and a projection with its bias and GELU (the CPU fuses them in
      * the matmul epilogue, the GPU runs cuBLAS then cuda_gelu). The GPU also rounds its outputs to
      * the dtype (2u). */

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/gpt2_math.h"
-#include "core/kernels.h"
-#include "core/rng.h"
+#include "core/arch/gpt2_math.h"
+#include "core/cpu/kernels.h"
+#include "core/base/rng.h"
 #include "tests/testutil.h"
 
 static float urand(rng *g, float lo, float hi)

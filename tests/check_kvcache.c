@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/kernels.h"
-#include "core/kvcache.h"
-#include "core/model.h"
-#include "core/modelgen.h"
+#include "core/engine/engine.h"
+#include "core/cpu/kernels.h"
+#include "core/cpu/kvcache.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
 #include "tests/testutil.h"
 
 typedef struct {

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/safetensors.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/model/safetensors.h"
 #include "tests/testutil.h"
 
 /* ============================================================================================

@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/safetensors.h"
-#include "core/tokenizer.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/model/safetensors.h"
+#include "core/tokenizer/tokenizer.h"
 #include "tests/testutil.h"
 
 /* FNV-1a 64 of the default tiny model's files (seed 1): see weights_are_pinned_across_machines. */

@@ -3,7 +3,7 @@
 #include <signal.h>
 #include <string.h>
 
-#include "core/pace.h"
+#include "core/decode/pace.h"
 #include "tests/testutil.h"
 
 typedef struct {

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/rng.h"
+#include "core/base/rng.h"
 #include "tests/testutil.h"
 
 START_TEST(same_seed_gives_same_stream)

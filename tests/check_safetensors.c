@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/rng.h"
-#include "core/safetensors.h"
+#include "core/base/rng.h"
+#include "core/model/safetensors.h"
 #include "tests/testutil.h"
 
 /* ---------------------------------------------------------------------------------------------

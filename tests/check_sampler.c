@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/rng.h"
-#include "core/sampler.h"
+#include "core/base/rng.h"
+#include "core/decode/sampler.h"
 #include "tests/testutil.h"
 
 /* ---------------------------------------------------------------------------------------------

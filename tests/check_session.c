@@ -10,12 +10,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/clock.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/tokenizer.h"
-#include "core/session.h"
+#include "core/base/clock.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/session/session.h"
 #include "tests/testutil.h"
 
 #define VOCAB 512

@@ -8,14 +8,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/modelgen.h"
-#include "core/rng.h"
-#include "core/sampler.h"
-#include "core/speculative.h"
-#include "core/tokenizer.h"
-#include "core/session.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
+#include "core/base/rng.h"
+#include "core/decode/sampler.h"
+#include "core/decode/speculative.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/session/session.h"
 #include "tests/testutil.h"
 
 /* ---------------------------------------------------------------------------------------------

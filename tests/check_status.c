@@ -2,7 +2,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "tests/testutil.h"
 
 START_TEST(fail_records_status_and_message)

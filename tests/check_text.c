@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
-#include "core/jsonw.h"
+#include "core/base/text.h"
+#include "core/base/jsonw.h"
 #include "tests/testutil.h"
 
 static const char *show(const char *bytes, size_t n, int flags)

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/clock.h"
-#include "core/threads.h"
+#include "core/base/clock.h"
+#include "core/cpu/threads.h"
 #include "tests/testutil.h"
 
 typedef struct {

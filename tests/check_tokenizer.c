@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/rng.h"
-#include "core/tokenizer.h"
+#include "core/base/rng.h"
+#include "core/tokenizer/tokenizer.h"
 #include "tests/testutil.h"
 
 /* ============================================================================================

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/modelgen.h"
-#include "core/tokenizer.h"
-#include "core/session.h"
+#include "core/model/modelgen.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/session/session.h"
 #include "repl/transcript_doc.h"
 #include "tests/testutil.h"
 

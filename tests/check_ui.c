@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/modelgen.h"
-#include "core/tokenizer.h"
+#include "core/model/modelgen.h"
+#include "core/tokenizer/tokenizer.h"
 #include "tests/testutil.h"
 #include "ui/grid.h"
 #include "ui/histogram.h"

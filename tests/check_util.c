@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
-#include "core/tokenizer.h"
-#include "core/util.h"
+#include "core/base/text.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/base/util.h"
 #include "tests/testutil.h"
 
 START_TEST(read_file_returns_the_bytes_nul_terminated)

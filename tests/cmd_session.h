@@ -8,10 +8,10 @@
 #include <check.h>
 
 #include "app/cli.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/session.h"
-#include "core/tokenizer.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/session/session.h"
+#include "core/tokenizer/tokenizer.h"
 #include "repl/commands.h"
 #include "tests/testutil.h"
 

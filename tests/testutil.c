@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/engine.h"
-#include "core/modelgen.h"
-#include "core/session.h"
+#include "core/engine/engine.h"
+#include "core/model/modelgen.h"
+#include "core/session/session.h"
 
 const char *tu_gpt2_dir(void)
 {

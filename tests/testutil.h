@@ -9,10 +9,10 @@
 
 #include <stdint.h>
 
-#include "core/dtype.h"
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/sampler.h"
+#include "core/base/dtype.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/decode/sampler.h"
 
 /* The GPT-2 tokenizer conformance folder: $TOKENTOP_GPT2_DIR when set, else the repository's
  * tests/fixtures/gpt2. When it is missing the calling test fails with a message saying where the

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/model.h"
-#include "core/modelgen.h"
+#include "core/model/model.h"
+#include "core/model/modelgen.h"
 
 static void usage(FILE *f)
 {

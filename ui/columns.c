@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
-#include "core/util.h"
+#include "core/base/text.h"
+#include "core/base/util.h"
 
 bool ui_columns_layout(ui_rect area, int n, int min_w, ui_rect *out)
 {

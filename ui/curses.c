@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <wchar.h>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 
 /* term.h names every terminfo capability as a macro; this one collides with a grid field. */
 #undef cursor_visible

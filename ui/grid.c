@@ -9,7 +9,7 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "core/text.h"
+#include "core/base/text.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Character widths */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
+#include "core/base/text.h"
 
 #define CHROME_ROWS 5   /* title, header, cumulative bar, draw line, entropy line */
 

@@ -6,9 +6,9 @@
 
 #include <stdbool.h>
 
-#include "core/sampler.h"
-#include "core/speculative.h"
-#include "core/tokenizer.h"
+#include "core/decode/sampler.h"
+#include "core/decode/speculative.h"
+#include "core/tokenizer/tokenizer.h"
 #include "ui/grid.h"
 
 typedef enum {
@@ -32,7 +32,7 @@ typedef struct {
     const spec_draft *spec;         /* the draft's proposal and its test (u * q < p): the draw
                                        line shows it; NULL for a bonus token */
     bool bonus;                     /* a speculative token with no draft at its position, drawn
-                                       from p (TOKEN_BONUS: see core/session.h) */
+                                       from p (TOKEN_BONUS: see core/session/session.h) */
 } ui_hist_view;
 
 /* Rows the pane needs to show v->bars tokens (title, header, bars, cumulative bar, draw line,

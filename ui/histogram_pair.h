@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype_compare.h"
-#include "core/tokenizer.h"
+#include "core/decode/dtype_compare.h"
+#include "core/tokenizer/tokenizer.h"
 #include "ui/grid.h"
 #include "ui/histogram.h"
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
-#include "core/util.h"
+#include "core/base/text.h"
+#include "core/base/util.h"
 
 #define TAB_WIDTH 4
 

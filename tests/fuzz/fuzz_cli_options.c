@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "app/cli.h"
-#include "core/sampler.h"
+#include "core/decode/sampler.h"
 #include "tests/fuzz/fuzzutil.h"
 
 #define MAX_ARGS 64

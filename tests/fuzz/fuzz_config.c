@@ -3,7 +3,7 @@
  * it, which backends allocate, cannot overflow). */
 #include <string.h>
 
-#include "core/model.h"
+#include "core/model/model.h"
 #include "tests/fuzz/fuzzutil.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/model.h"
+#include "core/model/model.h"
 #include "tests/fuzz/fuzzutil.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

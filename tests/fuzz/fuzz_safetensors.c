@@ -4,7 +4,7 @@
  * overlapping, and every name found by safetensors_find. */
 #include <string.h>
 
-#include "core/safetensors.h"
+#include "core/model/safetensors.h"
 #include "tests/fuzz/fuzzutil.h"
 
 typedef struct {

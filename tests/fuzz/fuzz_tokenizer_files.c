@@ -5,7 +5,7 @@
  * token's bytes are available. */
 #include <string.h>
 
-#include "core/tokenizer.h"
+#include "core/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzzutil.h"
 
 static const char sample[] = "Hello, world! It's 2024: \xc3\xa9t\xc3\xa9 \xe2\x82\xac 42\n\n"

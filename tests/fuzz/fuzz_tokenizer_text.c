@@ -4,8 +4,8 @@
  * UTF-8 within its documented bound, and exactly the input when the input is valid UTF-8. */
 #include <string.h>
 
-#include "core/text.h"
-#include "core/tokenizer.h"
+#include "core/base/text.h"
+#include "core/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzzutil.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -15,7 +15,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* True when s[0..n) is valid UTF-8 (core/text.c's definition). */
+/* True when s[0..n) is valid UTF-8 (core/base/text.c's definition). */
 static bool valid_utf8(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {

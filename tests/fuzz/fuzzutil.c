@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "app/cli.h"
-#include "core/modelgen.h"
+#include "core/model/modelgen.h"
 
 char *fuzz_cstr(const uint8_t *data, size_t size)
 {

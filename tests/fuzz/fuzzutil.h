@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/engine.h"
-#include "core/model.h"
-#include "core/session.h"
-#include "core/tokenizer.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/session/session.h"
+#include "core/tokenizer/tokenizer.h"
 
 /* Aborts (a libFuzzer crash, input saved) when cond is false. */
 #define FUZZ_CHECK(cond, ...)                                                           \

@@ -2,7 +2,7 @@
 """beam_ref.py: an independent float64 beam search (numpy only) that writes expected beams.
 
 It runs the float64 GPT-2 of gpt2_ref.py (no cache: every step recomputes each beam's whole
-sequence) and implements the beam search semantics of core/beam.h from their statement, sharing no
+sequence) and implements the beam search semantics of core/decode/beam.h from their statement, sharing no
 code with tokentop:
 
   token score    log-softmax (float64) of the logits after EOS masking (before --min-tokens),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mkbeams.sh: regenerates tests/golden/beam-*.txt, the float64 beam search results that
-# tests/check_beam.c compares core/beam.c with. Run from the repository root after `make tools`:
+# tests/check_beam.c compares core/decode/beam.c with. Run from the repository root after `make tools`:
 #   tools/ref/mkbeams.sh
 # Each case writes a random model with build/tools/mkmodel (the test regenerates the same bytes
 # with modelgen and checks the FNV-1a 64 recorded here) and runs tools/ref/beam_ref.py on it.

@@ -1,0 +1,44 @@
+/* gpt2_math.h: the scalar math GPT-2's kernels share, written once for the CPU backend and the CUDA
+ * backend (TT_HOSTDEV), so the twins compute the same formulas in the same order. */
+#ifndef TOKENTOP_GPT2_MATH_H
+#define TOKENTOP_GPT2_MATH_H
+
+#include <math.h>
+
+#include "core/base/dtype.h"
+
+#define GPT2_SQRT_2_OVER_PI 0.7978845608028654f
+#define GPT2_GELU_COEF 0.044715f
+
+/* GELU, tanh approximation ("gelu_new", what GPT-2 was trained with). */
+TT_HOSTDEV static inline float gpt2_gelu_tanh(float x)
+{
+    float cube = GPT2_GELU_COEF * x * x * x;
+    return 0.5f * x * (1.0f + tanhf(GPT2_SQRT_2_OVER_PI * (x + cube)));
+}
+
+/* GELU, exact ("gelu"): x * Phi(x). */
+TT_HOSTDEV static inline float gpt2_gelu_erf(float x)
+{
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+
+/* LayerNorm of one row, from its mean and reciprocal standard deviation (biased variance):
+ * out = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps). */
+TT_HOSTDEV static inline float gpt2_layernorm_rstd(float var, float eps)
+{
+    return 1.0f / sqrtf(var + eps);
+}
+
+TT_HOSTDEV static inline float gpt2_layernorm_apply(float x, float mean, float rstd, float w, float b)
+{
+    return (x - mean) * rstd * w + b;
+}
+
+/* Attention scores are scaled by 1 / sqrt(HS). */
+TT_HOSTDEV static inline float gpt2_attn_scale(int HS)
+{
+    return 1.0f / sqrtf((float)HS);
+}
+
+#endif

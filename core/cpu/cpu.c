@@ -1,0 +1,851 @@
+/* cpu.c: the CPU backend: GPT-2's forward pass over a token span with a KV cache, multithreaded,
+ * on the kernel set kernels_select() picks (SIMD when the CPU has it, the portable reference
+ * otherwise).
+ *
+ * The weights are repacked at creation into the dtype asked for (fp32, fp16 or bf16: every
+ * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
+ * the vectors stay fp32) and the layout the kernels
+ * stream (kernels.h); everything is computed and accumulated in fp32, except that a q8 matmul
+ * quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
+ * integers, and a bf16 matmul in the amx kernel set rounds them to bf16 (cpu_act_rows) for the
+ * AMX tiles. A span is processed in
+ * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
+ * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/clock.h"
+#include "core/engine/engine.h"
+#include "core/arch/gpt2_math.h"
+#include "core/cpu/kernels.h"
+#include "core/cpu/kvcache.h"
+#include "core/cpu/threads.h"
+
+/* Tokens per chunk: enough rows that each weight panel, once in L2, is reused 256 times; the
+ * activations of a chunk stay a few MB whatever the span's length. */
+#define CPU_CHUNK 256
+
+/* Models with fewer multiply-adds per decoded token run on one thread when the count is left to
+ * the engine: their jobs last a few microseconds, about what handing a job to a worker costs,
+ * and a second pool's spinning worker (a draft model's beside its target) takes the core the
+ * other engine runs on. Measured on the embedded pair (tools/peer/README.md): the 0.6M draft is
+ * faster alone on one thread; the 5.8M target is 1.7x faster on two. */
+#define CPU_SPLIT_MIN_MACS 2e6
+
+/* ---------------------------------------------------------------------------------------------
+ * State */
+
+typedef struct {
+    float *ln_1_w, *ln_1_b;        /* (C) */
+    float *attn_b;                 /* (3C) */
+    float *attn_proj_b;            /* (C) */
+    float *ln_2_w, *ln_2_b;        /* (C) */
+    float *fc_b;                   /* (FF) */
+    float *fc_proj_b;              /* (C) */
+    packed_matrix attn_w;          /* (C, 3C) */
+    packed_matrix attn_proj_w;     /* (C, C) */
+    packed_matrix fc_w;            /* (C, FF) */
+    packed_matrix fc_proj_w;       /* (FF, C) */
+} cpu_layer;
+
+typedef struct {
+    engine base;                   /* first: an engine * is a cpu_engine * */
+    const kernels *kern;
+    threadpool *pool;
+    kvcache cache;                 /* sequence 0 */
+    kvcache *more;                 /* (n_seqs - 1) sequences 1 .. n_seqs-1, engine_seq_reserve */
+    int n_seqs;
+
+    cpu_layer *layers;             /* (L) */
+    float *ln_f_w, *ln_f_b;        /* (C) */
+    packed_matrix lm_head;         /* (C, V) */
+    float *vectors;                /* one block holding every bias and LayerNorm vector above */
+    size_t vectors_len;
+
+    /* Activations for one chunk of up to TB tokens. */
+    int TB;
+    float *x;                      /* (TB, C) the residual stream */
+    float *xn;                     /* (TB, C) LayerNorm output */
+    float *qkv;                    /* (TB, 3C) */
+    float *att;                    /* (TB, C) attention output, heads side by side */
+    float *fc;                     /* (TB, FF) */
+    float *scratch;                /* (nth, KERNELS_ATTN_SCRATCH(n_ctx)) attention scores */
+    float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
+    kernels_q8_act *xq;            /* (TB, ldxq) a Q8 matmul's activations, quantized */
+    int ldxq;
+    uint16_t *xb;                  /* (TB, ldxb) a BF16 matmul's activations in bf16, where the
+                                      kernel set reads them (kernels.h: bf16_rows) */
+    int ldxb;
+    size_t mm_stride;
+    float *embed_row;              /* (C) */
+    int logits_rows;               /* rows allocated in base.logits */
+    double small_macs;             /* nonzero: one thread chosen, model too small to split */
+    struct cpu_seg *segs;          /* (TB) the sequences of a chunk */
+} cpu_engine;
+
+/* Rows row .. row+T-1 of a chunk are one sequence's positions pos .. pos+T-1, whose keys and
+ * values go to cache. A span is one segment; a batched decode step is one segment per row. */
+typedef struct cpu_seg {
+    kvcache *cache;
+    int row, T, pos;
+} cpu_seg;
+
+static kvcache *cpu_seq_cache(cpu_engine *ce, int seq)
+{
+    return seq == 0 ? &ce->cache : &ce->more[seq - 1];
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Parallel jobs */
+
+typedef struct {
+    matmul_args args;
+    const kernels *kern;
+    float *scratch;
+    size_t scratch_stride;
+    threadpool_chunks chunks;
+    int panels_per_chunk;
+    bool runs;                     /* chunks are panels, claimed in equal shares, one per thread
+                                      (threadpool_next_run); else chunks of panels_per_chunk */
+} matmul_job;
+
+static void matmul_job_run(void *varg, int ith, int nth)
+{
+    matmul_job *j = varg;
+    int c, n;
+    if (j->runs) {
+        int share = (j->args.w->n_panels + nth - 1) / nth;
+        while ((c = threadpool_next_run(&j->chunks, share, nth, &n)) >= 0)
+            j->kern->matmul(&j->args, c, c + n, j->scratch + (size_t)ith * j->scratch_stride);
+        return;
+    }
+    while ((c = threadpool_next_chunk(&j->chunks)) >= 0) {
+        int p0 = c * j->panels_per_chunk;
+        int p1 = p0 + j->panels_per_chunk;
+        if (p1 > j->args.w->n_panels)
+            p1 = j->args.w->n_panels;
+        j->kern->matmul(&j->args, p0, p1, j->scratch + (size_t)ith * j->scratch_stride);
+    }
+}
+
+/* A job over rows in blocks of 16: rows(ctx, t0, t1) for each. */
+typedef struct {
+    void (*rows)(const void *ctx, int t0, int t1);
+    const void *ctx;
+    int T;
+    threadpool_chunks blocks;
+} rows_job;
+
+static void rows_job_run(void *varg, int ith, int nth)
+{
+    rows_job *j = varg;
+    int c;
+    while ((c = threadpool_next_chunk(&j->blocks)) >= 0)
+        j->rows(j->ctx, c * 16, c * 16 + 16 < j->T ? c * 16 + 16 : j->T);
+}
+
+/* rows(ctx, 0, T) on the calling thread for a few rows (a decode row: a microsecond, not worth a
+ * wake-up), over the pool in blocks of 16 for a prefill. */
+static void cpu_rows(cpu_engine *ce, int T, void (*rows)(const void *, int, int), const void *ctx)
+{
+    if (T < 32) {
+        rows(ctx, 0, T);
+        return;
+    }
+    rows_job j = {.rows = rows, .ctx = ctx, .T = T};
+    threadpool_chunks_init(&j.blocks, (T + 15) / 16);
+    threadpool_run(ce->pool, rows_job_run, &j);
+}
+
+/* The rows a matmul over w reads besides x (kernels.h): quantized for Q8 weights (into ce->xq),
+ * rounded to bf16 for BF16 weights in a set with bf16_rows (into ce->xb). */
+typedef struct {
+    const kernels *kern;
+    const float *x;
+    int ldx, K;
+    tt_dtype dtype;
+    void *out;
+    int ldo;
+} act_rows_ctx;
+
+static void act_rows(const void *varg, int t0, int t1)
+{
+    const act_rows_ctx *q = varg;
+    if (q->dtype == TT_Q8)
+        q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
+    else
+        q->kern->bf16_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
+}
+
+static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_matrix *w, int T)
+{
+    act_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = w->K, .dtype = w->dtype};
+    if (w->dtype == TT_Q8) {
+        q.out = ce->xq;
+        q.ldo = ce->ldxq;
+    } else if (w->dtype == TT_BF16 && ce->xb) {
+        q.out = ce->xb;
+        q.ldo = ce->ldxb;
+    } else {
+        return;
+    }
+    cpu_rows(ce, T, act_rows, &q);
+}
+
+/* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
+ * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
+ * threads best (fp32: the pair of panels the kernels compute side by side). With few rows
+ * (decode) the work is streaming the weights: chunks of about 128 KiB keep each stream long
+ * enough for the prefetchers while the last chunk, which one thread may finish alone, stays
+ * short; one row takes whole groups of the panels the GEMV streams side by side. A batch of a
+ * few rows streams one panel at a time, prefetching far ahead, past the panel's end into the
+ * next one: it takes runs of neighbouring panels (threadpool_next_run), so that each thread's
+ * next panel is the one it prefetched, not one the other thread took (with panels handed out one
+ * by one, two threads each started every panel cold and fetched a piece of the other's:
+ * alternate panels on one thread, as two threads take them, made an 8-row decode step of GPT-2
+ * 124M 10% slower, Xeon with AVX-512). The runs are one equal share per thread (a thread that
+ * comes late finds its share taken), not runs of 128 KiB: the embedded target's matrices hold
+ * 8-32 panels, so 128 KiB runs gave the 8-panel output projection to one thread and split the
+ * 24-panel QKV 16:8; its 4-row verification forward took 0.393-0.414 ms against 0.376-0.386
+ * in equal shares (`bench --draft models/kjv-draft --gamma 4 --greedy`, five alternated runs,
+ * 2-vCPU Xeon), GPT-2 124M fp16 4- and 8-row steps the same speed. Which thread computes a
+ * panel never changes its bits (kernels.h). */
+static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
+                       const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
+{
+    matmul_job j = {
+        .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
+                 .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq, .xb = ce->xb, .ldxb = ce->ldxb},
+        .kern = ce->kern,
+        .scratch = ce->mm_scratch,
+        .scratch_stride = ce->mm_stride,
+    };
+    cpu_act_rows(ce, x, ldx, w, T);
+    j.runs = T > 1 && T < 12;      /* panels in one equal share per thread (matmul_job_run) */
+    if (j.runs) {
+        threadpool_chunks_init(&j.chunks, w->n_panels);
+    } else {
+        size_t ppc = w->dtype == TT_F32 ? KERNELS_ROWS_PANELS : 1;
+        if (T == 1) {              /* about 128 KiB, whole groups of the GEMV's side-by-side panels */
+            size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
+            ppc = (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
+            if (ppc < 1)
+                ppc = 1;
+            ppc = (ppc + KERNELS_GEMV_PANELS - 1) / KERNELS_GEMV_PANELS * KERNELS_GEMV_PANELS;
+        }
+        j.panels_per_chunk = (int)ppc;
+        threadpool_chunks_init(&j.chunks, (w->n_panels + j.panels_per_chunk - 1) /
+                                              j.panels_per_chunk);
+    }
+    threadpool_run(ce->pool, matmul_job_run, &j);
+}
+
+typedef struct {
+    cpu_engine *ce;
+    int layer;
+    const float *qkv;              /* (T, 3C): keys at column C, values at 2C */
+    const cpu_seg *segs;
+    int n_segs;
+    threadpool_chunks work;        /* (segment, head) pairs */
+} attention_job;
+
+/* One head of one sequence at a time: store that sequence's keys and values of the head in its
+ * cache, then attend over its cache. */
+static void attention_job_run(void *varg, int ith, int nth)
+{
+    attention_job *j = varg;
+    cpu_engine *ce = j->ce;
+    const gpt2_config *cfg = ce->base.config;
+    const int C = cfg->C, NH = cfg->NH, HS = C / NH;
+    float *scratch = ce->scratch + (size_t)ith * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx);
+    int c;
+    while ((c = threadpool_next_chunk(&j->work)) >= 0) {
+        const cpu_seg *sg = &j->segs[c / NH];
+        int h = c % NH;
+        kvcache *kv = sg->cache;
+        const float *q = j->qkv + (size_t)sg->row * 3 * (size_t)C;
+        for (int t = 0; t < sg->T; t++) {
+            const float *row = q + (size_t)t * 3 * (size_t)C + (size_t)h * (size_t)HS;
+            kvcache_store(kv, j->layer, h, sg->pos + t, row + C, row + 2 * C);
+        }
+        attention_args a = {.q = q, .ldq = 3 * C, .k = kvcache_k(kv, j->layer),
+                            .v = kvcache_v(kv, j->layer), .n_ctx = kv->n_ctx, .ldk = kv->ldk,
+                            .out = ce->att + (size_t)sg->row * (size_t)C, .ldo = C, .T = sg->T,
+                            .pos = sg->pos, .NH = NH, .HS = HS};
+        ce->kern->attention(&a, h, 0, sg->T, scratch);
+    }
+}
+
+typedef struct {
+    float *out;
+    const float *x, *w, *b;
+    int C;
+    float eps;
+} layernorm_ctx;
+
+static void layernorm_rows(const void *varg, int t0, int t1)
+{
+    const layernorm_ctx *l = varg;
+    kernels_layernorm(l->out, l->x, l->w, l->b, l->C, l->eps, t0, t1);
+}
+
+static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const float *w,
+                          const float *b, int T)
+{
+    const gpt2_config *cfg = ce->base.config;
+    layernorm_ctx l = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .eps = cfg->ln_eps};
+    cpu_rows(ce, T, layernorm_rows, &l);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward */
+
+/* x[t] = wte[id] + wpe[pos] for every row of the segments, read from the model's mapping (one
+ * row each) and rounded to the held dtype like every other parameter (tt_held_f32; with Q8
+ * weight matrices the vectors stay fp32, as llama.cpp keeps them: they are a sliver of the
+ * bytes). */
+static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, int n_segs)
+{
+    const model *m = ce->base.model;
+    const int C = ce->base.config->C;
+    const tt_dtype d = ce->base.dtype;
+    float *pe = ce->embed_row;
+    /* Values read from a table of the held dtype are held already (an fp16 model held in fp16:
+     * rounding them again took most of a row's 2.4 us). */
+    const bool exact = (m->tensors.wte.dtype == d && m->tensors.wpe.dtype == d) ||
+                       (d != TT_F16 && d != TT_BF16);
+    for (int sg = 0; sg < n_segs; sg++)
+        for (int t = segs[sg].row; t < segs[sg].row + segs[sg].T; t++) {
+            int pos = segs[sg].pos + (t - segs[sg].row);
+            float *x = ce->x + (size_t)t * (size_t)C;
+            tensor_ref_to_f32(m->tensors.wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
+            tensor_ref_to_f32(m->tensors.wpe, (size_t)pos * (size_t)C, (size_t)C, pe);
+            if (exact)
+                for (int i = 0; i < C; i++)
+                    x[i] += pe[i];
+            else
+                for (int i = 0; i < C; i++)
+                    x[i] = tt_held_f32(d, x[i]) + tt_held_f32(d, pe[i]);
+        }
+}
+
+/* T rows (ids) split into segments, each one sequence's consecutive positions; logits for rows
+ * [lo, T) into out (T - lo, V). False when stop (the engine's interrupt flag, passed for spans
+ * of more than one token) stopped it between layers. */
+static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const cpu_seg *segs,
+                              int n_segs, int lo, float *out,
+                              const volatile sig_atomic_t *stop)
+{
+    const gpt2_config *cfg = ce->base.config;
+    const int C = cfg->C, FF = cfg->FF, NH = cfg->NH;
+    cpu_embed(ce, ids, segs, n_segs);
+    for (int l = 0; l < cfg->L; l++) {
+        if (stop && *stop)
+            return false;
+        const cpu_layer *ly = &ce->layers[l];
+        cpu_layernorm(ce, ce->xn, ce->x, ly->ln_1_w, ly->ln_1_b, T);
+        cpu_matmul(ce, ce->qkv, 3 * C, ce->xn, C, &ly->attn_w, ly->attn_b, T, MM_STORE);
+        attention_job aj = {.ce = ce, .layer = l, .qkv = ce->qkv, .segs = segs,
+                            .n_segs = n_segs};
+        threadpool_chunks_init(&aj.work, n_segs * NH);
+        threadpool_run(ce->pool, attention_job_run, &aj);
+        cpu_matmul(ce, ce->x, C, ce->att, C, &ly->attn_proj_w, ly->attn_proj_b, T, MM_ADD);
+        cpu_layernorm(ce, ce->xn, ce->x, ly->ln_2_w, ly->ln_2_b, T);
+        cpu_matmul(ce, ce->fc, FF, ce->xn, C, &ly->fc_w, ly->fc_b, T,
+                   cfg->act == GPT2_GELU_ERF ? MM_GELU_ERF : MM_GELU_TANH);
+        cpu_matmul(ce, ce->x, C, ce->fc, FF, &ly->fc_proj_w, ly->fc_proj_b, T, MM_ADD);
+    }
+    if (lo >= T)
+        return true;
+    const float *xl = ce->x + (size_t)lo * (size_t)C;
+    float *xnl = ce->xn + (size_t)lo * (size_t)C;
+    cpu_layernorm(ce, xnl, xl, ce->ln_f_w, ce->ln_f_b, T - lo);
+    cpu_matmul(ce, out, cfg->V, xnl, C, &ce->lm_head, NULL, T - lo, MM_STORE);
+    return true;
+}
+
+static tt_status cpu_reserve_logits(cpu_engine *ce, int rows, tt_error *err)
+{
+    if (rows <= ce->logits_rows)
+        return TT_OK;
+    size_t bytes = (size_t)rows * (size_t)ce->base.config->V * sizeof(float);
+    float *p = malloc(bytes);
+    if (!p)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of logits for %d rows",
+                       bytes, rows);
+    free(ce->base.logits);
+    ce->base.logits = p;
+    ce->base.memory_bytes += (size_t)(rows - ce->logits_rows) * (size_t)ce->base.config->V *
+                             sizeof(float);
+    ce->logits_rows = rows;
+    return TT_OK;
+}
+
+static tt_status cpu_seq_forward(engine *e, int seq, const int32_t *ids, int n, int pos,
+                                 bool all_logits, tt_error *err)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    const int V = e->config->V;
+    kvcache *kv = cpu_seq_cache(ce, seq);
+    e->n_logits = 0;
+    tt_status s = cpu_reserve_logits(ce, all_logits ? n : 1, err);
+    if (s != TT_OK)
+        return s;
+    kvcache_truncate(kv, pos);
+    for (int s0 = 0; s0 < n; s0 += ce->TB) {
+        int T = n - s0 < ce->TB ? n - s0 : ce->TB;
+        bool last = s0 + T == n;
+        int lo = all_logits ? 0 : last ? T - 1 : T;
+        float *out = all_logits ? e->logits + (size_t)s0 * (size_t)V : e->logits;
+        cpu_seg sg = {.cache = kv, .row = 0, .T = T, .pos = pos + s0};
+        if (!cpu_forward_chunk(ce, ids + s0, T, &sg, 1, lo, out,
+                               T > 1 ? e->interrupt : NULL))
+            return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
+        kv->n = pos + s0 + T;
+        if (seq == 0)
+            e->n_past = kv->n;
+    }
+    e->n_logits = all_logits ? n : 1;
+    return TT_OK;
+}
+
+static tt_status cpu_forward(engine *e, const int32_t *ids, int n, int pos, bool all_logits,
+                             tt_error *err)
+{
+    return cpu_seq_forward(e, 0, ids, n, pos, all_logits, err);
+}
+
+static void cpu_seq_truncate(engine *e, int seq, int pos)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    kvcache *kv = cpu_seq_cache(ce, seq);
+    kvcache_truncate(kv, pos);
+    if (seq == 0)
+        e->n_past = kv->n;
+}
+
+static void cpu_truncate(engine *e, int pos)
+{
+    cpu_seq_truncate(e, 0, pos);
+}
+
+/* Rows of up to TB sequences at a time, one token each: every matmul streams the weights once for
+ * the whole group. */
+static tt_status cpu_forward_batch(engine *e, const int *seqs, const int32_t *ids, int B,
+                                   tt_error *err)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    const int V = e->config->V;
+    e->n_logits = 0;
+    tt_status s = cpu_reserve_logits(ce, B, err);
+    if (s != TT_OK)
+        return s;
+    for (int b0 = 0; b0 < B; b0 += ce->TB) {
+        int T = B - b0 < ce->TB ? B - b0 : ce->TB;
+        for (int b = 0; b < T; b++) {
+            kvcache *kv = cpu_seq_cache(ce, seqs[b0 + b]);
+            ce->segs[b] = (cpu_seg){.cache = kv, .row = b, .T = 1, .pos = kv->n};
+        }
+        cpu_forward_chunk(ce, ids + b0, T, ce->segs, T, 0, e->logits + (size_t)b0 * (size_t)V,
+                          NULL);
+        for (int b = 0; b < T; b++)
+            ce->segs[b].cache->n++;
+    }
+    e->n_past = ce->cache.n;
+    e->n_logits = B;
+    return TT_OK;
+}
+
+static tt_status cpu_seq_reserve(engine *e, int n, tt_error *err)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    if (n <= ce->n_seqs)
+        return TT_OK;
+    kvcache *more = realloc(ce->more, (size_t)(n - 1) * sizeof *more);
+    if (!more)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %d sequences", n);
+    ce->more = more;
+    const kvcache *c0 = &ce->cache;
+    for (int i = ce->n_seqs; i < n; i++) {
+        tt_status s = kvcache_init(&more[i - 1], c0->L, c0->NH, c0->HS, c0->n_ctx, err);
+        if (s != TT_OK) {
+            for (int k = ce->n_seqs; k < i; k++) {
+                e->memory_bytes -= kvcache_bytes(&more[k - 1]);
+                kvcache_free(&more[k - 1]);
+            }
+            return s;
+        }
+        e->memory_bytes += kvcache_bytes(&more[i - 1]);
+    }
+    ce->n_seqs = n;
+    return TT_OK;
+}
+
+static int cpu_seq_count(const engine *e)
+{
+    return ((const cpu_engine *)e)->n_seqs;
+}
+
+static int cpu_seq_len(const engine *e, int seq)
+{
+    return cpu_seq_cache((cpu_engine *)e, seq)->n;
+}
+
+/* Keys are transposed in blocks of positions (kernels_key_at): a whole block is one copy, the
+ * part of a block at either end one per dimension; values are whole position rows. */
+static void cpu_seq_copy(engine *e, int dst, int src, int from, int n)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    kvcache *d = cpu_seq_cache(ce, dst);
+    const kvcache *s = cpu_seq_cache(ce, src);
+    const int HS = s->HS, KB = KERNELS_KEY_BLOCK;
+    size_t len = (size_t)(n - from);
+    for (int l = 0; l < s->L && len > 0; l++)
+        for (int h = 0; h < s->NH; h++) {
+            for (int t = from, t1; t < n; t = t1) {
+                t1 = (t / KB + 1) * KB < n ? (t / KB + 1) * KB : n;
+                size_t koff = kernels_key_at(HS, s->ldk, h, 0, t);
+                float *dk = kvcache_k(d, l) + koff;
+                const float *sk = kvcache_k(s, l) + koff;
+                if (t1 - t == KB)
+                    memcpy(dk, sk, (size_t)HS * KB * sizeof(float));
+                else
+                    for (int k = 0; k < HS; k++)
+                        memcpy(dk + (size_t)k * KB, sk + (size_t)k * KB,
+                               (size_t)(t1 - t) * sizeof(float));
+            }
+            size_t voff = ((size_t)h * (size_t)s->n_ctx + (size_t)from) * (size_t)s->HS;
+            memcpy(kvcache_v(d, l) + voff, kvcache_v(s, l) + voff,
+                   len * (size_t)s->HS * sizeof(float));
+        }
+    d->n = n;
+    if (dst == 0)
+        e->n_past = n;
+}
+
+const kvcache *cpu_engine_kvcache(const engine *e)
+{
+    return &((const cpu_engine *)e)->cache;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Creation */
+
+static void cpu_destroy(engine *e)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    if (!ce)
+        return;
+    threadpool_free(ce->pool);
+    if (ce->layers) {
+        for (int l = 0; l < e->config->L; l++) {
+            cpu_layer *ly = &ce->layers[l];
+            packed_matrix_free(&ly->attn_w);
+            packed_matrix_free(&ly->attn_proj_w);
+            packed_matrix_free(&ly->fc_w);
+            packed_matrix_free(&ly->fc_proj_w);
+        }
+        free(ce->layers);
+    }
+    packed_matrix_free(&ce->lm_head);
+    free(ce->vectors);
+    kvcache_free(&ce->cache);
+    for (int i = 1; i < ce->n_seqs; i++)
+        kvcache_free(&ce->more[i - 1]);
+    free(ce->more);
+    free(ce->segs);
+    free(ce->x);
+    free(ce->xn);
+    free(ce->qkv);
+    free(ce->att);
+    free(ce->fc);
+    free(ce->scratch);
+    free(ce->mm_scratch);
+    free(ce->xq);
+    free(ce->xb);
+    free(ce->embed_row);
+    free(e->logits);
+    free(ce);
+}
+
+static const engine_seq_ops cpu_seq_ops = {
+    .reserve = cpu_seq_reserve,
+    .count = cpu_seq_count,
+    .len = cpu_seq_len,
+    .forward = cpu_seq_forward,
+    .forward_batch = cpu_forward_batch,
+    .copy = cpu_seq_copy,
+    .truncate = cpu_seq_truncate,
+};
+
+/* engine_warm: the calling thread reads what a step reads, one load per cache line, pass after
+ * pass until the deadline. It runs where the step will: the session warms up only before a solo
+ * step (engine_set_solo), which the caller computes alone.
+ *
+ * Region r of what a decode step reads: the layers' four matrices, the LM head, the vectors,
+ * then per layer and head the keys and the values of the positions held. Returns its bytes. */
+static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
+{
+    const int L = ce->base.config->L;
+    const kvcache *c = &ce->cache;
+    const packed_matrix *m = NULL;
+    if (r < 4 * L) {
+        const cpu_layer *ly = &ce->layers[r / 4];
+        const packed_matrix *ms[] = {&ly->attn_w, &ly->attn_proj_w, &ly->fc_w, &ly->fc_proj_w};
+        m = ms[r % 4];
+    } else if (r == 4 * L) {
+        m = &ce->lm_head;
+    }
+    if (m) {
+        *p = m->data;
+        return packed_matrix_bytes(m->dtype, m->K, m->N);
+    }
+    if (r == 4 * L + 1) {
+        *p = (const unsigned char *)ce->vectors;
+        return ce->vectors_len * sizeof(float);
+    }
+    r -= 4 * L + 2;
+    int lh = r / 2, l = lh / c->NH, h = lh % c->NH;
+    if (r % 2 == 0) {
+        size_t blocks = ((size_t)c->n + KERNELS_KEY_BLOCK - 1) / KERNELS_KEY_BLOCK;
+        *p = (const unsigned char *)(kvcache_k(c, l) + (size_t)h * c->HS * c->ldk);
+        return blocks * KERNELS_KEY_BLOCK * (size_t)c->HS * sizeof(float);
+    }
+    *p = (const unsigned char *)(kvcache_v(c, l) + (size_t)h * c->n_ctx * c->HS);
+    return (size_t)c->n * (size_t)c->HS * sizeof(float);
+}
+
+static void cpu_warm(engine *e, double ms)
+{
+    cpu_engine *ce = (cpu_engine *)e;
+    const kvcache *c = &ce->cache;
+    const int n_regions = 4 * e->config->L + 2 + 2 * c->L * c->NH;
+    const double until_ms = tt_now_ms() + ms;
+    do {
+        for (int r = 0; r < n_regions; r++) {
+            const unsigned char *p;
+            size_t n = warm_region(ce, r, &p);
+            for (size_t i = 0; i < n; i += 64) {
+                (void)*(const volatile unsigned char *)(p + i);
+                if ((i & 16383) == 0 && tt_now_ms() >= until_ms)
+                    return;
+            }
+        }
+    } while (tt_now_ms() < until_ms);
+}
+
+static void cpu_set_solo(engine *e, bool solo)
+{
+    threadpool_set_solo(((cpu_engine *)e)->pool, solo);
+}
+
+static const engine_ops cpu_ops = {
+    .name = "cpu",
+    .forward = cpu_forward,
+    .truncate = cpu_truncate,
+    .destroy = cpu_destroy,
+    .seq = &cpu_seq_ops,
+    .warm = cpu_warm,
+    .set_solo = cpu_set_solo,
+};
+
+/* Packing, spread over the pool: a 124M model is 124M conversions. */
+typedef struct {
+    packed_matrix *m;
+    tensor_ref src;
+    bool transposed;
+    threadpool_chunks panels;      /* blocks of 8 panels */
+} pack_job;
+
+static void pack_job_run(void *varg, int ith, int nth)
+{
+    pack_job *j = varg;
+    int c;
+    while ((c = threadpool_next_chunk(&j->panels)) >= 0) {
+        int n0 = c * 8 * KERNELS_NR, n1 = n0 + 8 * KERNELS_NR;
+        if (n1 > j->m->N)
+            n1 = j->m->N;
+        packed_matrix_pack(j->m, j->src, j->transposed, n0, n1);
+    }
+}
+
+static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, tensor_ref src, bool transposed,
+                          int K, int N, tt_error *err)
+{
+    tt_status s = packed_matrix_init(m, ce->base.dtype, K, N, err);
+    if (s != TT_OK)
+        return s;
+    pack_job j = {.m = m, .src = src, .transposed = transposed};
+    threadpool_chunks_init(&j.panels, (m->n_panels + 7) / 8);
+    threadpool_run(ce->pool, pack_job_run, &j);
+    ce->base.weight_bytes += packed_matrix_bytes(m->dtype, K, N);
+    return TT_OK;
+}
+
+/* Copies a vector parameter out of the mapping, rounded to the held dtype. */
+static float *cpu_vector(cpu_engine *ce, size_t *used, tensor_ref src, int n)
+{
+    float *dst = ce->vectors + *used;
+    tensor_ref_to_f32(src, 0, (size_t)n, dst);
+    for (int i = 0; i < n; i++)
+        dst[i] = tt_held_f32(ce->base.dtype, dst[i]);
+    *used += (size_t)n;
+    return dst;
+}
+
+static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
+{
+    const gpt2_config *cfg = ce->base.config;
+    const size_t TB = (size_t)ce->TB, C = (size_t)cfg->C, FF = (size_t)cfg->FF;
+    int nth = threadpool_size(ce->pool);
+    size_t elems = TB * C * 3 + TB * 3 * C + TB * FF +
+                   (size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) + C;
+    ce->x = malloc(TB * C * sizeof(float));
+    ce->xn = malloc(TB * C * sizeof(float));
+    ce->qkv = malloc(TB * 3 * C * sizeof(float));
+    ce->att = malloc(TB * C * sizeof(float));
+    ce->fc = malloc(TB * FF * sizeof(float));
+    ce->scratch = malloc((size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) * sizeof(float));
+    ce->embed_row = malloc(C * sizeof(float));
+    ce->segs = malloc(TB * sizeof *ce->segs);
+    ce->mm_stride = (KERNELS_MATMUL_SCRATCH(C > FF ? C : FF) + 15) & ~(size_t)15;
+    if (ce->base.dtype == TT_Q8) {
+        ce->ldxq = KERNELS_Q8_ACT_BLOCKS(C > FF ? C : FF);
+        ce->xq = malloc(TB * (size_t)ce->ldxq * sizeof *ce->xq);
+        if (!ce->xq)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of quantized "
+                           "activations", TB * (size_t)ce->ldxq * sizeof *ce->xq);
+        ce->base.memory_bytes += TB * (size_t)ce->ldxq * sizeof *ce->xq;
+    }
+    if (ce->base.dtype == TT_BF16 && ce->kern->bf16_rows) {
+        ce->ldxb = (int)(C > FF ? C : FF);
+        ce->xb = malloc(TB * (size_t)ce->ldxb * sizeof *ce->xb);
+        if (!ce->xb)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of bf16 "
+                           "activations", TB * (size_t)ce->ldxb * sizeof *ce->xb);
+        ce->base.memory_bytes += TB * (size_t)ce->ldxb * sizeof *ce->xb;
+    }
+    elems += (size_t)nth * ce->mm_stride;
+    void *mm = NULL;
+    if (posix_memalign(&mm, 64, (size_t)nth * ce->mm_stride * sizeof(float)) == 0)
+        ce->mm_scratch = mm;
+    if (!ce->x || !ce->xn || !ce->qkv || !ce->att || !ce->fc || !ce->scratch || !ce->embed_row ||
+        !ce->mm_scratch || !ce->segs)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of activations",
+                       elems * sizeof(float));
+    ce->base.memory_bytes += elems * sizeof(float);
+    return TT_OK;
+}
+
+static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
+{
+    const model *m = ce->base.model;
+    const gpt2_config *cfg = &m->config;
+    const gpt2_tensors *tw = &m->tensors;
+    const int C = cfg->C, FF = cfg->FF, L = cfg->L;
+    tt_status s;
+
+    ce->vectors_len = (size_t)L * (9 * (size_t)C + (size_t)FF) + 2 * (size_t)C;
+    ce->vectors = malloc(ce->vectors_len * sizeof(float));
+    ce->layers = calloc((size_t)L, sizeof *ce->layers);
+    if (!ce->vectors || !ce->layers)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the parameter vectors");
+    size_t used = 0;
+    for (int l = 0; l < L; l++) {
+        const gpt2_layer_tensors *t = &tw->h[l];
+        cpu_layer *ly = &ce->layers[l];
+        ly->ln_1_w = cpu_vector(ce, &used, t->ln_1_w, C);
+        ly->ln_1_b = cpu_vector(ce, &used, t->ln_1_b, C);
+        ly->attn_b = cpu_vector(ce, &used, t->attn_b, 3 * C);
+        ly->attn_proj_b = cpu_vector(ce, &used, t->attn_proj_b, C);
+        ly->ln_2_w = cpu_vector(ce, &used, t->ln_2_w, C);
+        ly->ln_2_b = cpu_vector(ce, &used, t->ln_2_b, C);
+        ly->fc_b = cpu_vector(ce, &used, t->fc_b, FF);
+        ly->fc_proj_b = cpu_vector(ce, &used, t->fc_proj_b, C);
+        if ((s = cpu_pack(ce, &ly->attn_w, t->attn_w, false, C, 3 * C, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->attn_proj_w, t->attn_proj_w, false, C, C, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->fc_w, t->fc_w, false, C, FF, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->fc_proj_w, t->fc_proj_w, false, FF, C, err)) != TT_OK)
+            return s;
+    }
+    ce->ln_f_w = cpu_vector(ce, &used, tw->ln_f_w, C);
+    ce->ln_f_b = cpu_vector(ce, &used, tw->ln_f_b, C);
+    s = cpu_pack(ce, &ce->lm_head, tw->lm_head, true, C, cfg->V, err);
+    if (s != TT_OK)
+        return s;
+    /* A decode step also reads every vector and one row each of wte and wpe. */
+    ce->base.weight_bytes += used * sizeof(float) +
+                             2 * (size_t)C * tt_dtype_size(m->file_dtype);
+    ce->base.memory_bytes += ce->base.weight_bytes;
+    return TT_OK;
+}
+
+tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err)
+{
+    *out = NULL;
+    const gpt2_config *cfg = &m->config;
+    engine_options def;
+    if (!o) {
+        engine_options_default(&def);
+        o = &def;
+    }
+    if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16 && o->dtype != TT_Q8)
+        return tt_fail(err, TT_ERR_ARG, "cpu: unknown weight dtype %d", (int)o->dtype);
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT;
+    if (n_ctx > cfg->maxT)
+        return tt_fail(err, TT_ERR_ARG, "cpu: context of %d tokens is longer than the model's "
+                       "n_positions (%d)", n_ctx, cfg->maxT);
+
+    cpu_engine *ce = calloc(1, sizeof *ce);
+    if (!ce)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the engine");
+    engine *e = &ce->base;
+    engine_init(e, &cpu_ops, m, n_ctx, o->dtype);
+    ce->kern = kernels_select();
+    ce->TB = n_ctx < CPU_CHUNK ? n_ctx : CPU_CHUNK;
+    ce->n_seqs = 1;
+
+    int n_threads = o->n_threads;
+    double macs = (double)cfg->L * 12.0 * cfg->C * cfg->C + (double)cfg->C * cfg->V;
+    if (n_threads <= 0 && macs < CPU_SPLIT_MIN_MACS) {
+        n_threads = 1;
+        ce->small_macs = macs;
+    }
+    tt_status s = threadpool_create(n_threads, &ce->pool, err);
+    if (s == TT_OK)
+        s = kvcache_init(&ce->cache, cfg->L, cfg->NH, cfg->C / cfg->NH, n_ctx, err);
+    if (s == TT_OK) {
+        e->memory_bytes += kvcache_bytes(&ce->cache);
+        s = cpu_alloc_activations(ce, err);
+    }
+    if (s == TT_OK)
+        s = cpu_load_weights(ce, err);
+    if (s == TT_OK)
+        s = cpu_reserve_logits(ce, 1, err);
+    if (s != TT_OK) {
+        cpu_destroy(e);
+        return s;
+    }
+    int nth = threadpool_size(ce->pool);
+    e->threads = nth;
+    snprintf(e->description, sizeof e->description, "cpu: %d thread%s%s, %s, %s weights", nth,
+             nth == 1 ? "" : "s", o->n_threads <= 0 ? " (auto)" : "", ce->kern->name,
+             tt_dtype_name(e->dtype));
+    *out = e;
+    return TT_OK;
+}
+
+const char *cpu_engine_describe_threads(const engine *e, char *out, size_t cap)
+{
+    const cpu_engine *ce = (const cpu_engine *)e;
+    if (e->ops != &cpu_ops)
+        snprintf(out, cap, "none: the %s engine computes", e->ops->name);
+    else if (ce->small_macs > 0)
+        snprintf(out, cap, "1 thread (auto: model too small to split, %.1fM multiply-adds per "
+                 "token)", ce->small_macs * 1e-6);
+    else
+        threadpool_describe(ce->pool, out, cap);
+    return out;
+}

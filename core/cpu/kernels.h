@@ -1,0 +1,242 @@
+/* kernels.h: the CPU backend's compute kernels: packed weight matrices, the portable reference
+ * kernels and the SIMD sets chosen at run time (kernels_avx512.c, kernels_vnni_avx512.c,
+ * kernels_amx_avx512.c, kernels_avx2.c).
+ *
+ * Every set computes in fp32 and accumulates in fp32 whatever the dtype the weights are held in,
+ * except Q8, whose block sums are exact integer dot products (below), and the amx set's BF16
+ * matmuls, which multiply activations rounded to bf16 (below);
+ * the sets differ in speed and in rounding order (tests/check_kernels.c holds them to a
+ * tolerance). The reference set is plain C that any compiler can run; it is also what
+ * TOKENTOP_KERNELS=reference forces, so a test can compare both paths through the whole engine.
+ *
+ * Batch invariance, in every set: the result for one row (one token) is the same bits whatever
+ * other rows are computed in the same call, whatever its row offset, and however the callers
+ * split panels or heads among threads. Each matmul output is one sum over k in a fixed order, and
+ * each attention row computes its scores, softmax and weighted sum in a fixed order, whether it
+ * is alone (decode) or in a tile (prefill). Speculative verification, prefix reuse across turns
+ * and scoring rely on it: a position's logits do not depend on how it was computed. */
+#ifndef TOKENTOP_KERNELS_H
+#define TOKENTOP_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/base/dtype.h"
+#include "core/model/model.h"
+#include "core/base/status.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Packed weights
+ *
+ * A weight matrix W (K, N) multiplies activations from the right, y = x W, as GPT-2's Conv1D
+ * does (c_attn, c_proj, c_fc are stored [in, out] = [K, N]; the lm_head is wte (V, C) used
+ * transposed, K = C, N = V). Packed, W is a row of ceil(N / 32) panels of 32 output columns each,
+ * the columns past N zero-filled, every panel 64-byte aligned and contiguous, so one pass over the
+ * matrix is one sequential stream and a panel's k-th row is one or two cache lines:
+ *   F32, F16: panel (K, 32)              element (k, j) at k * 32 + j
+ *   BF16:     panel (K2 / 2, 32, 2)      element (k, j) at (k / 2) * 64 + j * 2 + k % 2
+ *             (K2 = K rounded up to even, the odd row zero) -- pairs along k share a 32-bit lane,
+ *             so a shift and a mask turn them into fp32, and it is the operand vdpbf16ps takes.
+ *   Q8:       panel (KB, KERNELS_Q8_BLOCK_BYTES) bytes, KB = ceil(K / 32) blocks of 32 k rows:
+ *             32 fp16 scales s[j] (one per column, 64 bytes), then 1024 bytes of integers q + 128
+ *             (unsigned: the operand vpdpbusd multiplies unsigned) in groups of 4 along k: byte
+ *             (k % 32 / 4) * 128 + j * 4 + k % 4, so one 32-bit lane holds 4 consecutive k of one
+ *             column (the rows past K hold q = 0). Element (k, j) is q * s. Packing picks
+ *             s = fp16(max |w| / 127) over the block's 32 k of a column and q = round-to-nearest
+ *             (w / s) in [-127, 127] (llama.cpp's Q8_0 per column).
+ *             A Q8 matmul quantizes the activations too (kernels_quantize_rows: each row's blocks
+ *             of 32 to 8 bits with one fp32 scale d, as llama.cpp's Q8_0 dot products do) and
+ *             computes, per output (t, j), from c = 0 over the blocks b ascending:
+ *                 c = fma(s[b][j] * d[t][b], (float)sum_{k in b} q[k][j] xq[t][k], c)
+ *             then bias and epilogue. The integer block sums are exact (|sum| < 2^24, so the
+ *             conversion is exact too) whatever order or instruction computes them (vpdpbusd,
+ *             vpmaddubsw, scalar), so every set gives the same bits, and one row's result never
+ *             depends on the rows beside it.
+ * Decode (one row) streams it once as a GEMV; prefill (T rows) reuses each panel for all T rows. */
+#define KERNELS_NR 32
+#define KERNELS_Q8_BLOCK_BYTES (KERNELS_NR * 2 + TT_Q8_BLOCK * KERNELS_NR)
+
+/* Panels a one-row matmul (decode) streams side by side, for the instruction-level parallelism
+ * its one FMA chain per output lane lacks: a caller that splits such a matmul into panel ranges
+ * should cut them at multiples of this (other cuts give the same results, more slowly). */
+#define KERNELS_GEMV_PANELS 4
+
+/* Panels a many-row fp32 matmul (a prefill) computes side by side, for the loads a wider tile
+ * saves: a caller that splits such a matmul into panel ranges should cut them at multiples of
+ * this (other cuts give the same results, more slowly). */
+#define KERNELS_ROWS_PANELS 2
+
+/* Floats of per-thread scratch an attention call over keys 0 .. n-1 may use (scores of a tile of
+ * up to 8 query rows). */
+#define KERNELS_ATTN_SCRATCH(n) ((size_t)8 * (size_t)(n))
+
+/* Floats of per-thread scratch a matmul over K rows may use (one panel widened to fp32). */
+#define KERNELS_MATMUL_SCRATCH(K) ((size_t)((K) + 1) * KERNELS_NR)
+
+typedef struct {
+    void *data;              /* (n_panels, panel_elems) in dtype, owned; 64-byte aligned */
+    tt_dtype dtype;
+    int K, N;
+    int n_panels;            /* ceil(N / 32) */
+    size_t panel_elems;      /* K * 32, K2 * 32 for BF16, KB * KERNELS_Q8_BLOCK_BYTES for Q8 */
+} packed_matrix;
+
+/* Bytes packed_matrix_init allocates for a (K, N) matrix held in dtype. */
+size_t packed_matrix_bytes(tt_dtype dtype, int K, int N);
+
+/* Allocates a zeroed (K, N) matrix in dtype. On failure (TT_ERR_NOMEM) m->data is NULL. */
+tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err);
+
+/* NULL data is safe; leaves m zeroed. */
+void packed_matrix_free(packed_matrix *m);
+
+/* Packs output columns [n0, n1) of W from a row-major source tensor, converting each value to
+ * m->dtype (round to nearest even, as dtype.h does; Q8 as described above). transposed = false: the source is (K, N)
+ * (Conv1D); true: it is (N, K) (the lm_head / wte). Split [n0, n1) over threads at multiples of 32. */
+void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1);
+
+/* Element (k, n) as float (tests, the tied token embedding). */
+float packed_matrix_get(const packed_matrix *m, int k, int n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Kernel arguments */
+
+/* One block of 32 activations quantized for a Q8 matmul: x[k] ~ d * q[k] with d = max|x| / 127
+ * and q = round-to-nearest-even(x * (1 / d)) (all zero when the block is; a block holding an inf
+ * or a NaN gets d = NaN and q = 0, so its outputs are NaN); sum128 = 128 * sum q,
+ * what the unsigned weights' offset adds to a vpdpbusd sum. A row of K activations is
+ * KERNELS_Q8_ACT_BLOCKS(K) of them, the values past K zero. */
+typedef struct kernels_q8_act {
+    float d;
+    int32_t sum128;
+    int8_t q[32];
+} kernels_q8_act;
+
+#define KERNELS_Q8_ACT_BLOCKS(K) (((K) + TT_Q8_BLOCK - 1) / TT_Q8_BLOCK)
+
+/* Rounds rows [t0, t1) of x (T, ldx), K columns each, to bf16 (round to nearest even, NaN kept a
+ * quiet NaN: dtype.h's tt_f32_to_bf16) into xb (row t at xb + t * ldxb, ldxb >= K): the
+ * activations of a BF16 matmul in a set with bf16_rows (the amx set). The portable version; every
+ * set's bf16_rows gives its bits. */
+void kernels_bf16_rows(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb);
+
+/* Quantizes rows [t0, t1) of x (T, ldx), K columns each, into xq (row t at xq + t * ldxq, at least
+ * KERNELS_Q8_ACT_BLOCKS(K) blocks). Deterministic and per row: the same row gives the same blocks
+ * whatever rows come with it. The portable version; every set's quantize_rows gives its bits. */
+void kernels_quantize_rows(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                           int ldxq);
+
+typedef enum {
+    MM_STORE = 0,            /* out = x W + b */
+    MM_ADD,                  /* out += x W + b (the residual stream) */
+    MM_GELU_TANH,            /* out = gelu_tanh(x W + b) */
+    MM_GELU_ERF,             /* out = gelu_erf(x W + b) */
+} mm_epilogue;
+
+typedef struct {
+    float *out;              /* (T, ldo), columns 0 .. N-1 written */
+    int ldo;
+    const float *x;          /* (T, ldx), columns 0 .. K-1 read */
+    int ldx;
+    const packed_matrix *w;  /* (K, N) */
+    /* Q8 weights only: x's rows quantized by kernels_quantize_rows, row t at xq + t * ldxq. */
+    const struct kernels_q8_act *xq;
+    int ldxq;
+    /* BF16 weights in a set with bf16_rows only: x's rows rounded by kernels_bf16_rows, row t at
+     * xb + t * ldxb; such a matmul reads them instead of x. */
+    const uint16_t *xb;
+    int ldxb;
+    const float *bias;       /* (N) or NULL */
+    int T;
+    mm_epilogue epilogue;
+} matmul_args;
+
+/* Keys are stored transposed in blocks of KERNELS_KEY_BLOCK positions: one layer is
+ * (NH, ldk / KERNELS_KEY_BLOCK, HS, KERNELS_KEY_BLOCK), so dimension d of KERNELS_KEY_BLOCK
+ * consecutive positions is one vector (a query's scores against them are one FMA per dimension,
+ * no horizontal sums), and all of a block's dimensions are one contiguous 4 KiB (HS 64). A head's
+ * first n keys are thus one contiguous run that the hardware prefetchers stream. With rows of
+ * ldk positions instead (HS rows a head, each a few lines long and on its own page), a batched
+ * decode step's attention and key stores waited on a miss at every row's start: 8 sequences of
+ * GPT-2 124M at positions 64-88 took 56 ms a step instead of 50 on one thread (Xeon with
+ * AVX-512). */
+#define KERNELS_KEY_BLOCK 16
+
+/* The offset of head h's key for dimension d at position t in one layer's keys. */
+static inline size_t kernels_key_at(int HS, int ldk, int h, int d, int t)
+{
+    return ((size_t)h * (size_t)ldk + (size_t)(t - t % KERNELS_KEY_BLOCK)) * (size_t)HS +
+           (size_t)d * KERNELS_KEY_BLOCK + (size_t)(t % KERNELS_KEY_BLOCK);
+}
+
+/* Causal attention of T query rows at positions pos .. pos+T-1 over the cache (keys 0 .. pos+i
+ * for query i), one head at a time. q and out are rows of the activation buffers. */
+typedef struct {
+    const float *q;          /* (T, ldq); head h at columns h*HS .. h*HS+HS-1 */
+    int ldq;
+    const float *k;          /* one layer of the cache's keys (kernels_key_at) */
+    const float *v;          /* (NH, n_ctx, HS) */
+    int n_ctx;
+    int ldk;                 /* positions a head's keys hold: >= n_ctx, a multiple of
+                                KERNELS_KEY_BLOCK */
+    float *out;              /* (T, ldo); head h at columns h*HS .. */
+    int ldo;
+    int T, pos, NH, HS;
+} attention_args;
+
+typedef struct {
+    const char *name;        /* "reference", "avx2", "avx512", "avx512vnni", "amx" */
+    /* Computes output panels [p0, p1) of a->w (columns 32*p0 .. min(32*p1, N)-1) for all T rows:
+     * disjoint panel ranges may run on different threads at once. scratch: NULL, or
+     * KERNELS_MATMUL_SCRATCH(K) floats, 64-byte aligned, private to the calling thread. */
+    void (*matmul)(const matmul_args *a, int p0, int p1, float *scratch);
+    /* kernels_quantize_rows, vectorized: the same bits. */
+    void (*quantize_rows)(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
+                          int ldxq);
+    /* NULL, or kernels_bf16_rows vectorized (the same bits): then this set's BF16 matmuls read
+     * their activations from matmul_args.xb, rounded by it, and the caller must supply them.
+     * The amx set (AMX tiles, tdpbf16ps): every BF16 output is, from c = 0, for each whole block
+     * of 32 k ascending c += the block's 32 products of bf16 values (one tdpbf16ps step, summed
+     * in the hardware's own fixed way, which is not the sequential FMA chain's; denormal inputs
+     * read as zero, fp32 results), then the K % 32 k left one fp32 FMA each, ascending; then
+     * bias and epilogue. Every row runs that chain however many rows come with it (decode, prefill and
+     * verification rows alike), so batch invariance holds; its bits differ from the other sets'
+     * (fp32 activations) by the activations' rounding. */
+    void (*bf16_rows)(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb);
+    /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
+     * floats private to the calling thread. */
+    void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
+} kernels;
+
+/* The names of every set some build may have, best first, NULL-terminated ("reference" last). */
+extern const char *const kernels_set_names[];
+
+/* The portable set (always available). */
+const kernels *kernels_reference(void);
+
+/* The best set this CPU runs, unless the environment variable TOKENTOP_KERNELS names one
+ * ("reference", "avx2", "avx512", "avx512vnni", "amx"; a set the CPU or the build lacks falls back
+ * to the best one available). Never NULL. The amx set runs where the CPU has AMX-BF16 and
+ * AVX512-VNNI, the OS enables the tile state and grants this process its use (Linux:
+ * arch_prctl(ARCH_REQ_XCOMP_PERM), asked once), and TOKENTOP_NO_AMX is unset or empty; otherwise
+ * avx512vnni is the best. */
+const kernels *kernels_select(void);
+
+/* The set called name if this build has it and this CPU runs it, else NULL. */
+const kernels *kernels_by_name(const char *name);
+
+/* Whether this CPU has the instructions the set called name needs, whether or not this build
+ * includes the set (so a test can tell "skipped: the CPU lacks it" from "the build left it out"). */
+bool kernels_cpu_runs(const char *name);
+
+/* Replaces the request for the AMX tile state (NULL: the operating system's, the default) and
+ * forgets the answer kept from the last one: a test makes it refuse, to see the fallback. */
+void kernels_set_tile_request(bool (*request)(void));
+
+/* LayerNorm of rows [t0, t1) of x (T, C): out = (x - mean) * rstd * w + b, biased variance.
+ * Shared by every set: it is a sliver of the work, and one formula keeps the sets comparable. */
+void kernels_layernorm(float *out, const float *x, const float *w, const float *b, int C,
+                       float eps, int t0, int t1);
+
+#endif
