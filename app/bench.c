@@ -138,14 +138,14 @@ static void bench_bandwidth(int n_threads, bench_result *r)
  * The measurements */
 
 /* Matrix work of one token (2 flops per multiply-add), without the lm_head. */
-static double flops_per_token(const gpt2_config *c)
+static double flops_per_token(const model_config *c)
 {
     double C = c->C, FF = c->FF;
     return 2.0 * c->L * (C * 3 * C + C * C + 2 * C * FF);
 }
 
 /* Attention work of n tokens starting at position 0: QK^T and PV over the causal prefix. */
-static double attention_flops(const gpt2_config *c, int n)
+static double attention_flops(const model_config *c, int n)
 {
     return 2.0 * 2.0 * c->L * c->C * ((double)n * (n + 1) / 2.0);
 }
@@ -166,7 +166,7 @@ static double time_from_empty(engine *e, const int32_t *ids, int n, double *time
 
 static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_error *err)
 {
-    const gpt2_config *cfg = e->config;
+    const model_config *cfg = e->config;
     const int N = o->prompt_tokens, M = o->gen_tokens, total = N + M;
     int32_t *ids = malloc((size_t)total * sizeof *ids);
     double *times = malloc((size_t)(M > 5 ? M : 5) * sizeof *times);

@@ -35,7 +35,7 @@ int bench_batch_parse(const char *s, int *sizes)
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
                           size_t kv_bytes_per_pos, bench_batch_row *rows, tt_error *err)
 {
-    const gpt2_config *cfg = e->config;
+    const model_config *cfg = e->config;
     const int N = prompt_tokens, M = gen_tokens;
     const double per_pos = kv_bytes_per_pos ? (double)kv_bytes_per_pos
                                             : 2.0 * cfg->L * cfg->C * sizeof(float);

@@ -395,7 +395,7 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
 
 void cli_apply_generation_defaults(cli_options *o, const model *m)
 {
-    const gpt2_generation_defaults *g = &m->gen;
+    const model_generation_defaults *g = &m->gen;
     sampler_params p = o->set.sampler;
     char v[32];
     struct { bool has; unsigned bit; const char *name; double value; bool integer; } rows[] = {

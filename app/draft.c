@@ -31,7 +31,7 @@ tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const
     }
     if ((st = model_load(dir, &d->model, err)) != TT_OK)
         goto fail;
-    const gpt2_config *dc = &d->model->config, *tc = &target->model->config;
+    const model_config *dc = &d->model->config, *tc = &target->model->config;
     if (dc->V != tc->V) {
         st = tt_fail(err, TT_ERR_CONFIG, "draft model %s: config.json: vocab_size %d differs from "
                      "the target's %d", dir, dc->V, tc->V);

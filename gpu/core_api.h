@@ -15,7 +15,7 @@ extern "C" {
 #endif
 #include "core/base/dtype.h"
 #include "core/engine/engine.h"
-#include "core/arch/gpt2_math.h"
+#include "core/arch/block_math.h"
 #include "core/model/model.h"
 #include "core/base/status.h"
 #ifdef __cplusplus

@@ -277,7 +277,7 @@ static void *carve(carver *c, size_t bytes)
 /* Lays out (or, with NULL bases, measures) the weights, the cache and the activations. */
 static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
 {
-    const gpt2_config *cfg = g->base.config;
+    const model_config *cfg = g->base.config;
     const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF, V = (size_t)cfg->V, L = (size_t)cfg->L;
     const size_t NH = (size_t)cfg->NH, TB = (size_t)g->TB, n_ctx = (size_t)g->base.n_ctx;
     const size_t ds = tt_dtype_size(g->base.dtype);
@@ -386,8 +386,8 @@ static tt_status upload_vector(cuda_engine *g, stager *st, const float *dst, ten
 static tt_status upload_weights(cuda_engine *g, tt_error *err)
 {
     const model *m = g->base.model;
-    const gpt2_config *cfg = &m->config;
-    const gpt2_tensors *tw = &m->tensors;
+    const model_config *cfg = &m->config;
+    const tensor_ref *tw = m->tensors.global;
     const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF, V = (size_t)cfg->V;
     const tt_dtype d = g->base.dtype;
     stager *st = (stager *)malloc(sizeof *st);
@@ -403,32 +403,32 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
     }
     tt_status s = TT_OK;
     for (int l = 0; l < cfg->L && s == TT_OK; l++) {
-        const gpt2_layer_tensors *t = &tw->h[l];
+        const tensor_ref *t = model_layer_tensors(m, l);
         const cuda_layer *ly = &g->layers[l];
-        if ((s = upload_matrix(g, st, ly->attn_w, t->attn_w, C * 3 * C, d, err)) != TT_OK ||
-            (s = upload_matrix(g, st, ly->attn_proj_w, t->attn_proj_w, C * C, d, err)) != TT_OK ||
-            (s = upload_matrix(g, st, ly->fc_w, t->fc_w, C * FF, d, err)) != TT_OK ||
-            (s = upload_matrix(g, st, ly->fc_proj_w, t->fc_proj_w, FF * C, d, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_1_w, t->ln_1_w, C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_1_b, t->ln_1_b, C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->attn_b, t->attn_b, 3 * C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->attn_proj_b, t->attn_proj_b, C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_2_w, t->ln_2_w, C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_2_b, t->ln_2_b, C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->fc_b, t->fc_b, FF, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->fc_proj_b, t->fc_proj_b, C, err)) != TT_OK)
+        if ((s = upload_matrix(g, st, ly->attn_w, t[ARCH_T_QKV], C * 3 * C, d, err)) != TT_OK ||
+            (s = upload_matrix(g, st, ly->attn_proj_w, t[ARCH_T_O], C * C, d, err)) != TT_OK ||
+            (s = upload_matrix(g, st, ly->fc_w, t[ARCH_T_UP], C * FF, d, err)) != TT_OK ||
+            (s = upload_matrix(g, st, ly->fc_proj_w, t[ARCH_T_DOWN], FF * C, d, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_1_w, t[ARCH_T_ATTN_NORM], C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_1_b, t[ARCH_T_ATTN_NORM_B], C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->attn_b, t[ARCH_T_QKV_B], 3 * C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->attn_proj_b, t[ARCH_T_O_B], C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_2_w, t[ARCH_T_FFN_NORM], C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->ln_2_b, t[ARCH_T_FFN_NORM_B], C, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->fc_b, t[ARCH_T_UP_B], FF, err)) != TT_OK ||
+            (s = upload_vector(g, st, ly->fc_proj_b, t[ARCH_T_DOWN_B], C, err)) != TT_OK)
             break;
     }
     if (s == TT_OK)
-        s = upload_matrix(g, st, g->wte, tw->wte, V * C, d, err);
+        s = upload_matrix(g, st, g->wte, tw[ARCH_T_TOKEN_EMBD], V * C, d, err);
     if (s == TT_OK)
-        s = upload_matrix(g, st, g->wpe, tw->wpe, (size_t)cfg->maxT * C, d, err);
-    if (s == TT_OK && !tw->lm_head_tied)
-        s = upload_matrix(g, st, g->lm_head, tw->lm_head, V * C, d, err);
+        s = upload_matrix(g, st, g->wpe, tw[ARCH_T_POS_EMBD], (size_t)cfg->maxT * C, d, err);
+    if (s == TT_OK && !m->tensors.lm_head_tied)
+        s = upload_matrix(g, st, g->lm_head, tw[ARCH_T_OUTPUT], V * C, d, err);
     if (s == TT_OK)
-        s = upload_vector(g, st, g->ln_f_w, tw->ln_f_w, C, err);
+        s = upload_vector(g, st, g->ln_f_w, tw[ARCH_T_OUT_NORM], C, err);
     if (s == TT_OK)
-        s = upload_vector(g, st, g->ln_f_b, tw->ln_f_b, C, err);
+        s = upload_vector(g, st, g->ln_f_b, tw[ARCH_T_OUT_NORM_B], C, err);
     free(st->buf);
     free(st);
     return s;
@@ -445,11 +445,11 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
 static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int pos, int lo, float *out,
                                  tt_error *err)
 {
-    const gpt2_config *cfg = g->base.config;
+    const model_config *cfg = g->base.config;
     const int C = cfg->C, FF = cfg->FF, NH = cfg->NH, V = cfg->V, n_ctx = g->base.n_ctx;
     const tt_dtype d = g->base.dtype;
     const size_t ds = tt_dtype_size(d), layer_elems = (size_t)n_ctx * (size_t)C;
-    const float eps = cfg->ln_eps;
+    const float eps = cfg->norm_eps;
     cudaStream_t s = g->stream;
     cublasHandle_t h = g->cublas;
 
@@ -683,7 +683,7 @@ static tt_status cuda_forward_batch(engine *e, const int *seqs, const int32_t *i
  * sequence 0's. */
 static size_t carve_seq(cuda_engine *g, char *base, cuda_seq *out)
 {
-    const gpt2_config *cfg = g->base.config;
+    const model_config *cfg = g->base.config;
     const size_t bytes = (size_t)cfg->L * (size_t)g->base.n_ctx * (size_t)cfg->C * tt_dtype_size(g->base.dtype);
     carver c = {base, 0};
     out->k = (char *)carve(&c, bytes);
@@ -752,7 +752,7 @@ static int cuda_seq_len(const engine *e, int seq)
 static void cuda_seq_copy(engine *e, int dst, int src, int from, int n)
 {
     cuda_engine *g = (cuda_engine *)e;
-    const gpt2_config *cfg = e->config;
+    const model_config *cfg = e->config;
     if (g->dead)
         return;
     const cuda_seq *d = &g->seqs[dst], *sq = &g->seqs[src];
@@ -826,7 +826,7 @@ static tt_status alloc_device(cuda_engine *g, char **p, size_t bytes, tt_error *
 
 static tt_status setup(cuda_engine *g, tt_error *err)
 {
-    const gpt2_config *cfg = g->base.config;
+    const model_config *cfg = g->base.config;
     engine *e = &g->base;
 
     GPU_CHECK(cudaSetDevice(g->device));
@@ -903,7 +903,7 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
                                         engine **out, tt_error *err)
 {
     *out = NULL;
-    const gpt2_config *cfg = &m->config;
+    const model_config *cfg = &m->config;
     engine_options def;
     cuda_engine_options cdef;
     if (!o) {
@@ -914,6 +914,9 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
         cuda_engine_options_default(&cdef);
         co = &cdef;
     }
+    if (strcmp(cfg->arch->name, "gpt2") != 0)
+        return tt_fail(err, TT_ERR_UNSUPPORTED, "cuda: the GPU engine runs gpt2 models only so "
+                       "far; this %s model runs on the CPU (--backend cpu)", cfg->arch->name);
     if (o->dtype == TT_Q8)
         return tt_fail(err, TT_ERR_ARG, "cuda: --dtype q8 runs on the CPU only (the GPU engine "
                        "holds fp32, fp16 or bf16): use --backend cpu or another --dtype");

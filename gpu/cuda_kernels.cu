@@ -136,12 +136,12 @@ __global__ void gelu_kernel(void *out, const float *x, const float *bias, int FF
     }
 }
 
-cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, gpt2_activation act,
+cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, arch_activation act,
                       tt_dtype d, cudaStream_t stream)
 {
     size_t N = (size_t)T * FF;
     return TT_DISPATCH(d, gelu_kernel, dim3(flat_grid(N)), dim3(256), 0, stream, out, x, bias, FF, N,
-                       act == GPT2_GELU_ERF ? 1 : 0);
+                       act == ARCH_ACT_GELU_ERF ? 1 : 0);
 }
 
 /* =============================================================================================

@@ -3,7 +3,7 @@
  * returns the launch's or cuBLAS's status; the caller checks it (cuda_engine.cu's GPU_CHECK).
  *
  * The CPU twin (core/cpu/cpu.c, core/cpu/kernels.c) computes the same steps with the same scalar math
- * (core/arch/gpt2_math.h for GELU, LayerNorm, the attention scale; core/base/dtype.h for every rounding):
+ * (core/arch/block_math.h for GELU, LayerNorm, the attention scale; core/base/dtype.h for every rounding):
  *     cpu_embed            <-> cuda_embed            x = wte[id] + wpe[pos + t]
  *     kernels_layernorm    <-> cuda_layernorm        (also adds the pending bias of the last matmul)
  *     cpu_matmul           <-> cuda_matmul           cuBLAS, fp32 accumulation; bias in the kernel after
@@ -64,7 +64,7 @@ cublasStatus_t cuda_matmul_lm_head(cublasHandle_t h, float *logits, const void *
                                    const void *lm_head, int T, int C, int V, tt_dtype d);
 
 /* out (T, FF) in d = gelu(x + bias), x (T, FF) fp32. */
-cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, gpt2_activation act,
+cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, arch_activation act,
                       tt_dtype d, cudaStream_t stream);
 
 /* qkv (T, 3C) fp32 + bias (3C): the query part goes to q (T, C) in d, keys and values to the cache

@@ -173,7 +173,7 @@ extern "C" tt_status cuda_ops_lm_head(cuda_ops *c, float *logits, const float *x
 }
 
 extern "C" tt_status cuda_ops_gelu(cuda_ops *c, float *out, const float *x, const float *bias, int T, int FF,
-                                   gpt2_activation act, tt_dtype d, tt_error *err)
+                                   arch_activation act, tt_dtype d, tt_error *err)
 {
     cudaError_t e = cudaSuccess;
     const size_t n = (size_t)T * FF;

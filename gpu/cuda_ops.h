@@ -43,7 +43,7 @@ tt_status cuda_ops_lm_head(cuda_ops *c, float *logits, const float *x, const flo
 
 /* out (T, FF) = gelu(x + bias), rounded to d. */
 tt_status cuda_ops_gelu(cuda_ops *c, float *out, const float *x, const float *bias, int T, int FF,
-                        gpt2_activation act, tt_dtype d, tt_error *err);
+                        arch_activation act, tt_dtype d, tt_error *err);
 
 /* probs (NH, T, pos + T) = causal softmax of scores (NH, T, pos + T), rounded to d. */
 tt_status cuda_ops_softmax_causal(cuda_ops *c, float *probs, const float *scores, int pos, int T, int NH,

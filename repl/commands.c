@@ -592,7 +592,7 @@ static void show_speculative(cmd_env *e)
 static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     const session *s = e->s;
-    const gpt2_config *cfg = &s->model->config;
+    const model_config *cfg = &s->model->config;
     char line[256];
     out_add(e, "model       %s (%s): %.1fM parameters, V %d, n_ctx %d, C %d, L %d, NH %d\n",
             e->model_name, e->model_dir, (double)s->model->n_params / 1e6, cfg->V, cfg->maxT,

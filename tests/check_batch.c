@@ -251,7 +251,7 @@ START_TEST(reserving_sequences_grows_the_memory_the_engine_reports)
     ck_assert_int_eq(engine_seq_reserve(e, 4, &err), TT_OK);
     ck_assert_int_eq(engine_seq_reserve(e, 2, &err), TT_OK);   /* never shrinks */
     ck_assert_int_eq(engine_seq_count(e), 4);
-    const gpt2_config *c = e->config;
+    const model_config *c = e->config;
     size_t per = 2 * (size_t)c->L * (size_t)c->C * (size_t)e->n_ctx * sizeof(float);
     ck_assert_msg(e->memory_bytes - before >= 3 * per, "grew by %zu, want >= %zu",
                   e->memory_bytes - before, 3 * per);

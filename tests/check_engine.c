@@ -17,7 +17,7 @@
 
 typedef struct {
     engine base;
-    gpt2_config cfg;
+    model_config cfg;
     float logits[VOCAB];
     int32_t kv[CTX];               /* what the fake cache holds, by position */
     int span_pos[MAX_SPANS], span_n[MAX_SPANS];

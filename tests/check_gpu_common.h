@@ -25,7 +25,7 @@
 
 #include "core/decode/beam.h"
 #include "core/engine/engine.h"
-#include "core/arch/gpt2_math.h"
+#include "core/arch/block_math.h"
 #include "core/cpu/kernels.h"
 #include "core/model/model.h"
 #include "core/model/modelgen.h"
@@ -299,7 +299,7 @@ END_TEST
 START_TEST(gelu_adds_bias_then_activates)
 {
     tt_dtype d = gt_dtypes[_i % 3];
-    gpt2_activation act = _i < 3 ? GPT2_GELU_TANH : GPT2_GELU_ERF;
+    arch_activation act = _i < 3 ? ARCH_ACT_GELU_TANH : ARCH_ACT_GELU_ERF;
     rng r;
     rng_seed(&r, 13);
     const int T = 3, FF = 300;
@@ -309,13 +309,13 @@ START_TEST(gelu_adds_bias_then_activates)
     for (int t = 0; t < T; t++)
         for (int i = 0; i < FF; i++) {
             double y = (double)(x[t * FF + i] + bias[i]);
-            ref[t * FF + i] = act == GPT2_GELU_ERF ? 0.5 * y * (1 + erf(y / sqrt(2.0)))
+            ref[t * FF + i] = act == ARCH_ACT_GELU_ERF ? 0.5 * y * (1 + erf(y / sqrt(2.0)))
                               : 0.5 * y * (1 + tanh(0.7978845608028654 * (y + 0.044715 * y * y * y)));
         }
     cuda_ops *c = gt_ops();
     tt_error err = {0};
     ck_assert_msg(cuda_ops_gelu(c, out, x, bias, T, FF, act, d, &err) == TT_OK, "%s", err.msg);
-    gt_close(act == GPT2_GELU_ERF ? "gelu erf" : "gelu tanh", d, out, ref, (size_t)T * FF, 2e-6,
+    gt_close(act == ARCH_ACT_GELU_ERF ? "gelu erf" : "gelu tanh", d, out, ref, (size_t)T * FF, 2e-6,
              4e-6 + 2 * gt_unit(d));
     cuda_ops_free(c);
     free(x);
@@ -444,7 +444,7 @@ START_TEST(ops_match_their_cpu_twins)
                           .epilogue = e ? MM_GELU_ERF : MM_GELU_TANH};
         kernels_reference()->matmul(&ma, 0, pm.n_panels, NULL);
         ck_assert_msg(cuda_ops_matmul(c, fc, xm, wm, T, K, N, false, d, &err) == TT_OK, "%s", err.msg);
-        ck_assert_msg(cuda_ops_gelu(c, act, fc, bm, T, N, e ? GPT2_GELU_ERF : GPT2_GELU_TANH, d, &err) == TT_OK,
+        ck_assert_msg(cuda_ops_gelu(c, act, fc, bm, T, N, e ? ARCH_ACT_GELU_ERF : ARCH_ACT_GELU_TANH, d, &err) == TT_OK,
                       "%s", err.msg);
         for (int i = 0; i < T * N; i++)
             ref[i] = cpu_act[i];

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/arch/gpt2_math.h"
+#include "core/arch/block_math.h"
 #include "core/cpu/kernels.h"
 #include "core/base/rng.h"
 #include "tests/testutil.h"

@@ -80,14 +80,15 @@ static const struct {
     {{"n_inner=\"256\""}, TT_ERR_CONFIG, "config.json: n_inner: expected an integer, got a string"},
     {{"n_head=5"}, TT_ERR_CONFIG, "config.json: n_embd 64 is not a multiple of n_head 5"},
     {{"vocab_size=1000000", "n_embd=16384", "n_head=512", "n_layer=512"}, TT_ERR_CONFIG,
-     "parameters (with an untied lm_head) exceed the limit of 20000000000"},
+     "parameters exceed the limit of 1000000000000"},
     {{"activation_function=\"relu\""}, TT_ERR_UNSUPPORTED,
      "config.json: activation_function: 'relu' is not supported"},
     {{"activation_function=1"}, TT_ERR_CONFIG,
      "config.json: activation_function: expected a string, got a number (1)"},
-    {{"model_type=\"llama\""}, TT_ERR_UNSUPPORTED,
-     "config.json: model_type: 'llama' is not a GPT-2 model"},
-    {{"model_type=\"llama\"", "-n_embd"}, TT_ERR_UNSUPPORTED, "'llama' is not a GPT-2 model"},
+    {{"model_type=\"bert\""}, TT_ERR_UNSUPPORTED,
+     "config.json: model_type: 'bert' is not an architecture tokentop runs (it runs gpt2, llama, "
+     "mistral, qwen2, qwen3)"},
+    {{"model_type=\"bert\"", "-n_embd"}, TT_ERR_UNSUPPORTED, "'bert' is not an architecture"},
     {{"layer_norm_epsilon=0"}, TT_ERR_CONFIG, "config.json: layer_norm_epsilon: 0 is not in (0, 1)"},
     {{"layer_norm_epsilon=-1e-5"}, TT_ERR_CONFIG, "layer_norm_epsilon: -1e-05 is not in (0, 1)"},
     {{"layer_norm_epsilon=1.5"}, TT_ERR_CONFIG, "layer_norm_epsilon: 1.5 is not in (0, 1)"},
@@ -111,9 +112,9 @@ static const struct {
 START_TEST(rejects_invalid_config)
 {
     char *json = config_with(bad_configs[_i].edits);
-    gpt2_config c;
+    model_config c;
     tt_error err = {0};
-    tt_status s = gpt2_config_parse(json, strlen(json), "config.json", &c, &err);
+    tt_status s = model_config_parse(json, strlen(json), "config.json", &c, &err);
     ck_assert_msg(s == bad_configs[_i].status, "status %d (want %d) for %s: %s", (int)s,
                   (int)bad_configs[_i].status, json, err.msg);
     ck_assert_msg(strstr(err.msg, bad_configs[_i].want) != NULL, "message '%s' lacks '%s'",
@@ -138,18 +139,18 @@ START_TEST(rejects_malformed_config_json)
         {"{\"vocab_size\": 1e999}", "vocab_size: inf is not an integer"},
     };
     for (size_t i = 0; i < sizeof inf_cases / sizeof inf_cases[0]; i++) {
-        gpt2_config c;
+        model_config c;
         tt_error err = {0};
-        tt_status s = gpt2_config_parse(inf_cases[i].text, strlen(inf_cases[i].text),
+        tt_status s = model_config_parse(inf_cases[i].text, strlen(inf_cases[i].text),
                                         "config.json", &c, &err);
         ck_assert_int_eq(s, TT_ERR_CONFIG);
         ck_assert_msg(strstr(err.msg, inf_cases[i].want) != NULL, "'%s' lacks '%s'", err.msg,
                       inf_cases[i].want);
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        gpt2_config c;
+        model_config c;
         tt_error err = {0};
-        tt_status s = gpt2_config_parse(cases[i].text, strlen(cases[i].text), "config.json", &c,
+        tt_status s = model_config_parse(cases[i].text, strlen(cases[i].text), "config.json", &c,
                                         &err);
         ck_assert_int_eq(s, TT_ERR_FORMAT);
         ck_assert_msg(strstr(err.msg, cases[i].want) != NULL, "'%s' lacks '%s'", err.msg,
@@ -162,9 +163,9 @@ START_TEST(parses_config_with_defaults)
 {
     const char *none[] = {NULL};
     char *json = config_with(none);
-    gpt2_config c;
+    model_config c;
     tt_error err = {0};
-    ck_assert_msg(gpt2_config_parse(json, strlen(json), "config.json", &c, &err) == TT_OK, "%s",
+    ck_assert_msg(model_config_parse(json, strlen(json), "config.json", &c, &err) == TT_OK, "%s",
                   err.msg);
     ck_assert_int_eq(c.V, 512);
     ck_assert_int_eq(c.maxT, 64);
@@ -172,49 +173,50 @@ START_TEST(parses_config_with_defaults)
     ck_assert_int_eq(c.NH, 4);
     ck_assert_int_eq(c.L, 2);
     ck_assert_int_eq(c.FF, 256);               /* n_inner null -> 4C */
-    ck_assert(c.ln_eps == 1e-5f);
-    ck_assert_int_eq(c.act, GPT2_GELU_TANH);
+    ck_assert(c.norm_eps == 1e-5f);
+    ck_assert_int_eq(c.act, ARCH_ACT_GELU_TANH);
     ck_assert_int_eq(c.bos_id, 511);
-    ck_assert_int_eq(c.eos_id, 511);
-    ck_assert(c.tie_word_embeddings);
+    ck_assert_int_eq(model_config_eos(&c), 511);
+    ck_assert(!(c.features & ARCH_F_UNTIED));
+    ck_assert_str_eq(c.arch->name, "gpt2");
     free(json);
 
     /* The minimal config: only the five sizes, n_ctx standing in for n_positions. */
     const char *min = "{\"vocab_size\": 300, \"n_ctx\": 16, \"n_embd\": 12, \"n_head\": 3, "
                       "\"n_layer\": 1}";
-    ck_assert_msg(gpt2_config_parse(min, strlen(min), "config.json", &c, &err) == TT_OK, "%s",
+    ck_assert_msg(model_config_parse(min, strlen(min), "config.json", &c, &err) == TT_OK, "%s",
                   err.msg);
     ck_assert_int_eq(c.maxT, 16);
     ck_assert_int_eq(c.FF, 48);
-    ck_assert(c.ln_eps == 1e-5f);
-    ck_assert_int_eq(c.act, GPT2_GELU_TANH);
+    ck_assert(c.norm_eps == 1e-5f);
+    ck_assert_int_eq(c.act, ARCH_ACT_GELU_TANH);
     ck_assert_int_eq(c.bos_id, -1);
-    ck_assert_int_eq(c.eos_id, -1);
+    ck_assert_int_eq(model_config_eos(&c), -1);
 }
 END_TEST
 
 START_TEST(parses_config_variants)
 {
     static const struct { const char *edits[3]; int FF, act, maxT; float eps; } ok[] = {
-        {{"n_inner=100"}, 100, GPT2_GELU_TANH, 64, 1e-5f},
-        {{"activation_function=\"gelu\""}, 256, GPT2_GELU_ERF, 64, 1e-5f},
-        {{"activation_function=\"gelu_pytorch_tanh\""}, 256, GPT2_GELU_TANH, 64, 1e-5f},
-        {{"activation_function=\"gelu_fast\""}, 256, GPT2_GELU_TANH, 64, 1e-5f},
-        {{"-activation_function", "layer_norm_epsilon=1e-6"}, 256, GPT2_GELU_TANH, 64, 1e-6f},
-        {{"-n_positions", "n_ctx=32"}, 256, GPT2_GELU_TANH, 32, 1e-5f},
-        {{"n_positions=48", "n_ctx=32"}, 256, GPT2_GELU_TANH, 48, 1e-5f},
-        {{"-model_type", "scale_attn_by_inverse_layer_idx=false"}, 256, GPT2_GELU_TANH, 64, 1e-5f},
+        {{"n_inner=100"}, 100, ARCH_ACT_GELU_TANH, 64, 1e-5f},
+        {{"activation_function=\"gelu\""}, 256, ARCH_ACT_GELU_ERF, 64, 1e-5f},
+        {{"activation_function=\"gelu_pytorch_tanh\""}, 256, ARCH_ACT_GELU_TANH, 64, 1e-5f},
+        {{"activation_function=\"gelu_fast\""}, 256, ARCH_ACT_GELU_TANH, 64, 1e-5f},
+        {{"-activation_function", "layer_norm_epsilon=1e-6"}, 256, ARCH_ACT_GELU_TANH, 64, 1e-6f},
+        {{"-n_positions", "n_ctx=32"}, 256, ARCH_ACT_GELU_TANH, 32, 1e-5f},
+        {{"n_positions=48", "n_ctx=32"}, 256, ARCH_ACT_GELU_TANH, 48, 1e-5f},
+        {{"-model_type", "scale_attn_by_inverse_layer_idx=false"}, 256, ARCH_ACT_GELU_TANH, 64, 1e-5f},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char *json = config_with(ok[i].edits);
-        gpt2_config c;
+        model_config c;
         tt_error err = {0};
-        ck_assert_msg(gpt2_config_parse(json, strlen(json), "config.json", &c, &err) == TT_OK,
+        ck_assert_msg(model_config_parse(json, strlen(json), "config.json", &c, &err) == TT_OK,
                       "%s: %s", json, err.msg);
         ck_assert_int_eq(c.FF, ok[i].FF);
         ck_assert_int_eq(c.act, ok[i].act);
         ck_assert_int_eq(c.maxT, ok[i].maxT);
-        ck_assert(c.ln_eps == ok[i].eps);
+        ck_assert(c.norm_eps == ok[i].eps);
         free(json);
     }
 }
@@ -231,9 +233,14 @@ START_TEST(counts_parameters_of_released_sizes)
         modelgen_options o;
         modelgen_options_default(&o);
         ck_assert_int_eq(modelgen_options_gpt2(&o, sizes[i].size), 0);
-        gpt2_config c = {.V = o.V, .maxT = o.maxT, .C = o.C, .NH = o.NH, .L = o.L, .FF = 4 * o.C};
-        ck_assert_uint_eq(gpt2_config_n_params(&c, true), sizes[i].n);
-        ck_assert_uint_eq(gpt2_config_n_params(&c, false), sizes[i].n + (uint64_t)o.V * o.C);
+        extern const arch_desc arch_gpt2;
+        unsigned f = ARCH_F_LEARNED_POS | ARCH_F_QKV_FUSED | ARCH_F_QKV_BIAS | ARCH_F_OUT_BIAS |
+                     ARCH_F_MLP_BIAS | ARCH_F_NORM_BIAS;
+        model_config c = {.arch = &arch_gpt2, .features = f, .V = o.V, .maxT = o.maxT, .C = o.C,
+                          .NH = o.NH, .NKV = o.NH, .HS = o.C / o.NH, .L = o.L, .FF = 4 * o.C};
+        ck_assert_uint_eq(model_config_n_params(&c), sizes[i].n);
+        c.features |= ARCH_F_UNTIED;
+        ck_assert_uint_eq(model_config_n_params(&c), sizes[i].n + (uint64_t)o.V * o.C);
     }
 }
 END_TEST
@@ -246,9 +253,9 @@ START_TEST(parses_generation_config)
     const char *j = "{\"_from_model_config\": true, \"temperature\": 0.7, \"top_k\": 40, "
                     "\"top_p\": 0.9, \"do_sample\": true, \"max_new_tokens\": 128, "
                     "\"repetition_penalty\": 1.3, \"eos_token_id\": [50, 7], \"pad_token_id\": null}";
-    gpt2_generation_defaults g;
+    model_generation_defaults g;
     tt_error err = {0};
-    ck_assert_msg(gpt2_generation_parse(j, strlen(j), "generation_config.json", 512, &g, &err) ==
+    ck_assert_msg(model_generation_parse(j, strlen(j), "generation_config.json", 512, &g, &err) ==
                   TT_OK, "%s", err.msg);
     ck_assert(g.has_temperature && g.temperature == 0.7f);
     ck_assert(g.has_top_k && g.top_k == 40);
@@ -256,13 +263,15 @@ START_TEST(parses_generation_config)
     ck_assert(g.has_do_sample && g.do_sample);
     ck_assert(g.has_max_new_tokens && g.max_new_tokens == 128);
     ck_assert(g.has_rep_penalty && g.repetition_penalty == 1.3f);
-    ck_assert_int_eq(g.eos_id, 50);
+    ck_assert_int_eq(g.n_eos, 2);             /* every listed id ends a reply */
+    ck_assert_int_eq(g.eos_ids[0], 50);
+    ck_assert_int_eq(g.eos_ids[1], 7);
 
     const char *e = "{\"bos_token_id\": 1, \"temperature\": null}";
-    ck_assert(gpt2_generation_parse(e, strlen(e), "g", 512, &g, &err) == TT_OK);
+    ck_assert(model_generation_parse(e, strlen(e), "g", 512, &g, &err) == TT_OK);
     ck_assert(!g.has_temperature && !g.has_top_k && !g.has_top_p && !g.has_do_sample &&
               !g.has_max_new_tokens && !g.has_rep_penalty);
-    ck_assert_int_eq(g.eos_id, -1);
+    ck_assert_int_eq(g.n_eos, 0);
 }
 END_TEST
 
@@ -284,9 +293,9 @@ START_TEST(rejects_invalid_generation_config)
         {"{\"temperature\": 0.7,}", "generation_config.json: not valid JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        gpt2_generation_defaults g;
+        model_generation_defaults g;
         tt_error err = {0};
-        tt_status s = gpt2_generation_parse(cases[i].text, strlen(cases[i].text),
+        tt_status s = model_generation_parse(cases[i].text, strlen(cases[i].text),
                                             "generation_config.json", 512, &g, &err);
         ck_assert_int_ne(s, TT_OK);
         ck_assert_msg(strstr(err.msg, cases[i].want) != NULL, "'%s' lacks '%s'", err.msg,
@@ -304,9 +313,9 @@ START_TEST(rejects_layer_norm_epsilon_that_is_zero_as_a_float)
 {
     const char *json = "{\"vocab_size\":300,\"n_positions\":8,\"n_embd\":4,\"n_head\":2,"
                        "\"n_layer\":1,\"layer_norm_epsilon\":1e-50}";
-    gpt2_config c;
+    model_config c;
     tt_error err = {0};
-    ck_assert_int_eq(gpt2_config_parse(json, strlen(json), "config.json", &c, &err),
+    ck_assert_int_eq(model_config_parse(json, strlen(json), "config.json", &c, &err),
                      TT_ERR_CONFIG);
     ck_assert_str_eq(err.msg, "config.json: layer_norm_epsilon: 1e-50 is too small");
 }
@@ -320,17 +329,17 @@ START_TEST(rejects_generation_values_beyond_the_float_range)
         {"{\"repetition_penalty\": 1.21e-308}", "repetition_penalty: 1.21e-308 is too small"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        gpt2_generation_defaults g;
+        model_generation_defaults g;
         tt_error err = {0};
-        ck_assert_int_ne(gpt2_generation_parse(cases[i][0], strlen(cases[i][0]),
+        ck_assert_int_ne(model_generation_parse(cases[i][0], strlen(cases[i][0]),
                                                "generation_config.json", 512, &g, &err), TT_OK);
         ck_assert_msg(strstr(err.msg, cases[i][1]) != NULL, "'%s' lacks '%s'", err.msg,
                       cases[i][1]);
     }
     const char *ok = "{\"repetition_penalty\": 3e38}";
-    gpt2_generation_defaults g;
+    model_generation_defaults g;
     tt_error err = {0};
-    ck_assert_int_eq(gpt2_generation_parse(ok, strlen(ok), "generation_config.json", 512, &g,
+    ck_assert_int_eq(model_generation_parse(ok, strlen(ok), "generation_config.json", 512, &g,
                                            &err), TT_OK);
     ck_assert(isfinite(g.repetition_penalty));
 }
@@ -376,32 +385,33 @@ static void expect_load_error(const char *dir, tt_status status, const char *wan
 /* Every weight of m in a fixed order, as floats (caller frees). */
 static float *model_values(const model *m, size_t *n_out)
 {
-    const gpt2_config *c = &m->config;
+    const model_config *c = &m->config;
     size_t V = (size_t)c->V, C = (size_t)c->C, T = (size_t)c->maxT, FF = (size_t)c->FF;
     size_t per_layer = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + C * FF + FF + FF * C + C;
     size_t n = 2 * V * C + T * C + (size_t)c->L * per_layer + 2 * C;
     float *v = malloc(n * sizeof *v), *p = v;
 #define TAKE(ref, count) (tensor_ref_to_f32((ref), 0, (count), p), p += (count))
-    TAKE(m->tensors.wte, V * C);
-    TAKE(m->tensors.wpe, T * C);
+    const tensor_ref *g = m->tensors.global;
+    TAKE(g[ARCH_T_TOKEN_EMBD], V * C);
+    TAKE(g[ARCH_T_POS_EMBD], T * C);
     for (int l = 0; l < c->L; l++) {
-        const gpt2_layer_tensors *h = &m->tensors.h[l];
-        TAKE(h->ln_1_w, C);
-        TAKE(h->ln_1_b, C);
-        TAKE(h->attn_w, 3 * C * C);
-        TAKE(h->attn_b, 3 * C);
-        TAKE(h->attn_proj_w, C * C);
-        TAKE(h->attn_proj_b, C);
-        TAKE(h->ln_2_w, C);
-        TAKE(h->ln_2_b, C);
-        TAKE(h->fc_w, C * FF);
-        TAKE(h->fc_b, FF);
-        TAKE(h->fc_proj_w, FF * C);
-        TAKE(h->fc_proj_b, C);
+        const tensor_ref *h = model_layer_tensors(m, l);
+        TAKE(h[ARCH_T_ATTN_NORM], C);
+        TAKE(h[ARCH_T_ATTN_NORM_B], C);
+        TAKE(h[ARCH_T_QKV], 3 * C * C);
+        TAKE(h[ARCH_T_QKV_B], 3 * C);
+        TAKE(h[ARCH_T_O], C * C);
+        TAKE(h[ARCH_T_O_B], C);
+        TAKE(h[ARCH_T_FFN_NORM], C);
+        TAKE(h[ARCH_T_FFN_NORM_B], C);
+        TAKE(h[ARCH_T_UP], C * FF);
+        TAKE(h[ARCH_T_UP_B], FF);
+        TAKE(h[ARCH_T_DOWN], FF * C);
+        TAKE(h[ARCH_T_DOWN_B], C);
     }
-    TAKE(m->tensors.ln_f_w, C);
-    TAKE(m->tensors.ln_f_b, C);
-    TAKE(m->tensors.lm_head, V * C);
+    TAKE(g[ARCH_T_OUT_NORM], C);
+    TAKE(g[ARCH_T_OUT_NORM_B], C);
+    TAKE(g[ARCH_T_OUTPUT], V * C);
 #undef TAKE
     ck_assert_uint_eq((size_t)(p - v), n);
     *n_out = n;
@@ -498,22 +508,23 @@ START_TEST(loads_generated_model)
     ck_assert_int_eq(m->config.C, 64);
     ck_assert_int_eq(m->config.L, 2);
     ck_assert_int_eq(m->config.FF, 256);
-    ck_assert_int_eq(m->config.eos_id, 511);
-    ck_assert_int_eq(m->gen.eos_id, 511);
+    ck_assert_int_eq(model_config_eos(&m->config), 511);
+    ck_assert_int_eq(m->gen.eos_ids[0], 511);
     ck_assert_int_eq(m->file_dtype, TT_F32);
     ck_assert(m->tensors.lm_head_tied);
-    ck_assert_ptr_eq(m->tensors.lm_head.data, m->tensors.wte.data);
-    gpt2_config c = m->config;
-    ck_assert_uint_eq(m->n_params, gpt2_config_n_params(&c, true));
+    ck_assert_ptr_eq(m->tensors.global[ARCH_T_OUTPUT].data,
+                     m->tensors.global[ARCH_T_TOKEN_EMBD].data);
+    model_config c = m->config;
+    ck_assert_uint_eq(m->n_params, model_config_n_params(&c));
     ck_assert_str_eq(m->dir, dir);
     const char *slash = strrchr(dir, '/');
     ck_assert_str_eq(m->name, slash + 1);
     /* Values in the ranges modelgen draws from: LayerNorm weights near 1, biases small. */
     float x[64];
-    tensor_ref_to_f32(m->tensors.h[1].ln_2_w, 0, 64, x);
+    tensor_ref_to_f32(model_layer_tensors(m, 1)[ARCH_T_FFN_NORM], 0, 64, x);
     for (int i = 0; i < 64; i++)
         ck_assert(x[i] >= 0.9f && x[i] <= 1.1f);
-    tensor_ref_to_f32(m->tensors.h[0].attn_b, 0, 64, x);
+    tensor_ref_to_f32(model_layer_tensors(m, 0)[ARCH_T_QKV_B], 0, 64, x);
     for (int i = 0; i < 64; i++)
         ck_assert(x[i] >= -0.05f && x[i] <= 0.05f);
     model_free(m);
@@ -541,7 +552,7 @@ START_TEST(exact_models_hold_identical_values_in_every_dtype)
         char *dir = make_model(&o);
         model *m = load_ok(dir);
         ck_assert_int_eq(m->file_dtype, (tt_dtype)d);
-        ck_assert_int_eq(m->tensors.h[1].fc_w.dtype, (tt_dtype)d);
+        ck_assert_int_eq(model_layer_tensors(m, 1)[ARCH_T_UP].dtype, (tt_dtype)d);
         vals[d] = model_values(m, &n[d]);
         tu_free_model(m, dir);
     }
@@ -634,7 +645,7 @@ START_TEST(untied_lm_head_is_its_own_matrix)
     model *a = load_ok(tied), *b = load_ok(untied);
     ck_assert(a->tensors.lm_head_tied);
     ck_assert(!b->tensors.lm_head_tied);
-    ck_assert_ptr_ne(b->tensors.lm_head.data, b->tensors.wte.data);
+    ck_assert_ptr_ne(b->tensors.global[ARCH_T_OUTPUT].data, b->tensors.global[ARCH_T_TOKEN_EMBD].data);
     size_t VC = (size_t)a->config.V * (size_t)a->config.C;
     ck_assert_uint_eq(b->n_params, a->n_params + VC);
     size_t na, nb;
@@ -664,7 +675,7 @@ START_TEST(tie_word_embeddings_decides_like_transformers)
     write_text(dir, "config.json", cfg);
     model *m = load_ok(dir);
     ck_assert(m->tensors.lm_head_tied);
-    ck_assert_ptr_eq(m->tensors.lm_head.data, m->tensors.wte.data);
+    ck_assert_ptr_eq(m->tensors.global[ARCH_T_OUTPUT].data, m->tensors.global[ARCH_T_TOKEN_EMBD].data);
     model_free(m);
     free(cfg);
     tu_tmpdir_free(dir);
@@ -699,13 +710,13 @@ START_TEST(reads_generation_config_and_ignores_a_missing_or_invalid_one)
     ck_assert(m->gen.has_top_k && m->gen.top_k == 20);
     ck_assert(m->gen.has_do_sample && m->gen.do_sample);
     ck_assert(!m->gen.has_top_p);
-    ck_assert_int_eq(m->gen.eos_id, 7);
+    ck_assert_int_eq(m->gen.eos_ids[0], 7);
     model_free(m);
 
     ck_assert_int_eq(remove(tu_path("%s/generation_config.json", dir)), 0);
     m = load_ok(dir);
     ck_assert(!m->gen.has_temperature);
-    ck_assert_int_eq(m->gen.eos_id, -1);
+    ck_assert_int_eq(m->gen.n_eos, 0);
     ck_assert_str_eq(m->gen_warning, "");
     model_free(m);
 
@@ -869,7 +880,7 @@ START_TEST(refuses_pickle_checkpoint_with_conversion_hint)
     char want[1024];
     snprintf(want, sizeof want, "%s: only pytorch_model.bin found; tokentop reads "
              "model.safetensors only, because pickle checkpoints execute code when loaded. Convert "
-             "with: python3 -c 'from transformers import GPT2LMHeadModel as M; "
+             "with: python3 -c 'from transformers import AutoModelForCausalLM as M; "
              "M.from_pretrained(\"%s\").save_pretrained(\"%s\", safe_serialization=True)'",
              dir, dir, dir);
     ck_assert_str_eq(err.msg, want);
@@ -882,13 +893,20 @@ START_TEST(refuses_pickle_checkpoint_with_conversion_hint)
 }
 END_TEST
 
-START_TEST(refuses_sharded_checkpoint)
+START_TEST(names_what_is_wrong_with_a_shard_index)
 {
     char *dir = tu_tmpdir();
     write_text(dir, "config.json", base_config);
     write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {}}");
-    expect_load_error(dir, TT_ERR_UNSUPPORTED,
-                      "the weights are sharded (model.safetensors.index.json)");
+    expect_load_error(dir, TT_ERR_FORMAT, "model.safetensors.index.json: weight_map: expected an "
+                      "object naming the shard of every tensor");
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\": {\"wte.weight\": \"../x.safetensors\"}}");
+    expect_load_error(dir, TT_ERR_FORMAT, "weight_map: wte.weight: '../x.safetensors' is not a "
+                      "file in the model directory");
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\": {\"wte.weight\": \"model-00001-of-00002.safetensors\"}}");
+    expect_load_error(dir, TT_ERR_IO, "model-00001-of-00002.safetensors: cannot open");
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -904,9 +922,9 @@ START_TEST(names_missing_files)
     write_text(dir, "config.json", "{\"vocab_size\": 512");
     expect_load_error(dir, TT_ERR_FORMAT, "/config.json: not valid JSON");
 
-    write_text(dir, "config.json", "{\"model_type\": \"llama\"}");
+    write_text(dir, "config.json", "{\"model_type\": \"bert\"}");
     expect_load_error(dir, TT_ERR_UNSUPPORTED,
-                      "/config.json: model_type: 'llama' is not a GPT-2 model");
+                      "/config.json: model_type: 'bert' is not an architecture tokentop runs");
 
     write_text(dir, "config.json", base_config);
     write_text(dir, "model.safetensors", "junk");
@@ -985,7 +1003,7 @@ int main(void)
             reads_generation_config_and_ignores_a_missing_or_invalid_one,
             wrong_shape_is_named_exactly, refuses_missing_and_mistyped_tensors,
             config_that_disagrees_with_weights_is_named,
-            refuses_pickle_checkpoint_with_conversion_hint, refuses_sharded_checkpoint,
+            refuses_pickle_checkpoint_with_conversion_hint, names_what_is_wrong_with_a_shard_index,
             names_missing_files, converts_unaligned_halves_exactly,
             weight_bytes_count_one_decode_step));
     tcase_set_timeout(tc, 60);

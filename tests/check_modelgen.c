@@ -232,7 +232,7 @@ START_TEST(exact_values_lie_on_the_grid)
     ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
     size_t n = 512 * 64;
     float *v = malloc(n * sizeof *v);
-    tensor_ref_to_f32(m->tensors.wte, 0, n, v);
+    tensor_ref_to_f32(m->tensors.global[ARCH_T_TOKEN_EMBD], 0, n, v);
     int kmax = 0;
     for (size_t i = 0; i < n; i++) {
         float k = v[i] * 1024;
@@ -241,7 +241,7 @@ START_TEST(exact_values_lie_on_the_grid)
             kmax = (int)fabsf(k);
     }
     ck_assert_int_eq(kmax, 255);
-    tensor_ref_to_f32(m->tensors.h[0].ln_1_w, 0, 64, v);
+    tensor_ref_to_f32(model_layer_tensors(m, 0)[ARCH_T_ATTN_NORM], 0, 64, v);
     for (int i = 0; i < 64; i++) {
         float k = (v[i] - 1) * 128;
         ck_assert(k == floorf(k) && fabsf(k) <= 16);
@@ -278,9 +278,9 @@ START_TEST(matrices_spread_as_scale_over_sqrt_fan_in)
         tt_error err = {0};
         ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
         double want = k / sqrt(128.0);
-        double s = tensor_std(m->tensors.wte, 512 * 128);
+        double s = tensor_std(m->tensors.global[ARCH_T_TOKEN_EMBD], 512 * 128);
         ck_assert_msg(fabs(s - want) < 0.03 * want, "wte std %g, want %g", s, want);
-        s = tensor_std(m->tensors.h[1].fc_proj_w, 512 * 128);   /* fan_in FF = 512 */
+        s = tensor_std(model_layer_tensors(m, 1)[ARCH_T_DOWN], 512 * 128);   /* fan_in FF = 512 */
         ck_assert_msg(fabs(s - k / sqrt(512.0)) < 0.03 * k / sqrt(512.0), "c_proj std %g", s);
         tu_free_model(m, dir);
     }
@@ -465,7 +465,7 @@ START_TEST(copies_a_given_tokenizer)
     model *m;
     tt_error err = {0};
     ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "%s", err.msg);
-    ck_assert_int_eq(m->config.eos_id, 50256);
+    ck_assert_int_eq(model_config_eos(&m->config), 50256);
     tu_free_model(m, dir);
 
     o.V = 512;

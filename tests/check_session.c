@@ -148,8 +148,8 @@ static void make_session(int n_ctx, bool greedy, int max_new)
     M.config.V = VOCAB;
     M.config.maxT = n_ctx;
     M.config.bos_id = -1;
-    M.config.eos_id = -1;
-    M.gen.eos_id = -1;
+    M.config.n_eos = 0;
+    M.gen.n_eos = 0;
     F = calloc(1, sizeof *F);
     ck_assert_ptr_nonnull(F);
     F->base.ops = &fake_ops;

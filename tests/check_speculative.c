@@ -27,7 +27,7 @@
 
 typedef struct fake_engine {
     engine base;
-    gpt2_config cfg;
+    model_config cfg;
     int32_t cache[FAKE_CTX];
     uint64_t seed;
     float scale;

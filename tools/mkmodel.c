@@ -200,11 +200,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "mkmodel: %s\n", err.msg);
         return 1;
     }
-    gpt2_config c = {.V = o.V, .maxT = o.maxT, .C = o.C, .NH = o.NH, .L = o.L,
+    model_config c = {.V = o.V, .maxT = o.maxT, .C = o.C, .NH = o.NH, .L = o.L,
                      .FF = o.FF ? o.FF : 4 * o.C};
     printf("%s: V %d, maxT %d, C %d, NH %d, L %d, FF %d, %s, %llu parameters%s\n", dir, c.V,
            c.maxT, c.C, c.NH, c.L, c.FF, tt_dtype_name(o.dtype),
-           (unsigned long long)gpt2_config_n_params(&c, !o.untied_lm_head),
+           (unsigned long long)model_config_n_params(&c, !o.untied_lm_head),
            o.untied_lm_head ? " (untied lm_head)" : "");
     return 0;
 }

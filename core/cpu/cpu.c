@@ -1,4 +1,5 @@
-/* cpu.c: the CPU backend: GPT-2's forward pass over a token span with a KV cache, multithreaded,
+/* cpu.c: the CPU backend: the forward pass of any architecture core/arch/ describes (the block
+ * recipe walked from the model's config) over a token span with a KV cache, multithreaded,
  * on the kernel set kernels_select() picks (SIMD when the CPU has it, the portable reference
  * otherwise).
  *
@@ -18,7 +19,6 @@
 
 #include "core/base/clock.h"
 #include "core/engine/engine.h"
-#include "core/arch/gpt2_math.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/kvcache.h"
 #include "core/cpu/threads.h"
@@ -37,17 +37,19 @@
 /* ---------------------------------------------------------------------------------------------
  * State */
 
+/* One layer. Q = NH HS, KV = NKV HS, QKV = Q + 2 KV; a vector the recipe lacks is NULL. */
 typedef struct {
-    float *ln_1_w, *ln_1_b;        /* (C) */
-    float *attn_b;                 /* (3C) */
-    float *attn_proj_b;            /* (C) */
-    float *ln_2_w, *ln_2_b;        /* (C) */
-    float *fc_b;                   /* (FF) */
-    float *fc_proj_b;              /* (C) */
-    packed_matrix attn_w;          /* (C, 3C) */
-    packed_matrix attn_proj_w;     /* (C, C) */
-    packed_matrix fc_w;            /* (C, FF) */
-    packed_matrix fc_proj_w;       /* (FF, C) */
+    float *attn_norm_w, *attn_norm_b;  /* (C) */
+    float *qkv_b;                  /* (QKV) */
+    float *q_norm, *k_norm;        /* (HS) */
+    float *o_b;                    /* (C) */
+    float *ffn_norm_w, *ffn_norm_b;    /* (C) */
+    float *up_b;                   /* (FF) */
+    float *down_b;                 /* (C) */
+    packed_matrix qkv;             /* (C, QKV): [q | k | v] */
+    packed_matrix o;               /* (Q, C) */
+    packed_matrix up;              /* (C, FF), or (C, 2 FF) [gate | up] for SwiGLU */
+    packed_matrix down;            /* (FF, C) */
 } cpu_layer;
 
 typedef struct {
@@ -59,7 +61,7 @@ typedef struct {
     int n_seqs;
 
     cpu_layer *layers;             /* (L) */
-    float *ln_f_w, *ln_f_b;        /* (C) */
+    float *out_norm_w, *out_norm_b;    /* (C) */
     packed_matrix lm_head;         /* (C, V) */
     float *vectors;                /* one block holding every bias and LayerNorm vector above */
     size_t vectors_len;
@@ -67,10 +69,11 @@ typedef struct {
     /* Activations for one chunk of up to TB tokens. */
     int TB;
     float *x;                      /* (TB, C) the residual stream */
-    float *xn;                     /* (TB, C) LayerNorm output */
-    float *qkv;                    /* (TB, 3C) */
-    float *att;                    /* (TB, C) attention output, heads side by side */
-    float *fc;                     /* (TB, FF) */
+    float *xn;                     /* (TB, C) norm output */
+    float *qkv;                    /* (TB, QKV) */
+    float *att;                    /* (TB, Q) attention output, heads side by side */
+    float *fc;                     /* (TB, FF), or (TB, 2 FF) with SwiGLU */
+    float *rope_cos, *rope_sin;    /* (n_ctx, HS / 2) cos and sin of pos * inv_freq[i] */
     float *scratch;                /* (nth, KERNELS_ATTN_SCRATCH(n_ctx)) attention scores */
     float *mm_scratch;             /* (nth, mm_stride) matmul scratch, 64-byte aligned rows */
     kernels_q8_act *xq;            /* (TB, ldxq) a Q8 matmul's activations, quantized */
@@ -242,38 +245,61 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
     threadpool_run(ce->pool, matmul_job_run, &j);
 }
 
+/* Before attention, on each row of q|k|v: the per-head q and k norms (ARCH_F_QK_NORM), RoPE at
+ * the row's position (ARCH_F_ROPE), then the row's keys and values stored in its sequence's
+ * cache. A few microseconds a row: done on the calling thread, before any head reads the cache
+ * (with grouped-query attention several heads read one KV head). */
+static void cpu_attention_prepare(cpu_engine *ce, const cpu_layer *ly, int layer, float *qkv,
+                                  const cpu_seg *segs, int n_segs)
+{
+    const model_config *cfg = ce->base.config;
+    const int HS = cfg->HS, NH = cfg->NH, NKV = cfg->NKV, QKV = model_config_qkvdim(cfg);
+    const int Q = model_config_qdim(cfg), KV = model_config_kvdim(cfg);
+    for (int sg = 0; sg < n_segs; sg++)
+        for (int t = 0; t < segs[sg].T; t++) {
+            float *row = qkv + (size_t)(segs[sg].row + t) * (size_t)QKV;
+            const int pos = segs[sg].pos + t;
+            if (ly->q_norm) {
+                kernels_rmsnorm(row, HS, row, HS, ly->q_norm, HS, cfg->norm_eps, 0, NH);
+                kernels_rmsnorm(row + Q, HS, row + Q, HS, ly->k_norm, HS, cfg->norm_eps, 0, NKV);
+            }
+            if (ce->rope_cos) {
+                kernels_rope(row, NH, HS, ce->rope_cos, ce->rope_sin, pos);
+                kernels_rope(row + Q, NKV, HS, ce->rope_cos, ce->rope_sin, pos);
+            }
+            for (int h = 0; h < NKV; h++)
+                kvcache_store(segs[sg].cache, layer, h, pos, row + Q + (size_t)h * HS,
+                              row + Q + KV + (size_t)h * HS);
+        }
+}
+
 typedef struct {
     cpu_engine *ce;
     int layer;
-    const float *qkv;              /* (T, 3C): keys at column C, values at 2C */
+    const float *qkv;              /* (T, QKV) */
     const cpu_seg *segs;
     int n_segs;
-    threadpool_chunks work;        /* (segment, head) pairs */
+    threadpool_chunks work;        /* (segment, query head) pairs */
 } attention_job;
 
-/* One head of one sequence at a time: store that sequence's keys and values of the head in its
- * cache, then attend over its cache. */
+/* One query head of one sequence at a time, over that sequence's cache. */
 static void attention_job_run(void *varg, int ith, int nth)
 {
     attention_job *j = varg;
     cpu_engine *ce = j->ce;
-    const gpt2_config *cfg = ce->base.config;
-    const int C = cfg->C, NH = cfg->NH, HS = C / NH;
+    const model_config *cfg = ce->base.config;
+    const int NH = cfg->NH, QKV = model_config_qkvdim(cfg), Q = model_config_qdim(cfg);
     float *scratch = ce->scratch + (size_t)ith * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx);
     int c;
     while ((c = threadpool_next_chunk(&j->work)) >= 0) {
         const cpu_seg *sg = &j->segs[c / NH];
         int h = c % NH;
         kvcache *kv = sg->cache;
-        const float *q = j->qkv + (size_t)sg->row * 3 * (size_t)C;
-        for (int t = 0; t < sg->T; t++) {
-            const float *row = q + (size_t)t * 3 * (size_t)C + (size_t)h * (size_t)HS;
-            kvcache_store(kv, j->layer, h, sg->pos + t, row + C, row + 2 * C);
-        }
-        attention_args a = {.q = q, .ldq = 3 * C, .k = kvcache_k(kv, j->layer),
-                            .v = kvcache_v(kv, j->layer), .n_ctx = kv->n_ctx, .ldk = kv->ldk,
-                            .out = ce->att + (size_t)sg->row * (size_t)C, .ldo = C, .T = sg->T,
-                            .pos = sg->pos, .NH = NH, .HS = HS};
+        attention_args a = {.q = j->qkv + (size_t)sg->row * (size_t)QKV, .ldq = QKV,
+                            .k = kvcache_k(kv, j->layer), .v = kvcache_v(kv, j->layer),
+                            .n_ctx = kv->n_ctx, .ldk = kv->ldk,
+                            .out = ce->att + (size_t)sg->row * (size_t)Q, .ldo = Q, .T = sg->T,
+                            .pos = sg->pos, .NH = NH, .HS = cfg->HS, .NKV = cfg->NKV};
         ce->kern->attention(&a, h, 0, sg->T, scratch);
     }
 }
@@ -283,45 +309,70 @@ typedef struct {
     const float *x, *w, *b;
     int C;
     float eps;
-} layernorm_ctx;
+    bool rms;
+} norm_ctx;
 
-static void layernorm_rows(const void *varg, int t0, int t1)
+static void norm_rows(const void *varg, int t0, int t1)
 {
-    const layernorm_ctx *l = varg;
-    kernels_layernorm(l->out, l->x, l->w, l->b, l->C, l->eps, t0, t1);
+    const norm_ctx *l = varg;
+    if (l->rms)
+        kernels_rmsnorm(l->out, l->C, l->x, l->C, l->w, l->C, l->eps, t0, t1);
+    else
+        kernels_layernorm(l->out, l->x, l->w, l->b, l->C, l->eps, t0, t1);
 }
 
-static void cpu_layernorm(cpu_engine *ce, float *out, const float *x, const float *w,
-                          const float *b, int T)
+/* The architecture's norm (LayerNorm or RMSNorm) of T rows of x into out. */
+static void cpu_norm(cpu_engine *ce, float *out, const float *x, const float *w, const float *b,
+                     int T)
 {
-    const gpt2_config *cfg = ce->base.config;
-    layernorm_ctx l = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .eps = cfg->ln_eps};
-    cpu_rows(ce, T, layernorm_rows, &l);
+    const model_config *cfg = ce->base.config;
+    norm_ctx l = {.out = out, .x = x, .w = w, .b = b, .C = cfg->C, .eps = cfg->norm_eps,
+                  .rms = (cfg->features & ARCH_F_RMSNORM) != 0};
+    cpu_rows(ce, T, norm_rows, &l);
+}
+
+typedef struct {
+    float *gu;
+    int ld, FF;
+} swiglu_ctx;
+
+static void swiglu_rows(const void *varg, int t0, int t1)
+{
+    const swiglu_ctx *g = varg;
+    kernels_swiglu(g->gu, g->ld, g->FF, t0, t1);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Forward */
 
-/* x[t] = wte[id] + wpe[pos] for every row of the segments, read from the model's mapping (one
- * row each) and rounded to the held dtype like every other parameter (tt_held_f32; with Q8
- * weight matrices the vectors stay fp32, as llama.cpp keeps them: they are a sliver of the
- * bytes). */
+/* x[t] = token_embd[id] (+ pos_embd[pos] with learned positions) for every row of the segments,
+ * read from the model's mapping (one row each) and rounded to the held dtype like every other
+ * parameter (tt_held_f32; with Q8 weight matrices the vectors stay fp32, as llama.cpp keeps them:
+ * they are a sliver of the bytes). */
 static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, int n_segs)
 {
     const model *m = ce->base.model;
     const int C = ce->base.config->C;
     const tt_dtype d = ce->base.dtype;
     float *pe = ce->embed_row;
+    const tensor_ref wte = m->tensors.global[ARCH_T_TOKEN_EMBD];
+    const tensor_ref wpe = m->tensors.global[ARCH_T_POS_EMBD];
     /* Values read from a table of the held dtype are held already (an fp16 model held in fp16:
-     * rounding them again took most of a row's 2.4 us). */
-    const bool exact = (m->tensors.wte.dtype == d && m->tensors.wpe.dtype == d) ||
+     * rounding them again is most of a row's work). */
+    const bool exact = (wte.dtype == d && (!wpe.data || wpe.dtype == d)) ||
                        (d != TT_F16 && d != TT_BF16);
     for (int sg = 0; sg < n_segs; sg++)
         for (int t = segs[sg].row; t < segs[sg].row + segs[sg].T; t++) {
             int pos = segs[sg].pos + (t - segs[sg].row);
             float *x = ce->x + (size_t)t * (size_t)C;
-            tensor_ref_to_f32(m->tensors.wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
-            tensor_ref_to_f32(m->tensors.wpe, (size_t)pos * (size_t)C, (size_t)C, pe);
+            tensor_ref_to_f32(wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
+            if (!wpe.data) {
+                if (!exact)
+                    for (int i = 0; i < C; i++)
+                        x[i] = tt_held_f32(d, x[i]);
+                continue;
+            }
+            tensor_ref_to_f32(wpe, (size_t)pos * (size_t)C, (size_t)C, pe);
             if (exact)
                 for (int i = 0; i < C; i++)
                     x[i] += pe[i];
@@ -338,30 +389,40 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
                               int n_segs, int lo, float *out,
                               const volatile sig_atomic_t *stop)
 {
-    const gpt2_config *cfg = ce->base.config;
+    const model_config *cfg = ce->base.config;
     const int C = cfg->C, FF = cfg->FF, NH = cfg->NH;
+    const int Q = model_config_qdim(cfg), QKV = model_config_qkvdim(cfg);
+    const bool swiglu = (cfg->features & ARCH_F_SWIGLU) != 0;
+    const int ldfc = swiglu ? 2 * FF : FF;
     cpu_embed(ce, ids, segs, n_segs);
     for (int l = 0; l < cfg->L; l++) {
         if (stop && *stop)
             return false;
         const cpu_layer *ly = &ce->layers[l];
-        cpu_layernorm(ce, ce->xn, ce->x, ly->ln_1_w, ly->ln_1_b, T);
-        cpu_matmul(ce, ce->qkv, 3 * C, ce->xn, C, &ly->attn_w, ly->attn_b, T, MM_STORE);
+        cpu_norm(ce, ce->xn, ce->x, ly->attn_norm_w, ly->attn_norm_b, T);
+        cpu_matmul(ce, ce->qkv, QKV, ce->xn, C, &ly->qkv, ly->qkv_b, T, MM_STORE);
+        cpu_attention_prepare(ce, ly, l, ce->qkv, segs, n_segs);
         attention_job aj = {.ce = ce, .layer = l, .qkv = ce->qkv, .segs = segs,
                             .n_segs = n_segs};
         threadpool_chunks_init(&aj.work, n_segs * NH);
         threadpool_run(ce->pool, attention_job_run, &aj);
-        cpu_matmul(ce, ce->x, C, ce->att, C, &ly->attn_proj_w, ly->attn_proj_b, T, MM_ADD);
-        cpu_layernorm(ce, ce->xn, ce->x, ly->ln_2_w, ly->ln_2_b, T);
-        cpu_matmul(ce, ce->fc, FF, ce->xn, C, &ly->fc_w, ly->fc_b, T,
-                   cfg->act == GPT2_GELU_ERF ? MM_GELU_ERF : MM_GELU_TANH);
-        cpu_matmul(ce, ce->x, C, ce->fc, FF, &ly->fc_proj_w, ly->fc_proj_b, T, MM_ADD);
+        cpu_matmul(ce, ce->x, C, ce->att, Q, &ly->o, ly->o_b, T, MM_ADD);
+        cpu_norm(ce, ce->xn, ce->x, ly->ffn_norm_w, ly->ffn_norm_b, T);
+        if (swiglu) {
+            cpu_matmul(ce, ce->fc, ldfc, ce->xn, C, &ly->up, NULL, T, MM_STORE);
+            swiglu_ctx g = {.gu = ce->fc, .ld = ldfc, .FF = FF};
+            cpu_rows(ce, T, swiglu_rows, &g);
+        } else {
+            cpu_matmul(ce, ce->fc, ldfc, ce->xn, C, &ly->up, ly->up_b, T,
+                       cfg->act == ARCH_ACT_GELU_ERF ? MM_GELU_ERF : MM_GELU_TANH);
+        }
+        cpu_matmul(ce, ce->x, C, ce->fc, ldfc, &ly->down, ly->down_b, T, MM_ADD);
     }
     if (lo >= T)
         return true;
     const float *xl = ce->x + (size_t)lo * (size_t)C;
     float *xnl = ce->xn + (size_t)lo * (size_t)C;
-    cpu_layernorm(ce, xnl, xl, ce->ln_f_w, ce->ln_f_b, T - lo);
+    cpu_norm(ce, xnl, xl, ce->out_norm_w, ce->out_norm_b, T - lo);
     cpu_matmul(ce, out, cfg->V, xnl, C, &ce->lm_head, NULL, T - lo, MM_STORE);
     return true;
 }
@@ -542,10 +603,10 @@ static void cpu_destroy(engine *e)
     if (ce->layers) {
         for (int l = 0; l < e->config->L; l++) {
             cpu_layer *ly = &ce->layers[l];
-            packed_matrix_free(&ly->attn_w);
-            packed_matrix_free(&ly->attn_proj_w);
-            packed_matrix_free(&ly->fc_w);
-            packed_matrix_free(&ly->fc_proj_w);
+            packed_matrix_free(&ly->qkv);
+            packed_matrix_free(&ly->o);
+            packed_matrix_free(&ly->up);
+            packed_matrix_free(&ly->down);
         }
         free(ce->layers);
     }
@@ -566,6 +627,8 @@ static void cpu_destroy(engine *e)
     free(ce->xq);
     free(ce->xb);
     free(ce->embed_row);
+    free(ce->rope_cos);
+    free(ce->rope_sin);
     free(e->logits);
     free(ce);
 }
@@ -593,7 +656,7 @@ static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
     const packed_matrix *m = NULL;
     if (r < 4 * L) {
         const cpu_layer *ly = &ce->layers[r / 4];
-        const packed_matrix *ms[] = {&ly->attn_w, &ly->attn_proj_w, &ly->fc_w, &ly->fc_proj_w};
+        const packed_matrix *ms[] = {&ly->qkv, &ly->o, &ly->up, &ly->down};
         m = ms[r % 4];
     } else if (r == 4 * L) {
         m = &ce->lm_head;
@@ -651,11 +714,17 @@ static const engine_ops cpu_ops = {
     .set_solo = cpu_set_solo,
 };
 
-/* Packing, spread over the pool: a 124M model is 124M conversions. */
+/* Packing, spread over the pool: a 124M model is 124M conversions. A matrix is packed from up to
+ * three tensors side by side (q | k | v, gate | up), each a run of its output columns. */
+typedef struct {
+    tensor_ref src;
+    int cols;
+} pack_part;
+
 typedef struct {
     packed_matrix *m;
-    tensor_ref src;
-    bool transposed;
+    const pack_part *parts;
+    int n_parts;
     threadpool_chunks panels;      /* blocks of 8 panels */
 } pack_job;
 
@@ -667,52 +736,76 @@ static void pack_job_run(void *varg, int ith, int nth)
         int n0 = c * 8 * KERNELS_NR, n1 = n0 + 8 * KERNELS_NR;
         if (n1 > j->m->N)
             n1 = j->m->N;
-        packed_matrix_pack(j->m, j->src, j->transposed, n0, n1);
+        for (int i = 0, col0 = 0; i < j->n_parts; col0 += j->parts[i].cols, i++) {
+            int a = n0 > col0 ? n0 : col0;
+            int b = n1 < col0 + j->parts[i].cols ? n1 : col0 + j->parts[i].cols;
+            if (a < b)
+                packed_matrix_pack_at(j->m, j->parts[i].src, !j->parts[i].src.in_out,
+                                      j->parts[i].cols, col0, a - col0, b - col0);
+        }
     }
 }
 
-static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, tensor_ref src, bool transposed,
-                          int K, int N, tt_error *err)
+static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_part *parts,
+                          int n_parts, tt_error *err)
 {
+    int N = 0;
+    for (int i = 0; i < n_parts; i++)
+        N += parts[i].cols;
     tt_status s = packed_matrix_init(m, ce->base.dtype, K, N, err);
     if (s != TT_OK)
         return s;
-    pack_job j = {.m = m, .src = src, .transposed = transposed};
+    pack_job j = {.m = m, .parts = parts, .n_parts = n_parts};
     threadpool_chunks_init(&j.panels, (m->n_panels + 7) / 8);
     threadpool_run(ce->pool, pack_job_run, &j);
     ce->base.weight_bytes += packed_matrix_bytes(m->dtype, K, N);
     return TT_OK;
 }
 
-/* Copies a vector parameter out of the mapping, rounded to the held dtype. */
+/* Copies a vector parameter out of the mapping, rounded to the held dtype; NULL when the recipe
+ * has none (src.data NULL). parts: up to three tensors side by side (q | k | v biases). */
+static float *cpu_vector_parts(cpu_engine *ce, size_t *used, const pack_part *parts, int n_parts)
+{
+    if (!parts[0].src.data)
+        return NULL;
+    float *dst = ce->vectors + *used;
+    for (int i = 0; i < n_parts; i++) {
+        float *p = ce->vectors + *used;
+        tensor_ref_to_f32(parts[i].src, 0, (size_t)parts[i].cols, p);
+        for (int k = 0; k < parts[i].cols; k++)
+            p[k] = tt_held_f32(ce->base.dtype, p[k]);
+        *used += (size_t)parts[i].cols;
+    }
+    return dst;
+}
+
 static float *cpu_vector(cpu_engine *ce, size_t *used, tensor_ref src, int n)
 {
-    float *dst = ce->vectors + *used;
-    tensor_ref_to_f32(src, 0, (size_t)n, dst);
-    for (int i = 0; i < n; i++)
-        dst[i] = tt_held_f32(ce->base.dtype, dst[i]);
-    *used += (size_t)n;
-    return dst;
+    pack_part part = {src, n};
+    return cpu_vector_parts(ce, used, &part, 1);
 }
 
 static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
 {
-    const gpt2_config *cfg = ce->base.config;
-    const size_t TB = (size_t)ce->TB, C = (size_t)cfg->C, FF = (size_t)cfg->FF;
+    const model_config *cfg = ce->base.config;
+    const size_t TB = (size_t)ce->TB, C = (size_t)cfg->C;
+    const size_t FF = (size_t)cfg->FF * (cfg->features & ARCH_F_SWIGLU ? 2 : 1);
+    const size_t Q = (size_t)model_config_qdim(cfg), QKV = (size_t)model_config_qkvdim(cfg);
+    const size_t KMAX = C > FF ? (C > Q ? C : Q) : (FF > Q ? FF : Q);
     int nth = threadpool_size(ce->pool);
-    size_t elems = TB * C * 3 + TB * 3 * C + TB * FF +
+    size_t elems = TB * C * 2 + TB * QKV + TB * Q + TB * FF +
                    (size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) + C;
     ce->x = malloc(TB * C * sizeof(float));
     ce->xn = malloc(TB * C * sizeof(float));
-    ce->qkv = malloc(TB * 3 * C * sizeof(float));
-    ce->att = malloc(TB * C * sizeof(float));
+    ce->qkv = malloc(TB * QKV * sizeof(float));
+    ce->att = malloc(TB * Q * sizeof(float));
     ce->fc = malloc(TB * FF * sizeof(float));
     ce->scratch = malloc((size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) * sizeof(float));
     ce->embed_row = malloc(C * sizeof(float));
     ce->segs = malloc(TB * sizeof *ce->segs);
-    ce->mm_stride = (KERNELS_MATMUL_SCRATCH(C > FF ? C : FF) + 15) & ~(size_t)15;
+    ce->mm_stride = (KERNELS_MATMUL_SCRATCH(KMAX) + 15) & ~(size_t)15;
     if (ce->base.dtype == TT_Q8) {
-        ce->ldxq = KERNELS_Q8_ACT_BLOCKS(C > FF ? C : FF);
+        ce->ldxq = KERNELS_Q8_ACT_BLOCKS(KMAX);
         ce->xq = malloc(TB * (size_t)ce->ldxq * sizeof *ce->xq);
         if (!ce->xq)
             return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of quantized "
@@ -720,12 +813,31 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
         ce->base.memory_bytes += TB * (size_t)ce->ldxq * sizeof *ce->xq;
     }
     if (ce->base.dtype == TT_BF16 && ce->kern->bf16_rows) {
-        ce->ldxb = (int)(C > FF ? C : FF);
+        ce->ldxb = (int)KMAX;
         ce->xb = malloc(TB * (size_t)ce->ldxb * sizeof *ce->xb);
         if (!ce->xb)
             return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of bf16 "
                            "activations", TB * (size_t)ce->ldxb * sizeof *ce->xb);
         ce->base.memory_bytes += TB * (size_t)ce->ldxb * sizeof *ce->xb;
+    }
+    if (cfg->features & ARCH_F_ROPE) {
+        const int n_ctx = ce->cache.n_ctx, half = cfg->HS / 2;
+        double *inv = malloc((size_t)half * sizeof *inv);
+        ce->rope_cos = malloc((size_t)n_ctx * (size_t)half * sizeof(float));
+        ce->rope_sin = malloc((size_t)n_ctx * (size_t)half * sizeof(float));
+        if (!inv || !ce->rope_cos || !ce->rope_sin) {
+            free(inv);
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the RoPE tables");
+        }
+        arch_rope_inv_freq(cfg, inv);
+        for (int p = 0; p < n_ctx; p++)
+            for (int i = 0; i < half; i++) {
+                double a = (double)p * inv[i];
+                ce->rope_cos[(size_t)p * half + i] = (float)cos(a);
+                ce->rope_sin[(size_t)p * half + i] = (float)sin(a);
+            }
+        free(inv);
+        ce->base.memory_bytes += 2 * (size_t)n_ctx * (size_t)half * sizeof(float);
     }
     elems += (size_t)nth * ce->mm_stride;
     void *mm = NULL;
@@ -739,53 +851,76 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     return TT_OK;
 }
 
+/* Every layer's matrices packed, fused where the kernels want one matmul (q | k | v,
+ * gate | up), and its vectors copied, walking the roles the architecture bound. */
 static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
 {
     const model *m = ce->base.model;
-    const gpt2_config *cfg = &m->config;
-    const gpt2_tensors *tw = &m->tensors;
-    const int C = cfg->C, FF = cfg->FF, L = cfg->L;
+    const model_config *cfg = &m->config;
+    const int C = cfg->C, FF = cfg->FF, L = cfg->L, HS = cfg->HS;
+    const int Q = model_config_qdim(cfg), KV = model_config_kvdim(cfg);
+    const int QKV = model_config_qkvdim(cfg);
     tt_status s;
 
-    ce->vectors_len = (size_t)L * (9 * (size_t)C + (size_t)FF) + 2 * (size_t)C;
+    ce->vectors_len = (size_t)L * (6 * (size_t)C + (size_t)QKV + 2 * (size_t)HS + (size_t)FF) +
+                      2 * (size_t)C;
     ce->vectors = malloc(ce->vectors_len * sizeof(float));
     ce->layers = calloc((size_t)L, sizeof *ce->layers);
     if (!ce->vectors || !ce->layers)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the parameter vectors");
     size_t used = 0;
     for (int l = 0; l < L; l++) {
-        const gpt2_layer_tensors *t = &tw->h[l];
+        const tensor_ref *t = model_layer_tensors(m, l);
         cpu_layer *ly = &ce->layers[l];
-        ly->ln_1_w = cpu_vector(ce, &used, t->ln_1_w, C);
-        ly->ln_1_b = cpu_vector(ce, &used, t->ln_1_b, C);
-        ly->attn_b = cpu_vector(ce, &used, t->attn_b, 3 * C);
-        ly->attn_proj_b = cpu_vector(ce, &used, t->attn_proj_b, C);
-        ly->ln_2_w = cpu_vector(ce, &used, t->ln_2_w, C);
-        ly->ln_2_b = cpu_vector(ce, &used, t->ln_2_b, C);
-        ly->fc_b = cpu_vector(ce, &used, t->fc_b, FF);
-        ly->fc_proj_b = cpu_vector(ce, &used, t->fc_proj_b, C);
-        if ((s = cpu_pack(ce, &ly->attn_w, t->attn_w, false, C, 3 * C, err)) != TT_OK ||
-            (s = cpu_pack(ce, &ly->attn_proj_w, t->attn_proj_w, false, C, C, err)) != TT_OK ||
-            (s = cpu_pack(ce, &ly->fc_w, t->fc_w, false, C, FF, err)) != TT_OK ||
-            (s = cpu_pack(ce, &ly->fc_proj_w, t->fc_proj_w, false, FF, C, err)) != TT_OK)
+        ly->attn_norm_w = cpu_vector(ce, &used, t[ARCH_T_ATTN_NORM], C);
+        ly->attn_norm_b = cpu_vector(ce, &used, t[ARCH_T_ATTN_NORM_B], C);
+        ly->q_norm = cpu_vector(ce, &used, t[ARCH_T_Q_NORM], HS);
+        ly->k_norm = cpu_vector(ce, &used, t[ARCH_T_K_NORM], HS);
+        ly->o_b = cpu_vector(ce, &used, t[ARCH_T_O_B], C);
+        ly->ffn_norm_w = cpu_vector(ce, &used, t[ARCH_T_FFN_NORM], C);
+        ly->ffn_norm_b = cpu_vector(ce, &used, t[ARCH_T_FFN_NORM_B], C);
+        ly->up_b = cpu_vector(ce, &used, t[ARCH_T_UP_B], FF);
+        ly->down_b = cpu_vector(ce, &used, t[ARCH_T_DOWN_B], C);
+        const bool fused = (cfg->features & ARCH_F_QKV_FUSED) != 0;
+        const pack_part qkv_b[] = {{t[ARCH_T_QKV_B], QKV}, {t[ARCH_T_Q_B], Q},
+                                   {t[ARCH_T_K_B], KV}, {t[ARCH_T_V_B], KV}};
+        ly->qkv_b = fused ? cpu_vector_parts(ce, &used, qkv_b, 1)
+                          : cpu_vector_parts(ce, &used, qkv_b + 1, 3);
+        const pack_part qkv[] = {{t[ARCH_T_QKV], QKV}, {t[ARCH_T_Q], Q}, {t[ARCH_T_K], KV},
+                                 {t[ARCH_T_V], KV}};
+        const pack_part o[] = {{t[ARCH_T_O], C}};
+        const pack_part up[] = {{t[ARCH_T_GATE], FF}, {t[ARCH_T_UP], FF}};
+        const pack_part down[] = {{t[ARCH_T_DOWN], C}};
+        const bool swiglu = (cfg->features & ARCH_F_SWIGLU) != 0;
+        if ((s = cpu_pack(ce, &ly->qkv, C, fused ? qkv : qkv + 1, fused ? 1 : 3, err)) !=
+                TT_OK ||
+            (s = cpu_pack(ce, &ly->o, Q, o, 1, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->up, C, swiglu ? up : up + 1, swiglu ? 2 : 1, err)) != TT_OK ||
+            (s = cpu_pack(ce, &ly->down, FF, down, 1, err)) != TT_OK)
             return s;
     }
-    ce->ln_f_w = cpu_vector(ce, &used, tw->ln_f_w, C);
-    ce->ln_f_b = cpu_vector(ce, &used, tw->ln_f_b, C);
-    s = cpu_pack(ce, &ce->lm_head, tw->lm_head, true, C, cfg->V, err);
+    ce->out_norm_w = cpu_vector(ce, &used, m->tensors.global[ARCH_T_OUT_NORM], C);
+    ce->out_norm_b = cpu_vector(ce, &used, m->tensors.global[ARCH_T_OUT_NORM_B], C);
+    const pack_part head[] = {{m->tensors.global[ARCH_T_OUTPUT], cfg->V}};
+    s = cpu_pack(ce, &ce->lm_head, C, head, 1, err);
     if (s != TT_OK)
         return s;
-    /* A decode step also reads every vector and one row each of wte and wpe. */
+    /* A decode step also reads every vector and one row of each embedding table. */
     ce->base.weight_bytes += used * sizeof(float) +
-                             2 * (size_t)C * tt_dtype_size(m->file_dtype);
+                             (cfg->features & ARCH_F_LEARNED_POS ? 2 : 1) * (size_t)C *
+                                 tt_dtype_size(m->file_dtype);
     ce->base.memory_bytes += ce->base.weight_bytes;
     return TT_OK;
 }
 
+/* The context an engine holds when the caller does not say: the model's, up to this many
+ * positions (a 128k-token model's cache would take gigabytes; --ctx raises it). */
+#define CPU_DEFAULT_CTX_MAX 4096
+
 tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err)
 {
     *out = NULL;
-    const gpt2_config *cfg = &m->config;
+    const model_config *cfg = &m->config;
     engine_options def;
     if (!o) {
         engine_options_default(&def);
@@ -793,10 +928,11 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
     }
     if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16 && o->dtype != TT_Q8)
         return tt_fail(err, TT_ERR_ARG, "cpu: unknown weight dtype %d", (int)o->dtype);
-    int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT;
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx
+                             : cfg->maxT < CPU_DEFAULT_CTX_MAX ? cfg->maxT : CPU_DEFAULT_CTX_MAX;
     if (n_ctx > cfg->maxT)
         return tt_fail(err, TT_ERR_ARG, "cpu: context of %d tokens is longer than the model's "
-                       "n_positions (%d)", n_ctx, cfg->maxT);
+                       "%d positions", n_ctx, cfg->maxT);
 
     cpu_engine *ce = calloc(1, sizeof *ce);
     if (!ce)
@@ -808,14 +944,14 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
     ce->n_seqs = 1;
 
     int n_threads = o->n_threads;
-    double macs = (double)cfg->L * 12.0 * cfg->C * cfg->C + (double)cfg->C * cfg->V;
+    double macs = model_config_macs_per_token(cfg, 0);
     if (n_threads <= 0 && macs < CPU_SPLIT_MIN_MACS) {
         n_threads = 1;
         ce->small_macs = macs;
     }
     tt_status s = threadpool_create(n_threads, &ce->pool, err);
     if (s == TT_OK)
-        s = kvcache_init(&ce->cache, cfg->L, cfg->NH, cfg->C / cfg->NH, n_ctx, err);
+        s = kvcache_init(&ce->cache, cfg->L, cfg->NKV, cfg->HS, n_ctx, err);
     if (s == TT_OK) {
         e->memory_bytes += kvcache_bytes(&ce->cache);
         s = cpu_alloc_activations(ce, err);

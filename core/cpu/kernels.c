@@ -11,7 +11,7 @@
 #include <unistd.h>
 #endif
 
-#include "core/arch/gpt2_math.h"
+#include "core/arch/block_math.h"
 
 /* The SIMD sets live in files built with their own flags (see the Makefile), so the CPU check
  * happens here, in code that any x86-64 runs. */
@@ -187,29 +187,28 @@ float packed_matrix_get(const packed_matrix *m, int k, int n)
     return tt_load_f32(m->data, m->dtype, packed_index(m, k, n));
 }
 
-/* Quantizes one block: w (32 k, 32 columns), rows past kc and columns past nc zero, into block kb
- * of panel p. */
-static void q8_pack_block(packed_matrix *m, int p, int kb, const float (*w)[KERNELS_NR])
+/* Quantizes one column of one block: w (32 k; rows past K zero) into column j of block kb of
+ * panel p. Columns are independent: each has its own scale. */
+static void q8_pack_column(packed_matrix *m, int p, int kb, int j, const float *w)
 {
     uint16_t *sc = (uint16_t *)q8_scales(m, p, kb * TT_Q8_BLOCK);
-    for (int j = 0; j < KERNELS_NR; j++) {
-        float amax = 0.0f;
-        for (int r = 0; r < TT_Q8_BLOCK; r++)
-            amax = fmaxf(amax, fabsf(w[r][j]));
-        uint16_t h = tt_f32_to_f16(amax / 127.0f);
-        if (h == 0x7c00u)                     /* past fp16's range: the largest finite scale */
-            h = 0x7bffu;
-        sc[j] = h;
-        const float s = tt_f16_to_f32(h);
-        for (int r = 0; r < TT_Q8_BLOCK; r++) {
-            float v = s > 0.0f ? nearbyintf(w[r][j] / s) : 0.0f;
-            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;   /* s rounded down: |v| 128 */
-            *(uint8_t *)q8_byte(m, p, kb * TT_Q8_BLOCK + r, j) = (uint8_t)((int)v + 128);
-        }
+    float amax = 0.0f;
+    for (int r = 0; r < TT_Q8_BLOCK; r++)
+        amax = fmaxf(amax, fabsf(w[r]));
+    uint16_t h = tt_f32_to_f16(amax / 127.0f);
+    if (h == 0x7c00u)                     /* past fp16's range: the largest finite scale */
+        h = 0x7bffu;
+    sc[j] = h;
+    const float s = tt_f16_to_f32(h);
+    for (int r = 0; r < TT_Q8_BLOCK; r++) {
+        float v = s > 0.0f ? nearbyintf(w[r] / s) : 0.0f;
+        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;   /* s rounded down: |v| 128 */
+        *(uint8_t *)q8_byte(m, p, kb * TT_Q8_BLOCK + r, j) = (uint8_t)((int)v + 128);
     }
 }
 
-static void q8_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1)
+static void q8_pack(packed_matrix *m, tensor_ref src, bool transposed, int src_N, int col0,
+                    int n0, int n1)
 {
     float blk[TT_Q8_BLOCK][KERNELS_NR], col[TT_Q8_BLOCK];
     for (int n = n0; n < n1; n += KERNELS_NR) {
@@ -218,44 +217,56 @@ static void q8_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, i
             const int kc = m->K - k0 < TT_Q8_BLOCK ? m->K - k0 : TT_Q8_BLOCK;
             memset(blk, 0, sizeof blk);
             for (int r = 0; r < kc && !transposed; r++)
-                tensor_ref_to_f32(src, (size_t)(k0 + r) * (size_t)m->N + (size_t)n, (size_t)nc,
+                tensor_ref_to_f32(src, (size_t)(k0 + r) * (size_t)src_N + (size_t)n, (size_t)nc,
                                   blk[r]);
             for (int j = 0; j < nc && transposed; j++) {
                 tensor_ref_to_f32(src, (size_t)(n + j) * (size_t)m->K + (size_t)k0, (size_t)kc, col);
                 for (int r = 0; r < kc; r++)
                     blk[r][j] = col[r];
             }
-            q8_pack_block(m, n / KERNELS_NR, k0 / TT_Q8_BLOCK, (const float (*)[KERNELS_NR])blk);
+            for (int j = 0; j < nc; j++) {
+                float w[TT_Q8_BLOCK];
+                for (int r = 0; r < TT_Q8_BLOCK; r++)
+                    w[r] = blk[r][j];
+                int c = col0 + n + j;
+                q8_pack_column(m, c / KERNELS_NR, k0 / TT_Q8_BLOCK, c % KERNELS_NR, w);
+            }
         }
     }
 }
 
-void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1)
+void packed_matrix_pack_at(packed_matrix *m, tensor_ref src, bool transposed, int src_N, int col0,
+                           int n0, int n1)
 {
     float buf[256];
     if (m->dtype == TT_Q8) {
-        q8_pack(m, src, transposed, n0, n1);
+        q8_pack(m, src, transposed, src_N, col0, n0, n1);
         return;
     }
     if (!transposed) {
-        /* (K, N): row k holds every output column; copy 32 at a time into the panels. */
+        /* (K, src_N): row k holds every output column; copy 32 at a time into the panels. */
         for (int k = 0; k < m->K; k++)
             for (int n = n0; n < n1; n += KERNELS_NR) {
                 int cnt = n1 - n < KERNELS_NR ? n1 - n : KERNELS_NR;
-                tensor_ref_to_f32(src, (size_t)k * (size_t)m->N + (size_t)n, (size_t)cnt, buf);
+                tensor_ref_to_f32(src, (size_t)k * (size_t)src_N + (size_t)n, (size_t)cnt, buf);
                 for (int j = 0; j < cnt; j++)
-                    tt_store_f32(m->data, m->dtype, packed_index(m, k, n + j), buf[j]);
+                    tt_store_f32(m->data, m->dtype, packed_index(m, k, col0 + n + j), buf[j]);
             }
     } else {
-        /* (N, K): source row n is output column n. */
+        /* (src_N, K): source row n is output column col0 + n. */
         for (int n = n0; n < n1; n++)
             for (int k = 0; k < m->K; k += 256) {
                 int cnt = m->K - k < 256 ? m->K - k : 256;
                 tensor_ref_to_f32(src, (size_t)n * (size_t)m->K + (size_t)k, (size_t)cnt, buf);
                 for (int i = 0; i < cnt; i++)
-                    tt_store_f32(m->data, m->dtype, packed_index(m, k + i, n), buf[i]);
+                    tt_store_f32(m->data, m->dtype, packed_index(m, k + i, col0 + n), buf[i]);
             }
     }
+}
+
+void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1)
+{
+    packed_matrix_pack_at(m, src, transposed, m->N, 0, n0, n1);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -305,6 +316,43 @@ void kernels_layernorm(float *out, const float *x, const float *w, const float *
         float rstd = gpt2_layernorm_rstd(sumsq_lanes(xr, C, mean) / (float)C, eps);
         for (int i = 0; i < C; i++)
             o[i] = gpt2_layernorm_apply(xr[i], mean, rstd, w[i], b[i]);
+    }
+}
+
+void kernels_rmsnorm(float *out, int ldo, const float *x, int ldx, const float *w, int C,
+                     float eps, int t0, int t1)
+{
+    for (int t = t0; t < t1; t++) {
+        const float *xr = x + (size_t)t * (size_t)ldx;
+        float *o = out + (size_t)t * (size_t)ldo;
+        float rstd = arch_rmsnorm_rstd(sumsq_lanes(xr, C, 0.0f) / (float)C, eps);
+        for (int i = 0; i < C; i++)
+            o[i] = xr[i] * rstd * w[i];
+    }
+}
+
+void kernels_rope(float *x, int n_heads, int HS, const float *cs_cos, const float *cs_sin, int pos)
+{
+    const int half = HS / 2;
+    const float *c = cs_cos + (size_t)pos * (size_t)half;
+    const float *sn = cs_sin + (size_t)pos * (size_t)half;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * (size_t)HS;
+        for (int i = 0; i < half; i++) {
+            float a = v[i], b = v[i + half];
+            v[i] = a * c[i] - b * sn[i];
+            v[i + half] = b * c[i] + a * sn[i];
+        }
+    }
+}
+
+void kernels_swiglu(float *gu, int ld, int FF, int t0, int t1)
+{
+    for (int t = t0; t < t1; t++) {
+        float *g = gu + (size_t)t * (size_t)ld;
+        const float *u = g + FF;
+        for (int i = 0; i < FF; i++)
+            g[i] = arch_silu(g[i]) * u[i];
     }
 }
 
@@ -450,7 +498,7 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
 {
     const int HS = a->HS;
     const float scale = gpt2_attn_scale(HS);
-    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS; /* (n_ctx, HS) */
+    const float *vh = a->v + (size_t)kernels_kv_head(a, h) * (size_t)a->n_ctx * (size_t)HS; /* (n_ctx, HS) */
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
@@ -459,7 +507,7 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
         for (int t = 0; t < n; t++) {
             float s = 0.0f;
             for (int d = 0; d < HS; d++)
-                s += q[d] * a->k[kernels_key_at(HS, a->ldk, h, d, t)];
+                s += q[d] * a->k[kernels_key_at(HS, a->ldk, kernels_kv_head(a, h), d, t)];
             s *= scale;
             scratch[t] = s;
             if (s > mx)

@@ -96,6 +96,13 @@ void packed_matrix_free(packed_matrix *m);
  * (Conv1D); true: it is (N, K) (the lm_head / wte). Split [n0, n1) over threads at multiples of 32. */
 void packed_matrix_pack(packed_matrix *m, tensor_ref src, bool transposed, int n0, int n1);
 
+/* The same for a source holding src_N of m's output columns, which land at columns col0 ..
+ * col0 + src_N - 1 (a fused q|k|v or gate|up matrix from separate tensors): source columns
+ * [n0, n1) are packed. Columns are independent (Q8 scales too), so col0 need not be a multiple
+ * of 32. */
+void packed_matrix_pack_at(packed_matrix *m, tensor_ref src, bool transposed, int src_N, int col0,
+                           int n0, int n1);
+
 /* Element (k, n) as float (tests, the tied token embedding). */
 float packed_matrix_get(const packed_matrix *m, int k, int n);
 
@@ -183,7 +190,15 @@ typedef struct {
     float *out;              /* (T, ldo); head h at columns h*HS .. */
     int ldo;
     int T, pos, NH, HS;
+    int NKV;                 /* key/value heads the cache holds (0: NH); query head h reads KV
+                                head h / (NH / NKV) (grouped-query attention) */
 } attention_args;
+
+/* The KV head query head h reads. */
+static inline int kernels_kv_head(const attention_args *a, int h)
+{
+    return a->NKV > 0 ? h / (a->NH / a->NKV) : h;
+}
 
 typedef struct {
     const char *name;        /* "reference", "avx2", "avx512", "avx512vnni", "amx" */
@@ -238,5 +253,20 @@ void kernels_set_tile_request(bool (*request)(void));
  * Shared by every set: it is a sliver of the work, and one formula keeps the sets comparable. */
 void kernels_layernorm(float *out, const float *x, const float *w, const float *b, int C,
                        float eps, int t0, int t1);
+
+/* RMSNorm of rows [t0, t1) of x (rows ldx apart, C columns): out = x * rstd * w with
+ * rstd = 1 / sqrt(mean(x^2) + eps) (block_math.h), rows ldo apart; out may be x. The per-head
+ * q and k norms of Qwen3 are the same with C = HS, one head a row. */
+void kernels_rmsnorm(float *out, int ldo, const float *x, int ldx, const float *w, int C,
+                     float eps, int t0, int t1);
+
+/* RoPE, Hugging Face's rotate-half form, on n_heads heads of HS columns each in a row x: for
+ * i < HS/2, with (c, s) = cs[pos * HS/2 + i] (cos and sin of pos * inv_freq[i]):
+ *   x[i] = x[i] c - x[i + HS/2] s,   x[i + HS/2] = x[i + HS/2] c + x[i] s. */
+void kernels_rope(float *x, int n_heads, int HS, const float *cs_cos, const float *cs_sin, int pos);
+
+/* SwiGLU of rows [t0, t1) of gu (rows ld apart, [gate | up] of FF columns each): gate[i] =
+ * silu(gate[i]) * up[i], in place (the first FF columns of each row). */
+void kernels_swiglu(float *gu, int ld, int FF, int t0, int t1);
 
 #endif

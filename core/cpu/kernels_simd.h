@@ -47,7 +47,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/arch/gpt2_math.h"
+#include "core/arch/block_math.h"
 #include "core/cpu/kernels.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -993,7 +993,7 @@ static inline __attribute__((always_inline)) const float *
 key_vec(const attention_args *a, int h, int t)
 {
     _Static_assert(KERNELS_KEY_BLOCK % KS_VW == 0, "a vector of keys lies in one block");
-    return a->k + kernels_key_at(a->HS, a->ldk, h, 0, t);
+    return a->k + kernels_key_at(a->HS, a->ldk, kernels_kv_head(a, h), 0, t);
 }
 
 /* One query row at a time (decode, and the rows a tile leaves over). Every score is one FMA chain
@@ -1005,7 +1005,7 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
 {
     const int HS = a->HS;
     const vf scale = v_set1(gpt2_attn_scale(HS));
-    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    const float *vh = a->v + (size_t)kernels_kv_head(a, h) * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
@@ -1140,7 +1140,7 @@ tile_values(const attention_args *a, int h, int i0, const float *scratch, const 
 {
     _Static_assert(KS_VALUE_CHAINS == 1, "a tile runs one chain per output column");
     const int HS = a->HS;
-    const float *vh = a->v + (size_t)h * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    const float *vh = a->v + (size_t)kernels_kv_head(a, h) * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
     const int n_min = a->pos + i0 + 1;        /* keys every row of the tile sees */
     const size_t ls = (size_t)(a->pos + i0 + QB);
     for (int d0 = 0; d0 < HS; d0 += 2 * KS_VW) {

@@ -34,7 +34,7 @@ typedef struct {
 struct engine {
     const engine_ops *ops;
     const struct model *model; /* not owned; must outlive the engine (struct: valid C++ too) */
-    const gpt2_config *config; /* == &model->config */
+    const model_config *config; /* == &model->config */
     int n_past;                /* tokens in the KV cache (positions 0 .. n_past-1) */
     int n_ctx;                 /* cache capacity (<= config->maxT) */
     float *logits;             /* (n_logits, V) host memory, owned by the engine */

@@ -802,9 +802,14 @@ static tt_status check_options(const modelgen_options *o, tt_error *err)
     if (o->eos_id < -1 || o->eos_id >= o->V)
         return tt_fail(err, TT_ERR_ARG, "modelgen: eos id %d is outside the vocabulary [0, %d)",
                        o->eos_id, o->V);
-    gpt2_config c = {.V = o->V, .maxT = o->maxT, .C = o->C, .NH = o->NH, .L = o->L,
-                     .FF = o->FF ? o->FF : 4 * o->C};
-    uint64_t np = gpt2_config_n_params(&c, !o->untied_lm_head);
+    extern const arch_desc arch_gpt2;
+    model_config c = {.arch = &arch_gpt2, .V = o->V, .maxT = o->maxT, .C = o->C, .NH = o->NH,
+                      .NKV = o->NH, .HS = o->C / o->NH, .L = o->L,
+                      .FF = o->FF ? o->FF : 4 * o->C,
+                      .features = ARCH_F_LEARNED_POS | ARCH_F_QKV_FUSED | ARCH_F_QKV_BIAS |
+                                  ARCH_F_OUT_BIAS | ARCH_F_MLP_BIAS | ARCH_F_NORM_BIAS |
+                                  (o->untied_lm_head ? ARCH_F_UNTIED : 0)};
+    uint64_t np = model_config_n_params(&c);
     if (np > 20000000000ull)
         return tt_fail(err, TT_ERR_ARG, "modelgen: %llu parameters exceed the limit of 20e9",
                        (unsigned long long)np);

@@ -41,7 +41,7 @@ int modelgen_options_gpt2(modelgen_options *o, const char *size);
 
 /* Creates dir (its parent must exist; an existing dir is reused and its files replaced) and writes
  * the model. Options are validated first (TT_ERR_ARG naming the field: sizes within the limits
- * gpt2_config_parse enforces, C % NH == 0, V >= 257 for a synthesized tokenizer, eos_id in range,
+ * model_config_parse enforces, C % NH == 0, V >= 257 for a synthesized tokenizer, eos_id in range,
  * a tokenizer_dir whose vocabulary has exactly V entries). Random values come from rng_uniform
  * through IEEE arithmetic only (sqrt, no libm transcendentals), so a seed gives byte-identical
  * files on every machine. On failure the directory may hold some of the files. */

@@ -538,11 +538,15 @@ static bool emit(session *s, session_event_fn fn, void *user, session_event *ev,
 
 static int32_t eos_id(const session *s)
 {
-    if (s->model->gen.eos_id >= 0)
-        return s->model->gen.eos_id;
-    if (s->model->config.eos_id >= 0)
-        return s->model->config.eos_id;
-    return tokenizer_eot_id(s->tok);
+    int32_t e = model_eos(s->model);
+    return e >= 0 ? e : tokenizer_eot_id(s->tok);
+}
+
+/* Whether tok ends a reply: any of the model's end tokens (generation_config.json may name
+ * several), else the tokenizer's <|endoftext|>. */
+static bool is_eos_token(const session *s, int32_t tok)
+{
+    return model_eos(s->model) >= 0 ? model_is_eos(s->model, tok) : tok == eos_id(s);
 }
 
 static int32_t bos_id(const session *s)
@@ -661,7 +665,7 @@ static tt_status produce(session *s, session_event *ev, session_event_fn fn, voi
         s->last.ttft_ms = g->t_first - g->t_begin;
     }
     s->last.generated_tokens = g->generated;
-    bool is_eos = s->set.stop_at_eos && tok == eos_id(s);
+    bool is_eos = s->set.stop_at_eos && is_eos_token(s, tok);
     size_t nb = 0;
     const char *bytes = is_eos ? "" : tokenizer_token_bytes(s->tok, tok, &nb);
     if (!bytes)

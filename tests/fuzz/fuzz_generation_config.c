@@ -1,4 +1,4 @@
-/* fuzz_generation_config.c: generation_config.json text into gpt2_generation_parse, the parser
+/* fuzz_generation_config.c: generation_config.json text into model_generation_parse, the parser
  * model_load runs over the file, for a 50,257-token model. Invariant: every value it accepts is
  * inside the range model.h documents (finite, eos_token_id a token of the model). */
 #include <math.h>
@@ -9,10 +9,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    gpt2_generation_defaults g;
+    model_generation_defaults g;
     tt_error err = {0};
     const int V = 50257;
-    if (gpt2_generation_parse((const char *)data, size, "generation_config.json", V, &g,
+    if (model_generation_parse((const char *)data, size, "generation_config.json", V, &g,
                               &err) != TT_OK) {
         FUZZ_CHECK(err.msg[0] != 0, "refused without a message");
         FUZZ_CHECK(strncmp(err.msg, "generation_config.json", 22) == 0,
@@ -27,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                g.max_new_tokens);
     FUZZ_CHECK(!g.has_rep_penalty || (isfinite(g.repetition_penalty) && g.repetition_penalty > 0),
                "repetition_penalty %g", (double)g.repetition_penalty);
-    FUZZ_CHECK(g.eos_id >= -1 && g.eos_id < V, "eos %d", g.eos_id);
+    for (int i = 0; i < g.n_eos; i++)
+        FUZZ_CHECK(g.eos_ids[i] >= 0 && g.eos_ids[i] < V, "eos %d", g.eos_ids[i]);
     return 0;
 }

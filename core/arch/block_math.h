@@ -1,7 +1,8 @@
-/* gpt2_math.h: the scalar math GPT-2's kernels share, written once for the CPU backend and the CUDA
- * backend (TT_HOSTDEV), so the twins compute the same formulas in the same order. */
-#ifndef TOKENTOP_GPT2_MATH_H
-#define TOKENTOP_GPT2_MATH_H
+/* block_math.h: the scalar math of the blocks core/arch/ describes, written once for the CPU
+ * backend and the CUDA backend (TT_HOSTDEV), so the twins compute the same formulas in the same
+ * order. */
+#ifndef TOKENTOP_BLOCK_MATH_H
+#define TOKENTOP_BLOCK_MATH_H
 
 #include <math.h>
 
@@ -33,6 +34,19 @@ TT_HOSTDEV static inline float gpt2_layernorm_rstd(float var, float eps)
 TT_HOSTDEV static inline float gpt2_layernorm_apply(float x, float mean, float rstd, float w, float b)
 {
     return (x - mean) * rstd * w + b;
+}
+
+/* RMSNorm of one row: out = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) (Hugging Face's
+ * LlamaRMSNorm in fp32). */
+TT_HOSTDEV static inline float arch_rmsnorm_rstd(float mean_sq, float eps)
+{
+    return 1.0f / sqrtf(mean_sq + eps);
+}
+
+/* SiLU: x * sigmoid(x) (the SwiGLU gate). */
+TT_HOSTDEV static inline float arch_silu(float x)
+{
+    return x / (1.0f + expf(-x));
 }
 
 /* Attention scores are scaled by 1 / sqrt(HS). */
