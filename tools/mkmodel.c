@@ -1,4 +1,5 @@
-/* mkmodel.c: writes a random GPT-2 model directory (modelgen) for tests, demos and benchmarks. */
+/* mkmodel.c: writes a random model directory of any architecture tokentop runs (modelgen) for
+ * tests, demos and benchmarks. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,11 +13,16 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: mkmodel DIR [options]\n"
-        "Writes a GPT-2 model with random weights (config.json, model.safetensors,\n"
+        "Writes a model with random weights (config.json, model.safetensors,\n"
         "generation_config.json, vocab.json, merges.txt) into DIR, which is created.\n"
         "\n"
         "  --size NAME       shapes of tiny (default) | gpt2 | gpt2-medium | gpt2-large |\n"
-        "                    gpt2-xl | distilgpt2; the options below override them\n"
+        "                    gpt2-xl | distilgpt2 | llama-3.2-1b | llama-3.2-3b |\n"
+        "                    llama-3.1-8b | qwen2.5-0.5b | qwen2.5-1.5b | qwen3-0.6b |\n"
+        "                    smollm2-135m | tinyllama-1.1b; the options below override them\n"
+        "  --arch TYPE       gpt2 (default) | llama | mistral | qwen2 | qwen3\n"
+        "  --kv-heads N      key/value heads (not gpt2; default: --heads)\n"
+        "  --head-dim N      head size (not gpt2; default: C / heads)\n"
         "  --vocab V         vocabulary size (>= 257 unless --tokenizer is given)\n"
         "  --ctx T           context length (n_positions)\n"
         "  --embd C          embedding width\n"
@@ -98,7 +104,7 @@ int main(int argc, char **argv)
     modelgen_options o;
     modelgen_options_default(&o);
     const char *dir = NULL;
-    long v, V = -1, T = -1, C = -1, NH = -1, L = -1, FF = -1, eos = -2;
+    long v, V = -1, T = -1, C = -1, NH = -1, L = -1, FF = -1, eos = -2, NKV = -1, HS = -1;
     const char *size = NULL;
 
     for (int i = 1; i < argc; i++) {
@@ -118,19 +124,26 @@ int main(int argc, char **argv)
             return 0;
         }
         INT_OPT("--vocab", V, 1, 1000000)
-        INT_OPT("--ctx", T, 1, 65536)
-        INT_OPT("--embd", C, 1, 16384)
+        INT_OPT("--ctx", T, 1, 1 << 20)
+        INT_OPT("--embd", C, 1, 65536)
         INT_OPT("--heads", NH, 1, 512)
+        INT_OPT("--kv-heads", NKV, 1, 512)
+        INT_OPT("--head-dim", HS, 2, 1024)
         INT_OPT("--layers", L, 1, 512)
-        INT_OPT("--inner", FF, 1, 131072)
+        INT_OPT("--inner", FF, 1, 262144)
         INT_OPT("--eos", eos, 0, 999999)
         if (strcmp(a, "--size") == 0) {
             NEEDS_VALUE();
             size = val;
             modelgen_options tmp = o;
-            if (modelgen_options_gpt2(&tmp, size) != 0)
+            if (modelgen_options_gpt2(&tmp, size) != 0 && modelgen_options_llama(&tmp, size) != 0)
                 return die("--size: unknown size '%s' (tiny, gpt2, gpt2-medium, gpt2-large, "
-                           "gpt2-xl, distilgpt2)", val);
+                           "gpt2-xl, distilgpt2, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, "
+                           "qwen2.5-0.5b, qwen2.5-1.5b, qwen3-0.6b, smollm2-135m, "
+                           "tinyllama-1.1b)", val);
+        } else if (strcmp(a, "--arch") == 0) {
+            NEEDS_VALUE();
+            o.arch = val;
         } else if (strcmp(a, "--dtype") == 0) {
             NEEDS_VALUE();
             if (tt_dtype_parse(val, &o.dtype) != 0)
@@ -180,8 +193,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (size)
-        modelgen_options_gpt2(&o, size);
+    if (size && modelgen_options_gpt2(&o, size) != 0)
+        modelgen_options_llama(&o, size);
     if (o.tokenizer_dir && V < 0) {
         V = vocab_entries(o.tokenizer_dir);
         if (V <= 0)
@@ -193,6 +206,8 @@ int main(int argc, char **argv)
     if (NH > 0) o.NH = (int)NH;
     if (L > 0) o.L = (int)L;
     if (FF > 0) o.FF = (int)FF;
+    if (NKV > 0) o.NKV = (int)NKV;
+    if (HS > 0) o.HS = (int)HS;
     if (eos >= 0) o.eos_id = (int)eos;
 
     tt_error err = {0};
@@ -200,11 +215,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "mkmodel: %s\n", err.msg);
         return 1;
     }
-    model_config c = {.V = o.V, .maxT = o.maxT, .C = o.C, .NH = o.NH, .L = o.L,
-                     .FF = o.FF ? o.FF : 4 * o.C};
-    printf("%s: V %d, maxT %d, C %d, NH %d, L %d, FF %d, %s, %llu parameters%s\n", dir, c.V,
-           c.maxT, c.C, c.NH, c.L, c.FF, tt_dtype_name(o.dtype),
-           (unsigned long long)model_config_n_params(&c, !o.untied_lm_head),
-           o.untied_lm_head ? " (untied lm_head)" : "");
+    model *m = NULL;
+    if (model_load(dir, &m, &err) != TT_OK) {
+        fprintf(stderr, "mkmodel: wrote %s, but it does not load: %s\n", dir, err.msg);
+        return 1;
+    }
+    const model_config *c = &m->config;
+    printf("%s: %s, V %d, maxT %d, C %d, NH %d, NKV %d, HS %d, L %d, FF %d, %s, %zu "
+           "parameters%s\n", dir, c->arch->name, c->V, c->maxT, c->C, c->NH, c->NKV, c->HS, c->L,
+           c->FF, tt_dtype_name(o.dtype), m->n_params,
+           m->tensors.lm_head_tied ? "" : " (untied lm_head)");
+    model_free(m);
     return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/base/jsonr.h"

@@ -198,7 +198,7 @@ void arch_rope_inv_freq(const model_config *c, double *inv_freq);
 double model_config_macs_per_token(const model_config *c, int n);
 
 /* ---------------------------------------------------------------------------------------------
- * For the descriptions (arch/*.c): config readers shared by the families. */
+ * For the descriptions (the files of core/arch): config readers shared by the families. */
 
 /* The limits above, checked on a filled config, and the parameter count. */
 tt_status arch_check_config(const model_config *c, const char *name, tt_error *err);

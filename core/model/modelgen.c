@@ -1,4 +1,5 @@
-/* modelgen.c: random GPT-2 model directories in the Hugging Face layout, for tests and benchmarks.
+/* modelgen.c: random model directories in the Hugging Face layout, for tests and benchmarks: the
+ * tensors the architecture's description (core/arch/) binds, walked in its order.
  *
  * The safetensors file is written streaming: the header is computed from the shapes alone, then
  * each tensor is generated in chunks straight into the file, so gpt2-xl (1.5e9 parameters) needs
@@ -34,10 +35,46 @@
 void modelgen_options_default(modelgen_options *o)
 {
     *o = (modelgen_options){
-        .V = 512, .maxT = 64, .C = 64, .NH = 4, .L = 2, .FF = 0,
+        .arch = "gpt2", .V = 512, .maxT = 64, .C = 64, .NH = 4, .L = 2, .FF = 0,
         .dtype = TT_F32, .prefix = true, .mask_buffers = false, .untied_lm_head = false,
         .seed = 1, .scale = 1.0f, .exact = false, .tokenizer_dir = NULL, .eos_id = -1,
     };
+}
+
+int modelgen_options_llama(modelgen_options *o, const char *size)
+{
+    static const struct {
+        const char *name, *arch;
+        int V, C, NH, NKV, HS, L, FF;
+        bool untied;
+        double theta;
+    } sizes[] = {
+        {"llama-3.2-1b", "llama", 128256, 2048, 32, 8, 64, 16, 8192, false, 500000},
+        {"llama-3.2-3b", "llama", 128256, 3072, 24, 8, 128, 28, 8192, false, 500000},
+        {"llama-3.1-8b", "llama", 128256, 4096, 32, 8, 128, 32, 14336, true, 500000},
+        {"qwen2.5-0.5b", "qwen2", 151936, 896, 14, 2, 64, 24, 4864, false, 1000000},
+        {"qwen2.5-1.5b", "qwen2", 151936, 1536, 12, 2, 128, 28, 8960, false, 1000000},
+        {"qwen3-0.6b", "qwen3", 151936, 1024, 16, 8, 128, 28, 3072, false, 1000000},
+        {"smollm2-135m", "llama", 49152, 576, 9, 3, 64, 30, 1536, false, 100000},
+        {"tinyllama-1.1b", "llama", 32000, 2048, 32, 4, 64, 22, 5632, true, 10000},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (strcmp(size, sizes[i].name) == 0) {
+            o->arch = sizes[i].arch;
+            o->V = sizes[i].V;
+            o->maxT = 4096;
+            o->C = sizes[i].C;
+            o->NH = sizes[i].NH;
+            o->NKV = sizes[i].NKV;
+            o->HS = sizes[i].HS;
+            o->L = sizes[i].L;
+            o->FF = sizes[i].FF;
+            o->untied_lm_head = sizes[i].untied;
+            o->rope_theta = sizes[i].theta;
+            o->prefix = false;
+            return 0;
+        }
+    return -1;
 }
 
 int modelgen_options_gpt2(modelgen_options *o, const char *size)
@@ -58,6 +95,8 @@ int modelgen_options_gpt2(modelgen_options *o, const char *size)
             o->NH = sizes[i].NH;
             o->L = sizes[i].L;
             o->FF = 0;
+            o->arch = "gpt2";
+            o->NKV = o->HS = 0;
             return 0;
         }
     return -1;
@@ -533,38 +572,92 @@ static int gl_add(gen_list *g, const char *prefix, const char *name, init_kind i
     return 0;
 }
 
-/* The tensors in file (= draw) order. */
+/* The model_config the options describe (validated by check_options first). */
+static model_config options_config(const modelgen_options *o)
+{
+    const arch_desc *a = arch_by_model_type(o->arch ? o->arch : "gpt2");
+    bool gpt2 = strcmp(a->name, "gpt2") == 0;
+    model_config c = {.arch = a, .V = o->V, .maxT = o->maxT, .C = o->C, .NH = o->NH,
+                      .NKV = o->NKV && !gpt2 ? o->NKV : o->NH,
+                      .HS = o->HS && !gpt2 ? o->HS : o->C / o->NH, .L = o->L,
+                      .FF = o->FF ? o->FF : 4 * o->C};
+    if (gpt2)
+        c.features = ARCH_F_LEARNED_POS | ARCH_F_QKV_FUSED | ARCH_F_QKV_BIAS | ARCH_F_OUT_BIAS |
+                     ARCH_F_MLP_BIAS | ARCH_F_NORM_BIAS;
+    else
+        c.features = ARCH_F_RMSNORM | ARCH_F_ROPE | ARCH_F_SWIGLU |
+                     (strcmp(a->name, "qwen2") == 0 ? ARCH_F_QKV_BIAS : 0) |
+                     (strcmp(a->name, "qwen3") == 0 ? ARCH_F_QK_NORM : 0);
+    if (o->untied_lm_head)
+        c.features |= ARCH_F_UNTIED;
+    return c;
+}
+
+static init_kind role_init(arch_tensor role)
+{
+    switch (role) {
+    case ARCH_T_ATTN_NORM: case ARCH_T_FFN_NORM: case ARCH_T_OUT_NORM:
+    case ARCH_T_Q_NORM: case ARCH_T_K_NORM:
+        return INIT_LN_W;
+    case ARCH_T_ATTN_NORM_B: case ARCH_T_FFN_NORM_B: case ARCH_T_OUT_NORM_B:
+        return INIT_LN_B;
+    case ARCH_T_QKV_B: case ARCH_T_Q_B: case ARCH_T_K_B: case ARCH_T_V_B: case ARCH_T_O_B:
+    case ARCH_T_UP_B: case ARCH_T_DOWN_B:
+        return INIT_BIAS;
+    default:
+        return INIT_MATRIX;
+    }
+}
+
+static void gl_add_role(gen_list *g, const model_config *c, const arch_tensor_desc *td, int l,
+                        const char *prefix)
+{
+    char nm[128];
+    snprintf(nm, sizeof nm, td->hf, l);
+    uint64_t d0 = arch_dim_value(c, td->dims[0]);
+    uint64_t d1 = td->dims[1] ? arch_dim_value(c, td->dims[1]) : 0;
+    init_kind init = role_init(td->role);
+    uint64_t fan_in = init != INIT_MATRIX ? 0
+                      : td->role == ARCH_T_TOKEN_EMBD || td->role == ARCH_T_POS_EMBD
+                          ? (uint64_t)c->C
+                          : td->in_out ? d0 : d1;
+    gl_add(g, td->role == ARCH_T_OUTPUT ? "" : prefix, nm, init, fan_in, td->dims[1] ? 2 : 1, d0,
+           d1, 0, 0);
+}
+
+/* The tensors in file (= draw) order: the description's order, every layer's roles where the
+ * first layer role stands; GPT-2's optional mask buffers after each layer. */
 static void gen_tensor_list(const modelgen_options *o, int FF, gen_list *g)
 {
-    uint64_t V = (uint64_t)o->V, T = (uint64_t)o->maxT, C = (uint64_t)o->C, F = (uint64_t)FF;
-    const char *p = o->prefix ? "transformer." : "";
-    char nm[64];
-    gl_add(g, p, "wte.weight", INIT_MATRIX, C, 2, V, C, 0, 0);
-    gl_add(g, p, "wpe.weight", INIT_MATRIX, C, 2, T, C, 0, 0);
-    for (int l = 0; l < o->L; l++) {
-#define LN(s) (snprintf(nm, sizeof nm, "h.%d.%s", l, s), nm)
-        gl_add(g, p, LN("ln_1.weight"), INIT_LN_W, 0, 1, C, 0, 0, 0);
-        gl_add(g, p, LN("ln_1.bias"), INIT_LN_B, 0, 1, C, 0, 0, 0);
-        gl_add(g, p, LN("attn.c_attn.weight"), INIT_MATRIX, C, 2, C, 3 * C, 0, 0);
-        gl_add(g, p, LN("attn.c_attn.bias"), INIT_BIAS, 0, 1, 3 * C, 0, 0, 0);
-        gl_add(g, p, LN("attn.c_proj.weight"), INIT_MATRIX, C, 2, C, C, 0, 0);
-        gl_add(g, p, LN("attn.c_proj.bias"), INIT_BIAS, 0, 1, C, 0, 0, 0);
-        gl_add(g, p, LN("ln_2.weight"), INIT_LN_W, 0, 1, C, 0, 0, 0);
-        gl_add(g, p, LN("ln_2.bias"), INIT_LN_B, 0, 1, C, 0, 0, 0);
-        gl_add(g, p, LN("mlp.c_fc.weight"), INIT_MATRIX, C, 2, C, F, 0, 0);
-        gl_add(g, p, LN("mlp.c_fc.bias"), INIT_BIAS, 0, 1, F, 0, 0, 0);
-        gl_add(g, p, LN("mlp.c_proj.weight"), INIT_MATRIX, F, 2, F, C, 0, 0);
-        gl_add(g, p, LN("mlp.c_proj.bias"), INIT_BIAS, 0, 1, C, 0, 0, 0);
-        if (o->mask_buffers) {
-            gl_add(g, p, LN("attn.bias"), INIT_MASK, 0, 4, 1, 1, T, T);
-            gl_add(g, p, LN("attn.masked_bias"), INIT_MASKED_BIAS, 0, 0, 0, 0, 0, 0);
+    const model_config c = options_config(o);
+    const arch_desc *a = c.arch;
+    const uint64_t T = (uint64_t)o->maxT;
+    const char *p = o->prefix && a->hf_optional_prefix ? a->hf_optional_prefix : "";
+    (void)FF;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const arch_tensor_desc *td = &a->tensors[i];
+        if (td->role < ARCH_T_FIRST_LAYER) {
+            if (arch_tensor_used(td, c.features))
+                gl_add_role(g, &c, td, 0, p);
+            continue;
         }
-#undef LN
+        int j = i;
+        while (j < a->n_tensors && a->tensors[j].role >= ARCH_T_FIRST_LAYER)
+            j++;
+        for (int l = 0; l < c.L; l++) {
+            for (int k = i; k < j; k++)
+                if (arch_tensor_used(&a->tensors[k], c.features))
+                    gl_add_role(g, &c, &a->tensors[k], l, p);
+            if (o->mask_buffers) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "h.%d.attn.bias", l);
+                gl_add(g, p, nm, INIT_MASK, 0, 4, 1, 1, T, T);
+                snprintf(nm, sizeof nm, "h.%d.attn.masked_bias", l);
+                gl_add(g, p, nm, INIT_MASKED_BIAS, 0, 0, 0, 0, 0, 0);
+            }
+        }
+        i = j - 1;
     }
-    gl_add(g, p, "ln_f.weight", INIT_LN_W, 0, 1, C, 0, 0, 0);
-    gl_add(g, p, "ln_f.bias", INIT_LN_B, 0, 1, C, 0, 0, 0);
-    if (o->untied_lm_head)
-        gl_add(g, "", "lm_head.weight", INIT_MATRIX, C, 2, V, C, 0, 0);
 }
 
 /* How a tensor's values come from draws u in [0, 1): uniform in center +- a, or, in exact mode,
@@ -645,7 +738,7 @@ static tt_status write_safetensors(const char *dir, const modelgen_options *o, i
                                    tt_error *err)
 {
     gen_list g = {0};
-    g.cap = 4 + 14 * o->L + 4;
+    g.cap = 4 + 20 * o->L + 4;
     g.t = calloc((size_t)g.cap, sizeof *g.t);
     if (!g.t)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
@@ -716,11 +809,49 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * config.json, generation_config.json */
 
+/* config.json of a Llama-family model, as transformers writes it for the model_type. */
+static void llama_config_json(sbuf *b, const modelgen_options *o, const model_config *c, int eos)
+{
+    static const char *torch_dtype[] = {"float32", "float16", "bfloat16"};
+    const char *mt = o->arch;
+    const char *cls = strcmp(mt, "qwen2") == 0 ? "Qwen2ForCausalLM"
+                      : strcmp(mt, "qwen3") == 0 ? "Qwen3ForCausalLM"
+                      : strcmp(mt, "mistral") == 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
+    sb_printf(b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", cls);
+    sb_str(b, "  \"attention_dropout\": 0.0,\n");
+    sb_printf(b, "  \"bos_token_id\": %d,\n", eos);
+    sb_printf(b, "  \"eos_token_id\": %d,\n", eos);
+    if (o->HS)
+        sb_printf(b, "  \"head_dim\": %d,\n", c->HS);
+    sb_str(b, "  \"hidden_act\": \"silu\",\n");
+    sb_printf(b, "  \"hidden_size\": %d,\n", c->C);
+    sb_str(b, "  \"initializer_range\": 0.02,\n");
+    sb_printf(b, "  \"intermediate_size\": %d,\n", c->FF);
+    sb_printf(b, "  \"max_position_embeddings\": %d,\n", c->maxT);
+    sb_printf(b, "  \"model_type\": \"%s\",\n", mt);
+    sb_printf(b, "  \"num_attention_heads\": %d,\n", c->NH);
+    sb_printf(b, "  \"num_hidden_layers\": %d,\n", c->L);
+    sb_printf(b, "  \"num_key_value_heads\": %d,\n", c->NKV);
+    sb_str(b, "  \"rms_norm_eps\": 1e-05,\n");
+    sb_str(b, "  \"rope_scaling\": null,\n");
+    sb_printf(b, "  \"rope_theta\": %.1f,\n", o->rope_theta > 0 ? o->rope_theta : 10000.0);
+    sb_printf(b, "  \"tie_word_embeddings\": %s,\n", o->untied_lm_head ? "false" : "true");
+    sb_printf(b, "  \"torch_dtype\": \"%s\",\n", torch_dtype[o->dtype]);
+    sb_str(b, "  \"transformers_version\": \"4.51.0\",\n");
+    sb_str(b, "  \"use_cache\": true,\n");
+    sb_printf(b, "  \"vocab_size\": %d\n}\n", c->V);
+}
+
 static tt_status write_configs(const char *dir, const modelgen_options *o, int eos,
                                tt_error *err)
 {
     static const char *torch_dtype[] = {"float32", "float16", "bfloat16"};
     sbuf b = {0};
+    const model_config c = options_config(o);
+    if (strcmp(c.arch->name, "gpt2") != 0) {
+        llama_config_json(&b, o, &c, eos);
+        goto write;
+    }
     sb_str(&b, "{\n");
     sb_str(&b, "  \"activation_function\": \"gelu_new\",\n");
     sb_str(&b, "  \"architectures\": [\n    \"GPT2LMHeadModel\"\n  ],\n");
@@ -756,6 +887,7 @@ static tt_status write_configs(const char *dir, const modelgen_options *o, int e
     sb_str(&b, "  \"use_cache\": true,\n");
     sb_printf(&b, "  \"vocab_size\": %d\n", o->V);
     sb_str(&b, "}\n");
+write:;
     tt_status s = write_sbuf(dir, "config.json", &b, err);
     free(b.s);
     if (s != TT_OK)
@@ -784,14 +916,20 @@ static tt_status check_range(const char *field, long v, long lo, long hi, tt_err
 static tt_status check_options(const modelgen_options *o, tt_error *err)
 {
     tt_status s;
+    const arch_desc *a = arch_by_model_type(o->arch ? o->arch : "gpt2");
+    if (!a)
+        return tt_fail(err, TT_ERR_ARG, "modelgen: architecture '%s' is not one tokentop runs "
+                       "(%s)", o->arch, arch_supported_list());
     if ((s = check_range("vocab size", o->V, o->tokenizer_dir ? 1 : 257, 1000000, err)) ||
-        (s = check_range("context", o->maxT, 1, 65536, err)) ||
-        (s = check_range("embedding width", o->C, 1, 16384, err)) ||
+        (s = check_range("context", o->maxT, 1, 1 << 20, err)) ||
+        (s = check_range("embedding width", o->C, 1, 65536, err)) ||
         (s = check_range("heads", o->NH, 1, 512, err)) ||
+        (s = check_range("key/value heads", o->NKV, 0, 512, err)) ||
+        (s = check_range("head size", o->HS, 0, 1024, err)) ||
         (s = check_range("layers", o->L, 1, 512, err)) ||
-        (s = check_range("inner width", o->FF ? o->FF : 4L * o->C, 1, 131072, err)))
+        (s = check_range("inner width", o->FF ? o->FF : 4L * o->C, 1, 262144, err)))
         return s;
-    if (o->C % o->NH != 0)
+    if (o->C % o->NH != 0 && !(o->HS && strcmp(a->name, "gpt2") != 0))
         return tt_fail(err, TT_ERR_ARG, "modelgen: embedding width %d is not a multiple of %d heads",
                        o->C, o->NH);
     if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16)
@@ -802,17 +940,9 @@ static tt_status check_options(const modelgen_options *o, tt_error *err)
     if (o->eos_id < -1 || o->eos_id >= o->V)
         return tt_fail(err, TT_ERR_ARG, "modelgen: eos id %d is outside the vocabulary [0, %d)",
                        o->eos_id, o->V);
-    extern const arch_desc arch_gpt2;
-    model_config c = {.arch = &arch_gpt2, .V = o->V, .maxT = o->maxT, .C = o->C, .NH = o->NH,
-                      .NKV = o->NH, .HS = o->C / o->NH, .L = o->L,
-                      .FF = o->FF ? o->FF : 4 * o->C,
-                      .features = ARCH_F_LEARNED_POS | ARCH_F_QKV_FUSED | ARCH_F_QKV_BIAS |
-                                  ARCH_F_OUT_BIAS | ARCH_F_MLP_BIAS | ARCH_F_NORM_BIAS |
-                                  (o->untied_lm_head ? ARCH_F_UNTIED : 0)};
-    uint64_t np = model_config_n_params(&c);
-    if (np > 20000000000ull)
-        return tt_fail(err, TT_ERR_ARG, "modelgen: %llu parameters exceed the limit of 20e9",
-                       (unsigned long long)np);
+    model_config c = options_config(o);
+    if ((s = arch_check_config(&c, "modelgen", err)) != TT_OK)
+        return tt_fail(err, TT_ERR_ARG, "%s", err->msg);
     return TT_OK;
 }
 

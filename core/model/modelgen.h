@@ -1,6 +1,7 @@
-/* modelgen.h: writes random GPT-2 model directories (config.json, model.safetensors,
- * generation_config.json, vocab.json, merges.txt) for tests and benchmarks, deterministically
- * from a seed, at any size up to gpt2-xl (written streaming, never held in memory). */
+/* modelgen.h: writes random model directories of any architecture core/arch/ describes
+ * (config.json, model.safetensors, generation_config.json, vocab.json, merges.txt) for tests and
+ * benchmarks, deterministically from a seed, at any size (written streaming, never held in
+ * memory). The tensors are the ones the architecture's description binds, in its order. */
 #ifndef TOKENTOP_MODELGEN_H
 #define TOKENTOP_MODELGEN_H
 
@@ -11,7 +12,12 @@
 #include "core/base/status.h"
 
 typedef struct {
+    const char *arch;            /* a model_type core/arch/ reads: "gpt2" (default), "llama",
+                                    "mistral", "qwen2", "qwen3" */
     int V, maxT, C, NH, L, FF;   /* FF 0 = 4*C */
+    int NKV;                     /* key/value heads, 0 = NH (not gpt2) */
+    int HS;                      /* head size, 0 = C / NH (not gpt2) */
+    double rope_theta;           /* 0 = 10000 (not gpt2) */
     tt_dtype dtype;              /* of every tensor in the file */
     bool prefix;                 /* "transformer." names (what save_pretrained writes today) */
     bool mask_buffers;           /* also write h.N.attn.bias (float [1,1,maxT,maxT], 1 on and below
@@ -33,6 +39,13 @@ typedef struct {
 /* A tiny model: V 512, maxT 64, C 64, NH 4, L 2, FF 4C, F32, prefixed names, tied lm_head,
  * seed 1, scale 1, not exact, synthesized tokenizer, eos V-1. */
 void modelgen_options_default(modelgen_options *o);
+
+/* Sets the architecture and shapes of a released Llama-family model, with its vocabulary size:
+ * "llama-3.2-1b" (hidden 2048, 16 layers, 32 heads, 8 KV heads, FF 8192, V 128256, tied),
+ * "llama-3.2-3b", "llama-3.1-8b" (untied), "qwen2.5-0.5b" (qwen2, tied), "qwen2.5-1.5b",
+ * "qwen3-0.6b" (head_dim 128), "smollm2-135m", "tinyllama-1.1b". maxT is set to 4096. Other
+ * fields are kept. Returns 0, or -1 (o unchanged) for an unknown name. */
+int modelgen_options_llama(modelgen_options *o, const char *size);
 
 /* Sets the shapes (V, maxT, C, NH, L, FF) of a released GPT-2: "gpt2" (124M), "gpt2-medium",
  * "gpt2-large", "gpt2-xl", "distilgpt2"; "tiny" gives the default shapes. Other fields are kept.
