@@ -339,6 +339,12 @@ char *tu_write_model(const tu_model_spec *ms)
     o.untied_lm_head = ms->untied;
     o.exact = ms->exact;
     o.seed = ms->seed;
+    if (ms->arch) {
+        o.arch = ms->arch;
+        o.prefix = false;
+    }
+    o.NKV = ms->NKV;
+    o.HS = ms->HS;
     if (ms->V) {
         o.V = ms->V;
         o.maxT = ms->maxT;

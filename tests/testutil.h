@@ -66,6 +66,8 @@ typedef struct {
     bool erf;                      /* config.json says "gelu" (the erf form) */
     uint64_t seed;
     int V, maxT, C, NH, L, FF;     /* 0: modelgen's tiny default (V 512, maxT 64, C 64, NH 4, L 2) */
+    const char *arch;              /* NULL: gpt2; else a model_type (llama, mistral, qwen2, qwen3) */
+    int NKV, HS;                   /* 0: NH and C / NH */
 } tu_model_spec;
 
 /* Writes the model spec describes into a fresh tu_tmpdir, returned; fails the calling test when
