@@ -105,18 +105,21 @@ def make_tokenizer(family, merges_as_pairs):
     specials = SPECIALS[family]
     first = len(specials) if family == "mistral" else 0          # Llama 2/Mistral: <unk><s></s> first
     vocab = {}
+    if family == "mistral":        # as Llama 2's / Mistral's conversions: also in the model's vocab
+        for i, (content, _) in enumerate(specials):
+            vocab[content] = i
     for i, ch in enumerate(bytes_to_unicode()):
         vocab[ch] = first + i
     for a, b in MERGES:
         assert a in vocab and b in vocab and a + b not in vocab, (a, b)
-        vocab[a + b] = first + len(vocab)
-    base = 0 if family == "mistral" else first + len(vocab)
+        vocab[a + b] = len(vocab)
+    base = 0 if family == "mistral" else len(vocab)
     added, ids = [], {}
     for i, (content, special) in enumerate(specials):
         ids[content] = base + i
         added.append({"id": base + i, "content": content, "single_word": False, "lstrip": False,
                       "rstrip": False, "normalized": False, "special": special})
-    n_tokens = len(vocab) + len(specials)
+    n_tokens = len(vocab) + (0 if family == "mistral" else len(specials))
     model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
              "ignore_merges": family == "llama",

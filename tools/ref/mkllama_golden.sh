@@ -15,7 +15,9 @@ FIX=tests/fixtures/llama
 ids() {
     "$PY" - "$1/tokenizer.json" "$2" <<'EOF'
 import json, sys
-ids = sorted(json.load(open(sys.argv[1], encoding="utf-8"))["model"]["vocab"].values())
+tok = json.load(open(sys.argv[1], encoding="utf-8"))
+added = {t["id"] for t in tok["added_tokens"]}
+ids = sorted(set(tok["model"]["vocab"].values()) - added)
 print(",".join(str(ids[(k * 37 + 11) % len(ids)]) for k in range(int(sys.argv[2]))))
 EOF
 }
