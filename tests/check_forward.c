@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/engine/engine.h"
 #include "core/cpu/kernels.h"
@@ -41,6 +42,7 @@ typedef struct {
     const char *name;              /* tests/golden/<name>.txt */
     tt_dtype held;                 /* engine_options.dtype */
     tu_model_spec model;
+    const char *fixture;           /* a committed model (tests/fixtures/...) instead of modelgen's */
 } golden_case;
 
 static const golden_case golden_cases[] = {
@@ -57,7 +59,20 @@ static const golden_case golden_cases[] = {
     {"odd", TT_F32, {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
     {"odd-bf16", TT_BF16,
      {TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
-    {"long", TT_F32, {TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}},
+    {"long", TT_F32, {TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, NULL},
+    /* The Llama family: random models written in the exact Hugging Face layout by
+     * tools/ref/mkllama.py, goldens by tools/ref/llama_ref.py (tools/ref/mkllama_golden.sh). */
+    {"llama-gqa", TT_F32, {0}, "llama/llama-gqa"},
+    {"llama-gqa-as-bf16", TT_BF16, {0}, "llama/llama-gqa"},
+    {"llama-untied-rope3", TT_F32, {0}, "llama/llama-untied-rope3"},
+    {"llama-untied-rope3-as-bf16", TT_BF16, {0}, "llama/llama-untied-rope3"},
+    {"llama-untied-rope3-long", TT_F32, {0}, "llama/llama-untied-rope3"},
+    {"llama-mha-sharded", TT_F32, {0}, "llama/llama-mha-sharded"},
+    {"mistral", TT_F32, {0}, "llama/mistral"},
+    {"qwen2", TT_F32, {0}, "llama/qwen2"},
+    {"qwen2-as-fp16", TT_F16, {0}, "llama/qwen2"},
+    {"qwen3", TT_F32, {0}, "llama/qwen3"},
+    {"qwen3-as-fp16", TT_F16, {0}, "llama/qwen3"},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 
@@ -68,6 +83,11 @@ typedef struct {
     int32_t ids[512];
     int rows[8], argmax[8];
     float *logits[8];              /* (V) each */
+    int n_greedy;                  /* the reference's own greedy continuation (Llama goldens) */
+    int32_t greedy[64];
+    int n_top[8];                  /* per row: its top-5 softmax probabilities (Llama goldens) */
+    int top_id[8][8];
+    double top_p[8][8];
 } golden;
 
 static void golden_read(const char *name, golden *g)
@@ -83,6 +103,23 @@ static void golden_read(const char *name, golden *g)
             continue;
         if (strncmp(line, "ids ", 4) == 0) {
             g->n_ids = tu_golden_ids(line, g->ids, 512);
+        } else if (strncmp(line, "greedy ", 7) == 0) {
+            g->n_greedy = tu_golden_ids(line, g->greedy, 64);
+        } else if (strncmp(line, "top ", 4) == 0) {
+            int row, k, off = 0;
+            ck_assert(sscanf(line, "top %d %d %n", &row, &k, &off) == 2 && k <= 8);
+            int r = 0;
+            while (r < g->n_rows && g->rows[r] != row && !(row < 0 && g->rows[r] == g->n_ids + row))
+                r++;
+            ck_assert_msg(r < g->n_rows, "tests/golden/%s.txt: top for row %d before its logits",
+                          name, row);
+            p = line + off;
+            for (int i = 0; i < k; i++) {
+                int n = 0;
+                ck_assert(sscanf(p, "%d:%lf %n", &g->top_id[r][i], &g->top_p[r][i], &n) == 2);
+                p += n;
+            }
+            g->n_top[r] = k;
         } else if (strncmp(line, "row ", 4) == 0) {
             ck_assert(g->n_rows < 8 && g->V > 0);
             int r = g->n_rows++;
@@ -135,6 +172,50 @@ static double compare_row(const golden *g, int r, const float *got, const char *
     return worst;
 }
 
+/* The row's top softmax probabilities against the reference's, each within tol. */
+static void compare_top(const golden *g, int r, const float *got, const char *what, double tol)
+{
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < g->V; i++)
+        mx = got[i] > mx ? got[i] : mx;
+    for (int i = 0; i < g->V; i++)
+        sum += exp((double)got[i] - mx);
+    for (int k = 0; k < g->n_top[r]; k++) {
+        double p = exp((double)got[g->top_id[r][k]] - mx) / sum;
+        ck_assert_msg(fabs(p - g->top_p[r][k]) <= tol, "%s: row %d token %d: probability %.7f, "
+                      "reference %.7f", what, g->rows[r], g->top_id[r][k], p, g->top_p[r][k]);
+    }
+}
+
+/* The golden's model: a committed fixture, or modelgen's, checked against the golden's
+ * checksum either way. */
+static char *golden_model_dir(const golden_case *gc, const golden *g)
+{
+    char *dir = gc->fixture ? strdup(tu_path("%s/%s", TU_FIXTURES, gc->fixture))
+                            : tu_write_model(&gc->model);
+    const char *st = tu_path("%s/model.safetensors", dir);
+    if (access(st, R_OK) != 0)
+        st = tu_path("%s/model-00001-of-00002.safetensors", dir);
+    size_t len;
+    char *blob = tu_read_file(st, &len);
+    ck_assert_ptr_nonnull(blob);
+    uint64_t h = tu_fnv1a64(blob, len);
+    free(blob);
+    ck_assert_msg(h == g->fnv, "%s: %s is a different model.safetensors (FNV %016llx, golden "
+                  "%016llx): regenerate tests/golden with tools/ref/%s", gc->name, dir,
+                  (unsigned long long)h, (unsigned long long)g->fnv,
+                  gc->fixture ? "mkllama_golden.sh" : "mkgolden.sh");
+    return dir;
+}
+
+static void golden_model_dir_free(const golden_case *gc, char *dir)
+{
+    if (gc->fixture)
+        free(dir);
+    else
+        tu_tmpdir_free(dir);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Golden comparisons */
 
@@ -145,16 +226,7 @@ START_TEST(logits_match_the_float64_reference)
     golden_read(gc->name, &g);
     ck_assert_str_eq(g.dtype, tt_dtype_name(gc->held));
 
-    char *dir = tu_write_model(&gc->model);
-    size_t len;
-    char *blob = tu_read_file(tu_path("%s/model.safetensors", dir), &len);
-    ck_assert_ptr_nonnull(blob);
-    uint64_t h = tu_fnv1a64(blob, len);
-    free(blob);
-    ck_assert_msg(h == g.fnv, "%s: modelgen wrote a different model.safetensors (FNV %016llx, "
-                  "golden %016llx): regenerate tests/golden with tools/ref/mkgolden.sh", gc->name,
-                  (unsigned long long)h, (unsigned long long)g.fnv);
-
+    char *dir = golden_model_dir(gc, &g);
     model *m;
     tt_error err;
     ck_assert_msg(model_load(dir, &m, &err) == TT_OK, "model_load: %s", err.msg);
@@ -166,8 +238,11 @@ START_TEST(logits_match_the_float64_reference)
     char what[256];
     snprintf(what, sizeof what, "%s (%s)", gc->name, e->description);
     const bool bf16_act = gc->held == TT_BF16 && kernels_select()->bf16_rows;
-    for (int r = 0; r < g.n_rows; r++)
+    for (int r = 0; r < g.n_rows; r++) {
         compare_row(&g, r, engine_logits(e, g.rows[r]), what, bf16_act);
+        /* The top probabilities (Llama goldens). */
+        compare_top(&g, r, engine_logits(e, g.rows[r]), what, gc->held == TT_F32 ? 1e-4 : 2e-3);
+    }
 
     /* Last-row-only logits are the same bits. */
     float *last = malloc((size_t)g.V * sizeof(float));
@@ -178,10 +253,27 @@ START_TEST(logits_match_the_float64_reference)
                   "%s: the last row alone differs from the last of all rows", what);
     free(last);
 
+    /* The reference's greedy continuation, token for token. */
+    if (g.n_greedy && gc->held == TT_F32) {
+        engine_truncate(e, 0);
+        int32_t seq[600];
+        memcpy(seq, g.ids, (size_t)g.n_ids * sizeof *seq);
+        ck_assert(engine_forward(e, seq, g.n_ids, 0, false, &err) == TT_OK);
+        for (int i = 0; i < g.n_greedy; i++) {
+            int32_t t = (int32_t)util_argmax(engine_logits(e, 0), g.V);
+            ck_assert_msg(t == g.greedy[i], "%s: greedy token %d is %d, the reference's %d", what,
+                          i, (int)t, (int)g.greedy[i]);
+            seq[g.n_ids + i] = t;
+            if (i + 1 < g.n_greedy)
+                ck_assert(engine_forward(e, &seq[g.n_ids + i], 1, g.n_ids + i, false, &err) ==
+                          TT_OK);
+        }
+    }
+
     engine_free(e);
     model_free(m);
     golden_free(&g);
-    tu_tmpdir_free(dir);
+    golden_model_dir_free(gc, dir);
 }
 END_TEST
 

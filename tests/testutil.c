@@ -317,9 +317,12 @@ float *tu_all_logits(const model *m, tt_dtype d, int n_threads, const int32_t *i
 int tu_golden_ids(const char *line, int32_t *ids, int max)
 {
     char *p;
-    int n = (int)strtol(line + strlen("ids "), &p, 10);
-    ck_assert_msg(strncmp(line, "ids ", 4) == 0 && n > 0 && n <= max,
-                  "golden ids line: expected 'ids N' with N in [1, %d]: %.40s", max, line);
+    const char *sp = strchr(line, ' ');
+    ck_assert_msg(sp != NULL, "golden ids line: expected 'WORD N id ...': %.40s", line);
+    int n = (int)strtol(sp + 1, &p, 10);
+    ck_assert_msg(n > 0 && n <= max,
+                  "golden ids line: expected '%.*s N' with N in [1, %d]: %.40s", (int)(sp - line),
+                  line, max, line);
     for (int i = 0; i < n; i++) {
         char *end;
         ids[i] = (int32_t)strtol(p, &end, 10);
