@@ -25,6 +25,7 @@
 
 typedef struct {
     const char *model_dir;
+    const char *size;              /* --size: the random model's shapes (modelgen) */
     tt_dtype dtype;
     int prompt_tokens;
     int gen_tokens;
@@ -37,6 +38,9 @@ typedef struct {
 
 typedef struct {
     char model_name[256];
+    char shapes[64];               /* the random model's --size, or "" */
+    char arch[16];                 /* the architecture (core/arch) */
+    double kv_per_token;           /* KV cache bytes one position holds */
     bool random_model;
     char description[160];
     int threads;
@@ -140,14 +144,13 @@ static void bench_bandwidth(int n_threads, bench_result *r)
 /* Matrix work of one token (2 flops per multiply-add), without the lm_head. */
 static double flops_per_token(const model_config *c)
 {
-    double C = c->C, FF = c->FF;
-    return 2.0 * c->L * (C * 3 * C + C * C + 2 * C * FF);
+    return 2.0 * (model_config_macs_per_token(c, 0) - (double)c->C * c->V);
 }
 
 /* Attention work of n tokens starting at position 0: QK^T and PV over the causal prefix. */
 static double attention_flops(const model_config *c, int n)
 {
-    return 2.0 * 2.0 * c->L * c->C * ((double)n * (n + 1) / 2.0);
+    return 2.0 * 2.0 * c->L * model_config_qdim(c) * ((double)n * (n + 1) / 2.0);
 }
 
 /* The median time of three forwards of ids[0..n) into an empty cache, leaving times[0..3) sorted;
@@ -202,7 +205,8 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
         times[i] = tt_now_s() - t0;
     }
     /* Each step reads K and V (fp32) of every earlier position in every layer. */
-    r->kv_bytes = 2.0 * cfg->L * cfg->C * sizeof(float) * (N + 0.5 * (M + 1));
+    r->kv_bytes = (double)model_config_kv_bytes_per_token(cfg, sizeof(float)) *
+                  (N + 0.5 * (M + 1));
     int tail = M < 8 ? M : 8;
     r->decode_tail_s = M > 0 ? tt_median(times + M - tail, tail) : 0.0;
     r->decode_median_s = M > 0 ? tt_median(times, M) : 0.0;   /* sorts times */
@@ -233,8 +237,11 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
     double load[3] = {0, 0, 0};
     if (getloadavg(load, 3) < 0)
         load[0] = load[1] = load[2] = -1;
-    fprintf(f, "tokentop bench: %s%s\n", r->model_name,
-            r->random_model ? " (random weights, GPT-2 124M shapes)" : "");
+    if (r->random_model)
+        fprintf(f, "tokentop bench: %s (random weights, %s shapes, %s)\n", r->model_name,
+                r->shapes, r->arch);
+    else
+        fprintf(f, "tokentop bench: %s (%s)\n", r->model_name, r->arch);
     fprintf(f, "  engine        %s\n", r->description);
     if (!o->cuda)
         fprintf(f, "  threads       %s\n", r->threads_note);
@@ -253,6 +260,8 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
             r->decode_tail_s > 0 ? r->nocache_s / r->decode_tail_s : 0.0);
     fprintf(f, "  weights       %.1f MB read per decoded token (+ %.1f MB of KV cache on average)\n",
             r->weight_bytes * 1e-6, r->kv_bytes * 1e-6);
+    fprintf(f, "  KV per token  %.1f KiB (2 x layers x KV heads x head size x 4 bytes)\n",
+            r->kv_per_token / 1024.0);
     if (o->cuda) {
         fprintf(f, "  device        %s, %.1f MB of device memory held\n", r->device,
                 r->device_bytes * 1e-6);
@@ -315,6 +324,8 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
                true);
     fprintf(f, "\"weight_bytes_per_token\":%zu,", r->weight_bytes);
     json_field(f, "kv_bytes_per_token", r->kv_bytes, true);
+    json_field(f, "kv_bytes_per_position", r->kv_per_token, true);
+    fprintf(f, "\"arch\":\"%s\",", r->arch);
     json_field(f, "bandwidth_gb_s", r->bandwidth * 1e-9, true);
     if (!o->cuda) {
         json_field(f, "bandwidth_gb_s_min", r->bandwidth_min * 1e-9, true);
@@ -349,13 +360,16 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
 
 static void bench_usage(FILE *f)
 {
-    fputs("usage: tokentop bench [--model DIR] [--dtype fp32|fp16|bf16|q8] [--prompt-tokens N]\n"
+    fputs("usage: tokentop bench [--model DIR | --size NAME] [--dtype fp32|fp16|bf16|q8]\n"
+          "                      [--prompt-tokens N]\n"
           "                      [--gen-tokens M] [--threads N] [--backend cpu|cuda] [--json]\n"
           "                      [--batch B1,B2,...]\n"
           "Measures prefill and decode speed, time to first token, peak memory, decode with and\n"
           "without the KV cache, and decode speed against the measured memory read bandwidth.\n"
-          "Without --model, a random model with GPT-2 124M shapes is written to a temporary\n"
-          "directory and removed afterwards. --backend cuda measures the GPU engine instead:\n"
+          "Without --model, a random model is written to a temporary directory and removed\n"
+          "afterwards: GPT-2 124M's shapes, or --size NAME's (gpt2, gpt2-medium, gpt2-large,\n"
+          "gpt2-xl, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-1.5b,\n"
+          "qwen3-0.6b, smollm2-135m, tinyllama-1.1b). --backend cuda measures the GPU engine instead:\n"
           "device memory, decode with and without CUDA graphs, and the fraction of the device's\n"
           "peak memory bandwidth. With --draft DIR or --random-pair: the speculative benchmark.\n"
           "--batch 1,2,4,8: decode throughput of B sequences advanced together, per size.\n",
@@ -380,6 +394,16 @@ static int bench_parse(bench_options *o, int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--model") == 0 && v) {
             o->model_dir = v;
+            i++;
+        } else if (strcmp(a, "--size") == 0 && v) {
+            modelgen_options mo;
+            modelgen_options_default(&mo);
+            if (modelgen_options_gpt2(&mo, v) != 0 && modelgen_options_llama(&mo, v) != 0) {
+                fprintf(stderr, "tokentop bench: --size: unknown shapes '%s' (tokentop bench "
+                        "--help lists them)\n", v);
+                return -1;
+            }
+            o->size = v;
             i++;
         } else if (strcmp(a, "--dtype") == 0 && v) {
             if (tt_dtype_parse(v, &o->dtype) != 0) {
@@ -449,10 +473,12 @@ int bench_main(int argc, char **argv)
         }
         modelgen_options mo;
         modelgen_options_default(&mo);
-        modelgen_options_gpt2(&mo, "gpt2");
+        const char *size = o.size ? o.size : "gpt2";
+        if (modelgen_options_gpt2(&mo, size) != 0)
+            modelgen_options_llama(&mo, size);
         mo.dtype = tt_dtype_is_file_type(o.dtype) ? o.dtype : TT_F16;   /* q8: quantized at load */
-        fprintf(stderr, "tokentop bench: no --model: writing a random model with GPT-2 124M shapes "
-                "(%s) to %s\n", tt_dtype_name(mo.dtype), tmp);
+        fprintf(stderr, "tokentop bench: no --model: writing a random model with %s shapes (%s) "
+                "to %s\n", size, tt_dtype_name(mo.dtype), tmp);
         if (modelgen_write(tmp, &mo, &err) != TT_OK)
             goto fail;
         dir = tmp;
@@ -460,7 +486,13 @@ int bench_main(int argc, char **argv)
     }
     if (model_load(dir, &m, &err) != TT_OK)
         goto fail;
-    snprintf(r.model_name, sizeof r.model_name, "%s", r.random_model ? "gpt2-random" : m->name);
+    snprintf(r.arch, sizeof r.arch, "%s", m->config.arch->name);
+    snprintf(r.shapes, sizeof r.shapes, "%s", o.size ? o.size : "gpt2");
+    r.kv_per_token = (double)model_config_kv_bytes_per_token(&m->config, sizeof(float));
+    if (r.random_model)
+        snprintf(r.model_name, sizeof r.model_name, "%s-random", o.size ? o.size : "gpt2");
+    else
+        snprintf(r.model_name, sizeof r.model_name, "%s", m->name);
     if (o.prompt_tokens + o.gen_tokens > m->config.maxT) {
         fprintf(stderr, "tokentop bench: --prompt-tokens %d + --gen-tokens %d exceed the model's "
                 "context of %d\n", o.prompt_tokens, o.gen_tokens, m->config.maxT);

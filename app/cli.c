@@ -41,7 +41,7 @@ enum {
     OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
     OPT_NUM_BEAMS, OPT_LENGTH_PENALTY, OPT_NO_REPEAT_NGRAM, OPT_EARLY_STOPPING, OPT_NUM_RETURN,
-    OPT_SAMPLES, OPT_COMPARE_DTYPE,
+    OPT_SAMPLES, OPT_COMPARE_DTYPE, OPT_IDS,
 };
 
 static const struct option long_options[] = {
@@ -79,6 +79,7 @@ static const struct option long_options[] = {
     {"context-keep", required_argument, 0, OPT_CONTEXT_KEEP},
     {"no-context-shift", no_argument, 0, OPT_NO_SHIFT},
     {"prompt", required_argument, 0, OPT_PROMPT},
+    {"ids", required_argument, 0, OPT_IDS},
     {"file", required_argument, 0, OPT_FILE},
     {"json", no_argument, 0, OPT_JSON},
     {"echo", no_argument, 0, OPT_ECHO},
@@ -146,6 +147,7 @@ void cli_usage(FILE *f, const char *cmd)
 "                         the same whatever --gamma, not the same as without a draft)\n"
 "Generation:\n"
 "  -p, --prompt TEXT      prompt text                         -f, --file F  prompt from a file\n"
+"      --ids 1,2,3        the prompt as token ids (what tokenize --json prints; no BOS added)\n"
 "  -n, --max-tokens N     new tokens at most (default 128)    --min-tokens N  no EOS before N\n"
 "      --stop S           stop string (repeatable, excluded from the output)\n"
 "      --ignore-eos       keep generating past the end-of-text token\n"
@@ -198,6 +200,42 @@ static int parse_dtype(const char *cmd, const char *opt, const char *s, tt_dtype
         fprintf(stderr, "tokentop %s: %s: '%s' is not fp32, fp16, bf16 or q8\n", cmd, opt, s);
         return -1;
     }
+    return 0;
+}
+
+int cli_parse_ids(const char *s, int V, int32_t **ids, int *n, char *why, size_t cap)
+{
+    *ids = NULL;
+    *n = 0;
+    int count = 1;
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
+    int32_t *v = malloc((size_t)count * sizeof *v);
+    if (!v) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    const char *p = s;
+    for (int i = 0; i < count; i++) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',')) {
+            snprintf(why, cap, "id %d: '%.*s' is not an integer", i + 1,
+                     (int)strcspn(p, ","), p);
+            free(v);
+            return -1;
+        }
+        if (x < 0 || x >= V) {
+            snprintf(why, cap, "id %d: %ld is outside the vocabulary [0, %d)", i + 1, x, V);
+            free(v);
+            return -1;
+        }
+        v[i] = (int32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    *ids = v;
+    *n = count;
     return 0;
 }
 
@@ -315,6 +353,7 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             break;
         case OPT_NO_SHIFT: o->set.context_shift = false; break;
         case OPT_PROMPT: o->prompt = a; break;
+        case OPT_IDS: o->prompt_ids = a; break;
         case OPT_FILE: o->prompt_file = a; break;
         case OPT_JSON: o->json = true; break;
         case OPT_ECHO: o->echo = true; break;
@@ -357,8 +396,13 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
                 argv[optind]);
         return -1;
     }
-    if (o->prompt && o->prompt_file) {
-        fprintf(stderr, "tokentop %s: give either -p or -f, not both\n", cmd);
+    if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->prompt_ids != NULL) > 1) {
+        fprintf(stderr, "tokentop %s: give one of -p, -f and --ids\n", cmd);
+        return -1;
+    }
+    if (o->prompt_ids && o->samples) {
+        fprintf(stderr, "tokentop %s: --ids does not combine with --samples (give the prompt as "
+                "text)\n", cmd);
         return -1;
     }
     if (o->beam_option_given && !o->num_beams) {

@@ -35,6 +35,7 @@ typedef struct {
     bool seed_set;
     const char *prompt;        /* -p */
     const char *prompt_file;   /* -f */
+    const char *prompt_ids;    /* --ids 1,2,3 */
     bool json;                 /* --json */
     bool echo;                 /* --echo: print the prompt before the continuation */
     bool quiet;                /* -q: no summary line */
@@ -123,5 +124,9 @@ const struct gpu_plugin *cli_gpu_plugin(char *why, size_t cap);
  * TT_ERR_DEVICE "--backend cuda: <why>" when no device is usable. */
 tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, char *note,
                             size_t note_cap, tt_error *err);
+
+/* Parses "1,2,3" into a malloc'd array of *n ids in [0, V); -1 with the reason in why (which
+ * id, which value) otherwise. */
+int cli_parse_ids(const char *s, int V, int32_t **ids, int *n, char *why, size_t cap);
 
 #endif

@@ -486,13 +486,13 @@ static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
 
 static int app_generate(cli_options *o)
 {
-    if (!o->prompt && !o->prompt_file && isatty(STDIN_FILENO)) {
-        fprintf(stderr, "tokentop generate: give a prompt with -p TEXT or -f FILE (-p \"\" "
-                "generates from the beginning-of-text token)\n");
+    if (!o->prompt && !o->prompt_file && !o->prompt_ids && isatty(STDIN_FILENO)) {
+        fprintf(stderr, "tokentop generate: give a prompt with -p TEXT, -f FILE or --ids 1,2,3 "
+                "(-p \"\" generates from the beginning-of-text token)\n");
         return 2;
     }
     size_t plen = 0;
-    char *prompt = read_prompt(o, &plen, true);
+    char *prompt = o->prompt_ids ? strdup("") : read_prompt(o, &plen, true);
     if (!prompt)
         return 1;
     if (o->compare_set && (o->num_beams || o->samples || o->draft_dir)) {
@@ -545,7 +545,19 @@ static int app_generate(cli_options *o)
             fprintf(stderr, "tokentop: %s\n", err.msg);
             rc = 2;
         }
-    if (rc == 0 && session_add_user_text(&s, prompt, plen, &err) != TT_OK) {
+    if (rc == 0 && o->prompt_ids) {
+        int32_t *ids;
+        int n;
+        char why[160];
+        if (cli_parse_ids(o->prompt_ids, app.model->config.V, &ids, &n, why, sizeof why) != 0) {
+            fprintf(stderr, "tokentop generate: --ids: %s\n", why);
+            rc = 2;
+        } else if (session_add_user_tokens(&s, ids, n, &err) != TT_OK) {
+            fprintf(stderr, "tokentop: %s\n", err.msg);
+            rc = 1;
+        }
+        free(ids);
+    } else if (rc == 0 && session_add_user_text(&s, prompt, plen, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
     }
