@@ -93,9 +93,9 @@ endif
 $(BUILD)/config.mk: tools/deps.sh
 	@mkdir -p $(@D)
 	@tools/deps.sh
-	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags libcjson libpcre2-8 ncursesw)"; \
-	   echo "PKG_LIBS := $$(pkg-config --libs libcjson libpcre2-8 ncursesw)"; \
-	   echo "CORE_CFLAGS := $$(pkg-config --cflags libcjson libpcre2-8)"; \
+	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags libcjson libpcre2-8 libutf8proc ncursesw)"; \
+	   echo "PKG_LIBS := $$(pkg-config --libs libcjson libpcre2-8 libutf8proc ncursesw)"; \
+	   echo "CORE_CFLAGS := $$(pkg-config --cflags libcjson libpcre2-8 libutf8proc)"; \
 	   echo "CHECK_CFLAGS := $$(pkg-config --cflags check)"; \
 	   echo "CHECK_LIBS := $$(pkg-config --libs check)"; } > $@.tmp && mv $@.tmp $@
 

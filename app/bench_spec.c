@@ -750,15 +750,15 @@ int bench_spec_main(int argc, char **argv)
     rc = 1;
     if (!dir)
         goto out;
-    if (cli_load_tokenizer(dir, &tok, &err) != TT_OK ||
-        cli_load_tokenizer(draft_dir, &dtok, &err) != TT_OK ||
+    if (tokenizer_load_dir(dir, &tok, &err) != TT_OK ||
+        tokenizer_load_dir(draft_dir, &dtok, &err) != TT_OK ||
         model_load(dir, &tm, &err) != TT_OK || model_load(draft_dir, &dm, &err) != TT_OK) {
         fprintf(stderr, "tokentop bench: %s\n", err.msg);
         goto out;
     }
     if (!tokenizer_equal(tok, dtok) || tm->config.V != dm->config.V) {
         fprintf(stderr, "tokentop bench: draft model %s: its tokenizer or vocab_size differs from "
-                "the target's\n", draft_dir);
+                "the target %s's\n", draft_dir, dir);
         goto out;
     }
     /* the sampler a user meets: the target's generation_config under what was given */

@@ -103,8 +103,11 @@ void cli_usage(FILE *f, const char *cmd)
     if (strcmp(cmd, "tokenize") == 0) {
         fprintf(f,
 "usage: tokentop tokenize [--model DIR] [-p TEXT | -f FILE] [--json]\n"
-"  Prints the token ids of TEXT, FILE or standard input (only the model's vocab.json and\n"
-"  merges.txt are read). --json: a JSON array of ids; otherwise one line per token: id, bytes.\n");
+"  Prints the tokens the model sees for TEXT, FILE or standard input, the BOS first when the\n"
+"  tokenizer adds one (only the tokenizer's files are read: tokenizer.json, or vocab.json and\n"
+"  merges.txt; tokenizer_config.json). --json: a JSON array of ids; otherwise one line per\n"
+"  token: id, then the token as the histogram shows it (\xe2\x90\xa3 a leading space, \\xNN a lone\n"
+"  byte, \xe2\x9f\xa8\xe2\x9f\xa9 around a special token).\n");
         return;
     }
     if (strcmp(cmd, "score") == 0) {
@@ -539,14 +542,6 @@ const char *cli_model_dir(const cli_options *o)
     return NULL;
 }
 
-tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err)
-{
-    char vocab[PATH_MAX], merges[PATH_MAX];
-    snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
-    snprintf(merges, sizeof merges, "%s/merges.txt", dir);
-    return tokenizer_load(vocab, merges, out, err);
-}
-
 static void engine_options_from(const model *m, const cli_options *o, engine_options *eo)
 {
     engine_options_default(eo);
@@ -627,14 +622,14 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                 "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
         return TT_ERR_ARG;
     }
-    tt_status st = cli_load_tokenizer(dir, &app->tok, &err);
+    tt_status st = tokenizer_load_dir(dir, &app->tok, &err);
     if (st == TT_OK && !tokenizer_only) {
         st = model_load(dir, &app->model, &err);
         if (st == TT_OK && app->model->gen_warning[0])
             fprintf(stderr, "tokentop: %s (the file is ignored)\n",
                     app->model->gen_warning);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
-            st = tt_fail(&err, TT_ERR_CONFIG, "%s: vocab.json has %d tokens but the model's "
+            st = tt_fail(&err, TT_ERR_CONFIG, "%s: the tokenizer has %d tokens but the model's "
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),
                          app->model->config.V);
         if (st == TT_OK) {

@@ -110,9 +110,6 @@ engine *cli_device_fallback(void *app, struct session *s, engine *failed, const 
  * refuse are skipped with a warning on stderr. Without --seed, the seed is rng_clock_seed(). */
 void cli_apply_generation_defaults(cli_options *o, const model *m);
 
-/* Loads dir's vocab.json + merges.txt. */
-tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err);
-
 /* The GPU plugin (gpu/gpu_plugin.h: gpu_plugin_load), looked for beside this binary and in its
  * ../lib/tokentop; NULL with the reason in why (cap bytes). */
 struct gpu_plugin;

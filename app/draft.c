@@ -20,13 +20,13 @@ tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const
                      tt_error *err)
 {
     memset(d, 0, sizeof *d);
-    tt_status st = cli_load_tokenizer(dir, &d->tok, err);
+    tt_status st = tokenizer_load_dir(dir, &d->tok, err);
     if (st != TT_OK)
         goto fail;
     if (!tokenizer_equal(d->tok, target->tok)) {
-        st = tt_fail(err, TT_ERR_CONFIG, "draft model %s: its tokenizer differs from the target's "
-                     "(vocab.json and merges.txt must be identical for speculative decoding)",
-                     dir);
+        st = tt_fail(err, TT_ERR_CONFIG, "draft model %s: its tokenizer differs from the target "
+                     "%s's (vocabulary, special tokens and merges must be identical for "
+                     "speculative decoding)", dir, cli_model_dir(o));
         goto fail;
     }
     if ((st = model_load(dir, &d->model, err)) != TT_OK)

@@ -619,20 +619,28 @@ static int app_tokenize(cli_options *o)
     int n = 0;
     tt_error err = {0};
     int rc = 0;
+    /* What the model sees: the BOS first when the tokenizer adds one (tokenizer.json's
+     * post-processor or tokenizer_config.json's add_bos_token). */
+    bool bos = tokenizer_adds_bos(app.tok);
     if (tokenizer_encode(app.tok, text, len, &ids, &n, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
     } else if (o->json) {
         putchar('[');
+        if (bos)
+            printf("%d%s", tokenizer_bos_id(app.tok), n ? "," : "");
         for (int i = 0; i < n; i++)
             printf(i ? ",%d" : "%d", (int)ids[i]);
         puts("]");
     } else {
+        char buf[512];
+        if (bos) {
+            tokenizer_token_display(app.tok, tokenizer_bos_id(app.tok), TEXT_ESCAPE_WHITESPACE,
+                                    buf, sizeof buf);
+            printf("%d\t%s\n", tokenizer_bos_id(app.tok), buf);
+        }
         for (int i = 0; i < n; i++) {
-            size_t nb = 0;
-            const char *b = tokenizer_token_bytes(app.tok, ids[i], &nb);
-            char buf[512];
-            text_token_display(b ? b : "", b ? nb : 0, TEXT_ESCAPE_WHITESPACE, buf, sizeof buf);
+            tokenizer_token_display(app.tok, ids[i], TEXT_ESCAPE_WHITESPACE, buf, sizeof buf);
             printf("%d\t%s\n", (int)ids[i], buf);
         }
     }

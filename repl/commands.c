@@ -95,12 +95,7 @@ static void show_text(const char *s, char *out, size_t cap)
 
 static void token_label(const session *s, int32_t id, char *out, size_t cap)
 {
-    size_t n = 0;
-    const char *b = tokenizer_token_bytes(s->tok, id, &n);
-    if (!b)
-        snprintf(out, cap, "#%d", (int)id);
-    else
-        text_token_display(b, n, TEXT_ESCAPE_WHITESPACE, out, cap);
+    tokenizer_token_display(s->tok, id, TEXT_ESCAPE_WHITESPACE, out, cap);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -110,14 +110,17 @@ static void append_token(transcript_doc *t, const session *s, int i)
 {
     int32_t id = s->tokens[i];
     token_origin origin = (token_origin)s->info[i].origin;
-    if (id == t->eot) {
-        ui_doc_append(&t->doc, "<|endoftext|>", 13, UI_STYLE_SPECIAL, 0);
+    size_t nb = 0;
+    const char *b = tokenizer_token_bytes(s->tok, id, &nb);
+    if (id == t->eot || tokenizer_is_special(s->tok, id)) {
+        /* A marker in its own colour, not text: "<|endoftext|>", "<|im_end|>", "</s>". */
+        char shown[256];
+        size_t k = b ? text_token_display(b, nb, TEXT_ESCAPE_BYTES, shown, sizeof shown) : 0;
+        ui_doc_append(&t->doc, shown, k, UI_STYLE_SPECIAL, 0);
         return;
     }
     uint8_t style, attr;
     transcript_doc_token_style(origin, s->info[i].p, &style, &attr);
-    size_t nb = 0;
-    const char *b = tokenizer_token_bytes(s->tok, id, &nb);
     if (!b)
         return;
     char out[3 * (64 + 8)];

@@ -103,7 +103,7 @@ static void model_setup(void)
 {
     tt_error err = {0};
     ck_assert_msg(model_load(model_dir, &mdl, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(cli_load_tokenizer(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tokenizer_load_dir(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
 }
 
 static void model_teardown(void)

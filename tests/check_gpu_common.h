@@ -1200,8 +1200,7 @@ START_TEST(gpu_samples_follow_the_seed_contract)
     model *m = gt_load(&gt_tiny, &dir);
     tokenizer *tok;
     tt_error err = {0};
-    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", dir), tu_path("%s/merges.txt", dir), &tok, &err)
-                  == TT_OK, "%s", err.msg);
+    ck_assert_msg(tokenizer_load_dir(dir, &tok, &err) == TT_OK, "%s", err.msg);
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     co.max_chunk = 2;              /* 3 samples run as 2 + 1 rows */

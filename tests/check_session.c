@@ -128,9 +128,7 @@ static void tokenizer_setup(void)
     tok_dir = tu_tmpdir();
     tt_error err = {0};
     ck_assert_msg(modelgen_write_tokenizer(tok_dir, VOCAB, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", tok_dir),
-                                 tu_path("%s/merges.txt", tok_dir), &tok, &err) == TT_OK,
-                  "%s", err.msg);
+    ck_assert_msg(tokenizer_load_dir(tok_dir, &tok, &err) == TT_OK, "%s", err.msg);
     ck_assert_int_eq(tokenizer_eot_id(tok), EOT);
 }
 

@@ -704,9 +704,8 @@ static void models_setup(void)
     g_other = load("other");
     g_wide = load("wide");
     tt_error err;
-    ck_assert_msg(tokenizer_load(tu_path("%s/target/vocab.json", g_dir),
-                                 tu_path("%s/target/merges.txt", g_dir), &g_tok, &err) == TT_OK,
-                  "%s", err.msg);
+    ck_assert_msg(tokenizer_load_dir(tu_path("%s/target", g_dir), &g_tok, &err) == TT_OK, "%s",
+                  err.msg);
 }
 
 static void models_teardown(void)

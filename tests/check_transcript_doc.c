@@ -20,8 +20,7 @@ static void tok_setup(void)
     dir = tu_tmpdir();
     tt_error err = {0};
     ck_assert_msg(modelgen_write_tokenizer(dir, 512, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", dir), tu_path("%s/merges.txt", dir),
-                                 &tok, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tokenizer_load_dir(dir, &tok, &err) == TT_OK, "%s", err.msg);
 }
 
 static void tok_teardown(void)

@@ -299,9 +299,7 @@ static void tokenizer_setup(void)
     tok_dir = tu_tmpdir();
     tt_error err = {0};
     ck_assert_msg(modelgen_write_tokenizer(tok_dir, 512, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(tokenizer_load(tu_path("%s/vocab.json", tok_dir),
-                                 tu_path("%s/merges.txt", tok_dir), &tok, &err) == TT_OK,
-                  "%s", err.msg);
+    ck_assert_msg(tokenizer_load_dir(tok_dir, &tok, &err) == TT_OK, "%s", err.msg);
     for (int32_t id = 256; id < 511 && id_space_word < 0; id++) {
         size_t n = 0;
         const char *b = tokenizer_token_bytes(tok, id, &n);
@@ -476,6 +474,9 @@ START_TEST(histogram_escapes_a_leading_space)
     ui_histogram_token_label(tok, id_space_word, 2, label, sizeof label);
     ck_assert_int_le(ui_text_width(label, strlen(label)), 2);
     ck_assert(strstr(label, "\xe2\x80\xa6") != NULL);
+    /* A special token is a marker, not text: ⟨<|endoftext|>⟩. */
+    ui_histogram_token_label(tok, tokenizer_eot_id(tok), 40, label, sizeof label);
+    ck_assert_str_eq(label, "\xe2\x9f\xa8<|endoftext|>\xe2\x9f\xa9");
 }
 END_TEST
 

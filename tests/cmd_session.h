@@ -27,7 +27,7 @@ static void cmd_session_open(void)
 {
     tt_error err = {0};
     ck_assert_msg(model_load(model_dir, &mdl, &err) == TT_OK, "%s", err.msg);
-    ck_assert_msg(cli_load_tokenizer(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tokenizer_load_dir(model_dir, &tok, &err) == TT_OK, "%s", err.msg);
     eng = tu_cpu_engine(mdl, TT_F32, 1, 0);
     tu_session_init(&S, mdl, tok, eng, 42, 8, false);
     cmd_env_init(&E, &S);

@@ -30,13 +30,14 @@ elif [ $train -eq 0 ]; then
     #   libcjson-dev              JSON: safetensors headers, config.json, vocab.json (keeps duplicate
     #                             keys visible, which the safetensors validation needs)
     #   libpcre2-dev              the GPT-2 pre-tokenizer regex with Unicode properties (\p{L}, \p{N})
+    #   libutf8proc-dev           Unicode NFC, the normalizer tokenizer.json files name (Qwen)
     #   libncurses-dev            the terminal UI (wide-character ncursesw)
     #   check libsubunit-dev      unit tests (Check links against subunit on Debian)
     #   tmux                      end-to-end tests drive the real binary inside tmux
     #   curl                      make gpt2 downloads checkpoints; tests/e2e/download_gpt2.sh runs it
     #                             on a file:// mirror
     who="tokentop"
-    packages=(gcc make pkg-config libcjson-dev libpcre2-dev libncurses-dev check libsubunit-dev
+    packages=(gcc make pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libncurses-dev check libsubunit-dev
               tmux curl)
 else
     # Why each one:

@@ -22,12 +22,10 @@ void ui_histogram_token_label(const tokenizer *tok, int32_t id, int max_cols, ch
                               size_t cap)
 {
     char full[256];
-    size_t nb = 0;
-    const char *b = tok ? tokenizer_token_bytes(tok, id, &nb) : NULL;
-    if (!b)
-        snprintf(full, sizeof full, "#%d", (int)id);
+    if (tok)
+        tokenizer_token_display(tok, id, TEXT_ESCAPE_WHITESPACE, full, sizeof full);
     else
-        text_token_display(b, nb, TEXT_ESCAPE_WHITESPACE, full, sizeof full);
+        snprintf(full, sizeof full, "#%d", (int)id);
     size_t len = strlen(full);
     if (ui_text_width(full, len) <= max_cols) {
         snprintf(out, cap, "%s", full);

@@ -76,6 +76,20 @@ ids=$("$BIN" tokenize "${M[@]}" -p "Hello world" --json)
 check "tokenize --json prints an array of ids" bash -c "[[ '$ids' =~ ^\[[0-9]+(,[0-9]+)*\]$ ]]"
 echo "Hello world" | "$BIN" tokenize "${M[@]}" --json > "$tmp/t2"
 check "tokenize reads stdin" test -s "$tmp/t2"
+# tokenizer.json directories (the real vocabularies the Check suites use)
+fx="$(dirname "$0")/../fixtures/tokenizers"
+for name in qwen3 mistral; do
+    mkdir -p "$tmp/$name" && xz -dc "$fx/$name/tokenizer.json.xz" > "$tmp/$name/tokenizer.json" &&
+        cp "$fx/$name/tokenizer_config.json" "$tmp/$name/"
+done
+ids=$("$BIN" tokenize --model "$tmp/mistral" -p "Hello world" --json)
+check "tokenize --json starts with the BOS a SentencePiece tokenizer adds" test "$ids" == "[1,22557,1526]"
+"$BIN" tokenize --model "$tmp/qwen3" -p $'<|im_start|>user\nhi<|im_end|>' > "$tmp/t3"
+check "tokenize shows special tokens marked and no BOS for Qwen" \
+    bash -c "head -1 '$tmp/t3' | grep -q \$'^151644\t\u27e8<|im_start|>\u27e9\$' && tail -1 '$tmp/t3' | grep -q '^151645'"
+"$BIN" tokenize --model "$tmp" -p hi 2> "$tmp/t4" >/dev/null
+check "a directory without a tokenizer says which files it looked for" \
+    grep -q "no tokenizer: looked for tokenizer.json, and for vocab.json with merges.txt" "$tmp/t4"
 printf 'In the beginning was the word, and the word was with the model.\n' > "$tmp/text"
 "$BIN" score "${M[@]}" -f "$tmp/text" --json > "$tmp/s"
 check "score reports a perplexity" grep -q '"perplexity":' "$tmp/s"

@@ -85,7 +85,7 @@ const fuzz_model *fuzz_tiny_model(void)
     tt_error err = {0};
     FUZZ_CHECK(modelgen_write(dir, &mo, &err) == TT_OK, "%s", err.msg);
     FUZZ_CHECK(model_load(dir, &fm.m, &err) == TT_OK, "%s", err.msg);
-    FUZZ_CHECK(cli_load_tokenizer(dir, &fm.tok, &err) == TT_OK, "%s", err.msg);
+    FUZZ_CHECK(tokenizer_load_dir(dir, &fm.tok, &err) == TT_OK, "%s", err.msg);
     /* Parsing never runs the model: an engine that only keeps its cache count is enough, and
      * avoids the CPU engine's worker thread, whose hand-offs made every input cost milliseconds
      * on a loaded machine. */
