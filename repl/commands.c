@@ -589,9 +589,10 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     const session *s = e->s;
     const model_config *cfg = &s->model->config;
     char line[256];
-    out_add(e, "model       %s (%s): %.1fM parameters, V %d, n_ctx %d, C %d, L %d, NH %d\n",
-            e->model_name, e->model_dir, (double)s->model->n_params / 1e6, cfg->V, cfg->maxT,
-            cfg->C, cfg->L, cfg->NH);
+    out_add(e, "model       %s (%s): %s, %.1fM parameters, V %d, %d positions, C %d, L %d, "
+            "NH %d, NKV %d, HS %d\n", e->model_name, e->model_dir, cfg->arch->name,
+            (double)s->model->n_params / 1e6, cfg->V, cfg->maxT, cfg->C, cfg->L, cfg->NH,
+            cfg->NKV, cfg->HS);
     out_add(e, "engine      %s\n", e->engine_desc);
     dtype_cmd_show(e);
     if (e->backend_note)
@@ -607,9 +608,14 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             (unsigned long long)s->set.seed);
     list_stops(e);
     out_add(e, "\n");
-    out_add(e, "context     KV cache %d/%d positions; conversation %d tokens in %d turns; window "
-            "from token %d; %d cached; a full context keeps %.0f%%%s\n",
-            s->eng->n_past, s->eng->n_ctx, s->n_tokens, s->n_turns, s->window_start,
+    size_t kv_pos = model_config_kv_bytes_per_token(cfg, sizeof(float));
+    out_add(e, "context     KV cache %d/%d positions (%s; %.1f KiB a position, %.1f MiB in "
+            "all); conversation %d tokens in %d turns; window from token %d; %d cached; a full "
+            "context keeps %.0f%%%s\n",
+            s->eng->n_past, s->eng->n_ctx,
+            s->eng->n_ctx == cfg->maxT ? "the model's" : "--ctx, or 4096 at most by default",
+            (double)kv_pos / 1024.0, (double)kv_pos * s->eng->n_ctx / 1048576.0,
+            s->n_tokens, s->n_turns, s->window_start,
             session_cached_prefix(s), (double)s->set.context_keep * 100,
             s->set.context_shift ? "" : " (shifting off)");
     const session_stats *st = &s->last;

@@ -734,6 +734,8 @@ static void draw(tui *t)
         .generated = (s->gen && !t->running) ? 0 : s->last.generated_tokens,
         .kv_used = s->eng->n_past,
         .kv_total = s->eng->n_ctx,
+        .kv_mib = (double)model_config_kv_bytes_per_token(&s->model->config, sizeof(float)) *
+                  s->eng->n_ctx / 1048576.0,
         .seed = s->set.seed,
         .max_new = s->set.max_new_tokens,
         .message = t->message[0] ? t->message : NULL,

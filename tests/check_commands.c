@@ -281,7 +281,8 @@ START_TEST(show_reports_settings_model_and_cache)
     generate_turn("Hello");
     ck_assert_int_eq(run("/show"), CMD_DONE);
     ck_out_has("model ");
-    ck_out_has("V 512, n_ctx 64");
+    ck_out_has("gpt2, 0.1M parameters, V 512, 64 positions");
+    ck_out_has("KiB a position");
     ck_out_has("sampler     temp 1 top-k 0");
     ck_out_has("seed 42");
     char kv[64];

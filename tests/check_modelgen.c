@@ -489,9 +489,9 @@ START_TEST(refuses_invalid_options)
     static const struct { const char *field; int value; const char *want; } cases[] = {
         {"V", 256, "modelgen: vocab size 256 is outside [257, 1000000]"},
         {"L", 0, "modelgen: layers 0 is outside [1, 512]"},
-        {"maxT", 70000, "modelgen: context 70000 is outside [1, 65536]"},
+        {"maxT", 2000000, "modelgen: context 2000000 is outside [1, 1048576]"},
         {"NH", 5, "modelgen: embedding width 64 is not a multiple of 5 heads"},
-        {"FF", 200000, "modelgen: inner width 200000 is outside [1, 131072]"},
+        {"FF", 300000, "modelgen: inner width 300000 is outside [1, 262144]"},
         {"eos", 512, "modelgen: eos id 512 is outside the vocabulary [0, 512)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -570,7 +570,7 @@ START_TEST(mkmodel_writes_what_it_is_asked)
                                  "--inner 40 --dtype bf16 --no-prefix --untied --mask-buffers "
                                  "--seed 9 --exact", dir), &msg);
     ck_assert_msg(rc == 0, "mkmodel failed: %s", msg);
-    ck_assert_msg(strstr(msg, "V 300, maxT 16, C 32, NH 2, L 3, FF 40, bf16") != NULL, "%s", msg);
+    ck_assert_msg(strstr(msg, "gpt2, V 300, maxT 16, C 32, NH 2, NKV 2, HS 16, L 3, FF 40, bf16") != NULL, "%s", msg);
     free(msg);
     model *m;
     tt_error err = {0};

@@ -79,7 +79,12 @@ static size_t format_first(const ui_status_view *v, int width, char *out, size_t
             snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " %.2fx plain", v->speedup);
         p[n++].drop = 1;   /* what speculative decoding is for: as long as the speed stays */
     }
-    snprintf(p[n].text, sizeof p[n].text, "KV %d/%d", v->kv_used, v->kv_total);
+    if (v->kv_mib > 0)
+        snprintf(p[n].text, sizeof p[n].text, v->kv_mib < 10 ? "KV %d/%d %.1f MiB"
+                                                              : "KV %d/%d %.0f MiB",
+                 v->kv_used, v->kv_total, v->kv_mib);
+    else
+        snprintf(p[n].text, sizeof p[n].text, "KV %d/%d", v->kv_used, v->kv_total);
     p[n++].drop = 0;
     if (v->has_turn || v->busy) {
         snprintf(p[n].text, sizeof p[n].text, "reused %d prefilled %d", v->reused, v->prefilled);

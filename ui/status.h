@@ -22,6 +22,7 @@ typedef struct {
     int reused, prefilled;    /* prompt tokens of the last turn: from the cache / computed */
     int generated;            /* tokens generated in the last (or running) turn */
     int kv_used, kv_total;    /* KV cache positions held / capacity */
+    double kv_mib;            /* the cache's memory (0: not shown) */
     uint64_t seed;
     int max_new;
     const char *message;      /* a transient note shown at the right, or NULL */
