@@ -54,7 +54,11 @@ MERGES = [("Ġ", "t"), ("Ġ", "a"), ("h", "e"), ("i", "n"), ("r", "e"), ("o", "n
           ("i", "t"), ("i", "s"), ("a", "n"), ("o", "r"), ("e", "s"), ("Ġ", "b"), ("e", "d"),
           ("Ġ", "f"), ("in", "g"), ("Ġ", "p"), ("o", "u"), ("Ġa", "n"), ("a", "l"), ("a", "r"),
           ("Ġt", "o"), ("Ġ", "m"), ("Ġo", "f"), ("Ġ", "in"), ("Ġ", "d"), ("Ġ", "h"),
-          ("Ġan", "d"), ("i", "c"), ("a", "s"), ("l", "e"), ("Ġt", "h"), ("i", "on")]
+          ("Ġan", "d"), ("i", "c"), ("a", "s"), ("l", "e"), ("Ġt", "h"), ("i", "on"),
+          # merges that show the pre-tokenizer: contractions (Llama 3's and Qwen's regex take
+          # "'S" case-insensitively, GPT-2's does not), digit runs (Llama 3 splits them in 3s,
+          # Qwen in 1s, GPT-2 not at all), runs of spaces and of newlines
+          ("'", "s"), ("'", "S"), ("1", "2"), ("12", "3"), ("Ġ", "Ġ"), ("Ċ", "Ċ")]
 
 # (content, special) after the BPE vocabulary, or (for mistral) before it
 SPECIALS = {
