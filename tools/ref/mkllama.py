@@ -107,13 +107,12 @@ def template(bos, bos_id):
 def make_tokenizer(family, merges_as_pairs):
     """Returns (tokenizer.json object, {added token content: id}, number of tokens)."""
     specials = SPECIALS[family]
-    first = len(specials) if family == "mistral" else 0          # Llama 2/Mistral: <unk><s></s> first
     vocab = {}
-    if family == "mistral":        # as Llama 2's / Mistral's conversions: also in the model's vocab
-        for i, (content, _) in enumerate(specials):
-            vocab[content] = i
-    for i, ch in enumerate(bytes_to_unicode()):
-        vocab[ch] = first + i
+    if family == "mistral":        # Llama 2's / Mistral's <unk> <s> </s> come first, in both lists
+        for content, _ in specials:
+            vocab[content] = len(vocab)
+    for ch in bytes_to_unicode():
+        vocab[ch] = len(vocab)
     for a, b in MERGES:
         assert a in vocab and b in vocab and a + b not in vocab, (a, b)
         vocab[a + b] = len(vocab)
