@@ -59,9 +59,8 @@ golden() {
 }
 
 # The seeds were picked (the first from 1 up) for a greedy continuation of at least 8 distinct ids,
-# none of them an added token or a padding row, whose top-1/top-2 logit gap is at
-# least 0.1 at every step in every golden of that model, so that an engine's greedy ids can be
-# compared exactly.
+# none of them an added token or a padding row, whose top-1/top-2 logit gap is at least 0.1 at
+# every step in every golden of that model, so that an engine's greedy ids can be compared exactly.
 model llama-gqa          -- --type llama --heads 4 --kv-heads 2 --inter 96 --theta 10000 \
                             --file-dtype f32 --eos-list --seed 11
 model llama-untied-rope3 -- --type llama --heads 4 --kv-heads 2 --inter 128 --untied \
