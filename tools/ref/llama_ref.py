@@ -193,7 +193,7 @@ def read_config(d):
     if hd % 2:
         raise RefError("%s: head_dim %d is odd; RoPE needs pairs" % (path, hd))
     if mt == "mistral" or (mt in ("qwen2", "qwen3") and cfg.get("use_sliding_window", False)):
-        m["window"] = cfg.get("sliding_window")
+        m["window"] = cfg.get("sliding_window", 4096)     # the configs' default when absent
     return cfg, m
 
 

@@ -54,7 +54,11 @@ MERGES = [("Ġ", "t"), ("Ġ", "a"), ("h", "e"), ("i", "n"), ("r", "e"), ("o", "n
           ("i", "t"), ("i", "s"), ("a", "n"), ("o", "r"), ("e", "s"), ("Ġ", "b"), ("e", "d"),
           ("Ġ", "f"), ("in", "g"), ("Ġ", "p"), ("o", "u"), ("Ġa", "n"), ("a", "l"), ("a", "r"),
           ("Ġt", "o"), ("Ġ", "m"), ("Ġo", "f"), ("Ġ", "in"), ("Ġ", "d"), ("Ġ", "h"),
-          ("Ġan", "d"), ("i", "c"), ("a", "s"), ("l", "e"), ("Ġt", "h"), ("i", "on")]
+          ("Ġan", "d"), ("i", "c"), ("a", "s"), ("l", "e"), ("Ġt", "h"), ("i", "on"),
+          # merges that show the pre-tokenizer: contractions (Llama 3's and Qwen's regex take
+          # "'S" case-insensitively, GPT-2's does not), digit runs (Llama 3 splits them in 3s,
+          # Qwen in 1s, GPT-2 not at all), runs of spaces and of newlines
+          ("'", "s"), ("'", "S"), ("1", "2"), ("12", "3"), ("Ġ", "Ġ"), ("Ċ", "Ċ")]
 
 # (content, special) after the BPE vocabulary, or (for mistral) before it
 SPECIALS = {
@@ -103,13 +107,12 @@ def template(bos, bos_id):
 def make_tokenizer(family, merges_as_pairs):
     """Returns (tokenizer.json object, {added token content: id}, number of tokens)."""
     specials = SPECIALS[family]
-    first = len(specials) if family == "mistral" else 0          # Llama 2/Mistral: <unk><s></s> first
     vocab = {}
-    if family == "mistral":        # as Llama 2's / Mistral's conversions: also in the model's vocab
-        for i, (content, _) in enumerate(specials):
-            vocab[content] = i
-    for i, ch in enumerate(bytes_to_unicode()):
-        vocab[ch] = first + i
+    if family == "mistral":        # Llama 2's / Mistral's <unk> <s> </s> come first, in both lists
+        for content, _ in specials:
+            vocab[content] = len(vocab)
+    for ch in bytes_to_unicode():
+        vocab[ch] = len(vocab)
     for a, b in MERGES:
         assert a in vocab and b in vocab and a + b not in vocab, (a, b)
         vocab[a + b] = len(vocab)
