@@ -46,19 +46,19 @@ typedef struct {
 } golden_case;
 
 static const golden_case golden_cases[] = {
-    {"tiny-f32", TT_F32, {TT_F32, .seed = 1}},
-    {"tiny-f32-as-bf16", TT_BF16, {TT_F32, .seed = 1}},
-    {"tiny-f32-as-fp16", TT_F16, {TT_F32, .seed = 1}},
-    {"tiny-f16", TT_F16, {TT_F16, .seed = 1}},
-    {"tiny-bf16", TT_BF16, {TT_BF16, .seed = 1}},
-    {"tiny-bf16-as-fp32", TT_F32, {TT_BF16, .seed = 1}},
-    {"noprefix-masks", TT_F32, {TT_F32, .no_prefix = true, .mask_buffers = true, .seed = 7}},
-    {"untied", TT_F32, {TT_F32, .untied = true, .seed = 2}},
-    {"untied-f16-as-bf16", TT_BF16, {TT_F16, .untied = true, .seed = 2}},
-    {"erf", TT_F32, {TT_F32, .erf = true, .seed = 3}},
-    {"odd", TT_F32, {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
+    {"tiny-f32", TT_F32, {TT_F32, .seed = 1}, NULL},
+    {"tiny-f32-as-bf16", TT_BF16, {TT_F32, .seed = 1}, NULL},
+    {"tiny-f32-as-fp16", TT_F16, {TT_F32, .seed = 1}, NULL},
+    {"tiny-f16", TT_F16, {TT_F16, .seed = 1}, NULL},
+    {"tiny-bf16", TT_BF16, {TT_BF16, .seed = 1}, NULL},
+    {"tiny-bf16-as-fp32", TT_F32, {TT_BF16, .seed = 1}, NULL},
+    {"noprefix-masks", TT_F32, {TT_F32, .no_prefix = true, .mask_buffers = true, .seed = 7}, NULL},
+    {"untied", TT_F32, {TT_F32, .untied = true, .seed = 2}, NULL},
+    {"untied-f16-as-bf16", TT_BF16, {TT_F16, .untied = true, .seed = 2}, NULL},
+    {"erf", TT_F32, {TT_F32, .erf = true, .seed = 3}, NULL},
+    {"odd", TT_F32, {TT_F32, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}, NULL},
     {"odd-bf16", TT_BF16,
-     {TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
+     {TT_BF16, .seed = 5, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}, NULL},
     {"long", TT_F32, {TT_F32, .seed = 9, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, NULL},
     /* The Llama family: random models written in the exact Hugging Face layout by
      * tools/ref/mkllama.py, goldens by tools/ref/llama_ref.py (tools/ref/mkllama_golden.sh). */
@@ -69,10 +69,12 @@ static const golden_case golden_cases[] = {
     {"llama-untied-rope3-long", TT_F32, {0}, "llama/llama-untied-rope3"},
     {"llama-mha-sharded", TT_F32, {0}, "llama/llama-mha-sharded"},
     {"mistral", TT_F32, {0}, "llama/mistral"},
+    {"mistral-long", TT_F32, {0}, "llama/mistral"},
     {"qwen2", TT_F32, {0}, "llama/qwen2"},
     {"qwen2-as-fp16", TT_F16, {0}, "llama/qwen2"},
     {"qwen3", TT_F32, {0}, "llama/qwen3"},
     {"qwen3-as-fp16", TT_F16, {0}, "llama/qwen3"},
+    {"qwen3-long", TT_F32, {0}, "llama/qwen3"},
 };
 #define N_GOLDEN ((int)(sizeof golden_cases / sizeof golden_cases[0]))
 
