@@ -242,7 +242,7 @@ soak: tokentop
 # The embedded pair (models/README.md): the target, with its draft loaded for /spec on.
 DEFAULT_MODEL ?= models/kjv-target
 DEFAULT_DRAFT ?= models/kjv-draft
-# make run shows 20 tokens a second (README, "Pacing"; the terminal UI's own default too): at
+# make run shows 20 tokens a second (docs/repl.md, "Pacing"; the terminal UI's own default too): at
 # engine speed a reply appears in one frame and the histogram cannot be followed. RUN_PACE=0 runs
 # at engine speed.
 RUN_PACE ?= 20

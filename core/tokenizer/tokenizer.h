@@ -36,7 +36,7 @@ int tokenizer_vocab_size(const tokenizer *t);
 int tokenizer_eot_id(const tokenizer *t);
 
 /* Encodes len bytes of text. "<|endoftext|>" in text is plain text (split into ordinary tokens).
- * Invalid UTF-8 (policy in tokenizer.c and the README): each byte outside a valid sequence becomes
+ * Invalid UTF-8 (policy in tokenizer.c and docs/models.md): each byte outside a valid sequence becomes
  * its own single-byte token, so decoding always gives back the exact input bytes. On success *ids
  * is malloc'd (caller frees; may be NULL when *n == 0); on failure *ids is NULL and *n is 0. */
 tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,
