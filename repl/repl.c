@@ -20,6 +20,7 @@
 #include "repl/dtype_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
+#include "repl/repl.h"
 #include "core/session/session.h"
 #include "core/base/text.h"
 #include "core/base/util.h"
@@ -916,6 +917,8 @@ int repl_main(int argc, char **argv)
     compare_state cmp;
     compare_init(&cmp);
     env.compare = &cmp;
+    cmd_env_add_module(&env, &compare_cmd_module);
+    cmd_env_add_module(&env, &dtype_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
     env.load_draft = host_load_draft;
