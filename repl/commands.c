@@ -444,8 +444,12 @@ static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         }
         char syn[48];
         snprintf(syn, sizeof syn, "/%s%s%s", h->name, *h->args ? " " : "", h->args);
-        out_add(e, "  %-20s %s%s%s%s\n", syn, h->usage, h->alias ? " (/" : "",
-                h->alias ? h->alias : "", h->alias ? ")" : "");
+        if (strlen(syn) > 20)   /* too long for its column: a line of its own */
+            out_add(e, "  %s\n  %-20s", syn, "");
+        else
+            out_add(e, "  %-20s", syn);
+        out_add(e, " %s%s%s%s\n", h->usage, h->alias ? " (/" : "", h->alias ? h->alias : "",
+                h->alias ? ")" : "");
     }
     /* One line per paragraph: the transcript wraps them to its width. */
     out_add(e, "Text is sent to the model as the next part of the conversation: a prompt that "

@@ -102,6 +102,7 @@ typedef struct {
     bool running;          /* a generation is streaming (not step mode) */
     bool have_turn;        /* s->last describes a finished generation */
     bool dirty, quit, pasting;
+    bool answer_at_top;    /* the next draw opens the transcript at the last command's answer */
     int ctrl_c;            /* consecutive Ctrl-C at an empty prompt */
     char message[160];     /* transient note in the status bar */
     double last_draw;
@@ -402,8 +403,10 @@ static void run_command(tui *t, const char *line)
     scroll_to_end(t);   /* show the answer */
     if (flags & CMD_CLEAR)
         transcript_doc_clear(&t->tr);
-    if (e->out_len)
+    if (e->out_len) {
         note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", e->out);
+        t->answer_at_top = true;   /* a long answer (/help, /show) opens at its first line */
+    }
     if (flags & CMD_QUIT)
         t->quit = true;
     if (flags & CMD_GENERATE)
@@ -703,6 +706,11 @@ static void draw(tui *t)
         ui_grid_resize(&t->grid, rows, cols);
     ui_grid_clear(&t->grid);
     transcript_doc_sync(&t->tr, s);
+    if (t->answer_at_top) {
+        t->scroll.open_top = true;
+        t->scroll.top_at = t->tr.last_note_at;
+        t->answer_at_top = false;
+    }
     ui_layout l;
     ui_layout_compute(&l, rows, cols, ui_input_height(&t->in, rows / 3),
                       ui_histogram_height(t->env->bars));
