@@ -81,7 +81,7 @@ GPU_OBJ :=
 .SECONDARY:
 
 .PHONY: all run test check-tests e2e tools install uninstall clean deps layering fuzz fuzz-build \
-        fuzz-binaries soak
+        fuzz-binaries soak docs
 all: tokentop
 
 # ---------------------------------------------------------------------------------------------
@@ -170,10 +170,12 @@ $(BUILD)/tests/check_%: $(BUILD)/tests/check_%.o $(BUILD)/tests/testutil.o $(LIB
 test: layering $(TESTS) $(TOOLS) $(BIN) $(GPU_TEST_DEPS) fuzz-build
 	@BUILD=$(BUILD) BIN=$(BIN) FUZZ_DIR=$(FUZZ_DIR) tests/run.sh $(TESTS)
 
-# The include rules of ARCHITECTURE.md ("Who may include whom"). GPU_API_HEADERS: the gpu/ headers
-# app/ and repl/ may include (the backend's public interface).
+# The include rules of ARCHITECTURE.md ("Who may include whom"), and no loop of includes or calls
+# between modules (X.c with X.h: tools/layering_core.sh reads the includes, tools/layering_calls.sh
+# the objects' symbols, so layering builds them first). GPU_API_HEADERS: the gpu/ headers app/ and
+# repl/ may include (the backend's public interface).
 GPU_API_HEADERS ?= gpu/gpu_plugin.h gpu/cuda_engine.h
-layering:
+layering: $(LIB_OBJ) $(GPU_OBJ)
 	@if grep -n -E '^\s*#\s*include\s*[<"](n?curses|ncursesw/|cuda|cublas|curand)' core/*/*.[ch] ; then \
 	   echo "layering: core/ must not include ncurses or CUDA headers (see ARCHITECTURE.md)"; exit 1; fi
 	@if grep -n -E '^\s*#\s*include\s*[<"](\.\./)?(ui|repl|app|gpu)/' core/*/*.[ch] ; then \
@@ -192,7 +194,13 @@ layering:
 	   echo "layering: app/ and repl/ include core/, ui/, app/, repl/ headers and from gpu/ only" \
 	        "$(GPU_API_HEADERS) (see ARCHITECTURE.md)"; exit 1; fi
 	@tools/layering_core.sh
+	@tools/layering_calls.sh $(BUILD)
 	@test -f ARCHITECTURE.md || { echo "layering: ARCHITECTURE.md is missing"; exit 1; }
+
+# The slash-command reference in docs/repl.md and doc/tokentop.1 is generated from the command table
+# (tools/cmdref.c); tests/e2e/docs.sh fails while it differs.
+docs: $(BUILD)/tools/cmdref
+	@tools/docs_sync.sh $(BUILD)
 
 # ---------------------------------------------------------------------------------------------
 # Fuzzing: every tests/fuzz/fuzz_<target>.c is a libFuzzer harness over one parser, built with
@@ -242,7 +250,7 @@ soak: tokentop
 # The embedded pair (models/README.md): the target, with its draft loaded for /spec on.
 DEFAULT_MODEL ?= models/kjv-target
 DEFAULT_DRAFT ?= models/kjv-draft
-# make run shows 20 tokens a second (README, "Pacing"; the terminal UI's own default too): at
+# make run shows 20 tokens a second (docs/repl.md, "Pacing"; the terminal UI's own default too): at
 # engine speed a reply appears in one frame and the histogram cannot be followed. RUN_PACE=0 runs
 # at engine speed.
 RUN_PACE ?= 20

@@ -140,6 +140,7 @@ void cli_usage(FILE *f, const char *cmd)
 "      --spec on|off      start with speculative decoding on (default, with --draft) or off\n"
 "      --pace N           show at most N tokens per second, to follow the histogram (0: as\n"
 "                         fast as the engine goes; default 20 in the terminal UI, 0 elsewhere)\n"
+"      --no-graphs        GPU: launch the decode step's kernels one by one (no CUDA graph)\n"
 "Sampling (Hugging Face order by default: penalties, temperature, top-k, top-p, min-p):\n"
 "      --temp X           temperature >= 0 (0 = greedy)       --greedy      always the argmax\n"
 "      --top-k N          keep the N most likely (0 = off)    --top-p X     nucleus mass in [0,1]\n"

@@ -21,11 +21,9 @@
 #include "core/decode/pace.h"
 #include "core/session/session.h"
 #include "core/base/util.h"
+#include "repl/repl.h"
 
 #define TOKENTOP_VERSION "0.1.0"
-
-/* Provided by app/bench.c and repl/repl.c. */
-int repl_main(int argc, char **argv);
 
 static volatile sig_atomic_t g_interrupted;
 
@@ -801,7 +799,8 @@ static void usage(FILE *f)
 "       tokentop score -f FILE             perplexity of a file\n"
 "       tokentop bench [options]           prefill/decode speed, memory, bandwidth use\n"
 "       tokentop bench --draft DIR --gamma 1..8  speculative decoding: speed-up per gamma\n"
-"       tokentop COMMAND --help            options of a command\n",
+"       tokentop COMMAND --help            options of a command\n"
+"       tokentop --version                 the version\n",
             TOKENTOP_VERSION);
 }
 

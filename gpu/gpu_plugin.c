@@ -73,7 +73,8 @@ static void load(const char *exe_dir)
     char path[PATH_MAX + 64];
     if (find_beside(exe_dir, GPU_PLUGIN_FILE, path, sizeof path)) {
         /* The driver first: without it cudart can only say "no device", after mapping itself and
-         * cuBLAS (about 200 MB resident and 0.1 s), which a CPU run must not pay. */
+         * cuBLAS (hundreds of MB resident and a noticeable start-up time), which a CPU run must
+         * not pay. */
         void *driver = dlopen(GPU_DRIVER_LIB, RTLD_LAZY | RTLD_LOCAL);
         if (!driver) {
             const char *e = dlerror();

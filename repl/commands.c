@@ -11,8 +11,6 @@
 
 #include "core/base/text.h"
 #include "core/base/util.h"
-#include "repl/dtype_cmd.h"
-#include "repl/compare.h"
 #include "repl/session_file.h"
 #include "ui/grid.h"
 
@@ -118,7 +116,9 @@ void cmd_env_free(cmd_env *e)
 {
     if (!e)
         return;
-    dtype_cmd_compare_off(e);
+    for (int i = 0; i < e->n_modules; i++)
+        if (e->modules[i]->env_free)
+            e->modules[i]->env_free(e);
     free(e->out);
     e->out = NULL;
     e->out_len = e->out_cap = 0;
@@ -264,18 +264,33 @@ bool cmd_is_command(const char *line)
     return line[0] == '/' && line[1] != '/';
 }
 
-const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap)
+/* The rows e knows, in table order (commands.c's table, then each module's); e may be NULL (the
+ * table only). At most cap. */
+#define ROWS_MAX 128
+static int rows_in_order(const cmd_env *e, const cmd_entry **rows, int cap)
 {
-    for (int i = 0; i < cmd_count; i++)
-        if (strcmp(cmd_table[i].name, name) == 0 ||
-            (cmd_table[i].alias && strcmp(cmd_table[i].alias, name) == 0))
-            return &cmd_table[i];
+    int n = 0;
+    for (int i = 0; i < cmd_count && n < cap; i++)
+        rows[n++] = &cmd_table[i];
+    for (int m = 0; e && m < e->n_modules; m++)
+        for (int i = 0; i < e->modules[m]->n_rows && n < cap; i++)
+            rows[n++] = &e->modules[m]->rows[i];
+    return n;
+}
+
+static const cmd_entry *lookup_in(const cmd_env *e, const char *name, char *msg, size_t cap)
+{
+    const cmd_entry *rows[ROWS_MAX];
+    int n = rows_in_order(e, rows, ROWS_MAX);
+    for (int i = 0; i < n; i++)
+        if (strcmp(rows[i]->name, name) == 0 || (rows[i]->alias && strcmp(rows[i]->alias, name) == 0))
+            return rows[i];
     size_t len = strlen(name);
     const cmd_entry *found = NULL;
     int matches = 0;
-    for (int i = 0; i < cmd_count && len > 0; i++)
-        if (strncmp(cmd_table[i].name, name, len) == 0) {
-            found = &cmd_table[i];
+    for (int i = 0; i < n && len > 0; i++)
+        if (strncmp(rows[i]->name, name, len) == 0) {
+            found = rows[i];
             matches++;
         }
     if (matches == 1)
@@ -286,10 +301,66 @@ const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap)
     }
     size_t o = (size_t)snprintf(msg, cap, "ambiguous command: /%s, could be:", name);
     int k = 0;
-    for (int i = 0; i < cmd_count && o < cap; i++)
-        if (strncmp(cmd_table[i].name, name, len) == 0)
-            o += (size_t)snprintf(msg + o, cap - o, "%s /%s", k++ ? "," : "", cmd_table[i].name);
+    for (int i = 0; i < n && o < cap; i++)
+        if (strncmp(rows[i]->name, name, len) == 0)
+            o += (size_t)snprintf(msg + o, cap - o, "%s /%s", k++ ? "," : "", rows[i]->name);
     return NULL;
+}
+
+const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap)
+{
+    return lookup_in(NULL, name, msg, cap);
+}
+
+const cmd_entry *cmd_env_lookup(const cmd_env *e, const char *name, char *msg, size_t cap)
+{
+    return lookup_in(e, name, msg, cap);
+}
+
+bool cmd_env_add_module(cmd_env *e, const cmd_module *m)
+{
+    for (int i = 0; i < e->n_modules; i++)
+        if (e->modules[i] == m)
+            return true;
+    if (e->n_modules >= CMD_MODULES_MAX)
+        return false;
+    e->modules[e->n_modules++] = m;
+    return true;
+}
+
+/* A row's group; a value out of range counts as none. */
+static int group_of(const cmd_entry *c)
+{
+    int g = (int)c->group;
+    return g > 0 && g < CMD_GROUP_COUNT ? g : CMD_GROUP_NONE;
+}
+
+int cmd_env_list(const cmd_env *e, const cmd_entry **rows, int cap)
+{
+    const cmd_entry *all[ROWS_MAX];
+    int n = rows_in_order(e, all, ROWS_MAX), k = 0;
+    for (int g = 0; g < CMD_GROUP_COUNT; g++)
+        for (int i = 0; i < n; i++)
+            if (group_of(all[i]) == g) {
+                if (k < cap)
+                    rows[k] = all[i];
+                k++;
+            }
+    return k;
+}
+
+const char *cmd_group_name(cmd_group g)
+{
+    static const char *const names[CMD_GROUP_COUNT] = {
+        [CMD_GROUP_NONE] = "",
+        [CMD_GROUP_SAMPLER] = "sampler",
+        [CMD_GROUP_GENERATION] = "generation",
+        [CMD_GROUP_SPECULATIVE] = "speculative",
+        [CMD_GROUP_COMPARE] = "compare",
+        [CMD_GROUP_SESSION] = "session",
+        [CMD_GROUP_DISPLAY] = "display",
+    };
+    return (int)g >= 0 && g < CMD_GROUP_COUNT ? names[g] : "";
 }
 
 int cmd_execute(cmd_env *e, const char *line)
@@ -312,7 +383,7 @@ int cmd_execute(cmd_env *e, const char *line)
     memcpy(name, line, nlen);
     name[nlen] = 0;
     char msg[512];
-    const cmd_entry *c = cmd_lookup(name, msg, sizeof msg);
+    const cmd_entry *c = lookup_in(e, name, msg, sizeof msg);
     if (!c)
         return fail(e, "%s", msg);
     char **argv = NULL;
@@ -345,7 +416,7 @@ static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     if (argc == 1) {
         const char *name = argv[0][0] == '/' ? argv[0] + 1 : argv[0];
         char msg[512];
-        const cmd_entry *h = cmd_lookup(name, msg, sizeof msg);
+        const cmd_entry *h = lookup_in(e, name, msg, sizeof msg);
         if (!h)
             return fail(e, "%s", msg);
         out_add(e, "/%s%s%s: %s", h->name, *h->args ? " " : "", h->args, h->usage);
@@ -355,13 +426,25 @@ static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             out_add(e, "; works while generating");
         return CMD_DONE;
     }
-    out_add(e, "Commands (a unique prefix is enough, e.g. /te for /temp):\n");
-    for (int i = 0; i < cmd_count; i++) {
-        const cmd_entry *h = &cmd_table[i];
+    out_add(e, "Commands by task (a unique prefix is enough, e.g. /te for /temp; without its value "
+            "a command shows the current one; /help COMMAND for one):\n");
+    const cmd_entry *rows[ROWS_MAX];
+    int n = cmd_env_list(e, rows, ROWS_MAX);
+    int group = -1;
+    for (int i = 0; i < n && i < ROWS_MAX; i++) {
+        const cmd_entry *h = rows[i];
+        if (group_of(h) != group) {
+            group = group_of(h);
+            out_add(e, "%s:\n", *cmd_group_name(h->group) ? cmd_group_name(h->group) : "other");
+        }
         char syn[48];
         snprintf(syn, sizeof syn, "/%s%s%s", h->name, *h->args ? " " : "", h->args);
-        out_add(e, "  %-20s %s%s%s%s\n", syn, h->usage, h->alias ? " (/" : "",
-                h->alias ? h->alias : "", h->alias ? ")" : "");
+        if (strlen(syn) > 20)   /* too long for its column: a line of its own */
+            out_add(e, "  %s\n  %-20s", syn, "");
+        else
+            out_add(e, "  %-20s", syn);
+        out_add(e, " %s%s%s%s\n", h->usage, h->alias ? " (/" : "", h->alias ? h->alias : "",
+                h->alias ? ")" : "");
     }
     /* One line per paragraph: the transcript wraps them to its width. */
     out_add(e, "Text is sent to the model as the next part of the conversation: a prompt that "
@@ -594,7 +677,9 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             (double)s->model->n_params / 1e6, cfg->V, cfg->maxT, cfg->C, cfg->L, cfg->NH,
             cfg->NKV, cfg->HS);
     out_add(e, "engine      %s\n", e->engine_desc);
-    dtype_cmd_show(e);
+    for (int i = 0; i < e->n_modules; i++)
+        if (e->modules[i]->show)
+            e->modules[i]->show(e);
     if (e->backend_note)
         out_add(e, "backend     auto: %s\n", e->backend_note);
     out_add(e, "threads     %s\n", cpu_engine_describe_threads(s->eng, line, sizeof line));
@@ -916,146 +1001,123 @@ const cmd_entry cmd_table[] = {
     {.name = "help", .alias = "?", .args = "[COMMAND]",
      .usage = "this list, or one command's usage",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_help},
+     .exec = exec_help, .group = CMD_GROUP_SESSION},
     {.name = "temp", .alias = NULL, .args = "[X]",
      .usage = "temperature >= 0 (0 = greedy)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "temp",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "topk", .alias = NULL, .args = "[N]",
      .usage = "keep the N most likely tokens (0 = off)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "top_k",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "topp", .alias = NULL, .args = "[X]",
      .usage = "keep the smallest set with mass >= X, X in [0, 1] (1 = off)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "top_p",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "minp", .alias = NULL, .args = "[X]",
      .usage = "keep tokens with p >= X * p_max, X in [0, 1] (0 = off)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "min_p",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "presence", .alias = NULL, .args = "[X]",
      .usage = "presence penalty: logit -= X if the token occurred",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "presence",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "frequency", .alias = NULL, .args = "[X]",
      .usage = "frequency penalty: logit -= X * count",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "frequency",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "repeat", .alias = NULL, .args = "[X]",
      .usage = "repetition penalty > 0 (1 = off)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "repeat",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "window", .alias = NULL, .args = "[N]",
      .usage = "tokens the penalties look back (-1 = all)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "window",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "order", .alias = NULL, .args = "[hf|llama]",
      .usage = "chain order: temperature first (hf) or last (llama)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = "order",
-     .exec = exec_sampler},
+     .exec = exec_sampler, .group = CMD_GROUP_SAMPLER},
     {.name = "greedy", .alias = NULL, .args = "",
      .usage = "always take the most likely token",
      .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
-     .exec = exec_greedy},
+     .exec = exec_greedy, .group = CMD_GROUP_SAMPLER},
     {.name = "sample", .alias = NULL, .args = "",
      .usage = "draw from the distribution again",
      .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
-     .exec = exec_sample},
+     .exec = exec_sample, .group = CMD_GROUP_SAMPLER},
     {.name = "seed", .alias = NULL, .args = "[N]",
      .usage = "restart the random stream from seed N",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_seed},
+     .exec = exec_seed, .group = CMD_GROUP_SAMPLER},
     {.name = "max", .alias = NULL, .args = "[N]",
      .usage = "new tokens per turn at most",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_max},
+     .exec = exec_max, .group = CMD_GROUP_GENERATION},
     {.name = "stop", .alias = NULL, .args = "[S|add S|clear]",
      .usage = "list, add or clear stop strings",
      .min_args = 0, .max_args = 2, .busy_ok = true, .param = NULL,
-     .exec = exec_stop},
+     .exec = exec_stop, .group = CMD_GROUP_GENERATION},
     {.name = "show", .alias = NULL, .args = "",
      .usage = "all settings, model info, cache state",
      .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
-     .exec = exec_show},
+     .exec = exec_show, .group = CMD_GROUP_SESSION},
     {.name = "ids", .alias = NULL, .args = "[N]",
      .usage = "the last N tokens with ids, origins and probabilities",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_ids},
+     .exec = exec_ids, .group = CMD_GROUP_DISPLAY},
     {.name = "reset", .alias = "clear", .args = "",
      .usage = "clear the conversation and the KV cache",
      .min_args = 0, .max_args = 0, .busy_ok = false, .param = NULL,
-     .exec = exec_reset},
+     .exec = exec_reset, .group = CMD_GROUP_SESSION},
     {.name = "undo", .alias = NULL, .args = "[N]",
      .usage = "drop the last turn, or the last N tokens",
      .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = exec_undo},
+     .exec = exec_undo, .group = CMD_GROUP_SESSION},
     {.name = "regen", .alias = NULL, .args = "",
      .usage = "generate the last reply again (the prompt stays cached)",
      .min_args = 0, .max_args = 0, .busy_ok = false, .param = NULL,
-     .exec = exec_regen},
-    {.name = "beam", .alias = NULL, .args = "[N|off]",
-     .usage = "beam search with N beams on the next line you send: the beams grow live, the "
-              "best becomes the reply",
-     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = compare_exec_beam},
-    {.name = "samples", .alias = NULL, .args = "[N|off]",
-     .usage = "N samples of the next line (seeds S..S+N-1) side by side, with their figures",
-     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = compare_exec_samples},
-    {.name = "compare", .alias = NULL, .args = "[SETTING V1 V2 ...|off]",
-     .usage = "one column per value of a sampler setting (/compare temp 0.3 0.8 1.5), one seed",
-     .min_args = 0, .max_args = 64, .busy_ok = false, .param = NULL,
-     .exec = compare_exec_compare},
-    {.name = "keep", .alias = NULL, .args = "K",
-     .usage = "make column (or beam) K of the last /samples, /compare or /beam the reply",
-     .min_args = 1, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = compare_exec_keep},
+     .exec = exec_regen, .group = CMD_GROUP_GENERATION},
     {.name = "step", .alias = NULL, .args = "[on|off]",
      .usage = "step mode: Enter generates one token",
      .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = exec_step},
+     .exec = exec_step, .group = CMD_GROUP_GENERATION},
     {.name = "pick", .alias = NULL, .args = "N",
      .usage = "in step mode, take the N-th token of the histogram",
      .min_args = 1, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = exec_pick},
+     .exec = exec_pick, .group = CMD_GROUP_GENERATION},
     {.name = "bars", .alias = NULL, .args = "[N]",
      .usage = "tokens the histogram shows (1 to 32)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_bars},
-    {.name = "dtype", .alias = NULL, .args = "[T|compare [T|off]]",
-     .usage = "weight precision T (fp32, fp16, bf16, q8): switch, prefilling the conversation "
-              "again; compare T: the histogram shows p under both on a second engine (twice "
-              "the weight memory; compare off frees it)",
-     .min_args = 0, .max_args = 2, .busy_ok = false, .param = NULL,
-     .exec = dtype_cmd_exec},
+     .exec = exec_bars, .group = CMD_GROUP_DISPLAY},
     {.name = "save", .alias = NULL, .args = "FILE",
      .usage = "save the conversation and settings (JSON)",
      .min_args = 1, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_save},
+     .exec = exec_save, .group = CMD_GROUP_SESSION},
     {.name = "load", .alias = NULL, .args = "FILE",
      .usage = "load a saved conversation (or a text file as the prompt)",
      .min_args = 1, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = exec_load},
+     .exec = exec_load, .group = CMD_GROUP_SESSION},
     {.name = "spec", .alias = NULL, .args = "[on|off]",
      .usage = "speculative decoding with the draft model",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_spec},
+     .exec = exec_spec, .group = CMD_GROUP_SPECULATIVE},
     {.name = "gamma", .alias = NULL, .args = "[N|auto]",
      .usage = "draft tokens per speculative round (auto: adaptive)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_gamma},
+     .exec = exec_gamma, .group = CMD_GROUP_SPECULATIVE},
     {.name = "pace", .alias = NULL, .args = "[N]",
      .usage = "show at most N tokens per second (0: engine speed), to follow the histogram",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
-     .exec = exec_pace},
+     .exec = exec_pace, .group = CMD_GROUP_DISPLAY},
     {.name = "draft", .alias = NULL, .args = "[DIR]",
      .usage = "the draft model for speculative decoding",
      .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
-     .exec = exec_draft},
+     .exec = exec_draft, .group = CMD_GROUP_SPECULATIVE},
     {.name = "quit", .alias = "exit", .args = "",
      .usage = "leave tokentop (also Ctrl-D on an empty line)",
      .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
-     .exec = exec_quit},
+     .exec = exec_quit, .group = CMD_GROUP_SESSION},
 };
 
 const int cmd_count = (int)(sizeof cmd_table / sizeof cmd_table[0]);

@@ -1,7 +1,9 @@
 /* commands.h: the slash-commands as data: one table row per command {name, alias, args, usage,
- * exec}, lookup by unique prefix, generated help, uniform argument checks and messages. Handlers
- * change the session and the REPL's settings and say what changed (CMD_* flags); they never draw
- * and never run a generation themselves: the main loop (repl.c, linemode.c) acts on the flags. */
+ * group, exec}, lookup by unique prefix, generated help, uniform argument checks and messages.
+ * Handlers change the session and the REPL's settings and say what changed (CMD_* flags); they never
+ * draw and never run a generation themselves: the main loop (repl.c, linemode.c) acts on the flags.
+ * Command modules outside commands.c (repl/compare.c, repl/dtype_cmd.c) keep their own rows and
+ * register them into an environment (cmd_env_add_module): the table never reaches into them. */
 #ifndef TOKENTOP_COMMANDS_H
 #define TOKENTOP_COMMANDS_H
 
@@ -28,6 +30,25 @@ enum {
     CMD_CLEAR = 1 << 7,     /* forget the transcript's notices (/reset) */
     CMD_LAYOUT = 1 << 8,    /* pane sizes changed (/bars) */
 };
+
+/* The tasks /help and the command reference group commands by, in their order. CMD_GROUP_NONE is
+ * no group: a row without one is a row without docs (check_commands refuses it). */
+typedef enum {
+    CMD_GROUP_NONE = 0,
+    CMD_GROUP_SAMPLER,
+    CMD_GROUP_GENERATION,
+    CMD_GROUP_SPECULATIVE,
+    CMD_GROUP_COMPARE,
+    CMD_GROUP_SESSION,
+    CMD_GROUP_DISPLAY,
+    CMD_GROUP_COUNT
+} cmd_group;
+
+/* The heading of a group ("sampler", ...); "" for CMD_GROUP_NONE or a value out of range. */
+const char *cmd_group_name(cmd_group g);
+
+typedef struct cmd_module cmd_module;
+#define CMD_MODULES_MAX 8
 
 /* The state commands read and change. The REPL owns it; session and names are not owned. */
 typedef struct cmd_env {
@@ -74,6 +95,9 @@ typedef struct cmd_env {
     /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second
      * (0: none); the status bar keeps the engine's own speed. */
     pace_clock pace;
+    /* The command modules registered beside the table (cmd_env_add_module), not owned. */
+    const cmd_module *modules[CMD_MODULES_MAX];
+    int n_modules;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */
@@ -92,10 +116,29 @@ struct cmd_entry {
     bool busy_ok;           /* allowed while a generation runs */
     const char *param;      /* sampler_params_set name for the sampler rows, else NULL */
     cmd_exec_fn exec;
+    cmd_group group;        /* the task /help lists it under */
 };
 
+/* The commands of commands.c itself (the order within a group is the order of /help). */
 extern const cmd_entry cmd_table[];
 extern const int cmd_count;
+
+/* A module's commands and its hooks into the environment's lifetime. */
+struct cmd_module {
+    const char *name;                 /* for messages: "compare", "dtype" */
+    const cmd_entry *rows;
+    int n_rows;
+    void (*show)(cmd_env *e);         /* adds its lines to /show (after the engine line), or NULL */
+    void (*env_free)(cmd_env *e);     /* frees what it keeps in e (cmd_env_free calls it), or NULL */
+};
+
+/* Adds module m's commands to e (the front end calls it for each module it offers). Adding a module
+ * twice is a no-op. Returns false (nothing added) when CMD_MODULES_MAX modules are registered. */
+bool cmd_env_add_module(cmd_env *e, const cmd_module *m);
+
+/* Every command e knows (the table, then each module's rows) in /help's order: by group, and in
+ * table order within a group. Writes at most cap pointers to rows and returns how many there are. */
+int cmd_env_list(const cmd_env *e, const cmd_entry **rows, int cap);
 
 /* Prepares env for session s (not owned) with the defaults (10 bars, sampling, no step mode). */
 void cmd_env_init(cmd_env *e, session *s);
@@ -105,6 +148,8 @@ void cmd_env_free(cmd_env *e);   /* NULL is safe */
  * the message in msg: "Unknown command '/x'. Type /help." or
  * "ambiguous command: /t, could be: /temp, /topk, /topp". */
 const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap);
+/* The same over e's table and modules (cmd_lookup sees commands.c's table only). */
+const cmd_entry *cmd_env_lookup(const cmd_env *e, const char *name, char *msg, size_t cap);
 
 /* Runs one command line ("/name args..."). The message (confirmation, output or error) is in
  * e->out afterwards; the return value is a set of CMD_* flags (CMD_ERROR on any failure, with

@@ -729,3 +729,34 @@ void compare_print(const compare_state *c, FILE *out)
     }
     fflush(out);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The commands this module registers (cmd_env_add_module) */
+
+static const cmd_entry compare_rows[] = {
+    {.name = "beam", .alias = NULL, .args = "[N|off]",
+     .usage = "beam search with N beams on the next line you send: the beams grow live, the "
+              "best becomes the reply",
+     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_beam, .group = CMD_GROUP_COMPARE},
+    {.name = "samples", .alias = NULL, .args = "[N|off]",
+     .usage = "N samples of the next line (seeds S..S+N-1) side by side, with their figures",
+     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_samples, .group = CMD_GROUP_COMPARE},
+    {.name = "compare", .alias = NULL, .args = "[SETTING V1 V2 ...|off]",
+     .usage = "one column per value of a sampler setting (/compare temp 0.3 0.8 1.5), one seed",
+     .min_args = 0, .max_args = 64, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_compare, .group = CMD_GROUP_COMPARE},
+    {.name = "keep", .alias = NULL, .args = "K",
+     .usage = "make column (or beam) K of the last /samples, /compare or /beam the reply",
+     .min_args = 1, .max_args = 1, .busy_ok = false, .param = NULL,
+     .exec = compare_exec_keep, .group = CMD_GROUP_COMPARE},
+};
+
+const cmd_module compare_cmd_module = {
+    .name = "compare",
+    .rows = compare_rows,
+    .n_rows = (int)(sizeof compare_rows / sizeof compare_rows[0]),
+    .show = NULL,
+    .env_free = NULL,
+};

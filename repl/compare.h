@@ -76,7 +76,11 @@ typedef struct {
 void compare_init(compare_state *c);
 void compare_free(compare_state *c);   /* NULL is safe */
 
-/* The /beam, /samples, /compare and /keep handlers (the command table names them). */
+/* /beam, /samples, /compare and /keep; a front end that offers them sets cmd_env.compare and adds
+ * this module with cmd_env_add_module. */
+extern const cmd_module compare_cmd_module;
+
+/* The /beam, /samples, /compare and /keep handlers (compare_cmd_module's rows). */
 int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv);
 int compare_exec_samples(cmd_env *e, const cmd_entry *cmd, int argc, char **argv);
 int compare_exec_compare(cmd_env *e, const cmd_entry *cmd, int argc, char **argv);

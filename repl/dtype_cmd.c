@@ -254,3 +254,23 @@ int dtype_cmd_exec(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         return cmd_fail(e, "/dtype: too many arguments (usage: /dtype %s)", c->args);
     return switch_cmd(e, argv[0]);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The command this module registers (cmd_env_add_module) */
+
+static const cmd_entry dtype_rows[] = {
+    {.name = "dtype", .alias = NULL, .args = "[T|compare [T|off]]",
+     .usage = "weight precision T (fp32, fp16, bf16, q8): switch, prefilling the conversation "
+              "again; compare T: the histogram shows p under both on a second engine (twice "
+              "the weight memory; compare off frees it)",
+     .min_args = 0, .max_args = 2, .busy_ok = false, .param = NULL,
+     .exec = dtype_cmd_exec, .group = CMD_GROUP_SESSION},
+};
+
+const cmd_module dtype_cmd_module = {
+    .name = "dtype",
+    .rows = dtype_rows,
+    .n_rows = (int)(sizeof dtype_rows / sizeof dtype_rows[0]),
+    .show = dtype_cmd_show,
+    .env_free = dtype_cmd_compare_off,
+};

@@ -13,7 +13,11 @@
 #include "repl/commands.h"
 #include "ui/grid.h"
 
-/* The /dtype handler (the row is in commands.c's table). */
+/* The /dtype command, with its /show line and its cleanup; a front end that offers /dtype adds it
+ * to its environment with cmd_env_add_module. */
+extern const cmd_module dtype_cmd_module;
+
+/* The /dtype handler (dtype_cmd_module's row). */
 int dtype_cmd_exec(cmd_env *e, const cmd_entry *c, int argc, char **argv);
 
 /* /show's precision line. */

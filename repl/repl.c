@@ -20,6 +20,7 @@
 #include "repl/dtype_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
+#include "repl/repl.h"
 #include "core/session/session.h"
 #include "core/base/text.h"
 #include "core/base/util.h"
@@ -101,6 +102,7 @@ typedef struct {
     bool running;          /* a generation is streaming (not step mode) */
     bool have_turn;        /* s->last describes a finished generation */
     bool dirty, quit, pasting;
+    bool answer_at_top;    /* the next draw opens the transcript at the last command's answer */
     int ctrl_c;            /* consecutive Ctrl-C at an empty prompt */
     char message[160];     /* transient note in the status bar */
     double last_draw;
@@ -401,8 +403,10 @@ static void run_command(tui *t, const char *line)
     scroll_to_end(t);   /* show the answer */
     if (flags & CMD_CLEAR)
         transcript_doc_clear(&t->tr);
-    if (e->out_len)
+    if (e->out_len) {
         note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", e->out);
+        t->answer_at_top = true;   /* a long answer (/help, /show) opens at its first line */
+    }
     if (flags & CMD_QUIT)
         t->quit = true;
     if (flags & CMD_GENERATE)
@@ -702,6 +706,11 @@ static void draw(tui *t)
         ui_grid_resize(&t->grid, rows, cols);
     ui_grid_clear(&t->grid);
     transcript_doc_sync(&t->tr, s);
+    if (t->answer_at_top) {
+        t->scroll.open_top = true;
+        t->scroll.top_at = t->tr.last_note_at;
+        t->answer_at_top = false;
+    }
     ui_layout l;
     ui_layout_compute(&l, rows, cols, ui_input_height(&t->in, rows / 3),
                       ui_histogram_height(t->env->bars));
@@ -918,6 +927,8 @@ int repl_main(int argc, char **argv)
     compare_state cmp;
     compare_init(&cmp);
     env.compare = &cmp;
+    cmd_env_add_module(&env, &compare_cmd_module);
+    cmd_env_add_module(&env, &dtype_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
     env.load_draft = host_load_draft;

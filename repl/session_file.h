@@ -1,6 +1,6 @@
 /* session_file.h: the conversation file of /save and /load: JSON with the format name, version,
  * model, vocab_size, sampler settings, the text and every token with its origin, probability and
- * turn (README, "Saved sessions"); a file that is not JSON is plain text, one user turn.
+ * turn (docs/repl.md, "Saved sessions"); a file that is not JSON is plain text, one user turn.
  * Parsing and serializing work on memory buffers, so they run without a file system. */
 #ifndef TOKENTOP_SESSION_FILE_H
 #define TOKENTOP_SESSION_FILE_H

@@ -102,6 +102,7 @@ static void append_note(transcript_doc *t, const transcript_doc_note *n)
         ui_doc_append(d, flushed, k, UI_STYLE_DIM, 0);
     if (!ui_doc_at_line_start(d))
         ui_doc_append_cp(d, '\n', n->style, 0);
+    t->last_note_at = d->n;
     append_text(d, n->text, strlen(n->text), n->style, 0);
     ui_doc_append_cp(d, '\n', n->style, 0);
 }

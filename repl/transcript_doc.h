@@ -28,6 +28,7 @@ typedef struct {
     int n_notes, notes_done;
     size_t notes_cap;
     int32_t eot;             /* the end-of-text token (drawn as a marker), or -1 */
+    size_t last_note_at;     /* where in doc the notice shown last begins */
     /* A speculative round's rejected draft token, shown (in the rejection style) just before
      * the token that replaced it until the next round clears it: */
     int32_t rejected_id;     /* -1: none */

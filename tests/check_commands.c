@@ -83,12 +83,28 @@ END_TEST
 START_TEST(help_is_generated_from_the_table)
 {
     ck_assert_int_eq(run("/help"), CMD_DONE);
-    for (int i = 0; i < cmd_count; i++) {
-        char name[40];
-        snprintf(name, sizeof name, "/%s", cmd_table[i].name);
+    const cmd_entry *rows[128];
+    int n = cmd_env_list(&E, rows, 128);
+    ck_assert_int_gt(n, cmd_count);   /* the table and the registered modules */
+    for (int i = 0; i < n; i++) {
+        char name[40], line[48], heading[64], next[64];
+        snprintf(name, sizeof name, "/%s", rows[i]->name);
         ck_out_has(name);
-        ck_out_has(cmd_table[i].usage);
+        ck_out_has(rows[i]->usage);
+        /* Listed under its group's heading, before the next group's. */
+        snprintf(line, sizeof line, "\n  /%s ", rows[i]->name);
+        snprintf(heading, sizeof heading, "\n%s:\n", cmd_group_name(rows[i]->group));
+        const char *l = strstr(out(), line), *h = strstr(out(), heading);
+        ck_assert_msg(l && h && h < l, "/help lists %s outside its group (%s)", name, heading + 1);
+        if (i + 1 < n && rows[i + 1]->group != rows[i]->group) {
+            snprintf(next, sizeof next, "\n%s:\n", cmd_group_name(rows[i + 1]->group));
+            const char *nh = strstr(out(), next);
+            ck_assert_msg(nh && l < nh, "/help lists %s after the heading %s", name, next + 1);
+        }
     }
+    ck_assert_int_eq(run("/help beam"), CMD_DONE);   /* a module's command */
+    ck_out_has("/beam [N|off]: ");
+    ck_assert_int_eq(run("/help"), CMD_DONE);
     ck_out_has("Ctrl-C");
     ck_out_has("red < 5%");
     ck_assert_int_eq(run("/help topp"), CMD_DONE);
@@ -97,6 +113,31 @@ START_TEST(help_is_generated_from_the_table)
     ck_out_has("(also /exit)");
     ck_assert_int_eq(run("/help t"), CMD_ERROR);
     ck_out_has("ambiguous");
+}
+END_TEST
+
+/* The reference docs (docs/repl.md, doc/tokentop.1, /help) are generated from these rows, so a row
+ * is its documentation: each needs a usage line and a group, and names must not collide. */
+START_TEST(every_command_has_a_usage_line_and_a_group)
+{
+    const cmd_entry *rows[128];
+    int n = cmd_env_list(&E, rows, 128);
+    ck_assert_int_le(n, 128);
+    for (int i = 0; i < n; i++) {
+        const cmd_entry *c = rows[i];
+        ck_assert_msg(c->name && *c->name, "row %d has no name", i);
+        ck_assert_msg(c->usage && *c->usage, "/%s has no usage line", c->name);
+        ck_assert_msg(c->args != NULL, "/%s has no argument synopsis (\"\" for none)", c->name);
+        ck_assert_msg(c->group > CMD_GROUP_NONE && c->group < CMD_GROUP_COUNT,
+                      "/%s has no group (cmd_entry.group): /help and the docs cannot list it",
+                      c->name);
+        ck_assert_msg(c->exec != NULL, "/%s has no handler", c->name);
+        for (int j = 0; j < i; j++) {
+            ck_assert_msg(strcmp(c->name, rows[j]->name) != 0, "/%s is in the table twice", c->name);
+            ck_assert_msg(!c->alias || strcmp(c->alias, rows[j]->name) != 0,
+                          "alias /%s of /%s is another command's name", c->alias, c->name);
+        }
+    }
 }
 END_TEST
 
@@ -822,7 +863,8 @@ int main(void)
     TCase *tc = tu_add_case(s, "commands", TU_TESTS(
             exact_names_aliases_and_unique_prefixes_find_commands,
             ambiguous_prefix_lists_the_candidates, unknown_command_says_how_to_get_help,
-            help_is_generated_from_the_table, wrong_argument_counts_print_the_usage,
+            help_is_generated_from_the_table, every_command_has_a_usage_line_and_a_group,
+            wrong_argument_counts_print_the_usage,
             sampler_commands_validate_and_keep_the_old_value,
             sampler_command_messages_name_the_change, greedy_and_sample_switch_the_mode,
             seed_restarts_the_random_stream, max_accepts_positive_token_counts,

@@ -17,6 +17,7 @@
 #include "core/session/session.h"
 #include "core/tokenizer/tokenizer.h"
 #include "repl/commands.h"
+#include "repl/dtype_cmd.h"
 #include "tests/testutil.h"
 #include "ui/grid.h"
 #include "ui/histogram_pair.h"
@@ -325,6 +326,7 @@ static void cmd_setup(void)
     cmd_eng = tu_cpu_engine(mdl, TT_F32, 1, 0);
     start_session(&S, cmd_eng, 6);
     cmd_env_init(&E, &S);
+    cmd_env_add_module(&E, &dtype_cmd_module);
     E.line_mode = true;
     E.make_engine = test_make_engine;
     E.adopt_engine = test_adopt_engine;

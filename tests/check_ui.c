@@ -277,6 +277,59 @@ START_TEST(a_view_scrolled_back_holds_still_while_text_arrives)
 }
 END_TEST
 
+/* /help's lines: "  /name ARGS   usage" wraps with the usage column kept (issue 25); the
+ * conversation's own text keeps wrapping from the left edge. */
+START_TEST(a_listed_notice_line_wraps_under_its_description)
+{
+    pane p;
+    pane_open(&p, 6, 30, NULL);
+    const char *help = "  /topp [X]   keep the smallest set with mass >= X\n";
+    ui_doc_append(&p.d, help, strlen(help), UI_STYLE_NOTICE, 0);
+    const char *text = "  two spaces   then a long conversation line";
+    ui_doc_append(&p.d, text, strlen(text), UI_STYLE_NORMAL, 0);
+    pane_draw(&p, false);
+    ASSERT_ROWS(&p.g, "  /topp [X]   keep the", "              smallest set",
+                "              with mass >= X", "  two spaces   then a long", "conversation line");
+    ck_assert_int_eq(ui_grid_cell(&p.g, 1, 14)->style, UI_STYLE_NOTICE);
+    pane_close(&p);
+}
+END_TEST
+
+/* A command's answer taller than the pane opens at its first line (not at its end), with the
+ * "more lines" note; the next answer that fits shows the end as before. */
+START_TEST(a_long_answer_opens_at_its_top)
+{
+    pane p;
+    pane_open(&p, 5, 30, NULL);
+    pane_append_lines(&p, 0, 3);
+    ui_doc_append(&p.d, "\n", 1, UI_STYLE_NORMAL, 0);
+    size_t at = p.d.n;
+    for (int i = 0; i < 12; i++) {
+        char line[32];
+        int n = snprintf(line, sizeof line, "answer %d\n", i);
+        ui_doc_append(&p.d, line, (size_t)n, UI_STYLE_NOTICE, 0);
+    }
+    p.sc.open_top = true;
+    p.sc.top_at = at;
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 0), "answer 0");
+    ck_assert(strstr(row(&p.g, 4), "more lines") != NULL);
+    ck_assert(!p.sc.open_top);   /* used once */
+    p.sc.scroll = 0;             /* PgDn to the end */
+    pane_draw(&p, false);
+    ck_assert_str_eq(row(&p.g, 3), "answer 11");
+    /* A short answer: the end shows, nothing scrolls. */
+    at = p.d.n;
+    ui_doc_append(&p.d, "short\n", 6, UI_STYLE_NOTICE, 0);
+    p.sc.open_top = true;
+    p.sc.top_at = at;
+    pane_draw(&p, false);
+    ck_assert_int_eq(p.sc.scroll, 0);
+    ck_assert_str_eq(row(&p.g, 3), "short");
+    pane_close(&p);
+}
+END_TEST
+
 START_TEST(transcript_caret_follows_the_last_character)
 {
     pane p;
@@ -884,6 +937,7 @@ int main(void)
             transcript_wraps_wide_characters_by_width, transcript_keeps_paragraphs_and_styles,
             transcript_shows_the_end_and_scrolls_back,
             a_view_scrolled_back_holds_still_while_text_arrives,
+            a_listed_notice_line_wraps_under_its_description, a_long_answer_opens_at_its_top,
             transcript_caret_follows_the_last_character));
     TCase *hist = tu_add_case(s, "histogram", TU_TESTS(
             histogram_marks_every_cut_stage_and_the_penalty, histogram_bars_are_proportional,

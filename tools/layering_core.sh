@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # layering_core.sh: the include rules inside core/ (ARCHITECTURE.md, "Rooms of core/"), run by
 # `make layering`. Every core/ source lives in a room; a room includes only its own headers and
-# those of the rooms listed below it; and no set of files, in the whole tree, includes itself
-# round a loop. Prints every offending line and exits 1.
+# those of the rooms listed below it; and no set of modules (X.c with X.h), in the whole tree,
+# includes itself round a loop. Prints every offending line and exits 1.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -42,12 +42,15 @@ for dir in core/*/; do
     done < <(grep -n -E '^\s*#\s*include\s*"core/' "$dir"*.[ch] /dev/null 2>/dev/null)
 done
 
-# Include loops between files, anywhere: tsort refuses a graph with a cycle and names it.
+# Include loops between modules, anywhere: a module is X.c with X.h (and X.cu, X.cc), so the edge
+# repl/compare.h -> repl/commands.h and the edge repl/commands.c -> repl/compare.h make a loop
+# between the modules repl/compare and repl/commands. tsort refuses a graph with a cycle and names it.
 edges=$(grep -rn -E '^\s*#\s*include\s*"[a-z]+/[^"]+"' --include='*.[ch]' --include='*.cu' \
             --include='*.cc' core gpu ui repl app 2>/dev/null |
-        sed -E 's/^([^:]+):[0-9]+:.*"([^"]+)".*/\1 \2/' | awk '$1 != $2')
+        sed -E 's/^([^:]+):[0-9]+:.*"([^"]+)".*/\1 \2/' |
+        sed -E 's/\.(c|h|cu|cc)( |$)/\2/g' | awk '$1 != $2')
 if ! out=$(printf '%s\n' "$edges" | tsort 2>&1 >/dev/null) || [ -n "$out" ]; then
-    echo "layering: files include each other in a loop:"
+    echo "layering: modules (X.c with X.h) include each other in a loop:"
     printf '%s\n' "$out" | sed 's/^/  /'
     fail=1
 fi

@@ -85,8 +85,43 @@ static bool is_space(uint32_t cp)
 void ui_transcript_pane_wrap(const ui_doc_char *chars, size_t n, int w,
                         void (*fn)(void *user, size_t start, size_t end), void *user)
 {
+    ui_transcript_pane_wrap_hanging(chars, n, w, 0, fn, user);
+}
+
+int ui_transcript_pane_hang(const ui_doc_char *chars, size_t n, int w)
+{
+    if (n < 3 || chars[0].cp != ' ' || chars[1].cp != ' ' || chars[0].style != UI_STYLE_NOTICE)
+        return 0;
+    int col = 0;
+    size_t i = 0;
+    while (i < n && chars[i].cp == ' ') {
+        col++;
+        i++;
+    }
+    int lead = col;
+    /* The column after the first gap of two or more spaces that follows text. */
+    while (i < n) {
+        if (chars[i].cp == ' ' && i + 1 < n && chars[i + 1].cp == ' ') {
+            while (i < n && chars[i].cp == ' ') {
+                col++;
+                i++;
+            }
+            lead = col;
+            break;
+        }
+        col += chars[i].cp == '\t' ? 1 : chars[i].width;
+        i++;
+    }
+    return lead <= w / 2 ? lead : 0;
+}
+
+void ui_transcript_pane_wrap_hanging(const ui_doc_char *chars, size_t n, int w, int hang,
+                                     void (*fn)(void *user, size_t start, size_t end), void *user)
+{
     if (w < 1)
         w = 1;
+    if (hang < 0 || hang >= w)
+        hang = 0;
     if (n == 0) {
         fn(user, 0, 0);
         return;
@@ -94,10 +129,11 @@ void ui_transcript_pane_wrap(const ui_doc_char *chars, size_t n, int w,
     size_t start = 0;
     while (start < n) {
         int col = 0;
+        int lw = start == 0 ? w : w - hang;   /* continuation lines start at column hang */
         size_t i = start, brk = start;   /* brk: just after the last space that fits */
         while (i < n) {
             int cw = char_cols(&chars[i], col);
-            if (col + cw > w)
+            if (col + cw > lw)
                 break;
             col += cw;
             if (is_space(chars[i].cp))
@@ -128,6 +164,7 @@ void ui_transcript_pane_wrap(const ui_doc_char *chars, size_t n, int w,
 
 typedef struct {
     size_t a, b;
+    int indent;         /* columns before the line (a hanging indent) */
 } line_span;
 
 typedef struct {
@@ -136,6 +173,7 @@ typedef struct {
     line_span *par;     /* one paragraph's lines in order */
     size_t np, capp;
     size_t base;        /* offset of the paragraph in the document */
+    int hang;           /* the paragraph's hanging indent */
     bool oom;
 } line_acc;
 
@@ -155,7 +193,7 @@ static void push_par_line(void *user, size_t start, size_t end)
 {
     line_acc *acc = user;
     push_span(acc, &acc->par, &acc->np, &acc->capp, 64,
-              (line_span){acc->base + start, acc->base + end});
+              (line_span){acc->base + start, acc->base + end, start > 0 ? acc->hang : 0});
 }
 
 static void push_line(line_acc *acc, line_span l)
@@ -179,14 +217,21 @@ void ui_transcript_pane_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *
         doc_end = sc->anchor;
     size_t end = doc_end;
     bool first = true, at_top = false;
-    while (acc.n < want + 1 && !acc.oom) {
+    /* A long answer opens at its top: collect lines back to sc->top_at too. */
+    bool open = sc->open_top && sc->scroll == 0 && sc->top_at < doc_end;
+    sc->open_top = false;
+    size_t reached = doc_end;
+    while ((acc.n < want + 1 || (open && reached > sc->top_at)) && !acc.oom) {
         size_t start = end;
         while (start > 0 && d->chars[start - 1].cp != '\n')
             start--;
         acc.np = 0;
         acc.base = start;
         int w = (first && caret && r.w > 1) ? r.w - 1 : r.w;
-        ui_transcript_pane_wrap(d->chars + start, end - start, w, push_par_line, &acc);
+        acc.hang = ui_transcript_pane_hang(d->chars + start, end - start, w);
+        ui_transcript_pane_wrap_hanging(d->chars + start, end - start, w, acc.hang, push_par_line,
+                                        &acc);
+        reached = start;
         for (size_t i = acc.np; i-- > 0;)
             push_line(&acc, acc.par[i]);
         first = false;
@@ -197,6 +242,16 @@ void ui_transcript_pane_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *
         end = start - 1;   /* skip the '\n' */
     }
     size_t total = acc.n;
+    if (open) {
+        size_t below = 0;   /* lines from top_at to the end */
+        while (below < total && acc.v[below].a >= sc->top_at)
+            below++;
+        if (below > (size_t)r.h) {
+            sc->scroll = (int)(below - (size_t)r.h);
+            sc->anchor = doc_end;
+            want = (size_t)sc->scroll + (size_t)r.h;
+        }
+    }
     if (at_top && total < want) {
         size_t max_scroll = total > (size_t)r.h ? total - (size_t)r.h : 0;
         if ((size_t)sc->scroll > max_scroll)
@@ -212,7 +267,7 @@ void ui_transcript_pane_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *
     for (size_t k = 0; k < shown; k++) {
         line_span l = acc.v[scroll + shown - 1 - k];
         int y = r.y + (int)k;
-        int x = r.x, col = 0;
+        int x = r.x + l.indent, col = l.indent;
         for (size_t i = l.a; i < l.b && col < r.w; i++) {
             const ui_doc_char *c = &d->chars[i];
             int cw = char_cols(c, col);

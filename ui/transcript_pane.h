@@ -44,6 +44,10 @@ typedef struct {
     size_t anchor;          /* in: while scroll > 0, the document length the view counts from
                                (0: the current end), so text arriving meanwhile does not move
                                what the reader is looking at */
+    bool open_top;          /* in: open the view at character top_at when the text from there to
+                               the end is taller than the view (a long command answer opens at
+                               its top); the draw clears it */
+    size_t top_at;
     bool more_above;        /* out: lines exist above the view */
     int lines_below;        /* out: == scroll after clamping */
 } ui_scroll;
@@ -59,5 +63,12 @@ void ui_transcript_pane_draw(ui_grid *g, ui_rect r, const ui_doc *d, ui_scroll *
  * space). An empty paragraph is one empty line. Exposed for tests. */
 void ui_transcript_pane_wrap(const ui_doc_char *chars, size_t n, int w,
                         void (*fn)(void *user, size_t start, size_t end), void *user);
+/* The same with lines after the first hang columns narrower (they are drawn indented by hang). */
+void ui_transcript_pane_wrap_hanging(const ui_doc_char *chars, size_t n, int w, int hang,
+                                     void (*fn)(void *user, size_t start, size_t end), void *user);
+/* The hanging indent of a paragraph: for a notice line that starts with two spaces (a list such as
+ * /help's), the column after its first gap of two or more spaces that follows text (or its leading
+ * spaces when there is no gap); 0 for anything else, or when that column is past half of w. */
+int ui_transcript_pane_hang(const ui_doc_char *chars, size_t n, int w);
 
 #endif

@@ -30,8 +30,8 @@
 /* Models with fewer multiply-adds per decoded token run on one thread when the count is left to
  * the engine: their jobs last a few microseconds, about what handing a job to a worker costs,
  * and a second pool's spinning worker (a draft model's beside its target) takes the core the
- * other engine runs on. Measured on the embedded pair (tools/peer/README.md): the 0.6M draft is
- * faster alone on one thread; the 5.8M target is 1.7x faster on two. */
+ * other engine runs on. Chosen by measurement on the embedded pair (tools/peer/README.md,
+ * docs/performance.md): the draft is faster alone on one thread, the target on two. */
 #define CPU_SPLIT_MIN_MACS 2e6
 
 /* ---------------------------------------------------------------------------------------------
@@ -206,14 +206,11 @@ static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_m
  * few rows streams one panel at a time, prefetching far ahead, past the panel's end into the
  * next one: it takes runs of neighbouring panels (threadpool_next_run), so that each thread's
  * next panel is the one it prefetched, not one the other thread took (with panels handed out one
- * by one, two threads each started every panel cold and fetched a piece of the other's:
- * alternate panels on one thread, as two threads take them, made an 8-row decode step of GPT-2
- * 124M 10% slower, Xeon with AVX-512). The runs are one equal share per thread (a thread that
- * comes late finds its share taken), not runs of 128 KiB: the embedded target's matrices hold
- * 8-32 panels, so 128 KiB runs gave the 8-panel output projection to one thread and split the
- * 24-panel QKV 16:8; its 4-row verification forward took 0.393-0.414 ms against 0.376-0.386
- * in equal shares (`bench --draft models/kjv-draft --gamma 4 --greedy`, five alternated runs,
- * 2-vCPU Xeon), GPT-2 124M fp16 4- and 8-row steps the same speed. Which thread computes a
+ * by one, two threads each started every panel cold and fetched a piece of the other's, which
+ * measured slower). The runs are one equal share per thread (a thread that comes late finds its
+ * share taken), not runs of 128 KiB: a small model's matrices hold few panels, and 128 KiB runs
+ * gave a whole matrix to one thread or split it unevenly (chosen by measurement, see
+ * docs/performance.md#why-the-kernels-are-as-they-are). Which thread computes a
  * panel never changes its bits (kernels.h). */
 static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
                        const packed_matrix *w, const float *bias, int T, mm_epilogue ep)

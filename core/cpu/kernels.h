@@ -165,9 +165,8 @@ typedef struct {
  * no horizontal sums), and all of a block's dimensions are one contiguous 4 KiB (HS 64). A head's
  * first n keys are thus one contiguous run that the hardware prefetchers stream. With rows of
  * ldk positions instead (HS rows a head, each a few lines long and on its own page), a batched
- * decode step's attention and key stores waited on a miss at every row's start: 8 sequences of
- * GPT-2 124M at positions 64-88 took 56 ms a step instead of 50 on one thread (Xeon with
- * AVX-512). */
+ * decode step's attention and key stores wait on a miss at every row's start (chosen by
+ * measurement, see docs/performance.md#why-the-kernels-are-as-they-are). */
 #define KERNELS_KEY_BLOCK 16
 
 /* The offset of head h's key for dimension d at position t in one layer's keys. */

@@ -266,8 +266,8 @@ mm_finish(const matmul_args *a, int t, int n, vf c)
 /* The erf GELU (gpt2_math.h, scalar: libm's erff) in place over columns n0 .. n0+width-1 (those
  * below N) of rows t0 .. t0+rows-1, which mm_finish stored. It runs after a tile's stores rather
  * than inside mm_finish because a call while the tile's other accumulators are still live made
- * GCC 12 keep some of them on the stack through the whole k loop, for every epilogue (a tile of
- * 5 rows then cost 1.4x one of 4: a store and a reload on every k step). */
+ * GCC 12 keep some of them on the stack through the whole k loop, for every epilogue (a store and
+ * a reload on every k step). */
 static __attribute__((noinline)) void
 mm_finish_erf(const matmul_args *a, int t0, int rows, int n0, int width)
 {
@@ -306,19 +306,18 @@ load_pair_group(const void *panel, int kp, int g, vf *e0, vf *o0, vf *e1, vf *o1
 }
 
 /* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read. The
- * hardware prefetchers alone left a core at about 11 GB/s on fp16/bf16 panels (14 on fp32);
- * prefetching 2-4 KiB ahead (measured 1, 2 and 4 KiB) lifts both to the core's streaming rate.
- * Prefetches past the end of a matrix are harmless: they never fault. */
+ * hardware prefetchers alone leave a core below its streaming rate on the weight panels;
+ * prefetching a few KiB ahead (the distance chosen by measurement: docs/performance.md) lifts it
+ * there. Prefetches past the end of a matrix are harmless: they never fault. */
 #define GEMV_PREFETCH_16 2048
 #define GEMV_PREFETCH_32 4096
 
 /* A short fp32 tile prefetches in two steps: from memory into L2 this far ahead, and from L2 into
  * L1 the near distance ahead. Its FMAs take longer per panel row than the GEMV's, and prefetches
- * straight into L1 at the GEMV's distance left the tile's stream about a quarter slower than the
- * GEMV's: an 8-row batched decode step took the one-row step's streaming time plus most of its
- * arithmetic (the matmuls of a GPT-2 124M step, one thread, Xeon with AVX-512: 46-48 ms against
- * 34 for one row; with the two steps 42-44). Far distances of 8-32 KiB and near ones of 0.5-2 KiB
- * measured alike; the L2 step alone or the L1 step alone gave 44-48. */
+ * straight into L1 at the GEMV's distance left the tile's stream slower than the GEMV's: a
+ * batched decode step paid the one-row step's streaming time plus most of its arithmetic. The
+ * distances were chosen by measurement (docs/performance.md#why-the-kernels-are-as-they-are);
+ * neighbouring distances measure alike. */
 #define TILE_PREFETCH_FAR_32 16384
 #define TILE_PREFETCH_NEAR_32 1024
 
@@ -348,9 +347,8 @@ mm_tile_prefetch(tt_dtype dt, const void *panel, int k, int g)
 /* MR rows t0 .. t0+MR-1 against column group g (vectors 2g, 2g+1) of panel p (its data at panel,
  * in dtype dt). MR is a constant after inlining, so c0/c1 live in registers and the row loops
  * unroll. Short tiles prefetch (mm_tile_prefetch), and so does a prefill's first fp32 tile of a
- * panel, which streams the panel from memory for the tiles below it (they read it from L2): the
- * matmuls of a GPT-2 124M step over 12 rows took 44 ms instead of 63 on one thread, over 64 rows
- * 132 instead of 154 (Xeon with AVX-512). */
+ * panel, which streams the panel from memory for the tiles below it (they read it from L2; chosen
+ * by measurement, see docs/performance.md#why-the-kernels-are-as-they-are). */
 static inline __attribute__((always_inline)) void
 mm_tile(const matmul_args *a, tt_dtype dt, int MR, int t0, const void *panel, int p, int g)
 {
@@ -796,9 +794,8 @@ _Static_assert(KERNELS_ROWS_PANELS == 2, "mm_rows_pair takes the panels two at a
 /* MR rows t0 .. t0+MR-1 against the fp32 panels p (at pa) and p + 1 (at pb) side by side: each k
  * step loads 4 weight vectors and broadcasts MR activations for 4 MR FMAs, 10 loads for 24 FMAs
  * where mm_tile's 12 x 2 tile takes 14. Every output lane runs mm_tile's chain (from zero, k
- * ascending, then bias and epilogue), so the bits are the same. The matmuls of a GPT-2 124M
- * layer over 256 rows, one thread, Xeon with AVX-512: 23.5-23.9 ms against 25.2-25.3 for the
- * 12 x 2 tiles. */
+ * ascending, then bias and epilogue), so the bits are the same; it is the faster of the two by
+ * measurement (docs/performance.md#why-the-kernels-are-as-they-are). */
 static inline __attribute__((always_inline)) void
 mm_tile_pair(const matmul_args *a, int MR, int t0, const float *pa, const float *pb, int p)
 {
@@ -881,7 +878,7 @@ widen_panel(tt_dtype dt, const void *panel, int K, float *dst)
 
 /* The rows against a panel widened to fp32: one function that the fp16 and bf16 matmuls
  * share, kept out of line so that each is small enough for GCC to keep the tile's accumulators in
- * registers (inlined into one of them, GCC 12 spilled them and prefill ran 2.5x slower). */
+ * registers (inlined into one of them, GCC 12 spilled them and prefill ran much slower). */
 static __attribute__((noinline)) void mm_rows_widened(const matmul_args *a, const float *panel, int p)
 {
     mm_rows(a, TT_F32, panel, p);
@@ -1078,7 +1075,7 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
 /* A tile has QB rows, 2 <= QB <= KS_ATT_QB: full tiles of KS_ATT_QB in a prefill, and the few rows
  * of a speculative verification or the rows a prefill's tiles leave over in one shorter tile, so
  * each key and value row loaded serves all of them (row by row, each row read the head's keys and
- * values again: ~40% of the cost of verifying a fourth row on the embedded target). QB is a
+ * values again: a large part of the cost of verifying one more row, by measurement). QB is a
  * constant after inlining; each height is its own out-of-line function (TILE_HEIGHTS). */
 
 /* The tile's 2 x QB accumulators, zeroed. */

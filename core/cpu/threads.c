@@ -344,8 +344,8 @@ static void pool_sample_load(threadpool *p, double t)
 /* How many of the pool's threads can each have a core of their own: the cores whose time other
  * processes' non-niced threads leave, between 1 and n. A worker that must share its core with
  * another process is descheduled for whole time slices while the caller waits for its chunk:
- * that made two threads 1.5-2x slower than one with a single busy process beside them on 2
- * cores. Niced work (a background build or training run) does not count: it yields the core.
+ * with a single busy process beside them on 2 cores, two threads ran slower than one. Niced work
+ * (a background build or training run) does not count: it yields the core.
  * n where the time cannot be read (the window's gain still decides). */
 static int pool_free_threads(threadpool *p, double t)
 {
@@ -465,9 +465,9 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
         if (p->serial) {
             /* No look at the load yet (the first needs THREADPOOL_LOAD_FIRST_MS of /proc/stat):
              * the caller alone until there is one. Started parallel, a short run beside a busy
-             * process spent its first 20 ms waiting for a descheduled worker: kjv-target, 200
-             * tokens, lost 6% against one thread that way; on free cores this costs the start's
-             * few milliseconds at one thread's speed. */
+             * process waits for a descheduled worker from its first job (chosen by measurement:
+             * docs/performance.md); on free cores this costs the start's few milliseconds at one
+             * thread's speed. */
             const bool unlooked = p->watch_load && p->others < 0.0 && p->stat_us > 0.0 &&
                                   t0 < p->stat_us + THREADPOOL_LOAD_FIRST_MS * 1e3;
             int k = 0;

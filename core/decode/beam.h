@@ -1,6 +1,6 @@
 /* beam.h: beam search over the engine's sequences (engine.h), with Hugging Face's semantics.
  *
- * Semantics (the README's "Beam search" section says the same):
+ * Semantics (docs/beams-and-samples.md says the same):
  * - A token's score is its log-softmax (in double) over the logits after the sampler's mask and
  *   penalties (sampler_penalized_logits: repetition, presence, frequency over each beam's own
  *   history, the prompt included; EOS masked before min_tokens), with tokens that would repeat an

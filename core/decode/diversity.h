@@ -1,7 +1,7 @@
 /* diversity.h: the figures a teacher points at when continuations are put side by side: how
  * probable the model found the tokens, and how much a text repeats itself.
  *
- * Definitions (over token ids, not words; the REPL's /help and the README say the same):
+ * Definitions (over token ids, not words; the REPL's /help and docs/beams-and-samples.md say the same):
  * - mean log-probability: the mean over the generated tokens of ln p_raw(token), p_raw being the
  *   softmax of the model's raw logits at that position (before penalties, temperature and
  *   truncation), so columns sampled with different settings are measured with one ruler;

@@ -252,13 +252,14 @@ static inline float inv_temp(float t) { return 1.0f / t < FLT_MAX ? 1.0f / t : F
  * The sampler: one token order, sorted lazily by buckets.
  *
  * Every filter keeps a prefix of one order (descending logit, ties by lower id), and the draw
- * walks that order. Sorting 50257 tokens per step would take most of the budget (a qsort alone
- * is ~6 ms here), so each finite token gets a bucket by its distance below the top logit (a
- * monotone map: the bucket order agrees with the token order). One scalar pass counts tokens and
- * sums weights per bucket; a bucket's members are gathered (a vector scan) and sorted only when
- * a boundary or a draw falls inside it, and walks skip whole buckets by their sums. Weights and
- * probabilities are computed per token id in vector passes. A position is a token's 0-based rank
- * in the order: bucket b holds positions pstart[b] .. pstart[b] + cnt[b] - 1.
+ * walks that order. Sorting 50257 tokens per step would take most of the budget (a full sort costs
+ * many times the whole chain: docs/performance.md), so each finite token gets a bucket by its
+ * distance below the top logit (a monotone map: the bucket order agrees with the token order).
+ * One scalar pass counts tokens and sums weights per bucket; a bucket's members are gathered (a
+ * vector scan) and sorted only when a boundary or a draw falls inside it, and walks skip whole
+ * buckets by their sums. Weights and probabilities are computed per token id in vector passes. A
+ * position is a token's 0-based rank in the order: bucket b holds positions pstart[b] ..
+ * pstart[b] + cnt[b] - 1.
  *
  * Three regimes, by how much top-k leaves:
  *   full        no top-k cut (or a long one): weights for every token, the bucket pass with

@@ -10,7 +10,7 @@
 #include "core/base/status.h"
 
 /* ---------------------------------------------------------------------------------------------
- * Semantics (the README's "Sampler" section says the same)
+ * Semantics (docs/sampling.md says the same)
  *
  * Order of tokens. Every stage that ranks tokens uses one total order: descending logit after the
  * ban and the penalties, ties broken by the lower token id. Temperature does not change it.

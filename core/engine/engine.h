@@ -93,14 +93,16 @@ static inline const float *engine_logits(const engine *e, int i)
 
 /* Reads what a decode step reads (the weights, the cache in use) on the calling thread, over
  * and over for about ms milliseconds: for a step that follows a pause of the front end (pacing),
- * after which a small model's step was measured twice as slow, its weights evicted and the
- * memory system idle (core/session/session.c: SESSION_WARM_IDLE_MS). Changes nothing a step computes;
+ * after which a small model's step is slower, its weights evicted and the memory system idle
+ * (core/session/session.c: SESSION_WARM_IDLE_MS; chosen by measurement, see
+ * docs/performance.md#why-the-kernels-are-as-they-are). Changes nothing a step computes;
  * a no-op on a backend without it. */
 void engine_warm(engine *e, double ms);
 
 /* While solo, the engine computes on the calling thread alone (its other threads sleep): for the
- * steps that follow a pause of the front end, where the embedded target measured no faster on
- * two threads than on one (and a speculative round slower). A no-op where it means nothing. */
+ * steps that follow a pause of the front end, where a small model gains nothing from a second
+ * thread (chosen by measurement, see docs/performance.md#why-the-kernels-are-as-they-are). A no-op
+ * where it means nothing. */
 void engine_set_solo(engine *e, bool solo);
 
 /* Rolls the cache back to pos tokens (pos >= n_past is a no-op). */

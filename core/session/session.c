@@ -702,19 +702,13 @@ static void note_front_gap(session *s)
 
 /* Before the engines' next work: when the front end kept them idle for SESSION_WARM_IDLE_MS or
  * more (a pacing hold, a person in step mode), they read their weights for a moment first and
- * compute the step on one thread. Measured on the embedded 6M target (2-vCPU Xeon): a step after
- * 50 ms of idling (pace 20) took about twice as long as a step right after another (one thread:
- * 1.05 against 0.55 ms), after 10 ms 15% longer, after 5 ms 5%; reading its 12 MB once did not
- * bring the speed back, twice did (a plain C loop over 12 MB showed the same). And after idling
- * two threads did not pay: at 20 tokens/s plain decoding ran at 1,522 tokens/s on two and 1,565
- * on one, speculative rounds at 2,003 and 2,424 (their verification forward took 1-1.5 ms on two
- * threads against 0.5 ms unpaced), so such a step runs solo. 2 ms of reading covers a few passes
- * of a model that fits the caches and costs a paced turn at 20 tokens/s 4% of a core. The
- * warm-up counts to the front end's time, as the hold that made it necessary does: the decode
- * speed stays the engine's own. It changes no token and no number a step computes. The draft
- * reads last, since a round starts with it: read first, the target's 12 MB evicted it again from
- * the core's 2 MB L2, and paced rounds ran at 2,090-2,238 tokens/s against 2,506-2,528 in this
- * order (`generate --pace 20`, 3 prompts x 60 tokens x 2, alternated). */
+ * compute the step on one thread. After idling, a step is slower (the weights left the caches, the
+ * memory system went idle) until the weights have been read a couple of times, and a second thread
+ * does not pay; the idle threshold, the reading times and the single thread were chosen by
+ * measurement (docs/performance.md#why-the-kernels-are-as-they-are). The warm-up counts to the
+ * front end's time, as the hold that made it necessary does: the decode speed stays the engine's
+ * own. It changes no token and no number a step computes. The draft reads last, since a round
+ * starts with it: read first, the target's weights evicted it again from the core's L2. */
 #define SESSION_WARM_IDLE_MS 5.0
 #define SESSION_WARM_MS 2.0
 #define SESSION_WARM_DRAFT_MS 0.5

@@ -259,8 +259,8 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
  * speculative turn is compared with plain decoding of the same model, backend, precision, threads,
  * context and pace only. Both speeds are decode_tok_s, the engine's (holds and drawing left out);
  * the pace still counts because a paced engine starts from idle at every token (parked threads
- * wake, caches are cold): on a busy machine a plain turn paced at 50 tokens/s measured about half
- * the engine speed of an unpaced one, which made an unpaced speculative turn look twice as fast. */
+ * wake, caches are cold): a paced plain turn runs well below the engine speed of an unpaced one,
+ * which would make an unpaced speculative turn look faster than it is. */
 typedef struct {
     double tok_s;              /* 0: no plain turn of 2+ tokens yet */
     char config[256];

@@ -80,7 +80,7 @@ const char *tokenizer_config_text(const tokenizer *t);
  * "<|endoftext|>" in text is plain text (split into ordinary tokens). tokenizer.json path: added
  * tokens in the text are matched first (the longest at the leftmost place), as Hugging Face's
  * tokenizer(text) does.
- * Invalid UTF-8 (policy in tokenizer.c and the README): each byte outside a valid sequence becomes
+ * Invalid UTF-8 (policy in tokenizer.c and docs/models.md): each byte outside a valid sequence becomes
  * its own single-byte token, so decoding always gives back the exact input bytes. On success *ids
  * is malloc'd (caller frees; may be NULL when *n == 0); on failure *ids is NULL and *n is 0. */
 tt_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,

@@ -72,6 +72,13 @@ wait_for 'forced by /pick' 5 || fail "/pick 2: the histogram does not show the f
 type_line "/step off"
 wait_for 'step mode off' || fail "/step off"
 type_line "/help"
+# /help is taller than the pane: it opens at its first line, grouped by task, with wrapped lines
+# under their description column; PgDn goes on to its end.
+wait_for '^Commands by task' || fail "/help did not open at its top"
+wait_for 'more lines \(PgDn\)' 5 || fail "/help: no note of the lines below"
+screen | grep -q '^sampler:' || fail "/help: no sampler group heading"
+screen | grep -Eq '^ {23}[^ ]' || fail "/help: wrapped lines are not indented under the description"
+for _ in 1 2 3 4 5 6; do T send-keys -t main NPage; done
 wait_for 'underlined tokens were chosen with /pick' || fail "/help was cut short"
 
 # --- 4. resize keeps the input line; too small shows a notice -------------------------------------

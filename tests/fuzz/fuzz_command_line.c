@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "repl/commands.h"
+#include "repl/compare.h"
+#include "repl/dtype_cmd.h"
 #include "tests/fuzz/fuzzutil.h"
 #include "tests/testutil.h"
 
@@ -91,6 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cmd_env e;
     cmd_env_init(&e, &s);
+    cmd_env_add_module(&e, &compare_cmd_module);
+    cmd_env_add_module(&e, &dtype_cmd_module);
     e.line_mode = mode & 1;
     e.busy = mode & 2;
     /* A conversation to undo, regenerate and list. */
