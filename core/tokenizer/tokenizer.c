@@ -1046,8 +1046,19 @@ static tt_status split_span(encode_state *es, int level, size_t from, size_t to,
 {
     const tokenizer *t = es->t;
     if (level == t->n_re) {
-        if (to > from &&
-            !encode_piece_cached(t, es->text, from, to - from, &es->cache, &es->w, &es->out))
+        /* Words: no token has a "▁" after another character, so no merge crosses the start of
+         * a run of "▁" and the pieces between them encode alone (and hit the cache). */
+        size_t start = from;
+        for (size_t p = from + 1; t->spm_words && p + 3 <= to; p++)
+            if (memcmp(es->text + p, "\xe2\x96\x81", 3) == 0 &&
+                !(p >= from + 3 && memcmp(es->text + p - 3, "\xe2\x96\x81", 3) == 0)) {
+                if (!encode_piece_cached(t, es->text, start, p - start, &es->cache, &es->w,
+                                         &es->out))
+                    return encode_nomem(err, to);
+                start = p;
+            }
+        if (to > start &&
+            !encode_piece_cached(t, es->text, start, to - start, &es->cache, &es->w, &es->out))
             return encode_nomem(err, to);
         return TT_OK;
     }

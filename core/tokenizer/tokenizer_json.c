@@ -775,6 +775,18 @@ static tt_status load_json(json_loader *L, const cJSON *root)
                            L->path, t->byte_fallback ? "a byte token is missing from model.vocab"
                                                      : "byte_fallback is false");
     }
+    if (t->kind == TOKENIZER_SPM) {
+        t->spm_words = true;
+        for (int id = 0; id < t->vocab_size && t->spm_words; id++) {
+            const char *s = t->tok_str[id];
+            for (uint32_t i = 1; s && i + 3 <= t->tok_str_len[id]; i++)
+                if (memcmp(s + i, "\xe2\x96\x81", 3) == 0 &&
+                    !(i >= 3 && memcmp(s + i - 3, "\xe2\x96\x81", 3) == 0)) {
+                    t->spm_words = false;
+                    break;
+                }
+        }
+    }
     if ((st = load_post_processor(L, cJSON_GetObjectItemCaseSensitive(root, "post_processor"),
                                   "post_processor", 0)) != TT_OK)
         return st;
