@@ -602,6 +602,73 @@ START_TEST(load_dir_names_the_files_it_looked_for)
 }
 END_TEST
 
+/* GPT-2's vocab.json and merges.txt written as the tokenizer.json Hugging Face ships for gpt2
+ * (ByteLevel with use_regex, "<|endoftext|>" an added special token) encode every reference
+ * case to the same ids: Hugging Face's merge order (a new pair competes at once) agrees with
+ * encoder.py's (one rank a pass) on GPT-2's merges. */
+START_TEST(gpt2_as_tokenizer_json_encodes_like_its_vocab_json)
+{
+    const char *dir = tu_gpt2_dir();
+    size_t len = 0;
+    char *vocab_text = tu_read_file(tu_path("%s/vocab.json", dir), &len);
+    char *merges_text = tu_read_file(tu_path("%s/merges.txt", dir), &len);
+    ck_assert(vocab_text && merges_text);
+    cJSON *root = cJSON_CreateObject(), *bpe = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(bpe, "type", "BPE");
+    cJSON_AddItemToObject(bpe, "vocab", cJSON_Parse(vocab_text));
+    cJSON *merges = cJSON_AddArrayToObject(bpe, "merges");
+    for (char *line = strtok(merges_text, "\n"); line; line = strtok(NULL, "\n"))
+        if (strncmp(line, "#version", 8) != 0)
+            cJSON_AddItemToArray(merges, cJSON_CreateString(line));
+    cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(
+        "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+        "\"use_regex\": true}"));
+    cJSON_AddItemToObject(root, "post_processor", cJSON_Parse("{\"type\": \"ByteLevel\"}"));
+    cJSON_AddItemToObject(root, "decoder", cJSON_Parse("{\"type\": \"ByteLevel\"}"));
+    cJSON_AddItemToObject(root, "added_tokens", cJSON_Parse(
+        "[{\"id\": 50256, \"content\": \"<|endoftext|>\", \"special\": true}]"));
+    char *json = cJSON_PrintUnformatted(root);
+    tokenizer *hf = NULL, *gpt2 = NULL;
+    tt_error err = {0};
+    ck_assert_msg(load_json_text(json, NULL, &hf, &err) == TT_OK, "%s", err.msg);
+    ck_assert(tokenizer_load_dir(dir, &gpt2, &err) == TT_OK);
+    ck_assert(tokenizer_equal(hf, gpt2));
+    char *cases = tu_read_file(tu_path("%s/tokenizer-cases.jsonl", dir), &len);
+    int n_cases = 0;
+    for (char *line = strtok(cases, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *c = cJSON_Parse(line);
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        int32_t *a = NULL, *b = NULL;
+        int na = 0, nb = 0;
+        ck_assert(tokenizer_encode(hf, text, strlen(text), &a, &na, &err) == TT_OK);
+        ck_assert(tokenizer_encode(gpt2, text, strlen(text), &b, &nb, &err) == TT_OK);
+        /* There "<|endoftext|>" is the special token; here plain text, as encoder.py has it. */
+        if (!strstr(text, "<|endoftext|>")) {
+            ck_assert_msg(na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0,
+                          "tokenizer.json and vocab.json disagree on %s", line);
+            n_cases++;
+        }
+        free(a);
+        free(b);
+        cJSON_Delete(c);
+    }
+    ck_assert_int_ge(n_cases, 80);
+    int32_t *ids = NULL;
+    int n = 0;
+    ck_assert(tokenizer_encode(hf, "a<|endoftext|>b", 15, &ids, &n, &err) == TT_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(ids[1], 50256);
+    free(ids);
+    tokenizer_free(hf);
+    tokenizer_free(gpt2);
+    free(cases);
+    free(json);
+    cJSON_Delete(root);
+    free(vocab_text);
+    free(merges_text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer_json");
@@ -621,6 +688,7 @@ int main(void)
             merges_as_strings_or_pairs_are_the_same_tokenizer,
             ignore_merges_takes_a_word_in_the_vocabulary_whole,
             added_tokens_match_longest_first_before_bpe, digits_split_before_the_byte_level_regex,
-            template_processing_and_config_decide_the_bos, load_dir_names_the_files_it_looked_for));
+            template_processing_and_config_decide_the_bos, load_dir_names_the_files_it_looked_for,
+            gpt2_as_tokenizer_json_encodes_like_its_vocab_json));
     return tu_run_suite(s);
 }
