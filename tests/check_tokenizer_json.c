@@ -644,7 +644,7 @@ START_TEST(gpt2_as_tokenizer_json_encodes_like_its_vocab_json)
         ck_assert(tokenizer_encode(gpt2, text, strlen(text), &b, &nb, &err) == TT_OK);
         /* There "<|endoftext|>" is the special token; here plain text, as encoder.py has it. */
         if (!strstr(text, "<|endoftext|>")) {
-            ck_assert_msg(na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0,
+            ck_assert_msg(na == nb && (na == 0 || memcmp(a, b, (size_t)na * sizeof *a) == 0),
                           "tokenizer.json and vocab.json disagree on %s", line);
             n_cases++;
         }
