@@ -10,8 +10,9 @@
  * GPT-2's files encode as OpenAI's encoder.py does, exactly: the pre-tokenizer regex splits the
  * text into pieces, each piece's bytes become byte-level symbols (bytes_to_unicode), and merges
  * are applied by rank: the lowest-ranked adjacent pair first, all its occurrences left to right
- * in one pass, before the next rank is considered. A binary heap over a linked list of symbols makes this
- * O(n log n) in the piece length, so one huge piece (100,000 copies of a letter) stays fast.
+ * in one pass, before the next rank is considered. A binary heap over a linked list of symbols
+ * makes this O(n log n) in the piece length, so one huge piece (100,000 copies of a letter) stays
+ * fast.
  *
  * Invalid UTF-8 policy (lossless): an invalid sequence (a truncated sequence, a stray continuation
  * byte, an overlong form, a surrogate, a code point above U+10FFFF, the bytes 0xC0, 0xC1,
