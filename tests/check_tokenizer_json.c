@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cJSON.h>
 
@@ -12,6 +13,13 @@
 #include "core/base/text.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/testutil.h"
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* ============================================================================================
  * The real vocabularies: tests/fixtures/tokenizers/NAME/tokenizer.json.xz, decompressed into a
@@ -236,6 +244,37 @@ START_TEST(random_bytes_round_trip_through_both)
             free(ids);
         }
     }
+}
+END_TEST
+
+/* SentencePiece has no pre-tokenizer: the whole text is one BPE word unless it is cut before
+ * each "▁" run (no Mistral token has "▁" after another character). 1 MB of prose took 5 s as
+ * one word, and takes about 0.3 s cut. */
+START_TEST(long_texts_encode_fast_through_both)
+{
+    size_t len = 1000000;
+    char *s = malloc(len + 1);
+    static const char words[] = "In the beginning was the word, and 12 words were with it. ";
+    for (size_t i = 0; i < len; i++)
+        s[i] = words[i % (sizeof words - 1)];
+    const tokenizer *ts[] = {qwen3, mistral};
+    for (int k = 0; k < 2; k++) {
+        double t0 = seconds_now();
+        int32_t *ids = NULL;
+        int n = 0;
+        tt_error err = {0};
+        ck_assert(tokenizer_encode(ts[k], s, len, &ids, &n, &err) == TT_OK);
+        double dt = seconds_now() - t0;
+        ck_assert_msg(dt < 3.0, "%s: 1 MB took %.2f s to encode", k ? "mistral" : "qwen3", dt);
+        ck_assert_int_gt(n, (int)(len / 10));
+        char *back = NULL;
+        size_t blen = 0;
+        ck_assert(tokenizer_decode_text(ts[k], ids, n, &back, &blen, &err) == TT_OK);
+        ck_assert(blen == len && memcmp(back, s, len) == 0);
+        free(back);
+        free(ids);
+    }
+    free(s);
 }
 END_TEST
 
@@ -482,6 +521,31 @@ START_TEST(added_tokens_match_longest_first_before_bpe)
 }
 END_TEST
 
+/* SmolLM2's pre-tokenizer: digits one by one first, then GPT-2's regex (ByteLevel use_regex). */
+START_TEST(digits_split_before_the_byte_level_regex)
+{
+    char *plain = byte_level_json("BPE", "", "\"12\": 256", "\"1 2\"", "");
+    static const char old_pre[] = "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                                  "\"use_regex\": true}";
+    char *pos = strstr(plain, old_pre);
+    ck_assert_ptr_nonnull(pos);
+    char *digits = malloc(strlen(plain) + 256);
+    sprintf(digits, "%.*s{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+            "\"individual_digits\": true}, %s]}%s", (int)(pos - plain), plain, old_pre,
+            pos + strlen(old_pre));
+    tokenizer *a = NULL, *b = NULL;
+    tt_error err = {0};
+    ck_assert_msg(load_json_text(plain, NULL, &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(load_json_text(digits, NULL, &b, &err) == TT_OK, "%s", err.msg);
+    assert_encodes(a, "a 12", "97,32,256");
+    assert_encodes(b, "a 12", "97,32,49,50");
+    tokenizer_free(a);
+    tokenizer_free(b);
+    free(plain);
+    free(digits);
+}
+END_TEST
+
 START_TEST(template_processing_and_config_decide_the_bos)
 {
     const char *tmpl = "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": ["
@@ -538,6 +602,73 @@ START_TEST(load_dir_names_the_files_it_looked_for)
 }
 END_TEST
 
+/* GPT-2's vocab.json and merges.txt written as the tokenizer.json Hugging Face ships for gpt2
+ * (ByteLevel with use_regex, "<|endoftext|>" an added special token) encode every reference
+ * case to the same ids: Hugging Face's merge order (a new pair competes at once) agrees with
+ * encoder.py's (one rank a pass) on GPT-2's merges. */
+START_TEST(gpt2_as_tokenizer_json_encodes_like_its_vocab_json)
+{
+    const char *dir = tu_gpt2_dir();
+    size_t len = 0;
+    char *vocab_text = tu_read_file(tu_path("%s/vocab.json", dir), &len);
+    char *merges_text = tu_read_file(tu_path("%s/merges.txt", dir), &len);
+    ck_assert(vocab_text && merges_text);
+    cJSON *root = cJSON_CreateObject(), *bpe = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(bpe, "type", "BPE");
+    cJSON_AddItemToObject(bpe, "vocab", cJSON_Parse(vocab_text));
+    cJSON *merges = cJSON_AddArrayToObject(bpe, "merges");
+    for (char *line = strtok(merges_text, "\n"); line; line = strtok(NULL, "\n"))
+        if (strncmp(line, "#version", 8) != 0)
+            cJSON_AddItemToArray(merges, cJSON_CreateString(line));
+    cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(
+        "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+        "\"use_regex\": true}"));
+    cJSON_AddItemToObject(root, "post_processor", cJSON_Parse("{\"type\": \"ByteLevel\"}"));
+    cJSON_AddItemToObject(root, "decoder", cJSON_Parse("{\"type\": \"ByteLevel\"}"));
+    cJSON_AddItemToObject(root, "added_tokens", cJSON_Parse(
+        "[{\"id\": 50256, \"content\": \"<|endoftext|>\", \"special\": true}]"));
+    char *json = cJSON_PrintUnformatted(root);
+    tokenizer *hf = NULL, *gpt2 = NULL;
+    tt_error err = {0};
+    ck_assert_msg(load_json_text(json, NULL, &hf, &err) == TT_OK, "%s", err.msg);
+    ck_assert(tokenizer_load_dir(dir, &gpt2, &err) == TT_OK);
+    ck_assert(tokenizer_equal(hf, gpt2));
+    char *cases = tu_read_file(tu_path("%s/tokenizer-cases.jsonl", dir), &len);
+    int n_cases = 0;
+    for (char *line = strtok(cases, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *c = cJSON_Parse(line);
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        int32_t *a = NULL, *b = NULL;
+        int na = 0, nb = 0;
+        ck_assert(tokenizer_encode(hf, text, strlen(text), &a, &na, &err) == TT_OK);
+        ck_assert(tokenizer_encode(gpt2, text, strlen(text), &b, &nb, &err) == TT_OK);
+        /* There "<|endoftext|>" is the special token; here plain text, as encoder.py has it. */
+        if (!strstr(text, "<|endoftext|>")) {
+            ck_assert_msg(na == nb && (na == 0 || memcmp(a, b, (size_t)na * sizeof *a) == 0),
+                          "tokenizer.json and vocab.json disagree on %s", line);
+            n_cases++;
+        }
+        free(a);
+        free(b);
+        cJSON_Delete(c);
+    }
+    ck_assert_int_ge(n_cases, 80);
+    int32_t *ids = NULL;
+    int n = 0;
+    ck_assert(tokenizer_encode(hf, "a<|endoftext|>b", 15, &ids, &n, &err) == TT_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(ids[1], 50256);
+    free(ids);
+    tokenizer_free(hf);
+    tokenizer_free(gpt2);
+    free(cases);
+    free(json);
+    cJSON_Delete(root);
+    free(vocab_text);
+    free(merges_text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer_json");
@@ -546,7 +677,8 @@ int main(void)
             mistral_encodes_every_golden_case_like_the_reference,
             goldens_hold_without_the_pcre2_jit, qwen3_special_tokens_bos_and_display,
             mistral_bos_byte_tokens_and_display, byte_fallback_tokens_stream_as_whole_characters,
-            random_bytes_round_trip_through_both, draft_and_target_must_share_a_vocabulary));
+            random_bytes_round_trip_through_both, long_texts_encode_fast_through_both,
+            draft_and_target_must_share_a_vocabulary));
     tcase_add_unchecked_fixture(real, real_setup, real_teardown);
     tcase_set_timeout(real, 120);
     tu_add_case(s, "small", TU_TESTS(
@@ -555,7 +687,8 @@ int main(void)
             refuses_unsupported_pieces_by_field_and_value,
             merges_as_strings_or_pairs_are_the_same_tokenizer,
             ignore_merges_takes_a_word_in_the_vocabulary_whole,
-            added_tokens_match_longest_first_before_bpe,
-            template_processing_and_config_decide_the_bos, load_dir_names_the_files_it_looked_for));
+            added_tokens_match_longest_first_before_bpe, digits_split_before_the_byte_level_regex,
+            template_processing_and_config_decide_the_bos, load_dir_names_the_files_it_looked_for,
+            gpt2_as_tokenizer_json_encodes_like_its_vocab_json));
     return tu_run_suite(s);
 }

@@ -1,11 +1,18 @@
-/* tokenizer.c: GPT-2 byte-level BPE: vocab.json/merges.txt loading, encode, decode, and the
- * streaming UTF-8 decoder.
+/* tokenizer.c: BPE encode and decode for both loaders (GPT-2's vocab.json/merges.txt here,
+ * tokenizer.json in tokenizer_json.c), token display, and the streaming UTF-8 decoder.
  *
- * Encoding follows OpenAI's encoder.py exactly: the pre-tokenizer regex splits the text into
- * pieces, each piece's bytes become byte-level symbols (bytes_to_unicode), and merges are applied
- * by rank: the lowest-ranked adjacent pair first, all its occurrences left to right in one pass,
- * before the next rank is considered. A binary heap over a linked list of symbols makes this
- * O(n log n) in the piece length, so one huge piece (100,000 copies of a letter) stays fast.
+ * tokenizer.json tokenizers first cut added tokens out of the text (the longest at the leftmost
+ * place), normalize each stretch between them (NFC through utf8proc, Prepend, Replace,
+ * Metaspace's "▁"), and run the pre-tokenizer's splits one after another; a piece's first
+ * symbols are its bytes (byte-level) or its characters with <0xNN> byte fallback
+ * (SentencePiece), and a new pair competes at once, as in Hugging Face's BPE.
+ *
+ * GPT-2's files encode as OpenAI's encoder.py does, exactly: the pre-tokenizer regex splits the
+ * text into pieces, each piece's bytes become byte-level symbols (bytes_to_unicode), and merges
+ * are applied by rank: the lowest-ranked adjacent pair first, all its occurrences left to right
+ * in one pass, before the next rank is considered. A binary heap over a linked list of symbols
+ * makes this O(n log n) in the piece length, so one huge piece (100,000 copies of a letter) stays
+ * fast.
  *
  * Invalid UTF-8 policy (lossless): an invalid sequence (a truncated sequence, a stray continuation
  * byte, an overlong form, a surrogate, a code point above U+10FFFF, the bytes 0xC0, 0xC1,
@@ -17,7 +24,8 @@
  * encodes exactly as in the reference (which only ever sees valid text). The streaming decoder,
  * not the encoder, is where invalid bytes turn into U+FFFD.
  *
- * "<|endoftext|>" in the text is plain text: it goes through the regex like anything else.
+ * vocab.json path: "<|endoftext|>" in the text is plain text: it goes through the regex like
+ * anything else.
  *
  * TOKENTOP_PCRE2_JIT=0 in the environment disables the PCRE2 JIT (tests use it to exercise the
  * interpreter fallback, which is also taken when JIT compilation is unavailable). */
@@ -243,7 +251,7 @@ tt_status tokenizer_vocab_from_json(tokenizer *t, const char *path, const cJSON 
     char q[96];
     if (!cJSON_IsObject(root))
         return tt_fail(err, TT_ERR_FORMAT, "%s: expected a JSON object of token -> id, got %s",
-                       path, util_json_type_name(root));
+                       path, root ? util_json_type_name(root) : "nothing (the field is missing)");
 
     /* Pass 1: ids are integers in range; find the largest and the arena size. */
     int max_id = -1, n = 0;
@@ -1046,8 +1054,19 @@ static tt_status split_span(encode_state *es, int level, size_t from, size_t to,
 {
     const tokenizer *t = es->t;
     if (level == t->n_re) {
-        if (to > from &&
-            !encode_piece_cached(t, es->text, from, to - from, &es->cache, &es->w, &es->out))
+        /* Words: no token has a "▁" after another character, so no merge crosses the start of
+         * a run of "▁" and the pieces between them encode alone (and hit the cache). */
+        size_t start = from;
+        for (size_t p = from + 1; t->spm_words && p + 3 <= to; p++)
+            if (memcmp(es->text + p, "\xe2\x96\x81", 3) == 0 &&
+                !(p >= from + 3 && memcmp(es->text + p - 3, "\xe2\x96\x81", 3) == 0)) {
+                if (!encode_piece_cached(t, es->text, start, p - start, &es->cache, &es->w,
+                                         &es->out))
+                    return encode_nomem(err, to);
+                start = p;
+            }
+        if (to > start &&
+            !encode_piece_cached(t, es->text, start, to - start, &es->cache, &es->w, &es->out))
             return encode_nomem(err, to);
         return TT_OK;
     }

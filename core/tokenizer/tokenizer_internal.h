@@ -89,6 +89,8 @@ struct tokenizer {
     int metaspace;           /* pre-tokenizer Metaspace: 0 none, 1 prepend "▁" to the first
                               * segment, 2 to every segment, 3 never */
     bool strip_leading_space; /* decoder Strip / Metaspace: one leading space of the text goes */
+    bool spm_words;          /* SPM: no token has "▁" after another character, so a piece may
+                              * be cut before each run of "▁" (encoding a long text stays fast) */
     added_token *added;      /* (n_added) by first byte, longest first */
     int n_added;
     int added_start[257];    /* added[added_start[b] .. added_start[b + 1]) start with byte b */

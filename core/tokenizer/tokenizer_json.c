@@ -35,6 +35,12 @@ typedef struct {
     tt_error *err;
 } json_loader;
 
+/* A value's JSON type for messages, "nothing (the field is missing)" for an absent one. */
+static const char *kind_of(const cJSON *v)
+{
+    return v ? util_json_type_name(v) : "nothing (the field is missing)";
+}
+
 static const char *type_of(const cJSON *o)
 {
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "type");
@@ -52,7 +58,7 @@ static bool get_bool(json_loader *L, const cJSON *o, const char *field, const ch
     }
     if (!cJSON_IsBool(v)) {
         tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.%s: expected true or false, got %s", L->path,
-                field, name, util_json_type_name(v));
+                field, name, kind_of(v));
         return false;
     }
     *out = cJSON_IsTrue(v);
@@ -64,7 +70,7 @@ static tt_status unsupported(json_loader *L, const char *field, const cJSON *o, 
     const char *ty = type_of(o);
     if (!cJSON_IsObject(o))
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s: expected an object, got %s", L->path,
-                       field, util_json_type_name(o));
+                       field, kind_of(o));
     if (!ty)
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.type: missing", L->path, field);
     return tt_fail(L->err, TT_ERR_UNSUPPORTED, "%s: %s.type: %s is not supported (%s)", L->path,
@@ -134,7 +140,7 @@ static tt_status load_normalizer(json_loader *L, const cJSON *n, const char *fie
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
         if (!cJSON_IsArray(list))
             return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.normalizers: expected an array, got %s",
-                           L->path, field, util_json_type_name(list));
+                           L->path, field, kind_of(list));
         int i = 0;
         for (const cJSON *e = list->child; e; e = e->next, i++) {
             snprintf(sub, sizeof sub, "%s.normalizers[%d]", field, i);
@@ -150,7 +156,7 @@ static tt_status load_normalizer(json_loader *L, const cJSON *n, const char *fie
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(n, "prepend");
         if (!cJSON_IsString(p))
             return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.prepend: expected a string, got %s",
-                           L->path, field, util_json_type_name(p));
+                           L->path, field, kind_of(p));
         return add_norm(L, field, NORM_PREPEND, NULL, p->valuestring);
     }
     if (ty && strcmp(ty, "Replace") == 0) {
@@ -163,7 +169,7 @@ static tt_status load_normalizer(json_loader *L, const cJSON *n, const char *fie
                            L->path, field);
         if (!cJSON_IsString(c))
             return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.content: expected a string, got %s",
-                           L->path, field, util_json_type_name(c));
+                           L->path, field, kind_of(c));
         return add_norm(L, field, NORM_REPLACE, s->valuestring, c->valuestring);
     }
     return unsupported(L, field, n, "NFC, Prepend, Replace and Sequence are");
@@ -184,7 +190,7 @@ static tt_status load_pre_tokenizer(json_loader *L, const cJSON *p, const char *
         if (!cJSON_IsArray(list))
             return tt_fail(L->err, TT_ERR_FORMAT,
                            "%s: %s.pretokenizers: expected an array, got %s", L->path, field,
-                           util_json_type_name(list));
+                           kind_of(list));
         int i = 0;
         for (const cJSON *e = list->child; e; e = e->next, i++) {
             snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", field, i);
@@ -217,7 +223,7 @@ static tt_status load_pre_tokenizer(json_loader *L, const cJSON *p, const char *
             return tt_fail(L->err, TT_ERR_UNSUPPORTED,
                            "%s: %s.behavior: %s is not supported (Isolated only)", L->path, field,
                            cJSON_IsString(behavior) ? behavior->valuestring
-                                                    : util_json_type_name(behavior));
+                                                    : kind_of(behavior));
         if (invert)
             return tt_fail(L->err, TT_ERR_UNSUPPORTED, "%s: %s.invert: true is not supported",
                            L->path, field);
@@ -297,7 +303,7 @@ static tt_status load_decoder(json_loader *L, const cJSON *d, bool byte_fallback
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(d, "decoders");
         if (!cJSON_IsArray(list))
             return tt_fail(L->err, TT_ERR_FORMAT, "%s: decoder.decoders: expected an array, got %s",
-                           L->path, util_json_type_name(list));
+                           L->path, kind_of(list));
         t->kind = TOKENIZER_SPM;
         int i = 0;
         for (const cJSON *e = list->child; e; e = e->next, i++) {
@@ -352,7 +358,7 @@ static tt_status load_post_processor(json_loader *L, const cJSON *p, const char 
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "processors");
         if (!cJSON_IsArray(list))
             return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.processors: expected an array, got %s",
-                           L->path, field, util_json_type_name(list));
+                           L->path, field, kind_of(list));
         int i = 0;
         for (const cJSON *e = list->child; e; e = e->next, i++) {
             snprintf(sub, sizeof sub, "%s.processors[%d]", field, i);
@@ -368,7 +374,7 @@ static tt_status load_post_processor(json_loader *L, const cJSON *p, const char 
         const cJSON *single = cJSON_GetObjectItemCaseSensitive(p, "single");
         if (!cJSON_IsArray(single))
             return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.single: expected an array, got %s",
-                           L->path, field, util_json_type_name(single));
+                           L->path, field, kind_of(single));
         /* Special tokens before the text ($A) are what a prompt starts with: the BOS. */
         for (const cJSON *e = single->child; e; e = e->next) {
             const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
@@ -378,7 +384,7 @@ static tt_status load_post_processor(json_loader *L, const cJSON *p, const char 
             if (!cJSON_IsString(id))
                 return tt_fail(L->err, TT_ERR_FORMAT,
                                "%s: %s.single: SpecialToken.id: expected a string, got %s",
-                               L->path, field, util_json_type_name(id));
+                               L->path, field, kind_of(id));
             int32_t bos = tokenizer_token_id(t, id->valuestring);
             char q[96];
             if (bos < 0)
@@ -403,12 +409,12 @@ static tt_status check_model(json_loader *L, const cJSON *m, bool *byte_fallback
 {
     if (!cJSON_IsObject(m))
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: model: expected an object, got %s", L->path,
-                       util_json_type_name(m));
+                       kind_of(m));
     const char *ty = type_of(m);
     const cJSON *tyj = cJSON_GetObjectItemCaseSensitive(m, "type");
     if (tyj && !ty)
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: model.type: expected a string, got %s",
-                       L->path, util_json_type_name(tyj));
+                       L->path, kind_of(tyj));
     if (!ty && !cJSON_GetObjectItemCaseSensitive(m, "merges"))
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: model.type: missing (and no model.merges)",
                        L->path);
@@ -421,7 +427,7 @@ static tt_status check_model(json_loader *L, const cJSON *m, bool *byte_fallback
         if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !v->valuestring[0]))
             return tt_fail(L->err, TT_ERR_UNSUPPORTED, "%s: model.%s: %s is not supported "
                            "(only \"\" or null)", L->path, empty_fields[i],
-                           cJSON_IsString(v) ? v->valuestring : util_json_type_name(v));
+                           cJSON_IsString(v) ? v->valuestring : kind_of(v));
     }
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(m, "dropout");
     if (dropout && !cJSON_IsNull(dropout) &&
@@ -467,7 +473,7 @@ static tt_status load_merges_json(json_loader *L, const cJSON *merges)
     tokenizer *t = L->t;
     if (!cJSON_IsArray(merges))
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: model.merges: expected an array, got %s",
-                       L->path, util_json_type_name(merges));
+                       L->path, kind_of(merges));
     size_t n = 0;
     for (const cJSON *e = merges->child; e; e = e->next)
         n++;
@@ -494,7 +500,7 @@ static tt_status load_merges_json(json_loader *L, const cJSON *merges)
                          L->path, i, cJSON_IsString(e) ? tokenizer_quote(q, sizeof q,
                                                                          e->valuestring,
                                                                          strlen(e->valuestring))
-                                                       : util_json_type_name(e));
+                                                       : kind_of(e));
             break;
         }
         if (la > max_sym || lb > max_sym) {
@@ -550,7 +556,7 @@ static tt_status scan_added(json_loader *L, const cJSON *list, int *max_id, size
         return TT_OK;
     if (!cJSON_IsArray(list))
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: added_tokens: expected an array, got %s",
-                       L->path, util_json_type_name(list));
+                       L->path, kind_of(list));
     int i = 0;
     for (const cJSON *e = list->child; e; e = e->next, i++) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
@@ -561,13 +567,13 @@ static tt_status scan_added(json_loader *L, const cJSON *list, int *max_id, size
             return tt_fail(L->err, TT_ERR_FORMAT,
                            "%s: added_tokens[%d].id: expected an integer in [0, %d), got %s",
                            L->path, i, TOKENIZER_MAX_ID,
-                           cJSON_IsNumber(id) ? "a number out of range" : util_json_type_name(id));
+                           cJSON_IsNumber(id) ? "a number out of range" : kind_of(id));
         size_t len = cJSON_IsString(c) ? strlen(c->valuestring) : 0;
         if (!cJSON_IsString(c) || len == 0 || len > ADDED_TOKEN_MAX_LEN)
             return tt_fail(L->err, TT_ERR_FORMAT,
                            "%s: added_tokens[%d].content: expected a string of 1 to %d bytes, "
                            "got %s%s", L->path, i, ADDED_TOKEN_MAX_LEN,
-                           util_json_type_name(c), len ? " (too long)" : "");
+                           kind_of(c), len ? " (too long)" : "");
         if ((int)id->valuedouble > *max_id)
             *max_id = (int)id->valuedouble;
         *arena += 2 * (len + 1);
@@ -647,7 +653,7 @@ static tt_status config_token(const char *path, const cJSON *cfg, const char *na
         v = cJSON_GetObjectItemCaseSensitive(v, "content");
     if (!cJSON_IsString(v))
         return tt_fail(err, TT_ERR_FORMAT, "%s: %s: expected a string or {\"content\": ...}, "
-                       "got %s", path, name, util_json_type_name(v));
+                       "got %s", path, name, kind_of(v));
     *id = tokenizer_token_id(t, v->valuestring);
     char q[96];
     if (*id < 0)
@@ -671,7 +677,7 @@ static tt_status apply_config(tokenizer *t, const char *text, size_t len, const 
     int32_t bos, eos;
     if (!cJSON_IsObject(cfg)) {
         st = tt_fail(err, TT_ERR_FORMAT, "%s: expected a JSON object, got %s", path,
-                     util_json_type_name(cfg));
+                     kind_of(cfg));
         goto done;
     }
     if ((st = config_token(path, cfg, "bos_token", t, &bos, err)) != TT_OK ||
@@ -685,7 +691,7 @@ static tt_status apply_config(tokenizer *t, const char *text, size_t len, const 
     if (add && !cJSON_IsNull(add)) {
         if (!cJSON_IsBool(add)) {
             st = tt_fail(err, TT_ERR_FORMAT, "%s: add_bos_token: expected true or false, got %s",
-                         path, util_json_type_name(add));
+                         path, kind_of(add));
             goto done;
         }
         t->add_bos = cJSON_IsTrue(add);
@@ -715,7 +721,7 @@ static tt_status load_json(json_loader *L, const cJSON *root)
     tokenizer *t = L->t;
     if (!cJSON_IsObject(root))
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: expected a JSON object, got %s", L->path,
-                       util_json_type_name(root));
+                       kind_of(root));
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     bool byte_fallback = false;
     tt_status st = check_model(L, model, &byte_fallback);
@@ -731,8 +737,8 @@ static tt_status load_json(json_loader *L, const cJSON *root)
         return st;
     if (t->kind == TOKENIZER_BYTE_LEVEL && !L->byte_level_pre)
         return tt_fail(L->err, TT_ERR_UNSUPPORTED,
-                       "%s: pre_tokenizer: a ByteLevel decoder needs a ByteLevel pre-tokenizer "
-                       "step", L->path);
+                       "%s: pre_tokenizer: no ByteLevel step, and neither model.byte_fallback nor "
+                       "a SentencePiece decoder: byte-level BPE needs ByteLevel", L->path);
     t->byte_fallback = byte_fallback;
 
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
@@ -759,7 +765,7 @@ static tt_status load_json(json_loader *L, const cJSON *root)
                                                     strlen(unk->valuestring)));
     } else if (unk && !cJSON_IsNull(unk)) {
         return tt_fail(L->err, TT_ERR_FORMAT, "%s: model.unk_token: expected a string, got %s",
-                       L->path, util_json_type_name(unk));
+                       L->path, kind_of(unk));
     }
     if (t->kind == TOKENIZER_SPM) {
         int missing = -1;
@@ -774,6 +780,18 @@ static tt_status load_json(json_loader *L, const cJSON *root)
                            "%s: model: no unk_token and %s: some text could not be encoded",
                            L->path, t->byte_fallback ? "a byte token is missing from model.vocab"
                                                      : "byte_fallback is false");
+    }
+    if (t->kind == TOKENIZER_SPM) {
+        t->spm_words = true;
+        for (int id = 0; id < t->vocab_size && t->spm_words; id++) {
+            const char *s = t->tok_str[id];
+            for (uint32_t i = 1; s && i + 3 <= t->tok_str_len[id]; i++)
+                if (memcmp(s + i, "\xe2\x96\x81", 3) == 0 &&
+                    !(i >= 3 && memcmp(s + i - 3, "\xe2\x96\x81", 3) == 0)) {
+                    t->spm_words = false;
+                    break;
+                }
+        }
     }
     if ((st = load_post_processor(L, cJSON_GetObjectItemCaseSensitive(root, "post_processor"),
                                   "post_processor", 0)) != TT_OK)
