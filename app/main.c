@@ -535,6 +535,7 @@ static int app_generate(cli_options *o)
         session_set_speculative(&s, false, NULL);
     s.device_fallback = cli_device_fallback;
     s.fallback_user = &app;
+    cli_session_chat(&app, &s);     /* before the prompt: a model with a template chats */
     app.fallback_quiet = o->json;   /* JSON output reports it in the summary instead */
     s.lean = !o->json;              /* plain text shows no histogram: skip the snapshots' work */
     /* JSON shows every event's snapshot, built as it is printed: the decode speed is then the

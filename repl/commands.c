@@ -12,6 +12,7 @@
 #include "core/base/text.h"
 #include "core/base/util.h"
 #include "repl/dtype_cmd.h"
+#include "repl/chat_cmd.h"
 #include "repl/compare.h"
 #include "repl/session_file.h"
 #include "ui/grid.h"
@@ -244,7 +245,9 @@ char *cmd_prompt_text(const session *s, const char *input, size_t *len)
         input++;
     size_t n = strlen(input);
     bool newline = false;
-    if (n > 0 && s->n_tokens > 0 && !strchr(" \t\n\r", input[0])) {
+    /* (in chat mode the format separates the turns) */
+    if (n > 0 && s->n_tokens > 0 && !strchr(" \t\n\r", input[0])
+        && session_chat_format(s) == CHAT_RAW) {
         int32_t last = s->tokens[s->n_tokens - 1];
         size_t nb = 0;
         const char *b = tokenizer_token_bytes(s->tok, last, &nb);
@@ -1055,6 +1058,15 @@ const cmd_entry cmd_table[] = {
      .usage = "leave tokentop (also Ctrl-D on an empty line)",
      .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
      .exec = exec_quit},
+    {.name = "chat", .alias = NULL, .args = "[NAME|off|on]",
+     .usage = "chat format of your turns (chatml, llama3, llama2, mistral, zephyr), off: plain "
+              "continuation, on: the model's",
+     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
+     .exec = chat_cmd_exec},
+    {.name = "system", .alias = NULL, .args = "[TEXT|off]",
+     .usage = "the system message that opens a chat conversation",
+     .min_args = 0, .max_args = 64, .busy_ok = false, .param = NULL,
+     .exec = chat_cmd_exec_system},
 };
 
 const int cmd_count = (int)(sizeof cmd_table / sizeof cmd_table[0]);

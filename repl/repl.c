@@ -742,6 +742,8 @@ static void draw(tui *t)
         .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
                                                : 0,
         .speedup = session_baseline_speedup(&t->plain, s, t->turn_pace),
+        .chat = session_chat_format(s) != CHAT_RAW ? chat_format_name(session_chat_format(s))
+                                                   : NULL,
     };
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];
@@ -942,6 +944,7 @@ int repl_main(int argc, char **argv)
     s.interrupt = &g_interrupt;
     s.device_fallback = cli_device_fallback;
     s.fallback_user = &app;
+    cli_session_chat(&app, &s);
 
     const char *term = getenv("TERM");
     bool dumb = !term || !*term || strcmp(term, "dumb") == 0;

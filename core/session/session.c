@@ -444,7 +444,7 @@ tt_status session_add_user_text(session *s, const char *text, size_t len, tt_err
 {
     int32_t *ids = NULL;
     int n = 0;
-    tt_status st = s->chat.spec.format != CHAT_RAW
+    tt_status st = s->chat.spec.format != CHAT_RAW && len > 0
                  ? chat_turn_ids(s, text, len, &ids, &n, err)
                  : tokenizer_encode(s->tok, text, len, &ids, &n, err);
     if (st != TT_OK)

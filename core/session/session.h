@@ -28,6 +28,9 @@ typedef int32_t (*session_special_fn)(void *user, const char *text, size_t len);
 /* Chat mode (session_set_chat): how user turns are wrapped and where replies end. */
 typedef struct {
     chat_spec spec;            /* format CHAT_RAW: chat mode off (plain continuation) */
+    chat_spec model_spec;      /* the model's own format (its template's; raw when it has none):
+                                  not used by the session, kept for a front end that turns chat
+                                  mode back on */
     session_special_fn special;/* maps the template's markers to token ids; NULL: none are */
     void *special_user;
     int32_t bos_id;            /* put first in a conversation whose format writes no BOS text
@@ -274,7 +277,8 @@ chat_format session_chat_format(const session *s);
 tt_status session_set_system(session *s, const char *text, tt_error *err);
 
 /* Appends text (tokenized) to the conversation as a new user turn. Empty text starts a turn that
- * continues from the current context. In chat mode the turn is wrapped in the format: the reply
+ * continues from the current context (in chat mode too: the reply goes on). Otherwise, in chat
+ * mode the turn is wrapped in the format: the reply
  * before it closed with the end-of-turn text when the model did not end it, the BOS and the
  * system message at a conversation's start, the user message and the assistant's header (the
  * template's markers become special tokens through the chat's lookup; the user's text stays
