@@ -12,10 +12,10 @@
 #include "core/session/chat.h"
 #include "tests/testutil.h"
 
-static const char *fixture_dir(const char *model)
+static const char *fixture_dir(const char *name)
 {
     const char *srcdir = getenv("TOKENTOP_SRCDIR");
-    return tu_path("%s/tests/fixtures/chat/%s", srcdir && *srcdir ? srcdir : ".", model);
+    return tu_path("%s/tests/fixtures/chat/%s", srcdir && *srcdir ? srcdir : ".", name);
 }
 
 static cJSON *load_goldens(void)
@@ -54,12 +54,12 @@ static int golden_messages(const cJSON *g, chat_message *msgs, int max)
     return n;
 }
 
-static chat_spec spec_of_fixture(const char *model)
+static chat_spec spec_of_fixture(const char *name)
 {
     chat_spec spec;
     char warning[512];
     tt_error err = {0};
-    ck_assert_msg(chat_spec_from_dir(fixture_dir(model), &spec, warning, sizeof warning, &err)
+    ck_assert_msg(chat_spec_from_dir(fixture_dir(name), &spec, warning, sizeof warning, &err)
                   == TT_OK, "%s", err.msg);
     ck_assert_msg(warning[0] == 0, "%s", warning);
     return spec;
@@ -71,10 +71,10 @@ START_TEST(renders_every_golden_conversation_byte_for_byte)
     const cJSON *g;
     int checked = 0;
     cJSON_ArrayForEach(g, goldens) {
-        const char *model = cJSON_GetObjectItem(g, "model")->valuestring;
+        const char *name = cJSON_GetObjectItem(g, "model")->valuestring;
         const char *conv = cJSON_GetObjectItem(g, "conversation")->valuestring;
         const char *want = cJSON_GetObjectItem(g, "text")->valuestring;
-        chat_spec spec = spec_of_fixture(model);
+        chat_spec spec = spec_of_fixture(name);
         chat_message msgs[16];
         int n = golden_messages(g, msgs, 16);
         chat_text out;
@@ -82,9 +82,9 @@ START_TEST(renders_every_golden_conversation_byte_for_byte)
         tt_error err = {0};
         ck_assert_msg(chat_render(&spec, msgs, n,
                                   cJSON_IsTrue(cJSON_GetObjectItem(g, "add_generation_prompt")),
-                                  &out, &err) == TT_OK, "%s/%s: %s", model, conv, err.msg);
+                                  &out, &err) == TT_OK, "%s/%s: %s", name, conv, err.msg);
         ck_assert_msg(out.len == strlen(want) && memcmp(out.text, want, out.len) == 0,
-                      "%s/%s:\n got  [%s]\n want [%s]", model, conv, out.text, want);
+                      "%s/%s:\n got  [%s]\n want [%s]", name, conv, out.text, want);
         chat_text_free(&out);
         checked++;
     }
@@ -98,13 +98,13 @@ START_TEST(detects_each_fixture_template_as_its_family)
     cJSON *goldens = load_goldens();
     const cJSON *g;
     cJSON_ArrayForEach(g, goldens) {
-        const char *model = cJSON_GetObjectItem(g, "model")->valuestring;
-        chat_spec spec = spec_of_fixture(model);
+        const char *name = cJSON_GetObjectItem(g, "model")->valuestring;
+        chat_spec spec = spec_of_fixture(name);
         ck_assert_msg(strcmp(chat_format_name(spec.format),
                              cJSON_GetObjectItem(g, "format")->valuestring) == 0,
-                      "%s: detected %s", model, chat_format_name(spec.format));
+                      "%s: detected %s", name, chat_format_name(spec.format));
         /* Qwen2.5's template brings its default system message; Qwen3's has none. */
-        if (strcmp(model, "qwen2.5") == 0)
+        if (strcmp(name, "qwen2.5") == 0)
             ck_assert_ptr_nonnull(spec.default_system);
         else
             ck_assert_ptr_null(spec.default_system);
@@ -133,12 +133,12 @@ START_TEST(turn_by_turn_rendering_is_the_whole_conversations_text)
     int checked = 0;
     for (int closed = 0; closed < 2; closed++)
         cJSON_ArrayForEach(g, goldens) {
-            const char *model = cJSON_GetObjectItem(g, "model")->valuestring;
+            const char *name = cJSON_GetObjectItem(g, "model")->valuestring;
             const char *conv = cJSON_GetObjectItem(g, "conversation")->valuestring;
             if (!cJSON_IsTrue(cJSON_GetObjectItem(g, "add_generation_prompt"))
                 || strcmp(conv, "padded_content") == 0)   /* templates strip replies */
                 continue;
-            chat_spec spec = spec_of_fixture(model);
+            chat_spec spec = spec_of_fixture(name);
             chat_message msgs[16];
             int n = golden_messages(g, msgs, 16);
             const char *system = msgs[0].role == CHAT_ROLE_SYSTEM ? msgs[0].content : NULL;
@@ -168,7 +168,7 @@ START_TEST(turn_by_turn_rendering_is_the_whole_conversations_text)
             }
             const char *want = cJSON_GetObjectItem(g, "text")->valuestring;
             ck_assert_msg(strcmp(out.text, want) == 0, "%s/%s (reply %s):\n got  [%s]\n want [%s]",
-                          model, conv, closed ? "closed by the model" : "left open", out.text,
+                          name, conv, closed ? "closed by the model" : "left open", out.text,
                           want);
             chat_text_free(&out);
             checked++;
@@ -234,6 +234,23 @@ START_TEST(detects_by_name_and_refuses_other_families)
                           "message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
                           "{% endif %}{% endfor %}", &spec));
     ck_assert_int_eq(spec.format, CHAT_MISTRAL);
+    /* Ollama's template layers (Go templates) of the same families */
+    struct {
+        const char *text;
+        chat_format want;
+    } ollama[] = {
+        {"{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}<|im_start|>user\n"
+         "{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n", CHAT_CHATML},
+        {"<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>", CHAT_LLAMA3},
+        {"[INST] <<SYS>>{{ .System }}<</SYS>>\n\n{{ .Prompt }} [/INST]", CHAT_LLAMA2},
+        {"[INST] {{ if .System }}{{ .System }} {{ end }}{{ .Prompt }} [/INST]", CHAT_MISTRAL},
+        {"<|system|>\n{{ .System }}</s>\n<|user|>\n{{ .Prompt }}</s>\n<|assistant|>\n",
+         CHAT_ZEPHYR},
+    };
+    for (size_t i = 0; i < sizeof ollama / sizeof *ollama; i++) {
+        ck_assert_msg(chat_detect(ollama[i].text, &spec), "Ollama template %zu", i);
+        ck_assert_int_eq(spec.format, ollama[i].want);
+    }
     /* Gemma, Phi-3, Phi-4 and Mistral v7 are other formats: raw, and false */
     const char *others[] = {
         "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>"
