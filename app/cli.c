@@ -613,10 +613,18 @@ static int32_t special_id(void *user, const char *text, size_t len)
     return -1;
 }
 
+void cli_chat_config(const cli_app *app, session_chat *out)
+{
+    /* special_id knows <|endoftext|> only: a lookup of the tokenizer's special tokens by their
+     * spelling replaces it when the tokenizer has one, and the tokenizer's BOS rule gives bos_id */
+    *out = (session_chat){.spec = app->chat, .model_spec = app->chat_model,
+                          .special = special_id, .special_user = app->tok, .bos_id = -1};
+}
+
 void cli_session_chat(const cli_app *app, session *s)
 {
-    session_chat c = {.spec = app->chat, .model_spec = app->chat_model, .special = special_id,
-                      .special_user = app->tok, .bos_id = -1};
+    session_chat c;
+    cli_chat_config(app, &c);
     session_set_chat(s, &c, NULL);
 }
 

@@ -113,8 +113,9 @@ engine *cli_device_fallback(void *app, struct session *s, engine *failed, const 
  * refuse are skipped with a warning on stderr. Without --seed, the seed is rng_clock_seed(). */
 void cli_apply_generation_defaults(cli_options *o, const model *m);
 
-/* Puts s in the chat mode app->chat (raw: plain continuation), with the model's own format kept
- * for /chat on. */
+/* The chat mode app->chat (raw: plain continuation), with the model's own format kept for
+ * /chat on and the tokenizer's special tokens: into *out, or onto session s. */
+void cli_chat_config(const cli_app *app, session_chat *out);
 void cli_session_chat(const cli_app *app, session *s);
 
 /* Loads dir's vocab.json + merges.txt. */

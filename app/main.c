@@ -387,14 +387,16 @@ static int generate_samples(const cli_app *app, const cli_options *o, const char
         set.stops[i] = (char *)o->stops[i];   /* copied by each sample's session */
     set.n_stops = o->n_stops;
     samples_ctx c = {.g = {.o = o, .tok = app->tok, .sample = -1}};
+    session_chat chat;
+    cli_chat_config(app, &chat);
     c.text = calloc((size_t)o->samples, sizeof *c.text);
     c.len = calloc((size_t)o->samples, sizeof *c.len);
     samples_result res;
     tt_error err = {0};
     tt_status st = TT_ERR_NOMEM;
     if (c.text && c.len)
-        st = samples_generate(app->eng, app->model, app->tok, &set, prompt, plen, o->samples,
-                              on_sample_event, &c, &g_interrupted, &res, &err);
+        st = samples_generate(app->eng, app->model, app->tok, &set, &chat, prompt, plen,
+                              o->samples, on_sample_event, &c, &g_interrupted, &res, &err);
     int rc = 0;
     if (st != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", st == TT_ERR_NOMEM && !err.msg[0] ? "out of memory"

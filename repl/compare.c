@@ -596,7 +596,7 @@ static int run_samples(cmd_env *e, run_ctx *x)
     samples_result res;
     c->running = true;
     tt_status st = samples_generate_ids(s->eng, s->model, s->tok, &s->set,
-                                        c->kind == COMPARE_SETTING ? per : NULL,
+                                        c->kind == COMPARE_SETTING ? per : NULL, &s->chat,
                                         s->tokens + s->window_start,
                                         s->n_tokens - s->window_start, c->n, on_sample_event, x,
                                         s->interrupt, &res, &err);

@@ -2,7 +2,7 @@
 # chat_cli.sh: `tokentop generate` on a model with a chat template: the prompt is wrapped in the
 # template's format (more prompt tokens than the raw text), --chat-template off gives the raw
 # continuation, a bad format name is refused naming the formats, and a template no format matches
-# is said on stderr (naming its file) before a raw continuation.
+# is said on stderr (naming its file) before a raw continuation; --samples wraps it the same way.
 set -u
 source "$(dirname "$0")/common.bash"
 
@@ -18,6 +18,14 @@ check "a model with a chat template wraps the prompt (${chat:-?} tokens against 
 named=$("$BIN" generate "${M[@]}" -p "Hi" --json --chat-template zephyr 2>/dev/null | prompt_tokens)
 check "--chat-template NAME picks another format (${named:-?} tokens)" \
     test -n "$named" -a "${named:-0}" -gt "${raw:-0}" -a "${named:-0}" != "${chat:-0}"
+
+# --samples runs each sample as a chat session too: sample i is the chat run --seed 20+i
+"$BIN" generate --model "$tmp/m" --threads 1 -p "Hi" -n 6 --temp 1 --samples 2 --seed 20 --json \
+    2>/dev/null | grep '"sample":1,' | grep '"step"' | sed 's/"sample":1,//' > "$tmp/s1"
+"$BIN" generate --model "$tmp/m" --threads 1 -p "Hi" -n 6 --temp 1 --seed 21 --json 2>/dev/null |
+    grep '"step"' > "$tmp/one"
+check "--samples in chat mode: sample 1 is the chat run --seed 21" \
+    test -s "$tmp/one" -a "$(md5sum < "$tmp/s1")" = "$(md5sum < "$tmp/one")"
 
 "$BIN" generate "${M[@]}" -p "Hi" --chat-template chatlm >/dev/null 2>"$tmp/err"
 rc=$?
