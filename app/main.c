@@ -267,7 +267,7 @@ static int generate_beams(session *s, const cli_options *o, uint64_t seed)
     bo.num_return = o->num_return;
     bo.max_new_tokens = s->set.max_new_tokens;
     bo.min_tokens = s->set.min_tokens;
-    bo.eos = s->set.stop_at_eos ? session_eos_id(s) : -1;
+    bo.eos = s->set.stop_at_eos ? session_end_id(s) : -1;   /* in chat mode: end of turn */
     bo.penalties = s->set.sampler;
     int n_prompt = s->n_tokens > 0 ? s->n_tokens : 1;   /* an empty prompt becomes BOS */
     if (beam_options_validate(&bo, s->model->config.V, n_prompt, s->eng->n_ctx, &err) != TT_OK) {

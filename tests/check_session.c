@@ -918,6 +918,7 @@ START_TEST(chat_turns_are_wrapped_and_the_next_turn_prefills_only_its_new_tokens
     ck_assert_int_eq(S.last.stop, SESSION_STOP_EOS);
     ck_assert_str_eq(c.text, "ok");
     ck_assert_int_eq(S.tokens[S.n_tokens - 1], IM_END);
+    ck_assert_int_eq(session_end_id(&S), IM_END);   /* what beam search stops at */
 
     /* the next turn: no system message again, only what the turn adds; the cache keeps the rest */
     int n1 = S.n_tokens;
@@ -993,6 +994,7 @@ START_TEST(chat_off_keeps_plain_continuation)
     session_chat raw = {.spec = chat_spec_of(CHAT_RAW), .bos_id = -1};
     ck_assert_int_eq(session_set_chat(&S, &raw, NULL), TT_OK);
     ck_assert_int_eq(session_chat_format(&S), CHAT_RAW);
+    ck_assert_int_eq(session_end_id(&S), EOT);
     add_text("Hi");
     int32_t want[16];
     int n = 0;

@@ -1019,7 +1019,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         .n = s->n_tokens - s->window_start,
         .gamma = s->gamma,
         .max_tokens = s->set.max_new_tokens - g->generated,
-        .stop_id = s->set.stop_at_eos ? eos : -1,
+        .stop_id = s->set.stop_at_eos ? session_end_id(s) : -1,
         .banned = eos,
         .n_banned = eos >= 0 && min_left > 0 ? min_left : 0,
         .lean = s->lean || s->snapshots_on_demand,
@@ -1202,6 +1202,11 @@ tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
 int32_t session_eos_id(const session *s)
 {
     return eos_id(s);
+}
+
+int32_t session_end_id(const session *s)
+{
+    return s->chat.spec.format != CHAT_RAW && s->n_eot > 0 ? s->eot[0] : eos_id(s);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -358,6 +358,11 @@ char *session_text(const session *s, int from, int to);
  * else the tokenizer's <|endoftext|>; -1 when none. */
 int32_t session_eos_id(const session *s);
 
+/* The token a reply ends with: in chat mode the end-of-turn token when one is known (the first of
+ * session_set_chat's), else session_eos_id. For drivers that stop at one token (beam search);
+ * the session itself stops at either. */
+int32_t session_end_id(const session *s);
+
 /* Number of leading positions the engine cache shares with the current window. */
 int session_cached_prefix(const session *s);
 
