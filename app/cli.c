@@ -41,7 +41,7 @@ enum {
     OPT_WINDOW, OPT_ORDER, OPT_GREEDY, OPT_MIN_TOKENS, OPT_STOP, OPT_CONTEXT_KEEP,
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
     OPT_NUM_BEAMS, OPT_LENGTH_PENALTY, OPT_NO_REPEAT_NGRAM, OPT_EARLY_STOPPING, OPT_NUM_RETURN,
-    OPT_SAMPLES, OPT_COMPARE_DTYPE, OPT_IDS,
+    OPT_SAMPLES, OPT_COMPARE_DTYPE, OPT_IDS, OPT_CHAT_TEMPLATE,
 };
 
 static const struct option long_options[] = {
@@ -94,6 +94,7 @@ static const struct option long_options[] = {
     {"early-stopping", no_argument, 0, OPT_EARLY_STOPPING},
     {"num-return", required_argument, 0, OPT_NUM_RETURN},
     {"samples", required_argument, 0, OPT_SAMPLES},
+    {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
     {"help", no_argument, 0, OPT_HELP},
     {0, 0, 0, 0},
 };
@@ -159,6 +160,8 @@ void cli_usage(FILE *f, const char *cmd)
 "      --no-context-shift stop when the context is full instead\n"
 "      --json             one JSON object per token, then a summary object\n"
 "      --echo             print the prompt before the continuation\n"
+"      --chat-template F  chat format of the prompt: chatml | llama3 | llama2 | mistral |\n"
+"                         zephyr | off (default: the model's chat template, when it has one)\n"
 "  -q, --quiet            no summary line on stderr\n"
 "  -v, --verbose          say on stderr which backend runs and why (--backend auto)\n"
 "Beam search and parallel samples (generate):\n"
@@ -381,6 +384,16 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             o->beam_option_given = true;
             break;
         case OPT_SAMPLES: r = parse_int(cmd, "--samples", a, 1, 256, &o->samples); break;
+        case OPT_CHAT_TEMPLATE: {
+            chat_format f;
+            if (strcmp(a, "off") != 0 && !chat_format_from_name(a, &f)) {
+                fprintf(stderr, "tokentop %s: --chat-template: \"%s\" is not a chat format (%s, "
+                        "or off)\n", cmd, a, chat_format_list());
+                r = -1;
+            }
+            o->chat_template = a;
+            break;
+        }
         case OPT_HELP: cli_usage(stdout, cmd); return 1;
         case ':':
             fprintf(stderr, "tokentop %s: %s needs a value\n", cmd, argv[optind - 1]);
@@ -611,6 +624,57 @@ tt_status cli_create_engine_like(const model *m, const cli_options *o, const eng
     return tt_fail(err, TT_ERR_UNSUPPORTED, "%s", note[0] ? note : "the backend refused it");
 }
 
+/* The chat format: --chat-template, else what the model directory's chat template matches (a
+ * template that matches none, or a config that cannot be read, is said on stderr: plain
+ * continuation). */
+static void load_chat(cli_app *app, const cli_options *o, const char *dir)
+{
+    char warning[640];
+    tt_error err = {0};
+    if (chat_spec_from_dir(dir, &app->chat_model, warning, sizeof warning, &err) != TT_OK)
+        fprintf(stderr, "tokentop: %s (chat mode off)\n", err.msg);
+    else if (warning[0] && !o->chat_template)
+        fprintf(stderr, "tokentop: %s\n", warning);
+    app->chat = app->chat_model;
+    chat_format f;
+    if (o->chat_template)
+        app->chat = chat_format_from_name(o->chat_template, &f)
+                  ? (f == app->chat_model.format ? app->chat_model : chat_spec_of(f))
+                  : chat_spec_of(CHAT_RAW);
+}
+
+/* The special token spelled text (a template marker such as <|im_start|> or <|eot_id|>), or -1:
+ * the tokenizer's own lookup, special tokens only (a marker never matches ordinary text). */
+static int32_t special_id(void *user, const char *text, size_t len)
+{
+    const tokenizer *tok = user;
+    char buf[128];
+    if (len >= sizeof buf)
+        return -1;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    int32_t id = tokenizer_token_id(tok, buf);
+    if (id >= 0 && tokenizer_is_special(tok, id))
+        return id;
+    static const char eot[] = "<|endoftext|>";   /* GPT-2's vocab.json path marks none special */
+    return len == sizeof eot - 1 && memcmp(text, eot, len) == 0 ? tokenizer_eot_id(tok) : -1;
+}
+
+void cli_chat_config(const cli_app *app, session_chat *out)
+{
+    *out = (session_chat){.spec = app->chat, .model_spec = app->chat_model,
+                          .special = special_id, .special_user = app->tok,
+                          .bos_id = tokenizer_adds_bos(app->tok) ? tokenizer_bos_id(app->tok)
+                                                                 : -1};
+}
+
+void cli_session_chat(const cli_app *app, session *s)
+{
+    session_chat c;
+    cli_chat_config(app, &c);
+    session_set_chat(s, &c, NULL);
+}
+
 tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
 {
     memset(app, 0, sizeof *app);
@@ -634,6 +698,7 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),
                          app->model->config.V);
         if (st == TT_OK) {
+            load_chat(app, o, dir);
             engine_options_from(app->model, o, &app->eopts);
             st = cli_create_engine(app->model, o, &app->eng, app->backend_note,
                                    sizeof app->backend_note, &err);

@@ -51,6 +51,8 @@ typedef struct {
     int num_return;            /* --num-return (0: all beams) */
     bool beam_option_given;    /* one of the four above: needs --num-beams */
     int samples;               /* --samples */
+    const char *chat_template; /* --chat-template: a chat format's name or "off"; NULL: the
+                                  model's template decides */
 } cli_options;
 
 enum {
@@ -85,6 +87,8 @@ typedef struct {
     engine_options eopts;      /* what eng was created with */
     bool fallback_quiet;       /* cli_device_fallback leaves its note in fallback_note only */
     char fallback_note[320];   /* set by cli_device_fallback; the front end shows and clears it */
+    chat_spec chat;            /* the chat format to start in (--chat-template, else the model's) */
+    chat_spec chat_model;      /* the model's own (its chat template's; raw when none matches) */
 } cli_app;
 
 /* Loads model + tokenizer (+ engine unless tokenizer_only). On failure prints the message to
@@ -109,6 +113,11 @@ engine *cli_device_fallback(void *app, struct session *s, engine *failed, const 
  * Hugging Face's generate() starts from a model's generation config. Values the sampler would
  * refuse are skipped with a warning on stderr. Without --seed, the seed is rng_clock_seed(). */
 void cli_apply_generation_defaults(cli_options *o, const model *m);
+
+/* The chat mode app->chat (raw: plain continuation), with the model's own format kept for
+ * /chat on and the tokenizer's special tokens: into *out, or onto session s. */
+void cli_chat_config(const cli_app *app, session_chat *out);
+void cli_session_chat(const cli_app *app, session *s);
 
 /* The GPU plugin (gpu/gpu_plugin.h: gpu_plugin_load), looked for beside this binary and in its
  * ../lib/tokentop; NULL with the reason in why (cap bytes). */

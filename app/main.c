@@ -265,7 +265,7 @@ static int generate_beams(session *s, const cli_options *o, uint64_t seed)
     bo.num_return = o->num_return;
     bo.max_new_tokens = s->set.max_new_tokens;
     bo.min_tokens = s->set.min_tokens;
-    bo.eos = s->set.stop_at_eos ? session_eos_id(s) : -1;
+    bo.eos = s->set.stop_at_eos ? session_end_id(s) : -1;   /* in chat mode: end of turn */
     bo.penalties = s->set.sampler;
     int n_prompt = s->n_tokens > 0 ? s->n_tokens : 1;   /* an empty prompt becomes BOS */
     if (beam_options_validate(&bo, s->model->config.V, n_prompt, s->eng->n_ctx, &err) != TT_OK) {
@@ -385,14 +385,16 @@ static int generate_samples(const cli_app *app, const cli_options *o, const char
         set.stops[i] = (char *)o->stops[i];   /* copied by each sample's session */
     set.n_stops = o->n_stops;
     samples_ctx c = {.g = {.o = o, .tok = app->tok, .sample = -1}};
+    session_chat chat;
+    cli_chat_config(app, &chat);
     c.text = calloc((size_t)o->samples, sizeof *c.text);
     c.len = calloc((size_t)o->samples, sizeof *c.len);
     samples_result res;
     tt_error err = {0};
     tt_status st = TT_ERR_NOMEM;
     if (c.text && c.len)
-        st = samples_generate(app->eng, app->model, app->tok, &set, prompt, plen, o->samples,
-                              on_sample_event, &c, &g_interrupted, &res, &err);
+        st = samples_generate(app->eng, app->model, app->tok, &set, &chat, prompt, plen,
+                              o->samples, on_sample_event, &c, &g_interrupted, &res, &err);
     int rc = 0;
     if (st != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", st == TT_ERR_NOMEM && !err.msg[0] ? "out of memory"
@@ -533,6 +535,7 @@ static int app_generate(cli_options *o)
         session_set_speculative(&s, false, NULL);
     s.device_fallback = cli_device_fallback;
     s.fallback_user = &app;
+    cli_session_chat(&app, &s);     /* before the prompt: a model with a template chats */
     app.fallback_quiet = o->json;   /* JSON output reports it in the summary instead */
     s.lean = !o->json;              /* plain text shows no histogram: skip the snapshots' work */
     /* JSON shows every event's snapshot, built as it is printed: the decode speed is then the

@@ -239,7 +239,9 @@ char *cmd_prompt_text(const session *s, const char *input, size_t *len)
         input++;
     size_t n = strlen(input);
     bool newline = false;
-    if (n > 0 && s->n_tokens > 0 && !strchr(" \t\n\r", input[0])) {
+    /* (in chat mode the format separates the turns) */
+    if (n > 0 && s->n_tokens > 0 && !strchr(" \t\n\r", input[0])
+        && session_chat_format(s) == CHAT_RAW) {
         int32_t last = s->tokens[s->n_tokens - 1];
         size_t nb = 0;
         const char *b = tokenizer_token_bytes(s->tok, last, &nb);

@@ -176,7 +176,8 @@ void cmd_free_args(char **argv, int argc);
 /* The text a typed prompt adds to the conversation (malloc'd, *len bytes): the prompt itself,
  * with a newline in front when the conversation so far ends in something other than whitespace
  * (or the end-of-text token) and the prompt does not start with whitespace, so a new prompt
- * starts a new line unless it asks to continue the text. "//x" sends "/x". */
+ * starts a new line unless it asks to continue the text (not in chat mode, where the format
+ * separates the turns). "//x" sends "/x". */
 char *cmd_prompt_text(const session *s, const char *input, size_t *len);
 
 #endif

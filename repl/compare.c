@@ -474,7 +474,7 @@ static int run_beam(cmd_env *e, run_ctx *x)
     bo.num_beams = c->n;
     bo.max_new_tokens = s->set.max_new_tokens;
     bo.min_tokens = s->set.min_tokens;
-    bo.eos = s->set.stop_at_eos ? session_eos_id(s) : -1;
+    bo.eos = s->set.stop_at_eos ? session_end_id(s) : -1;   /* in chat mode: end of turn */
     bo.penalties = s->set.sampler;
     bo.progress = on_beam_progress;
     bo.progress_user = x;
@@ -596,7 +596,7 @@ static int run_samples(cmd_env *e, run_ctx *x)
     samples_result res;
     c->running = true;
     tt_status st = samples_generate_ids(s->eng, s->model, s->tok, &s->set,
-                                        c->kind == COMPARE_SETTING ? per : NULL,
+                                        c->kind == COMPARE_SETTING ? per : NULL, &s->chat,
                                         s->tokens + s->window_start,
                                         s->n_tokens - s->window_start, c->n, on_sample_event, x,
                                         s->interrupt, &res, &err);

@@ -15,6 +15,7 @@
 #include "core/base/dtype.h"
 #include "app/cli.h"
 #include "repl/commands.h"
+#include "repl/chat_cmd.h"
 #include "repl/compare.h"
 #include "app/draft.h"
 #include "repl/dtype_cmd.h"
@@ -753,6 +754,8 @@ static void draw(tui *t)
         .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
                                                : 0,
         .speedup = session_baseline_speedup(&t->plain, s, t->turn_pace),
+        .chat = session_chat_format(s) != CHAT_RAW ? chat_format_name(session_chat_format(s))
+                                                   : NULL,
     };
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];
@@ -929,6 +932,7 @@ int repl_main(int argc, char **argv)
     env.compare = &cmp;
     cmd_env_add_module(&env, &compare_cmd_module);
     cmd_env_add_module(&env, &dtype_cmd_module);
+    cmd_env_add_module(&env, &chat_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
     env.load_draft = host_load_draft;
@@ -955,6 +959,7 @@ int repl_main(int argc, char **argv)
     s.interrupt = &g_interrupt;
     s.device_fallback = cli_device_fallback;
     s.fallback_user = &app;
+    cli_session_chat(&app, &s);
 
     const char *term = getenv("TERM");
     bool dumb = !term || !*term || strcmp(term, "dumb") == 0;

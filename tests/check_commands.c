@@ -661,6 +661,52 @@ START_TEST(prompts_start_a_new_line_unless_they_continue_the_text)
 }
 END_TEST
 
+START_TEST(chat_switches_the_format_and_refuses_unknown_names)
+{
+    session_chat c = {.spec = chat_spec_of(CHAT_CHATML), .model_spec = chat_spec_of(CHAT_CHATML),
+                      .bos_id = -1};
+    ck_assert_int_eq(session_set_chat(&S, &c, NULL), TT_OK);
+    ck_assert_int_eq(run("/chat"), CMD_DONE);
+    ck_assert_msg(strstr(E.out, "chat chatml; the model's format: chatml"), "%s", E.out);
+    ck_assert_int_eq(run("/chat off"), CMD_STATUS);
+    ck_assert_int_eq(session_chat_format(&S), CHAT_RAW);
+    ck_assert_int_eq(run("/chat zephyr"), CMD_STATUS);
+    ck_assert_int_eq(session_chat_format(&S), CHAT_ZEPHYR);
+    ck_assert_msg(strstr(E.out, "replies end at </s>"), "%s", E.out);
+    ck_assert_int_eq(run("/chat Zephyr"), CMD_ERROR);   /* refused: the format stays */
+    ck_assert_msg(strstr(E.out, "\"Zephyr\" is not a chat format (chatml, llama3"), "%s", E.out);
+    ck_assert_int_eq(session_chat_format(&S), CHAT_ZEPHYR);
+    ck_assert_int_eq(run("/chat on"), CMD_STATUS);
+    ck_assert_int_eq(session_chat_format(&S), CHAT_CHATML);
+    /* a model without a template has nothing to turn on */
+    c.model_spec = chat_spec_of(CHAT_RAW);
+    ck_assert_int_eq(session_set_chat(&S, &c, NULL), TT_OK);
+    ck_assert_int_eq(run("/chat on"), CMD_ERROR);
+    ck_assert_msg(strstr(E.out, "the model has no chat template"), "%s", E.out);
+    /* in chat mode a typed prompt is the turn as typed: the format separates the turns */
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_user_text(&S, "abc", 3, &err), TT_OK);
+    size_t len;
+    char *t = cmd_prompt_text(&S, "Next", &len);
+    ck_assert_str_eq(t, "Next");
+    free(t);
+}
+END_TEST
+
+START_TEST(system_sets_shows_and_clears_the_system_message)
+{
+    ck_assert_int_eq(run("/system"), CMD_DONE);
+    ck_assert_msg(strstr(E.out, "system: none"), "%s", E.out);
+    ck_assert_int_eq(run("/system You are  terse."), CMD_STATUS);
+    ck_assert_str_eq(S.system, "You are terse.");
+    ck_assert_msg(strstr(E.out, "used in chat mode only"), "%s", E.out);   /* chat is off */
+    ck_assert_int_eq(run("/system"), CMD_DONE);
+    ck_assert_msg(strstr(E.out, "system: You are terse."), "%s", E.out);
+    ck_assert_int_eq(run("/system off"), CMD_STATUS);
+    ck_assert_ptr_null(S.system);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * /save and /load */
 
@@ -879,6 +925,8 @@ int main(void)
             pick_replaces_the_token_just_stepped, pick_from_a_peek_chooses_the_next_token,
             arguments_split_with_quotes_and_escapes, commands_and_text_are_told_apart,
             prompts_start_a_new_line_unless_they_continue_the_text,
+            chat_switches_the_format_and_refuses_unknown_names,
+            system_sets_shows_and_clears_the_system_message,
             save_then_load_restores_tokens_and_settings_with_prefix_reuse,
             load_refuses_bad_files_and_changes_nothing, load_of_a_text_file_makes_it_the_prompt,
             load_of_an_empty_file_empties_the_conversation,

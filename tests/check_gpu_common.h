@@ -1216,7 +1216,7 @@ START_TEST(gpu_samples_follow_the_seed_contract)
     const int N = 3;
     gt_sample_tokens batched = {0}, alone = {0};
     samples_result res;
-    ck_assert_msg(samples_generate(e, m, tok, &set, text, strlen(text), N, gt_sample_event, &batched, NULL,
+    ck_assert_msg(samples_generate(e, m, tok, &set, NULL, text, strlen(text), N, gt_sample_event, &batched, NULL,
                                    &res, &err) == TT_OK, "%s", err.msg);
     ck_assert_int_eq(res.n, N);
     ck_assert(res.steps >= set.max_new_tokens - 1);

@@ -2,7 +2,8 @@
  * whose logits depend on everything in its cache: turns prefill only new tokens, undo / regen /
  * load reuse the longest common prefix (reused and prefilled counts asserted), the cache stays
  * consistent (a reused cache gives the same tokens as a fresh one), stop strings, end of text,
- * context shifts, Ctrl-C, forced steps and peeking. */
+ * context shifts, Ctrl-C, forced steps and peeking; chat mode (turns wrapped in the format, replies
+ * ending at the end-of-turn token, the cache still reused). */
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -833,6 +834,180 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Step mode and peeking */
 
+/* ---------------------------------------------------------------------------------------------
+ * Chat mode */
+
+#define IM_START 500   /* the fake vocabulary's stand-ins for ChatML's special tokens */
+#define IM_END 501
+
+static int32_t chatml_special(void *user, const char *text, size_t len)
+{
+    (void)user;
+    if (len == 12 && memcmp(text, "<|im_start|>", 12) == 0)
+        return IM_START;
+    if (len == 10 && memcmp(text, "<|im_end|>", 10) == 0)
+        return IM_END;
+    return -1;
+}
+
+static void set_chatml(session_special_fn special, int32_t bos)
+{
+    session_chat chat = {.spec = chat_spec_of(CHAT_CHATML), .special = special, .bos_id = bos};
+    tt_error err = {0};
+    ck_assert_msg(session_set_chat(&S, &chat, &err) == TT_OK, "%s", err.msg);
+}
+
+/* ids[*n ..] += the tokenizer's encoding of text, or the special id when text is NULL. */
+static void expect(int32_t *ids, int *n, const char *text, int32_t special)
+{
+    if (!text) {
+        ids[(*n)++] = special;
+        return;
+    }
+    int32_t *e = NULL;
+    int k = 0;
+    ck_assert_int_eq(tokenizer_encode(tok, text, strlen(text), &e, &k, NULL), TT_OK);
+    memcpy(ids + *n, e, (size_t)k * sizeof *e);
+    *n += k;
+    free(e);
+}
+
+static void assert_tokens_from(int from, const int32_t *want, int n)
+{
+    ck_assert_int_eq(S.n_tokens - from, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(S.tokens[from + i] == want[i], "token %d: %d, want %d", from + i,
+                      S.tokens[from + i], want[i]);
+}
+
+static void script_reply(int32_t *buf, int n)
+{
+    F->script = buf;
+    F->script_n = n;
+    F->script_base = S.n_tokens;
+}
+
+START_TEST(chat_turns_are_wrapped_and_the_next_turn_prefills_only_its_new_tokens)
+{
+    remake_session(256, true, 20);
+    set_chatml(chatml_special, -1);
+    ck_assert_int_eq(session_chat_format(&S), CHAT_CHATML);
+    ck_assert_int_eq(session_set_system(&S, "Be brief.", NULL), TT_OK);
+    add_text("Hi");
+    int32_t want[128];
+    int n = 0;
+    expect(want, &n, NULL, IM_START);
+    expect(want, &n, "system\nBe brief.", 0);
+    expect(want, &n, NULL, IM_END);
+    expect(want, &n, "\n", 0);
+    expect(want, &n, NULL, IM_START);
+    expect(want, &n, "user\nHi", 0);
+    expect(want, &n, NULL, IM_END);
+    expect(want, &n, "\n", 0);
+    expect(want, &n, NULL, IM_START);
+    expect(want, &n, "assistant\n", 0);
+    assert_tokens_from(0, want, n);
+
+    /* the reply ends at the end-of-turn token, which stays in the conversation, shown as nothing */
+    int32_t reply[] = {byte_id('o'), byte_id('k'), IM_END};
+    script_reply(reply, 3);
+    collected c = {0};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_EOS);
+    ck_assert_str_eq(c.text, "ok");
+    ck_assert_int_eq(S.tokens[S.n_tokens - 1], IM_END);
+    ck_assert_int_eq(session_end_id(&S), IM_END);   /* what beam search stops at */
+
+    /* the next turn: no system message again, only what the turn adds; the cache keeps the rest */
+    int n1 = S.n_tokens;
+    add_text("More");
+    n = 0;
+    expect(want, &n, "\n", 0);
+    expect(want, &n, NULL, IM_START);
+    expect(want, &n, "user\nMore", 0);
+    expect(want, &n, NULL, IM_END);
+    expect(want, &n, "\n", 0);
+    expect(want, &n, NULL, IM_START);
+    expect(want, &n, "assistant\n", 0);
+    assert_tokens_from(n1, want, n);
+    script_reply(reply, 3);
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_EOS);
+    ck_assert_int_eq(S.last.reused_tokens, n1 - 1);     /* all but the end-of-turn token */
+    ck_assert_int_eq(S.last.prefilled_tokens, n + 1);
+    assert_cache_consistent();
+}
+END_TEST
+
+START_TEST(a_reply_cut_short_is_closed_before_the_next_turn)
+{
+    remake_session(256, true, 2);
+    set_chatml(chatml_special, -1);
+    add_text("Hi");
+    int32_t reply[] = {byte_id('a'), byte_id('b'), byte_id('c')};
+    script_reply(reply, 3);
+    generate(NULL);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_MAX_TOKENS);
+    int n1 = S.n_tokens;
+    add_text("Go on");
+    int32_t want[64];
+    int n = 0;
+    expect(want, &n, NULL, IM_END);        /* the template's close of the reply */
+    expect(want, &n, "\n", 0);
+    expect(want, &n, NULL, IM_START);
+    expect(want, &n, "user\nGo on", 0);
+    expect(want, &n, NULL, IM_END);
+    expect(want, &n, "\n", 0);
+    expect(want, &n, NULL, IM_START);
+    expect(want, &n, "assistant\n", 0);
+    assert_tokens_from(n1, want, n);
+}
+END_TEST
+
+START_TEST(without_special_tokens_the_end_of_turn_text_stops_the_reply)
+{
+    remake_session(256, true, 30);
+    set_chatml(NULL, EOT);   /* a tokenizer without ChatML's tokens; its BOS goes first */
+    add_text("Hi");
+    ck_assert_int_eq(S.tokens[0], EOT);
+    int32_t want[128];
+    int n = 0;
+    expect(want, &n, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", 0);
+    assert_tokens_from(1, want, n);
+    const char *text = "ok<|im_end|>\nmore";
+    int32_t reply[32];
+    for (size_t i = 0; i < strlen(text); i++)
+        reply[i] = byte_id((unsigned char)text[i]);
+    script_reply(reply, (int)strlen(text));
+    collected c = {0};
+    generate(&c);
+    ck_assert_int_eq(S.last.stop, SESSION_STOP_STRING);
+    ck_assert_str_eq(c.text, "ok");
+}
+END_TEST
+
+START_TEST(chat_off_keeps_plain_continuation)
+{
+    set_chatml(chatml_special, -1);
+    session_chat raw = {.spec = chat_spec_of(CHAT_RAW), .bos_id = -1};
+    ck_assert_int_eq(session_set_chat(&S, &raw, NULL), TT_OK);
+    ck_assert_int_eq(session_chat_format(&S), CHAT_RAW);
+    ck_assert_int_eq(session_end_id(&S), EOT);
+    add_text("Hi");
+    int32_t want[16];
+    int n = 0;
+    expect(want, &n, "Hi", 0);
+    assert_tokens_from(0, want, n);
+    /* an id outside the vocabulary is refused naming it, and nothing changes */
+    session_chat bad = {.spec = chat_spec_of(CHAT_LLAMA3), .bos_id = -1, .n_eot = 1,
+                        .eot_ids = {VOCAB}};
+    tt_error err = {0};
+    ck_assert_int_eq(session_set_chat(&S, &bad, &err), TT_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "512"), "%s", err.msg);
+    ck_assert_int_eq(session_chat_format(&S), CHAT_RAW);
+}
+END_TEST
+
 START_TEST(a_forced_step_appends_the_chosen_token)
 {
     add_text("Hello");
@@ -976,7 +1151,11 @@ int main(void)
             peek_shows_the_next_distribution_without_drawing,
             a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on,
             a_device_error_in_decode_moves_to_the_fallback_engine_with_the_same_tokens,
-            a_device_error_without_a_fallback_ends_the_turn_with_the_error));
+            a_device_error_without_a_fallback_ends_the_turn_with_the_error,
+            chat_turns_are_wrapped_and_the_next_turn_prefills_only_its_new_tokens,
+            a_reply_cut_short_is_closed_before_the_next_turn,
+            without_special_tokens_the_end_of_turn_text_stops_the_reply,
+            chat_off_keeps_plain_continuation));
     tcase_add_unchecked_fixture(tc, tokenizer_setup, tokenizer_teardown);
     tcase_add_checked_fixture(tc, session_setup, session_teardown);
     return tu_run_suite(s);

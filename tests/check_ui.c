@@ -700,6 +700,19 @@ START_TEST(status_bar_shows_speculative_acceptance_and_speedup)
 }
 END_TEST
 
+START_TEST(status_bar_names_the_chat_format_and_nothing_for_plain_continuation)
+{
+    ui_status_view v = {.model = "qwen", .backend = "cpu", .precision = "fp32",
+                        .mode = "sample", .kv_total = 512, .chat = "chatml"};
+    char line[512];
+    ui_status_format(&v, line, sizeof line);
+    ck_assert_msg(strstr(line, "qwen \xe2\x94\x82 chat chatml \xe2\x94\x82") != NULL, "%s", line);
+    v.chat = NULL;
+    ui_status_format(&v, line, sizeof line);
+    ck_assert_msg(strstr(line, "chat") == NULL, "%s", line);
+}
+END_TEST
+
 START_TEST(status_bar_shows_speed_cache_and_reuse)
 {
     ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "bf16",
@@ -949,7 +962,8 @@ int main(void)
             histogram_speculative_shows_q_beside_p_and_the_acceptance_test));
     tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
     tu_add_case(s, "status_layout_input", TU_TESTS(
-            status_bar_shows_speed_cache_and_reuse, a_narrow_status_bar_keeps_the_cache_figures,
+            status_bar_shows_speed_cache_and_reuse,
+            status_bar_names_the_chat_format_and_nothing_for_plain_continuation, a_narrow_status_bar_keeps_the_cache_figures,
             a_100_column_status_bar_keeps_the_backend_and_precision,
             status_bar_shows_speculative_acceptance_and_speedup,
             a_100_column_status_bar_keeps_the_speculative_speedup,

@@ -13,6 +13,7 @@
 #include "core/session/session.h"
 #include "core/tokenizer/tokenizer.h"
 #include "repl/commands.h"
+#include "repl/chat_cmd.h"
 #include "repl/compare.h"
 #include "repl/dtype_cmd.h"
 #include "tests/testutil.h"
@@ -36,6 +37,7 @@ static void cmd_session_open(void)
     /* Every command module the REPL offers (/beam etc. still need E.compare to run). */
     cmd_env_add_module(&E, &compare_cmd_module);
     cmd_env_add_module(&E, &dtype_cmd_module);
+    cmd_env_add_module(&E, &chat_cmd_module);
 }
 
 static void cmd_session_close(void)

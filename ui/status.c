@@ -48,11 +48,15 @@ static size_t join_fitting(piece *p, int n, int width, char *out, size_t cap)
 
 static size_t format_first(const ui_status_view *v, int width, char *out, size_t cap)
 {
-    piece p[8];
+    piece p[10];
     int n = 0;
     memset(p, 0, sizeof p);
     snprintf(p[n].text, sizeof p[n].text, "%s", v->model ? v->model : "?");
     p[n++].drop = 3;
+    if (v->chat) {
+        snprintf(p[n].text, sizeof p[n].text, "chat %s", v->chat);
+        p[n++].drop = 3;
+    }
     snprintf(p[n].text, sizeof p[n].text, "%s %s", v->backend ? v->backend : "?",
              v->precision ? v->precision : "?");
     p[n++].drop = 4;       /* the precision stays longer than the time to first token */

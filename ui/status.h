@@ -31,6 +31,7 @@ typedef struct {
     double acceptance;        /* accepted / drafted */
     double tokens_per_pass;   /* tokens per target forward */
     double speedup;           /* tok/s over the last non-speculative turn's (0: none yet) */
+    const char *chat;         /* the chat format ("chatml", ...), or NULL: plain continuation */
 } ui_status_view;
 
 /* 2 rows when the screen has room for them, else 1. */

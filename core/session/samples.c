@@ -122,7 +122,7 @@ static bool sample_event(void *user, const session_event *ev)
 /* The prompt: text (tokenized by each session) when ids is NULL, else the ids. */
 static tt_status samples_run(engine *e, const model *m, const tokenizer *tok,
                              const session_settings *set, const session_settings *per,
-                             const char *text, size_t len, const int32_t *prompt_ids,
+                             const session_chat *chat, const char *text, size_t len, const int32_t *prompt_ids,
                              int n_prompt_ids, int n, samples_event_fn fn, void *user,
                              volatile sig_atomic_t *interrupt, samples_result *out, tt_error *err)
 {
@@ -173,6 +173,8 @@ static tt_status samples_run(engine *e, const model *m, const tokenizer *tok,
         if ((st = session_init(&ss[i], m, tok, &v->base, &si, err)) != TT_OK)
             goto out;
         n_init++;
+        if (chat && (st = session_set_chat(&ss[i], chat, err)) != TT_OK)
+            goto out;
         ss[i].interrupt = interrupt;
         sinks[i] = (sample_sink){.fn = fn, .user = user, .sample = i};
         st = prompt_ids ? session_add_user_tokens(&ss[i], prompt_ids, n_prompt_ids, err)
@@ -278,22 +280,24 @@ out:
 }
 
 tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
-                           const session_settings *set, const char *text, size_t len, int n,
+                           const session_settings *set, const session_chat *chat,
+                           const char *text, size_t len, int n,
                            samples_event_fn fn, void *user, volatile sig_atomic_t *interrupt,
                            samples_result *out, tt_error *err)
 {
-    return samples_run(e, m, tok, set, NULL, text, len, NULL, 0, n, fn, user, interrupt, out,
-                       err);
+    return samples_run(e, m, tok, set, NULL, chat, text, len, NULL, 0, n, fn, user, interrupt,
+                       out, err);
 }
 
 tt_status samples_generate_ids(engine *e, const model *m, const tokenizer *tok,
                                const session_settings *set, const session_settings *per,
+                               const session_chat *chat,
                                const int32_t *ids, int n_ids, int n, samples_event_fn fn,
                                void *user, volatile sig_atomic_t *interrupt, samples_result *out,
                                tt_error *err)
 {
-    return samples_run(e, m, tok, set, per, NULL, 0, ids, n_ids, n, fn, user, interrupt, out,
-                       err);
+    return samples_run(e, m, tok, set, per, chat, NULL, 0, ids, n_ids, n, fn, user, interrupt,
+                       out, err);
 }
 
 void samples_result_free(samples_result *r)

@@ -41,12 +41,15 @@ typedef struct {
 } samples_result;
 
 /* Generates n (1 .. SAMPLES_MAX) samples of text[0 .. len) (tokenized as session_add_user_text
- * does) with settings set (stops included), sample i seeded with set->seed + i. e must have
+ * does) with settings set (stops included), sample i seeded with set->seed + i; with chat (may be
+ * NULL: plain continuation) every sample's session is in that chat mode (session_set_chat), so
+ * the prompt is a chat turn and the samples end at the end-of-turn token. e must have
  * sequences (engine_has_seqs); n + 1 are reserved. interrupt (may be NULL) stops every sample.
  * Fills out (free with samples_result_free). A failure of one sample's session stops that sample
  * (its stats say why); the call fails only when the engine or memory does. */
 tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
-                           const session_settings *set, const char *text, size_t len, int n,
+                           const session_settings *set, const session_chat *chat,
+                           const char *text, size_t len, int n,
                            samples_event_fn fn, void *user, volatile sig_atomic_t *interrupt,
                            samples_result *out, tt_error *err);
 
@@ -57,6 +60,7 @@ tt_status samples_generate(engine *e, const model *m, const tokenizer *tok,
  * The part of the prompt sequence 0 already holds is copied, not computed again. */
 tt_status samples_generate_ids(engine *e, const model *m, const tokenizer *tok,
                                const session_settings *set, const session_settings *per,
+                               const session_chat *chat,
                                const int32_t *ids, int n_ids, int n, samples_event_fn fn,
                                void *user, volatile sig_atomic_t *interrupt, samples_result *out,
                                tt_error *err);

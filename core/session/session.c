@@ -122,6 +122,7 @@ void session_free(session *s)
     free(s->turn_start);
     spec_free(s->spec);
     free(s->rebuild);
+    free(s->system);
     memset(s, 0, sizeof *s);
 }
 
@@ -302,11 +303,161 @@ tt_status session_add_user_tokens(session *s, const int32_t *ids, int n, tt_erro
     return TT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Chat mode */
+
+tt_status session_set_chat(session *s, const session_chat *chat, tt_error *err)
+{
+    int V = s->model->config.V;
+    if (chat->n_eot < 0 || chat->n_eot > SESSION_MAX_EOT)
+        return tt_fail(err, TT_ERR_ARG, "chat: %d end-of-turn ids (at most %d)", chat->n_eot,
+                       SESSION_MAX_EOT);
+    for (int i = 0; i < chat->n_eot; i++)
+        if (chat->eot_ids[i] < 0 || chat->eot_ids[i] >= V)
+            return tt_fail(err, TT_ERR_ARG, "chat: end-of-turn id %d is outside the vocabulary "
+                           "[0, %d)", (int)chat->eot_ids[i], V);
+    if (chat->bos_id >= V)
+        return tt_fail(err, TT_ERR_ARG, "chat: BOS id %d is outside the vocabulary [0, %d)",
+                       (int)chat->bos_id, V);
+    s->chat = *chat;
+    s->n_eot = 0;
+    if (chat->spec.format == CHAT_RAW)
+        return TT_OK;
+    for (int i = 0; i < chat->n_eot; i++)
+        s->eot[s->n_eot++] = chat->eot_ids[i];
+    const char *eot = chat_format_eot(chat->spec.format);
+    int32_t id = eot && chat->special ? chat->special(chat->special_user, eot, strlen(eot)) : -1;
+    if (id >= 0 && id < V)
+        s->eot[s->n_eot++] = id;
+    return TT_OK;
+}
+
+chat_format session_chat_format(const session *s)
+{
+    return s->chat.spec.format;
+}
+
+tt_status session_set_system(session *s, const char *text, tt_error *err)
+{
+    char *c = NULL;
+    if (text && *text && !(c = strdup(text)))
+        return tt_fail(err, TT_ERR_NOMEM, "system message: out of memory");
+    free(s->system);
+    s->system = c;
+    return TT_OK;
+}
+
+static bool is_eot(const session *s, int32_t tok)
+{
+    for (int i = 0; i < s->n_eot; i++)
+        if (s->eot[i] == tok)
+            return true;
+    return false;
+}
+
+/* Appends the encoding of text[0..len) to *ids (*n of *cap). */
+static tt_status encode_append(const session *s, const char *text, size_t len, int32_t **ids,
+                               int *n, size_t *cap, tt_error *err)
+{
+    int32_t *part = NULL;
+    int k = 0;
+    tt_status st = tokenizer_encode(s->tok, text, len, &part, &k, err);
+    if (st != TT_OK)
+        return st;
+    if (!UTIL_RESERVE(*ids, cap, (size_t)*n + (size_t)k + 1, 64)) {
+        free(part);
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
+    }
+    if (k > 0)
+        memcpy(*ids + *n, part, (size_t)k * sizeof *part);
+    *n += k;
+    free(part);
+    return TT_OK;
+}
+
+/* The tokens of rendered chat text: each marker the chat's lookup knows is its special token,
+ * the text between (markers it does not know included) is tokenized in one piece each, as a
+ * tokenizer splits at its special tokens first. */
+static tt_status encode_chat(const session *s, const chat_text *t, int32_t **ids, int *n,
+                             tt_error *err)
+{
+    size_t cap = 0, from = 0;
+    *ids = NULL;
+    *n = 0;
+    tt_status st = TT_OK;
+    for (size_t i = 0; i < t->n_specials && st == TT_OK; i++) {
+        const chat_span *sp = &t->specials[i];
+        int32_t id = s->chat.special ? s->chat.special(s->chat.special_user, t->text + sp->off,
+                                                       sp->len) : -1;
+        if (id < 0)
+            continue;
+        if ((st = encode_append(s, t->text + from, sp->off - from, ids, n, &cap, err)) != TT_OK)
+            break;
+        (*ids)[(*n)++] = id;     /* encode_append reserved one more */
+        from = sp->off + sp->len;
+    }
+    if (st == TT_OK)
+        st = encode_append(s, t->text + from, t->len - from, ids, n, &cap, err);
+    if (st != TT_OK) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return st;
+}
+
+/* Puts bos before the n ids of *ids (malloc'd; replaced). On failure *ids is freed and NULL. */
+static tt_status prepend_bos(int32_t **ids, int *n, int32_t bos, tt_error *err)
+{
+    int32_t *with = realloc(*ids, ((size_t)*n + 1) * sizeof *with);
+    if (!with) {
+        free(*ids);
+        *ids = NULL;
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
+    }
+    memmove(with + 1, with, (size_t)*n * sizeof *with);
+    with[0] = bos;
+    *ids = with;
+    (*n)++;
+    return TT_OK;
+}
+
+/* The tokens a chat turn adds for user text: see session_add_user_text. */
+static tt_status chat_turn_ids(const session *s, const char *text, size_t len, int32_t **ids,
+                               int *n, tt_error *err)
+{
+    char *user = malloc(len + 1);
+    if (!user)
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
+    memcpy(user, text, len);
+    user[len] = 0;
+    bool first = s->n_tokens == 0;
+    bool closed = s->n_tokens > 0 && is_eot(s, s->tokens[s->n_tokens - 1]);
+    chat_text t;
+    chat_text_init(&t);
+    tt_status st = chat_render_turn(&s->chat.spec, s->system, user, first, closed, &t, err);
+    free(user);
+    if (st == TT_OK)
+        st = encode_chat(s, &t, ids, n, err);
+    chat_text_free(&t);
+    if (st != TT_OK || !first || chat_format_emits_bos(s->chat.spec.format) || s->chat.bos_id < 0)
+        return st;
+    /* The tokenizer's BOS before a format that writes none. */
+    return prepend_bos(ids, n, s->chat.bos_id, err);
+}
+
 tt_status session_add_user_text(session *s, const char *text, size_t len, tt_error *err)
 {
     int32_t *ids = NULL;
     int n = 0;
-    tt_status st = tokenizer_encode(s->tok, text, len, &ids, &n, err);
+    bool chat = s->chat.spec.format != CHAT_RAW && len > 0;
+    tt_status st = chat ? chat_turn_ids(s, text, len, &ids, &n, err)
+                        : tokenizer_encode(s->tok, text, len, &ids, &n, err);
+    /* A conversation's first text starts with the BOS when the tokenizer adds one (Llama,
+     * Mistral: add_bos_token), as Hugging Face's tokenizer(text) does. */
+    if (st == TT_OK && !chat && s->n_tokens == 0 && len > 0 && tokenizer_adds_bos(s->tok) &&
+        tokenizer_bos_id(s->tok) >= 0)
+        st = prepend_bos(&ids, &n, tokenizer_bos_id(s->tok), err);
     if (st != TT_OK)
         return st;
     st = session_add_user_tokens(s, ids, n, err);
@@ -517,12 +668,28 @@ static bool notify(session *s, session_event_fn fn, void *user, const session_ev
     return go_on;
 }
 
+/* The stop strings of a generation: the settings', and in chat mode the end-of-turn text when no
+ * end-of-turn token is known (a tokenizer without the format's special tokens). Returns the
+ * count; stops has room for SESSION_MAX_STOPS + 1. */
+static int gen_stops(const session *s, char **stops)
+{
+    int n = 0;
+    for (int i = 0; i < s->set.n_stops; i++)
+        stops[n++] = s->set.stops[i];
+    const char *eot = chat_format_eot(s->chat.spec.format);
+    if (eot && s->n_eot == 0)
+        stops[n++] = (char *)eot;
+    return n;
+}
+
 /* Sends one event whose text is what out_push releases; returns the callback's answer. */
 static bool emit(session *s, session_event_fn fn, void *user, session_event *ev,
                  const char *bytes, size_t n, bool flush, bool *hit)
 {
     struct session_gen *g = s->gen;
-    size_t show = out_push(&g->out, bytes, n, flush, s->set.stops, s->set.n_stops, hit);
+    char *stops[SESSION_MAX_STOPS + 1];
+    int n_stops = gen_stops(s, stops);
+    size_t show = out_push(&g->out, bytes, n, flush, stops, n_stops, hit);
     ev->text = g->out.buf ? g->out.buf + g->out.emitted : "";
     ev->text_len = show;
     g->out.emitted += show;
@@ -551,6 +718,8 @@ static bool is_eos_token(const session *s, int32_t tok)
 
 static int32_t bos_id(const session *s)
 {
+    if (tokenizer_adds_bos(s->tok) && tokenizer_bos_id(s->tok) >= 0)
+        return tokenizer_bos_id(s->tok);
     if (s->model->config.bos_id >= 0)
         return s->model->config.bos_id;
     int32_t eot = tokenizer_eot_id(s->tok);
@@ -665,7 +834,7 @@ static tt_status produce(session *s, session_event *ev, session_event_fn fn, voi
         s->last.ttft_ms = g->t_first - g->t_begin;
     }
     s->last.generated_tokens = g->generated;
-    bool is_eos = s->set.stop_at_eos && is_eos_token(s, tok);
+    bool is_eos = s->set.stop_at_eos && (is_eos_token(s, tok) || is_eot(s, tok));
     size_t nb = 0;
     const char *bytes = is_eos ? "" : tokenizer_token_bytes(s->tok, tok, &nb);
     if (!bytes)
@@ -861,7 +1030,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         .n = s->n_tokens - s->window_start,
         .gamma = s->gamma,
         .max_tokens = s->set.max_new_tokens - g->generated,
-        .stop_id = s->set.stop_at_eos ? eos : -1,
+        .stop_id = s->set.stop_at_eos ? session_end_id(s) : -1,
         .banned = eos,
         .n_banned = eos >= 0 && min_left > 0 ? min_left : 0,
         .lean = s->lean || s->snapshots_on_demand,
@@ -940,7 +1109,9 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
         bool hit;
         session_event ev = {.token = -1, .flush = true};
         size_t before = g->out.emitted;
-        size_t show = out_push(&g->out, "", 0, true, s->set.stops, s->set.n_stops, &hit);
+        char *stops[SESSION_MAX_STOPS + 1];
+        int n_stops = gen_stops(s, stops);
+        size_t show = out_push(&g->out, "", 0, true, stops, n_stops, &hit);
         if (show > 0 || g->pending_shift) {
             ev.text = g->out.buf + before;
             ev.text_len = show;
@@ -1042,6 +1213,11 @@ tt_status session_peek(session *s, sampler_snapshot *snap, tt_error *err)
 int32_t session_eos_id(const session *s)
 {
     return eos_id(s);
+}
+
+int32_t session_end_id(const session *s)
+{
+    return s->chat.spec.format != CHAT_RAW && s->n_eot > 0 ? s->eot[0] : eos_id(s);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/engine/engine.h"
+#include "core/session/chat.h"
 #include "core/model/model.h"
 #include "core/base/rng.h"
 #include "core/decode/sampler.h"
@@ -18,6 +19,26 @@
 #include "core/tokenizer/tokenizer.h"
 
 #define SESSION_MAX_STOPS 8
+#define SESSION_MAX_EOT 8
+
+/* The id of the special token spelled text[0..len) (not NUL-terminated), or -1 when the
+ * tokenizer has none by that spelling (the text is then tokenized as text). */
+typedef int32_t (*session_special_fn)(void *user, const char *text, size_t len);
+
+/* Chat mode (session_set_chat): how user turns are wrapped and where replies end. */
+typedef struct {
+    chat_spec spec;            /* format CHAT_RAW: chat mode off (plain continuation) */
+    chat_spec model_spec;      /* the model's own format (its template's; raw when it has none):
+                                  not used by the session, kept for a front end that turns chat
+                                  mode back on */
+    session_special_fn special;/* maps the template's markers to token ids; NULL: none are */
+    void *special_user;
+    int32_t bos_id;            /* put first in a conversation whose format writes no BOS text
+                                  itself (chatml, zephyr), when the tokenizer adds one; -1: none */
+    int32_t eot_ids[SESSION_MAX_EOT]; /* more end-of-turn ids (e.g. generation_config.json's
+                                  eos list); the format's own end-of-turn token is looked up */
+    int n_eot;
+} session_chat;
 
 /* Why a generation ended. */
 typedef enum {
@@ -184,6 +205,12 @@ typedef struct session {
     volatile sig_atomic_t *interrupt;  /* set by a signal handler; checked every step */
     session_fallback_fn device_fallback;  /* optional: see session_fallback_fn */
     void *fallback_user;
+
+    /* Chat mode (session_set_chat; all zero: raw): */
+    session_chat chat;
+    int32_t eot[SESSION_MAX_EOT + 1];  /* ids that end a reply: chat.eot_ids and the format's */
+    int n_eot;
+    char *system;              /* owned; the system message of the next conversation, or NULL */
 } session;
 
 /* The full snapshots of ev, a partial event of the step or round now being reported (during its
@@ -232,8 +259,32 @@ void session_clear_stops(session *s);
 /* Reseeds the PRNG. */
 void session_set_seed(session *s, uint64_t seed);
 
+/* Chat mode: user turns are wrapped in chat->spec's format from the next one on (raw: plain
+ * continuation, as without chat mode), and a generation stops at an end-of-turn token (the
+ * format's, looked up through chat->special, and chat->eot_ids), or, when neither gives one, at
+ * the end-of-turn text as if it were a stop string. The conversation is not changed: already
+ * rendered turns stay as they are. TT_ERR_ARG for an id outside the vocabulary or more than
+ * SESSION_MAX_EOT of them (nothing changed). */
+tt_status session_set_chat(session *s, const session_chat *chat, tt_error *err);
+
+/* The format in use (CHAT_RAW when chat mode is off). */
+chat_format session_chat_format(const session *s);
+
+/* The system message (copied; NULL or "" clears it) of a conversation: it is rendered at the
+ * start of the first chat turn, so it applies to the conversation from its start (after
+ * session_reset, or now when the conversation is empty). A format's default system message
+ * (Qwen2.5's) stands when none is set. */
+tt_status session_set_system(session *s, const char *text, tt_error *err);
+
 /* Appends text (tokenized) to the conversation as a new user turn. Empty text starts a turn that
- * continues from the current context. The engine is not run until generation. */
+ * continues from the current context (in chat mode too: the reply goes on). Otherwise, in chat
+ * mode the turn is wrapped in the format: the reply
+ * before it closed with the end-of-turn text when the model did not end it, the BOS and the
+ * system message at a conversation's start, the user message and the assistant's header (the
+ * template's markers become special tokens through the chat's lookup; the user's text stays
+ * text). Each turn only appends, so the KV cache keeps the whole conversation. The engine is not
+ * run until generation. In raw mode a conversation's first text starts with the tokenizer's BOS
+ * when it adds one (tokenizer_adds_bos: Llama, Mistral), as Hugging Face's tokenizer(text) does. */
 tt_status session_add_user_text(session *s, const char *text, size_t len, tt_error *err);
 
 /* Appends token ids as a new user turn (ids checked against the vocabulary). */
@@ -307,6 +358,11 @@ char *session_text(const session *s, int from, int to);
 /* The token that ends a generation: generation_config.json's eos_token_id, else config.json's,
  * else the tokenizer's <|endoftext|>; -1 when none. */
 int32_t session_eos_id(const session *s);
+
+/* The token a reply ends with: in chat mode the end-of-turn token when one is known (the first of
+ * session_set_chat's), else session_eos_id. For drivers that stop at one token (beam search);
+ * the session itself stops at either. */
+int32_t session_end_id(const session *s);
 
 /* Number of leading positions the engine cache shares with the current window. */
 int session_cached_prefix(const session *s);

@@ -24,6 +24,18 @@ for g in llama-gqa:llama-gqa llama-untied-rope3:llama-untied-rope3 mistral:mistr
         test "$(our_greedy "$name" "$dir")" == "$(ref_greedy "$name")"
 done
 
+# A raw prompt starts with the BOS the tokenizer adds (llama-gqa: a TemplateProcessing BOS;
+# mistral: add_bos_token), the same ids tokenize --json prints.
+for dir in llama-gqa mistral; do
+    n_tok=$("$BIN" tokenize --model "$F/$dir" --json -p "Hello world" | tr ',' '\n' | grep -c '[0-9]')
+    n_gen=$("$BIN" generate --model "$F/$dir" --threads 1 -p "Hello world" -n 1 --json 2>/dev/null |
+            tail -1 | sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p')
+    first=$("$BIN" tokenize --model "$F/$dir" --json -p "Hello world" | sed 's/^\[\([0-9]*\),.*/\1/')
+    bos=$(sed -n 's/.*"bos_token_id": \([0-9]*\).*/\1/p' "$F/$dir/config.json")
+    check "$dir: a prompt's first turn starts with the tokenizer's BOS ($bos), as tokenize shows" \
+        test "$n_gen" == "$n_tok" -a "$first" == "$bos"
+done
+
 # Speculative decoding over the family: the model as its own draft gives plain greedy's text.
 plain=$("$BIN" generate --model "$F/qwen2" --threads 1 -p "Hello world" --greedy -n 30 --ignore-eos -q)
 spec=$("$BIN" generate --model "$F/qwen2" --draft "$F/qwen2" --gamma 4 --threads 1 \
