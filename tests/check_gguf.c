@@ -12,6 +12,7 @@
 
 #include "core/base/rng.h"
 #include "core/model/gguf.h"
+#include "core/model/safetensors.h"
 #include "tests/testutil.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -708,6 +709,219 @@ START_TEST(maps_a_file_and_refuses_missing_and_directories)
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------------------------------------
+ * The committed fixtures (tests/fixtures/gguf/make.sh: tools/peer/tiny_hf.py + hf_to_gguf.py) */
+
+static const char *fixture(const char *name)
+{
+    const char *srcdir = getenv("TOKENTOP_SRCDIR");
+    return tu_path("%s/tests/fixtures/gguf/%s", srcdir ? srcdir : ".", name);
+}
+
+static gguf_file *open_fixture(const char *name)
+{
+    gguf_file *f = NULL;
+    tt_error err = {0};
+    ck_assert_msg(gguf_open(fixture(name), &f, &err) == TT_OK, "%s (run from the repository root "
+                  "or set TOKENTOP_SRCDIR)", err.msg);
+    return f;
+}
+
+static uint32_t get_u32(const gguf_file *f, const char *key)
+{
+    uint32_t v = 0;
+    tt_error err = {0};
+    ck_assert_msg(gguf_get_u32(f, key, &v, &err) == TT_OK, "%s", err.msg);
+    return v;
+}
+
+/* Row r of a 2-D tensor as floats (ne[0] of them, at most 256). */
+static void tensor_row(const gguf_tensor *t, uint64_t r, float *out)
+{
+    ck_assert_uint_le(t->ne[0], 256);
+    ck_assert(quant_dequantize_row(t->type, gguf_tensor_row(t, r), out, t->ne[0]));
+}
+
+START_TEST(llama_fixture_holds_hyperparameters_and_spm_tokenizer)
+{
+    gguf_file *f = open_fixture("tiny-llama-f16.gguf");
+    tt_error err = {0};
+    ck_assert_str_eq(gguf_architecture(f), "llama");
+    ck_assert_str_eq(gguf_quantization(f), "F16");
+    ck_assert_uint_eq(get_u32(f, "llama.block_count"), 2);
+    ck_assert_uint_eq(get_u32(f, "llama.embedding_length"), 32);
+    ck_assert_uint_eq(get_u32(f, "llama.attention.head_count"), 4);
+    ck_assert_uint_eq(get_u32(f, "llama.attention.head_count_kv"), 2);
+    ck_assert_uint_eq(get_u32(f, "llama.rope.dimension_count"), 8);
+    float eps = 0, base = 0;
+    ck_assert_int_eq(gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps, &err), TT_OK);
+    ck_assert_float_eq(eps, 1e-6f);
+    ck_assert_int_eq(gguf_get_f32(f, "llama.rope.freq_base", &base, &err), TT_OK);
+    ck_assert_float_eq(base, 10000.0f);
+    gguf_str tmodel;
+    ck_assert_int_eq(gguf_get_string(f, "tokenizer.ggml.model", &tmodel, &err), TT_OK);
+    ck_assert(gguf_str_eq(tmodel, "llama"));
+    gguf_array tokens, scores, types;
+    ck_assert_int_eq(gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, &err),
+                     TT_OK);
+    ck_assert_int_eq(gguf_get_array(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &scores, &err),
+                     TT_OK);
+    ck_assert_int_eq(gguf_get_array(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &types,
+                                    &err), TT_OK);
+    ck_assert_uint_eq(tokens.n, 323);
+    ck_assert_uint_eq(scores.n, 323);
+    ck_assert_uint_eq(types.n, 323);
+    ck_assert(gguf_str_eq(gguf_array_str(&tokens, 1), "<s>"));
+    ck_assert_int_eq(gguf_array_i32(&types, 1), 3);                 /* control */
+    ck_assert(gguf_str_eq(gguf_array_str(&tokens, 3 + 0x41), "<0x41>"));
+    ck_assert_int_eq(gguf_array_i32(&types, 3 + 0x41), 6);          /* byte */
+    ck_assert_float_eq(gguf_array_f32(&scores, 300), -300.0f);
+    ck_assert_uint_eq(get_u32(f, "tokenizer.ggml.bos_token_id"), 1);
+    ck_assert_uint_eq(get_u32(f, "tokenizer.ggml.eos_token_id"), 2);
+    bool add_bos = false;
+    ck_assert_int_eq(gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos, &err), TT_OK);
+    ck_assert(add_bos);
+    gguf_str tmpl;
+    ck_assert_int_eq(gguf_get_string(f, "tokenizer.chat_template", &tmpl, &err), TT_OK);
+    ck_assert_uint_gt(tmpl.len, 10);
+    ck_assert_int_eq(gguf_tensor_check(f, "token_embd.weight", 2, (const uint64_t[]){32, 323},
+                                       NULL, &err), TT_OK);
+    ck_assert_int_eq(gguf_tensor_check(f, "output.weight", 2, (const uint64_t[]){32, 323}, NULL,
+                                       &err), TT_OK);
+    ck_assert_int_eq(gguf_tensor_check(f, "blk.1.attn_k.weight", 2, (const uint64_t[]){32, 16},
+                                       NULL, &err), TT_OK);
+    ck_assert_int_eq(gguf_tensor_check(f, "blk.1.ffn_norm.weight", 1, (const uint64_t[]){32},
+                                       NULL, &err), TT_OK);
+    ck_assert_uint_eq(gguf_find_tensor(f, "blk.1.ffn_norm.weight")->type, QUANT_F32);
+    ck_assert_uint_eq(gguf_parameter_count(f), 39264);
+    gguf_close(f);
+}
+END_TEST
+
+/* llama.cpp's converter permutes the Q and K rows of `llama` models: within each head of HS rows,
+ * GGUF row 2i is HF row i and row 2i+1 is HF row HS/2 + i (rotate-half pairs made adjacent). */
+START_TEST(llama_fixture_q_k_rows_are_permuted_into_adjacent_pairs)
+{
+    gguf_file *f = open_fixture("tiny-llama-f16.gguf");
+    safetensors_file *st = NULL;
+    tt_error err = {0};
+    ck_assert_msg(safetensors_open(fixture("tiny-llama/model.safetensors"), &st, &err) == TT_OK,
+                  "%s", err.msg);
+    const int HS = 8, C = 32;
+    const struct { const char *gguf, *hf; int heads; } pairs[] = {
+        {"blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight", 4},
+        {"blk.1.attn_k.weight", "model.layers.1.self_attn.k_proj.weight", 2},
+    };
+    float g[32], h[32];
+    for (size_t p = 0; p < 2; p++) {
+        const gguf_tensor *t = gguf_find_tensor(f, pairs[p].gguf);
+        const st_tensor *s = safetensors_find(st, pairs[p].hf);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_ptr_nonnull(s);
+        for (int head = 0; head < pairs[p].heads; head++)
+            for (int r = 0; r < HS; r++) {
+                int hf_row = head * HS + (r % 2 ? HS / 2 + r / 2 : r / 2);
+                tensor_row(t, (uint64_t)(head * HS + r), g);
+                memcpy(h, (const float *)s->data + (size_t)hf_row * C, sizeof h);
+                for (int c = 0; c < C; c++)
+                    ck_assert_msg(g[c] == tt_held_f32(TT_F16, h[c]),
+                                  "%s head %d row %d col %d: %g, HF row %d has %g", pairs[p].gguf,
+                                  head, r, c, g[c], hf_row, h[c]);
+            }
+    }
+    /* V is not permuted. */
+    const gguf_tensor *v = gguf_find_tensor(f, "blk.0.attn_v.weight");
+    const st_tensor *sv = safetensors_find(st, "model.layers.0.self_attn.v_proj.weight");
+    tensor_row(v, 1, g);
+    memcpy(h, (const float *)sv->data + C, sizeof h);
+    for (int c = 0; c < C; c++)
+        ck_assert(g[c] == tt_held_f32(TT_F16, h[c]));
+    safetensors_close(st);
+    gguf_close(f);
+}
+END_TEST
+
+/* Q8_0 as ggml quantizes: each weight within half a step (block max / 127) of the F32 original,
+ * plus the fp16 rounding of the block scale (2^-11 relative, times at most 127 steps). */
+START_TEST(q8_0_fixture_dequantizes_within_one_step_of_the_original)
+{
+    gguf_file *f = open_fixture("tiny-llama-q8_0.gguf");
+    safetensors_file *st = NULL;
+    tt_error err = {0};
+    ck_assert_msg(safetensors_open(fixture("tiny-llama/model.safetensors"), &st, &err) == TT_OK,
+                  "%s", err.msg);
+    ck_assert_str_eq(gguf_quantization(f), "Q8_0");
+    const struct { const char *gguf, *hf; } pairs[] = {
+        {"blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"},
+        {"blk.1.attn_v.weight", "model.layers.1.self_attn.v_proj.weight"},
+        {"token_embd.weight", "model.embed_tokens.weight"},
+    };
+    int checked = 0;
+    for (size_t p = 0; p < 3; p++) {
+        const gguf_tensor *t = gguf_find_tensor(f, pairs[p].gguf);
+        const st_tensor *s = safetensors_find(st, pairs[p].hf);
+        ck_assert_uint_eq(t->type, QUANT_Q8_0);
+        ck_assert_int_eq(gguf_tensor_check(f, t->name, t->n_dims, t->ne, NULL, &err), TT_OK);
+        uint64_t K = t->ne[0];
+        float g[256];
+        for (uint64_t r = 0; r < t->ne[1]; r++) {
+            tensor_row(t, r, g);
+            const float *h = (const float *)s->data + r * K;
+            for (uint64_t b = 0; b < K; b += 32) {
+                float amax = 0;
+                for (int j = 0; j < 32; j++)
+                    amax = fmaxf(amax, fabsf(h[b + j]));
+                for (int j = 0; j < 32; j++, checked++)
+                    ck_assert_msg(fabsf(g[b + j] - h[b + j]) <= amax / 127 * 0.5f + amax / 1024,
+                                  "%s row %llu col %llu: %g vs %g", t->name,
+                                  (unsigned long long)r, (unsigned long long)(b + j), g[b + j],
+                                  h[b + j]);
+            }
+        }
+    }
+    ck_assert_int_gt(checked, 10000);
+    safetensors_close(st);
+    gguf_close(f);
+}
+END_TEST
+
+START_TEST(qwen_fixtures_hold_bpe_tokenizers_biases_and_qk_norms)
+{
+    gguf_file *f = open_fixture("tiny-qwen2-f16.gguf");
+    tt_error err = {0};
+    gguf_str s;
+    gguf_array merges, tokens;
+    ck_assert_str_eq(gguf_architecture(f), "qwen2");
+    ck_assert_int_eq(gguf_get_string(f, "tokenizer.ggml.model", &s, &err), TT_OK);
+    ck_assert(gguf_str_eq(s, "gpt2"));
+    ck_assert_int_eq(gguf_get_string(f, "tokenizer.ggml.pre", &s, &err), TT_OK);
+    ck_assert(gguf_str_eq(s, "qwen2"));
+    ck_assert_int_eq(gguf_get_array(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, &err),
+                     TT_OK);
+    ck_assert_uint_gt(merges.n, 20);
+    ck_assert(gguf_str_eq(gguf_array_str(&merges, 0), "\xc4\xa0 t"));   /* "Ġ t" */
+    ck_assert_int_eq(gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, &err),
+                     TT_OK);
+    ck_assert(gguf_str_eq(gguf_array_str(&tokens, tokens.n - 1), "<|im_end|>"));
+    ck_assert_ptr_null(gguf_find_kv(f, "tokenizer.ggml.bos_token_id"));
+    ck_assert_int_eq(gguf_tensor_check(f, "blk.0.attn_q.bias", 1, (const uint64_t[]){32}, NULL,
+                                       &err), TT_OK);
+    ck_assert_ptr_null(gguf_find_tensor(f, "output.weight"));          /* tied */
+    gguf_close(f);
+
+    f = open_fixture("tiny-qwen3-q8_0.gguf");
+    ck_assert_str_eq(gguf_architecture(f), "qwen3");
+    ck_assert_str_eq(gguf_quantization(f), "Q8_0");
+    ck_assert_int_eq(gguf_tensor_check(f, "blk.1.attn_k_norm.weight", 1, (const uint64_t[]){8},
+                                       NULL, &err), TT_OK);
+    ck_assert_int_eq(gguf_tensor_check(f, "blk.1.attn_q.weight", 2, (const uint64_t[]){32, 32},
+                                       NULL, &err), TT_OK);
+    ck_assert_uint_eq(gguf_find_tensor(f, "blk.1.attn_q.weight")->type, QUANT_Q8_0);
+    gguf_close(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gguf");
@@ -722,5 +936,10 @@ int main(void)
             tensor_check_refuses_unsupported_type_wrong_shape_and_nan_scale,
             finds_every_tensor_among_many));
     tu_add_case(s, "files", TU_TESTS(maps_a_file_and_refuses_missing_and_directories));
+    tu_add_case(s, "fixtures", TU_TESTS(
+            llama_fixture_holds_hyperparameters_and_spm_tokenizer,
+            llama_fixture_q_k_rows_are_permuted_into_adjacent_pairs,
+            q8_0_fixture_dequantizes_within_one_step_of_the_original,
+            qwen_fixtures_hold_bpe_tokenizers_biases_and_qk_norms));
     return tu_run_suite(s);
 }
