@@ -35,7 +35,10 @@ static void touch_kv(const gguf_file *f, const gguf_kv *kv)
                 for (uint64_t k = 0; k < s.len; k++)
                     sink ^= (uint8_t)s.ptr[k];
             } else if (a->type == GGUF_TYPE_FLOAT32) {
-                sink ^= (uint8_t)gguf_array_f32(a, i);
+                float x = gguf_array_f32(a, i);     /* any bits: NaN, inf, -1 */
+                uint32_t bits;
+                memcpy(&bits, &x, 4);
+                sink ^= (uint8_t)bits;
             } else if (a->type == GGUF_TYPE_INT32) {
                 sink ^= (uint8_t)gguf_array_i32(a, i);
             }
