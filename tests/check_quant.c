@@ -24,6 +24,8 @@ START_TEST(names_sizes_and_support_follow_ggml)
     ck_assert_str_eq(quant_type_name(QUANT_IQ2_XXS), "IQ2_XXS");
     ck_assert_str_eq(quant_type_name(4), "?");            /* Q4_2, removed */
     ck_assert_str_eq(quant_type_name(31), "?");
+    ck_assert_str_eq(quant_type_name(QUANT_NVFP4), "NVFP4");
+    ck_assert_uint_eq(quant_block_bytes(QUANT_Q1_0), 18);
     ck_assert(!quant_type_known(QUANT_TYPE_END));
     ck_assert_uint_eq(quant_block_bytes(QUANT_Q8_0), 34);
     ck_assert_uint_eq(quant_block_bytes(QUANT_Q4_0), 18);

@@ -44,6 +44,8 @@ static const struct {
     [QUANT_F64] = {"F64", 1, 8, false},         [QUANT_IQ1_M] = {"IQ1_M", 256, 56, false},
     [QUANT_BF16] = {"BF16", 1, 2, true},        [QUANT_TQ1_0] = {"TQ1_0", 256, 54, false},
     [QUANT_TQ2_0] = {"TQ2_0", 256, 66, false},  [QUANT_MXFP4] = {"MXFP4", 32, 17, false},
+    [QUANT_NVFP4] = {"NVFP4", 64, 36, false},   [QUANT_Q1_0] = {"Q1_0", 128, 18, false},
+    [QUANT_Q2_0] = {"Q2_0", 64, 18, false},
 };
 
 bool quant_type_known(uint32_t t)
@@ -99,7 +101,8 @@ const char *quant_ftype_name(uint32_t ftype)
         [22] = "IQ3_XS",  [23] = "IQ3_XXS", [24] = "IQ1_S",   [25] = "IQ4_NL",
         [26] = "IQ3_S",   [27] = "IQ3_M",   [28] = "IQ2_S",   [29] = "IQ2_M",
         [30] = "IQ4_XS",  [31] = "IQ1_M",   [32] = "BF16",    [36] = "TQ1_0",
-        [37] = "TQ2_0",   [38] = "MXFP4_MOE",
+        [37] = "TQ2_0",   [38] = "MXFP4_MOE", [39] = "NVFP4",   [40] = "Q1_0",
+        [41] = "Q2_0",
     };
     ftype &= ~1024u;                    /* LLAMA_FTYPE_GUESSED */
     return ftype < sizeof names / sizeof names[0] ? names[ftype] : NULL;

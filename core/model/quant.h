@@ -21,7 +21,8 @@ typedef enum {
     QUANT_IQ4_NL = 20, QUANT_IQ3_S = 21, QUANT_IQ2_S = 22, QUANT_IQ4_XS = 23,
     QUANT_I8 = 24, QUANT_I16 = 25, QUANT_I32 = 26, QUANT_I64 = 27, QUANT_F64 = 28,
     QUANT_IQ1_M = 29, QUANT_BF16 = 30, QUANT_TQ1_0 = 34, QUANT_TQ2_0 = 35, QUANT_MXFP4 = 39,
-    QUANT_TYPE_END = 40,
+    QUANT_NVFP4 = 40, QUANT_Q1_0 = 41, QUANT_Q2_0 = 42,
+    QUANT_TYPE_END = 43,
 } quant_type;
 
 /* Weights per block: 32 for the _0/_1 types, 256 (QK_K) for the K and IQ types, 1 for plain
@@ -60,7 +61,7 @@ bool quant_dequantize_row(uint32_t t, const void *src, float *dst, uint64_t n);
 int64_t quant_row_bad_scale(uint32_t t, const void *src, uint64_t n, const char **which);
 
 /* llama_ftype (general.file_type) as llama.cpp names it: 0 "F32", 1 "F16", 2 "Q4_0", 7 "Q8_0",
- * 15 "Q4_K_M", 32 "BF16", ...; NULL for a value it does not define. The 1024 bit (guessed) is
+ * 15 "Q4_K_M", 32 "BF16", ... (up to 41 "Q2_0", llama.cpp of 2026); NULL for a value it does not define. The 1024 bit (guessed) is
  * ignored. */
 const char *quant_ftype_name(uint32_t ftype);
 
