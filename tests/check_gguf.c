@@ -398,8 +398,10 @@ static void bad_magic(gb *g) { gb_bytes(g, "GGUG", 4); gb_u32(g, 3); gb_u64(g, 0
 static void bad_version1(gb *g) { gb_header(g, 1, 0, 0); }
 static void bad_version4(gb *g) { gb_header(g, 4, 0, 0); }
 static void bad_big_endian(gb *g) { gb_header(g, 0x03000000u, 0, 0); }
-static void bad_n_kv(gb *g) { gb_header(g, 3, 0, UINT64_MAX); gb_zeros(g, 64); }
-static void bad_n_tensors(gb *g) { gb_header(g, 3, 1ull << 40, 0); gb_zeros(g, 64); }
+static void bad_n_kv(gb *g) { gb_header(g, 3, 0, 1000); gb_zeros(g, 64); }
+static void bad_n_kv_limit(gb *g) { gb_header(g, 3, 0, UINT64_MAX); gb_zeros(g, 64); }
+static void bad_n_tensors(gb *g) { gb_header(g, 3, 1000, 0); gb_zeros(g, 64); }
+static void bad_n_tensors_limit(gb *g) { gb_header(g, 3, 1ull << 40, 0); gb_zeros(g, 64); }
 
 static void bad_key_length(gb *g)
 {
@@ -441,12 +443,30 @@ static void bad_array_count(gb *g)
     gb_zeros(g, 16);
 }
 
+static void bad_array_count_overflow(gb *g)
+{
+    gb_header(g, 3, 0, 1);
+    gb_key(g, "x", GGUF_TYPE_ARRAY);
+    gb_u32(g, GGUF_TYPE_UINT64);
+    gb_u64(g, 1ull << 62);
+    gb_zeros(g, 16);
+}
+
 static void bad_string_array_count(gb *g)
 {
     gb_header(g, 3, 0, 1);
     gb_key(g, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY);
     gb_u32(g, GGUF_TYPE_STRING);
     gb_u64(g, UINT64_MAX);
+    gb_zeros(g, 64);
+}
+
+static void bad_string_array_left(gb *g)
+{
+    gb_header(g, 3, 0, 1);
+    gb_key(g, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY);
+    gb_u32(g, GGUF_TYPE_STRING);
+    gb_u64(g, 1000);
     gb_zeros(g, 64);
 }
 
@@ -576,14 +596,20 @@ static const struct {
     {bad_version1, "version: GGUF version 1 is not supported (2 and 3 are)"},
     {bad_version4, "GGUF version 4 is not supported"},
     {bad_big_endian, "big-endian"},
-    {bad_n_kv, "n_kv 18446744073709551615: the 64 bytes left cannot hold"},
-    {bad_n_tensors, "n_tensors 1099511627776"},
+    {bad_n_kv, "n_kv 1000: the 64 bytes left cannot hold that many key/values"},
+    {bad_n_kv_limit, "n_kv 18446744073709551615 is above the limit of 65536"},
+    {bad_n_tensors, "n_tensors 1000: the 64 bytes left cannot hold that many tensor infos"},
+    {bad_n_tensors_limit, "n_tensors 1099511627776 is above the limit of 262144"},
     {bad_key_length, "key #0: string length 18446744073709551612 at offset 24 runs past the end"},
     {bad_value_length, "key general.name: string length 4611686018427387904"},
     {bad_value_type, "key general.name: unknown value type 13"},
     {bad_nested_array, "key x: nested arrays are not supported"},
-    {bad_array_count, "key tokenizer.ggml.scores: 2305843009213693952 elements of float32"},
-    {bad_string_array_count, "key tokenizer.ggml.tokens: 18446744073709551615 strings"},
+    {bad_array_count, "key tokenizer.ggml.scores: 2305843009213693952 elements of float32 need "
+                      "9223372036854775808 bytes"},
+    {bad_array_count_overflow, "key x: 4611686018427387904 elements of uint64 need more than 2^64"},
+    {bad_string_array_count, "key tokenizer.ggml.tokens: 18446744073709551615 strings is above "
+                             "the limit of 16777216"},
+    {bad_string_array_left, "key tokenizer.ggml.tokens: 1000 strings need at least 8000 bytes, 64 are left"},
     {bad_string_element, "key tokenizer.ggml.tokens: element 1: string length 1000"},
     {bad_array_element_type, "key x: unknown array element type 77"},
     {bad_bool, "key tokenizer.ggml.add_bos_token: bool value 2"},

@@ -218,20 +218,26 @@ static bool parse_array(cursor *c, gguf_kv *kv, const char *what)
     uint64_t left = c->size - c->pos;
     if (et != GGUF_TYPE_STRING) {
         uint32_t es = gguf_types[et].size;
-        if (n > left / es)
+        if (n > left / es) {
+            char need[32] = "more than 2^64";
+            if (n <= UINT64_MAX / es)
+                snprintf(need, sizeof need, "%llu", (unsigned long long)(n * es));
             return tt_fail(c->err, TT_ERR_FORMAT,
                            "%s: %s: %llu elements of %s need %s bytes, %llu are left in the file",
-                           c->fname, what, (unsigned long long)n, gguf_types[et].name,
-                           n > UINT64_MAX / es ? "more than 2^64" : "more", 
+                           c->fname, what, (unsigned long long)n, gguf_types[et].name, need,
                            (unsigned long long)left), false;
+        }
         const uint8_t *b;
         return cur_take(c, n * es, &b, what);
     }
+    if (n > GGUF_MAX_STRINGS)
+        return tt_fail(c->err, TT_ERR_FORMAT, "%s: %s: %llu strings is above the limit of %u",
+                       c->fname, what, (unsigned long long)n, GGUF_MAX_STRINGS), false;
     if (n > left / 8)
         return tt_fail(c->err, TT_ERR_FORMAT,
-                       "%s: %s: %llu strings need at least %s bytes, %llu are left in the file",
-                       c->fname, what, (unsigned long long)n,
-                       n > UINT64_MAX / 8 ? "2^64" : "8 each", (unsigned long long)left), false;
+                       "%s: %s: %llu strings need at least %llu bytes, %llu are left in the file",
+                       c->fname, what, (unsigned long long)n, (unsigned long long)(n * 8),
+                       (unsigned long long)left), false;
     uint64_t *offs = malloc((n ? n : 1) * sizeof *offs);
     if (!offs)
         return tt_fail(c->err, TT_ERR_NOMEM, "%s: %s: out of memory for %llu strings", c->fname,
@@ -375,6 +381,9 @@ static bool parse_tensors(cursor *c, gguf_file *f, uint64_t n_tensors)
     /* The smallest tensor info: an empty name (refused later, but it bounds the count), one
      * dimension, the type and the offset. */
     uint64_t left = c->size - c->pos;
+    if (n_tensors > GGUF_MAX_TENSORS)
+        return tt_fail(c->err, TT_ERR_FORMAT, "%s: n_tensors %llu is above the limit of %u",
+                       c->fname, (unsigned long long)n_tensors, GGUF_MAX_TENSORS), false;
     if (n_tensors > left / (8 + 4 + 8 + 4 + 8))
         return tt_fail(c->err, TT_ERR_FORMAT,
                        "%s: n_tensors %llu: the %llu bytes left cannot hold that many tensor "
@@ -474,6 +483,9 @@ static bool parse(gguf_file *f, tt_error *err)
     cur_u64(&c, &n_tensors, "n_tensors");
     cur_u64(&c, &n_kv, "n_kv");
     uint64_t left = c.size - c.pos;
+    if (n_kv > GGUF_MAX_KV)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: n_kv %llu is above the limit of %u", f->name,
+                       (unsigned long long)n_kv, GGUF_MAX_KV), false;
     if (n_kv > left / (8 + 4 + 1))
         return tt_fail(err, TT_ERR_FORMAT,
                        "%s: n_kv %llu: the %llu bytes left cannot hold that many key/values",

@@ -2,7 +2,7 @@
  * key/values with typed accessors, tensor infos, and each tensor's bytes inside the mapping.
  *
  * Every number in a GGUF file is untrusted. gguf_open checks the whole header before anything is
- * handed out: counts against the bytes left, string and array lengths, nested arrays (refused),
+ * handed out: counts against the bytes left and the limits below, string and array lengths, nested arrays (refused),
  * duplicate keys and tensor names, general.alignment (a u32, a power of two), each tensor's
  * dimensions (1..4, no overflow, ne[0] a multiple of its type's block), type (one ggml defines),
  * offset (a multiple of the alignment) and extent (inside the file, no two overlapping). Tensors of
@@ -29,6 +29,13 @@ typedef enum {
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_NAME 64           /* a tensor name is shorter (ggml's GGML_MAX_NAME) */
+/* Limits far above real files (tens of keys, a few thousand tensors, vocabularies of 262,144),
+ * so a forged count cannot make the reader allocate more than a few hundred megabytes however
+ * large the file: the key and tensor tables and a string array's offsets are the only
+ * allocations that grow with the file. */
+#define GGUF_MAX_KV (1u << 16)
+#define GGUF_MAX_TENSORS (1u << 18)
+#define GGUF_MAX_STRINGS (1u << 24)  /* elements of one string array */
 
 /* A string inside the mapping: len bytes at ptr, not NUL-terminated, not checked for UTF-8. */
 typedef struct {
