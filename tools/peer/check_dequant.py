@@ -4,10 +4,12 @@
 largest difference per type (0 expected: the arithmetic is the same, in fp32). Offline tool,
 never run by make.
 
-    tools/peer/check_dequant.py LLAMA_CPP_DIR      (the clone holding gguf-py/)
+    tools/peer/check_dequant.py LLAMA_CPP_DIR [FILE.gguf...]   (the clone holding gguf-py/)
 
 Builds core/model/quant.c as a shared library with cc into a temporary directory and calls it
-through ctypes. Scales (fp16 d, dmin) are drawn finite; quants are random bytes.
+through ctypes. Without files: random blocks (scales, fp16 d and dmin, drawn finite; quants random
+bytes). With files (e.g. what llama-quantize writes: Q4_K_M mixes Q4_K and Q6_K): every tensor of
+a type tokentop reads, dequantized both ways.
 """
 
 import ctypes
@@ -21,8 +23,30 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def check_files(lib, paths):
+    """Every supported tensor of each file through both dequantizers; the worst difference."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+    worst = 0.0
+    for path in paths:
+        counts, diff = {}, 0.0
+        for t in GGUFReader(path).tensors:
+            raw = np.ascontiguousarray(t.data).view(np.uint8).reshape(-1)
+            out = np.zeros(int(t.n_elements), dtype=np.float32)
+            if not lib.quant_dequantize_row(int(t.tensor_type), raw.ctypes.data, out.ctypes.data,
+                                            out.size):
+                print(f"{path}: {t.name}: {t.tensor_type.name} not read by tokentop (skipped)")
+                continue
+            ref = dequantize(t.data, t.tensor_type).reshape(-1).astype(np.float32)
+            diff = max(diff, float(np.max(np.abs(out - ref))) if out.size else 0.0)
+            counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+        print(f"{path}: {counts}: max |tokentop - gguf-py| = {diff:g}")
+        worst = max(worst, diff)
+    return worst
+
+
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
     sys.path.insert(0, os.path.join(sys.argv[1], "gguf-py"))
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as Q
@@ -37,6 +61,8 @@ def main():
     lib.quant_dequantize_row.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
                                          ctypes.c_uint64]
     lib.quant_block_bytes.restype = ctypes.c_uint32
+    if len(sys.argv) > 2:
+        sys.exit(0 if check_files(lib, sys.argv[2:]) == 0 else 1)
     rng = np.random.default_rng(7)
     worst = 0.0
     # (type, byte offsets of the fp16 scales in a block)
