@@ -14,6 +14,7 @@
 #include "app/cli.h"
 #include "app/draft.h"
 #include "app/gen_compare.h"
+#include "app/list.h"
 #include "core/decode/beam.h"
 #include "core/base/clock.h"
 #include "core/session/samples.h"
@@ -800,6 +801,7 @@ static void usage(FILE *f)
 "       tokentop generate [options] -p TEXT  generate a continuation (--json: per-token records)\n"
 "       tokentop tokenize [-p TEXT|-f FILE]  print token ids\n"
 "       tokentop score -f FILE             perplexity of a file\n"
+"       tokentop list                      the models it can find (embedded, Ollama's)\n"
 "       tokentop bench [options]           prefill/decode speed, memory, bandwidth use\n"
 "       tokentop bench --draft DIR --gamma 1..8  speculative decoding: speed-up per gamma\n"
 "       tokentop COMMAND --help            options of a command\n"
@@ -823,6 +825,8 @@ int main(int argc, char **argv)
         if (strcmp(cmd, "bench") == 0) {
             return bench_main(argc - 1, argv + 1);
         }
+        if (strcmp(cmd, "list") == 0)
+            return list_main(argc - 1, argv + 1);
         if (strcmp(cmd, "help") == 0) {
             usage(stdout);
             return 0;
@@ -837,6 +841,8 @@ int main(int argc, char **argv)
         cli_usage(stdout, "");
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "--list-models") == 0)
+        return list_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
         printf("tokentop %s\n", TOKENTOP_VERSION);
         return 0;

@@ -241,7 +241,70 @@ def seeds_cli_options():
         write("cli_options", "%02d" % i, bytes([c]) + b"\0".join(a.encode() for a in args))
 
 
+# ---- GGUF (the writer is tools/peer/hf_to_gguf.py's)
+sys.path.insert(0, os.path.join(ROOT, "tools", "peer"))
+
+
+def seeds_gguf():
+    import numpy as np
+    import hf_to_gguf as g
+    w = lambda n, d: write("gguf", n, d)
+    rng = np.random.default_rng(5)
+
+    def blocks(n_blocks, nbytes, scale_at):
+        """Random quant blocks with a finite fp16 scale (1/16) at each offset of scale_at."""
+        b = bytearray(rng.integers(0, 256, size=n_blocks * nbytes, dtype=np.uint8).tobytes())
+        for i in range(n_blocks):
+            for at in scale_at:
+                b[i * nbytes + at:i * nbytes + at + 2] = b"\x00\x2c"
+        return bytes(b)
+
+    f32 = lambda n: rng.normal(size=n).astype("<f4").tobytes()
+    every_type = [
+        ("f32", [8, 2], 0, f32(16)),
+        ("f16", [8, 1], 1, rng.normal(size=8).astype("<f2").tobytes()),
+        ("bf16", [8], 30, bytes(16)),
+        ("q8_0", [32, 1], 8, blocks(1, 34, [0])),
+        ("q4_0", [32, 2], 2, blocks(2, 18, [0])),
+        ("q5_0", [32], 6, blocks(1, 22, [0])),
+        ("q4_k", [256], 12, blocks(1, 144, [0, 2])),
+        ("q6_k", [256], 14, blocks(1, 210, [208])),
+    ]
+    T = g
+    hparams = [("general.architecture", T.T_STRING, "llama"), ("general.alignment", T.T_UINT32, 32),
+               ("general.file_type", T.T_UINT32, 15),
+               ("llama.block_count", T.T_UINT32, 1), ("llama.embedding_length", T.T_UINT32, 8),
+               ("llama.attention.head_count", T.T_UINT32, 2),
+               ("llama.attention.layer_norm_rms_epsilon", T.T_FLOAT32, 1e-5),
+               ("llama.rope.freq_base", T.T_FLOAT32, 10000.0)]
+    tok = [("tokenizer.ggml.model", T.T_STRING, "gpt2"), ("tokenizer.ggml.pre", T.T_STRING, "llama-bpe"),
+           ("tokenizer.ggml.tokens", T.T_ARRAY, (T.T_STRING, ["a", "b", "ab", "\u0120", "<s>"])),
+           ("tokenizer.ggml.token_type", T.T_ARRAY, (T.T_INT32, [1, 1, 1, 1, 3])),
+           ("tokenizer.ggml.scores", T.T_ARRAY, (T.T_FLOAT32, [0.0, -1.0, -2.0, -3.0, 0.0])),
+           ("tokenizer.ggml.merges", T.T_ARRAY, (T.T_STRING, ["a b"])),
+           ("tokenizer.ggml.bos_token_id", T.T_UINT32, 4),
+           ("tokenizer.ggml.add_bos_token", T.T_BOOL, True)]
+    w("every-type-v3", g.gguf_bytes(hparams + tok, every_type))
+    w("every-type-v2", g.gguf_bytes(hparams, every_type, version=2))
+    w("align-64", g.gguf_bytes([("general.alignment", T.T_UINT32, 64)], every_type[:4],
+                               alignment=64))
+    values = [("u8", T.T_UINT8, 1), ("i8", T.T_INT8, -1), ("u16", T.T_UINT16, 2),
+              ("i16", T.T_INT16, -2), ("u32", T.T_UINT32, 3), ("i32", T.T_INT32, -3),
+              ("f32", T.T_FLOAT32, 0.5), ("b", T.T_BOOL, False), ("s", T.T_STRING, "text"),
+              ("u64", T.T_UINT64, 4), ("i64", T.T_INT64, -4), ("f64", T.T_FLOAT64, 0.25),
+              ("arr", T.T_ARRAY, (T.T_UINT16, [1, 2, 3])), ("empty", T.T_ARRAY, (T.T_STRING, []))]
+    w("every-value", g.gguf_bytes(values, []))
+    w("unsupported-q5_k", g.gguf_bytes(hparams, [("q5_k", [256], 13, bytes(176))]))
+    w("no-tensors", g.gguf_bytes(tok, []))
+    nan = bytearray(g.gguf_bytes([], [("q8_0", [32, 2], 8, blocks(2, 34, [0]))]))
+    nan[-34:-32] = b"\x00\x7e"
+    w("nan-scale", bytes(nan))
+    full = g.gguf_bytes(hparams + tok, every_type)
+    w("truncated", full[:len(full) * 2 // 3])
+
+
 def main():
+    seeds_gguf()
     seeds_safetensors()
     seeds_configs()
     seeds_tokenizer_files()
