@@ -55,6 +55,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt2_ref import round_bf16, round_to, write_text  # noqa: E402  (shared with gpt2_ref.py)
+
 
 class RefError(Exception):
     """A message naming the file, the field and the value."""
@@ -126,27 +129,6 @@ def read_weights(d):
 
 # --------------------------------------------------------------------------------------------
 # rounding to the held dtype
-
-def round_bf16(a):
-    f = np.asarray(a, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    nan = np.isnan(f)
-    u = (u + 0x7fff + ((u >> 16) & 1)) >> 16
-    u = (u << 16).astype(np.uint32)
-    r = u.view(np.float32).astype(np.float64)
-    r[nan] = np.nan
-    return r
-
-
-def round_to(a, dtype):
-    if dtype == "fp32":
-        return np.asarray(a, dtype=np.float32).astype(np.float64)
-    if dtype == "fp16":
-        return np.asarray(a, dtype=np.float32).astype(np.float16).astype(np.float64)
-    if dtype == "bf16":
-        return round_bf16(a)
-    raise ValueError(dtype)
-
 
 # --------------------------------------------------------------------------------------------
 # configuration
@@ -601,15 +583,6 @@ def selftest():
 
 # --------------------------------------------------------------------------------------------
 # main
-
-def write_text(text, path):
-    """Writes text to path, or to standard output when path is empty."""
-    if path:
-        with open(path, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
