@@ -155,6 +155,21 @@ START_TEST(invalid_utf8_shows_as_replacement_character)
 }
 END_TEST
 
+/* A binary file's bytes (ESC, backspace, C1 controls, a private-use character) take the one
+ * column the grid counted, so a pane border after them stays where it is drawn. */
+START_TEST(control_characters_take_one_column_as_replacement_characters)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 1, 8));
+    const char text[] = "a\x1b\x08\xc2\x85\xee\x80\x80" "b|";
+    int x = ui_grid_put(&g, 0, 0, 8, text, sizeof text - 1, UI_STYLE_NORMAL, 0);
+    ck_assert_int_eq(x, 7);
+    ck_assert_str_eq(row(&g, 0), "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xee\x80\x80" "b|");
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 6)->cp, '|');
+    ui_grid_free(&g);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * Transcript */
 
@@ -604,8 +619,10 @@ START_TEST(histogram_speculative_shows_q_beside_p_and_the_acceptance_test)
     ck_assert(strstr(row(&g, r1 + 1), "30.0%") != NULL);   /* the newline token's q */
     ck_assert_msg(strstr(row(&g, r1 + 2), "\xc2\xb7") != NULL, "%s",
                   row(&g, r1 + 2));                        /* not in the draft's list */
-    int rt = find_row(&g, "u 0.250 < p/q 0.57/0.50");
+    /* the ratio itself (4/7 / 0.5 = 1.14), not p and q as a fraction that reads as a number */
+    int rt = find_row(&g, "u 0.250 < p/q 1.14");
     ck_assert_int_gt(rt, r1);
+    ck_assert_msg(strstr(row(&g, rt), "p 0.571 q 0.5") != NULL, "%s", row(&g, rt));
     ck_assert(strstr(row(&g, rt), "\xe2\x9c\x93") != NULL);   /* ✓ */
 
     /* rejected: the target resampled the newline token from max(0, p - q) */
@@ -613,7 +630,7 @@ START_TEST(histogram_speculative_shows_q_beside_p_and_the_acceptance_test)
     d = (spec_draft){.token = 'a' - 33, .q = 0.9f, .p = 0.2f, .u = 0.6, .accepted = false};
     ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
     ck_assert(strstr(row(&g, 0), "draft rejected") != NULL);
-    rt = find_row(&g, "u 0.600 \xe2\x89\xa5 p/q 0.20/0.90");
+    rt = find_row(&g, "u 0.600 \xe2\x89\xa5 p/q 0.22");
     ck_assert_int_gt(rt, r1);
     ck_assert_msg(strstr(row(&g, rt), "\xe2\x86\x92 \\n ~ (p") != NULL, "%s", row(&g, rt));
 
@@ -877,7 +894,8 @@ int main(void)
     tu_add_case(s, "grid", TU_TESTS(
             wide_character_takes_two_cells, wide_character_never_straddles_the_edge,
             overwriting_half_a_wide_character_blanks_the_other_half,
-            combining_mark_joins_the_previous_cell, invalid_utf8_shows_as_replacement_character));
+            combining_mark_joins_the_previous_cell, invalid_utf8_shows_as_replacement_character,
+            control_characters_take_one_column_as_replacement_characters));
     tu_add_case(s, "transcript", TU_TESTS(
             transcript_wraps_at_spaces_and_cuts_long_words,
             transcript_wraps_wide_characters_by_width, transcript_keeps_paragraphs_and_styles,

@@ -127,6 +127,12 @@ static int cmp_seg(const void *a, const void *b, void *ctx)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* The acceptance test's ratio p/q (q > 0 for a drafted token; 0 guards a corrupt one). */
+static double spec_ratio(const spec_draft *d)
+{
+    return d->q > 0 ? (double)d->p / d->q : 0;
+}
+
 /* The cumulative bar of final mass in draw order, and the row under it with the draw marker. */
 static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view *v, int chosen_idx)
 {
@@ -173,12 +179,13 @@ static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view 
         if (d->u < 0)
             snprintf(label, sizeof label, "draft %s: q %.2f p %.2f", dt, (double)d->q,
                      (double)d->p);
-        else if (d->accepted)   /* ✓ accepted when u < p/q */
-            snprintf(label, sizeof label, "draft %s \xe2\x9c\x93 u %.3f < p/q %.2f/%.2f", dt, d->u,
-                     (double)d->p, (double)d->q);
+        else if (d->accepted)   /* ✓ accepted when u < p/q: the ratio itself, then p and q */
+            snprintf(label, sizeof label, "draft %s \xe2\x9c\x93 u %.3f < p/q %.2f \xc2\xb7 p %.3g "
+                     "q %.3g", dt, d->u, spec_ratio(d), (double)d->p, (double)d->q);
         else                    /* ✗ rejected, then a draw from the residual (p - q)+ */
-            snprintf(label, sizeof label, "draft %s \xe2\x9c\x97 u %.3f \xe2\x89\xa5 p/q %.2f/%.2f "
-                     "\xe2\x86\x92 %s ~ (p\xe2\x88\x92q)+", dt, d->u, (double)d->p, (double)d->q, tok);
+            snprintf(label, sizeof label, "draft %s \xe2\x9c\x97 u %.3f \xe2\x89\xa5 p/q %.2f "
+                     "\xe2\x86\x92 %s ~ (p\xe2\x88\x92q)+ \xc2\xb7 p %.3g q %.3g", dt, d->u,
+                     spec_ratio(d), tok, (double)d->p, (double)d->q);
         ui_grid_puts(g, y2, x + 1, x + w, label, UI_STYLE_DRAW, 0);
         return;
     }
