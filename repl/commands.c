@@ -900,6 +900,13 @@ static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     int cached = session_cached_prefix(e->s);
     out_add(e, "loaded %s: %d tokens in %d turns; %d of them are still in the KV cache", argv[0],
             n, e->s->n_turns, cached);
+    int n_ctx = e->s->eng->n_ctx;
+    if (n > n_ctx)
+        out_add(e, "\n%s: %d tokens are more than the context holds (%d): %s", argv[0], n, n_ctx,
+                e->s->set.context_shift ? "the next turn keeps the last part of the conversation "
+                "and drops the oldest tokens"
+                                        : "context shifting is off, so the next turn will stop at "
+                "once (/undo or /reset make room)");
     return CMD_CONV | CMD_STATUS | CMD_CLEAR;
 }
 

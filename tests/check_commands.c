@@ -745,6 +745,60 @@ START_TEST(load_of_a_text_file_makes_it_the_prompt)
 }
 END_TEST
 
+/* A binary file is refused by name (it used to become a prompt of thousands of byte tokens);
+ * a CRLF text file loads as if it had LF line ends. */
+START_TEST(load_refuses_binary_files_and_reads_crlf_as_lf)
+{
+    generate_turn("Hello");
+    int n = S.n_tokens;
+    const struct {
+        const char *bytes;
+        size_t len;
+        const char *msg;
+    } bad[] = {
+        {"ELF\x7f\x00\x01", 6, "neither a session file nor text: a NUL byte at offset 4"},
+        {"caf\xe9 au lait", 12, "neither a session file nor UTF-8 text: byte 0xe9 at offset 3"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *path = tu_path("%s/binary%zu", work_dir, i);
+        ck_assert_int_eq(tu_write_file(path, bad[i].bytes, bad[i].len), 0);
+        char line[512];
+        snprintf(line, sizeof line, "/load %s", path);
+        ck_assert_int_eq(run(line), CMD_ERROR);
+        ck_out_has(path);
+        ck_out_has(bad[i].msg);
+        ck_assert_int_eq(S.n_tokens, n);
+    }
+    const char *path = tu_path("%s/crlf.txt", work_dir);
+    ck_assert_int_eq(tu_write_file(path, "In the\r\nbeginning\r\n", 19), 0);
+    char line[512];
+    snprintf(line, sizeof line, "/load %s", path);
+    ck_assert_int_eq(run(line) & CMD_ERROR, 0);
+    char *text = session_text(&S, 0, S.n_tokens);
+    ck_assert_str_eq(text, "In the\nbeginning\n");
+    free(text);
+}
+END_TEST
+
+/* A conversation longer than the context is loaded with a notice of what the next turn does. */
+START_TEST(load_says_when_the_conversation_exceeds_the_context)
+{
+    size_t len = (size_t)eng->n_ctx * 8;
+    char *big = malloc(len);
+    ck_assert_ptr_nonnull(big);
+    for (size_t i = 0; i < len; i++)
+        big[i] = (i % 7 == 6) ? ' ' : (char)('a' + i % 23);
+    const char *path = tu_path("%s/long.txt", work_dir);
+    ck_assert_int_eq(tu_write_file(path, big, len), 0);
+    free(big);
+    char line[512];
+    snprintf(line, sizeof line, "/load %s", path);
+    ck_assert_int_eq(run(line) & CMD_ERROR, 0);
+    ck_assert_int_gt(S.n_tokens, eng->n_ctx);
+    ck_out_has("more than the context holds");
+}
+END_TEST
+
 START_TEST(session_file_parses_a_buffer_without_the_file_system)
 {
     run("/topk 7");
@@ -839,6 +893,8 @@ int main(void)
             save_then_load_restores_tokens_and_settings_with_prefix_reuse,
             load_refuses_bad_files_and_changes_nothing, load_of_a_text_file_makes_it_the_prompt,
             load_of_an_empty_file_empties_the_conversation,
+            load_refuses_binary_files_and_reads_crlf_as_lf,
+            load_says_when_the_conversation_exceeds_the_context,
             session_file_parses_a_buffer_without_the_file_system));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
