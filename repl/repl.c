@@ -120,6 +120,14 @@ typedef struct {
     spec_draft hist_spec;  /* its draft record, */
     bool hist_has_draft;   /* whether it has one, */
     int hist_pos;          /* and its position */
+    char *queued;          /* a line sent during a reply: it goes once the reply ends */
+    struct {               /* command output during a reply: shown after it, not inside it */
+        uint8_t style;
+        char *text;
+    } deferred[16];
+    int n_deferred;
+    bool turn_spec;        /* the turn began speculative */
+    bool turn_mixed;       /* /spec switched the mode during the turn: no speculative figures */
 } tui;
 
 static void draw(tui *t);
@@ -137,6 +145,37 @@ static void note(tui *t, uint8_t style, const char *fmt, ...)
     transcript_doc_note_add(&t->tr, t->s->n_tokens, style, buf);
     free(buf);
     t->dirty = true;
+}
+
+/* Command output while a reply streams waits for its end (note() would place it between the
+ * reply's tokens); the status bar says it is waiting. */
+static void note_after_reply(tui *t, uint8_t style, const char *text)
+{
+    if (!t->running) {
+        note(t, style, "%s", text);
+        return;
+    }
+    if (t->n_deferred == (int)(sizeof t->deferred / sizeof t->deferred[0])) {
+        free(t->deferred[0].text);
+        memmove(t->deferred, t->deferred + 1, (size_t)(t->n_deferred - 1) * sizeof t->deferred[0]);
+        t->n_deferred--;
+    }
+    char *copy = strdup(text);
+    if (!copy)
+        return;
+    t->deferred[t->n_deferred].style = style;
+    t->deferred[t->n_deferred++].text = copy;
+    snprintf(t->message, sizeof t->message, "%s: output after the reply",
+             style == UI_STYLE_ERROR ? "error" : "done");
+}
+
+static void flush_deferred(tui *t)
+{
+    for (int i = 0; i < t->n_deferred; i++) {
+        note(t, t->deferred[i].style, "%s", t->deferred[i].text);
+        free(t->deferred[i].text);
+    }
+    t->n_deferred = 0;
 }
 
 /* Back to the end of the transcript (after the user typed something). */
@@ -219,12 +258,24 @@ static void hist_show(tui *t, const session_event *ev, const spec_draft *draft, 
         e->hist_kind = UI_HIST_NONE;   /* not for an event being reported or the last one */
 }
 
+/* A paced event is shown first and held after: the session appended its token before calling,
+ * so a draw during the hold (a frame, a key) would show the token's text beside the previous
+ * step's histogram. */
+static bool on_event_show(tui *t, const session_event *ev);
+
 static bool on_event(void *user, const session_event *ev)
 {
     tui *t = user;
     track_pace(t);
-    if (!pace_hold(t, ev))
+    if ((t->s->draft && t->s->spec_on) != t->turn_spec)
+        t->turn_mixed = true;
+    if (!on_event_show(t, ev))
         return false;
+    return pace_hold(t, ev);
+}
+
+static bool on_event_show(tui *t, const session_event *ev)
+{
     if (ev->context_shifted)
         note(t, UI_STYLE_NOTICE, "[context full: dropped the oldest %d tokens and re-prefilled "
              "the rest]", ev->shift_dropped);
@@ -322,6 +373,7 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
     default:
         break;
     }
+    flush_deferred(t);
     g_interrupt = 0;
 }
 
@@ -348,6 +400,8 @@ static bool begin_generation(tui *t, const char *text)
     g_sigint = 0;
     pace_restart(&t->env->pace);
     t->turn_pace = t->env->pace.rate;
+    t->turn_spec = s->draft && s->spec_on;
+    t->turn_mixed = false;
     tt_status st = session_gen_begin(s, &err);
     if (st != TT_OK) {
         finish_generation(t, s->last.stop != SESSION_STOP_NONE ? s->last.stop
@@ -402,7 +456,7 @@ static void run_command(tui *t, const char *line)
     if (flags & CMD_CLEAR)
         transcript_doc_clear(&t->tr);
     if (e->out_len)
-        note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", e->out);
+        note_after_reply(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, e->out);
     if (flags & CMD_QUIT)
         t->quit = true;
     if (flags & CMD_GENERATE)
@@ -493,8 +547,13 @@ static void submit(tui *t)
     if (cmd_is_command(text)) {
         run_command(t, text);
     } else if (t->running) {
-        ui_input_set(&t->in, text);
-        snprintf(t->message, sizeof t->message, "generating: Ctrl-C stops it");
+        /* one line waits for the reply's end; a second replaces it */
+        bool replaced = t->queued != NULL;
+        free(t->queued);
+        t->queued = text;
+        text = NULL;
+        snprintf(t->message, sizeof t->message, "%s: sent when the reply ends (Ctrl-C: back "
+                 "to the input)", replaced ? "queued, replacing the last" : "queued");
     } else if (t->env->compare && t->env->compare->pending != COMPARE_NONE) {
         if (t->s->gen) {   /* step mode: new text ends the open generation */
             session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
@@ -517,6 +576,12 @@ static void on_ctrl_c(tui *t)
 {
     if (t->running) {
         g_interrupt = 1;   /* the next step stops */
+        if (t->queued) {   /* a queued line would start a turn right after: it goes back */
+            if (ui_input_empty(&t->in))
+                ui_input_set(&t->in, t->queued);
+            free(t->queued);
+            t->queued = NULL;
+        }
         return;
     }
     if (t->s->gen) {       /* step mode */
@@ -628,9 +693,10 @@ static void handle_key(tui *t, ui_key k)
         case 'h': ui_input_backspace(&t->in); break;
         case 'c': on_ctrl_c(t); break;
         case 'd':
-            if (ui_input_empty(&t->in)) {
-                if (t->running)
-                    g_interrupt = 1;
+            if (t->running) {   /* a reply is not lost to a stray Ctrl-D */
+                snprintf(t->message, sizeof t->message,
+                         "Ctrl-D quits at an empty prompt after the reply; Ctrl-C stops it");
+            } else if (ui_input_empty(&t->in)) {
                 t->quit = true;
             } else {
                 ui_input_delete(&t->in);
@@ -737,7 +803,7 @@ static void draw(tui *t)
         .seed = s->set.seed,
         .max_new = s->set.max_new_tokens,
         .message = t->message[0] ? t->message : NULL,
-        .spec = s->last.speculative,
+        .spec = s->last.speculative && !t->turn_mixed,
         .acceptance = s->last.drafted ? (double)s->last.accepted / s->last.drafted : 0,
         .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
                                                : 0,
@@ -746,7 +812,11 @@ static void draw(tui *t)
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];
     const char *pending = compare_pending_line(t->env->compare, armed, sizeof armed);
-    const char *placeholder = t->running ? "generating... Ctrl-C stops"
+    char queued[200];
+    if (t->queued)
+        snprintf(queued, sizeof queued, "queued for after the reply: %.150s", t->queued);
+    const char *placeholder = t->running && t->queued ? queued
+                            : t->running ? "generating... Ctrl-C stops"
                             : t->board && t->env->compare->running
                                 ? "running: Ctrl-C stops it (what you type waits)"
                             : t->board ? "Enter closes the columns | /keep K makes K the reply"
@@ -788,7 +858,19 @@ static int tui_run(tui *t, const char *first)
         }
         if (t->running && !t->quit)
             run_step(t, -1);
+        if (!t->running && t->queued && !t->quit) {
+            char *line = t->queued;
+            t->queued = NULL;
+            if (t->s->gen) {   /* step mode: new text ends the open generation */
+                session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
+                t->have_turn = true;
+            }
+            start_turn(t, line);
+            free(line);
+        }
     }
+    free(t->queued);
+    t->queued = NULL;
     if (t->running || s->gen)
         finish_generation(t, SESSION_STOP_INTERRUPTED, NULL);
     return 0;
