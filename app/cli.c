@@ -160,7 +160,8 @@ void cli_usage(FILE *f, const char *cmd)
 "                         other than the penalties do not apply)\n"
 "      --length-penalty X hypothesis score = logprob / length^X (default 1)\n"
 "      --no-repeat-ngram N  no n-gram of N tokens occurs twice    --early-stopping\n"
-"      --num-return N     beams returned, best first (default: all)\n"
+"      --num-return N     beams returned, best first: N > 1 prints each under a line with\n"
+"                         its rank and score (default: the best printed, --json lists all)\n"
 "      --samples N        N samples in one batch: sample i = the run with --seed S+i\n",
             cmd, DEFAULT_MODEL_NAME);
 }

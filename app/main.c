@@ -323,14 +323,21 @@ static int generate_beams(session *s, const cli_options *o, uint64_t seed)
         fputs("]}\n", stdout);
         fflush(stdout);
     } else {
-        if (best) {
+        /* --num-return N (N > 1): the N beams, each under a line with its rank and score;
+         * otherwise the best one alone, as a plain generate prints its text */
+        int shown = o->num_return > 1 ? res.n_hyps : best ? 1 : 0;
+        for (int i = 0; i < shown; i++) {
+            const beam_hypothesis *h = &res.hyps[i];
+            if (o->num_return > 1)
+                printf("%s--- beam %d of %d: score %.4f, logprob %.4f, %d tokens ---\n",
+                       i ? "\n" : "", i + 1, res.n_hyps, h->score, h->logprob, h->n);
             size_t len;
-            char *text = beam_text(s->tok, best, &len);
+            char *text = beam_text(s->tok, h, &len);
             fwrite(text, 1, len, stdout);
             free(text);
             fputc('\n', stdout);
-            fflush(stdout);
         }
+        fflush(stdout);
         if (!o->quiet) {
             for (int i = 0; i < res.n_hyps; i++)
                 fprintf(stderr, "[beam %d: score %.4f | logprob %.4f | %d tokens, %s]\n", i + 1,
