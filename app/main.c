@@ -203,6 +203,13 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             jsonw_number(stdout, st->drafted ? (double)st->accepted / st->drafted : 0.0);
             fputs(",\"tokens_per_target_pass\":", stdout);
             jsonw_number(stdout, st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
+            double lo, hi, x = session_plain_speedup(s, &lo, &hi);
+            fputs(",\"plain_speedup\":", stdout);
+            jsonw_number(stdout, x);
+            fputs(",\"plain_speedup_lo\":", stdout);
+            jsonw_number(stdout, lo);
+            fputs(",\"plain_speedup_hi\":", stdout);
+            jsonw_number(stdout, hi);
         }
         if (st->stop == SESSION_STOP_ERROR) {
             fputs(",\"error\":", stdout);
@@ -220,12 +227,18 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             st->generated_tokens, session_stop_name(st->stop), st->prompt_tokens,
             st->reused_tokens, st->ttft_ms, st->prefill_tok_s, st->decode_tok_s,
             (unsigned long long)seed);
-    if (st->speculative)
+    if (st->speculative) {
+        double lo, hi, x = session_plain_speedup(s, &lo, &hi);
+        char plain[96] = "";
+        if (x > 0)
+            snprintf(plain, sizeof plain, " | %.2fx plain (%.2f-%.2f, %d plain steps timed in the "
+                     "run)", x, lo, hi, st->plain_probes);
         fprintf(stderr, "[speculative: gamma %d%s | %ld drafted, %ld accepted (%.1f%%) | %.2f "
-                "tokens per target pass]\n", st->gamma, s->gamma_adaptive ? " (auto)" : "",
+                "tokens per target pass%s]\n", st->gamma, s->gamma_adaptive ? " (auto)" : "",
                 st->drafted, st->accepted,
                 st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
-                st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
+                st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0, plain);
+    }
     gen_compare_summary(stderr, cmp, false);
 }
 
@@ -544,6 +557,7 @@ static int app_generate(cli_options *o)
     s.fallback_user = &app;
     app.fallback_quiet = o->json;   /* JSON output reports it in the summary instead */
     s.lean = !o->json;              /* plain text shows no histogram: skip the snapshots' work */
+    s.plain_probe = true;           /* a speculative run's "x plain" (session_plain_speedup) */
     /* JSON shows every event's snapshot, built as it is printed: the decode speed is then the
      * engine's, as the terminal UI's is (--compare-dtype reads the session's own) */
     s.snapshots_on_demand = o->json && !cmp.eng;

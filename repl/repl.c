@@ -105,8 +105,6 @@ typedef struct {
     char message[160];     /* transient note in the status bar */
     double last_draw;
     int spec_round;        /* the speculative round the last event belonged to */
-    session_baseline plain;/* the last plain turn's speed, for the speculative "x plain" */
-    double turn_pace;      /* the pace the last turn ran at; -1: it changed, or step mode */
     char *fallback_note;   /* cli_app's: set when the engine moved to the CPU after a GPU error */
     bool board;            /* the columns of /beam, /samples or /compare replace the transcript
                               and the histogram until the next line is sent (or Esc) */
@@ -232,14 +230,6 @@ static void pace_show(tui *t)
     t->last_draw = tt_now_ms();
 }
 
-/* A turn whose pace changed (/pace while it streamed), or that ran in step mode, compares with
- * no other turn's speed (session_baseline). */
-static void track_pace(tui *t)
-{
-    if (t->env->step_mode || t->env->pace.rate != t->turn_pace)
-        t->turn_pace = -1;
-}
-
 /* ev's snapshots into the histogram (session_event_snapshots), as the token at pos. */
 static void hist_show(tui *t, const session_event *ev, const spec_draft *draft, bool has_draft,
                       int pos)
@@ -266,7 +256,6 @@ static bool on_event_show(tui *t, const session_event *ev);
 static bool on_event(void *user, const session_event *ev)
 {
     tui *t = user;
-    track_pace(t);
     if ((t->s->draft && t->s->spec_on) != t->turn_spec)
         t->turn_mixed = true;
     if (!on_event_show(t, ev))
@@ -350,8 +339,6 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
         t->hist_stale = false;
     }
     transcript_doc_set_rejected(&t->tr, -1, -1);
-    track_pace(t);
-    session_baseline_note(&t->plain, s, t->turn_pace);
     t->running = false;
     t->env->busy = false;
     t->have_turn = true;
@@ -399,7 +386,6 @@ static bool begin_generation(tui *t, const char *text)
     g_interrupt = 0;
     g_sigint = 0;
     pace_restart(&t->env->pace);
-    t->turn_pace = t->env->pace.rate;
     t->turn_spec = s->draft && s->spec_on;
     t->turn_mixed = false;
     tt_status st = session_gen_begin(s, &err);
@@ -782,6 +768,7 @@ static void draw(tui *t)
         draw_panes(t, &l);
     char chain[200], mode[64], precision[32];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
+    double speedup_lo = 0, speedup_hi = 0;
     ui_status_view sv = {
         .model = s->model->name,
         /* --backend auto found no usable GPU: say so where the backend is named (/show: why) */
@@ -807,7 +794,9 @@ static void draw(tui *t)
         .acceptance = s->last.drafted ? (double)s->last.accepted / s->last.drafted : 0,
         .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
                                                : 0,
-        .speedup = session_baseline_speedup(&t->plain, s, t->turn_pace),
+        .speedup = t->turn_mixed ? 0 : session_plain_speedup(s, &speedup_lo, &speedup_hi),
+        .speedup_lo = speedup_lo,
+        .speedup_hi = speedup_hi,
     };
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];
@@ -1038,6 +1027,7 @@ int repl_main(int argc, char **argv)
         app.fallback_quiet = true;
         pace_set_rate(&env.pace, o.pace < 0 ? REPL_TERMINAL_PACE : o.pace);
         s.snapshots_on_demand = true;   /* the histogram shows some events only (on_event) */
+        s.plain_probe = true;           /* the status bar's "x plain" (session_plain_speedup) */
         transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();
