@@ -757,6 +757,45 @@ START_TEST(a_narrow_status_bar_keeps_the_cache_figures)
 }
 END_TEST
 
+/* A message (the Ctrl-C notice) takes the end of the last row: the fields make room, and no field
+ * shows cut under it ("max 2 press Ctrl-C again to quit" for max 200); at 40 columns the one-row
+ * bar ends at a word. */
+START_TEST(a_status_message_does_not_cut_the_fields_under_it)
+{
+    ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "fp32",
+                        .sampler = "temp 0.8 top-k 40 top-p 0.95 min-p 0.05 rep 1.1",
+                        .mode = "sample", .has_turn = true, .tok_s = 45.25, .ttft_ms = 12.4,
+                        .reused = 100, .prefilled = 20, .generated = 30, .kv_used = 120,
+                        .kv_total = 1024, .seed = 7, .max_new = 200,
+                        .message = "press Ctrl-C again to quit"};
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 2, 80));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 80}, &v);
+    const char *r1 = row(&g, 1);
+    ck_assert_msg(strstr(r1, "press Ctrl-C again to quit") != NULL, "%s", r1);
+    ck_assert_msg(strstr(r1, "max 2 ") == NULL && strstr(r1, "max 20 ") == NULL, "%s", r1);
+    ck_assert_msg(strstr(r1, "temp 0.8 top-k 40") != NULL, "%s", r1);
+    ui_grid_free(&g);
+    /* 40 columns, one row: it ends at a whole word */
+    v.message = NULL;
+    ck_assert(ui_grid_init(&g, 1, 40));
+    ui_status_draw(&g, (ui_rect){0, 0, 1, 40}, &v);
+    const char *r0 = row(&g, 0);
+    size_t n = strlen(r0);
+    ck_assert_msg(n > 0 && r0[n - 1] != ' ', "%s", r0);
+    static const char *words[] = {"KV", "120/1024", "reused", "100", "prefilled", "20", "temp",
+                                  "0.8", "top-k", "40", "top-p", "0.95", "min-p", "0.05", "rep",
+                                  "1.1"};
+    const char *last = strrchr(r0, ' ');
+    last = last ? last + 1 : r0;
+    bool whole = false;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        whole |= strcmp(last, words[i]) == 0;
+    ck_assert_msg(whole, "the bar ends mid-word: \"%s\"", r0);
+    ui_grid_free(&g);
+}
+END_TEST
+
 static bool inside(ui_rect r, int rows, int cols)
 {
     return r.y >= 0 && r.x >= 0 && r.y + r.h <= rows && r.x + r.w <= cols;
@@ -916,6 +955,7 @@ int main(void)
             a_100_column_status_bar_keeps_the_backend_and_precision,
             status_bar_shows_speculative_acceptance_and_speedup,
             a_100_column_status_bar_keeps_the_speculative_speedup,
+            a_status_message_does_not_cut_the_fields_under_it,
             layout_puts_the_histogram_beside_or_below, small_terminal_shows_a_notice,
             input_moves_and_deletes_by_character, input_triple_quotes_make_one_multiline_entry,
             input_pane_scrolls_to_keep_the_cursor_visible));
