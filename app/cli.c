@@ -16,6 +16,7 @@
 #include "gpu/gpu_plugin.h"
 
 #define DEFAULT_MODEL_NAME "models/kjv-target"
+#define DEFAULT_DRAFT_NAME "models/kjv-draft"
 
 void cli_options_default(cli_options *o)
 {
@@ -494,6 +495,24 @@ const char *cli_model_dir(const cli_options *o)
     if (is_dir(DEFAULT_MODEL_NAME))
         return DEFAULT_MODEL_NAME;
     return NULL;
+}
+
+const char *cli_default_draft_dir(const cli_options *o)
+{
+    const char *env = getenv("TOKENTOP_MODEL");
+    if (o->model_dir || (env && *env))
+        return NULL;
+    const char *target = cli_model_dir(o);
+    size_t n = target ? strlen(target) : 0, k = strlen(DEFAULT_MODEL_NAME);
+    if (n < k || strcmp(target + n - k, DEFAULT_MODEL_NAME) != 0)
+        return NULL;
+    char joined[2 * PATH_MAX + 32];
+    static char path[PATH_MAX];
+    snprintf(joined, sizeof joined, "%.*s%s", (int)(n - k), target, DEFAULT_DRAFT_NAME);
+    if (!is_dir(joined))
+        return NULL;
+    /* build/../models/kjv-draft reads as models/kjv-draft */
+    return realpath(joined, path) ? path : NULL;
 }
 
 tt_status cli_load_tokenizer(const char *dir, tokenizer **out, tt_error *err)

@@ -796,7 +796,7 @@ static int exec_bars(cmd_env *e, const cmd_entry *c, int argc, char **argv)
  * Speculative decoding (the session runs it; see core/decode/speculative.h) */
 
 #define NO_DRAFT "speculative decoding needs a draft model: start with --draft DIR or load one " \
-                 "with /draft DIR"
+                 "with /draft DIR (the embedded target's draft is models/kjv-draft)"
 
 static int exec_spec(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {

@@ -825,6 +825,10 @@ static int tui_run(tui *t, const char *first)
     note(t, UI_STYLE_NOTICE, "tokentop: %s (%.1fM parameters, %s). Type a prompt and press "
          "Enter; Enter alone lets the model continue; /help lists the commands; Ctrl-D quits.",
          s->model->name, (double)s->model->n_params / 1e6, s->eng->description);
+    if (s->draft)
+        note(t, UI_STYLE_NOTICE, "Draft model %s loaded: speculative decoding is %s.",
+             t->env->draft_dir ? t->env->draft_dir : "", s->spec_on ? "on (/spec off turns it "
+             "off)" : "off; /spec on turns it on");
     if (first)
         start_turn(t, first);
     t->dirty = true;
@@ -1008,6 +1012,10 @@ int repl_main(int argc, char **argv)
         }
     }
     if (rc == 0 && o.draft_dir && o.spec_off)
+        session_set_speculative(&s, false, NULL);
+    /* The embedded target comes with its draft: loaded beside it (2.9 MB), off until /spec on. */
+    const char *default_draft = o.draft_dir ? NULL : cli_default_draft_dir(&o);
+    if (rc == 0 && default_draft && host_load_draft(&host, default_draft, &err) == TT_OK)
         session_set_speculative(&s, false, NULL);
     install_signals();
     s.interrupt = &g_interrupt;

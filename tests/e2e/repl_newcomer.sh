@@ -3,9 +3,10 @@
 # /pace the histogram shows the step whose token was just written; a line sent during a reply
 # waits for its end (it is not mixed into the next input) and command output made during a reply
 # comes after it; Ctrl-D during a reply does not quit; /spec off during a speculative reply leaves
-# no speculative figures beside the plain mode.
+# no speculative figures beside the plain mode; plain tokentop loads the embedded draft.
 # Every wait polls the screen with a deadline, so a loaded machine only makes it slower.
 set -u
+BIN_ORIG=${BIN:-build/tokentop}   # tmux.bash copies the binary away from models/
 . "$(dirname "$0")/tmux.bash"
 
 "$MKMODEL" "$work/model" --ctx 256 --seed 3 >/dev/null || { echo "FAIL: mkmodel"; exit 1; }
@@ -89,4 +90,18 @@ check "after /spec off mid-reply the status bar shows no acceptance or speedup (
 # --- 5. Ctrl-D at an empty prompt still quits at once
 T send-keys -t main C-d
 wait_for 'EXIT=0' 10 || fail "Ctrl-D at an empty prompt did not quit"
+
+# --- 6. plain tokentop (the embedded target) loads the embedded draft beside it, off, and says
+# /spec on turns it on (the binary is the build's, which finds models/ beside the checkout)
+if [ -d models/kjv-draft ]; then
+    T kill-session -t main
+    T -f /dev/null new-session -d -s main -x 120 -y 34 \
+        "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
+         TOKENTOP_HISTORY=$work/history $(realpath "$BIN_ORIG") --backend cpu -n 8"
+    wait_for 'Send a message' || exit 1
+    wait_for 'Draft model .*kjv-draft loaded' 5 && wait_for '/spec on turns it on' 5 \
+        || fail "plain tokentop does not load the embedded draft (or does not say so)"
+    type_line "/spec on"
+    wait_for 'speculative decoding on' 5 || fail "/spec on with the embedded draft"
+fi
 finish
