@@ -730,6 +730,7 @@ static void draw_panes(tui *t, const ui_layout *l)
         .draft = t->env->hist_has_draft ? &t->env->hist_draft : NULL,
         .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
         .bonus = t->env->hist_bonus,
+        .speculative = s->draft && s->spec_on,
     };
     if (!dtype_cmd_draw(t->env, &t->grid, l->histogram))
         ui_histogram_draw(&t->grid, l->histogram, &hv);

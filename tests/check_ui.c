@@ -639,8 +639,48 @@ START_TEST(histogram_speculative_shows_q_beside_p_and_the_acceptance_test)
     v = view(&p, 8);
     v.bonus = true;
     ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
-    ck_assert(strstr(row(&g, 0), "no draft here") != NULL);
+    ck_assert(strstr(row(&g, 0), "no draft, drawn from p") != NULL);
     ck_assert_int_ge(find_row(&g, "u=0.750"), 0);
+    ui_grid_free(&g);
+}
+END_TEST
+
+/* The header's key to the bars names them in the order of the numbers after them, and each mode
+ * has its own: raw then final; a speculative step's bars are the target's p, its numbers q
+ * (the draft's) then p; before the first token, the legend explains the mode's columns. */
+START_TEST(histogram_headers_and_legends_follow_the_mode)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 60));
+    sampler_snapshot p = snapshot(), q = draft_snapshot();
+    ui_hist_view v = view(&p, 8);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    int hdr = find_row_start(&g, " #");
+    ck_assert_int_ge(hdr, 0);
+    const char *h = row(&g, hdr);
+    const char *kr = strstr(h, "raw\xe2\x96\x91"), *kf = strstr(h, "final\xe2\x96\x88");
+    ck_assert_msg(kr && kf && kr < kf, "%s", h);                 /* raw░ final█ */
+    const char *nr = strstr(kf, " raw"), *nf = nr ? strstr(nr, "final") : NULL;
+    ck_assert_msg(nr && nf, "%s", h);                            /* ... raw  final */
+    p.token = 'a' - 33;
+    spec_draft d = {.token = 'a' - 33, .q = 0.5f, .p = 4.0f / 7, .u = 0.25, .accepted = true};
+    v.draft = &q;
+    v.spec = &d;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    h = row(&g, hdr);
+    ck_assert_msg(strstr(h, "p\xe2\x96\x88 raw p\xe2\x96\x91") && !strstr(h, "final"), "%s", h);
+    /* the legends before any token */
+    sampler_snapshot none = snapshot();
+    ui_hist_view n = view(&none, 8);
+    n.kind = UI_HIST_NONE;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &n);
+    ck_assert_int_ge(find_row(&g, "final p (after the chain)"), 0);
+    ck_assert_int_lt(find_row(&g, "q: the draft's p"), 0);
+    n.speculative = true;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &n);
+    ck_assert_int_ge(find_row(&g, "q: the draft's p, p: the target's"), 0);
+    ck_assert_int_ge(find_row(&g, "not among the draft's tokens"), 0);
+    ck_assert_int_ge(find_row(&g, "rejected: redrawn from (p"), 0);
     ui_grid_free(&g);
 }
 END_TEST
@@ -948,7 +988,8 @@ int main(void)
             histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars,
             histogram_shows_a_sampled_token_ranked_below_the_top_list,
             histogram_stays_inside_its_rectangle, histogram_peek_says_nothing_was_drawn,
-            histogram_speculative_shows_q_beside_p_and_the_acceptance_test));
+            histogram_speculative_shows_q_beside_p_and_the_acceptance_test,
+            histogram_headers_and_legends_follow_the_mode));
     tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
     tu_add_case(s, "status_layout_input", TU_TESTS(
             status_bar_shows_speed_cache_and_reuse, a_narrow_status_bar_keeps_the_cache_figures,

@@ -223,8 +223,19 @@ static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view 
 /* ---------------------------------------------------------------------------------------------
  * The pane */
 
-static void draw_legend(ui_grid *g, ui_rect r)
+static void draw_legend(ui_grid *g, ui_rect r, bool speculative)
 {
+    static const char *spec_lines[] = {
+        "Speculative decoding: the draft",
+        "  proposes, the target checks.",
+        "q: the draft's p, p: the target's",
+        "\xc2\xb7 not among the draft's tokens",
+        "\xe2\x9c\x93 accepted when u < p/q",
+        "\xe2\x9c\x97 rejected: redrawn from (p\xe2\x88\x92q)+",
+        "\xe2\x96\x88 p after the chain, \xe2\x96\x91 raw p",
+        "\xe2\x96\xb6 the token kept",
+        "H: entropy in bits, raw \xe2\x86\x92 final",
+    };
     static const char *lines[] = {
         "Each generated token shows here:",
         "\xe2\x96\x88 final p (after the chain)",
@@ -237,8 +248,11 @@ static void draw_legend(ui_grid *g, ui_rect r)
         "  on the cumulative bar",
         "H: entropy in bits, raw \xe2\x86\x92 final",
     };
-    for (int i = 0; i < (int)(sizeof lines / sizeof lines[0]) && 1 + i < r.h; i++)
-        ui_grid_puts(g, r.y + 1 + i, r.x + 1, r.x + r.w, lines[i], UI_STYLE_DIM, 0);
+    const char *const *l = speculative ? spec_lines : lines;
+    int n = speculative ? (int)(sizeof spec_lines / sizeof spec_lines[0])
+                        : (int)(sizeof lines / sizeof lines[0]);
+    for (int i = 0; i < n && 1 + i < r.h; i++)
+        ui_grid_puts(g, r.y + 1 + i, r.x + 1, r.x + r.w, l[i], UI_STYLE_DIM, 0);
 }
 
 void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
@@ -251,7 +265,7 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
     int x0 = r.x, x1 = r.x + r.w;
     if (v->kind == UI_HIST_NONE || !s) {
         ui_grid_puts(g, r.y, x0, x1, "Next token", UI_STYLE_TITLE, UI_ATTR_BOLD);
-        draw_legend(g, r);
+        draw_legend(g, r, v->speculative);
         return;
     }
     /* Title */
@@ -259,10 +273,10 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         snprintf(buf, sizeof buf, "Next token at %d (not drawn)", v->position);
     else
         snprintf(buf, sizeof buf, "Step %d \xc2\xb7 token %d%s", v->step + 1, v->position,
-                 v->bonus ? " \xc2\xb7 no draft here, drawn from p"
+                 v->bonus ? " \xc2\xb7 no draft, drawn from p"
                  : !v->spec ? ""
                  : v->spec->accepted ? " \xc2\xb7 draft accepted"
-                 : " \xc2\xb7 draft rejected, target resampled");
+                 : " \xc2\xb7 draft rejected, redrawn");
     ui_grid_puts(g, r.y, x0, x1, buf, UI_STYLE_TITLE, UI_ATTR_BOLD);
 
     /* Which rows: the first n entries, the chosen one always among them. */
@@ -302,10 +316,17 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
     if (chrome) {
         ui_grid_puts(g, y, x0, x1, " #", UI_STYLE_DIM, 0);
         ui_grid_puts(g, y, xt, x1, "token", UI_STYLE_DIM, 0);
-        if (bw >= 11)
-            ui_grid_puts(g, y, xb, x1, "final\xe2\x96\x88 raw\xe2\x96\x91", UI_STYLE_DIM, 0);
-        ui_grid_puts(g, y, xr + 3, x1, v->draft ? "q" : "raw", UI_STYLE_DIM, 0);
-        ui_grid_puts(g, y, xp + 1, x1, v->draft ? "p" : "final", UI_STYLE_DIM, 0);
+        /* the bars' key in the order of the numbers after them: raw, then final (a speculative
+         * step: the draft's q, then the target's p, whose final and raw values the bars show) */
+        if (v->draft && bw >= 20)
+            ui_grid_puts(g, y, xb, x1, "p\xe2\x96\x88 raw p\xe2\x96\x91 (q: draft)",
+                         UI_STYLE_DIM, 0);
+        else if (v->draft && bw >= 10)
+            ui_grid_puts(g, y, xb, x1, "p\xe2\x96\x88 raw p\xe2\x96\x91", UI_STYLE_DIM, 0);
+        else if (!v->draft && bw >= 11)
+            ui_grid_puts(g, y, xb, x1, "raw\xe2\x96\x91 final\xe2\x96\x88", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xr + (v->draft ? 5 : 3), x1, v->draft ? "q" : "raw", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xp + (v->draft ? 5 : 1), x1, v->draft ? "p" : "final", UI_STYLE_DIM, 0);
         y++;
     }
     float scale = 0;

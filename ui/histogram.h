@@ -33,6 +33,8 @@ typedef struct {
                                        line shows it; NULL for a bonus token */
     bool bonus;                     /* a speculative token with no draft at its position, drawn
                                        from p (TOKEN_BONUS: see core/session/session.h) */
+    bool speculative;               /* speculative decoding is on: the legend before the first
+                                       token explains the q and p columns */
 } ui_hist_view;
 
 /* Rows the pane needs to show v->bars tokens (title, header, bars, cumulative bar, draw line,
