@@ -269,6 +269,57 @@ bool cmd_is_command(const char *line)
     return line[0] == '/' && line[1] != '/';
 }
 
+/* Edit distance between a and b (insertions, deletions, substitutions), at most 32 bytes each
+ * (longer: a large number). */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 32 || m > 32)
+        return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+/* The command a mistyped name most likely meant: within max_edits (names of 3+ letters), one
+ * that takes argc arguments first (argc < 0: any); NULL when none is that close. not is
+ * skipped. */
+static const cmd_entry *closest_command(const char *name, int argc, const cmd_entry *not,
+                                        int max_edits)
+{
+    const cmd_entry *best = NULL;
+    int best_score = 1000;
+    if (strlen(name) < 3)
+        return NULL;
+    for (int i = 0; i < cmd_count; i++) {
+        const cmd_entry *c = &cmd_table[i];
+        if (c == not)
+            continue;
+        int dist = edit_distance(name, c->name);
+        if (dist > max_edits)
+            continue;
+        bool fits = argc < 0 || (argc >= c->min_args && argc <= c->max_args);
+        int score = dist + (fits ? 0 : 10);
+        if (score < best_score) {
+            best = c;
+            best_score = score;
+        }
+    }
+    return best_score < 10 || argc < 0 ? best : NULL;
+}
+
 const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap)
 {
     for (int i = 0; i < cmd_count; i++)
@@ -286,7 +337,12 @@ const cmd_entry *cmd_lookup(const char *name, char *msg, size_t cap)
     if (matches == 1)
         return found;
     if (matches == 0) {
-        snprintf(msg, cap, "Unknown command '/%s'. Type /help.", name);
+        const cmd_entry *near = closest_command(name, -1, NULL, strlen(name) >= 4 ? 2 : 1);
+        if (near)
+            snprintf(msg, cap, "Unknown command '/%s'. Did you mean /%s? (/help lists them)", name,
+                     near->name);
+        else
+            snprintf(msg, cap, "Unknown command '/%s'. Type /help.", name);
         return NULL;
     }
     size_t o = (size_t)snprintf(msg, cap, "ambiguous command: /%s, could be:", name);
@@ -325,7 +381,13 @@ int cmd_execute(cmd_env *e, const char *line)
     if (argc < 0)
         return fail(e, "/%s: %s", c->name, msg);
     int r;
-    if (argc < c->min_args || argc > c->max_args)
+    const cmd_entry *near = NULL;
+    if ((argc < c->min_args || argc > c->max_args) &&
+        (near = closest_command(c->name, argc, c, 1)) != NULL)   /* /sample 3 meant /samples 3 */
+        r = fail(e, "/%s: %s arguments (usage: /%s%s%s). Did you mean /%s%s%s?", c->name,
+                 argc < c->min_args ? "missing" : "too many", c->name, *c->args ? " " : "",
+                 c->args, near->name, *near->args ? " " : "", near->args);
+    else if (argc < c->min_args || argc > c->max_args)
         r = fail(e, "/%s: %s arguments (usage: /%s%s%s)", c->name,
                  argc < c->min_args ? "missing" : "too many", c->name, *c->args ? " " : "",
                  c->args);
@@ -716,15 +778,18 @@ static int exec_step(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     if (e->line_mode)
         return fail(e, "/step: step mode needs the terminal UI");
-    bool on = !e->step_mode;
-    if (argc == 1) {
-        if (!strcmp(argv[0], "on"))
-            on = true;
-        else if (!strcmp(argv[0], "off"))
-            on = false;
-        else
-            return fail(e, "/step: \"%s\" is not on or off", argv[0]);
+    if (argc == 0) {   /* as every command: no value shows the current one */
+        out_add(e, "step mode %s (/step %s)", e->step_mode ? "on" : "off",
+                e->step_mode ? "off leaves it" : "on turns it on");
+        return CMD_DONE;
     }
+    bool on;
+    if (!strcmp(argv[0], "on"))
+        on = true;
+    else if (!strcmp(argv[0], "off"))
+        on = false;
+    else
+        return fail(e, "/step: \"%s\" is not on or off", argv[0]);
     if (!on)
         end_open_generation(e);
     e->step_mode = on;

@@ -77,6 +77,13 @@ START_TEST(unknown_command_says_how_to_get_help)
     ck_assert_str_eq(out(), "Unknown command '/'. Type /help.");
     ck_assert_int_eq(run("/temperaturex 1"), CMD_ERROR);
     ck_assert_str_eq(out(), "Unknown command '/temperaturex'. Type /help.");
+    /* a near miss is named */
+    ck_assert_int_eq(run("/tmep 0.5"), CMD_ERROR);
+    ck_assert_str_eq(out(), "Unknown command '/tmep'. Did you mean /temp? (/help lists them)");
+    /* /sample takes no value: /sample 3 meant /samples 3 */
+    ck_assert_int_eq(run("/sample 3"), CMD_ERROR);
+    ck_out_has("/sample: too many arguments");
+    ck_out_has("Did you mean /samples");
 }
 END_TEST
 
@@ -473,7 +480,7 @@ START_TEST(editing_commands_are_refused_while_generating)
     generate_turn("Hello");
     E.busy = true;
     int n = S.n_tokens;
-    const char *refused[] = {"/undo", "/regen", "/reset", "/load x", "/step", "/pick 1"};
+    const char *refused[] = {"/undo", "/regen", "/reset", "/load x", "/step on", "/pick 1"};
     for (size_t i = 0; i < 6; i++) {
         ck_assert_msg(run(refused[i]) == CMD_ERROR, "%s", refused[i]);
         ck_out_has("not while generating");
@@ -495,7 +502,14 @@ START_TEST(step_mode_needs_the_terminal)
     E.line_mode = false;
     ck_assert_int_eq(run("/pick 1"), CMD_ERROR);
     ck_out_has("/step on first");
-    ck_assert_int_eq(run("/step"), CMD_STATUS | CMD_PEEK);
+    /* no value shows the state, as /spec, /temp and the rest do; it does not toggle */
+    ck_assert_int_eq(run("/step"), CMD_DONE);
+    ck_out_has("step mode off (/step on turns it on)");
+    ck_assert(!E.step_mode);
+    ck_assert_int_eq(run("/step on"), CMD_STATUS | CMD_PEEK);
+    ck_assert(E.step_mode);
+    ck_assert_int_eq(run("/step"), CMD_DONE);
+    ck_out_has("step mode on");
     ck_assert(E.step_mode);
     ck_assert_int_eq(run("/step on"), CMD_STATUS | CMD_PEEK);
     ck_assert(E.step_mode);
