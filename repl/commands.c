@@ -117,6 +117,10 @@ void cmd_env_init(cmd_env *e, session *s)
     e->engine_desc = s && s->eng ? s->eng->description : "";
     e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
     pace_init(&e->pace);
+    if (s) {
+        e->defaults = s->set.sampler;
+        e->default_max_new = s->set.max_new_tokens;
+    }
 }
 
 void cmd_env_free(cmd_env *e)
@@ -514,13 +518,37 @@ static int exec_sampler(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         return CMD_DONE;
     }
     tt_error err = {0};
-    if (sampler_params_set(p, c->param, argv[0], &err) != TT_OK)
-        return fail(e, "/%s: %s (kept %s)", c->name, err.msg, old);
+    char def[32];
+    const char *value = argv[0];
+    if (strcmp(value, "default") == 0) {   /* the value the session started with */
+        param_value(&e->defaults, c->param, def, sizeof def);
+        value = def;
+    }
+    if (sampler_params_set(p, c->param, value, &err) != TT_OK) {
+        /* err names the parameter already ("temp: 11 is outside [0, 10]"): not twice */
+        size_t k = strlen(c->param);
+        const char *why = strncmp(err.msg, c->param, k) == 0 && err.msg[k] == ':' &&
+                          err.msg[k + 1] == ' ' ? err.msg + k + 2 : err.msg;
+        return fail(e, "/%s: %s (kept %s)", c->name, why, old);
+    }
     char now[32];
     param_value(p, c->param, now, sizeof now);
     out_add(e, "%s %s%s", c->name, now, param_note(p, c->param));
     if (strcmp(old, now) != 0)
         out_add(e, " (was %s)", old);
+    return CMD_STATUS | CMD_PEEK;
+}
+
+static int exec_defaults(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    char was[200], now[200];
+    sampler_params_format(&e->s->set.sampler, was, sizeof was);
+    e->s->set.sampler = e->defaults;
+    e->s->set.max_new_tokens = e->default_max_new;
+    sampler_params_format(&e->s->set.sampler, now, sizeof now);
+    out_add(e, "the settings tokentop started with: %s, max %d", now, e->default_max_new);
+    if (strcmp(was, now) != 0)
+        out_add(e, " (was %s)", was);
     return CMD_STATUS | CMD_PEEK;
 }
 
@@ -1032,6 +1060,11 @@ const cmd_entry cmd_table[] = {
      .usage = "draw from the distribution again",
      .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
      .exec = exec_sample},
+    {.name = "defaults", .alias = NULL, .args = "",
+     .usage = "the sampler settings and max tokens tokentop started with (the model's "
+              "generation_config.json and the command line); /temp default etc. for one",
+     .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
+     .exec = exec_defaults},
     {.name = "seed", .alias = NULL, .args = "[N]",
      .usage = "restart the random stream from seed N",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,

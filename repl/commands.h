@@ -74,6 +74,10 @@ typedef struct cmd_env {
     /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second
      * (0: none); the status bar keeps the engine's own speed. */
     pace_clock pace;
+    /* The settings the session started with (the model's generation defaults and the command
+     * line): /defaults and /temp default (etc.) restore them. cmd_env_init copies them. */
+    sampler_params defaults;
+    int default_max_new;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */

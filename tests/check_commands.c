@@ -184,11 +184,33 @@ START_TEST(sampler_command_messages_name_the_change)
     ck_assert_int_eq(run("/temp 0"), CMD_STATUS | CMD_PEEK);
     ck_assert_str_eq(out(), "temp 0 (0: greedy, always the most likely token) (was 0.5)");
     ck_assert_int_eq(run("/topp 1.5"), CMD_ERROR);
-    ck_assert_str_eq(out(), "/topp: top_p: 1.5 is outside [0, 1] (kept 1)");
+    ck_assert_str_eq(out(), "/topp: 1.5 is outside [0, 1] (kept 1)");   /* the name once */
+    ck_assert_int_eq(run("/temp -1"), CMD_ERROR);
+    ck_assert_msg(strncmp(out(), "/temp: -1 ", 10) == 0, "%s", out());
     ck_assert_int_eq(run("/topk 0"), CMD_STATUS | CMD_PEEK);
     ck_assert_str_eq(out(), "topk 0 (off)");
     ck_assert_int_eq(run("/order llama"), CMD_STATUS | CMD_PEEK);
     ck_out_has("then temperature");
+}
+END_TEST
+
+/* /defaults and /temp default (any sampler command) bring back the settings the session started
+ * with (the model's generation defaults and the command line). */
+START_TEST(defaults_restore_the_starting_settings)
+{
+    sampler_params start = S.set.sampler;
+    int start_max = S.set.max_new_tokens;
+    run("/temp 0.3");
+    run("/topk 7");
+    run("/max 99");
+    ck_assert_int_eq(run("/temp default"), CMD_STATUS | CMD_PEEK);
+    ck_assert_float_eq(S.set.sampler.temperature, start.temperature);
+    ck_assert_int_eq(S.set.sampler.top_k, 7);
+    ck_assert_int_eq(run("/defaults"), CMD_STATUS | CMD_PEEK);
+    ck_out_has("the settings tokentop started with");
+    ck_out_has("(was ");
+    ck_assert(tu_same_sampler_params(&start, &S.set.sampler));
+    ck_assert_int_eq(S.set.max_new_tokens, start_max);
 }
 END_TEST
 
@@ -891,7 +913,8 @@ int main(void)
             ambiguous_prefix_lists_the_candidates, unknown_command_says_how_to_get_help,
             help_is_generated_from_the_table, wrong_argument_counts_print_the_usage,
             sampler_commands_validate_and_keep_the_old_value,
-            sampler_command_messages_name_the_change, greedy_and_sample_switch_the_mode,
+            sampler_command_messages_name_the_change, defaults_restore_the_starting_settings,
+            greedy_and_sample_switch_the_mode,
             seed_restarts_the_random_stream, max_accepts_positive_token_counts,
             stop_adds_lists_and_clears_stop_strings, bars_sets_the_histogram_height,
             show_reports_settings_model_and_cache, speculative_commands_drive_the_session,
