@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/text.h"
 #include "core/base/util.h"
@@ -376,6 +377,9 @@ int cmd_execute(cmd_env *e, const char *line)
     }
     memcpy(name, line, nlen);
     name[nlen] = 0;
+    e->force = nlen > 1 && name[nlen - 1] == '!';   /* /save! FILE */
+    if (e->force)
+        name[nlen - 1] = 0;
     char msg[512];
     const cmd_entry *c = cmd_lookup(name, msg, sizeof msg);
     if (!c)
@@ -972,27 +976,74 @@ static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * /save and /load */
 
+/* ~ and ~/... are the home directory, as in a shell (malloc'd; NULL when out of memory). */
+static char *expand_home(const char *path)
+{
+    const char *home = getenv("HOME");
+    if (path[0] == '~' && (path[1] == '/' || path[1] == 0) && home && *home)
+        return util_path_join(home, path[1] ? path + 2 : "");
+    return strdup(path);
+}
+
+static uint64_t tokens_hash(const session *s)
+{
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    for (int i = 0; i < s->n_tokens; i++) {
+        h ^= (uint64_t)(uint32_t)s->tokens[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static void mark_saved(cmd_env *e)
+{
+    e->saved_n = e->s->n_tokens;
+    e->saved_hash = tokens_hash(e->s);
+}
+
 static int exec_save(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     tt_error err = {0};
-    if (session_file_save(e->s, argv[0], e->model_name, &err) != TT_OK)
+    char *path = expand_home(argv[0]);
+    if (!path)
+        return fail(e, "/save: out of memory");
+    if (!e->force && access(path, F_OK) == 0) {
+        fail(e, "/save: %s exists: /save! %s replaces it", path, argv[0]);
+        free(path);
+        return CMD_ERROR;
+    }
+    if (session_file_save(e->s, path, e->model_name, &err) != TT_OK) {
+        free(path);
         return fail(e, "/save: %s", err.msg);
-    out_add(e, "saved %d tokens in %d turns and the settings to %s", e->s->n_tokens,
-            e->s->n_turns, argv[0]);
+    }
+    mark_saved(e);
+    out_add(e, "saved %d tokens in %d %s and the settings to %s", e->s->n_tokens,
+            e->s->n_turns, e->s->n_turns == 1 ? "turn" : "turns", path);
+    free(path);
     return CMD_DONE;
 }
 
 static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
-    end_open_generation(e);
     tt_error err = {0};
     int n = 0;
-    if (session_file_load(e->s, argv[0], &n, &err) != TT_OK)
+    if (!e->force && e->s->n_tokens > 0 &&
+        (e->s->n_tokens != e->saved_n || tokens_hash(e->s) != e->saved_hash))
+        return fail(e, "/load: the conversation (%d tokens) is not saved: /save FILE first, or "
+                    "/load! %s to replace it", e->s->n_tokens, argv[0]);
+    char *path = expand_home(argv[0]);
+    if (!path)
+        return fail(e, "/load: out of memory");
+    end_open_generation(e);
+    tt_status lst = session_file_load(e->s, path, &n, &err);
+    free(path);
+    if (lst != TT_OK)
         return fail(e, "/load: %s", err.msg);
+    mark_saved(e);
     e->hist_kind = UI_HIST_NONE;
     int cached = session_cached_prefix(e->s);
-    out_add(e, "loaded %s: %d tokens in %d turns; %d of them are still in the KV cache", argv[0],
-            n, e->s->n_turns, cached);
+    out_add(e, "loaded %s: %d tokens in %d %s; %d of them are still in the KV cache", argv[0],
+            n, e->s->n_turns, e->s->n_turns == 1 ? "turn" : "turns", cached);
     int n_ctx = e->s->eng->n_ctx;
     if (n > n_ctx)
         out_add(e, "\n%s: %d tokens are more than the context holds (%d): %s", argv[0], n, n_ctx,

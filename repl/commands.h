@@ -78,6 +78,12 @@ typedef struct cmd_env {
      * line): /defaults and /temp default (etc.) restore them. cmd_env_init copies them. */
     sampler_params defaults;
     int default_max_new;
+    /* /save and /load: the conversation as last saved or loaded (its length and a hash of its
+     * tokens), so /load can refuse to drop unsaved work; force is set for one command by a
+     * trailing ! (/save! FILE replaces a file, /load! FILE drops the conversation). */
+    int saved_n;
+    uint64_t saved_hash;
+    bool force;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */

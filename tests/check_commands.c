@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "repl/session_file.h"
 #include "tests/cmd_session.h"
@@ -698,7 +699,7 @@ START_TEST(save_then_load_restores_tokens_and_settings_with_prefix_reuse)
     run("/undo");
     int cached = session_cached_prefix(&S);
     ck_assert_int_gt(cached, 0);
-    snprintf(line, sizeof line, "/load %s", path);
+    snprintf(line, sizeof line, "/load! %s", path);
     ck_assert_int_eq(run(line), CMD_CONV | CMD_STATUS | CMD_CLEAR);
     ck_assert_int_eq(S.n_tokens, n);
     ck_assert_int_eq(S.n_turns, turns);
@@ -753,7 +754,7 @@ START_TEST(load_refuses_bad_files_and_changes_nothing)
         const char *path = tu_path("%s/bad%zu.json", work_dir, i);
         ck_assert_int_eq(tu_write_file(path, bad[i].json, strlen(bad[i].json)), 0);
         char line[512];
-        snprintf(line, sizeof line, "/load %s", path);
+        snprintf(line, sizeof line, "/load! %s", path);
         ck_assert_msg(run(line) == CMD_ERROR, "%s loaded", bad[i].json);
         ck_assert_msg(strstr(out(), bad[i].msg) != NULL, "%s: %s", bad[i].json, out());
         ck_assert_msg(strstr(out(), path) != NULL, "%s: no file name", out());
@@ -799,7 +800,7 @@ START_TEST(load_refuses_binary_files_and_reads_crlf_as_lf)
         const char *path = tu_path("%s/binary%zu", work_dir, i);
         ck_assert_int_eq(tu_write_file(path, bad[i].bytes, bad[i].len), 0);
         char line[512];
-        snprintf(line, sizeof line, "/load %s", path);
+        snprintf(line, sizeof line, "/load! %s", path);
         ck_assert_int_eq(run(line), CMD_ERROR);
         ck_out_has(path);
         ck_out_has(bad[i].msg);
@@ -808,7 +809,7 @@ START_TEST(load_refuses_binary_files_and_reads_crlf_as_lf)
     const char *path = tu_path("%s/crlf.txt", work_dir);
     ck_assert_int_eq(tu_write_file(path, "In the\r\nbeginning\r\n", 19), 0);
     char line[512];
-    snprintf(line, sizeof line, "/load %s", path);
+    snprintf(line, sizeof line, "/load! %s", path);
     ck_assert_int_eq(run(line) & CMD_ERROR, 0);
     char *text = session_text(&S, 0, S.n_tokens);
     ck_assert_str_eq(text, "In the\nbeginning\n");
@@ -828,10 +829,38 @@ START_TEST(load_says_when_the_conversation_exceeds_the_context)
     ck_assert_int_eq(tu_write_file(path, big, len), 0);
     free(big);
     char line[512];
-    snprintf(line, sizeof line, "/load %s", path);
+    snprintf(line, sizeof line, "/load! %s", path);
     ck_assert_int_eq(run(line) & CMD_ERROR, 0);
     ck_assert_int_gt(S.n_tokens, eng->n_ctx);
     ck_out_has("more than the context holds");
+}
+END_TEST
+
+/* /save does not replace a file unless told (/save! FILE); /load does not drop a conversation
+ * that was not saved unless told (/load! FILE); ~ is the home directory. */
+START_TEST(save_and_load_ask_before_losing_work_and_expand_the_home_directory)
+{
+    setenv("HOME", work_dir, 1);
+    generate_turn("Hello");
+    ck_assert_msg(run("/save ~/mine.json") == CMD_DONE, "%s", out());
+    const char *path = tu_path("%s/mine.json", work_dir);
+    ck_out_has(path);
+    ck_out_has("in 1 turn and");   /* one turn, not "1 turns" */
+    ck_assert_int_eq(access(path, F_OK), 0);
+    ck_assert_int_eq(run("/save ~/mine.json"), CMD_ERROR);
+    ck_out_has("exists: /save! ~/mine.json replaces it");
+    ck_assert_int_eq(run("/save! ~/mine.json"), CMD_DONE);
+    /* saved: /load goes ahead; then a new turn is not saved, and /load asks */
+    ck_assert_int_eq(run("/load ~/mine.json") & CMD_ERROR, 0);
+    int n = S.n_tokens;
+    generate_turn(" again");
+    ck_assert_int_gt(S.n_tokens, n);
+    int grown = S.n_tokens;
+    ck_assert_int_eq(run("/load ~/mine.json"), CMD_ERROR);
+    ck_out_has("is not saved: /save FILE first, or /load! ~/mine.json to replace it");
+    ck_assert_int_eq(S.n_tokens, grown);
+    ck_assert_int_eq(run("/load! ~/mine.json") & CMD_ERROR, 0);
+    ck_assert_int_eq(S.n_tokens, n);
 }
 END_TEST
 
@@ -887,7 +916,7 @@ START_TEST(load_of_an_empty_file_empties_the_conversation)
     const char *path = tu_path("%s/empty.txt", work_dir);
     ck_assert_int_eq(tu_write_file(path, "", 0), 0);
     char line[512];
-    snprintf(line, sizeof line, "/load %s", path);
+    snprintf(line, sizeof line, "/load! %s", path);
     ck_assert_int_eq(run(line) & CMD_ERROR, 0);
     ck_assert_int_eq(S.n_tokens, 0);
     ck_assert_int_eq(S.n_turns, 0);
@@ -932,6 +961,7 @@ int main(void)
             load_of_an_empty_file_empties_the_conversation,
             load_refuses_binary_files_and_reads_crlf_as_lf,
             load_says_when_the_conversation_exceeds_the_context,
+            save_and_load_ask_before_losing_work_and_expand_the_home_directory,
             session_file_parses_a_buffer_without_the_file_system));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
