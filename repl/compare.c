@@ -199,9 +199,13 @@ static int show_cancel_or_count(cmd_env *e, compare_kind kind, const char *what,
     int r = show_or_cancel(e, kind, argc, argv);
     if (r >= 0)
         return r;
-    if (util_parse_long(argv[0], 1, max, n) != UTIL_PARSE_OK)
-        return cmd_fail(e, "%s: \"%s\" is not a number of %s in [1, %d] (or off)",
-                        kind_command(kind), argv[0], what, max);
+    if (util_parse_long(argv[0], 1, max, n) != UTIL_PARSE_OK)   /* and why it is less than
+                                                                  generate's limit */
+        return cmd_fail(e, "%s: \"%s\" is not a number of %s in [1, %d] (or off): the screen "
+                        "shows at most %d %s; generate %s takes up to %d", kind_command(kind),
+                        argv[0], what, max, max, kind == COMPARE_BEAM ? "rows" : "columns",
+                        kind == COMPARE_BEAM ? "--num-beams" : "--samples",
+                        kind == COMPARE_BEAM ? BEAM_MAX : SAMPLES_MAX);
     return -1;
 }
 

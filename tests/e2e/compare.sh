@@ -36,8 +36,8 @@ cmp -s "$work/b1.out" "$work/gb.out" \
 
 printf '/beam 0\n/samples 99\n/compare temperature2 1\n/compare topp 0.5 7\n/ids\n' \
     | "$BIN" --backend cpu -n 8 >"$work/bad.out" 2>"$work/bad.err"
-for want in '/beam: "0" is not a number of beams in \[1, 16\]' \
-            '/samples: "99" is not a number of samples in \[1, 8\]' \
+for want in '/beam: "0" is not a number of beams in \[1, 16\] \(or off\): the screen shows at most 16 rows; generate --num-beams takes up to 64' \
+            '/samples: "99" is not a number of samples in \[1, 8\] \(or off\): the screen shows at most 8 columns; generate --samples takes up to 256' \
             '/compare: unknown setting "temperature2"' \
             '/compare topp: value "7": top_p: 7 is outside \[0, 1\]' \
             'the conversation is empty'; do
