@@ -451,8 +451,10 @@ int bench_main(int argc, char **argv)
         modelgen_options_default(&mo);
         modelgen_options_gpt2(&mo, "gpt2");
         mo.dtype = tt_dtype_is_file_type(o.dtype) ? o.dtype : TT_F16;   /* q8: quantized at load */
-        fprintf(stderr, "tokentop bench: no --model: writing a random model with GPT-2 124M shapes "
-                "(%s) to %s\n", tt_dtype_name(mo.dtype), tmp);
+        /* the other subcommands default to the embedded model; this one measures GPT-2's size */
+        fprintf(stderr, "tokentop bench: no --model: benchmarking a random model with GPT-2 124M "
+                "shapes (%s, in %s), not the embedded model (bench --model DIR for that)\n",
+                tt_dtype_name(mo.dtype), tmp);
         if (modelgen_write(tmp, &mo, &err) != TT_OK)
             goto fail;
         dir = tmp;

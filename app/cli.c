@@ -603,6 +603,12 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                 "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
         return TT_ERR_ARG;
     }
+    if (!is_dir(dir)) {   /* said before the loaders name a file inside it */
+        fprintf(stderr, "tokentop: %s: no such directory; a model directory holds config.json, "
+                "model.safetensors, vocab.json and merges.txt (a Hugging Face GPT-2 "
+                "directory)\n", dir);
+        return TT_ERR_ARG;
+    }
     tt_status st = cli_load_tokenizer(dir, &app->tok, &err);
     if (st == TT_OK && !tokenizer_only) {
         st = model_load(dir, &app->model, &err);

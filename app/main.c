@@ -54,6 +54,7 @@ typedef struct {
     gen_compare *cmp;              /* --compare-dtype, else NULL */
     session *s;                    /* the session generating (for cmp) */
     pace_clock *pace;              /* --pace, or NULL */
+    bool *line_open;               /* text mode: stdout's last byte is not a newline */
 } gen_ctx;
 
 static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
@@ -171,6 +172,8 @@ static bool on_event(void *user, const session_event *ev)
     if (ev->text_len) {
         fwrite(ev->text, 1, ev->text_len, stdout);
         fflush(stdout);
+        if (g->line_open)
+            *g->line_open = ev->text[ev->text_len - 1] != '\n';
     }
     return true;
 }
@@ -580,8 +583,9 @@ static int app_generate(cli_options *o)
         pace_clock pace;
         pace_init(&pace);
         pace_set_rate(&pace, o->pace < 0 ? 0 : o->pace);
+        bool line_open = false;
         gen_ctx g = {.o = o, .tok = app.tok, .sample = -1, .cmp = cmp.eng ? &cmp : NULL,
-                     .s = &s, .pace = &pace};
+                     .s = &s, .pace = &pace, .line_open = &line_open};
         if (o->num_beams) {
             rc = generate_beams(&s, o, o->set.seed);
             goto done;
@@ -591,6 +595,10 @@ static int app_generate(cli_options *o)
             goto done;
         }
         tt_status st = session_generate(&s, on_event, &g, &err);
+        if (line_open && !o->json) {   /* the text ends its line (generate -q | next tool) */
+            putchar('\n');
+            fflush(stdout);
+        }
         print_summary(o, &s, o->set.seed, app.fallback_note, &cmp);
         if (st != TT_OK) {
             if (!o->json)
