@@ -706,9 +706,10 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             (unsigned long long)s->set.seed);
     list_stops(e);
     out_add(e, "\n");
-    out_add(e, "context     KV cache %d/%d positions; conversation %d tokens in %d turns; window "
+    out_add(e, "context     KV cache %d/%d positions; conversation %d tokens in %d %s; window "
             "from token %d; %d cached; a full context keeps %.0f%%%s\n",
-            s->eng->n_past, s->eng->n_ctx, s->n_tokens, s->n_turns, s->window_start,
+            s->eng->n_past, s->eng->n_ctx, s->n_tokens, s->n_turns,
+            s->n_turns == 1 ? "turn" : "turns", s->window_start,
             session_cached_prefix(s), (double)s->set.context_keep * 100,
             s->set.context_shift ? "" : " (shifting off)");
     const session_stats *st = &s->last;

@@ -157,8 +157,8 @@ const char *compare_pending_line(const compare_state *c, char *buf, size_t cap)
     else if (c->pending == COMPARE_SAMPLES)
         snprintf(buf, cap, "next line: %d samples (/samples off cancels)", c->n);
     else
-        snprintf(buf, cap, "next line: /compare %s over %d values (/compare off cancels)",
-                 c->setting->name, c->n);
+        snprintf(buf, cap, "next line: /compare %s over %d value%s (/compare off cancels)",
+                 c->setting->name, c->n, c->n == 1 ? "" : "s");
     return buf;
 }
 
@@ -306,8 +306,8 @@ int compare_exec_compare(cmd_env *e, const cmd_entry *cmd, int argc, char **argv
     c->n = argc - 1;
     for (int i = 1; i < argc; i++)
         snprintf(c->values[i - 1], sizeof c->values[0], "%s", argv[i]);
-    cmd_out(e, "/compare %s over %d values, seed %llu, on the next line you send (Enter alone: "
-            "continue the text; /compare off cancels)", set->name, c->n,
+    cmd_out(e, "/compare %s over %d value%s, seed %llu, on the next line you send (Enter alone: "
+            "continue the text; /compare off cancels)", set->name, c->n, c->n == 1 ? "" : "s",
             (unsigned long long)e->s->set.seed);
     const sampler_params *sp = &e->s->set.sampler;
     bool truncation = !strcmp(set->param, "top_k") || !strcmp(set->param, "top_p") ||

@@ -319,6 +319,9 @@ START_TEST(show_reports_settings_model_and_cache)
     ck_out_has(kv);
     ck_out_has("generated 8");
     ck_out_has("speculative off: no draft model");
+    char conv[64];
+    snprintf(conv, sizeof conv, "conversation %d tokens in 1 turn;", S.n_tokens);
+    ck_out_has(conv);   /* not "1 turns" */
 }
 END_TEST
 
