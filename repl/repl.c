@@ -812,6 +812,7 @@ static void draw(tui *t)
                             : t->board ? "Enter closes the columns | /keep K makes K the reply"
                             : pending ? pending
                             : t->env->step_mode ? "Enter: next token | /pick N | /step off"
+                            : cols < 64 ? "Send a message (/help)"
                             : "Send a message (/help for help, Enter alone continues)";
     ui_input_draw(&t->grid, l.input, &t->in, placeholder);
     ui_curses_present(&t->grid);

@@ -682,6 +682,18 @@ START_TEST(histogram_headers_and_legends_follow_the_mode)
     ck_assert_int_ge(find_row(&g, "not among the draft's tokens"), 0);
     ck_assert_int_ge(find_row(&g, "rejected: redrawn from (p"), 0);
     ui_grid_free(&g);
+    /* a pane too short for the long legend (80x24, 40x12) gets the short one, whole: its last
+     * line (the entropy's key) is there and no line is cut at 40 columns */
+    for (int sp = 0; sp < 2; sp++) {
+        ck_assert(ui_grid_init(&g, 6, 40));
+        n.speculative = sp;
+        ui_histogram_draw(&g, (ui_rect){0, 0, 6, 40}, &n);
+        ck_assert_int_ge(find_row(&g, "H: entropy in bits, raw \xe2\x86\x92 final"), 0);
+        for (int y = 1; y < 5; y++)
+            ck_assert_msg(ui_text_width(row(&g, y), strlen(row(&g, y))) < 40, "cut: %s",
+                          row(&g, y));
+        ui_grid_free(&g);
+    }
 }
 END_TEST
 

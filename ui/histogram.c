@@ -248,9 +248,26 @@ static void draw_legend(ui_grid *g, ui_rect r, bool speculative)
         "  on the cumulative bar",
         "H: entropy in bits, raw \xe2\x86\x92 final",
     };
+    /* the same in fewer lines, for a pane too short for the long form (80x24) */
+    static const char *spec_short[] = {
+        "q: draft's p, p: target's (\xc2\xb7 unlisted)",
+        "\xe2\x9c\x93 u < p/q kept, \xe2\x9c\x97 redrawn from (p\xe2\x88\x92q)+",
+        "\xe2\x96\x88 p, \xe2\x96\x91 raw p, \xe2\x96\xb6 the token kept",
+        "H: entropy in bits, raw \xe2\x86\x92 final",
+    };
+    static const char *lines_short[] = {
+        "\xe2\x96\x88 final p, \xe2\x96\x91 raw p (softmax)",
+        "top-k/top-p/min-p: which cut it",
+        "\xe2\x86\x93 penalty, \xe2\x96\xb6 sampled, \xe2\x96\xb2 the draw u",
+        "H: entropy in bits, raw \xe2\x86\x92 final",
+    };
     const char *const *l = speculative ? spec_lines : lines;
     int n = speculative ? (int)(sizeof spec_lines / sizeof spec_lines[0])
                         : (int)(sizeof lines / sizeof lines[0]);
+    if (1 + n > r.h) {
+        l = speculative ? spec_short : lines_short;
+        n = 4;
+    }
     for (int i = 0; i < n && 1 + i < r.h; i++)
         ui_grid_puts(g, r.y + 1 + i, r.x + 1, r.x + r.w, l[i], UI_STYLE_DIM, 0);
 }

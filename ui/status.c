@@ -68,7 +68,8 @@ static void fit_words(char *line, int width)
         int w = ui_text_width(line + o, (size_t)l);
         if (cols + w > width)
             break;
-        if (line[o] == ' ')
+        /* a blank before a name ("top-k"), not before a value: a name keeps its value */
+        if (line[o] == ' ' && o + 1 < n && !(line[o + 1] >= '0' && line[o + 1] <= '9'))
             last_blank = o;
         cols += w;
         o += (size_t)l;
