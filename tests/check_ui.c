@@ -941,6 +941,15 @@ START_TEST(input_triple_quotes_make_one_multiline_entry)
     ck_assert_str_eq(t, "first line\nsecond\nend");
     free(t);
     ck_assert(!in.multiline && ui_input_empty(&in));
+    /* """ alone on the first line: the block starts with the next line, not an empty one */
+    ui_input_set(&in, "\"\"\"");
+    ck_assert_ptr_null(ui_input_enter(&in));
+    ui_input_set(&in, "alpha");
+    ck_assert_ptr_null(ui_input_enter(&in));
+    ui_input_set(&in, "\"\"\"");
+    t = ui_input_enter(&in);
+    ck_assert_str_eq(t, "alpha");
+    free(t);
     ui_input_set(&in, "\"\"\"one\"\"\"");
     t = ui_input_enter(&in);
     ck_assert_str_eq(t, "one");
