@@ -392,6 +392,7 @@ typedef struct {
     double prev_logprob[COMPARE_MAX_BEAMS];
     int n_prev, prev_len, stride;
     int32_t eos;
+    int paced_step;                /* samples: the step the last event belonged to (-1: none) */
 } run_ctx;
 
 static bool asked_to_stop(run_ctx *x)
@@ -405,6 +406,12 @@ static void frame(run_ctx *x)
 {
     if (x->h && x->h->frame)
         x->h->frame(x->h->user);
+}
+
+static void pace_step(run_ctx *x)
+{
+    if (x->h && x->h->pace && !x->stop_asked)
+        x->h->pace(x->h->user);
 }
 
 /* A live column for a beam: its tokens so far. */
@@ -456,6 +463,7 @@ static bool on_beam_progress(void *user, const beam_progress *p)
         snprintf(c->heading, sizeof c->heading, "beam search, %d beams: step %d (Ctrl-C stops)",
                  c->n, p->step);
         frame(x);
+        pace_step(x);
     }
     /* this step's beams are the next step's previous ones */
     x->n_prev = p->n_run;
@@ -545,6 +553,12 @@ static bool on_sample_event(void *user, int sample, const session_event *ev)
 {
     run_ctx *x = user;
     compare_column *col = &x->c->cols[sample];
+    if (!ev->flush && ev->step != x->paced_step) {   /* the first event of the next step: the
+                                                        last one is complete, shown and held */
+        if (x->paced_step >= 0)
+            pace_step(x);
+        x->paced_step = ev->step;
+    }
     if (!ev->flush && !ev->rejected && ev->token >= 0) {
         double p = ev->snap ? (double)ev->snap->token_raw_p : 1.0;
         column_push(col, ev->token, ev->origin, ev->snap ? ev->snap->token_p : 1.0f,
@@ -673,7 +687,7 @@ int compare_run(cmd_env *e, const char *text, const compare_hooks *h)
     free(c->base);
     c->base = NULL;
     c->n_base = 0;
-    run_ctx x = {.c = c, .s = s, .h = h};
+    run_ctx x = {.c = c, .s = s, .h = h, .paced_step = -1};
     int r = kind == COMPARE_BEAM ? run_beam(e, &x) : run_samples(e, &x);
     free(x.prev);
     if (r & CMD_ERROR) {

@@ -480,6 +480,24 @@ static bool board_stop(void *user)
     return g_sigint != 0;
 }
 
+/* /pace for the board: each step is drawn and held to the rate, as a reply's tokens are; Ctrl-C
+ * ends the hold (board_stop). */
+static void board_pace(void *user)
+{
+    tui *t = user;
+    pace_clock *pc = &t->env->pace;
+    if (pc->rate <= 0)
+        return;
+    draw(t);
+    t->last_draw = tt_now_ms();
+    double d;
+    while ((d = pace_delay_ms(pc)) > 0 && !board_stop(t)) {
+        struct timespec ts = {0, (long)((d < 20 ? d : 20) * 1e6)};
+        nanosleep(&ts, NULL);
+    }
+    pace_mark(pc);
+}
+
 static void handle_key(tui *t, ui_key k);
 
 static void run_compare(tui *t, const char *text)
@@ -489,7 +507,8 @@ static void run_compare(tui *t, const char *text)
     t->env->busy = true;
     g_interrupt = 0;
     g_sigint = 0;
-    compare_hooks h = {.frame = board_frame, .stop = board_stop, .user = t};
+    pace_restart(&t->env->pace);
+    compare_hooks h = {.frame = board_frame, .stop = board_stop, .pace = board_pace, .user = t};
     int flags = compare_run(t->env, text, &h);
     t->env->busy = false;
     g_interrupt = 0;

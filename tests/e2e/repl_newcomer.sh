@@ -3,7 +3,8 @@
 # /pace the histogram shows the step whose token was just written; a line sent during a reply
 # waits for its end (it is not mixed into the next input) and command output made during a reply
 # comes after it; Ctrl-D during a reply does not quit; /spec off during a speculative reply leaves
-# no speculative figures beside the plain mode; plain tokentop loads the embedded draft.
+# no speculative figures beside the plain mode; plain tokentop loads the embedded draft; /pace
+# holds the steps of /beam.
 # Every wait polls the screen with a deadline, so a loaded machine only makes it slower.
 set -u
 BIN_ORIG=${BIN:-build/tokentop}   # tmux.bash copies the binary away from models/
@@ -103,5 +104,18 @@ if [ -d models/kjv-draft ]; then
         || fail "plain tokentop does not load the embedded draft (or does not say so)"
     type_line "/spec on"
     wait_for 'speculative decoding on' 5 || fail "/spec on with the embedded draft"
+    # --- 7. /pace holds the steps of /beam as it holds a reply's tokens: 10 steps at 10/s
+    type_line "/spec off"
+    type_line "/pace 10"
+    wait_for 'pace 10 tokens/s' 5 || fail "/pace 10: no confirmation"
+    type_line "/max 10"
+    type_line "/beam 2"
+    wait_for 'next line: beam search with 2 beams' 5 || fail "/beam 2: not armed"
+    t0=$(date +%s.%N)
+    type_line "In the beginning"
+    wait_for 'Enter closes the columns' 30 || fail "the beam search did not end"
+    dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    check "/beam 2 at /pace 10 shows its 10 steps at the pace (took $dt s)" \
+        awk -v x="$dt" 'BEGIN { exit !(x >= 0.8) }'
 fi
 finish
