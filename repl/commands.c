@@ -890,6 +890,21 @@ static int exec_bars(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     return CMD_LAYOUT;
 }
 
+static int exec_column(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 1 && strcmp(argv[0], "temp") && strcmp(argv[0], "off"))
+        return fail(e, "/column: \"%s\" is not temp or off", argv[0]);
+    if (argc == 1)
+        e->temp_column = strcmp(argv[0], "temp") == 0;
+    out_add(e, "%s", e->temp_column
+                         ? "the histogram shows raw, temp (temperature alone, before top-k, top-p "
+                           "and min-p cut) and final: what temperature reshaped, then what the "
+                           "cuts removed"
+                         : "the histogram shows raw and final (/column temp adds temperature "
+                           "alone)");
+    return argc ? CMD_LAYOUT : CMD_DONE;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Speculative decoding (the session runs it; see core/decode/speculative.h) */
 
@@ -1178,6 +1193,10 @@ const cmd_entry cmd_table[] = {
      .usage = "tokens the histogram shows (1 to 32)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
      .exec = exec_bars},
+    {.name = "column", .alias = NULL, .args = "[temp|off]",
+     .usage = "a histogram column for temperature alone, before the cuts",
+     .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
+     .exec = exec_column},
     {.name = "dtype", .alias = NULL, .args = "[T|compare [T|off]]",
      .usage = "weight precision T (fp32, fp16, bf16, q8): switch, prefilling the conversation "
               "again; compare T: the histogram shows p under both on a second engine (twice "

@@ -41,6 +41,7 @@ typedef struct cmd_env {
     bool busy;                     /* a generation is running (not step mode): commands that
                                       edit the conversation are refused */
     int bars;                      /* tokens the histogram shows (1 .. SAMPLER_TOP_MAX) */
+    bool temp_column;              /* /column temp: the histogram adds temperature alone */
     bool step_mode;
     /* The histogram on screen, which /pick chooses from. */
     ui_hist_kind hist_kind;

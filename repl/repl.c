@@ -750,6 +750,7 @@ static void draw_panes(tui *t, const ui_layout *l)
         .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
         .bonus = t->env->hist_bonus,
         .speculative = s->draft && s->spec_on,
+        .temp_column = t->env->temp_column,
     };
     if (!dtype_cmd_draw(t->env, &t->grid, l->histogram))
         ui_histogram_draw(&t->grid, l->histogram, &hv);

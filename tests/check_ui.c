@@ -429,6 +429,30 @@ START_TEST(histogram_bars_are_proportional)
 }
 END_TEST
 
+/* /column temp: a third number, temperature alone, between raw and final, under its header. */
+START_TEST(histogram_temp_column_sits_between_raw_and_final)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 60));
+    sampler_snapshot p = snapshot();
+    p.top[0].temp_p = 0.625f;
+    ui_hist_view v = view(&p, 8);
+    v.temp_column = true;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    int hdr = find_row_start(&g, " #");
+    ck_assert_int_ge(hdr, 0);
+    const char *h = row(&g, hdr);
+    const char *a = strstr(h, " raw "), *b = a ? strstr(a, "temp") : NULL,
+               *c = b ? strstr(b, "final") : NULL;
+    ck_assert_msg(a && b && c, "%s", h);
+    const char *r = row(&g, hdr + 1);
+    const char *raw = strstr(r, "40.0%"), *tp = raw ? strstr(raw, "62.5%") : NULL,
+               *fin = tp ? strstr(tp, "57.1%") : NULL;
+    ck_assert_msg(raw && tp && fin, "%s", r);
+    ui_grid_free(&g);
+}
+END_TEST
+
 /* Without a UTF-8 terminal (LANG=C) curses shows each cell as ui_ascii_fallback's character:
  * the histogram must stay readable, every drawing character with its own ASCII look-alike. */
 START_TEST(histogram_reads_in_ascii_without_a_utf8_terminal)
@@ -1010,7 +1034,8 @@ int main(void)
             histogram_shows_a_sampled_token_ranked_below_the_top_list,
             histogram_stays_inside_its_rectangle, histogram_peek_says_nothing_was_drawn,
             histogram_speculative_shows_q_beside_p_and_the_acceptance_test,
-            histogram_headers_and_legends_follow_the_mode));
+            histogram_headers_and_legends_follow_the_mode,
+            histogram_temp_column_sits_between_raw_and_final));
     tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
     tu_add_case(s, "status_layout_input", TU_TESTS(
             status_bar_shows_speed_cache_and_reuse, a_narrow_status_bar_keeps_the_cache_figures,

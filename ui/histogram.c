@@ -321,14 +321,17 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         rows[n - 1] = chosen;
 
     /* Columns: rank(2) marker(1) gap(1) token(tw) flag(1) gap(1) bar(bw) gap(1) raw(6) gap(1)
-     * final(6). */
-    int tw = r.w >= 44 ? 12 : r.w >= 36 ? 9 : 6;
-    int bw = r.w - (tw + 20);
+     * [temp(6) gap(1)] final(6). */
+    bool tcol = v->temp_column && !v->draft;
+    int extra = tcol ? 7 : 0;
+    int tw = r.w >= 44 + extra ? 12 : r.w >= 36 + extra ? 9 : 6;
+    int bw = r.w - (tw + 20 + extra);
     if (bw < 3) {
-        tw = r.w - 23 > 3 ? r.w - 23 : 3;
-        bw = r.w - (tw + 20);
+        tw = r.w - 23 - extra > 3 ? r.w - 23 - extra : 3;
+        bw = r.w - (tw + 20 + extra);
     }
-    int xt = x0 + 4, xf = xt + tw, xb = xf + 2, xr = xb + (bw > 0 ? bw : 0) + 1, xp = xr + 7;
+    int xt = x0 + 4, xf = xt + tw, xb = xf + 2, xr = xb + (bw > 0 ? bw : 0) + 1;
+    int xtp = xr + 7, xp = xr + 7 + extra;
     int y = r.y + 1;
     if (chrome) {
         ui_grid_puts(g, y, x0, x1, " #", UI_STYLE_DIM, 0);
@@ -343,6 +346,8 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         else if (!v->draft && bw >= 11)
             ui_grid_puts(g, y, xb, x1, "raw\xe2\x96\x91 final\xe2\x96\x88", UI_STYLE_DIM, 0);
         ui_grid_puts(g, y, xr + (v->draft ? 5 : 3), x1, v->draft ? "q" : "raw", UI_STYLE_DIM, 0);
+        if (tcol)
+            ui_grid_puts(g, y, xtp + 2, x1, "temp", UI_STYLE_DIM, 0);
         ui_grid_puts(g, y, xp + (v->draft ? 5 : 1), x1, v->draft ? "p" : "final", UI_STYLE_DIM, 0);
         y++;
     }
@@ -384,6 +389,10 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
             ui_histogram_format_pct(e->raw_p, pct, sizeof pct);
         }
         ui_grid_puts(g, y, xr, x1, pct, UI_STYLE_DIM, 0);
+        if (tcol) {
+            ui_histogram_format_pct(e->temp_p, pct, sizeof pct);
+            ui_grid_puts(g, y, xtp, x1, pct, UI_STYLE_DIM, 0);
+        }
         const char *cut = cut_label(e->cut);
         if (cut)
             ui_grid_printf(g, y, xp, x1, UI_STYLE_CUT, 0, "%6s", cut);
