@@ -1043,16 +1043,30 @@ static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     tt_error err = {0};
     int n = 0;
-    if (!e->force && e->s->n_tokens > 0 &&
-        (e->s->n_tokens != e->saved_n || tokens_hash(e->s) != e->saved_hash))
-        return fail(e, "/load: the conversation (%d tokens) is not saved: /save FILE first, or "
-                    "/load! %s to replace it", e->s->n_tokens, argv[0]);
     char *path = expand_home(argv[0]);
     if (!path)
         return fail(e, "/load: out of memory");
-    end_open_generation(e);
-    tt_status lst = session_file_load(e->s, path, &n, &err);
+    /* the file first (a file that cannot load needs no question), then the unsaved work */
+    size_t len = 0;
+    char *text = NULL;
+    session_file f;
+    memset(&f, 0, sizeof f);
+    tt_status lst = util_read_file(path, 0, &text, &len, NULL, &err);
+    if (lst == TT_OK)
+        lst = session_file_parse(text, len, path, e->s->model->config.V, &e->s->set, &f, &err);
+    free(text);
     free(path);
+    if (lst != TT_OK)
+        return fail(e, "/load: %s", err.msg);
+    if (!e->force && e->s->n_tokens > 0 &&
+        (e->s->n_tokens != e->saved_n || tokens_hash(e->s) != e->saved_hash)) {
+        session_file_free(&f);
+        return fail(e, "/load: the conversation (%d tokens) is not saved: /save FILE first, or "
+                    "/load! %s to replace it", e->s->n_tokens, argv[0]);
+    }
+    end_open_generation(e);
+    lst = session_file_apply(e->s, &f, &n, &err);
+    session_file_free(&f);
     if (lst != TT_OK)
         return fail(e, "/load: %s", err.msg);
     mark_saved(e);
