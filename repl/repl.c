@@ -169,6 +169,8 @@ static void note_after_reply(tui *t, uint8_t style, const char *text)
 
 static void flush_deferred(tui *t)
 {
+    if (t->n_deferred > 0 && strstr(t->message, ": output after the reply"))
+        t->message[0] = 0;   /* it is there now */
     for (int i = 0; i < t->n_deferred; i++) {
         note(t, t->deferred[i].style, "%s", t->deferred[i].text);
         free(t->deferred[i].text);

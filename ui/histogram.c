@@ -127,6 +127,15 @@ static int cmp_seg(const void *a, const void *b, void *ctx)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* A probability in 3 significant digits without the leading zero (".548", ".0123", "1"): the
+ * acceptance line must fit a pane of 40-odd columns. */
+static void short_prob(double p, char *out, size_t cap)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.3g", p);
+    snprintf(out, cap, "%s", strncmp(b, "0.", 2) == 0 ? b + 1 : b);
+}
+
 /* The acceptance test's ratio p/q (q > 0 for a drafted token; 0 guards a corrupt one). */
 static double spec_ratio(const spec_draft *d)
 {
@@ -179,13 +188,18 @@ static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view 
         if (d->u < 0)
             snprintf(label, sizeof label, "draft %s: q %.2f p %.2f", dt, (double)d->q,
                      (double)d->p);
-        else if (d->accepted)   /* ✓ accepted when u < p/q: the ratio itself, then p and q */
-            snprintf(label, sizeof label, "draft %s \xe2\x9c\x93 u %.3f < p/q %.2f \xc2\xb7 p %.3g "
-                     "q %.3g", dt, d->u, spec_ratio(d), (double)d->p, (double)d->q);
-        else                    /* ✗ rejected, then a draw from the residual (p - q)+ */
-            snprintf(label, sizeof label, "draft %s \xe2\x9c\x97 u %.3f \xe2\x89\xa5 p/q %.2f "
-                     "\xe2\x86\x92 %s ~ (p\xe2\x88\x92q)+ \xc2\xb7 p %.3g q %.3g", dt, d->u,
-                     spec_ratio(d), tok, (double)d->p, (double)d->q);
+        else {
+            char ps[32], qs[32];
+            short_prob(d->p, ps, sizeof ps);
+            short_prob(d->q, qs, sizeof qs);
+            if (d->accepted)    /* ✓ accepted when u < p/q: the ratio itself, then p and q */
+                snprintf(label, sizeof label, "draft %s \xe2\x9c\x93 u %.3f < p/q %.2f (p %s q %s)",
+                         dt, d->u, spec_ratio(d), ps, qs);
+            else                /* ✗ rejected, then a draw from the residual (p - q)+ */
+                snprintf(label, sizeof label, "draft %s \xe2\x9c\x97 u %.3f \xe2\x89\xa5 p/q %.2f "
+                         "\xe2\x86\x92 %s ~ (p\xe2\x88\x92q)+ (p %s q %s)", dt, d->u,
+                         spec_ratio(d), tok, ps, qs);
+        }
         ui_grid_puts(g, y2, x + 1, x + w, label, UI_STYLE_DRAW, 0);
         return;
     }
