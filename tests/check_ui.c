@@ -869,6 +869,13 @@ START_TEST(a_status_message_does_not_cut_the_fields_under_it)
         whole |= strcmp(last, words[i]) == 0;
     ck_assert_msg(whole, "the bar ends mid-word: \"%s\"", r0);
     ui_grid_free(&g);
+    /* a message that leaves room for less than the first figure: the figure goes whole */
+    v.message = "done: output after the reply";
+    ck_assert(ui_grid_init(&g, 1, 40));
+    ui_status_draw(&g, (ui_rect){0, 0, 1, 40}, &v);
+    ck_assert_msg(strstr(row(&g, 0), "KV 120/102 ") == NULL, "%s", row(&g, 0));
+    ck_assert(strstr(row(&g, 0), "done: output after the reply") != NULL);
+    ui_grid_free(&g);
 }
 END_TEST
 

@@ -60,6 +60,7 @@ static void fit_words(char *line, int width)
     if (ui_text_width(line, n) <= width)
         return;
     size_t o = 0, last_blank = 0;
+    bool have_blank = false;
     int cols = 0;
     while (o < n) {
         int l = text_utf8_seq_len((const unsigned char *)line + o, n - o);
@@ -69,12 +70,14 @@ static void fit_words(char *line, int width)
         if (cols + w > width)
             break;
         /* a blank before a name ("top-k"), not before a value: a name keeps its value */
-        if (line[o] == ' ' && o + 1 < n && !(line[o + 1] >= '0' && line[o + 1] <= '9'))
+        if (line[o] == ' ' && o + 1 < n && !(line[o + 1] >= '0' && line[o + 1] <= '9')) {
             last_blank = o;
+            have_blank = true;
+        }
         cols += w;
         o += (size_t)l;
     }
-    size_t cut = last_blank > 0 ? last_blank : o;
+    size_t cut = have_blank ? last_blank : o;   /* no blank: a word wider than the row */
     while (cut > 0 && (line[cut - 1] == ' ' || (unsigned char)line[cut - 1] >= 0x80))
         cut--;   /* no trailing blank or separator */
     line[cut] = 0;
