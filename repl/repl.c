@@ -476,6 +476,9 @@ static bool board_stop(void *user)
     for (ui_key k = ui_curses_read_key(0); k.type != UI_KEY_NONE; k = ui_curses_read_key(0)) {
         if ((k.type == UI_KEY_CTRL && k.cp == 'c') || k.type == UI_KEY_HANGUP)
             g_sigint = 1;
+        else if (k.type == UI_KEY_CTRL && k.cp == 'd')   /* not held: it would quit after */
+            snprintf(t->message, sizeof t->message,
+                     "Ctrl-D quits at an empty prompt after the run; Ctrl-C stops it");
         else if (t->n_held < (int)(sizeof t->held / sizeof t->held[0]))
             t->held[t->n_held++] = k;
     }
