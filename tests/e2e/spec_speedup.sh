@@ -53,7 +53,9 @@ for p in "${prompts[@]}"; do
     rplain+=("$(status_tok_s)")
 done
 plain=() spec=() gx=()
-for p in "${prompts[@]}"; do
+# generate's runs are shorter than the REPL's turns: five alternated pairs, so one slow run under
+# the load does not move the median
+for p in "${prompts[@]}" "Let there be light" "Blessed are the meek"; do
     plain+=("$(decode "$p")")
     spec+=("$(decode "$p" --draft models/kjv-draft)")
     gx+=("$(grep -Eo '[0-9.]+x plain' "$work/gen.err" | grep -Eo '^[0-9.]+')")
