@@ -477,8 +477,10 @@ int bench_main(int argc, char **argv)
         if (modelgen_options_gpt2(&mo, size) != 0)
             modelgen_options_llama(&mo, size);
         mo.dtype = tt_dtype_is_file_type(o.dtype) ? o.dtype : TT_F16;   /* q8: quantized at load */
-        fprintf(stderr, "tokentop bench: no --model: writing a random model with %s shapes (%s) "
-                "to %s\n", size, tt_dtype_name(mo.dtype), tmp);
+        /* the other subcommands default to the embedded model; this one measures a released size */
+        fprintf(stderr, "tokentop bench: no --model: benchmarking a random model with %s shapes "
+                "(%s, in %s), not the embedded model (bench --model DIR for that)\n", size,
+                tt_dtype_name(mo.dtype), tmp);
         if (modelgen_write(tmp, &mo, &err) != TT_OK)
             goto fail;
         dir = tmp;

@@ -16,6 +16,7 @@
 #include "gpu/gpu_plugin.h"
 
 #define DEFAULT_MODEL_NAME "models/kjv-target"
+#define DEFAULT_DRAFT_NAME "models/kjv-draft"
 
 void cli_options_default(cli_options *o)
 {
@@ -169,7 +170,8 @@ void cli_usage(FILE *f, const char *cmd)
 "                         other than the penalties do not apply)\n"
 "      --length-penalty X hypothesis score = logprob / length^X (default 1)\n"
 "      --no-repeat-ngram N  no n-gram of N tokens occurs twice    --early-stopping\n"
-"      --num-return N     beams returned, best first (default: all)\n"
+"      --num-return N     beams returned, best first: N > 1 prints each under a line with\n"
+"                         its rank and score (default: the best printed, --json lists all)\n"
 "      --samples N        N samples in one batch: sample i = the run with --seed S+i\n",
             cmd, DEFAULT_MODEL_NAME);
 }
@@ -556,6 +558,24 @@ const char *cli_model_dir(const cli_options *o)
     return NULL;
 }
 
+const char *cli_default_draft_dir(const cli_options *o)
+{
+    const char *env = getenv("TOKENTOP_MODEL");
+    if (o->model_dir || (env && *env))
+        return NULL;
+    const char *target = cli_model_dir(o);
+    size_t n = target ? strlen(target) : 0, k = strlen(DEFAULT_MODEL_NAME);
+    if (n < k || strcmp(target + n - k, DEFAULT_MODEL_NAME) != 0)
+        return NULL;
+    char joined[2 * PATH_MAX + 32];
+    static char path[PATH_MAX];
+    snprintf(joined, sizeof joined, "%.*s%s", (int)(n - k), target, DEFAULT_DRAFT_NAME);
+    if (!is_dir(joined))
+        return NULL;
+    /* build/../models/kjv-draft reads as models/kjv-draft */
+    return realpath(joined, path) ? path : NULL;
+}
+
 static void engine_options_from(const model *m, const cli_options *o, engine_options *eo)
 {
     engine_options_default(eo);
@@ -685,6 +705,12 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                 "the embedded default %s was not found beside the binary, in its "
                 "../share/tokentop, in $XDG_DATA_HOME or $XDG_DATA_DIRS (tokentop/%s), nor in "
                 "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
+        return TT_ERR_ARG;
+    }
+    if (!is_dir(dir)) {   /* said before the loaders name a file inside it */
+        fprintf(stderr, "tokentop: %s: no such directory; a model directory holds config.json, "
+                "model.safetensors (or its shards) and tokenizer.json (or GPT-2's vocab.json and "
+                "merges.txt), as Hugging Face saves them\n", dir);
         return TT_ERR_ARG;
     }
     tt_status st = tokenizer_load_dir(dir, &app->tok, &err);

@@ -76,6 +76,10 @@ void cli_usage(FILE *f, const char *cmd);
  * directory; NULL when none. */
 const char *cli_model_dir(const cli_options *o);
 
+/* The embedded draft (models/kjv-draft) beside the embedded target that cli_model_dir found,
+ * when no --model and no $TOKENTOP_MODEL chose another model; NULL otherwise or when absent. */
+const char *cli_default_draft_dir(const cli_options *o);
+
 /* Everything a run needs, loaded from the options. */
 typedef struct {
     model *model;

@@ -53,6 +53,7 @@ typedef struct {
     gen_compare *cmp;              /* --compare-dtype, else NULL */
     session *s;                    /* the session generating (for cmp) */
     pace_clock *pace;              /* --pace, or NULL */
+    bool *line_open;               /* text mode: stdout's last byte is not a newline */
 } gen_ctx;
 
 static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
@@ -170,6 +171,8 @@ static bool on_event(void *user, const session_event *ev)
     if (ev->text_len) {
         fwrite(ev->text, 1, ev->text_len, stdout);
         fflush(stdout);
+        if (g->line_open)
+            *g->line_open = ev->text[ev->text_len - 1] != '\n';
     }
     return true;
 }
@@ -202,6 +205,13 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             jsonw_number(stdout, st->drafted ? (double)st->accepted / st->drafted : 0.0);
             fputs(",\"tokens_per_target_pass\":", stdout);
             jsonw_number(stdout, st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
+            double lo, hi, x = session_plain_speedup(s, &lo, &hi);
+            fputs(",\"plain_speedup\":", stdout);
+            jsonw_number(stdout, x);
+            fputs(",\"plain_speedup_lo\":", stdout);
+            jsonw_number(stdout, lo);
+            fputs(",\"plain_speedup_hi\":", stdout);
+            jsonw_number(stdout, hi);
         }
         if (st->stop == SESSION_STOP_ERROR) {
             fputs(",\"error\":", stdout);
@@ -219,12 +229,18 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             st->generated_tokens, session_stop_name(st->stop), st->prompt_tokens,
             st->reused_tokens, st->ttft_ms, st->prefill_tok_s, st->decode_tok_s,
             (unsigned long long)seed);
-    if (st->speculative)
+    if (st->speculative) {
+        double lo, hi, x = session_plain_speedup(s, &lo, &hi);
+        char plain[96] = "";
+        if (x > 0)
+            snprintf(plain, sizeof plain, " | %.2fx plain (%.2f-%.2f, %d plain steps timed in the "
+                     "run)", x, lo, hi, st->plain_probes);
         fprintf(stderr, "[speculative: gamma %d%s | %ld drafted, %ld accepted (%.1f%%) | %.2f "
-                "tokens per target pass]\n", st->gamma, s->gamma_adaptive ? " (auto)" : "",
+                "tokens per target pass%s]\n", st->gamma, s->gamma_adaptive ? " (auto)" : "",
                 st->drafted, st->accepted,
                 st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
-                st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0);
+                st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0, plain);
+    }
     gen_compare_summary(stderr, cmp, false);
 }
 
@@ -322,14 +338,21 @@ static int generate_beams(session *s, const cli_options *o, uint64_t seed)
         fputs("]}\n", stdout);
         fflush(stdout);
     } else {
-        if (best) {
+        /* --num-return N (N > 1): the N beams, each under a line with its rank and score;
+         * otherwise the best one alone, as a plain generate prints its text */
+        int shown = o->num_return > 1 ? res.n_hyps : best ? 1 : 0;
+        for (int i = 0; i < shown; i++) {
+            const beam_hypothesis *h = &res.hyps[i];
+            if (o->num_return > 1)
+                printf("%s--- beam %d of %d: score %.4f, logprob %.4f, %d tokens ---\n",
+                       i ? "\n" : "", i + 1, res.n_hyps, h->score, h->logprob, h->n);
             size_t len;
-            char *text = beam_text(s->tok, best, &len);
+            char *text = beam_text(s->tok, h, &len);
             fwrite(text, 1, len, stdout);
             free(text);
             fputc('\n', stdout);
-            fflush(stdout);
         }
+        fflush(stdout);
         if (!o->quiet) {
             for (int i = 0; i < res.n_hyps; i++)
                 fprintf(stderr, "[beam %d: score %.4f | logprob %.4f | %d tokens, %s]\n", i + 1,
@@ -539,6 +562,7 @@ static int app_generate(cli_options *o)
     cli_session_chat(&app, &s);     /* before the prompt: a model with a template chats */
     app.fallback_quiet = o->json;   /* JSON output reports it in the summary instead */
     s.lean = !o->json;              /* plain text shows no histogram: skip the snapshots' work */
+    s.plain_probe = true;           /* a speculative run's "x plain" (session_plain_speedup) */
     /* JSON shows every event's snapshot, built as it is printed: the decode speed is then the
      * engine's, as the terminal UI's is (--compare-dtype reads the session's own) */
     s.snapshots_on_demand = o->json && !cmp.eng;
@@ -573,8 +597,9 @@ static int app_generate(cli_options *o)
         pace_clock pace;
         pace_init(&pace);
         pace_set_rate(&pace, o->pace < 0 ? 0 : o->pace);
+        bool line_open = false;
         gen_ctx g = {.o = o, .tok = app.tok, .sample = -1, .cmp = cmp.eng ? &cmp : NULL,
-                     .s = &s, .pace = &pace};
+                     .s = &s, .pace = &pace, .line_open = &line_open};
         if (o->num_beams) {
             rc = generate_beams(&s, o, o->set.seed);
             goto done;
@@ -584,6 +609,10 @@ static int app_generate(cli_options *o)
             goto done;
         }
         tt_status st = session_generate(&s, on_event, &g, &err);
+        if (line_open && !o->json) {   /* the text ends its line (generate -q | next tool) */
+            putchar('\n');
+            fflush(stdout);
+        }
         print_summary(o, &s, o->set.seed, app.fallback_note, &cmp);
         if (st != TT_OK) {
             if (!o->json)

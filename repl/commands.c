@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/text.h"
 #include "core/base/util.h"
@@ -110,6 +111,10 @@ void cmd_env_init(cmd_env *e, session *s)
     e->engine_desc = s && s->eng ? s->eng->description : "";
     e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
     pace_init(&e->pace);
+    if (s) {
+        e->defaults = s->set.sampler;
+        e->default_max_new = s->set.max_new_tokens;
+    }
 }
 
 void cmd_env_free(cmd_env *e)
@@ -266,9 +271,62 @@ bool cmd_is_command(const char *line)
     return line[0] == '/' && line[1] != '/';
 }
 
+/* Edit distance between a and b (insertions, deletions, substitutions), at most 32 bytes each
+ * (longer: a large number). */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 32 || m > 32)
+        return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+static int rows_in_order(const cmd_env *e, const cmd_entry **rows, int cap);
+
+/* The command among e's rows (the table's and every module's) a mistyped name most likely meant:
+ * within max_edits (names of 3+ letters), one that takes argc arguments first (argc < 0: any);
+ * NULL when none is that close. not is skipped. */
+#define ROWS_MAX 128
+static const cmd_entry *closest_command(const cmd_env *e, const char *name, int argc,
+                                        const cmd_entry *not, int max_edits)
+{
+    const cmd_entry *best = NULL, *rows[ROWS_MAX];
+    int best_score = 1000, n = rows_in_order(e, rows, ROWS_MAX);
+    if (strlen(name) < 3)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const cmd_entry *c = rows[i];
+        if (c == not)
+            continue;
+        int dist = edit_distance(name, c->name);
+        if (dist > max_edits)
+            continue;
+        bool fits = argc < 0 || (argc >= c->min_args && argc <= c->max_args);
+        int score = dist + (fits ? 0 : 10);
+        if (score < best_score) {
+            best = c;
+            best_score = score;
+        }
+    }
+    return best_score < 10 || argc < 0 ? best : NULL;
+}
+
 /* The rows e knows, in table order (commands.c's table, then each module's); e may be NULL (the
  * table only). At most cap. */
-#define ROWS_MAX 128
 static int rows_in_order(const cmd_env *e, const cmd_entry **rows, int cap)
 {
     int n = 0;
@@ -298,7 +356,12 @@ static const cmd_entry *lookup_in(const cmd_env *e, const char *name, char *msg,
     if (matches == 1)
         return found;
     if (matches == 0) {
-        snprintf(msg, cap, "Unknown command '/%s'. Type /help.", name);
+        const cmd_entry *near = closest_command(e, name, -1, NULL, strlen(name) >= 4 ? 2 : 1);
+        if (near)
+            snprintf(msg, cap, "Unknown command '/%s'. Did you mean /%s? (/help lists them)", name,
+                     near->name);
+        else
+            snprintf(msg, cap, "Unknown command '/%s'. Type /help.", name);
         return NULL;
     }
     size_t o = (size_t)snprintf(msg, cap, "ambiguous command: /%s, could be:", name);
@@ -384,6 +447,9 @@ int cmd_execute(cmd_env *e, const char *line)
     }
     memcpy(name, line, nlen);
     name[nlen] = 0;
+    e->force = nlen > 1 && name[nlen - 1] == '!';   /* /save! FILE */
+    if (e->force)
+        name[nlen - 1] = 0;
     char msg[512];
     const cmd_entry *c = lookup_in(e, name, msg, sizeof msg);
     if (!c)
@@ -393,7 +459,13 @@ int cmd_execute(cmd_env *e, const char *line)
     if (argc < 0)
         return fail(e, "/%s: %s", c->name, msg);
     int r;
-    if (argc < c->min_args || argc > c->max_args)
+    const cmd_entry *near = NULL;
+    if ((argc < c->min_args || argc > c->max_args) &&
+        (near = closest_command(e, c->name, argc, c, 1)) != NULL)   /* /sample 3 meant /samples 3 */
+        r = fail(e, "/%s: %s arguments (usage: /%s%s%s). Did you mean /%s%s%s?", c->name,
+                 argc < c->min_args ? "missing" : "too many", c->name, *c->args ? " " : "",
+                 c->args, near->name, *near->args ? " " : "", near->args);
+    else if (argc < c->min_args || argc > c->max_args)
         r = fail(e, "/%s: %s arguments (usage: /%s%s%s)", c->name,
                  argc < c->min_args ? "missing" : "too many", c->name, *c->args ? " " : "",
                  c->args);
@@ -532,13 +604,37 @@ static int exec_sampler(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         return CMD_DONE;
     }
     tt_error err = {0};
-    if (sampler_params_set(p, c->param, argv[0], &err) != TT_OK)
-        return fail(e, "/%s: %s (kept %s)", c->name, err.msg, old);
+    char def[32];
+    const char *value = argv[0];
+    if (strcmp(value, "default") == 0) {   /* the value the session started with */
+        param_value(&e->defaults, c->param, def, sizeof def);
+        value = def;
+    }
+    if (sampler_params_set(p, c->param, value, &err) != TT_OK) {
+        /* err names the parameter already ("temp: 11 is outside [0, 10]"): not twice */
+        size_t k = strlen(c->param);
+        const char *why = strncmp(err.msg, c->param, k) == 0 && err.msg[k] == ':' &&
+                          err.msg[k + 1] == ' ' ? err.msg + k + 2 : err.msg;
+        return fail(e, "/%s: %s (kept %s)", c->name, why, old);
+    }
     char now[32];
     param_value(p, c->param, now, sizeof now);
     out_add(e, "%s %s%s", c->name, now, param_note(p, c->param));
     if (strcmp(old, now) != 0)
         out_add(e, " (was %s)", old);
+    return CMD_STATUS | CMD_PEEK;
+}
+
+static int exec_defaults(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    char was[200], now[200];
+    sampler_params_format(&e->s->set.sampler, was, sizeof was);
+    e->s->set.sampler = e->defaults;
+    e->s->set.max_new_tokens = e->default_max_new;
+    sampler_params_format(&e->s->set.sampler, now, sizeof now);
+    out_add(e, "the settings tokentop started with: %s, max %d", now, e->default_max_new);
+    if (strcmp(was, now) != 0)
+        out_add(e, " (was %s)", was);
     return CMD_STATUS | CMD_PEEK;
 }
 
@@ -697,12 +793,12 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     out_add(e, "\n");
     size_t kv_pos = model_config_kv_bytes_per_token(cfg, sizeof(float));
     out_add(e, "context     KV cache %d/%d positions (%s; %.1f KiB a position, %.1f MiB in "
-            "all); conversation %d tokens in %d turns; window from token %d; %d cached; a full "
+            "all); conversation %d tokens in %d %s; window from token %d; %d cached; a full "
             "context keeps %.0f%%%s\n",
             s->eng->n_past, s->eng->n_ctx,
             s->eng->n_ctx == cfg->maxT ? "the model's" : "--ctx, or 4096 at most by default",
             (double)kv_pos / 1024.0, (double)kv_pos * s->eng->n_ctx / 1048576.0,
-            s->n_tokens, s->n_turns, s->window_start,
+            s->n_tokens, s->n_turns, s->n_turns == 1 ? "turn" : "turns", s->window_start,
             session_cached_prefix(s), (double)s->set.context_keep * 100,
             s->set.context_shift ? "" : " (shifting off)");
     const session_stats *st = &s->last;
@@ -804,15 +900,18 @@ static int exec_step(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     if (e->line_mode)
         return fail(e, "/step: step mode needs the terminal UI");
-    bool on = !e->step_mode;
-    if (argc == 1) {
-        if (!strcmp(argv[0], "on"))
-            on = true;
-        else if (!strcmp(argv[0], "off"))
-            on = false;
-        else
-            return fail(e, "/step: \"%s\" is not on or off", argv[0]);
+    if (argc == 0) {   /* as every command: no value shows the current one */
+        out_add(e, "step mode %s (/step %s)", e->step_mode ? "on" : "off",
+                e->step_mode ? "off leaves it" : "on turns it on");
+        return CMD_DONE;
     }
+    bool on;
+    if (!strcmp(argv[0], "on"))
+        on = true;
+    else if (!strcmp(argv[0], "off"))
+        on = false;
+    else
+        return fail(e, "/step: \"%s\" is not on or off", argv[0]);
     if (!on)
         end_open_generation(e);
     e->step_mode = on;
@@ -880,11 +979,26 @@ static int exec_bars(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     return CMD_LAYOUT;
 }
 
+static int exec_column(cmd_env *e, const cmd_entry *c, int argc, char **argv)
+{
+    if (argc == 1 && strcmp(argv[0], "temp") && strcmp(argv[0], "off"))
+        return fail(e, "/column: \"%s\" is not temp or off", argv[0]);
+    if (argc == 1)
+        e->temp_column = strcmp(argv[0], "temp") == 0;
+    out_add(e, "%s", e->temp_column
+                         ? "the histogram shows raw, temp (temperature alone, before top-k, top-p "
+                           "and min-p cut) and final: what temperature reshaped, then what the "
+                           "cuts removed"
+                         : "the histogram shows raw and final (/column temp adds temperature "
+                           "alone)");
+    return argc ? CMD_LAYOUT : CMD_DONE;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Speculative decoding (the session runs it; see core/decode/speculative.h) */
 
 #define NO_DRAFT "speculative decoding needs a draft model: start with --draft DIR or load one " \
-                 "with /draft DIR"
+                 "with /draft DIR (the embedded target's draft is models/kjv-draft)"
 
 static int exec_spec(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
@@ -967,27 +1081,95 @@ static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * /save and /load */
 
+/* ~ and ~/... are the home directory, as in a shell (malloc'd; NULL when out of memory). */
+static char *expand_home(const char *path)
+{
+    const char *home = getenv("HOME");
+    if (path[0] == '~' && (path[1] == '/' || path[1] == 0) && home && *home)
+        return util_path_join(home, path[1] ? path + 2 : "");
+    return strdup(path);
+}
+
+static uint64_t tokens_hash(const session *s)
+{
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    for (int i = 0; i < s->n_tokens; i++) {
+        h ^= (uint64_t)(uint32_t)s->tokens[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static void mark_saved(cmd_env *e)
+{
+    e->saved_n = e->s->n_tokens;
+    e->saved_hash = tokens_hash(e->s);
+}
+
 static int exec_save(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     tt_error err = {0};
-    if (session_file_save(e->s, argv[0], e->model_name, &err) != TT_OK)
+    char *path = expand_home(argv[0]);
+    if (!path)
+        return fail(e, "/save: out of memory");
+    if (!e->force && access(path, F_OK) == 0) {
+        fail(e, "/save: %s exists: /save! %s replaces it", path, argv[0]);
+        free(path);
+        return CMD_ERROR;
+    }
+    if (session_file_save(e->s, path, e->model_name, &err) != TT_OK) {
+        free(path);
         return fail(e, "/save: %s", err.msg);
-    out_add(e, "saved %d tokens in %d turns and the settings to %s", e->s->n_tokens,
-            e->s->n_turns, argv[0]);
+    }
+    mark_saved(e);
+    out_add(e, "saved %d tokens in %d %s and the settings to %s", e->s->n_tokens,
+            e->s->n_turns, e->s->n_turns == 1 ? "turn" : "turns", path);
+    free(path);
     return CMD_DONE;
 }
 
 static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
-    end_open_generation(e);
     tt_error err = {0};
     int n = 0;
-    if (session_file_load(e->s, argv[0], &n, &err) != TT_OK)
+    char *path = expand_home(argv[0]);
+    if (!path)
+        return fail(e, "/load: out of memory");
+    /* the file first (a file that cannot load needs no question), then the unsaved work */
+    size_t len = 0;
+    char *text = NULL;
+    session_file f;
+    memset(&f, 0, sizeof f);
+    tt_status lst = util_read_file(path, 0, &text, &len, NULL, &err);
+    if (lst == TT_OK)
+        lst = session_file_parse(text, len, path, e->s->model->config.V, &e->s->set, &f, &err);
+    free(text);
+    free(path);
+    if (lst != TT_OK)
         return fail(e, "/load: %s", err.msg);
+    if (!e->force && e->s->n_tokens > 0 &&
+        (e->s->n_tokens != e->saved_n || tokens_hash(e->s) != e->saved_hash)) {
+        session_file_free(&f);
+        return fail(e, "/load: the conversation (%d tokens) is not saved: /save FILE first, or "
+                    "/load! %s to replace it", e->s->n_tokens, argv[0]);
+    }
+    end_open_generation(e);
+    lst = session_file_apply(e->s, &f, &n, &err);
+    session_file_free(&f);
+    if (lst != TT_OK)
+        return fail(e, "/load: %s", err.msg);
+    mark_saved(e);
     e->hist_kind = UI_HIST_NONE;
     int cached = session_cached_prefix(e->s);
-    out_add(e, "loaded %s: %d tokens in %d turns; %d of them are still in the KV cache", argv[0],
-            n, e->s->n_turns, cached);
+    out_add(e, "loaded %s: %d tokens in %d %s; %d of them are still in the KV cache", argv[0],
+            n, e->s->n_turns, e->s->n_turns == 1 ? "turn" : "turns", cached);
+    int n_ctx = e->s->eng->n_ctx;
+    if (n > n_ctx)
+        out_add(e, "\n%s: %d tokens are more than the context holds (%d): %s", argv[0], n, n_ctx,
+                e->s->set.context_shift ? "the next turn keeps the last part of the conversation "
+                "and drops the oldest tokens"
+                                        : "context shifting is off, so the next turn will stop at "
+                "once (/undo or /reset make room)");
     return CMD_CONV | CMD_STATUS | CMD_CLEAR;
 }
 
@@ -1048,6 +1230,11 @@ const cmd_entry cmd_table[] = {
      .usage = "draw from the distribution again",
      .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
      .exec = exec_sample, .group = CMD_GROUP_SAMPLER},
+    {.name = "defaults", .alias = NULL, .args = "",
+     .usage = "the sampler settings and max tokens tokentop started with (the model's "
+              "generation_config.json and the command line); /temp default etc. for one",
+     .min_args = 0, .max_args = 0, .busy_ok = true, .param = NULL,
+     .exec = exec_defaults, .group = CMD_GROUP_SAMPLER},
     {.name = "seed", .alias = NULL, .args = "[N]",
      .usage = "restart the random stream from seed N",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
@@ -1092,6 +1279,10 @@ const cmd_entry cmd_table[] = {
      .usage = "tokens the histogram shows (1 to 32)",
      .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
      .exec = exec_bars, .group = CMD_GROUP_DISPLAY},
+    {.name = "column", .alias = NULL, .args = "[temp|off]",
+     .usage = "a histogram column for temperature alone, before the cuts",
+     .min_args = 0, .max_args = 1, .busy_ok = true, .param = NULL,
+     .exec = exec_column, .group = CMD_GROUP_DISPLAY},
     {.name = "save", .alias = NULL, .args = "FILE",
      .usage = "save the conversation and settings (JSON)",
      .min_args = 1, .max_args = 1, .busy_ok = true, .param = NULL,

@@ -62,6 +62,7 @@ typedef struct cmd_env {
     bool busy;                     /* a generation is running (not step mode): commands that
                                       edit the conversation are refused */
     int bars;                      /* tokens the histogram shows (1 .. SAMPLER_TOP_MAX) */
+    bool temp_column;              /* /column temp: the histogram adds temperature alone */
     bool step_mode;
     /* The histogram on screen, which /pick chooses from. */
     ui_hist_kind hist_kind;
@@ -98,6 +99,16 @@ typedef struct cmd_env {
     /* The command modules registered beside the table (cmd_env_add_module), not owned. */
     const cmd_module *modules[CMD_MODULES_MAX];
     int n_modules;
+    /* The settings the session started with (the model's generation defaults and the command
+     * line): /defaults and /temp default (etc.) restore them. cmd_env_init copies them. */
+    sampler_params defaults;
+    int default_max_new;
+    /* /save and /load: the conversation as last saved or loaded (its length and a hash of its
+     * tokens), so /load can refuse to drop unsaved work; force is set for one command by a
+     * trailing ! (/save! FILE replaces a file, /load! FILE drops the conversation). */
+    int saved_n;
+    uint64_t saved_hash;
+    bool force;
     /* Outputs of the last command: */
     int32_t pick_id;               /* CMD_STEP: the token to force */
     char *out;                     /* (out_len) message lines, NUL-terminated */

@@ -157,8 +157,8 @@ const char *compare_pending_line(const compare_state *c, char *buf, size_t cap)
     else if (c->pending == COMPARE_SAMPLES)
         snprintf(buf, cap, "next line: %d samples (/samples off cancels)", c->n);
     else
-        snprintf(buf, cap, "next line: /compare %s over %d values (/compare off cancels)",
-                 c->setting->name, c->n);
+        snprintf(buf, cap, "next line: /compare %s over %d value%s (/compare off cancels)",
+                 c->setting->name, c->n, c->n == 1 ? "" : "s");
     return buf;
 }
 
@@ -199,9 +199,13 @@ static int show_cancel_or_count(cmd_env *e, compare_kind kind, const char *what,
     int r = show_or_cancel(e, kind, argc, argv);
     if (r >= 0)
         return r;
-    if (util_parse_long(argv[0], 1, max, n) != UTIL_PARSE_OK)
-        return cmd_fail(e, "%s: \"%s\" is not a number of %s in [1, %d] (or off)",
-                        kind_command(kind), argv[0], what, max);
+    if (util_parse_long(argv[0], 1, max, n) != UTIL_PARSE_OK)   /* and why it is less than
+                                                                  generate's limit */
+        return cmd_fail(e, "%s: \"%s\" is not a number of %s in [1, %d] (or off): the screen "
+                        "shows at most %d %s; generate %s takes up to %d", kind_command(kind),
+                        argv[0], what, max, max, kind == COMPARE_BEAM ? "rows" : "columns",
+                        kind == COMPARE_BEAM ? "--num-beams" : "--samples",
+                        kind == COMPARE_BEAM ? BEAM_MAX : SAMPLES_MAX);
     return -1;
 }
 
@@ -302,8 +306,8 @@ int compare_exec_compare(cmd_env *e, const cmd_entry *cmd, int argc, char **argv
     c->n = argc - 1;
     for (int i = 1; i < argc; i++)
         snprintf(c->values[i - 1], sizeof c->values[0], "%s", argv[i]);
-    cmd_out(e, "/compare %s over %d values, seed %llu, on the next line you send (Enter alone: "
-            "continue the text; /compare off cancels)", set->name, c->n,
+    cmd_out(e, "/compare %s over %d value%s, seed %llu, on the next line you send (Enter alone: "
+            "continue the text; /compare off cancels)", set->name, c->n, c->n == 1 ? "" : "s",
             (unsigned long long)e->s->set.seed);
     const sampler_params *sp = &e->s->set.sampler;
     bool truncation = !strcmp(set->param, "top_k") || !strcmp(set->param, "top_p") ||
@@ -388,6 +392,7 @@ typedef struct {
     double prev_logprob[COMPARE_MAX_BEAMS];
     int n_prev, prev_len, stride;
     int32_t eos;
+    int paced_step;                /* samples: the step the last event belonged to (-1: none) */
 } run_ctx;
 
 static bool asked_to_stop(run_ctx *x)
@@ -401,6 +406,12 @@ static void frame(run_ctx *x)
 {
     if (x->h && x->h->frame)
         x->h->frame(x->h->user);
+}
+
+static void pace_step(run_ctx *x)
+{
+    if (x->h && x->h->pace && !x->stop_asked)
+        x->h->pace(x->h->user);
 }
 
 /* A live column for a beam: its tokens so far. */
@@ -452,6 +463,7 @@ static bool on_beam_progress(void *user, const beam_progress *p)
         snprintf(c->heading, sizeof c->heading, "beam search, %d beams: step %d (Ctrl-C stops)",
                  c->n, p->step);
         frame(x);
+        pace_step(x);
     }
     /* this step's beams are the next step's previous ones */
     x->n_prev = p->n_run;
@@ -541,6 +553,12 @@ static bool on_sample_event(void *user, int sample, const session_event *ev)
 {
     run_ctx *x = user;
     compare_column *col = &x->c->cols[sample];
+    if (!ev->flush && ev->step != x->paced_step) {   /* the first event of the next step: the
+                                                        last one is complete, shown and held */
+        if (x->paced_step >= 0)
+            pace_step(x);
+        x->paced_step = ev->step;
+    }
     if (!ev->flush && !ev->rejected && ev->token >= 0) {
         double p = ev->snap ? (double)ev->snap->token_raw_p : 1.0;
         column_push(col, ev->token, ev->origin, ev->snap ? ev->snap->token_p : 1.0f,
@@ -669,7 +687,7 @@ int compare_run(cmd_env *e, const char *text, const compare_hooks *h)
     free(c->base);
     c->base = NULL;
     c->n_base = 0;
-    run_ctx x = {.c = c, .s = s, .h = h};
+    run_ctx x = {.c = c, .s = s, .h = h, .paced_step = -1};
     int r = kind == COMPARE_BEAM ? run_beam(e, &x) : run_samples(e, &x);
     free(x.prev);
     if (r & CMD_ERROR) {

@@ -66,10 +66,13 @@ typedef struct compare_state {
 } compare_state;
 
 /* What a front end lends a run: frame draws the board now (the TUI; NULL in line mode), stop
- * returns true when the user asked to stop (Ctrl-C). */
+ * returns true when the user asked to stop (Ctrl-C), pace holds each step (below). */
 typedef struct {
     void (*frame)(void *user);
     bool (*stop)(void *user);
+    /* pace (NULL: none) is called after each step of the run (a beam step, a batched step of
+     * the samples or columns): the front end shows it and holds it to its /pace rate */
+    void (*pace)(void *user);
     void *user;
 } compare_hooks;
 

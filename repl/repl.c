@@ -108,8 +108,6 @@ typedef struct {
     char message[160];     /* transient note in the status bar */
     double last_draw;
     int spec_round;        /* the speculative round the last event belonged to */
-    session_baseline plain;/* the last plain turn's speed, for the speculative "x plain" */
-    double turn_pace;      /* the pace the last turn ran at; -1: it changed, or step mode */
     char *fallback_note;   /* cli_app's: set when the engine moved to the CPU after a GPU error */
     bool board;            /* the columns of /beam, /samples or /compare replace the transcript
                               and the histogram until the next line is sent (or Esc) */
@@ -123,6 +121,14 @@ typedef struct {
     spec_draft hist_spec;  /* its draft record, */
     bool hist_has_draft;   /* whether it has one, */
     int hist_pos;          /* and its position */
+    char *queued;          /* a line sent during a reply: it goes once the reply ends */
+    struct {               /* command output during a reply: shown after it, not inside it */
+        uint8_t style;
+        char *text;
+    } deferred[16];
+    int n_deferred;
+    bool turn_spec;        /* the turn began speculative */
+    bool turn_mixed;       /* /spec switched the mode during the turn: no speculative figures */
 } tui;
 
 static void draw(tui *t);
@@ -140,6 +146,39 @@ static void note(tui *t, uint8_t style, const char *fmt, ...)
     transcript_doc_note_add(&t->tr, t->s->n_tokens, style, buf);
     free(buf);
     t->dirty = true;
+}
+
+/* Command output while a reply streams waits for its end (note() would place it between the
+ * reply's tokens); the status bar says it is waiting. */
+static void note_after_reply(tui *t, uint8_t style, const char *text)
+{
+    if (!t->running) {
+        note(t, style, "%s", text);
+        return;
+    }
+    if (t->n_deferred == (int)(sizeof t->deferred / sizeof t->deferred[0])) {
+        free(t->deferred[0].text);
+        memmove(t->deferred, t->deferred + 1, (size_t)(t->n_deferred - 1) * sizeof t->deferred[0]);
+        t->n_deferred--;
+    }
+    char *copy = strdup(text);
+    if (!copy)
+        return;
+    t->deferred[t->n_deferred].style = style;
+    t->deferred[t->n_deferred++].text = copy;
+    snprintf(t->message, sizeof t->message, "%s: output after the reply",
+             style == UI_STYLE_ERROR ? "error" : "done");
+}
+
+static void flush_deferred(tui *t)
+{
+    if (t->n_deferred > 0 && strstr(t->message, ": output after the reply"))
+        t->message[0] = 0;   /* it is there now */
+    for (int i = 0; i < t->n_deferred; i++) {
+        note(t, t->deferred[i].style, "%s", t->deferred[i].text);
+        free(t->deferred[i].text);
+    }
+    t->n_deferred = 0;
 }
 
 /* Back to the end of the transcript (after the user typed something). */
@@ -196,14 +235,6 @@ static void pace_show(tui *t)
     t->last_draw = tt_now_ms();
 }
 
-/* A turn whose pace changed (/pace while it streamed), or that ran in step mode, compares with
- * no other turn's speed (session_baseline). */
-static void track_pace(tui *t)
-{
-    if (t->env->step_mode || t->env->pace.rate != t->turn_pace)
-        t->turn_pace = -1;
-}
-
 /* ev's snapshots into the histogram (session_event_snapshots), as the token at pos. */
 static void hist_show(tui *t, const session_event *ev, const spec_draft *draft, bool has_draft,
                       int pos)
@@ -222,12 +253,23 @@ static void hist_show(tui *t, const session_event *ev, const spec_draft *draft, 
         e->hist_kind = UI_HIST_NONE;   /* not for an event being reported or the last one */
 }
 
+/* A paced event is shown first and held after: the session appended its token before calling,
+ * so a draw during the hold (a frame, a key) would show the token's text beside the previous
+ * step's histogram. */
+static bool on_event_show(tui *t, const session_event *ev);
+
 static bool on_event(void *user, const session_event *ev)
 {
     tui *t = user;
-    track_pace(t);
-    if (!pace_hold(t, ev))
+    if ((t->s->draft && t->s->spec_on) != t->turn_spec)
+        t->turn_mixed = true;
+    if (!on_event_show(t, ev))
         return false;
+    return pace_hold(t, ev);
+}
+
+static bool on_event_show(tui *t, const session_event *ev)
+{
     if (ev->context_shifted)
         note(t, UI_STYLE_NOTICE, "[context full: dropped the oldest %d tokens and re-prefilled "
              "the rest]", ev->shift_dropped);
@@ -302,8 +344,6 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
         t->hist_stale = false;
     }
     transcript_doc_set_rejected(&t->tr, -1, -1);
-    track_pace(t);
-    session_baseline_note(&t->plain, s, t->turn_pace);
     t->running = false;
     t->env->busy = false;
     t->have_turn = true;
@@ -325,6 +365,7 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
     default:
         break;
     }
+    flush_deferred(t);
     g_interrupt = 0;
 }
 
@@ -350,7 +391,8 @@ static bool begin_generation(tui *t, const char *text)
     g_interrupt = 0;
     g_sigint = 0;
     pace_restart(&t->env->pace);
-    t->turn_pace = t->env->pace.rate;
+    t->turn_spec = s->draft && s->spec_on;
+    t->turn_mixed = false;
     tt_status st = session_gen_begin(s, &err);
     if (st != TT_OK) {
         finish_generation(t, s->last.stop != SESSION_STOP_NONE ? s->last.stop
@@ -405,7 +447,7 @@ static void run_command(tui *t, const char *line)
     if (flags & CMD_CLEAR)
         transcript_doc_clear(&t->tr);
     if (e->out_len) {
-        note(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, "%s", e->out);
+        note_after_reply(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, e->out);
         t->answer_at_top = true;   /* a long answer (/help, /show) opens at its first line */
     }
     if (flags & CMD_QUIT)
@@ -439,10 +481,31 @@ static bool board_stop(void *user)
     for (ui_key k = ui_curses_read_key(0); k.type != UI_KEY_NONE; k = ui_curses_read_key(0)) {
         if ((k.type == UI_KEY_CTRL && k.cp == 'c') || k.type == UI_KEY_HANGUP)
             g_sigint = 1;
+        else if (k.type == UI_KEY_CTRL && k.cp == 'd')   /* not held: it would quit after */
+            snprintf(t->message, sizeof t->message,
+                     "Ctrl-D quits at an empty prompt after the run; Ctrl-C stops it");
         else if (t->n_held < (int)(sizeof t->held / sizeof t->held[0]))
             t->held[t->n_held++] = k;
     }
     return g_sigint != 0;
+}
+
+/* /pace for the board: each step is drawn and held to the rate, as a reply's tokens are; Ctrl-C
+ * ends the hold (board_stop). */
+static void board_pace(void *user)
+{
+    tui *t = user;
+    pace_clock *pc = &t->env->pace;
+    if (pc->rate <= 0)
+        return;
+    draw(t);
+    t->last_draw = tt_now_ms();
+    double d;
+    while ((d = pace_delay_ms(pc)) > 0 && !board_stop(t)) {
+        struct timespec ts = {0, (long)((d < 20 ? d : 20) * 1e6)};
+        nanosleep(&ts, NULL);
+    }
+    pace_mark(pc);
 }
 
 static void handle_key(tui *t, ui_key k);
@@ -454,7 +517,8 @@ static void run_compare(tui *t, const char *text)
     t->env->busy = true;
     g_interrupt = 0;
     g_sigint = 0;
-    compare_hooks h = {.frame = board_frame, .stop = board_stop, .user = t};
+    pace_restart(&t->env->pace);
+    compare_hooks h = {.frame = board_frame, .stop = board_stop, .pace = board_pace, .user = t};
     int flags = compare_run(t->env, text, &h);
     t->env->busy = false;
     g_interrupt = 0;
@@ -498,8 +562,13 @@ static void submit(tui *t)
     if (cmd_is_command(text)) {
         run_command(t, text);
     } else if (t->running) {
-        ui_input_set(&t->in, text);
-        snprintf(t->message, sizeof t->message, "generating: Ctrl-C stops it");
+        /* one line waits for the reply's end; a second replaces it */
+        bool replaced = t->queued != NULL;
+        free(t->queued);
+        t->queued = text;
+        text = NULL;
+        snprintf(t->message, sizeof t->message, "%s: sent when the reply ends (Ctrl-C: back "
+                 "to the input)", replaced ? "queued, replacing the last" : "queued");
     } else if (t->env->compare && t->env->compare->pending != COMPARE_NONE) {
         if (t->s->gen) {   /* step mode: new text ends the open generation */
             session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
@@ -522,6 +591,12 @@ static void on_ctrl_c(tui *t)
 {
     if (t->running) {
         g_interrupt = 1;   /* the next step stops */
+        if (t->queued) {   /* a queued line would start a turn right after: it goes back */
+            if (ui_input_empty(&t->in))
+                ui_input_set(&t->in, t->queued);
+            free(t->queued);
+            t->queued = NULL;
+        }
         return;
     }
     if (t->s->gen) {       /* step mode */
@@ -633,9 +708,10 @@ static void handle_key(tui *t, ui_key k)
         case 'h': ui_input_backspace(&t->in); break;
         case 'c': on_ctrl_c(t); break;
         case 'd':
-            if (ui_input_empty(&t->in)) {
-                if (t->running)
-                    g_interrupt = 1;
+            if (t->running) {   /* a reply is not lost to a stray Ctrl-D */
+                snprintf(t->message, sizeof t->message,
+                         "Ctrl-D quits at an empty prompt after the reply; Ctrl-C stops it");
+            } else if (ui_input_empty(&t->in)) {
                 t->quit = true;
             } else {
                 ui_input_delete(&t->in);
@@ -683,6 +759,8 @@ static void draw_panes(tui *t, const ui_layout *l)
         .draft = t->env->hist_has_draft ? &t->env->hist_draft : NULL,
         .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
         .bonus = t->env->hist_bonus,
+        .speculative = s->draft && s->spec_on,
+        .temp_column = t->env->temp_column,
     };
     if (!dtype_cmd_draw(t->env, &t->grid, l->histogram))
         ui_histogram_draw(&t->grid, l->histogram, &hv);
@@ -726,6 +804,7 @@ static void draw(tui *t)
         draw_panes(t, &l);
     char chain[200], mode[64], precision[32];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
+    double speedup_lo = 0, speedup_hi = 0;
     ui_status_view sv = {
         .model = s->model->name,
         /* --backend auto found no usable GPU: say so where the backend is named (/show: why) */
@@ -749,23 +828,30 @@ static void draw(tui *t)
         .seed = s->set.seed,
         .max_new = s->set.max_new_tokens,
         .message = t->message[0] ? t->message : NULL,
-        .spec = s->last.speculative,
+        .spec = s->last.speculative && !t->turn_mixed,
         .acceptance = s->last.drafted ? (double)s->last.accepted / s->last.drafted : 0,
         .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
                                                : 0,
-        .speedup = session_baseline_speedup(&t->plain, s, t->turn_pace),
+        .speedup = t->turn_mixed ? 0 : session_plain_speedup(s, &speedup_lo, &speedup_hi),
+        .speedup_lo = speedup_lo,
+        .speedup_hi = speedup_hi,
         .chat = session_chat_format(s) != CHAT_RAW ? chat_format_name(session_chat_format(s))
                                                    : NULL,
     };
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];
     const char *pending = compare_pending_line(t->env->compare, armed, sizeof armed);
-    const char *placeholder = t->running ? "generating... Ctrl-C stops"
+    char queued[200];
+    if (t->queued)
+        snprintf(queued, sizeof queued, "queued for after the reply: %.150s", t->queued);
+    const char *placeholder = t->running && t->queued ? queued
+                            : t->running ? "generating... Ctrl-C stops"
                             : t->board && t->env->compare->running
                                 ? "running: Ctrl-C stops it (what you type waits)"
                             : t->board ? "Enter closes the columns | /keep K makes K the reply"
                             : pending ? pending
                             : t->env->step_mode ? "Enter: next token | /pick N | /step off"
+                            : cols < 64 ? "Send a message (/help)"
                             : "Send a message (/help for help, Enter alone continues)";
     ui_input_draw(&t->grid, l.input, &t->in, placeholder);
     ui_curses_present(&t->grid);
@@ -780,6 +866,10 @@ static int tui_run(tui *t, const char *first)
     note(t, UI_STYLE_NOTICE, "tokentop: %s (%.1fM parameters, %s). Type a prompt and press "
          "Enter; Enter alone lets the model continue; /help lists the commands; Ctrl-D quits.",
          s->model->name, (double)s->model->n_params / 1e6, s->eng->description);
+    if (s->draft)
+        note(t, UI_STYLE_NOTICE, "Draft model %s loaded: speculative decoding is %s.",
+             t->env->draft_dir ? t->env->draft_dir : "", s->spec_on ? "on (/spec off turns it "
+             "off)" : "off; /spec on turns it on");
     if (first)
         start_turn(t, first);
     t->dirty = true;
@@ -802,7 +892,19 @@ static int tui_run(tui *t, const char *first)
         }
         if (t->running && !t->quit)
             run_step(t, -1);
+        if (!t->running && t->queued && !t->quit) {
+            char *line = t->queued;
+            t->queued = NULL;
+            if (t->s->gen) {   /* step mode: new text ends the open generation */
+                session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
+                t->have_turn = true;
+            }
+            start_turn(t, line);
+            free(line);
+        }
     }
+    free(t->queued);
+    t->queued = NULL;
     if (t->running || s->gen)
         finish_generation(t, SESSION_STOP_INTERRUPTED, NULL);
     return 0;
@@ -955,6 +1057,10 @@ int repl_main(int argc, char **argv)
     }
     if (rc == 0 && o.draft_dir && o.spec_off)
         session_set_speculative(&s, false, NULL);
+    /* The embedded target comes with its draft: loaded beside it (2.9 MB), off until /spec on. */
+    const char *default_draft = o.draft_dir ? NULL : cli_default_draft_dir(&o);
+    if (rc == 0 && default_draft && host_load_draft(&host, default_draft, &err) == TT_OK)
+        session_set_speculative(&s, false, NULL);
     install_signals();
     s.interrupt = &g_interrupt;
     s.device_fallback = cli_device_fallback;
@@ -974,6 +1080,7 @@ int repl_main(int argc, char **argv)
         app.fallback_quiet = true;
         pace_set_rate(&env.pace, o.pace < 0 ? REPL_TERMINAL_PACE : o.pace);
         s.snapshots_on_demand = true;   /* the histogram shows some events only (on_event) */
+        s.plain_probe = true;           /* the status bar's "x plain" (session_plain_speedup) */
         transcript_doc_init(&t.tr);
         ui_input_init(&t.in);
         char *hpath = history_default_path();

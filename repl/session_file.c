@@ -345,9 +345,29 @@ tt_status session_file_parse(const char *buf, size_t len, const char *name, int 
     while (k < len && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\n' || buf[k] == '\r'))
         k++;
     if (k >= len || buf[k] != '{') {
-        /* Plain text: the whole file is one user turn. */
+        /* Plain text: the whole file is one user turn. A file that is neither this nor a
+         * session file (a binary, another encoding) is refused rather than tokenized. */
+        for (size_t i = 0; i < len;) {
+            if (buf[i] == 0)
+                return tt_fail(err, TT_ERR_FORMAT, "%s: neither a session file nor text: a NUL "
+                               "byte at offset %zu", name, i);
+            int l = text_utf8_seq_len((const unsigned char *)buf + i, len - i);
+            if (l == 0)
+                return tt_fail(err, TT_ERR_FORMAT, "%s: neither a session file nor UTF-8 text: "
+                               "byte 0x%02x at offset %zu", name, (unsigned char)buf[i], i);
+            i += (size_t)l;
+        }
         out->plain = true;
-        return copy_text(out, buf, len, name, err);
+        tt_status st = copy_text(out, buf, len, name, err);
+        if (st == TT_OK) {   /* CRLF line ends (a file from Windows) read as LF */
+            size_t o = 0;
+            for (size_t i = 0; i < out->text_len; i++)
+                if (!(out->text[i] == '\r' && i + 1 < out->text_len && out->text[i + 1] == '\n'))
+                    out->text[o++] = out->text[i];
+            out->text[o] = 0;
+            out->text_len = o;
+        }
+        return st;
     }
     cJSON *root = cJSON_ParseWithLength(buf, len);
     if (!root)

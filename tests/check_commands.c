@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "repl/session_file.h"
 #include "tests/cmd_session.h"
@@ -77,6 +78,13 @@ START_TEST(unknown_command_says_how_to_get_help)
     ck_assert_str_eq(out(), "Unknown command '/'. Type /help.");
     ck_assert_int_eq(run("/temperaturex 1"), CMD_ERROR);
     ck_assert_str_eq(out(), "Unknown command '/temperaturex'. Type /help.");
+    /* a near miss is named */
+    ck_assert_int_eq(run("/tmep 0.5"), CMD_ERROR);
+    ck_assert_str_eq(out(), "Unknown command '/tmep'. Did you mean /temp? (/help lists them)");
+    /* /sample takes no value: /sample 3 meant /samples 3 */
+    ck_assert_int_eq(run("/sample 3"), CMD_ERROR);
+    ck_out_has("/sample: too many arguments");
+    ck_out_has("Did you mean /samples");
 }
 END_TEST
 
@@ -218,11 +226,33 @@ START_TEST(sampler_command_messages_name_the_change)
     ck_assert_int_eq(run("/temp 0"), CMD_STATUS | CMD_PEEK);
     ck_assert_str_eq(out(), "temp 0 (0: greedy, always the most likely token) (was 0.5)");
     ck_assert_int_eq(run("/topp 1.5"), CMD_ERROR);
-    ck_assert_str_eq(out(), "/topp: top_p: 1.5 is outside [0, 1] (kept 1)");
+    ck_assert_str_eq(out(), "/topp: 1.5 is outside [0, 1] (kept 1)");   /* the name once */
+    ck_assert_int_eq(run("/temp -1"), CMD_ERROR);
+    ck_assert_msg(strncmp(out(), "/temp: -1 ", 10) == 0, "%s", out());
     ck_assert_int_eq(run("/topk 0"), CMD_STATUS | CMD_PEEK);
     ck_assert_str_eq(out(), "topk 0 (off)");
     ck_assert_int_eq(run("/order llama"), CMD_STATUS | CMD_PEEK);
     ck_out_has("then temperature");
+}
+END_TEST
+
+/* /defaults and /temp default (any sampler command) bring back the settings the session started
+ * with (the model's generation defaults and the command line). */
+START_TEST(defaults_restore_the_starting_settings)
+{
+    sampler_params start = S.set.sampler;
+    int start_max = S.set.max_new_tokens;
+    run("/temp 0.3");
+    run("/topk 7");
+    run("/max 99");
+    ck_assert_int_eq(run("/temp default"), CMD_STATUS | CMD_PEEK);
+    ck_assert_float_eq(S.set.sampler.temperature, start.temperature);
+    ck_assert_int_eq(S.set.sampler.top_k, 7);
+    ck_assert_int_eq(run("/defaults"), CMD_STATUS | CMD_PEEK);
+    ck_out_has("the settings tokentop started with");
+    ck_out_has("(was ");
+    ck_assert(tu_same_sampler_params(&start, &S.set.sampler));
+    ck_assert_int_eq(S.set.max_new_tokens, start_max);
 }
 END_TEST
 
@@ -331,6 +361,9 @@ START_TEST(show_reports_settings_model_and_cache)
     ck_out_has(kv);
     ck_out_has("generated 8");
     ck_out_has("speculative off: no draft model");
+    char conv[64];
+    snprintf(conv, sizeof conv, "conversation %d tokens in 1 turn;", S.n_tokens);
+    ck_out_has(conv);   /* not "1 turns" */
 }
 END_TEST
 
@@ -515,7 +548,7 @@ START_TEST(editing_commands_are_refused_while_generating)
     generate_turn("Hello");
     E.busy = true;
     int n = S.n_tokens;
-    const char *refused[] = {"/undo", "/regen", "/reset", "/load x", "/step", "/pick 1"};
+    const char *refused[] = {"/undo", "/regen", "/reset", "/load x", "/step on", "/pick 1"};
     for (size_t i = 0; i < 6; i++) {
         ck_assert_msg(run(refused[i]) == CMD_ERROR, "%s", refused[i]);
         ck_out_has("not while generating");
@@ -537,7 +570,14 @@ START_TEST(step_mode_needs_the_terminal)
     E.line_mode = false;
     ck_assert_int_eq(run("/pick 1"), CMD_ERROR);
     ck_out_has("/step on first");
-    ck_assert_int_eq(run("/step"), CMD_STATUS | CMD_PEEK);
+    /* no value shows the state, as /spec, /temp and the rest do; it does not toggle */
+    ck_assert_int_eq(run("/step"), CMD_DONE);
+    ck_out_has("step mode off (/step on turns it on)");
+    ck_assert(!E.step_mode);
+    ck_assert_int_eq(run("/step on"), CMD_STATUS | CMD_PEEK);
+    ck_assert(E.step_mode);
+    ck_assert_int_eq(run("/step"), CMD_DONE);
+    ck_out_has("step mode on");
     ck_assert(E.step_mode);
     ck_assert_int_eq(run("/step on"), CMD_STATUS | CMD_PEEK);
     ck_assert(E.step_mode);
@@ -750,7 +790,7 @@ START_TEST(save_then_load_restores_tokens_and_settings_with_prefix_reuse)
     run("/undo");
     int cached = session_cached_prefix(&S);
     ck_assert_int_gt(cached, 0);
-    snprintf(line, sizeof line, "/load %s", path);
+    snprintf(line, sizeof line, "/load! %s", path);
     ck_assert_int_eq(run(line), CMD_CONV | CMD_STATUS | CMD_CLEAR);
     ck_assert_int_eq(S.n_tokens, n);
     ck_assert_int_eq(S.n_turns, turns);
@@ -805,7 +845,7 @@ START_TEST(load_refuses_bad_files_and_changes_nothing)
         const char *path = tu_path("%s/bad%zu.json", work_dir, i);
         ck_assert_int_eq(tu_write_file(path, bad[i].json, strlen(bad[i].json)), 0);
         char line[512];
-        snprintf(line, sizeof line, "/load %s", path);
+        snprintf(line, sizeof line, "/load! %s", path);
         ck_assert_msg(run(line) == CMD_ERROR, "%s loaded", bad[i].json);
         ck_assert_msg(strstr(out(), bad[i].msg) != NULL, "%s: %s", bad[i].json, out());
         ck_assert_msg(strstr(out(), path) != NULL, "%s: no file name", out());
@@ -830,6 +870,88 @@ START_TEST(load_of_a_text_file_makes_it_the_prompt)
     ck_assert_int_eq(S.n_turns, 1);
     for (int i = 0; i < S.n_tokens; i++)
         ck_assert_int_eq(S.info[i].origin, TOKEN_USER);
+}
+END_TEST
+
+/* A binary file is refused by name (it used to become a prompt of thousands of byte tokens);
+ * a CRLF text file loads as if it had LF line ends. */
+START_TEST(load_refuses_binary_files_and_reads_crlf_as_lf)
+{
+    generate_turn("Hello");
+    int n = S.n_tokens;
+    const struct {
+        const char *bytes;
+        size_t len;
+        const char *msg;
+    } bad[] = {
+        {"ELF\x7f\x00\x01", 6, "neither a session file nor text: a NUL byte at offset 4"},
+        {"caf\xe9 au lait", 12, "neither a session file nor UTF-8 text: byte 0xe9 at offset 3"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *path = tu_path("%s/binary%zu", work_dir, i);
+        ck_assert_int_eq(tu_write_file(path, bad[i].bytes, bad[i].len), 0);
+        char line[512];
+        snprintf(line, sizeof line, "/load! %s", path);
+        ck_assert_int_eq(run(line), CMD_ERROR);
+        ck_out_has(path);
+        ck_out_has(bad[i].msg);
+        ck_assert_int_eq(S.n_tokens, n);
+    }
+    const char *path = tu_path("%s/crlf.txt", work_dir);
+    ck_assert_int_eq(tu_write_file(path, "In the\r\nbeginning\r\n", 19), 0);
+    char line[512];
+    snprintf(line, sizeof line, "/load! %s", path);
+    ck_assert_int_eq(run(line) & CMD_ERROR, 0);
+    char *text = session_text(&S, 0, S.n_tokens);
+    ck_assert_str_eq(text, "In the\nbeginning\n");
+    free(text);
+}
+END_TEST
+
+/* A conversation longer than the context is loaded with a notice of what the next turn does. */
+START_TEST(load_says_when_the_conversation_exceeds_the_context)
+{
+    size_t len = (size_t)eng->n_ctx * 8;
+    char *big = malloc(len);
+    ck_assert_ptr_nonnull(big);
+    for (size_t i = 0; i < len; i++)
+        big[i] = (i % 7 == 6) ? ' ' : (char)('a' + i % 23);
+    const char *path = tu_path("%s/long.txt", work_dir);
+    ck_assert_int_eq(tu_write_file(path, big, len), 0);
+    free(big);
+    char line[512];
+    snprintf(line, sizeof line, "/load! %s", path);
+    ck_assert_int_eq(run(line) & CMD_ERROR, 0);
+    ck_assert_int_gt(S.n_tokens, eng->n_ctx);
+    ck_out_has("more than the context holds");
+}
+END_TEST
+
+/* /save does not replace a file unless told (/save! FILE); /load does not drop a conversation
+ * that was not saved unless told (/load! FILE); ~ is the home directory. */
+START_TEST(save_and_load_ask_before_losing_work_and_expand_the_home_directory)
+{
+    setenv("HOME", work_dir, 1);
+    generate_turn("Hello");
+    ck_assert_msg(run("/save ~/mine.json") == CMD_DONE, "%s", out());
+    const char *path = tu_path("%s/mine.json", work_dir);
+    ck_out_has(path);
+    ck_out_has("in 1 turn and");   /* one turn, not "1 turns" */
+    ck_assert_int_eq(access(path, F_OK), 0);
+    ck_assert_int_eq(run("/save ~/mine.json"), CMD_ERROR);
+    ck_out_has("exists: /save! ~/mine.json replaces it");
+    ck_assert_int_eq(run("/save! ~/mine.json"), CMD_DONE);
+    /* saved: /load goes ahead; then a new turn is not saved, and /load asks */
+    ck_assert_int_eq(run("/load ~/mine.json") & CMD_ERROR, 0);
+    int n = S.n_tokens;
+    generate_turn(" again");
+    ck_assert_int_gt(S.n_tokens, n);
+    int grown = S.n_tokens;
+    ck_assert_int_eq(run("/load ~/mine.json"), CMD_ERROR);
+    ck_out_has("is not saved: /save FILE first, or /load! ~/mine.json to replace it");
+    ck_assert_int_eq(S.n_tokens, grown);
+    ck_assert_int_eq(run("/load! ~/mine.json") & CMD_ERROR, 0);
+    ck_assert_int_eq(S.n_tokens, n);
 }
 END_TEST
 
@@ -885,7 +1007,7 @@ START_TEST(load_of_an_empty_file_empties_the_conversation)
     const char *path = tu_path("%s/empty.txt", work_dir);
     ck_assert_int_eq(tu_write_file(path, "", 0), 0);
     char line[512];
-    snprintf(line, sizeof line, "/load %s", path);
+    snprintf(line, sizeof line, "/load! %s", path);
     ck_assert_int_eq(run(line) & CMD_ERROR, 0);
     ck_assert_int_eq(S.n_tokens, 0);
     ck_assert_int_eq(S.n_turns, 0);
@@ -912,7 +1034,8 @@ int main(void)
             help_is_generated_from_the_table, every_command_has_a_usage_line_and_a_group,
             wrong_argument_counts_print_the_usage,
             sampler_commands_validate_and_keep_the_old_value,
-            sampler_command_messages_name_the_change, greedy_and_sample_switch_the_mode,
+            sampler_command_messages_name_the_change, defaults_restore_the_starting_settings,
+            greedy_and_sample_switch_the_mode,
             seed_restarts_the_random_stream, max_accepts_positive_token_counts,
             stop_adds_lists_and_clears_stop_strings, bars_sets_the_histogram_height,
             show_reports_settings_model_and_cache, speculative_commands_drive_the_session,
@@ -930,6 +1053,9 @@ int main(void)
             save_then_load_restores_tokens_and_settings_with_prefix_reuse,
             load_refuses_bad_files_and_changes_nothing, load_of_a_text_file_makes_it_the_prompt,
             load_of_an_empty_file_empties_the_conversation,
+            load_refuses_binary_files_and_reads_crlf_as_lf,
+            load_says_when_the_conversation_exceeds_the_context,
+            save_and_load_ask_before_losing_work_and_expand_the_home_directory,
             session_file_parses_a_buffer_without_the_file_system));
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);

@@ -100,6 +100,36 @@ START_TEST(temperature_one_keeps_distribution_and_zero_is_greedy)
 }
 END_TEST
 
+/* The snapshot's temp_p is temperature alone, before truncation: over P4 at temperature 0.5 and
+ * top-k 2 it is p^2 normalised over all four tokens (the cut ones keep theirs), while p is the
+ * kept two renormalised; greedy puts it all on the argmax. */
+START_TEST(snapshot_temp_p_is_the_tempered_distribution_before_truncation)
+{
+    sampler_params p = params();
+    p.temperature = 0.5f;
+    p.top_k = 2;
+    float logits[4], got[4];
+    logits_of(P4, 4, logits);
+    sampler_snapshot snap;
+    ck_assert_int_eq(run(4, logits, &p, NULL, got, &snap), TT_OK);
+    double z = 0;
+    for (int i = 0; i < 4; i++)
+        z += P4[i] * P4[i];
+    ck_assert_int_eq(snap.n_top, 4);
+    for (int k = 0; k < snap.n_top; k++) {
+        const sampler_entry *e = &snap.top[k];
+        ck_assert_msg(fabs(e->temp_p - P4[e->id] * P4[e->id] / z) < 1e-6, "token %d: %g",
+                      (int)e->id, (double)e->temp_p);
+        if (e->id < 2)
+            ck_assert(e->temp_p > 0 && e->p == 0);   /* cut by top-k, tempered all the same */
+    }
+    p.greedy = true;
+    ck_assert_int_eq(run(4, logits, &p, NULL, got, &snap), TT_OK);
+    for (int k = 0; k < snap.n_top; k++)
+        ck_assert_float_eq(snap.top[k].temp_p, snap.top[k].id == 3 ? 1.0f : 0.0f);
+}
+END_TEST
+
 /* llama.cpp's vectors for the filters over P4: a setting's value (the rest at their defaults)
  * and the distribution it leaves. */
 static const struct {
@@ -1538,6 +1568,7 @@ int main(void)
     Suite *s = suite_create("sampler");
     tu_add_case(s, "peer_vectors", TU_TESTS(
             temperature_one_keeps_distribution_and_zero_is_greedy,
+            snapshot_temp_p_is_the_tempered_distribution_before_truncation,
             min_p_above_one_is_rejected_unlike_llama, typical_p_is_not_implemented,
             penalties_match_llama_vectors, penalized_tokens_are_marked_in_snapshot,
             top_p_matches_hf_vectors, top_p_boundary_does_not_depend_on_rounding,

@@ -697,70 +697,6 @@ START_TEST(a_paced_turn_reports_the_speed_of_an_unpaced_one)
 }
 END_TEST
 
-START_TEST(the_speedup_compares_with_the_last_plain_turn_of_the_same_configuration)
-{
-    remake_session(64, true, 10);
-    session_baseline b = {0};
-    int events = 0;
-    tt_error err = {0};
-    add_text("Hello");
-    ck_assert_int_eq(session_generate(&S, hold_each_token, &events, &err), TT_OK);
-    S.last.speculative = true;
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 0), 0);   /* no plain turn yet */
-    S.last.speculative = false;
-    session_baseline_note(&b, &S, 20);   /* a plain turn paced at 20 tokens/s */
-    double plain = S.last.decode_tok_s;
-    ck_assert_double_eq(b.tok_s, plain);
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);   /* that turn is not speculative */
-    /* a speculative turn twice as fast at the same pace: 2.00x, and it does not become the
-     * baseline; unpaced, or at another pace, it has nothing to compare with (an unpaced
-     * speculative turn against a paced plain one overstated the speed-up) */
-    S.last.speculative = true;
-    S.last.decode_tok_s = 2 * plain;
-    ck_assert_double_eq_tol(session_baseline_speedup(&b, &S, 20), 2.0, 1e-9);
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 0), 0);
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 50), 0);
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, -1), 0);   /* the pace changed */
-    session_baseline_note(&b, &S, 20);
-    ck_assert_double_eq(b.tok_s, plain);
-    /* another model, backend, precision, thread count or context: no figure until a plain turn */
-    F->base.threads = 4;
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
-    F->base.threads = 0;
-    F->base.dtype = TT_BF16;
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
-    F->base.dtype = TT_F32;
-    F->base.n_ctx = 32;
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
-    F->base.n_ctx = 64;
-    M.name = "other";
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
-    M.name = "fake";
-    snprintf(F->base.description, sizeof F->base.description, "cpu: 1 thread, AVX2");
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
-    F->base.description[0] = 0;
-    ck_assert_double_eq_tol(session_baseline_speedup(&b, &S, 20), 2.0, 1e-9);
-    /* a turn of one token has no decode speed, and one whose pace changed compares with
-     * nothing: neither becomes the baseline or gets a figure */
-    S.last.generated_tokens = 1;
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
-    S.last.speculative = false;
-    S.last.decode_tok_s = 1;
-    session_baseline_note(&b, &S, 20);
-    ck_assert_double_eq(b.tok_s, plain);
-    S.last.generated_tokens = 10;
-    session_baseline_note(&b, &S, -1);
-    ck_assert_double_eq(b.tok_s, plain);
-    /* an unpaced plain turn replaces it and sets the pace compared with */
-    session_baseline_note(&b, &S, 0);
-    ck_assert_double_eq(b.tok_s, 1);
-    S.last.speculative = true;
-    S.last.decode_tok_s = 3;
-    ck_assert_double_eq_tol(session_baseline_speedup(&b, &S, 0), 3.0, 1e-9);
-    ck_assert_double_eq(session_baseline_speedup(&b, &S, 20), 0);
-}
-END_TEST
-
 typedef struct {
     int n;
     int32_t tok[64];
@@ -1146,7 +1082,6 @@ int main(void)
             the_front_ends_time_between_steps_is_left_out_of_the_decode_speed,
             an_engine_the_front_end_held_idle_is_warmed_before_its_next_step,
             a_paced_turn_reports_the_speed_of_an_unpaced_one,
-            the_speedup_compares_with_the_last_plain_turn_of_the_same_configuration,
             lean_steps_give_the_same_tokens_and_probabilities,
             peek_shows_the_next_distribution_without_drawing,
             a_device_error_in_prefill_moves_to_the_fallback_engine_and_goes_on,

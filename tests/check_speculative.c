@@ -1256,6 +1256,63 @@ START_TEST(snapshots_built_on_demand_are_the_ones_a_session_shows_every_event)
 }
 END_TEST
 
+/* The REPL's "x plain": a speculative turn with plain_probe times plain steps between its rounds
+ * (a one-row target forward and the sampler, rolled back), so the comparison runs under the
+ * load of the turn itself. The probes change no token; their time stays out of the decode
+ * speed; the speed-up is that speed times the mean step, with two standard errors as its spread. */
+START_TEST(plain_probes_time_plain_steps_in_the_turn_and_change_no_token)
+{
+    static const int32_t prompt[] = {1, 2, 3};
+    int32_t out[2][64];
+    int n[2];
+    session_stats st[2];
+    for (int v = 0; v < 2; v++) {
+        engine *t = cpu(g_target, 64);
+        engine *d = cpu(g_trunc, 64);
+        session_settings set;
+        session_settings_default(&set);
+        set.sampler = sampling_at(1.0f);
+        set.max_new_tokens = 40;
+        set.seed = 9;
+        session s;
+        tt_error err;
+        open_session(&s, t, d, 3, false, &set);
+        s.plain_probe = v == 1;
+        s.snapshots_on_demand = true;
+        ck_assert_int_eq(session_add_user_tokens(&s, prompt, 3, &err), TT_OK);
+        ck_assert_msg(session_generate(&s, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+        n[v] = s.n_tokens - 3;
+        memcpy(out[v], s.tokens + 3, (size_t)n[v] * sizeof out[v][0]);
+        st[v] = s.last;
+        double lo, hi, x = session_plain_speedup(&s, &lo, &hi);
+        if (v == 0) {
+            ck_assert_int_eq(s.last.plain_probes, 0);
+            ck_assert_double_eq(x, 0);   /* no probe, no figure */
+        } else {
+            /* the first round has none, then every second */
+            ck_assert_int_eq(s.last.plain_probes, (int)(s.last.spec_rounds / 2));
+            ck_assert_int_ge(s.last.plain_probes, 3);
+            ck_assert(s.last.plain_step_ms > 0);
+            ck_assert(s.last.plain_step_lo_ms <= s.last.plain_step_ms);
+            ck_assert(s.last.plain_step_ms <= s.last.plain_step_hi_ms);
+            ck_assert(s.last.probe_ms > 0);
+            ck_assert_double_eq_tol(x, s.last.decode_tok_s * s.last.plain_step_ms / 1e3, 1e-9);
+            ck_assert(lo >= 0 && lo <= x && x <= hi);
+            /* the engine's cache holds a prefix of the conversation, as without probes */
+            int cached = engine_cached_prefix(t, s.tokens, s.n_tokens);
+            ck_assert_int_eq(cached, t->n_past);
+        }
+        session_free(&s);
+        engine_free(d);
+        engine_free(t);
+    }
+    ck_assert_int_eq(n[0], n[1]);
+    for (int i = 0; i < n[0]; i++)
+        ck_assert_int_eq(out[0][i], out[1][i]);
+    ck_assert_int_eq(st[0].spec_rounds, st[1].spec_rounds);
+}
+END_TEST
+
 START_TEST(rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens)
 {
     engine *t = cpu(g_target, 64);
@@ -1543,6 +1600,7 @@ int main(void)
             session_refuses_a_draft_with_another_vocabulary_or_a_shorter_context,
             session_reports_rounds_and_marks_every_token,
             snapshots_built_on_demand_are_the_ones_a_session_shows_every_event,
+            plain_probes_time_plain_steps_in_the_turn_and_change_no_token,
             rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens,
             turns_undo_and_mixed_steps_match_plain_greedy,
             the_same_seed_gives_the_same_tokens_whatever_gamma));

@@ -155,6 +155,21 @@ START_TEST(invalid_utf8_shows_as_replacement_character)
 }
 END_TEST
 
+/* A binary file's bytes (ESC, backspace, C1 controls, a private-use character) take the one
+ * column the grid counted, so a pane border after them stays where it is drawn. */
+START_TEST(control_characters_take_one_column_as_replacement_characters)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 1, 8));
+    const char text[] = "a\x1b\x08\xc2\x85\xee\x80\x80" "b|";
+    int x = ui_grid_put(&g, 0, 0, 8, text, sizeof text - 1, UI_STYLE_NORMAL, 0);
+    ck_assert_int_eq(x, 7);
+    ck_assert_str_eq(row(&g, 0), "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xee\x80\x80" "b|");
+    ck_assert_int_eq(ui_grid_cell(&g, 0, 6)->cp, '|');
+    ui_grid_free(&g);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * Transcript */
 
@@ -465,6 +480,30 @@ START_TEST(histogram_bars_are_proportional)
 }
 END_TEST
 
+/* /column temp: a third number, temperature alone, between raw and final, under its header. */
+START_TEST(histogram_temp_column_sits_between_raw_and_final)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 60));
+    sampler_snapshot p = snapshot();
+    p.top[0].temp_p = 0.625f;
+    ui_hist_view v = view(&p, 8);
+    v.temp_column = true;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    int hdr = find_row_start(&g, " #");
+    ck_assert_int_ge(hdr, 0);
+    const char *h = row(&g, hdr);
+    const char *a = strstr(h, " raw "), *b = a ? strstr(a, "temp") : NULL,
+               *c = b ? strstr(b, "final") : NULL;
+    ck_assert_msg(a && b && c, "%s", h);
+    const char *r = row(&g, hdr + 1);
+    const char *raw = strstr(r, "40.0%"), *tp = raw ? strstr(raw, "62.5%") : NULL,
+               *fin = tp ? strstr(tp, "57.1%") : NULL;
+    ck_assert_msg(raw && tp && fin, "%s", r);
+    ui_grid_free(&g);
+}
+END_TEST
+
 /* Without a UTF-8 terminal (LANG=C) curses shows each cell as ui_ascii_fallback's character:
  * the histogram must stay readable, every drawing character with its own ASCII look-alike. */
 START_TEST(histogram_reads_in_ascii_without_a_utf8_terminal)
@@ -658,8 +697,10 @@ START_TEST(histogram_speculative_shows_q_beside_p_and_the_acceptance_test)
     ck_assert(strstr(row(&g, r1 + 1), "30.0%") != NULL);   /* the newline token's q */
     ck_assert_msg(strstr(row(&g, r1 + 2), "\xc2\xb7") != NULL, "%s",
                   row(&g, r1 + 2));                        /* not in the draft's list */
-    int rt = find_row(&g, "u 0.250 < p/q 0.57/0.50");
+    /* the ratio itself (4/7 / 0.5 = 1.14), not p and q as a fraction that reads as a number */
+    int rt = find_row(&g, "u 0.250 < p/q 1.14");
     ck_assert_int_gt(rt, r1);
+    ck_assert_msg(strstr(row(&g, rt), "(p .571 q .5)") != NULL, "%s", row(&g, rt));
     ck_assert(strstr(row(&g, rt), "\xe2\x9c\x93") != NULL);   /* ✓ */
 
     /* rejected: the target resampled the newline token from max(0, p - q) */
@@ -667,7 +708,7 @@ START_TEST(histogram_speculative_shows_q_beside_p_and_the_acceptance_test)
     d = (spec_draft){.token = 'a' - 33, .q = 0.9f, .p = 0.2f, .u = 0.6, .accepted = false};
     ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
     ck_assert(strstr(row(&g, 0), "draft rejected") != NULL);
-    rt = find_row(&g, "u 0.600 \xe2\x89\xa5 p/q 0.20/0.90");
+    rt = find_row(&g, "u 0.600 \xe2\x89\xa5 p/q 0.22");
     ck_assert_int_gt(rt, r1);
     ck_assert_msg(strstr(row(&g, rt), "\xe2\x86\x92 \\n ~ (p") != NULL, "%s", row(&g, rt));
 
@@ -676,9 +717,61 @@ START_TEST(histogram_speculative_shows_q_beside_p_and_the_acceptance_test)
     v = view(&p, 8);
     v.bonus = true;
     ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
-    ck_assert(strstr(row(&g, 0), "no draft here") != NULL);
+    ck_assert(strstr(row(&g, 0), "no draft, drawn from p") != NULL);
     ck_assert_int_ge(find_row(&g, "u=0.750"), 0);
     ui_grid_free(&g);
+}
+END_TEST
+
+/* The header's key to the bars names them in the order of the numbers after them, and each mode
+ * has its own: raw then final; a speculative step's bars are the target's p, its numbers q
+ * (the draft's) then p; before the first token, the legend explains the mode's columns. */
+START_TEST(histogram_headers_and_legends_follow_the_mode)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 20, 60));
+    sampler_snapshot p = snapshot(), q = draft_snapshot();
+    ui_hist_view v = view(&p, 8);
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    int hdr = find_row_start(&g, " #");
+    ck_assert_int_ge(hdr, 0);
+    const char *h = row(&g, hdr);
+    const char *kr = strstr(h, "raw\xe2\x96\x91"), *kf = strstr(h, "final\xe2\x96\x88");
+    ck_assert_msg(kr && kf && kr < kf, "%s", h);                 /* raw░ final█ */
+    const char *nr = strstr(kf, " raw"), *nf = nr ? strstr(nr, "final") : NULL;
+    ck_assert_msg(nr && nf, "%s", h);                            /* ... raw  final */
+    p.token = 'a' - 33;
+    spec_draft d = {.token = 'a' - 33, .q = 0.5f, .p = 4.0f / 7, .u = 0.25, .accepted = true};
+    v.draft = &q;
+    v.spec = &d;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &v);
+    h = row(&g, hdr);
+    ck_assert_msg(strstr(h, "p\xe2\x96\x88 raw p\xe2\x96\x91") && !strstr(h, "final"), "%s", h);
+    /* the legends before any token */
+    sampler_snapshot none = snapshot();
+    ui_hist_view n = view(&none, 8);
+    n.kind = UI_HIST_NONE;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &n);
+    ck_assert_int_ge(find_row(&g, "final p (after the chain)"), 0);
+    ck_assert_int_lt(find_row(&g, "q: the draft's p"), 0);
+    n.speculative = true;
+    ui_histogram_draw(&g, (ui_rect){0, 0, 20, 60}, &n);
+    ck_assert_int_ge(find_row(&g, "q: the draft's p, p: the target's"), 0);
+    ck_assert_int_ge(find_row(&g, "not among the draft's tokens"), 0);
+    ck_assert_int_ge(find_row(&g, "rejected: redrawn from (p"), 0);
+    ui_grid_free(&g);
+    /* a pane too short for the long legend (80x24, 40x12) gets the short one, whole: its last
+     * line (the entropy's key) is there and no line is cut at 40 columns */
+    for (int sp = 0; sp < 2; sp++) {
+        ck_assert(ui_grid_init(&g, 6, 40));
+        n.speculative = sp;
+        ui_histogram_draw(&g, (ui_rect){0, 0, 6, 40}, &n);
+        ck_assert_int_ge(find_row(&g, "H: entropy in bits, raw \xe2\x86\x92 final"), 0);
+        for (int y = 1; y < 5; y++)
+            ck_assert_msg(ui_text_width(row(&g, y), strlen(row(&g, y))) < 40, "cut: %s",
+                          row(&g, y));
+        ui_grid_free(&g);
+    }
 }
 END_TEST
 
@@ -807,6 +900,52 @@ START_TEST(a_narrow_status_bar_keeps_the_cache_figures)
 }
 END_TEST
 
+/* A message (the Ctrl-C notice) takes the end of the last row: the fields make room, and no field
+ * shows cut under it ("max 2 press Ctrl-C again to quit" for max 200); at 40 columns the one-row
+ * bar ends at a word. */
+START_TEST(a_status_message_does_not_cut_the_fields_under_it)
+{
+    ui_status_view v = {.model = "kjv-target", .backend = "cpu", .precision = "fp32",
+                        .sampler = "temp 0.8 top-k 40 top-p 0.95 min-p 0.05 rep 1.1",
+                        .mode = "sample", .has_turn = true, .tok_s = 45.25, .ttft_ms = 12.4,
+                        .reused = 100, .prefilled = 20, .generated = 30, .kv_used = 120,
+                        .kv_total = 1024, .seed = 7, .max_new = 200,
+                        .message = "press Ctrl-C again to quit"};
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, 2, 80));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 80}, &v);
+    const char *r1 = row(&g, 1);
+    ck_assert_msg(strstr(r1, "press Ctrl-C again to quit") != NULL, "%s", r1);
+    ck_assert_msg(strstr(r1, "max 2 ") == NULL && strstr(r1, "max 20 ") == NULL, "%s", r1);
+    ck_assert_msg(strstr(r1, "temp 0.8 top-k 40") != NULL, "%s", r1);
+    ui_grid_free(&g);
+    /* 40 columns, one row: it ends at a whole word */
+    v.message = NULL;
+    ck_assert(ui_grid_init(&g, 1, 40));
+    ui_status_draw(&g, (ui_rect){0, 0, 1, 40}, &v);
+    const char *r0 = row(&g, 0);
+    size_t n = strlen(r0);
+    ck_assert_msg(n > 0 && r0[n - 1] != ' ', "%s", r0);
+    static const char *words[] = {"KV", "120/1024", "reused", "100", "prefilled", "20", "temp",
+                                  "0.8", "top-k", "40", "top-p", "0.95", "min-p", "0.05", "rep",
+                                  "1.1"};
+    const char *last = strrchr(r0, ' ');
+    last = last ? last + 1 : r0;
+    bool whole = false;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        whole |= strcmp(last, words[i]) == 0;
+    ck_assert_msg(whole, "the bar ends mid-word: \"%s\"", r0);
+    ui_grid_free(&g);
+    /* a message that leaves room for less than the first figure: the figure goes whole */
+    v.message = "done: output after the reply";
+    ck_assert(ui_grid_init(&g, 1, 40));
+    ui_status_draw(&g, (ui_rect){0, 0, 1, 40}, &v);
+    ck_assert_msg(strstr(row(&g, 0), "KV 120/102 ") == NULL, "%s", row(&g, 0));
+    ck_assert(strstr(row(&g, 0), "done: output after the reply") != NULL);
+    ui_grid_free(&g);
+}
+END_TEST
+
 static bool inside(ui_rect r, int rows, int cols)
 {
     return r.y >= 0 && r.x >= 0 && r.y + r.h <= rows && r.x + r.w <= cols;
@@ -900,6 +1039,15 @@ START_TEST(input_triple_quotes_make_one_multiline_entry)
     ck_assert_str_eq(t, "first line\nsecond\nend");
     free(t);
     ck_assert(!in.multiline && ui_input_empty(&in));
+    /* """ alone on the first line: the block starts with the next line, not an empty one */
+    ui_input_set(&in, "\"\"\"");
+    ck_assert_ptr_null(ui_input_enter(&in));
+    ui_input_set(&in, "alpha");
+    ck_assert_ptr_null(ui_input_enter(&in));
+    ui_input_set(&in, "\"\"\"");
+    t = ui_input_enter(&in);
+    ck_assert_str_eq(t, "alpha");
+    free(t);
     ui_input_set(&in, "\"\"\"one\"\"\"");
     t = ui_input_enter(&in);
     ck_assert_str_eq(t, "one");
@@ -944,7 +1092,8 @@ int main(void)
     tu_add_case(s, "grid", TU_TESTS(
             wide_character_takes_two_cells, wide_character_never_straddles_the_edge,
             overwriting_half_a_wide_character_blanks_the_other_half,
-            combining_mark_joins_the_previous_cell, invalid_utf8_shows_as_replacement_character));
+            combining_mark_joins_the_previous_cell, invalid_utf8_shows_as_replacement_character,
+            control_characters_take_one_column_as_replacement_characters));
     tu_add_case(s, "transcript", TU_TESTS(
             transcript_wraps_at_spaces_and_cuts_long_words,
             transcript_wraps_wide_characters_by_width, transcript_keeps_paragraphs_and_styles,
@@ -959,7 +1108,9 @@ int main(void)
             histogram_keeps_the_sampled_token_when_it_ranks_below_the_bars,
             histogram_shows_a_sampled_token_ranked_below_the_top_list,
             histogram_stays_inside_its_rectangle, histogram_peek_says_nothing_was_drawn,
-            histogram_speculative_shows_q_beside_p_and_the_acceptance_test));
+            histogram_speculative_shows_q_beside_p_and_the_acceptance_test,
+            histogram_headers_and_legends_follow_the_mode,
+            histogram_temp_column_sits_between_raw_and_final));
     tcase_add_unchecked_fixture(hist, tokenizer_setup, tokenizer_teardown);
     tu_add_case(s, "status_layout_input", TU_TESTS(
             status_bar_shows_speed_cache_and_reuse,
@@ -967,6 +1118,7 @@ int main(void)
             a_100_column_status_bar_keeps_the_backend_and_precision,
             status_bar_shows_speculative_acceptance_and_speedup,
             a_100_column_status_bar_keeps_the_speculative_speedup,
+            a_status_message_does_not_cut_the_fields_under_it,
             layout_puts_the_histogram_beside_or_below, small_terminal_shows_a_notice,
             input_moves_and_deletes_by_character, input_triple_quotes_make_one_multiline_entry,
             input_pane_scrolls_to_keep_the_cursor_visible));

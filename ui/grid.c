@@ -217,11 +217,25 @@ static void break_wide(ui_grid *g, int y, int x)
     }
 }
 
+/* Whether a terminal draws cp as one character of the width ui_char_width gives: control
+ * characters (C0, DEL, C1), surrogates and code points wcwidth does not know would be drawn as
+ * ^X, moved over or left out, shifting what follows (a pane border, the legend). */
+static bool drawable(uint32_t cp)
+{
+    if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || (cp >= 0xd800 && cp < 0xe000) || cp > 0x10ffff)
+        return false;
+    return cp < 0x7f || !locale_is_utf8() || wcwidth((wchar_t)cp) >= 0;
+}
+
 void ui_grid_set(ui_grid *g, int y, int x, uint32_t cp, int w, uint8_t style, uint8_t attr)
 {
     ui_cell *c = cell_at(g, y, x);
     if (!c)
         return;
+    if (!drawable(cp)) {
+        cp = 0xfffd;   /* the replacement character, one column, where the grid counted one */
+        w = 1;
+    }
     if (w == 2 && x + 1 >= g->cols) {
         cp = ' ';   /* half a wide character cannot be shown */
         w = 1;

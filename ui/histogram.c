@@ -125,6 +125,21 @@ static int cmp_seg(const void *a, const void *b, void *ctx)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* A probability in 3 significant digits without the leading zero (".548", ".0123", "1"): the
+ * acceptance line must fit a pane of 40-odd columns. */
+static void short_prob(double p, char *out, size_t cap)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.3g", p);
+    snprintf(out, cap, "%s", strncmp(b, "0.", 2) == 0 ? b + 1 : b);
+}
+
+/* The acceptance test's ratio p/q (q > 0 for a drafted token; 0 guards a corrupt one). */
+static double spec_ratio(const spec_draft *d)
+{
+    return d->q > 0 ? (double)d->p / d->q : 0;
+}
+
 /* The cumulative bar of final mass in draw order, and the row under it with the draw marker. */
 static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view *v, int chosen_idx)
 {
@@ -171,12 +186,18 @@ static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view 
         if (d->u < 0)
             snprintf(label, sizeof label, "draft %s: q %.2f p %.2f", dt, (double)d->q,
                      (double)d->p);
-        else if (d->accepted)   /* ✓ accepted when u < p/q */
-            snprintf(label, sizeof label, "draft %s \xe2\x9c\x93 u %.3f < p/q %.2f/%.2f", dt, d->u,
-                     (double)d->p, (double)d->q);
-        else                    /* ✗ rejected, then a draw from the residual (p - q)+ */
-            snprintf(label, sizeof label, "draft %s \xe2\x9c\x97 u %.3f \xe2\x89\xa5 p/q %.2f/%.2f "
-                     "\xe2\x86\x92 %s ~ (p\xe2\x88\x92q)+", dt, d->u, (double)d->p, (double)d->q, tok);
+        else {
+            char ps[32], qs[32];
+            short_prob(d->p, ps, sizeof ps);
+            short_prob(d->q, qs, sizeof qs);
+            if (d->accepted)    /* ✓ accepted when u < p/q: the ratio itself, then p and q */
+                snprintf(label, sizeof label, "draft %s \xe2\x9c\x93 u %.3f < p/q %.2f (p %s q %s)",
+                         dt, d->u, spec_ratio(d), ps, qs);
+            else                /* ✗ rejected, then a draw from the residual (p - q)+ */
+                snprintf(label, sizeof label, "draft %s \xe2\x9c\x97 u %.3f \xe2\x89\xa5 p/q %.2f "
+                         "\xe2\x86\x92 %s ~ (p\xe2\x88\x92q)+ (p %s q %s)", dt, d->u,
+                         spec_ratio(d), tok, ps, qs);
+        }
         ui_grid_puts(g, y2, x + 1, x + w, label, UI_STYLE_DRAW, 0);
         return;
     }
@@ -214,8 +235,19 @@ static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view 
 /* ---------------------------------------------------------------------------------------------
  * The pane */
 
-static void draw_legend(ui_grid *g, ui_rect r)
+static void draw_legend(ui_grid *g, ui_rect r, bool speculative)
 {
+    static const char *spec_lines[] = {
+        "Speculative decoding: the draft",
+        "  proposes, the target checks.",
+        "q: the draft's p, p: the target's",
+        "\xc2\xb7 not among the draft's tokens",
+        "\xe2\x9c\x93 accepted when u < p/q",
+        "\xe2\x9c\x97 rejected: redrawn from (p\xe2\x88\x92q)+",
+        "\xe2\x96\x88 p after the chain, \xe2\x96\x91 raw p",
+        "\xe2\x96\xb6 the token kept",
+        "H: entropy in bits, raw \xe2\x86\x92 final",
+    };
     static const char *lines[] = {
         "Each generated token shows here:",
         "\xe2\x96\x88 final p (after the chain)",
@@ -228,8 +260,28 @@ static void draw_legend(ui_grid *g, ui_rect r)
         "  on the cumulative bar",
         "H: entropy in bits, raw \xe2\x86\x92 final",
     };
-    for (int i = 0; i < (int)(sizeof lines / sizeof lines[0]) && 1 + i < r.h; i++)
-        ui_grid_puts(g, r.y + 1 + i, r.x + 1, r.x + r.w, lines[i], UI_STYLE_DIM, 0);
+    /* the same in fewer lines, for a pane too short for the long form (80x24) */
+    static const char *spec_short[] = {
+        "q: draft's p, p: target's (\xc2\xb7 unlisted)",
+        "\xe2\x9c\x93 u < p/q kept, \xe2\x9c\x97 redrawn from (p\xe2\x88\x92q)+",
+        "\xe2\x96\x88 p, \xe2\x96\x91 raw p, \xe2\x96\xb6 the token kept",
+        "H: entropy in bits, raw \xe2\x86\x92 final",
+    };
+    static const char *lines_short[] = {
+        "\xe2\x96\x88 final p, \xe2\x96\x91 raw p (softmax)",
+        "top-k/top-p/min-p: which cut it",
+        "\xe2\x86\x93 penalty, \xe2\x96\xb6 sampled, \xe2\x96\xb2 the draw u",
+        "H: entropy in bits, raw \xe2\x86\x92 final",
+    };
+    const char *const *l = speculative ? spec_lines : lines;
+    int n = speculative ? (int)(sizeof spec_lines / sizeof spec_lines[0])
+                        : (int)(sizeof lines / sizeof lines[0]);
+    if (1 + n > r.h) {
+        l = speculative ? spec_short : lines_short;
+        n = 4;
+    }
+    for (int i = 0; i < n && 1 + i < r.h; i++)
+        ui_grid_puts(g, r.y + 1 + i, r.x + 1, r.x + r.w, l[i], UI_STYLE_DIM, 0);
 }
 
 void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
@@ -242,7 +294,7 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
     int x0 = r.x, x1 = r.x + r.w;
     if (v->kind == UI_HIST_NONE || !s) {
         ui_grid_puts(g, r.y, x0, x1, "Next token", UI_STYLE_TITLE, UI_ATTR_BOLD);
-        draw_legend(g, r);
+        draw_legend(g, r, v->speculative);
         return;
     }
     /* Title */
@@ -250,10 +302,10 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         snprintf(buf, sizeof buf, "Next token at %d (not drawn)", v->position);
     else
         snprintf(buf, sizeof buf, "Step %d \xc2\xb7 token %d%s", v->step + 1, v->position,
-                 v->bonus ? " \xc2\xb7 no draft here, drawn from p"
+                 v->bonus ? " \xc2\xb7 no draft, drawn from p"
                  : !v->spec ? ""
                  : v->spec->accepted ? " \xc2\xb7 draft accepted"
-                 : " \xc2\xb7 draft rejected, target resampled");
+                 : " \xc2\xb7 draft rejected, redrawn");
     ui_grid_puts(g, r.y, x0, x1, buf, UI_STYLE_TITLE, UI_ATTR_BOLD);
 
     /* Which rows: the first n entries, the chosen one always among them. */
@@ -281,22 +333,34 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
         rows[n - 1] = chosen;
 
     /* Columns: rank(2) marker(1) gap(1) token(tw) flag(1) gap(1) bar(bw) gap(1) raw(6) gap(1)
-     * final(6). */
-    int tw = r.w >= 44 ? 12 : r.w >= 36 ? 9 : 6;
-    int bw = r.w - (tw + 20);
+     * [temp(6) gap(1)] final(6). */
+    bool tcol = v->temp_column && !v->draft;
+    int extra = tcol ? 7 : 0;
+    int tw = r.w >= 44 + extra ? 12 : r.w >= 36 + extra ? 9 : 6;
+    int bw = r.w - (tw + 20 + extra);
     if (bw < 3) {
-        tw = r.w - 23 > 3 ? r.w - 23 : 3;
-        bw = r.w - (tw + 20);
+        tw = r.w - 23 - extra > 3 ? r.w - 23 - extra : 3;
+        bw = r.w - (tw + 20 + extra);
     }
-    int xt = x0 + 4, xf = xt + tw, xb = xf + 2, xr = xb + (bw > 0 ? bw : 0) + 1, xp = xr + 7;
+    int xt = x0 + 4, xf = xt + tw, xb = xf + 2, xr = xb + (bw > 0 ? bw : 0) + 1;
+    int xtp = xr + 7, xp = xr + 7 + extra;
     int y = r.y + 1;
     if (chrome) {
         ui_grid_puts(g, y, x0, x1, " #", UI_STYLE_DIM, 0);
         ui_grid_puts(g, y, xt, x1, "token", UI_STYLE_DIM, 0);
-        if (bw >= 11)
-            ui_grid_puts(g, y, xb, x1, "final\xe2\x96\x88 raw\xe2\x96\x91", UI_STYLE_DIM, 0);
-        ui_grid_puts(g, y, xr + 3, x1, v->draft ? "q" : "raw", UI_STYLE_DIM, 0);
-        ui_grid_puts(g, y, xp + 1, x1, v->draft ? "p" : "final", UI_STYLE_DIM, 0);
+        /* the bars' key in the order of the numbers after them: raw, then final (a speculative
+         * step: the draft's q, then the target's p, whose final and raw values the bars show) */
+        if (v->draft && bw >= 20)
+            ui_grid_puts(g, y, xb, x1, "p\xe2\x96\x88 raw p\xe2\x96\x91 (q: draft)",
+                         UI_STYLE_DIM, 0);
+        else if (v->draft && bw >= 10)
+            ui_grid_puts(g, y, xb, x1, "p\xe2\x96\x88 raw p\xe2\x96\x91", UI_STYLE_DIM, 0);
+        else if (!v->draft && bw >= 11)
+            ui_grid_puts(g, y, xb, x1, "raw\xe2\x96\x91 final\xe2\x96\x88", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xr + (v->draft ? 5 : 3), x1, v->draft ? "q" : "raw", UI_STYLE_DIM, 0);
+        if (tcol)
+            ui_grid_puts(g, y, xtp + 2, x1, "temp", UI_STYLE_DIM, 0);
+        ui_grid_puts(g, y, xp + (v->draft ? 5 : 1), x1, v->draft ? "p" : "final", UI_STYLE_DIM, 0);
         y++;
     }
     float scale = 0;
@@ -337,6 +401,10 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
             ui_histogram_format_pct(e->raw_p, pct, sizeof pct);
         }
         ui_grid_puts(g, y, xr, x1, pct, UI_STYLE_DIM, 0);
+        if (tcol) {
+            ui_histogram_format_pct(e->temp_p, pct, sizeof pct);
+            ui_grid_puts(g, y, xtp, x1, pct, UI_STYLE_DIM, 0);
+        }
         const char *cut = cut_label(e->cut);
         if (cut)
             ui_grid_printf(g, y, xp, x1, UI_STYLE_CUT, 0, "%6s", cut);

@@ -33,6 +33,10 @@ typedef struct {
                                        line shows it; NULL for a bonus token */
     bool bonus;                     /* a speculative token with no draft at its position, drawn
                                        from p (TOKEN_BONUS: see core/session/session.h) */
+    bool speculative;               /* speculative decoding is on: the legend before the first
+                                       token explains the q and p columns */
+    bool temp_column;               /* a column for temperature alone (sampler_entry.temp_p)
+                                       between raw and final; not in a speculative step */
 } ui_hist_view;
 
 /* Rows the pane needs to show v->bars tokens (title, header, bars, cumulative bar, draw line,

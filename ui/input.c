@@ -53,6 +53,7 @@ void ui_input_clear(ui_input *in)
     in->blen = 0;
     in->block_lines = 0;
     in->multiline = false;
+    in->block_fresh = false;
 }
 
 bool ui_input_empty(const ui_input *in)
@@ -166,6 +167,7 @@ char *ui_input_enter(ui_input *in)
             }
             in->multiline = true;
             block_add(in, s + 3, n - 3, false);
+            in->block_fresh = n == 3;
             in->len = in->cur = 0;
             in->line[0] = 0;
             return NULL;
@@ -178,11 +180,14 @@ char *ui_input_enter(ui_input *in)
         ui_input_clear(in);
         return out;
     }
+    bool newline = !in->block_fresh;
+    in->block_fresh = false;
     if (ends_with_quotes(s, n)) {
-        block_add(in, s, n - 3, true);
+        if (n > 3)   /* """ alone closes the block and adds no empty last line */
+            block_add(in, s, n - 3, newline);
         return take_block(in);
     }
-    block_add(in, s, n, true);
+    block_add(in, s, n, newline);
     in->block_lines++;
     in->len = in->cur = 0;
     in->line[0] = 0;

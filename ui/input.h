@@ -17,6 +17,7 @@ typedef struct {
     size_t blen, bcap;
     bool multiline;      /* between the opening and the closing """ */
     int block_lines;     /* lines in block */
+    bool block_fresh;    /* """ alone opened the block: the next line is its first (no '\n') */
 } ui_input;
 
 void ui_input_init(ui_input *in);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/base/text.h"
+
 #define SEP " \xe2\x94\x82 "   /* │ */
 
 int ui_status_height(int screen_rows)
@@ -46,6 +48,41 @@ static size_t join_fitting(piece *p, int n, int width, char *out, size_t cap)
     return o;
 }
 
+/* Cuts line to at most width columns at a field separator or a blank, never inside a word (a
+ * status bar cut mid-word at 40 columns read "temp 0.8 top-k 4"). */
+static void fit_words(char *line, int width)
+{
+    size_t n = strlen(line);
+    if (width <= 0) {
+        line[0] = 0;
+        return;
+    }
+    if (ui_text_width(line, n) <= width)
+        return;
+    size_t o = 0, last_blank = 0;
+    bool have_blank = false;
+    int cols = 0;
+    while (o < n) {
+        int l = text_utf8_seq_len((const unsigned char *)line + o, n - o);
+        if (l == 0)
+            l = 1;
+        int w = ui_text_width(line + o, (size_t)l);
+        if (cols + w > width)
+            break;
+        /* a blank before a name ("top-k"), not before a value: a name keeps its value */
+        if (line[o] == ' ' && o + 1 < n && !(line[o + 1] >= '0' && line[o + 1] <= '9')) {
+            last_blank = o;
+            have_blank = true;
+        }
+        cols += w;
+        o += (size_t)l;
+    }
+    size_t cut = have_blank ? last_blank : o;   /* no blank: a word wider than the row */
+    while (cut > 0 && (line[cut - 1] == ' ' || (unsigned char)line[cut - 1] >= 0x80))
+        cut--;   /* no trailing blank or separator */
+    line[cut] = 0;
+}
+
 static size_t format_first(const ui_status_view *v, int width, char *out, size_t cap)
 {
     piece p[10];
@@ -79,8 +116,13 @@ static size_t format_first(const ui_status_view *v, int width, char *out, size_t
     if (v->spec) {
         int k = snprintf(p[n].text, sizeof p[n].text, "accept %.0f%% %.2f tok/pass",
                          v->acceptance * 100, v->tokens_per_pass);
-        if (v->speedup > 0 && !v->busy && k > 0)
-            snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " %.2fx plain", v->speedup);
+        if (v->speedup > 0 && !v->busy && k > 0) {
+            int k2 = snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " %.2fx plain",
+                              v->speedup);
+            if (k2 > 0 && v->speedup_hi > v->speedup_lo && v->speedup_lo > 0)
+                snprintf(p[n].text + k + k2, sizeof p[n].text - (size_t)(k + k2), " (%.2f-%.2f)",
+                         v->speedup_lo, v->speedup_hi);
+        }
         p[n++].drop = 1;   /* what speculative decoding is for: as long as the speed stays */
     }
     if (v->kv_mib > 0)
@@ -121,27 +163,33 @@ void ui_status_draw(ui_grid *g, ui_rect r, const ui_status_view *v)
     ui_grid_fill_rect(g, r, UI_STYLE_STATUS);
     if (r.h <= 0 || r.w <= 0)
         return;
+    /* A message takes the right end of the last row; the fields there make room for it (they
+     * drop whole, never cut mid-word under it). */
+    int mw = v->message && *v->message ? ui_text_width(v->message, strlen(v->message)) + 2 : 0;
+    if (mw > r.w)
+        mw = r.w;
     char line[512], second[512];
     int x1 = r.x + r.w;
     if (r.h >= 2) {
         format_first(v, r.w, line, sizeof line);
-        format_second(v, r.w, second, sizeof second);
+        format_second(v, r.w - mw > 1 ? r.w - mw : 1, second, sizeof second);
+        fit_words(line, r.w);
+        fit_words(second, r.w - mw);
         ui_grid_puts(g, r.y, r.x, x1, line, UI_STYLE_STATUS, 0);
-        ui_grid_puts(g, r.y + 1, r.x, x1, second, UI_STYLE_STATUS, 0);
+        ui_grid_puts(g, r.y + 1, r.x, x1 - mw, second, UI_STYLE_STATUS, 0);
     } else {
         /* One row: the cache figures and the sampler first, the rest as room allows. */
-        format_first(v, r.w / 2, line, sizeof line);
+        int w = r.w - mw;
+        format_first(v, w / 2 > 1 ? w / 2 : 1, line, sizeof line);
         size_t n = strlen(line);
-        format_second(v, r.w - ui_text_width(line, n) - 2, second, sizeof second);
+        format_second(v, w - ui_text_width(line, n) - 2, second, sizeof second);
         snprintf(line + n, sizeof line - n, SEP "%.300s", second + 1);
-        ui_grid_puts(g, r.y, r.x, x1, line, UI_STYLE_STATUS, 0);
+        fit_words(line, w);
+        ui_grid_puts(g, r.y, r.x, x1 - mw, line, UI_STYLE_STATUS, 0);
     }
-    if (v->message && *v->message) {
-        int w = ui_text_width(v->message, strlen(v->message)) + 2;
-        int x = x1 - w;
+    if (mw > 0) {
+        int x = x1 - mw;
         int y = r.y + r.h - 1;
-        if (x < r.x)
-            x = r.x;
         ui_grid_fill(g, y, x, x1, ' ', UI_STYLE_STATUS, UI_ATTR_BOLD);
         ui_grid_puts(g, y, x + 1, x1, v->message, UI_STYLE_STATUS, UI_ATTR_BOLD);
     }

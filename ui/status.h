@@ -30,7 +30,9 @@ typedef struct {
     bool spec;
     double acceptance;        /* accepted / drafted */
     double tokens_per_pass;   /* tokens per target forward */
-    double speedup;           /* tok/s over the last non-speculative turn's (0: none yet) */
+    double speedup;           /* tok/s over plain decoding's, measured in the turn (0: none) */
+    double speedup_lo, speedup_hi;   /* its spread (the plain probes' quartiles); shown when
+                                        they differ */
     const char *chat;         /* the chat format ("chatml", ...), or NULL: plain continuation */
 } ui_status_view;
 

@@ -561,7 +561,7 @@ void threadpool_describe(const threadpool *p, char *out, size_t cap)
         snprintf(out, cap, "1 thread (auto: one core)");
     else if (st.load_limited && st.gain > 0.0)
         snprintf(out, cap, "%d threads (auto), %d in use: other processes busy on %.1f of %d "
-                 "cores; %d ran at %.2fx one thread's speed", st.threads, st.active, st.others,
+                 "cores; %d together ran at %.2fx one thread's speed", st.threads, st.active, st.others,
                  p->cores, st.threads, st.gain);
     else if (st.load_limited)
         snprintf(out, cap, "%d threads (auto), %d in use: other processes busy on %.1f of %d "
@@ -573,7 +573,7 @@ void threadpool_describe(const threadpool *p, char *out, size_t cap)
         snprintf(out, cap, "%d threads (auto), %d in use: %.2fx one thread's speed", st.threads,
                  st.active, st.gain);
     else
-        snprintf(out, cap, "%d threads (auto), 1 in use: %d ran at %.2fx one thread's speed "
+        snprintf(out, cap, "%d threads (auto), 1 in use: %d together ran at %.2fx one thread's speed "
                  "(jobs too small to split, or a worker kept off its core)", st.threads,
                  st.threads, st.gain);
 }

@@ -329,6 +329,9 @@ struct sampler {
     double z_raw;            /* softmax normaliser of the raw logits (shifted by xmax) */
     int n_finite, kept, kept_bucket, n_kept;
     double inv_w;            /* 1 / (sum of wfin over the kept tokens): p_i = wfin[i] * inv_w */
+    float temp;              /* the temperature of the last apply */
+    double z_temp;           /* sum of exp((z - zmax) / temp) over the vocabulary: the
+                                snapshot's temp_p normaliser (0 until snapshot() needs it) */
     int32_t edge_k, edge_p, edge_m;   /* last token a stage kept, -1 when it cut nothing */
     sampler_snapshot snap;   /* pre-draw fields; raw ones and the top list once snap_ready */
     bool raw_ready;          /* z_raw and snap.entropy_raw are computed */
@@ -604,12 +607,24 @@ static float raw_prob(const sampler *s, int32_t id)
     return (float)(exp1(s->raw[id] - s->xmax) / s->z_raw);
 }
 
+/* After mask, penalties and temperature, before any truncation (the histogram's temperature
+ * column): greedy is temperature 0, all the mass on the argmax. */
+static float temp_prob(const sampler *s, int32_t id)
+{
+    if (s->greedy)
+        return id == s->argmax ? 1.0f : 0.0f;
+    if (!(s->z_temp > 0) || s->z[id] == -INFINITY)
+        return 0.0f;
+    return (float)(exp(((double)s->z[id] - s->zmax) / s->temp) / s->z_temp);
+}
+
 static sampler_entry make_entry(const sampler *s, int32_t id)
 {
     return (sampler_entry){
         .id = id,
         .logit = s->raw[id],
         .raw_p = raw_prob(s, id),
+        .temp_p = temp_prob(s, id),
         .p = s->probs[id],
         .cut = (uint8_t)cut_of(s, id),
         .penalized = s->penalized[id] != 0,
@@ -782,6 +797,13 @@ static const sampler_snapshot *snapshot(sampler *s)
         return &s->snap;
     if (!s->raw_ready)
         raw_pass(s, NULL);
+    if (!s->greedy && !(s->z_temp > 0)) {   /* one pass over V, for the shown snapshots only */
+        double zt = 0, inv = 1.0 / s->temp;
+        for (int i = 0; i < s->V; i++)
+            if (s->z[i] != -INFINITY)
+                zt += exp(((double)s->z[i] - s->zmax) * inv);
+        s->z_temp = zt;
+    }
     int32_t top[TOP_M];
     int n_top = select_top(s, top);
     s->snap.n_top = n_top;
@@ -1118,6 +1140,8 @@ tt_status sampler_apply(sampler *s, const sampler_params *p, const float *logits
     s->snap_ready = false;
     s->raw_ready = false;
     s->greedy = p->greedy || p->temperature == 0;
+    s->temp = p->temperature;
+    s->z_temp = 0;
     float *keep_raw = NULL;
     if (!s->greedy && !z_changed) {
         if (p->temperature == 1)

@@ -106,6 +106,8 @@ typedef struct {
     int32_t id;
     float logit;       /* raw logit from the model */
     float raw_p;       /* softmax of the raw logits (before mask and penalties) */
+    float temp_p;      /* after mask, penalties and temperature, before top-k/top-p/min-p: what
+                          temperature alone made of the distribution */
     float p;           /* final probability after the chain (0 when cut; a kept token whose
                           probability underflows float is also 0, with cut NONE) */
     uint8_t cut;       /* sampler_cut */

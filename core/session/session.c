@@ -611,6 +611,8 @@ struct session_gen {
     uint64_t spec_key;       /* the key of this generation's speculative uniforms: they are
                                 rng_keyed(spec_key, output position, purpose), so the tokens do
                                 not depend on gamma (speculative.h) */
+    int n_probes;            /* plain steps timed between rounds: */
+    double probe_sum, probe_sum2;   /* their sum and sum of squares, ms */
 };
 
 /* Adds bytes and returns how many bytes from o->emitted may be shown now. *hit is set when a stop
@@ -889,7 +891,8 @@ static void set_solo(session *s, bool solo)
         engine_set_solo(s->draft, solo);
 }
 
-static void warm_if_idle(session *s)
+/* Returns whether it warmed. */
+static bool warm_if_idle(session *s)
 {
     struct session_gen *g = s->gen;
     bool idle = g->idle_ms >= SESSION_WARM_IDLE_MS;
@@ -904,6 +907,7 @@ static void warm_if_idle(session *s)
         s->last.warmups++;
     }
     g->idle_ms = 0;
+    return idle;
 }
 
 static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, void *user,
@@ -1003,6 +1007,75 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
     return st;
 }
 
+/* Rounds between plain probes: the first round (before the first token) has none, then every
+ * second, so a 30-token turn of ~2.5 tokens a round has about 6. On a loaded machine a step is
+ * either quick or preempted (0.5 against 10 ms on 2 cores and 12 runnable processes), so the
+ * probes are averaged as the turn's speed averages its rounds, and their spread is the mean's. */
+#define SESSION_PROBE_EVERY 2
+
+/* One plain step, timed and rolled back (session.h: plain_probe): the target forwards the token
+ * the round will verify from, at its position, on the cache the round will keep, and the
+ * sampler runs over its logits. The round then finds the cache as it was. A failure only costs
+ * the sample. */
+static void probe_plain(session *s, bool warmed)
+{
+    struct session_gen *g = s->gen;
+    int wlen = s->n_tokens - s->window_start;
+    const int32_t *w = s->tokens + s->window_start;
+    if (wlen < 1 || wlen > s->eng->n_ctx)
+        return;
+    int c = engine_cached_prefix(s->eng, w, wlen - 1);
+    tt_error perr = {0};
+    double t0 = tt_now_ms();
+    tt_status st = engine_forward(s->eng, &w[c], 1, c, false, &perr);
+    if (st == TT_OK) {
+        sampler_context ctx = {.history = w, .n_history = c + 1, .banned = -1};
+        st = sampler_apply(s->smp, &s->set.sampler, engine_logits(s->eng, s->eng->n_logits - 1),
+                           &ctx, NULL, &perr);
+        if (st == TT_OK)
+            (void)sampler_draw(s->smp, 0.5, NULL);
+    }
+    double t1 = tt_now_ms();
+    engine_truncate(s->eng, c);
+    if (warmed)   /* the probe read the target after the warm-up: the round starts with the draft */
+        engine_warm(s->draft, SESSION_WARM_DRAFT_MS);
+    if (g->generated > 0)
+        s->last.probe_ms += tt_now_ms() - t0;
+    if (st == TT_OK) {
+        g->n_probes++;
+        g->probe_sum += t1 - t0;
+        g->probe_sum2 += (t1 - t0) * (t1 - t0);
+    }
+}
+
+/* The probes' mean, and that mean less and plus two standard errors, into s->last. */
+static void probe_summary(session *s)
+{
+    struct session_gen *g = s->gen;
+    int n = g->n_probes;
+    s->last.plain_probes = n;
+    if (n == 0)
+        return;
+    double mean = g->probe_sum / n;
+    double var = n > 1 ? (g->probe_sum2 - n * mean * mean) / (n - 1) : 0;
+    double se2 = var > 0 ? 2 * sqrt(var / n) : 0;
+    s->last.plain_step_ms = mean;
+    s->last.plain_step_lo_ms = mean - se2 > 0 ? mean - se2 : 0;
+    s->last.plain_step_hi_ms = mean + se2;
+}
+
+double session_plain_speedup(const session *s, double *lo, double *hi)
+{
+    const session_stats *L = &s->last;
+    bool ok = L->speculative && L->decode_tok_s > 0 && L->plain_step_ms > 0;
+    double k = ok ? L->decode_tok_s / 1e3 : 0;
+    if (lo)
+        *lo = k * L->plain_step_lo_ms;
+    if (hi)
+        *hi = k * L->plain_step_hi_ms;
+    return k * L->plain_step_ms;
+}
+
 /* One speculative round: the produced tokens are appended and reported one event each, as a plain
  * step reports its token; the stop conditions are checked after every token. */
 static tt_status spec_step(session *s, session_event_fn fn, void *user, session_stop *stop,
@@ -1041,7 +1114,9 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         *stop = SESSION_STOP_ERROR;
         return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     }
-    warm_if_idle(s);
+    bool warmed = warm_if_idle(s);
+    if (s->plain_probe && g->rounds % SESSION_PROBE_EVERY == 1)
+        probe_plain(s, warmed);
     st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, err);
     if (st != TT_OK && recover_device(s, st, err)) {
         g->need_sync = true;   /* the next step re-prefills on the new engine and goes on */
@@ -1124,42 +1199,16 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
     s->last.stop = stop;
     if (g->generated > 0) {
         s->last.decode_ms = t_end - g->t_first;
-        double busy_ms = s->last.decode_ms - s->last.front_ms;
+        double busy_ms = s->last.decode_ms - s->last.front_ms - s->last.probe_ms;
         if (g->generated > 1 && busy_ms > 0)
             s->last.decode_tok_s = (g->generated - 1) / (busy_ms / 1e3);
     }
     if (s->last.prefill_ms > 0)
         s->last.prefill_tok_s = s->last.prefilled_tokens / (s->last.prefill_ms / 1e3);
+    probe_summary(s);
     free(g->out.buf);
     free(g);
     s->gen = NULL;
-}
-
-/* What a decode speed depends on besides the text: the model, the backend, the engine's
- * precision, threads and context (its description adds the kernels it runs), and the pace. */
-static void speed_config(const session *s, double pace, char *out, size_t cap)
-{
-    const engine *e = s->eng;
-    snprintf(out, cap, "%s|%s|%s|%d|%d|%s|%g", s->model->name ? s->model->name : "",
-             e->ops->name, tt_dtype_name(e->dtype), e->threads, e->n_ctx, e->description, pace);
-}
-
-void session_baseline_note(session_baseline *b, const session *s, double pace)
-{
-    if (pace < 0 || s->last.speculative || s->last.generated_tokens < 2
-        || !(s->last.decode_tok_s > 0))
-        return;
-    b->tok_s = s->last.decode_tok_s;
-    speed_config(s, pace, b->config, sizeof b->config);
-}
-
-double session_baseline_speedup(const session_baseline *b, const session *s, double pace)
-{
-    if (pace < 0 || !s->last.speculative || s->last.generated_tokens < 2 || !(b->tok_s > 0))
-        return 0;
-    char now[sizeof b->config];
-    speed_config(s, pace, now, sizeof now);
-    return strcmp(now, b->config) == 0 ? s->last.decode_tok_s / b->tok_s : 0;
 }
 
 tt_status session_generate(session *s, session_event_fn fn, void *user, tt_error *err)

@@ -151,6 +151,15 @@ typedef struct {
     long spec_tokens;          /* tokens produced by rounds */
     int gamma;                 /* draft length at the end (the adaptive schedule changes it) */
     double draft_ms, target_ms;/* time in the draft and in verification */
+    /* Plain-decoding probes of a speculative turn (plain_probe): one plain step each (a
+     * one-row target forward at the round's position and the sampler over its logits, then
+     * rolled back), timed between rounds, so the comparison runs under the same load as the
+     * turn. Their time is left out of decode_ms's busy part, as the front end's is. */
+    int plain_probes;
+    double probe_ms;           /* all the probes' time */
+    double plain_step_ms;      /* their mean: one plain step (0: no probe) */
+    double plain_step_lo_ms, plain_step_hi_ms;   /* the mean less and plus two standard errors
+                                                    (the spread; lo 0 when that is negative) */
     session_stop stop;
     tt_error error;            /* when stop == SESSION_STOP_ERROR */
 } session_stats;
@@ -199,6 +208,8 @@ typedef struct session {
                                   shows with session_event_snapshots, in its own time (the decode
                                   speed leaves it out with the drawing) */
     struct session_rebuild *rebuild;   /* (session.c) what session_event_snapshots needs */
+    bool plain_probe;          /* a speculative turn also times plain steps (session_stats: the
+                                  REPL's "x plain"); tokens and random streams unchanged */
 
     session_stats last;        /* the last generation */
     struct session_gen *gen;   /* the generation in progress (session.c), NULL between turns */
@@ -305,26 +316,12 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
                            session_stop *stop, tt_error *err);
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user);
 
-/* The plain-decoding baseline of a speculative turn's speed-up (the REPL's "N.NNx plain"): the
- * decode speed of the last plain turn, kept with the configuration it ran under, so that a
- * speculative turn is compared with plain decoding of the same model, backend, precision, threads,
- * context and pace only. Both speeds are decode_tok_s, the engine's (holds and drawing left out);
- * the pace still counts because a paced engine starts from idle at every token (parked threads
- * wake, caches are cold): a paced plain turn runs well below the engine speed of an unpaced one,
- * which would make an unpaced speculative turn look faster than it is. */
-typedef struct {
-    double tok_s;              /* 0: no plain turn of 2+ tokens yet */
-    char config[256];
-} session_baseline;
-
-/* After a finished turn that ran at pace (tokens/s, 0: unpaced; < 0: the pace changed during the
- * turn, which then compares with nothing): a plain turn of 2+ tokens becomes the baseline (a
- * speculative turn, or one with no decode speed, leaves it). */
-void session_baseline_note(session_baseline *b, const session *s, double pace);
-
-/* The last turn's decode speed over the baseline's: 0 when that turn (run at pace, as above) was
- * not speculative, has no decode speed, or the baseline ran under another configuration or pace. */
-double session_baseline_speedup(const session_baseline *b, const session *s, double pace);
+/* The last turn's speed over plain decoding's, measured in the same turn (plain_probe): its
+ * decode speed times the mean plain step, and in *lo and *hi (either may be NULL) the same with
+ * the mean less and plus two standard errors. 0 when the turn was not speculative, has no decode speed or ran no
+ * probe. Measured so because one earlier plain turn, run under another load, was no baseline:
+ * on a loaded machine an unpaced turn's speed moves by 2x from one turn to the next. */
+double session_plain_speedup(const session *s, double *lo, double *hi);
 
 /* The next-token distribution at the current end of the conversation without drawing (for the
  * histogram before a step): fills snap. On success engine_logits(s->eng, s->eng->n_logits - 1)

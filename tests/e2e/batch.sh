@@ -49,6 +49,9 @@ check "--num-beams --json lists the beams" \
 check "all four beams are returned" test "$(grep -o '"ids":' "$tmp/b.json" | wc -l)" = 4
 "$BIN" generate "${M[@]}" -p "Hello there" -n 8 --num-beams 4 --num-return 2 --json > "$tmp/b2.json"
 check "--num-return 2 returns two" test "$(grep -o '"ids":' "$tmp/b2.json" | wc -l)" = 2
+"$BIN" generate "${M[@]}" -p "Hello there" -n 8 --num-beams 4 --num-return 4 -q > "$tmp/b4.txt"
+check "--num-return 4 prints the four beams, each under its rank and score" \
+    test "$(grep -cE '^--- beam [1-4] of 4: score -?[0-9.]+, logprob -?[0-9.]+, [0-9]+ tokens ---$' "$tmp/b4.txt")" = 4
 b1=$("$BIN" generate "${M[@]}" -p "Hello there" -n 8 --num-beams 1 --ignore-eos -q)
 g=$("$BIN" generate "${M[@]}" -p "Hello there" -n 8 --greedy --ignore-eos -q)
 check "one beam is greedy decoding" test "$b1" == "$g"

@@ -17,6 +17,13 @@ g1=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --greedy -q --seed 1)
 g2=$("$BIN" generate "${M[@]}" -p "Hello there" -n 24 --temp 0 -q --seed 2)
 check "--greedy equals --temp 0 whatever the seed" test "$g1" == "$g2"
 
+# --- generate -q ends its text with a newline; a missing model directory is named as such
+"$BIN" generate "${M[@]}" -p "Hello there" -n 6 --seed 11 -q --ignore-eos > "$tmp/q.out"
+check "generate -q ends its output with a newline" test "$(tail -c 1 "$tmp/q.out" | od -An -c | tr -d ' ')" = '\n'
+"$BIN" generate --model /nonexistent -p "Hello" -n 2 2> "$tmp/nx.err"
+check "--model /nonexistent says the directory does not exist and what one holds" \
+    grep -q '/nonexistent: no such directory; a model directory holds config.json, model.safetensors, vocab.json and merges.txt' "$tmp/nx.err"
+
 # --- generation_config.json supplies defaults; the command line overrides them
 mkdir -p "$tmp/gc" && cp "$tmp"/m/* "$tmp/gc/"
 printf '{"do_sample": false, "max_new_tokens": 7}\n' > "$tmp/gc/generation_config.json"

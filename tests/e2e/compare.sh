@@ -17,7 +17,7 @@ printf '/samples 2\n%s\n/keep 2\n/ids 1\n' "$P" \
     | "$BIN" --backend cpu --seed 7 -n 12 >"$work/s.out" 2>"$work/s.err"
 "$BIN" generate --backend cpu -p "$P" --seed 8 -n 12 -q >"$work/g8.out"
 sed -n '/^=== 2: seed 8 /,/^===/p' "$work/s.out" | sed '1d;/^===/d' >"$work/s2.out"
-cmp -s "$work/s2.out" <(cat "$work/g8.out"; echo) \
+cmp -s "$work/s2.out" "$work/g8.out" \
     && ok "line mode: sample 2 of /samples 2 at seed 7 is generate --seed 8" \
     || fail "sample 2 differs from generate --seed 8: $(cat "$work/s2.out") vs $(cat "$work/g8.out")"
 grep -Eq '^=== 1: seed 7 \| 12 tokens, max_tokens \| mean logprob -[0-9.]+ \| distinct-2 [0-9.]+ \| repeated 3-grams [0-9]+' "$work/s.out" \
@@ -36,8 +36,8 @@ cmp -s "$work/b1.out" "$work/gb.out" \
 
 printf '/beam 0\n/samples 99\n/compare temperature2 1\n/compare topp 0.5 7\n/ids\n' \
     | "$BIN" --backend cpu -n 8 >"$work/bad.out" 2>"$work/bad.err"
-for want in '/beam: "0" is not a number of beams in \[1, 16\]' \
-            '/samples: "99" is not a number of samples in \[1, 8\]' \
+for want in '/beam: "0" is not a number of beams in \[1, 16\] \(or off\): the screen shows at most 16 rows; generate --num-beams takes up to 64' \
+            '/samples: "99" is not a number of samples in \[1, 8\] \(or off\): the screen shows at most 8 columns; generate --samples takes up to 256' \
             '/compare: unknown setting "temperature2"' \
             '/compare topp: value "7": top_p: 7 is outside \[0, 1\]' \
             'the conversation is empty'; do

@@ -45,9 +45,9 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # ---- The script. Bad commands and the message each must get (a substring of its stderr line).
 bad_cmds=("/nosuchcmd" "/temp abc" "/undo x" "/load $work/missing.json" '/stop add "open'
           "/topp 1.5" "/t" "/bars 99" "/pick 2" "/gamma 0" "/load $work/bad.json" "/max -3")
-bad_msgs=("Unknown command '/nosuchcmd'" '/temp: temp: "abc" is not a number'
+bad_msgs=("Unknown command '/nosuchcmd'" '/temp: "abc" is not a number'
           '/undo: "x" is not a positive integer' "missing.json: cannot open: No such file or directory"
-          "/stop: unterminated quote" "/topp: top_p: 1.5 is outside [0, 1]"
+          "/stop: unterminated quote" "/topp: 1.5 is outside [0, 1]"
           "ambiguous command: /t, could be:" '/bars: "99" is not an integer in [1, 32]'
           "/pick: step mode needs the terminal UI" '/gamma: "0" is not an integer in [1, 64]'
           "bad.json: version: this build reads version 1" '/max: "-3" is not')
