@@ -3,7 +3,7 @@
  * reaches. Standalone (public gpu/ and core/ interfaces only), so a machine with a GPU can measure
  * the backend whatever state `tokentop bench` is in. Built by gpu/gpu.mk as $(BUILD)/gpu/cuda-bench.
  *
- *   cuda-bench [--model DIR | --size gpt2|gpt2-medium|gpt2-large|gpt2-xl|tiny] [--dtype fp16]
+ *   cuda-bench [--model DIR | --size gpt2|...|gpt2-xl|tiny|llama-3.2-1b|qwen3-0.6b|...] [--dtype fp16]
  *              [--prompt N] [--gen N] [--runs N]
  *
  * Without --model a random model of the given size (default gpt2) is written to a temporary
@@ -89,7 +89,9 @@ done:
 
 static int usage(FILE *f, int rc)
 {
-    fprintf(f, "usage: cuda-bench [--model DIR | --size gpt2|gpt2-medium|gpt2-large|gpt2-xl|tiny]\n"
+    fprintf(f, "usage: cuda-bench [--model DIR | --size gpt2|gpt2-medium|gpt2-large|gpt2-xl|tiny|\n"
+               "                   llama-3.2-1b|llama-3.2-3b|llama-3.1-8b|qwen2.5-0.5b|qwen2.5-1.5b|\n"
+               "                   qwen3-0.6b|smollm2-135m|tinyllama-1.1b]\n"
                "                  [--dtype fp32|fp16|bf16] [--prompt N] [--gen N] [--runs N]\n"
                "Prefill and decode speed of the CUDA backend with graphs on and off, device memory,\n"
                "and decode's share of the device's peak memory bandwidth. Defaults: --size gpt2\n"
@@ -150,7 +152,7 @@ int main(int argc, char **argv)
     if (!dir) {
         modelgen_options mo;
         modelgen_options_default(&mo);
-        if (modelgen_options_gpt2(&mo, o.size) != 0)
+        if (modelgen_options_gpt2(&mo, o.size) != 0 && modelgen_options_llama(&mo, o.size) != 0)
             return usage(stderr, 2);
         mo.dtype = o.dtype;
         const char *base = getenv("TMPDIR");

@@ -1,11 +1,16 @@
-/* cuda_engine.cu: the CUDA backend: GPT-2's forward pass over a token span on the GPU, behind the
- * engine interface (core/engine/engine.h).
+/* cuda_engine.cu: the CUDA backend: the forward pass of any architecture core/arch/ describes (GPT-2,
+ * the Llama family) over a token span on the GPU, behind the engine interface (core/engine/engine.h).
+ * It walks the same recipe as the CPU backend (core/cpu/cpu.c): LayerNorm or RMSNorm, learned
+ * positions or RoPE, per-head q/k norms, q|k|v with or without biases, grouped-query attention,
+ * GELU or SwiGLU, a tied or separate output head.
  *
  * Weights are uploaded once in the dtype asked for (every parameter rounded to it, as the CPU engine
- * does; the bias and LayerNorm vectors are kept as fp32 arrays of those rounded values). The KV
- * cache lives on the device, (L, NH, n_ctx, HS) per K and V like the CPU's, in the weight dtype;
+ * does; the bias and norm vectors are kept as fp32 arrays of those rounded values), each matrix in
+ * its file's layout (Conv1D [in, out] or nn.Linear [out, in]); separate q, k, v (and gate, up)
+ * tensors are uploaded side by side into one matrix, so each is one matmul as on the CPU. The KV
+ * cache lives on the device, (L, NKV, n_ctx, HS) per K and V like the CPU's, in the weight dtype;
  * truncate only lowers a length. A span runs in chunks of up to TB tokens: matmuls through cuBLAS
- * with fp32 accumulation, attention through two strided batched GEMMs and a causal softmax.
+ * with fp32 accumulation, attention through strided batched GEMMs and a causal softmax.
  *
  * Sequences (core/engine/engine.h): slot 0 is the cache above; engine_seq_reserve adds slots, each one
  * device allocation (K then V) of the same shape. A decode step is B rows, one token of each of B
@@ -34,24 +39,34 @@
 #define CUDA_CHUNK 256                       /* default tokens per prefill chunk */
 #define CUDA_WORKSPACE ((size_t)32 << 20)    /* cuBLAS workspace (what Hopper wants) */
 #define CUDA_ALIGN 256
+#define CUDA_DEFAULT_CTX_MAX 4096            /* as CPU_DEFAULT_CTX_MAX: --ctx raises it */
 
 /* =============================================================================================
  * State */
 
+/* A weight matrix y = x W with W (K, N), in dtype, stored as the file stores it: (K, N) when
+ * in_out (GPT-2's Conv1D), else W^T (N, K) (nn.Linear). */
 typedef struct {
-    const void *attn_w;            /* (C, 3C) in dtype */
-    const void *attn_proj_w;       /* (C, C) */
-    const void *fc_w;              /* (C, FF) */
-    const void *fc_proj_w;         /* (FF, C) */
-    const float *ln_1_w, *ln_1_b;  /* (C) */
-    const float *attn_b;           /* (3C) */
-    const float *attn_proj_b;      /* (C) */
-    const float *ln_2_w, *ln_2_b;  /* (C) */
-    const float *fc_b;             /* (FF) */
-    const float *fc_proj_b;        /* (C) */
+    const void *w;
+    bool in_out;
+} cuda_matrix;
+
+/* One layer. Q = NH HS, KV = NKV HS, QKV = Q + 2 KV; a vector the recipe lacks is NULL. */
+typedef struct {
+    cuda_matrix qkv;               /* (C, QKV): [q | k | v] */
+    cuda_matrix o;                 /* (Q, C) */
+    cuda_matrix up;                /* (C, FF), or (C, 2 FF) [gate | up] for SwiGLU */
+    cuda_matrix down;              /* (FF, C) */
+    const float *attn_norm_w, *attn_norm_b;   /* (C) */
+    const float *qkv_b;            /* (QKV) */
+    const float *q_norm, *k_norm;  /* (HS) */
+    const float *o_b;              /* (C) */
+    const float *ffn_norm_w, *ffn_norm_b;     /* (C) */
+    const float *up_b;             /* (FF) */
+    const float *down_b;           /* (C) */
 } cuda_layer;
 
-/* One sequence's KV cache: K and V (L, NH, n_ctx, HS) in the weight dtype. */
+/* One sequence's KV cache: K and V (L, NKV, n_ctx, HS) in the weight dtype. */
 typedef struct {
     char *k, *v;
     int len;                       /* tokens held; sequence 0 keeps its length in base.n_past */
@@ -71,23 +86,24 @@ typedef struct {
 
     cuda_layer *layers;            /* (L) host array of device pointers */
     const void *wte;               /* (V, C) in dtype */
-    const void *wpe;               /* (maxT, C) */
-    const void *lm_head;           /* (V, C); == wte when tied */
+    const void *wpe;               /* (maxT, C), NULL without learned positions */
+    cuda_matrix lm_head;           /* (C, V); wte when tied */
     const float *ln_f_w, *ln_f_b;  /* (C) */
-    char *k_cache, *v_cache;       /* (L, NH, n_ctx, HS) in dtype */
+    float *rope_cos, *rope_sin;    /* (n_ctx, HS / 2), NULL without RoPE */
+    char *k_cache, *v_cache;       /* (L, NKV, n_ctx, HS) in dtype */
 
     int TB;                        /* tokens per chunk, rows per decode step */
     int *d_tokens;                 /* (1 + TB): position, then ids (a prefill chunk) */
     cuda_row *d_rows;              /* (TB) the rows of a decode step */
     float *x;                      /* (TB, C) residual stream */
-    char *xn;                      /* (TB, C) LayerNorm output, dtype */
-    float *qkv;                    /* (TB, 3C) */
-    char *q;                       /* (TB, C) dtype */
-    char *att;                     /* (TB, C) attention output, heads side by side, dtype */
+    char *xn;                      /* (TB, C) norm output, dtype */
+    float *qkv;                    /* (TB, QKV) */
+    char *q;                       /* (TB, Q) dtype, after q norm and RoPE */
+    char *att;                     /* (TB, Q) attention output, heads side by side, dtype */
     float *scores;                 /* (NH, TB, n_ctx) */
     float *partial;                /* decode attention's per-chunk results, TB rows */
     char *probs;                   /* (NH, TB, n_ctx) dtype */
-    float *fc;                     /* (TB, FF) */
+    float *fc;                     /* (TB, FF), or (TB, 2 FF) [gate | up] with SwiGLU */
     char *fc_act;                  /* (TB, FF) dtype */
     float *logits;                 /* (TB, V) */
     void *workspace;               /* cuBLAS */
@@ -274,50 +290,108 @@ static void *carve(carver *c, size_t bytes)
     return p;
 }
 
+/* A vector parameter's place when the model binds role t (else NULL). */
+static const float *carve_vector(carver *w, tensor_ref t, size_t n)
+{
+    return t.data ? (const float *)carve(w, n * 4) : NULL;
+}
+
+/* Layer l's separate or fused q|k|v, and gate|up or up: the tensors each fused matrix is uploaded
+ * from, side by side along N, with their widths. */
+typedef struct {
+    tensor_ref t;
+    size_t cols;
+} upload_part;
+
+static int qkv_parts(const model *m, const tensor_ref *t, bool bias, upload_part *p)
+{
+    const model_config *c = &m->config;
+    if (c->features & ARCH_F_QKV_FUSED) {
+        p[0] = upload_part{t[bias ? ARCH_T_QKV_B : ARCH_T_QKV], (size_t)model_config_qkvdim(c)};
+        return 1;
+    }
+    const size_t Q = (size_t)model_config_qdim(c), KV = (size_t)model_config_kvdim(c);
+    p[0] = upload_part{t[bias ? ARCH_T_Q_B : ARCH_T_Q], Q};
+    p[1] = upload_part{t[bias ? ARCH_T_K_B : ARCH_T_K], KV};
+    p[2] = upload_part{t[bias ? ARCH_T_V_B : ARCH_T_V], KV};
+    return 3;
+}
+
+static int up_parts(const model *m, const tensor_ref *t, upload_part *p)
+{
+    const size_t FF = (size_t)m->config.FF;
+    if (m->config.features & ARCH_F_SWIGLU) {
+        p[0] = upload_part{t[ARCH_T_GATE], FF};
+        p[1] = upload_part{t[ARCH_T_UP], FF};
+        return 2;
+    }
+    p[0] = upload_part{t[ARCH_T_UP], FF};
+    return 1;
+}
+
+static cuda_matrix carve_matrix(carver *w, tensor_ref t, size_t elems, size_t ds)
+{
+    return cuda_matrix{carve(w, elems * ds), t.in_out};
+}
+
 /* Lays out (or, with NULL bases, measures) the weights, the cache and the activations. */
 static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
 {
+    const model *m = g->base.model;
     const model_config *cfg = g->base.config;
     const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF, V = (size_t)cfg->V, L = (size_t)cfg->L;
-    const size_t NH = (size_t)cfg->NH, TB = (size_t)g->TB, n_ctx = (size_t)g->base.n_ctx;
+    const size_t NH = (size_t)cfg->NH, NKV = (size_t)cfg->NKV, HS = (size_t)cfg->HS;
+    const size_t Q = (size_t)model_config_qdim(cfg), QKV = (size_t)model_config_qkvdim(cfg);
+    const size_t FFW = (cfg->features & ARCH_F_SWIGLU ? 2 : 1) * FF;
+    const size_t TB = (size_t)g->TB, n_ctx = (size_t)g->base.n_ctx;
     const size_t ds = tt_dtype_size(g->base.dtype);
     for (size_t l = 0; l < L; l++) {
-        cuda_layer t;              /* one statement each: the order of the carves is the layout */
-        t.attn_w = carve(w, C * 3 * C * ds);
-        t.attn_proj_w = carve(w, C * C * ds);
-        t.fc_w = carve(w, C * FF * ds);
-        t.fc_proj_w = carve(w, FF * C * ds);
-        t.ln_1_w = (float *)carve(w, C * 4);
-        t.ln_1_b = (float *)carve(w, C * 4);
-        t.attn_b = (float *)carve(w, 3 * C * 4);
-        t.attn_proj_b = (float *)carve(w, C * 4);
-        t.ln_2_w = (float *)carve(w, C * 4);
-        t.ln_2_b = (float *)carve(w, C * 4);
-        t.fc_b = (float *)carve(w, FF * 4);
-        t.fc_proj_b = (float *)carve(w, C * 4);
+        const tensor_ref *t = model_layer_tensors(m, (int)l);
+        upload_part qb[3];
+        qkv_parts(m, t, true, qb);
+        cuda_layer y;              /* one statement each: the order of the carves is the layout */
+        y.qkv = carve_matrix(w, t[cfg->features & ARCH_F_QKV_FUSED ? ARCH_T_QKV : ARCH_T_Q], C * QKV, ds);
+        y.o = carve_matrix(w, t[ARCH_T_O], Q * C, ds);
+        y.up = carve_matrix(w, t[ARCH_T_UP], C * FFW, ds);
+        y.down = carve_matrix(w, t[ARCH_T_DOWN], FF * C, ds);
+        y.attn_norm_w = carve_vector(w, t[ARCH_T_ATTN_NORM], C);
+        y.attn_norm_b = carve_vector(w, t[ARCH_T_ATTN_NORM_B], C);
+        y.qkv_b = carve_vector(w, qb[0].t, QKV);
+        y.q_norm = carve_vector(w, t[ARCH_T_Q_NORM], HS);
+        y.k_norm = carve_vector(w, t[ARCH_T_K_NORM], HS);
+        y.o_b = carve_vector(w, t[ARCH_T_O_B], C);
+        y.ffn_norm_w = carve_vector(w, t[ARCH_T_FFN_NORM], C);
+        y.ffn_norm_b = carve_vector(w, t[ARCH_T_FFN_NORM_B], C);
+        y.up_b = carve_vector(w, t[ARCH_T_UP_B], FF);
+        y.down_b = carve_vector(w, t[ARCH_T_DOWN_B], C);
         if (g->layers)
-            g->layers[l] = t;
+            g->layers[l] = y;
     }
+    const tensor_ref *tw = m->tensors.global;
     g->wte = carve(w, V * C * ds);
-    g->wpe = carve(w, (size_t)cfg->maxT * C * ds);
-    g->lm_head = g->base.model->tensors.lm_head_tied ? g->wte : carve(w, V * C * ds);
-    g->ln_f_w = (float *)carve(w, C * 4);
-    g->ln_f_b = (float *)carve(w, C * 4);
+    g->wpe = tw[ARCH_T_POS_EMBD].data ? carve(w, (size_t)cfg->maxT * C * ds) : NULL;
+    g->lm_head = m->tensors.lm_head_tied ? cuda_matrix{g->wte, false}
+                                         : carve_matrix(w, tw[ARCH_T_OUTPUT], V * C, ds);
+    g->ln_f_w = carve_vector(w, tw[ARCH_T_OUT_NORM], C);
+    g->ln_f_b = carve_vector(w, tw[ARCH_T_OUT_NORM_B], C);
+    const bool rope = (cfg->features & ARCH_F_ROPE) != 0;
+    g->rope_cos = rope ? (float *)carve(w, n_ctx * (HS / 2) * 4) : NULL;
+    g->rope_sin = rope ? (float *)carve(w, n_ctx * (HS / 2) * 4) : NULL;
 
-    g->k_cache = (char *)carve(kv, L * n_ctx * C * ds);
-    g->v_cache = (char *)carve(kv, L * n_ctx * C * ds);
+    g->k_cache = (char *)carve(kv, L * NKV * n_ctx * HS * ds);
+    g->v_cache = (char *)carve(kv, L * NKV * n_ctx * HS * ds);
 
     g->d_tokens = (int *)carve(a, (1 + TB) * sizeof(int));
     g->d_rows = (cuda_row *)carve(a, TB * sizeof(cuda_row));
     g->x = (float *)carve(a, TB * C * 4);
     g->xn = (char *)carve(a, TB * C * ds);
-    g->qkv = (float *)carve(a, TB * 3 * C * 4);
-    g->q = (char *)carve(a, TB * C * ds);
-    g->att = (char *)carve(a, TB * C * ds);
+    g->qkv = (float *)carve(a, TB * QKV * 4);
+    g->q = (char *)carve(a, TB * Q * ds);
+    g->att = (char *)carve(a, TB * Q * ds);
     g->scores = (float *)carve(a, NH * TB * n_ctx * 4);
-    g->partial = (float *)carve(a, TB * cuda_attention_decode_partial(cfg->C, cfg->NH, g->base.n_ctx) * 4);
+    g->partial = (float *)carve(a, TB * cuda_attention_decode_partial(cfg->NH, cfg->HS, g->base.n_ctx) * 4);
     g->probs = (char *)carve(a, NH * TB * n_ctx * ds);
-    g->fc = (float *)carve(a, TB * FF * 4);
+    g->fc = (float *)carve(a, TB * FFW * 4);
     g->fc_act = (char *)carve(a, TB * FF * ds);
     g->logits = (float *)carve(a, TB * V * 4);
     g->workspace = carve(a, CUDA_WORKSPACE);
@@ -383,19 +457,53 @@ static tt_status upload_vector(cuda_engine *g, stager *st, const float *dst, ten
     return TT_OK;
 }
 
+/* The parts side by side along N into one matrix at m (in_out parts: one only, checked at
+ * creation) with K rows of input, or into one vector (K 0; dst NULL: the recipe has none). */
+static tt_status upload_parts(cuda_engine *g, stager *st, const void *dst, const upload_part *p, int n,
+                              size_t K, tt_error *err)
+{
+    if (!dst)
+        return TT_OK;
+    const size_t ds = K ? tt_dtype_size(g->base.dtype) : sizeof(float);
+    size_t off = 0;
+    tt_status s = TT_OK;
+    for (int i = 0; i < n && s == TT_OK; i++) {
+        const size_t elems = (K ? K : 1) * p[i].cols;
+        const char *at = (const char *)dst + off * ds;
+        s = K ? upload_matrix(g, st, at, p[i].t, elems, g->base.dtype, err)
+              : upload_vector(g, st, (const float *)at, p[i].t, elems, err);
+        off += elems;
+    }
+    return s;
+}
+
+static tt_status upload_one(cuda_engine *g, stager *st, const void *dst, tensor_ref t, size_t cols, size_t K,
+                            tt_error *err)
+{
+    const upload_part p = {t, cols};
+    return upload_parts(g, st, dst, &p, 1, K, err);
+}
+
 static tt_status upload_weights(cuda_engine *g, tt_error *err)
 {
     const model *m = g->base.model;
     const model_config *cfg = &m->config;
     const tensor_ref *tw = m->tensors.global;
-    const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF, V = (size_t)cfg->V;
+    const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF, V = (size_t)cfg->V, HS = (size_t)cfg->HS;
+    const size_t Q = (size_t)model_config_qdim(cfg), QKV = (size_t)model_config_qkvdim(cfg);
     const tt_dtype d = g->base.dtype;
     stager *st = (stager *)malloc(sizeof *st);
     if (!st)
         return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the upload buffer");
+    /* Room for the longest vector (and, for RoPE, both tables at once). */
+    size_t vec = FF > QKV ? FF : QKV;
+    if (vec < C)
+        vec = C;
+    if (g->rope_cos && vec < (size_t)g->base.n_ctx * HS)
+        vec = (size_t)g->base.n_ctx * HS;
     st->cap = (size_t)16 << 20;
-    if (st->cap < FF * 4 + 64)
-        st->cap = FF * 4 + 64;
+    if (st->cap < vec * 4 + 64)
+        st->cap = vec * 4 + 64;
     st->buf = (char *)malloc(st->cap);
     if (!st->buf) {
         free(st);
@@ -405,30 +513,46 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
     for (int l = 0; l < cfg->L && s == TT_OK; l++) {
         const tensor_ref *t = model_layer_tensors(m, l);
         const cuda_layer *ly = &g->layers[l];
-        if ((s = upload_matrix(g, st, ly->attn_w, t[ARCH_T_QKV], C * 3 * C, d, err)) != TT_OK ||
-            (s = upload_matrix(g, st, ly->attn_proj_w, t[ARCH_T_O], C * C, d, err)) != TT_OK ||
-            (s = upload_matrix(g, st, ly->fc_w, t[ARCH_T_UP], C * FF, d, err)) != TT_OK ||
-            (s = upload_matrix(g, st, ly->fc_proj_w, t[ARCH_T_DOWN], FF * C, d, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_1_w, t[ARCH_T_ATTN_NORM], C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_1_b, t[ARCH_T_ATTN_NORM_B], C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->attn_b, t[ARCH_T_QKV_B], 3 * C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->attn_proj_b, t[ARCH_T_O_B], C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_2_w, t[ARCH_T_FFN_NORM], C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->ln_2_b, t[ARCH_T_FFN_NORM_B], C, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->fc_b, t[ARCH_T_UP_B], FF, err)) != TT_OK ||
-            (s = upload_vector(g, st, ly->fc_proj_b, t[ARCH_T_DOWN_B], C, err)) != TT_OK)
+        upload_part qkv[3], qkv_b[3], up[2];
+        const int n_qkv = qkv_parts(m, t, false, qkv), n_up = up_parts(m, t, up);
+        qkv_parts(m, t, true, qkv_b);
+        if ((s = upload_parts(g, st, ly->qkv.w, qkv, n_qkv, C, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->o.w, t[ARCH_T_O], C, Q, err)) != TT_OK ||
+            (s = upload_parts(g, st, ly->up.w, up, n_up, C, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->down.w, t[ARCH_T_DOWN], C, FF, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->attn_norm_w, t[ARCH_T_ATTN_NORM], C, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->attn_norm_b, t[ARCH_T_ATTN_NORM_B], C, 0, err)) != TT_OK ||
+            (s = upload_parts(g, st, ly->qkv_b, qkv_b, n_qkv, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->q_norm, t[ARCH_T_Q_NORM], HS, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->k_norm, t[ARCH_T_K_NORM], HS, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->o_b, t[ARCH_T_O_B], C, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->ffn_norm_w, t[ARCH_T_FFN_NORM], C, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->ffn_norm_b, t[ARCH_T_FFN_NORM_B], C, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->up_b, t[ARCH_T_UP_B], FF, 0, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->down_b, t[ARCH_T_DOWN_B], C, 0, err)) != TT_OK)
             break;
     }
     if (s == TT_OK)
         s = upload_matrix(g, st, g->wte, tw[ARCH_T_TOKEN_EMBD], V * C, d, err);
-    if (s == TT_OK)
+    if (s == TT_OK && g->wpe)
         s = upload_matrix(g, st, g->wpe, tw[ARCH_T_POS_EMBD], (size_t)cfg->maxT * C, d, err);
     if (s == TT_OK && !m->tensors.lm_head_tied)
-        s = upload_matrix(g, st, g->lm_head, tw[ARCH_T_OUTPUT], V * C, d, err);
+        s = upload_matrix(g, st, g->lm_head.w, tw[ARCH_T_OUTPUT], V * C, d, err);
     if (s == TT_OK)
-        s = upload_vector(g, st, g->ln_f_w, tw[ARCH_T_OUT_NORM], C, err);
+        s = upload_one(g, st, g->ln_f_w, tw[ARCH_T_OUT_NORM], C, 0, err);
     if (s == TT_OK)
-        s = upload_vector(g, st, g->ln_f_b, tw[ARCH_T_OUT_NORM_B], C, err);
+        s = upload_one(g, st, g->ln_f_b, tw[ARCH_T_OUT_NORM_B], C, 0, err);
+    if (s == TT_OK && g->rope_cos) {
+        /* The CPU's tables, from the same function (core/arch/arch.h). */
+        const size_t n = (size_t)g->base.n_ctx * (HS / 2);
+        float *cs = (float *)st->buf, *sn = cs + n;
+        arch_rope_tables(cfg, g->base.n_ctx, cs, sn);
+        cudaError_t r = cudaMemcpy(g->rope_cos, cs, n * sizeof(float), cudaMemcpyHostToDevice);
+        if (r == cudaSuccess)
+            r = cudaMemcpy(g->rope_sin, sn, n * sizeof(float), cudaMemcpyHostToDevice);
+        if (r != cudaSuccess)
+            s = gpu_fail_status(g, err, r, "cudaMemcpy(g->rope_cos / g->rope_sin)", __FILE__, __LINE__);
+    }
     free(st->buf);
     free(st);
     return s;
@@ -436,6 +560,26 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
 
 /* =============================================================================================
  * Forward */
+
+/* The architecture's norm (LayerNorm or RMSNorm) of T rows of x into out, after adding the pending
+ * bias (may be NULL) to x. */
+static cudaError_t norm(cuda_engine *g, void *out, float *x, const float *pending, const float *w, const float *b,
+                        int T)
+{
+    const model_config *cfg = g->base.config;
+    if (cfg->features & ARCH_F_RMSNORM)
+        return cuda_rmsnorm(out, x, pending, w, T, cfg->C, cfg->norm_eps, g->base.dtype, g->stream);
+    return cuda_layernorm(out, x, pending, w, b, T, cfg->C, cfg->norm_eps, g->base.dtype, g->stream);
+}
+
+/* out (T, ldo) = x (T, ldx) W, or += when accumulate, W (K, N) in either layout. */
+static cublasStatus_t matmul(cuda_engine *g, float *out, int ldo, const void *x, int ldx, const cuda_matrix *w,
+                             int T, int K, int N, bool accumulate)
+{
+    if (w->in_out)
+        return cuda_matmul(g->cublas, out, ldo, x, ldx, w->w, T, K, N, accumulate, g->base.dtype);
+    return cuda_matmul_linear(g->cublas, out, ldo, x, ldx, w->w, T, K, N, accumulate, g->base.dtype);
+}
 
 /* Queues a forward of T rows: a prefill chunk of sequence sq (positions pos .. pos+T-1, the ids
  * already in d_tokens), or, with sq NULL, a decode step of T rows (already in d_rows: one token of
@@ -446,10 +590,12 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
                                  tt_error *err)
 {
     const model_config *cfg = g->base.config;
-    const int C = cfg->C, FF = cfg->FF, NH = cfg->NH, V = cfg->V, n_ctx = g->base.n_ctx;
+    const int C = cfg->C, FF = cfg->FF, NH = cfg->NH, NKV = cfg->NKV, HS = cfg->HS, V = cfg->V;
+    const int Q = model_config_qdim(cfg), QKV = model_config_qkvdim(cfg), n_ctx = g->base.n_ctx;
+    const bool swiglu = (cfg->features & ARCH_F_SWIGLU) != 0;
+    const int FFW = swiglu ? 2 * FF : FF;
     const tt_dtype d = g->base.dtype;
-    const size_t ds = tt_dtype_size(d), layer_elems = (size_t)n_ctx * (size_t)C;
-    const float eps = cfg->norm_eps;
+    const size_t ds = tt_dtype_size(d), layer_elems = (size_t)NKV * (size_t)n_ctx * (size_t)HS;
     cudaStream_t s = g->stream;
     cublasHandle_t h = g->cublas;
 
@@ -461,31 +607,36 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
     for (int l = 0; l < cfg->L; l++) {
         const cuda_layer *ly = &g->layers[l];
         const size_t layer = (size_t)l * layer_elems;
-        GPU_CHECK(cuda_layernorm(g->xn, g->x, pending, ly->ln_1_w, ly->ln_1_b, T, C, eps, d, s));
-        BLAS_CHECK(cuda_matmul(h, g->qkv, 3 * C, g->xn, C, ly->attn_w, T, C, 3 * C, false, d));
+        const cuda_attn at = {NH, NKV, HS, n_ctx, ly->qkv_b, ly->q_norm, ly->k_norm, cfg->norm_eps,
+                              g->rope_cos, g->rope_sin};
+        GPU_CHECK(norm(g, g->xn, g->x, pending, ly->attn_norm_w, ly->attn_norm_b, T));
+        BLAS_CHECK(matmul(g, g->qkv, QKV, g->xn, C, &ly->qkv, T, C, QKV, false));
         if (!sq) {
-            GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->qkv, ly->attn_b, g->d_rows, layer, T, C, NH,
-                                            n_ctx, d, s));
+            GPU_CHECK(cuda_qkv_store_rows(g->q, g->qkv, g->d_rows, layer, T, &at, d, s));
+            GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->q, g->d_rows, layer, T, NH, NKV, HS, n_ctx, d, s));
         } else {
             char *kc = sq->k + layer * ds, *vc = sq->v + layer * ds;
-            GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, ly->attn_b, g->d_tokens, T, C, NH, n_ctx, d, s));
-            BLAS_CHECK(cuda_attention_scores(h, g->scores, g->q, kc, pos, T, C, NH, n_ctx, d));
+            GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, g->d_tokens, T, &at, d, s));
+            BLAS_CHECK(cuda_attention_scores(h, g->scores, g->q, kc, pos, T, NH, NKV, HS, n_ctx, d));
             GPU_CHECK(cuda_softmax_causal(g->probs, g->scores, pos, T, NH, d, s));
-            BLAS_CHECK(cuda_attention_values(h, g->att, g->probs, vc, pos, T, C, NH, n_ctx, d));
+            BLAS_CHECK(cuda_attention_values(h, g->att, g->probs, vc, pos, T, NH, NKV, HS, n_ctx, d));
         }
-        BLAS_CHECK(cuda_matmul(h, g->x, C, g->att, C, ly->attn_proj_w, T, C, C, true, d));
-        GPU_CHECK(cuda_layernorm(g->xn, g->x, ly->attn_proj_b, ly->ln_2_w, ly->ln_2_b, T, C, eps, d, s));
-        BLAS_CHECK(cuda_matmul(h, g->fc, FF, g->xn, C, ly->fc_w, T, C, FF, false, d));
-        GPU_CHECK(cuda_gelu(g->fc_act, g->fc, ly->fc_b, T, FF, cfg->act, d, s));
-        BLAS_CHECK(cuda_matmul(h, g->x, C, g->fc_act, FF, ly->fc_proj_w, T, FF, C, true, d));
-        pending = ly->fc_proj_b;
+        BLAS_CHECK(matmul(g, g->x, C, g->att, Q, &ly->o, T, Q, C, true));
+        GPU_CHECK(norm(g, g->xn, g->x, ly->o_b, ly->ffn_norm_w, ly->ffn_norm_b, T));
+        BLAS_CHECK(matmul(g, g->fc, FFW, g->xn, C, &ly->up, T, C, FFW, false));
+        if (swiglu)
+            GPU_CHECK(cuda_swiglu(g->fc_act, g->fc, T, FF, d, s));
+        else
+            GPU_CHECK(cuda_gelu(g->fc_act, g->fc, ly->up_b, T, FF, cfg->act, d, s));
+        BLAS_CHECK(matmul(g, g->x, C, g->fc_act, FF, &ly->down, T, FF, C, true));
+        pending = ly->down_b;
     }
     if (lo >= T)
         return TT_OK;
     const int R = T - lo;
     char *xnl = g->xn + (size_t)lo * (size_t)C * ds;
-    GPU_CHECK(cuda_layernorm(xnl, g->x + (size_t)lo * (size_t)C, pending, g->ln_f_w, g->ln_f_b, R, C, eps, d, s));
-    BLAS_CHECK(cuda_matmul_lm_head(h, g->logits, xnl, C, g->lm_head, R, C, V, d));
+    GPU_CHECK(norm(g, xnl, g->x + (size_t)lo * (size_t)C, pending, g->ln_f_w, g->ln_f_b, R));
+    BLAS_CHECK(matmul(g, g->logits, V, xnl, C, &g->lm_head, R, C, V, false));
     GPU_CHECK(cudaMemcpyAsync(out, g->logits, (size_t)R * (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, s));
     return TT_OK;
 }
@@ -684,7 +835,7 @@ static tt_status cuda_forward_batch(engine *e, const int *seqs, const int32_t *i
 static size_t carve_seq(cuda_engine *g, char *base, cuda_seq *out)
 {
     const model_config *cfg = g->base.config;
-    const size_t bytes = (size_t)cfg->L * (size_t)g->base.n_ctx * (size_t)cfg->C * tt_dtype_size(g->base.dtype);
+    const size_t bytes = (size_t)g->base.n_ctx * model_config_kv_bytes_per_token(cfg, tt_dtype_size(g->base.dtype)) / 2;
     carver c = {base, 0};
     out->k = (char *)carve(&c, bytes);
     out->v = (char *)carve(&c, bytes);
@@ -756,8 +907,8 @@ static void cuda_seq_copy(engine *e, int dst, int src, int from, int n)
     if (g->dead)
         return;
     const cuda_seq *d = &g->seqs[dst], *sq = &g->seqs[src];
-    cudaError_t r = cuda_kv_copy(d->k, d->v, sq->k, sq->v, from, n, cfg->L, cfg->NH, e->n_ctx, cfg->C / cfg->NH,
-                                 e->dtype, g->stream);
+    cudaError_t r = cuda_kv_copy(d->k, d->v, sq->k, sq->v, from, n, cfg->L, cfg->NKV, e->n_ctx, cfg->HS, e->dtype,
+                                 g->stream);
     if (r != cudaSuccess)
         gpu_fail_status(g, NULL, r, "cuda_kv_copy(d->k, d->v, sq->k, sq->v, ...)", __FILE__, __LINE__);
     seq_set_len(g, dst, n);
@@ -888,11 +1039,9 @@ static tt_status setup(cuda_engine *g, tt_error *err)
     if ((s = reserve_logits(g, 1, err)) != TT_OK)
         return s;
 
-    const size_t ds = tt_dtype_size(e->dtype), C = (size_t)cfg->C, FF = (size_t)cfg->FF;
-    /* Read per decode step: every matrix once (the lm_head included), the vectors, a row each of
-     * wte and wpe. */
-    e->weight_bytes = (size_t)cfg->L * (4 * C * C + 2 * C * FF) * ds + (size_t)cfg->V * C * ds +
-                      ((size_t)cfg->L * (9 * C + FF) + 2 * C) * sizeof(float) + 2 * C * ds;
+    /* Read per decode step: every matrix once (the lm_head included), the vectors, a row of each
+     * embedding table (the model's count; the vectors are fp32 here, a few kilobytes more). */
+    e->weight_bytes = model_weight_bytes(e->model, e->dtype);
     e->memory_bytes += g->weights_bytes + g->cache_bytes + g->acts_bytes;
     snprintf(e->description, sizeof e->description, "cuda: %.100s, %s weights, graphs %s", g->device_name,
              tt_dtype_name(e->dtype), g->co.use_graphs ? "on" : "off");
@@ -914,21 +1063,26 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
         cuda_engine_options_default(&cdef);
         co = &cdef;
     }
-    if (strcmp(cfg->arch->name, "gpt2") != 0)
-        return tt_fail(err, TT_ERR_UNSUPPORTED, "cuda: the GPU engine runs gpt2 models only so "
-                       "far; this %s model runs on the CPU (--backend cpu)", cfg->arch->name);
+    /* Separate q, k, v (or gate, up) tensors are uploaded side by side into one matrix: as rows
+     * when the file stores nn.Linear (N, K) matrices; Conv1D (K, N) ones would interleave. */
+    const tensor_ref *t0 = model_layer_tensors(m, 0);
+    if ((!(cfg->features & ARCH_F_QKV_FUSED) && t0[ARCH_T_Q].in_out) ||
+        ((cfg->features & ARCH_F_SWIGLU) && t0[ARCH_T_GATE].in_out))
+        return tt_fail(err, TT_ERR_UNSUPPORTED, "cuda: %s: separate q/k/v or gate/up matrices stored "
+                       "[in, out] are not supported by the GPU engine; use --backend cpu", cfg->arch->name);
     if (o->dtype == TT_Q8)
         return tt_fail(err, TT_ERR_ARG, "cuda: --dtype q8 runs on the CPU only (the GPU engine "
                        "holds fp32, fp16 or bf16): use --backend cpu or another --dtype");
     if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16)
         return tt_fail(err, TT_ERR_ARG, "cuda: unknown weight dtype %d", (int)o->dtype);
-    int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT;
+    /* The CPU engine's default (core/cpu/cpu.c): the model's context, up to 4,096 positions. */
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT < CUDA_DEFAULT_CTX_MAX ? cfg->maxT : CUDA_DEFAULT_CTX_MAX;
     if (n_ctx > cfg->maxT)
         return tt_fail(err, TT_ERR_ARG, "cuda: context of %d tokens is longer than the model's "
-                       "n_positions (%d)", n_ctx, cfg->maxT);
-    if (cfg->C / cfg->NH > CUDA_MAX_HS)
+                       "%d positions", n_ctx, cfg->maxT);
+    if (cfg->HS > CUDA_MAX_HS)
         return tt_fail(err, TT_ERR_UNSUPPORTED, "cuda: head size %d is larger than the %d the "
-                       "attention kernel handles", cfg->C / cfg->NH, CUDA_MAX_HS);
+                       "attention kernels handle", cfg->HS, CUDA_MAX_HS);
     char why[160];
     if (!cuda_backend_available(why, sizeof why))
         return tt_fail(err, TT_ERR_DEVICE, "cuda: %s", why);
@@ -968,7 +1122,7 @@ extern "C" bool cuda_engine_get_stats(const engine *e, cuda_engine_stats *out)
     out->device_bytes = g->weights_bytes + g->cache_bytes + g->acts_bytes +
                         (size_t)(g->n_seqs - 1) * g->seq_bytes;
     out->weight_bytes = e->weight_bytes;
-    out->kv_bytes_per_pos = 2 * (size_t)e->config->L * (size_t)e->config->C * tt_dtype_size(e->dtype);
+    out->kv_bytes_per_pos = model_config_kv_bytes_per_token(e->config, tt_dtype_size(e->dtype));
     out->graphs = g->co.use_graphs && !g->graph_failed;
     out->graph_replays = g->replays;
     out->steps = g->steps;

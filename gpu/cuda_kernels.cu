@@ -1,5 +1,6 @@
-/* cuda_kernels.cu: the CUDA backend's kernels (embedding, LayerNorm, GELU, q/k/v split into the cache,
- * causal softmax, decode attention) and its cuBLAS calls. Compiled by nvcc, or as C++ against the
+/* cuda_kernels.cu: the CUDA backend's kernels (embedding, LayerNorm, RMSNorm, GELU, SwiGLU, q/k/v
+ * heads (bias, q/k norm, RoPE) into q and the cache, causal softmax, decode attention) and its cuBLAS
+ * calls. Compiled by nvcc, or as C++ against the
  * host emulation (gpu/emu), so the same code is tested without a GPU. */
 #include "gpu/cuda_kernels.h"
 
@@ -37,7 +38,8 @@ __global__ void embed_kernel(float *x, const int *tokens, const void *wte, const
     const size_t id = (size_t)tokens[1 + t], p = (size_t)(tokens[0] + t);
     float *xr = x + (size_t)t * C;
     for (int i = threadIdx.x; i < C; i += blockDim.x)
-        xr[i] = tt_load_f32(wte, D, id * C + i) + tt_load_f32(wpe, D, p * C + i);
+        xr[i] = wpe ? tt_load_f32(wte, D, id * C + i) + tt_load_f32(wpe, D, p * C + i)
+                    : tt_load_f32(wte, D, id * C + i);
 }
 
 cudaError_t cuda_embed(float *x, const int *tokens, const void *wte, const void *wpe, int T, int C,
@@ -53,7 +55,8 @@ __global__ void embed_rows_kernel(float *x, const cuda_row *rows, const void *wt
     const size_t id = (size_t)rows[b].id, p = (size_t)rows[b].pos;
     float *xr = x + (size_t)b * C;
     for (int i = threadIdx.x; i < C; i += blockDim.x)
-        xr[i] = tt_load_f32(wte, D, id * C + i) + tt_load_f32(wpe, D, p * C + i);
+        xr[i] = wpe ? tt_load_f32(wte, D, id * C + i) + tt_load_f32(wpe, D, p * C + i)
+                    : tt_load_f32(wte, D, id * C + i);
 }
 
 cudaError_t cuda_embed_rows(float *x, const cuda_row *rows, const void *wte, const void *wpe, int B,
@@ -100,6 +103,32 @@ cudaError_t cuda_layernorm(void *out, float *x, const float *bias, const float *
                        C, eps);
 }
 
+template <tt_dtype D>
+__global__ void rmsnorm_kernel(void *out, float *x, const float *bias, const float *w, int C, float eps)
+{
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    float *xr = x + (size_t)t * C;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        float v = xr[i];
+        if (bias) {
+            v += bias[i];
+            xr[i] = v;
+        }
+        ss += v * v;
+    }
+    const float rstd = arch_rmsnorm_rstd(block_sum(ss, red) / (float)C, eps);
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        tt_store_f32(out, D, (size_t)t * C + i, arch_rmsnorm_apply(xr[i], rstd, w[i]));
+}
+
+cudaError_t cuda_rmsnorm(void *out, float *x, const float *bias, const float *w, int T, int C, float eps,
+                         tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, rmsnorm_kernel, dim3(T), dim3(row_block(C)), 0, stream, out, x, bias, w, C, eps);
+}
+
 /* =============================================================================================
  * Matmuls (cuBLAS, column-major: a row-major (R, S) matrix is a column-major (S, R) one) */
 
@@ -109,6 +138,17 @@ cublasStatus_t cuda_matmul(cublasHandle_t h, float *out, int ldo, const void *x,
     /* out^T (N, T) = W^T (N, K) x^T (K, T): W row-major (K, N) is column-major (N, K) with ld N. */
     const float one = 1.0f, zero = 0.0f;
     return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, T, K, &one, w, tt_cuda_type(d), N,
+                        x, tt_cuda_type(d), ldx, accumulate ? &one : &zero, out, CUDA_R_32F, ldo,
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t cuda_matmul_linear(cublasHandle_t h, float *out, int ldo, const void *x, int ldx,
+                                  const void *w, int T, int K, int N, bool accumulate, tt_dtype d)
+{
+    /* out^T (N, T) = W (N, K) x^T (K, T): W row-major (N, K) is column-major (K, N) with ld K, so it
+     * enters transposed. */
+    const float one = 1.0f, zero = 0.0f;
+    return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, tt_cuda_type(d), K,
                         x, tt_cuda_type(d), ldx, accumulate ? &one : &zero, out, CUDA_R_32F, ldo,
                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
@@ -145,47 +185,127 @@ cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int F
 }
 
 /* =============================================================================================
- * Attention */
+ * SwiGLU */
 
 template <tt_dtype D>
-__global__ void qkv_store_kernel(void *q, void *k, void *v, const float *qkv, const float *bias,
-                                 const int *tokens, int T, int C, int NH, int n_ctx)
+__global__ void swiglu_kernel(void *out, const float *gu, int FF, size_t N)
 {
-    const size_t N = (size_t)T * 3 * C;
-    const int HS = C / NH, pos = tokens[0];
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x) {
-        const int t = (int)(i / (3 * (size_t)C)), j = (int)(i % (3 * (size_t)C));
-        const float val = qkv[i] + bias[j];
-        const int part = j / C, c = j % C, hd = c / HS, dd = c % HS;
-        if (part == 0)
-            tt_store_f32(q, D, (size_t)t * C + c, val);
-        else
-            tt_store_f32(part == 1 ? k : v, D, ((size_t)hd * n_ctx + pos + t) * HS + dd, val);
+        const size_t t = i / (size_t)FF, j = i % (size_t)FF;
+        const float *row = gu + t * 2 * (size_t)FF;
+        tt_store_f32(out, D, i, arch_silu(row[j]) * row[FF + j]);
     }
 }
 
-cudaError_t cuda_qkv_store(void *q, void *k, void *v, const float *qkv, const float *bias,
-                           const int *tokens, int T, int C, int NH, int n_ctx, tt_dtype d,
-                           cudaStream_t stream)
+cudaError_t cuda_swiglu(void *out, const float *gu, int T, int FF, tt_dtype d, cudaStream_t stream)
 {
-    size_t N = (size_t)T * 3 * C;
-    return TT_DISPATCH(d, qkv_store_kernel, dim3(flat_grid(N)), dim3(256), 0, stream, q, k, v, qkv, bias,
-                       tokens, T, C, NH, n_ctx);
+    size_t N = (size_t)T * FF;
+    return TT_DISPATCH(d, swiglu_kernel, dim3(flat_grid(N)), dim3(256), 0, stream, out, gu, FF, N);
+}
+
+/* =============================================================================================
+ * Attention */
+
+/* One head of one row of q|k|v (block (head, row), head < NH + 2 NKV): + bias, RMSNorm and RoPE
+ * for query and key heads as the recipe says; then a query head goes to q at element q_at + head HS,
+ * a key or value head to k or v at element kv_at (its KV head's slab, at the row's position). The
+ * head goes through shared memory once: RoPE pairs element i with i + HS/2, which another thread
+ * holds. */
+template <tt_dtype D>
+__device__ static void qkv_head(void *q, size_t q_at, void *k, void *v, size_t kv_at, const float *qkv,
+                                int pos, const cuda_attn &a)
+{
+    __shared__ float hv[CUDA_MAX_HS];
+    __shared__ float red[32];
+    const int hd = blockIdx.x, HS = a.HS, half = HS / 2;
+    const int kind = hd < a.NH ? 0 : hd < a.NH + a.NKV ? 1 : 2;   /* query, key, value */
+    const size_t col = (size_t)hd * HS;
+    for (int i = threadIdx.x; i < HS; i += blockDim.x)
+        hv[i] = a.bias ? qkv[col + i] + a.bias[col + i] : qkv[col + i];
+    const float *norm = kind == 0 ? a.q_norm : kind == 1 ? a.k_norm : NULL;
+    if (norm) {                                     /* the same for the whole block */
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < HS; i += blockDim.x)
+            ss += hv[i] * hv[i];
+        const float rstd = arch_rmsnorm_rstd(block_sum(ss, red) / (float)HS, a.eps);
+        for (int i = threadIdx.x; i < HS; i += blockDim.x)
+            hv[i] = arch_rmsnorm_apply(hv[i], rstd, norm[i]);
+    }
+    __syncthreads();
+    void *dst = kind == 0 ? q : kind == 1 ? k : v;
+    const size_t at = kind == 0 ? q_at + col : kv_at;
+    if (kind == 2 || !a.rope_cos) {
+        for (int i = threadIdx.x; i < HS; i += blockDim.x)
+            tt_store_f32(dst, D, at + i, hv[i]);
+        return;
+    }
+    const float *cs = a.rope_cos + (size_t)pos * half, *sn = a.rope_sin + (size_t)pos * half;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float x0 = hv[i], x1 = hv[i + half];
+        tt_store_f32(dst, D, at + i, arch_rope_first(x0, x1, cs[i], sn[i]));
+        tt_store_f32(dst, D, at + i + half, arch_rope_second(x0, x1, cs[i], sn[i]));
+    }
+}
+
+/* Element offset of KV head hd's row at pos within a layer's cache (hd a key or value head). */
+__device__ static inline size_t kv_row(const cuda_attn &a, int hd, int pos)
+{
+    const int kh = hd < a.NH + a.NKV ? hd - a.NH : hd - a.NH - a.NKV;
+    return ((size_t)kh * a.n_ctx + pos) * a.HS;
+}
+
+template <tt_dtype D>
+__global__ void qkv_store_kernel(void *q, void *k, void *v, const float *qkv, const int *tokens, cuda_attn a)
+{
+    const int t = blockIdx.y, hd = blockIdx.x, pos = tokens[0] + t;
+    const size_t QKV = (size_t)(a.NH + 2 * a.NKV) * a.HS;
+    qkv_head<D>(q, (size_t)t * a.NH * a.HS, k, v, hd < a.NH ? 0 : kv_row(a, hd, pos), qkv + t * QKV, pos, a);
+}
+
+cudaError_t cuda_qkv_store(void *q, void *k, void *v, const float *qkv, const int *tokens, int T,
+                           const cuda_attn *a, tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, qkv_store_kernel, dim3(a->NH + 2 * a->NKV, T), dim3(row_block(a->HS)), 0, stream, q,
+                       k, v, qkv, tokens, *a);
+}
+
+template <tt_dtype D>
+__global__ void qkv_store_rows_kernel(void *q, const float *qkv, const cuda_row *rows, size_t layer, cuda_attn a)
+{
+    const int b = blockIdx.y, hd = blockIdx.x, pos = rows[b].pos;
+    const size_t QKV = (size_t)(a.NH + 2 * a.NKV) * a.HS;
+    qkv_head<D>(q, (size_t)b * a.NH * a.HS, rows[b].k, rows[b].v, hd < a.NH ? 0 : layer + kv_row(a, hd, pos),
+                qkv + b * QKV, pos, a);
+}
+
+cudaError_t cuda_qkv_store_rows(void *q, const float *qkv, const cuda_row *rows, size_t layer, int B,
+                                const cuda_attn *a, tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, qkv_store_rows_kernel, dim3(a->NH + 2 * a->NKV, B), dim3(row_block(a->HS)), 0, stream,
+                       q, qkv, rows, layer, *a);
 }
 
 cublasStatus_t cuda_attention_scores(cublasHandle_t h, float *scores, const void *q, const void *k,
-                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d)
+                                     int pos, int T, int NH, int NKV, int HS, int n_ctx, tt_dtype d)
 {
-    /* Per head: S^T (n_keys, T) = K_h (n_keys, HS) q_h^T (HS, T).
-     * K_h is row-major (n_ctx, HS) = column-major (HS, n_ctx), ld HS, so it enters transposed;
-     * q_h is rows of q (T, C) from column h*HS = column-major (HS, T) with ld C. */
-    const int HS = C / NH, n_keys = pos + T;
+    /* Per query head h = kh G + g (G = NH / NKV), one batch over the KV heads kh for each g:
+     * S_h^T (n_keys, T) = K_kh (n_keys, HS) q_h^T (HS, T).
+     * K_kh is row-major (n_ctx, HS) = column-major (HS, n_ctx), ld HS, so it enters transposed;
+     * q_h is rows of q (T, NH HS) from column h*HS = column-major (HS, T) with ld NH HS. */
+    const int n_keys = pos + T, G = NH / NKV, Q = NH * HS;
+    const size_t es = tt_dtype_size(d);
     const float scale = gpt2_attn_scale(HS), zero = 0.0f;
-    return cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, T, HS, &scale,
-                                      k, tt_cuda_type(d), HS, (long long)n_ctx * HS,
-                                      q, tt_cuda_type(d), C, HS, &zero,
-                                      scores, CUDA_R_32F, n_keys, (long long)T * n_keys,
-                                      NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    for (int g = 0; g < G; g++) {
+        cublasStatus_t st = cublasGemmStridedBatchedEx(
+            h, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, T, HS, &scale,
+            k, tt_cuda_type(d), HS, (long long)n_ctx * HS,
+            (const char *)q + (size_t)g * HS * es, tt_cuda_type(d), Q, (long long)G * HS, &zero,
+            scores + (size_t)g * T * n_keys, CUDA_R_32F, n_keys, (long long)G * T * n_keys,
+            NKV, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return st;
+    }
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 template <tt_dtype D>
@@ -215,22 +335,31 @@ cudaError_t cuda_softmax_causal(void *probs, const float *scores, int pos, int T
 }
 
 cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *probs, const void *v,
-                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d)
+                                     int pos, int T, int NH, int NKV, int HS, int n_ctx, tt_dtype d)
 {
-    /* Per head: out_h^T (HS, T) = V_h^T (HS, n_keys) P_h^T (n_keys, T).
-     * V_h row-major (n_ctx, HS) = column-major (HS, n_ctx) with ld HS; P_h row-major (T, n_keys) =
-     * column-major (n_keys, T) with ld n_keys; out_h = columns h*HS of out (T, C), ld C. */
-    const int HS = C / NH, n_keys = pos + T;
+    /* Per query head h = kh G + g, one batch over the KV heads kh for each g:
+     * out_h^T (HS, T) = V_kh^T (HS, n_keys) P_h^T (n_keys, T).
+     * V_kh row-major (n_ctx, HS) = column-major (HS, n_ctx) with ld HS; P_h row-major (T, n_keys) =
+     * column-major (n_keys, T) with ld n_keys; out_h = columns h*HS of out (T, NH HS), ld NH HS. */
+    const int n_keys = pos + T, G = NH / NKV, Q = NH * HS;
+    const size_t es = tt_dtype_size(d);
     const float one = 1.0f, zero = 0.0f;
-    return cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, HS, T, n_keys, &one,
-                                      v, tt_cuda_type(d), HS, (long long)n_ctx * HS,
-                                      probs, tt_cuda_type(d), n_keys, (long long)T * n_keys, &zero,
-                                      out, tt_cuda_type(d), C, HS,
-                                      NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    for (int g = 0; g < G; g++) {
+        cublasStatus_t st = cublasGemmStridedBatchedEx(
+            h, CUBLAS_OP_N, CUBLAS_OP_N, HS, T, n_keys, &one,
+            v, tt_cuda_type(d), HS, (long long)n_ctx * HS,
+            (const char *)probs + (size_t)g * T * n_keys * es, tt_cuda_type(d), n_keys,
+            (long long)G * T * n_keys, &zero,
+            (char *)out + (size_t)g * HS * es, tt_cuda_type(d), Q, (long long)G * HS,
+            NKV, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return st;
+    }
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 /* Decode attention, split over the keys (flash-decoding): block (h, s, b) handles keys
- * [s*CHUNK, (s+1)*CHUNK) of head h of row b's sequence and leaves its maximum score m, its sum of
+ * [s*CHUNK, (s+1)*CHUNK) of query head h (KV head h / (NH / NKV)) of row b's sequence and leaves its maximum score m, its sum of
  * exp(score - m) l and its unnormalized output acc in partial; a second kernel combines the chunks.
  * The grid covers the whole cache (n_ctx / CHUNK blocks per head and row) and blocks past their
  * row's position return at once, so the launch is the same at every position and the step can be
@@ -242,41 +371,26 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
 
 static int decode_chunks(int n_ctx) { return (n_ctx + DECODE_CHUNK - 1) / DECODE_CHUNK; }
 
-/* v as the backend holds it in dtype D. */
-template <tt_dtype D> __device__ static inline float held(float v)
-{
-    return D == TT_F32 ? v : D == TT_F16 ? tt_f16_to_f32(tt_f32_to_f16(v)) : tt_bf16_to_f32(tt_f32_to_bf16(v));
-}
-
 template <tt_dtype D>
 __global__ void __launch_bounds__(DECODE_THREADS)
-attention_decode_kernel(float *partial, const float *qkv, const float *bias, const cuda_row *rows,
-                        size_t layer, int C, int NH, int n_ctx)
+attention_decode_kernel(float *partial, const void *q, const cuda_row *rows, size_t layer, int NH, int NKV,
+                        int HS, int n_ctx)
 {
     __shared__ float qs[CUDA_MAX_HS];
     __shared__ float att[DECODE_CHUNK];             /* scores, then exp(score - m) */
     __shared__ float part[DECODE_THREADS / 32][CUDA_MAX_HS];
     __shared__ float red[32];
-    const int HS = C / NH, hd = blockIdx.x, chunk = blockIdx.y, row = blockIdx.z;
+    const int hd = blockIdx.x, chunk = blockIdx.y, row = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
     const int n = rows[row].pos + 1;                /* keys 0 .. pos, the new one included */
     const int j0 = chunk * DECODE_CHUNK, j1 = j0 + DECODE_CHUNK < n ? j0 + DECODE_CHUNK : n;
     if (j0 >= n)                                    /* the whole block: no barrier is skipped */
         return;
-    void *k = rows[row].k, *v = rows[row].v;
-    qkv += (size_t)row * 3 * C;
-    const size_t base = layer + (size_t)hd * n_ctx * HS;
-    /* q = qkv + bias, rounded as the prefill path holds it; the block whose chunk holds the new
-     * position also stores its key and value (the other chunks never read that row). */
-    for (int i = threadIdx.x; i < HS; i += blockDim.x) {
-        const int c = hd * HS + i;
-        qs[i] = held<D>(qkv[c] + bias[c]);
-        if (j1 == n) {
-            tt_store_f32(k, D, base + (size_t)(n - 1) * HS + i, qkv[C + c] + bias[C + c]);
-            tt_store_f32(v, D, base + (size_t)(n - 1) * HS + i, qkv[2 * C + c] + bias[2 * C + c]);
-        }
-    }
-    __syncthreads();                                /* also publishes the new row to the block */
+    const void *k = rows[row].k, *v = rows[row].v;
+    const size_t base = layer + (size_t)(hd / (NH / NKV)) * n_ctx * HS;
+    for (int i = threadIdx.x; i < HS; i += blockDim.x)
+        qs[i] = tt_load_f32(q, D, ((size_t)row * NH + hd) * HS + i);
+    __syncthreads();
 
     /* Scores: each warp takes 4 keys at a time, 8 lanes per key; the loop bound is the same for
      * every lane of a warp, so all of them reach the shuffles. */
@@ -332,10 +446,10 @@ attention_decode_kernel(float *partial, const float *qkv, const float *bias, con
 }
 
 template <tt_dtype D>
-__global__ void attention_combine_kernel(void *out, const float *partial, const cuda_row *rows, int C, int NH,
+__global__ void attention_combine_kernel(void *out, const float *partial, const cuda_row *rows, int NH, int HS,
                                          int n_chunks)
 {
-    const int HS = C / NH, hd = blockIdx.x, row = blockIdx.y;
+    const int hd = blockIdx.x, row = blockIdx.y;
     const int used = (rows[row].pos + 1 + DECODE_CHUNK - 1) / DECODE_CHUNK;   /* chunks that ran */
     const float *p = partial + ((size_t)row * NH + hd) * n_chunks * (HS + 2);
     float mx = -INFINITY;
@@ -349,26 +463,26 @@ __global__ void attention_combine_kernel(void *out, const float *partial, const 
         float o = 0.0f;
         for (int c = 0; c < used; c++)
             o += expf(p[(size_t)c * (HS + 2)] - mx) * p[(size_t)c * (HS + 2) + 2 + i];
-        tt_store_f32(out, D, (size_t)row * C + (size_t)hd * HS + i, o * inv);
+        tt_store_f32(out, D, ((size_t)row * NH + hd) * HS + i, o * inv);
     }
 }
 
-size_t cuda_attention_decode_partial(int C, int NH, int n_ctx)
+size_t cuda_attention_decode_partial(int NH, int HS, int n_ctx)
 {
-    return (size_t)NH * (size_t)decode_chunks(n_ctx) * (size_t)(C / NH + 2);
+    return (size_t)NH * (size_t)decode_chunks(n_ctx) * (size_t)(HS + 2);
 }
 
-cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias,
-                                  const cuda_row *rows, size_t layer, int B, int C, int NH, int n_ctx,
-                                  tt_dtype d, cudaStream_t stream)
+cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const cuda_row *rows,
+                                  size_t layer, int B, int NH, int NKV, int HS, int n_ctx, tt_dtype d,
+                                  cudaStream_t stream)
 {
     const int S = decode_chunks(n_ctx);
     cudaError_t e = TT_DISPATCH(d, attention_decode_kernel, dim3(NH, S, B), dim3(DECODE_THREADS), 0, stream,
-                                partial, qkv, bias, rows, layer, C, NH, n_ctx);
+                                partial, q, rows, layer, NH, NKV, HS, n_ctx);
     if (e != cudaSuccess)
         return e;
-    return TT_DISPATCH(d, attention_combine_kernel, dim3(NH, B), dim3(row_block(C / NH)), 0, stream, out,
-                       (const float *)partial, rows, C, NH, S);
+    return TT_DISPATCH(d, attention_combine_kernel, dim3(NH, B), dim3(row_block(HS)), 0, stream, out,
+                       (const float *)partial, rows, NH, HS, S);
 }
 
 /* =============================================================================================
@@ -389,11 +503,11 @@ __global__ void kv_copy_kernel(E *dk, E *dv, const E *sk, const E *sv, size_t fr
 }
 
 cudaError_t cuda_kv_copy(void *dst_k, void *dst_v, const void *src_k, const void *src_v, int from,
-                         int n, int L, int NH, int n_ctx, int HS, tt_dtype d, cudaStream_t stream)
+                         int n, int L, int NKV, int n_ctx, int HS, tt_dtype d, cudaStream_t stream)
 {
     if (n <= from)
         return cudaSuccess;
-    const size_t len = (size_t)(n - from), N = (size_t)L * NH * len * HS;
+    const size_t len = (size_t)(n - from), N = (size_t)L * NKV * len * HS;
     if (tt_dtype_size(d) == 4)
         return TT_LAUNCH(kv_copy_kernel<uint32_t>, dim3(flat_grid(N)), dim3(256), 0, stream, (uint32_t *)dst_k,
                          (uint32_t *)dst_v, (const uint32_t *)src_k, (const uint32_t *)src_v, (size_t)from, len,

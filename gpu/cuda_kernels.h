@@ -3,16 +3,21 @@
  * returns the launch's or cuBLAS's status; the caller checks it (cuda_engine.cu's GPU_CHECK).
  *
  * The CPU twin (core/cpu/cpu.c, core/cpu/kernels.c) computes the same steps with the same scalar math
- * (core/arch/block_math.h for GELU, LayerNorm, the attention scale; core/base/dtype.h for every rounding):
- *     cpu_embed            <-> cuda_embed            x = wte[id] + wpe[pos + t]
+ * (core/arch/block_math.h for GELU, LayerNorm, RMSNorm, SiLU, RoPE, the attention scale;
+ * core/base/dtype.h for every rounding), walking the same recipe (core/arch/arch.h):
+ *     cpu_embed            <-> cuda_embed            x = token_embd[id] (+ pos_embd[pos + t])
  *     kernels_layernorm    <-> cuda_layernorm        (also adds the pending bias of the last matmul)
+ *     kernels_rmsnorm      <-> cuda_rmsnorm          (ARCH_F_RMSNORM; the same pending bias)
  *     cpu_matmul           <-> cuda_matmul           cuBLAS, fp32 accumulation; bias in the kernel after
+ *                              (a Conv1D [in, out] weight), cuda_matmul_linear (nn.Linear [out, in])
  *     MM_GELU_*            <-> cuda_gelu             bias + GELU
- *     kvcache_store        <-> cuda_qkv_store        bias + split into q and the cache (prefill;
- *                              decode does it inside cuda_attention_decode)
+ *     kernels_swiglu       <-> cuda_swiglu           silu(gate) * up (ARCH_F_SWIGLU)
+ *     cpu_attention_prepare <-> cuda_qkv_store       bias, per-head q/k RMSNorm, RoPE, then q out and
+ *                              (prefill), cuda_qkv_store_rows (decode)   k, v into the cache
  *     ref_attention        <-> cuda_attention_scores + cuda_softmax_causal + cuda_attention_values
  *                              (prefill, cuBLAS), or cuda_attention_decode (one token, split over keys)
- * Differences by design: activations that feed a matmul (LayerNorm, GELU and attention outputs, q)
+ * Grouped-query attention: query head h reads KV head h / (NH / NKV), on both.
+ * Differences by design: activations that feed a matmul (norm, GELU/SwiGLU and attention outputs, q)
  * and the KV cache are held in the weight dtype, because cuBLAS multiplies two operands of one type;
  * the residual stream, matmul outputs, scores and logits are fp32, as on the CPU.
  *
@@ -29,11 +34,23 @@
 
 #include "gpu/cuda_common.h"
 
-/* Largest head size cuda_attention_decode handles (GPT-2 uses 64). */
+/* Largest head size the attention kernels handle (GPT-2 and Llama use 64, Qwen3 128). */
 #define CUDA_MAX_HS 256
 
+/* The attention block's shape and what happens to each head of the q|k|v matmul's output before
+ * attention (core/arch/arch.h's recipe). q|k|v rows are (QKV) = [q (NH HS) | k (NKV HS) | v (NKV HS)];
+ * a KV cache is (NKV, n_ctx, HS) per layer. */
+typedef struct {
+    int NH, NKV, HS, n_ctx;
+    const float *bias;             /* (QKV) q|k|v biases, or NULL */
+    const float *q_norm, *k_norm;  /* (HS) per-head RMSNorm weights (ARCH_F_QK_NORM), or NULL */
+    float eps;                     /* their epsilon */
+    const float *rope_cos, *rope_sin;  /* (n_ctx, HS / 2) cos and sin of pos * inv_freq[i]
+                                          (ARCH_F_ROPE), or NULL */
+} cuda_attn;
+
 /* One row of a decode step: its token, its position in its sequence, and that sequence's KV
- * cache, (L, NH, n_ctx, HS) per K and V in the weight dtype (layer l at element l NH n_ctx HS).
+ * cache, (L, NKV, n_ctx, HS) per K and V in the weight dtype (layer l at element l NKV n_ctx HS).
  * Rows of one step belong to distinct sequences. */
 typedef struct {
     int pos;
@@ -41,7 +58,8 @@ typedef struct {
     void *k, *v;
 } cuda_row;
 
-/* x (T, C) fp32 = wte[tokens[1 + t]] + wpe[tokens[0] + t]; wte (V, C), wpe (maxT, C) in d. */
+/* x (T, C) fp32 = wte[tokens[1 + t]] + wpe[tokens[0] + t]; wte (V, C), wpe (maxT, C) in d; wpe
+ * NULL (RoPE models): x = wte[tokens[1 + t]]. */
 cudaError_t cuda_embed(float *x, const int *tokens, const void *wte, const void *wpe, int T, int C,
                        tt_dtype d, cudaStream_t stream);
 
@@ -54,10 +72,20 @@ cudaError_t cuda_embed_rows(float *x, const cuda_row *rows, const void *wte, con
 cudaError_t cuda_layernorm(void *out, float *x, const float *bias, const float *w, const float *b,
                            int T, int C, float eps, tt_dtype d, cudaStream_t stream);
 
+/* cuda_layernorm's twin for RMSNorm: x[t] += bias (when not NULL), then out[t] = x[t] rstd w,
+ * rstd = 1 / sqrt(mean(x[t]^2) + eps), written in d. */
+cudaError_t cuda_rmsnorm(void *out, float *x, const float *bias, const float *w, int T, int C, float eps,
+                         tt_dtype d, cudaStream_t stream);
+
 /* out (T, ldo) fp32 = x (T, ldx) W (K, N), or out += x W when accumulate. x and W in d; W is the
  * row-major Conv1D weight [in, out] = [K, N]. */
 cublasStatus_t cuda_matmul(cublasHandle_t h, float *out, int ldo, const void *x, int ldx, const void *w,
                            int T, int K, int N, bool accumulate, tt_dtype d);
+
+/* cuda_matmul for a weight stored as nn.Linear keeps it: W^T (N, K) row-major (Hugging Face's Llama
+ * family). */
+cublasStatus_t cuda_matmul_linear(cublasHandle_t h, float *out, int ldo, const void *x, int ldx,
+                                  const void *w, int T, int K, int N, bool accumulate, tt_dtype d);
 
 /* logits (T, V) fp32 = x (T, ldx) lm_head^T; lm_head (V, C) row-major in d (wte when tied). */
 cublasStatus_t cuda_matmul_lm_head(cublasHandle_t h, float *logits, const void *x, int ldx,
@@ -67,39 +95,49 @@ cublasStatus_t cuda_matmul_lm_head(cublasHandle_t h, float *logits, const void *
 cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, arch_activation act,
                       tt_dtype d, cudaStream_t stream);
 
-/* qkv (T, 3C) fp32 + bias (3C): the query part goes to q (T, C) in d, keys and values to the cache
- * k, v (NH, n_ctx, HS) in d at positions tokens[0] + t. */
-cudaError_t cuda_qkv_store(void *q, void *k, void *v, const float *qkv, const float *bias,
-                           const int *tokens, int T, int C, int NH, int n_ctx, tt_dtype d,
-                           cudaStream_t stream);
+/* out (T, FF) in d = silu(gate) * up, gu (T, 2 FF) fp32 holding [gate | up] per row. */
+cudaError_t cuda_swiglu(void *out, const float *gu, int T, int FF, tt_dtype d, cudaStream_t stream);
 
-/* Prefill attention of T queries at positions pos .. pos+T-1 over n_keys = pos + T cached keys:
- * scores (NH, T, n_keys) fp32 = q k^T / sqrt(HS)  (one strided batched GEMM over the heads), */
+/* qkv (T, QKV) fp32, each head: + bias, RMSNorm (q and k heads, when a.q_norm), RoPE at position
+ * tokens[0] + t (q and k heads, when a.rope_cos); then the query heads go to q (T, NH HS) in d,
+ * keys and values to the cache k, v (NKV, n_ctx, HS) in d at positions tokens[0] + t. */
+cudaError_t cuda_qkv_store(void *q, void *k, void *v, const float *qkv, const int *tokens, int T,
+                           const cuda_attn *a, tt_dtype d, cudaStream_t stream);
+
+/* The same for a decode step of B rows, qkv (B, QKV): row b at position rows[b].pos, its keys and
+ * values into rows[b]'s cache (layer at element offset `layer`). */
+cudaError_t cuda_qkv_store_rows(void *q, const float *qkv, const cuda_row *rows, size_t layer, int B,
+                                const cuda_attn *a, tt_dtype d, cudaStream_t stream);
+
+/* Prefill attention of T queries at positions pos .. pos+T-1 over n_keys = pos + T cached keys, q
+ * (T, NH HS) in d, the cache k, v (NKV, n_ctx, HS): query head h reads KV head h / (NH / NKV).
+ * scores (NH, T, n_keys) fp32 = q k^T / sqrt(HS)  (NH / NKV strided batched GEMMs over the KV
+ * heads), */
 cublasStatus_t cuda_attention_scores(cublasHandle_t h, float *scores, const void *q, const void *k,
-                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d);
+                                     int pos, int T, int NH, int NKV, int HS, int n_ctx, tt_dtype d);
 /* probs (NH, T, n_keys) in d = causal softmax of each row (keys past pos + t get 0), */
 cudaError_t cuda_softmax_causal(void *probs, const float *scores, int pos, int T, int NH, tt_dtype d,
                                 cudaStream_t stream);
-/* out (T, C) in d, head h at columns h*HS = probs v  (one strided batched GEMM). */
+/* out (T, NH HS) in d, head h at columns h*HS = probs v  (NH / NKV strided batched GEMMs). */
 cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *probs, const void *v,
-                                     int pos, int T, int C, int NH, int n_ctx, tt_dtype d);
+                                     int pos, int T, int NH, int NKV, int HS, int n_ctx, tt_dtype d);
 
-/* A decode step of B rows, straight from the qkv matmul (qkv (B, 3C) fp32): for each row b, what
- * cuda_qkv_store does (q, and the key and value into rows[b]'s cache at rows[b].pos, layer at
- * element offset `layer`) fused with attention over that sequence's keys 0 .. rows[b].pos:
- * out (B, C) in d. Each row is computed as it would be alone (the same blocks, the same order of
- * every sum), whatever B and the other rows. Two kernels: blocks of 256 keys per head and row
+/* A decode step of B rows after cuda_qkv_store_rows (q (B, NH HS) in d, the rows' new keys and
+ * values already in their caches): for each row b, attention over that sequence's keys
+ * 0 .. rows[b].pos (layer at element offset `layer`), query head h reading KV head h / (NH / NKV):
+ * out (B, NH HS) in d. Each row is computed as it would be alone (the same blocks, the same order
+ * of every sum), whatever B and the other rows. Two kernels: blocks of 256 keys per head and row
  * write partial results (partial: B * cuda_attention_decode_partial floats of device scratch), one
  * block per head and row combines them. Launch shapes depend on B and n_ctx only. */
-cudaError_t cuda_attention_decode(void *out, float *partial, const float *qkv, const float *bias,
-                                  const cuda_row *rows, size_t layer, int B, int C, int NH, int n_ctx,
-                                  tt_dtype d, cudaStream_t stream);
-size_t cuda_attention_decode_partial(int C, int NH, int n_ctx);   /* floats per row */
+cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const cuda_row *rows,
+                                  size_t layer, int B, int NH, int NKV, int HS, int n_ctx, tt_dtype d,
+                                  cudaStream_t stream);
+size_t cuda_attention_decode_partial(int NH, int HS, int n_ctx);   /* floats per row */
 
-/* Positions from .. n-1 of every layer and head of one sequence's cache (src_k, src_v) into
- * another's (dst_k, dst_v); caches (L, NH, n_ctx, HS) in d. One launch (beam search forks). */
+/* Positions from .. n-1 of every layer and KV head of one sequence's cache (src_k, src_v) into
+ * another's (dst_k, dst_v); caches (L, NKV, n_ctx, HS) in d. One launch (beam search forks). */
 cudaError_t cuda_kv_copy(void *dst_k, void *dst_v, const void *src_k, const void *src_v, int from,
-                         int n, int L, int NH, int n_ctx, int HS, tt_dtype d, cudaStream_t stream);
+                         int n, int L, int NKV, int n_ctx, int HS, tt_dtype d, cudaStream_t stream);
 
 /* A launch that touches every kind of instruction the kernels use, on a one-int buffer: fails with
  * cudaErrorNoKernelImageForDevice (or similar) when the build has no code for this device. */

@@ -219,7 +219,7 @@ extern "C" tt_status cuda_ops_attention(cuda_ops *c, float *out, float *k_cache,
     void *dout = ops_upload(c, NULL, (size_t)T * C, d, &e);
     float *dscores = decode ? NULL : (float *)ops_upload(c, NULL, (size_t)NH * T * n_keys, TT_F32, &e);
     void *dprobs = decode ? NULL : ops_upload(c, NULL, (size_t)NH * T * n_keys, d, &e);
-    float *dpart = decode ? (float *)ops_upload(c, NULL, cuda_attention_decode_partial(C, NH, n_ctx), TT_F32, &e)
+    float *dpart = decode ? (float *)ops_upload(c, NULL, cuda_attention_decode_partial(NH, C / NH, n_ctx), TT_F32, &e)
                           : NULL;
     /* The decode step's one row: this position, this cache (as one layer of it). */
     cuda_row row = {pos, 0, dk, dv};
@@ -229,13 +229,16 @@ extern "C" tt_status cuda_ops_attention(cuda_ops *c, float *out, float *k_cache,
     if (e == cudaSuccess && drow)
         e = cudaMemcpy(drow, &row, sizeof row, cudaMemcpyHostToDevice);
     OPS_CHECK(e);
+    const int HS = C / NH;
+    cuda_attn a = {NH, NH, HS, n_ctx, db, NULL, NULL, 0.0f, NULL, NULL};
     if (decode) {
-        OPS_CHECK(cuda_attention_decode(dout, dpart, dqkv, db, drow, 0, 1, C, NH, n_ctx, d, c->stream));
+        OPS_CHECK(cuda_qkv_store_rows(dq, dqkv, drow, 0, 1, &a, d, c->stream));
+        OPS_CHECK(cuda_attention_decode(dout, dpart, dq, drow, 0, 1, NH, NH, HS, n_ctx, d, c->stream));
     } else {
-        OPS_CHECK(cuda_qkv_store(dq, dk, dv, dqkv, db, dt, T, C, NH, n_ctx, d, c->stream));
-        OPS_BLAS(cuda_attention_scores(c->cublas, dscores, dq, dk, pos, T, C, NH, n_ctx, d));
+        OPS_CHECK(cuda_qkv_store(dq, dk, dv, dqkv, dt, T, &a, d, c->stream));
+        OPS_BLAS(cuda_attention_scores(c->cublas, dscores, dq, dk, pos, T, NH, NH, HS, n_ctx, d));
         OPS_CHECK(cuda_softmax_causal(dprobs, dscores, pos, T, NH, d, c->stream));
-        OPS_BLAS(cuda_attention_values(c->cublas, dout, dprobs, dv, pos, T, C, NH, n_ctx, d));
+        OPS_BLAS(cuda_attention_values(c->cublas, dout, dprobs, dv, pos, T, NH, NH, HS, n_ctx, d));
     }
     OPS_CHECK(ops_download(out, dout, (size_t)T * C, d));
     OPS_CHECK(ops_download(k_cache, dk, cache_n, d));

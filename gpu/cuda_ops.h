@@ -52,7 +52,7 @@ tt_status cuda_ops_softmax_causal(cuda_ops *c, float *probs, const float *scores
 /* One attention step as the engine runs it: qkv (T, 3C) + bias (3C) split into q and the cache at
  * positions pos .. pos+T-1, then attention of the T queries over keys 0 .. pos+t. k_cache and
  * v_cache (NH, n_ctx, HS) are in/out (rows past pos + T untouched); out (T, C). decode selects the
- * one-token kernels (T must be 1; the split into the cache happens inside them), otherwise
+ * one-token kernels (T must be 1: cuda_qkv_store_rows, cuda_attention_decode), otherwise
  * cuda_qkv_store and the cuBLAS path (scores, causal softmax, values). */
 tt_status cuda_ops_attention(cuda_ops *c, float *out, float *k_cache, float *v_cache, const float *qkv,
                              const float *bias, int pos, int T, int C, int NH, int n_ctx, bool decode,

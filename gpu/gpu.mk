@@ -248,3 +248,11 @@ gpu-bench: $(GPU_BENCH)
 	$(GPU_BENCH) $(GPU_BENCH_ARGS)
 
 GPU_TEST_DEPS += $(EMU_DIR)/cuda-bench-emu $(if $(NVCC),$(GPU_BENCH))
+
+# make gpu-check: for whoever has an NVIDIA GPU, one command (gpu/gpu_check.sh, under 8 minutes):
+# the plugin built for the device present, check_gpu_cuda run on it, the GPU's greedy tokens and
+# top probabilities against the CPU's (GPT-2 and Llama-family models), the GPU bench at GPT-2-XL
+# and Llama-3.2-1B shapes, one summary. Without a device it says so and fails at once.
+.PHONY: gpu-check
+gpu-check:
+	@MAKE="$(MAKE)" BUILD="$(BUILD)" NVCC="$(NVCC)" gpu/gpu_check.sh

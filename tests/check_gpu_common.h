@@ -9,6 +9,9 @@
  *    decode, truncate and continue, greedy generations, graphs on and off, chunked prefill
  *  - sequences (gt_add_sequences): batched rows against the same rows run alone, copies, beam
  *    search against the CPU's, the samples contract, bad input.
+ *  - the Llama family (gt_add_families): the committed Hugging Face fixtures (tests/fixtures/llama)
+ *    and random llama/mistral/qwen2/qwen3 models against the CPU engine: sessions, greedy tokens
+ *    and top probabilities, batches, speculative decoding.
  *
  * A file that includes this one defines GT_BATCH_BITWISE when its backend's batched rows must equal
  * rows run alone bit for bit (the emulation: every kernel is row-independent and its GEMM sums each
@@ -24,6 +27,7 @@
 #include <string.h>
 
 #include "core/decode/beam.h"
+#include "core/decode/speculative.h"
 #include "core/engine/engine.h"
 #include "core/arch/block_math.h"
 #include "core/cpu/kernels.h"
@@ -579,6 +583,7 @@ END_TEST
 typedef struct {
     const char *name;
     tu_model_spec model;           /* its seed is not read: gt_load writes every case with 41 */
+    const char *fixture;           /* a committed model (tests/fixtures/<fixture>) instead */
 } gt_model_case;
 
 /* Logits tolerance per held dtype (logits of magnitude about 3). fp32: both engines compute in
@@ -592,9 +597,30 @@ static void gt_logit_tol(tt_dtype d, double *tol, double *eps)
     *eps = d == TT_F32 ? 1e-5 : d == TT_F16 ? 2e-3 : 1.5e-2;
 }
 
+/* The same for a model of config c. The Llama family's fp16/bf16 bounds are 6 times GPT-2's: on
+ * the fixtures and random models of gt_add_families the GPU, which also rounds the norm, RoPE'd
+ * q/k, SwiGLU and attention outputs to the dtype, used up to 3.2 (fp16) and 3.4 (bf16) times
+ * GPT-2's bound (TT_GPU_TEST_VERBOSE=1, emulation); fp32 keeps GPT-2's. */
+static void gt_logit_tol_for(const model_config *c, tt_dtype d, double *tol, double *eps)
+{
+    gt_logit_tol(d, tol, eps);
+    if (d != TT_F32 && (c->features & ARCH_F_RMSNORM)) {
+        *tol *= 6;
+        *eps *= 6;
+    }
+}
+
 /* Model case mc written to a new directory (*dir, removed by tu_free_model) and loaded. */
 static model *gt_load(const gt_model_case *mc, char **dir)
 {
+    if (mc->fixture) {
+        model *m = NULL;
+        tt_error err = {0};
+        *dir = NULL;
+        ck_assert_msg(model_load(tu_path("%s/%s", TU_FIXTURES, mc->fixture), &m, &err) == TT_OK, "%s: %s",
+                      mc->fixture, err.msg);
+        return m;
+    }
     tu_model_spec ms = mc->model;
     ms.seed = 41;
     return tu_load_model(&ms, dir);
@@ -631,7 +657,7 @@ static void gt_pair_open(gt_pair *p, const gt_model_case *mc, tt_dtype d, const 
     memset(p, 0, sizeof *p);
     p->m = gt_load(mc, &p->dir);
     p->d = d;
-    gt_logit_tol(d, &p->tol, &p->eps);
+    gt_logit_tol_for(&p->m->config, d, &p->tol, &p->eps);
     tt_error err = {0};
     engine_options eo = gt_engine_options(d);
     eo.n_threads = 1;
@@ -702,7 +728,7 @@ static void gt_compare_session(const gt_model_case *mc, tt_dtype d, const cuda_e
     gt_pair_close(&p);
 }
 
-static const gt_model_case gt_tiny = {"tiny", {TT_F32, .exact = false}};
+static const gt_model_case gt_tiny = {"tiny", {TT_F32, .exact = false}, NULL};
 
 START_TEST(engine_matches_cpu_over_a_session)
 {
@@ -725,9 +751,9 @@ END_TEST
 START_TEST(engine_matches_cpu_on_other_model_shapes)
 {
     static const gt_model_case cases[] = {
-        {"untied, masks, f16 file", {TT_F16, .untied = true, .mask_buffers = true}},
-        {"erf", {TT_BF16, .erf = true}},
-        {"odd", {TT_F32, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}},
+        {"untied, masks, f16 file", {TT_F16, .untied = true, .mask_buffers = true}, NULL},
+        {"erf", {TT_BF16, .erf = true}, NULL},
+        {"odd", {TT_F32, .V = 301, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}, NULL},
     };
     cuda_engine_options co;
     cuda_engine_options_default(&co);
@@ -739,7 +765,7 @@ END_TEST
 START_TEST(greedy_generations_are_identical)
 {
     tt_dtype d = gt_dtypes[_i];
-    const gt_model_case mc = {"tiny exact", {TT_F32, .exact = true}};
+    const gt_model_case mc = {"tiny exact", {TT_F32, .exact = true}, NULL};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair p;
@@ -840,7 +866,7 @@ START_TEST(all_rows_of_a_span_equal_step_by_step_logits)
 END_TEST
 
 /* A model with an 8-position context, for the refusals at its end. */
-#define GT_SHORT_CASE {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}}
+#define GT_SHORT_CASE {"short", {TT_F32, .V = 300, .maxT = 8, .C = 32, .NH = 2, .L = 1, .FF = 0}, NULL}
 
 START_TEST(full_context_is_refused_and_the_engine_goes_on)
 {
@@ -863,7 +889,7 @@ START_TEST(long_context_decode_crosses_key_chunks)
 {
     /* 250 tokens of prefill (chunks of 256 and the cuBLAS attention), then decode steps across the
      * decode kernel's 256-key chunk boundary, then a rewind into the first chunk. */
-    const gt_model_case mc = {"long", {TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}};
+    const gt_model_case mc = {"long", {TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, NULL};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair p;
@@ -885,7 +911,7 @@ END_TEST
 START_TEST(two_engines_interleave_like_draft_and_target)
 {
     /* Speculative decoding keeps two engines on one device: nothing may be shared between them. */
-    const gt_model_case odd = {"odd", {TT_F32, .V = 512, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}};
+    const gt_model_case odd = {"odd", {TT_F32, .V = 512, .maxT = 40, .C = 36, .NH = 3, .L = 3, .FF = 99}, NULL};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     gt_pair a, b;
@@ -938,19 +964,12 @@ static float *gt_seq_alone(model *m, const engine_options *eo, const cuda_engine
     return out;
 }
 
-START_TEST(gpu_batched_rows_equal_the_same_rows_run_alone)
+/* Batches of 1, 3 and 6 sequences, rows in a permuted order, against each sequence run alone. */
+static void gt_batch_vs_alone(const gt_model_case *mc, tt_dtype d, const cuda_engine_options *co_in)
 {
-    /* Loop index: dtype x {graphs, small chunks without graphs}. With max_chunk 4 a batch of 6
-     * runs as 4 + 2 rows. Rows come in a permuted order; batch sizes 1, 3 and 6. */
-    const tt_dtype d = gt_dtypes[_i % 3];
-    cuda_engine_options co;
-    cuda_engine_options_default(&co);
-    if (_i >= 3) {
-        co.use_graphs = false;
-        co.max_chunk = 4;
-    }
+    cuda_engine_options co = *co_in;
     char *dir;
-    model *m = gt_load(&gt_tiny, &dir);
+    model *m = gt_load(mc, &dir);
     engine_options eo = gt_engine_options(d);
     const int V = m->config.V;
     float *want[GT_SEQS];
@@ -985,16 +1004,29 @@ START_TEST(gpu_batched_rows_equal_the_same_rows_run_alone)
         free(want[b]);
     tu_free_model(m, dir);
 }
+
+START_TEST(gpu_batched_rows_equal_the_same_rows_run_alone)
+{
+    /* Loop index: dtype x {graphs, small chunks without graphs}. With max_chunk 4 a batch of 6
+     * runs as 4 + 2 rows. */
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    if (_i >= 3) {
+        co.use_graphs = false;
+        co.max_chunk = 4;
+    }
+    gt_batch_vs_alone(&gt_tiny, gt_dtypes[_i % 3], &co);
+}
 END_TEST
 
-START_TEST(gpu_batched_rows_match_the_cpu_batch)
+/* The same batch on the CPU engine (batch-invariant) and the GPU engine: every row within the
+ * logits tolerance, so a batch is the model's forward and not just self-consistent. */
+static void gt_batch_vs_cpu(const gt_model_case *mc, tt_dtype d)
 {
-    /* The same batch on the CPU engine (batch-invariant) and the GPU engine: every row within the
-     * logits tolerance, so a batch is GPT-2's forward and not just self-consistent. */
     gt_pair p;
     cuda_engine_options co;
     cuda_engine_options_default(&co);
-    gt_pair_open(&p, &gt_tiny, gt_dtypes[_i], &co);
+    gt_pair_open(&p, mc, d, &co);
     const int V = p.m->config.V, B = 4;
     engine *es[2] = {p.cpu, p.gpu};
     tt_error err = {0};
@@ -1018,6 +1050,11 @@ START_TEST(gpu_batched_rows_match_the_cpu_batch)
     }
     free(ref);
     gt_pair_close(&p);
+}
+
+START_TEST(gpu_batched_rows_match_the_cpu_batch)
+{
+    gt_batch_vs_cpu(&gt_tiny, gt_dtypes[_i]);
 }
 END_TEST
 
@@ -1125,7 +1162,7 @@ START_TEST(gpu_beam_search_gives_the_cpu_beams)
      * the CPU's, far below the gaps between candidates, so the beams are the same ids; the summed
      * log-probabilities agree to the logits tolerance times the tokens summed. Cases: plain, and
      * EOS early (a frequent token) with a length penalty, n-gram blocking and early stopping. */
-    const gt_model_case mc = {"tiny exact", {TT_F32, .exact = true}};
+    const gt_model_case mc = {"tiny exact", {TT_F32, .exact = true}, NULL};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
     if (_i == 1)
@@ -1241,6 +1278,223 @@ START_TEST(gpu_samples_follow_the_seed_contract)
     tu_free_model(m, dir);
 }
 END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * The Llama family */
+
+/* The committed Hugging Face fixtures (tools/ref/mkllama.py): GQA, untied with llama3 RoPE
+ * scaling, sharded MHA with attention biases (BF16 file), mistral, qwen2 (q|k|v biases), qwen3
+ * (q/k norms, head_dim != hidden / heads). Each has 128 positions. */
+static const gt_model_case gt_fixtures[] = {
+    {"llama-gqa", {TT_F32}, "llama/llama-gqa"},
+    {"llama-untied-rope3", {TT_F32}, "llama/llama-untied-rope3"},
+    {"llama-mha-sharded", {TT_F32}, "llama/llama-mha-sharded"},
+    {"mistral", {TT_F32}, "llama/mistral"},
+    {"qwen2", {TT_F32}, "llama/qwen2"},
+    {"qwen3", {TT_F32}, "llama/qwen3"},
+};
+#define GT_N_FIXTURES ((int)(sizeof gt_fixtures / sizeof gt_fixtures[0]))
+
+/* Random models modelgen writes, as tests/check_arch.c's: GQA, one KV head and an untied head
+ * from an F16 file, biases from a BF16 file, q/k norms with HS 24 != C / NH. */
+static const gt_model_case gt_families[] = {
+    {"llama gqa", {TT_F32, .V = 300, .maxT = 48, .C = 64, .NH = 4, .L = 2, .FF = 96, .arch = "llama", .NKV = 2}, NULL},
+    {"mistral 1 kv head, untied", {TT_F16, .V = 301, .maxT = 48, .C = 48, .NH = 6, .L = 2, .FF = 80,
+                                   .arch = "mistral", .NKV = 1, .untied = true}, NULL},
+    {"qwen2 biases", {TT_BF16, .V = 300, .maxT = 48, .C = 64, .NH = 4, .L = 3, .FF = 96, .arch = "qwen2",
+                      .NKV = 2}, NULL},
+    {"qwen3 q/k norms, HS 24", {TT_F32, .V = 299, .maxT = 48, .C = 64, .NH = 4, .L = 2, .FF = 96,
+                                .arch = "qwen3", .NKV = 2, .HS = 24}, NULL},
+};
+#define GT_N_FAMILIES ((int)(sizeof gt_families / sizeof gt_families[0]))
+
+START_TEST(llama_fixtures_match_the_cpu_over_a_session)
+{
+    /* Loop index: fixture x dtype. */
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_compare_session(&gt_fixtures[_i / 3], gt_dtypes[_i % 3], &co);
+}
+END_TEST
+
+/* Softmax of logits (V) into p (V), in double. */
+static void gt_softmax(const float *logits, int V, double *p)
+{
+    double mx = -INFINITY, z = 0;
+    for (int v = 0; v < V; v++)
+        mx = fmax(mx, logits[v]);
+    for (int v = 0; v < V; v++)
+        z += (p[v] = exp((double)logits[v] - mx));
+    for (int v = 0; v < V; v++)
+        p[v] /= z;
+}
+
+START_TEST(llama_fixtures_greedy_tokens_and_top_probabilities_equal_the_cpu)
+{
+    /* fp32: a prompt of 90 ids (a prefill of two chunks when max_chunk is 64), then 30 greedy
+     * tokens, each engine fed its own choices, up to position 119 of 128, where RoPE turns
+     * fastest: the same tokens, and at every step the CPU's top-5 tokens have the same
+     * probabilities on the GPU within 1e-5. */
+    const gt_model_case *mc = &gt_fixtures[_i];
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    co.max_chunk = 64;
+    gt_pair p;
+    gt_pair_open(&p, mc, TT_F32, &co);
+    const int V = p.cpu->config->V, n_prompt = 90, n_gen = 30;
+    int32_t prompt[90], out[2][30];
+    for (int i = 0; i < n_prompt; i++)
+        prompt[i] = (int32_t)((i * 61 + 17) % V);
+    engine *es[2] = {p.cpu, p.gpu};
+    double *pc = malloc((size_t)V * sizeof(double)), *pg = malloc((size_t)V * sizeof(double));
+    double worst = 0;
+    tt_error err = {0};
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(engine_forward(es[k], prompt, n_prompt, 0, false, &err) == TT_OK, "%s", err.msg);
+    for (int s = 0; s < n_gen; s++) {
+        gt_softmax(engine_logits(p.cpu, 0), V, pc);
+        gt_softmax(engine_logits(p.gpu, 0), V, pg);
+        bool taken[4096] = {false};
+        for (int r = 0; r < 5 && V <= 4096; r++) {
+            int best = -1;
+            for (int v = 0; v < V; v++)
+                if (!taken[v] && (best < 0 || pc[v] > pc[best]))
+                    best = v;
+            taken[best] = true;
+            worst = fmax(worst, fabs(pg[best] - pc[best]));
+            ck_assert_msg(fabs(pg[best] - pc[best]) <= 1e-5, "%s, step %d: top-%d token %d has probability %.8f "
+                          "on the GPU, %.8f on the CPU", mc->name, s, r + 1, best, pg[best], pc[best]);
+        }
+        for (int k = 0; k < 2; k++) {
+            out[k][s] = util_argmax(engine_logits(es[k], 0), V);
+            ck_assert_msg(engine_forward(es[k], &out[k][s], 1, n_prompt + s, false, &err) == TT_OK, "%s",
+                          err.msg);
+        }
+        ck_assert_msg(out[0][s] == out[1][s], "%s: greedy token %d differs: cpu %d, gpu %d", mc->name, s,
+                      out[0][s], out[1][s]);
+    }
+    if (getenv("TT_GPU_TEST_VERBOSE"))
+        fprintf(stderr, "%s: greedy equal over %d tokens, top-5 probabilities within %.2g\n", mc->name, n_gen,
+                worst);
+    free(pc);
+    free(pg);
+    gt_pair_close(&p);
+}
+END_TEST
+
+START_TEST(llama_family_random_models_match_the_cpu_over_a_session)
+{
+    /* Loop index: model x dtype; every third without graphs and with chunks of 4. */
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    if (_i % 3 == 2) {
+        co.use_graphs = false;
+        co.max_chunk = 4;
+    }
+    gt_compare_session(&gt_families[_i / 3], gt_dtypes[_i % 3], &co);
+}
+END_TEST
+
+START_TEST(llama_family_batched_rows_match_the_cpu_and_rows_run_alone)
+{
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_batch_vs_cpu(&gt_families[_i], TT_F32);
+    gt_batch_vs_alone(&gt_families[_i], TT_F16, &co);
+}
+END_TEST
+
+START_TEST(llama_family_speculative_greedy_on_the_gpu_gives_the_cpu_greedy)
+{
+    /* The GPU engine as target and as its own draft (two engines of one model), speculative
+     * greedy with gamma 1 and 5 over the fixture: the CPU's plain greedy tokens; the draft's
+     * decode-kernel choices agree with the target's verification span, so nothing is rejected. */
+    const gt_model_case *mc = &gt_fixtures[_i];
+    char *dir;
+    model *m = gt_load(mc, &dir);
+    const int V = m->config.V, NP = 4, N = 40;
+    sampler_params params;
+    sampler_params_default(&params);
+    params.greedy = true;
+    tt_error err = {0};
+    engine *cpu = tu_cpu_engine(m, TT_F32, 1, 48);
+    engine_options eo = gt_engine_options(TT_F32);
+    eo.n_ctx = 48;
+    engine *target = gt_engine(m, &eo, NULL), *draft = gt_engine(m, &eo, NULL);
+    int32_t plain[40], w[40];
+    for (int i = 0; i < NP; i++)
+        plain[i] = (int32_t)((i * 53 + 7) % V);
+    ck_assert(engine_forward(cpu, plain, NP, 0, false, &err) == TT_OK);
+    for (int n = NP; n < N; n++) {
+        plain[n] = (int32_t)util_argmax(engine_logits(cpu, 0), V);
+        if (n + 1 < N)
+            ck_assert(engine_forward(cpu, &plain[n], 1, n, false, &err) == TT_OK);
+    }
+    spec *sp = spec_create(V);
+    for (int gamma = 1; gamma <= 6; gamma += 5) {
+        engine_truncate(target, 0);
+        engine_truncate(draft, 0);
+        memcpy(w, plain, NP * sizeof *w);
+        int n = NP, rejected = 0;
+        while (n < N) {
+            spec_request req = {.key = 1, .pos = n, .tokens = w, .n = n, .gamma = gamma,
+                                .max_tokens = N - n, .stop_id = -1, .banned = -1};
+            ck_assert_msg(spec_run_round(sp, target, draft, &params, &req, &err) == TT_OK, "%s", err.msg);
+            const spec_round *R = spec_last_round(sp);
+            rejected += R->rejected;
+            for (int i = 0; i < R->n_out && n < N; i++)
+                w[n++] = R->out[i];
+        }
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(w[i] == plain[i], "%s gamma %d: token %d is %d speculatively on the GPU, %d in the "
+                          "CPU's plain greedy", mc->name, gamma, i, w[i], plain[i]);
+        ck_assert_msg(rejected == 0, "%s gamma %d: %d draft tokens rejected", mc->name, gamma, rejected);
+    }
+    spec_free(sp);
+    engine_free(target);
+    engine_free(draft);
+    engine_free(cpu);
+    tu_free_model(m, dir);
+}
+END_TEST
+
+START_TEST(llama_kv_cache_holds_key_value_heads_only)
+{
+    /* 4 query heads, 2 KV heads of 16 (llama-gqa): bench and /show's bytes per token, and a
+     * sequence's cache, are 2 L NKV HS elements a position, half of what NH heads would take. */
+    char *dir;
+    model *m = gt_load(&gt_fixtures[0], &dir);
+    engine_options eo = gt_engine_options(TT_F16);
+    eo.n_ctx = 32;
+    engine *e = gt_engine(m, &eo, NULL);
+    cuda_engine_stats st;
+    ck_assert(cuda_engine_get_stats(e, &st));
+    ck_assert_uint_eq(st.kv_bytes_per_pos, 2u * 2 * 2 * 16 * 2);
+    ck_assert_uint_eq(st.kv_bytes_per_pos, model_config_kv_bytes_per_token(&m->config, 2));
+    ck_assert_uint_eq(st.weight_bytes, model_weight_bytes(m, TT_F16));
+    tt_error err = {0};
+    ck_assert(engine_seq_reserve(e, 2, &err) == TT_OK);
+    ck_assert(cuda_engine_get_stats(e, &st));
+    ck_assert_uint_ge(st.sequence_bytes, 32 * st.kv_bytes_per_pos);
+    ck_assert_uint_lt(st.sequence_bytes, 32 * st.kv_bytes_per_pos + 1024);
+    engine_free(e);
+    tu_free_model(m, dir);
+}
+END_TEST
+
+/* Adds the Llama-family cases to s. */
+static void gt_add_families(Suite *s)
+{
+    TCase *tc = tcase_create("families");
+    tcase_add_loop_test(tc, llama_fixtures_match_the_cpu_over_a_session, 0, 3 * GT_N_FIXTURES);
+    tcase_add_loop_test(tc, llama_fixtures_greedy_tokens_and_top_probabilities_equal_the_cpu, 0, GT_N_FIXTURES);
+    tcase_add_loop_test(tc, llama_family_random_models_match_the_cpu_over_a_session, 0, 3 * GT_N_FAMILIES);
+    tcase_add_loop_test(tc, llama_family_batched_rows_match_the_cpu_and_rows_run_alone, 0, GT_N_FAMILIES);
+    tcase_add_loop_test(tc, llama_family_speculative_greedy_on_the_gpu_gives_the_cpu_greedy, 0, GT_N_FIXTURES);
+    tcase_add_test(tc, llama_kv_cache_holds_key_value_heads_only);
+    tcase_set_timeout(tc, 300);
+    suite_add_tcase(s, tc);
+}
 
 /* Adds the sequence cases to s (a separate function: other parts of this file change on their own). */
 static void gt_add_sequences(Suite *s)

@@ -95,6 +95,7 @@ int main(void)
         tu_add_case(s, "device", TU_TESTS(device_info_reports_peak_bandwidth));
         gt_add_common(s);
         gt_add_sequences(s);
+        gt_add_families(s);
     } else {
         printf("gpu_cuda: %s: checking the CPU fallback only\n", why);
         TCase *tc = tu_add_case(s, "fallback", TU_TESTS(

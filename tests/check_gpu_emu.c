@@ -350,5 +350,6 @@ int main(void)
 
     gt_add_common(s);
     gt_add_sequences(s);
+    gt_add_families(s);
     return tu_run_suite(s);
 }

@@ -193,6 +193,10 @@ static inline size_t model_config_kv_bytes_per_token(const model_config *c, size
  * backends build their cos/sin tables from it. */
 void arch_rope_inv_freq(const model_config *c, double *inv_freq);
 
+/* The tables both backends rotate with: cos_out and sin_out (n_ctx, HS / 2) hold cos and sin of
+ * p * inv_freq[i] for positions p < n_ctx, computed in double, stored as float. */
+void arch_rope_tables(const model_config *c, int n_ctx, float *cos_out, float *sin_out);
+
 /* Multiply-adds of one position's forward at context length n (the matrices, the head, and
  * attention's q.k and p.v over n keys). */
 double model_config_macs_per_token(const model_config *c, int n);

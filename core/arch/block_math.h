@@ -43,6 +43,23 @@ TT_HOSTDEV static inline float arch_rmsnorm_rstd(float mean_sq, float eps)
     return 1.0f / sqrtf(mean_sq + eps);
 }
 
+TT_HOSTDEV static inline float arch_rmsnorm_apply(float x, float rstd, float w)
+{
+    return x * rstd * w;
+}
+
+/* RoPE, rotate-half pairing: the pair (a, b) = (x[i], x[i + HS/2]) turned by the angle whose cosine
+ * and sine are c and s; the new x[i] and x[i + HS/2]. */
+TT_HOSTDEV static inline float arch_rope_first(float a, float b, float c, float s)
+{
+    return a * c - b * s;
+}
+
+TT_HOSTDEV static inline float arch_rope_second(float a, float b, float c, float s)
+{
+    return b * c + a * s;
+}
+
 /* SiLU: x * sigmoid(x) (the SwiGLU gate). */
 TT_HOSTDEV static inline float arch_silu(float x)
 {

@@ -99,6 +99,19 @@ void arch_rope_inv_freq(const model_config *c, double *inv_freq)
     }
 }
 
+void arch_rope_tables(const model_config *c, int n_ctx, float *cos_out, float *sin_out)
+{
+    const int half = c->HS / 2;
+    double inv[LIMIT_HS / 2];
+    arch_rope_inv_freq(c, inv);
+    for (int p = 0; p < n_ctx; p++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)p * inv[i];
+            cos_out[(size_t)p * half + i] = (float)cos(a);
+            sin_out[(size_t)p * half + i] = (float)sin(a);
+        }
+}
+
 tt_status arch_check_config(const model_config *c, const char *name, tt_error *err)
 {
     static const struct { const char *what; int lim; } lims[] = {

@@ -819,21 +819,11 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     }
     if (cfg->features & ARCH_F_ROPE) {
         const int n_ctx = ce->cache.n_ctx, half = cfg->HS / 2;
-        double *inv = malloc((size_t)half * sizeof *inv);
         ce->rope_cos = malloc((size_t)n_ctx * (size_t)half * sizeof(float));
         ce->rope_sin = malloc((size_t)n_ctx * (size_t)half * sizeof(float));
-        if (!inv || !ce->rope_cos || !ce->rope_sin) {
-            free(inv);
+        if (!ce->rope_cos || !ce->rope_sin)
             return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the RoPE tables");
-        }
-        arch_rope_inv_freq(cfg, inv);
-        for (int p = 0; p < n_ctx; p++)
-            for (int i = 0; i < half; i++) {
-                double a = (double)p * inv[i];
-                ce->rope_cos[(size_t)p * half + i] = (float)cos(a);
-                ce->rope_sin[(size_t)p * half + i] = (float)sin(a);
-            }
-        free(inv);
+        arch_rope_tables(cfg, n_ctx, ce->rope_cos, ce->rope_sin);
         ce->base.memory_bytes += 2 * (size_t)n_ctx * (size_t)half * sizeof(float);
     }
     elems += (size_t)nth * ce->mm_stride;

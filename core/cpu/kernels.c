@@ -327,7 +327,7 @@ void kernels_rmsnorm(float *out, int ldo, const float *x, int ldx, const float *
         float *o = out + (size_t)t * (size_t)ldo;
         float rstd = arch_rmsnorm_rstd(sumsq_lanes(xr, C, 0.0f) / (float)C, eps);
         for (int i = 0; i < C; i++)
-            o[i] = xr[i] * rstd * w[i];
+            o[i] = arch_rmsnorm_apply(xr[i], rstd, w[i]);
     }
 }
 
@@ -340,8 +340,8 @@ void kernels_rope(float *x, int n_heads, int HS, const float *cs_cos, const floa
         float *v = x + (size_t)h * (size_t)HS;
         for (int i = 0; i < half; i++) {
             float a = v[i], b = v[i + half];
-            v[i] = a * c[i] - b * sn[i];
-            v[i + half] = b * c[i] + a * sn[i];
+            v[i] = arch_rope_first(a, b, c[i], sn[i]);
+            v[i + half] = arch_rope_second(a, b, c[i], sn[i]);
         }
     }
 }

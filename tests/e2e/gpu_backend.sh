@@ -194,4 +194,41 @@ if [ -x "$BUILD/gpu/cuda-bench" ] && grep -q "no CUDA" "$tmp/cuda.err"; then
         test $? -eq 1 -a "$(grep -c "cuda-bench: no CUDA device" "$tmp/nb.err")" -eq 1
 fi
 
+# --- the Llama family over the emulated GPU: random qwen3 (q/k norms, head_dim != hidden/heads,
+# GQA) and llama (one KV head, untied head, F16 file) models, greedy ids as on the CPU
+"$MKMODEL" "$tmp/q3" --arch qwen3 --embd 64 --heads 4 --kv-heads 2 --head-dim 24 --layers 2 --inner 96 \
+    --vocab 300 --ctx 64 --seed 4 >/dev/null || fail "mkmodel --arch qwen3"
+"$MKMODEL" "$tmp/ll" --arch llama --embd 48 --heads 6 --kv-heads 1 --layers 2 --inner 80 --vocab 300 \
+    --ctx 64 --untied --dtype fp16 --seed 5 >/dev/null || fail "mkmodel --arch llama"
+for fx in q3 ll; do
+    for dt in fp32 fp16; do
+        for b in cpu cuda; do
+            "${EMU[@]}" generate --model "$tmp/$fx" --threads 1 -p "hello world" -n 16 --greedy --json \
+                --dtype $dt --backend $b >"$tmp/fx.$fx.$dt.$b" 2>"$tmp/fx.$fx.$dt.$b.err"
+        done
+        check "emulated GPU, random $(sed -n 's/.*"model_type": *"\([a-z0-9]*\)".*/\1/p' "$tmp/$fx/config.json") model, $dt: the CPU's 16 greedy ids" \
+            bash -c "[ \$(grep -c '\"id\":[0-9]*,\"token\"' '$tmp/fx.$fx.$dt.cpu') -eq 16 ] &&
+                     cmp -s <(grep -o '\"id\":[0-9]*,\"token\"' '$tmp/fx.$fx.$dt.cpu') \
+                            <(grep -o '\"id\":[0-9]*,\"token\"' '$tmp/fx.$fx.$dt.cuda')"
+    done
+done
+
+# --- make gpu-check without a device: says so and fails at once, before building anything
+# (three ways: no nvidia-smi, one that finds no device, one that hangs).
+printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$tmp/smi-none" && chmod +x "$tmp/smi-none"
+printf '#!/bin/sh\nexec sleep 60\n' >"$tmp/smi-hang" && chmod +x "$tmp/smi-hang"
+for smi in "$tmp/absent" "$tmp/smi-none" "$tmp/smi-hang"; do
+    t0=$SECONDS
+    NVIDIA_SMI=$smi GPU_CHECK_DETECT_TIMEOUT=2 BUILD=$tmp/gc MAKE=false gpu/gpu_check.sh >"$tmp/gc.out" 2>&1
+    rc=$?
+    check "gpu-check with NVIDIA_SMI=${smi##*/}: exit 1 within 10 s saying there is no GPU, nothing built" \
+        bash -c "[ $rc -eq 1 ] && [ $((SECONDS - t0)) -lt 10 ] && grep -q '^gpu-check: no GPU: ' '$tmp/gc.out' &&
+                 [ ! -e '$tmp/gc' ]"
+done
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    make -s gpu-check >"$tmp/mgc.out" 2>&1
+    check "make gpu-check here (no nvidia-smi): fails naming the missing driver" \
+        bash -c "[ $? -ne 0 ] && grep -q '^gpu-check: no GPU: nvidia-smi not found' '$tmp/mgc.out'"
+fi
+
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
