@@ -824,13 +824,13 @@ static const struct {
 static void usage(FILE *f)
 {
     fprintf(f,
-"tokentop %s: run GPT-2-family models in a terminal and see how they decide.\n"
+"tokentop %s: run GPT-2 and Llama-family models in a terminal and see how they decide.\n"
 "\n"
 "usage: tokentop [options]                 the interactive REPL (line mode when piped)\n"
 "       tokentop generate [options] -p TEXT  generate a continuation (--json: per-token records)\n"
 "       tokentop tokenize [-p TEXT|-f FILE]  print token ids\n"
 "       tokentop score -f FILE             perplexity of a file\n"
-"       tokentop list                      the models it can find (embedded, Ollama's)\n"
+"       tokentop list (or --list-models)   the models it can find (embedded, Ollama's)\n"
 "       tokentop bench [options]           prefill/decode speed, memory, bandwidth use\n"
 "       tokentop bench --draft DIR --gamma 1..8  speculative decoding: speed-up per gamma\n"
 "       tokentop COMMAND --help            options of a command\n"

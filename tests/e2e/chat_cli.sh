@@ -7,7 +7,10 @@ set -u
 source "$(dirname "$0")/common.bash"
 
 "$MKMODEL" "$tmp/m" --size tiny --seed 3 >/dev/null || { echo "FAIL mkmodel"; exit 1; }
-cp "$(dirname "$0")/../fixtures/chat/qwen2.5/tokenizer_config.json" "$tmp/m/" || exit 1
+# Qwen2.5's chat template on a GPT-2 vocabulary: its eos_token (<|im_end|>) is not in this
+# vocabulary, which the tokenizer refuses, so the token fields are left out.
+sed '/"eos_token"/d' "$(dirname "$0")/../fixtures/chat/qwen2.5/tokenizer_config.json" \
+    > "$tmp/m/tokenizer_config.json" || exit 1
 M=(--model "$tmp/m" --threads 1 -n 2 --greedy)
 prompt_tokens() { sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' | tail -1; }
 

@@ -9,8 +9,10 @@ set -u
 
 "$MKMODEL" "$work/model" --ctx 512 --seed 3 >/dev/null || { echo "FAIL: mkmodel"; exit 1; }
 "$MKMODEL" "$work/base" --ctx 256 --seed 3 >/dev/null || { echo "FAIL: mkmodel"; exit 1; }
-cp "$(dirname "$0")/../fixtures/chat/qwen3/tokenizer_config.json" "$work/model/" ||
-    { echo "FAIL: copy the chat template"; exit 1; }
+# Qwen3's chat template on a GPT-2 vocabulary: its eos_token (<|im_end|>) is not in this
+# vocabulary, which the tokenizer refuses, so that field is left out.
+sed '/"eos_token"/d' "$(dirname "$0")/../fixtures/chat/qwen3/tokenizer_config.json" \
+    > "$work/model/tokenizer_config.json" || { echo "FAIL: copy the chat template"; exit 1; }
 
 T -f /dev/null new-session -d -s main -x 120 -y 36 \
     "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
