@@ -22,7 +22,7 @@ check "--greedy equals --temp 0 whatever the seed" test "$g1" == "$g2"
 check "generate -q ends its output with a newline" test "$(tail -c 1 "$tmp/q.out" | od -An -c | tr -d ' ')" = '\n'
 "$BIN" generate --model /nonexistent -p "Hello" -n 2 2> "$tmp/nx.err"
 check "--model /nonexistent says the directory does not exist and what one holds" \
-    grep -q '/nonexistent: no such directory; a model directory holds config.json, model.safetensors, vocab.json and merges.txt' "$tmp/nx.err"
+    grep -q '/nonexistent: no such directory; a model directory holds config.json, model.safetensors (or its shards) and tokenizer.json (or GPT-2.s vocab.json and merges.txt)' "$tmp/nx.err"
 
 # --- generation_config.json supplies defaults; the command line overrides them
 mkdir -p "$tmp/gc" && cp "$tmp"/m/* "$tmp/gc/"
