@@ -1,0 +1,284 @@
+/* check_model_gguf.c: a GGUF file loads as a model (core/model/model_gguf.c): the config from its
+ * metadata, its tensors bound with a llama's q/k rows back in rotate-half order (the same logits
+ * as its Hugging Face directory), quantized tensors read through dequantization, Q8_0 repacked
+ * into the CPU's Q8 layout bit for bit, and broken files refused by name. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/util.h"
+#include "core/cpu/kernels.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "tests/testutil.h"
+
+static const char *fixture(const char *name)
+{
+    const char *srcdir = getenv("TOKENTOP_SRCDIR");
+    return tu_path("%s/tests/fixtures/gguf/%s", srcdir ? srcdir : ".", name);
+}
+
+static model *load_ok(const char *path)
+{
+    model *m = NULL;
+    tt_error err = {0};
+    tt_status s = model_load(path, &m, &err);
+    ck_assert_msg(s == TT_OK, "%s: %s (the fixtures: tests/fixtures/gguf/make.sh)", path, err.msg);
+    return m;
+}
+
+static void expect_refused(const char *path, const char *needle)
+{
+    model *m = (model *)1;
+    tt_error err = {0};
+    ck_assert_int_ne(model_load(path, &m, &err), TT_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
+}
+
+/* Ids inside the tiny vocabularies (323 tokens), a sentence's worth. */
+static const int32_t IDS[] = {1, 17, 250, 3, 99, 100, 42, 7, 311, 64, 5, 200};
+#define N_IDS ((int)(sizeof IDS / sizeof IDS[0]))
+
+START_TEST(gguf_llama_reads_the_config_of_its_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-f16.gguf"));
+    const model_config *a = &hf->config, *b = &g->config;
+    ck_assert_ptr_eq(b->arch, a->arch);
+    ck_assert_int_eq(b->features, a->features);
+    ck_assert_int_eq(b->V, a->V);
+    ck_assert_int_eq(b->maxT, a->maxT);
+    ck_assert_int_eq(b->C, a->C);
+    ck_assert_int_eq(b->NH, a->NH);
+    ck_assert_int_eq(b->NKV, a->NKV);
+    ck_assert_int_eq(b->HS, a->HS);
+    ck_assert_int_eq(b->L, a->L);
+    ck_assert_int_eq(b->FF, a->FF);
+    ck_assert_float_eq(b->norm_eps, a->norm_eps);
+    ck_assert(b->rope.theta == a->rope.theta);
+    ck_assert_int_eq(b->bos_id, a->bos_id);
+    ck_assert_int_eq(model_eos(g), model_eos(hf));
+    ck_assert_int_eq(g->n_params, hf->n_params);
+    ck_assert_int_eq(g->file_dtype, TT_F16);
+    ck_assert_str_eq(g->quantization, "F16");
+    ck_assert_str_eq(g->load_note, "");
+    ck_assert_str_eq(g->name, "tiny-llama-f16.gguf");
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+/* The converter rounds the directory's fp32 weights to fp16 as the engine's fp16 does, so an
+ * fp16 engine over either computes the same bits, and the F32 file is the directory's weights:
+ * a q or k row out of place (the adjacent-pair order llama.cpp writes) would change every logit. */
+START_TEST(gguf_llama_f16_and_f32_give_the_logits_of_its_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-f16.gguf"));
+    const int V = hf->config.V;
+    float *a = tu_all_logits(hf, TT_F16, 1, IDS, N_IDS);
+    float *b = tu_all_logits(g, TT_F16, 1, IDS, N_IDS);
+    for (int i = 0; i < N_IDS * V; i++)
+        ck_assert_msg(a[i] == b[i], "logit %d (position %d): HF fp16 %.9g, GGUF F16 %.9g", i % V,
+                      i / V, a[i], b[i]);
+    free(a);
+    free(b);
+    model_free(g);
+    /* The F32 file holds the directory's weights exactly: the same fp32 logits, bit for bit. */
+    g = load_ok(fixture("tiny-llama-f32.gguf"));
+    ck_assert_int_eq(g->file_dtype, TT_F32);
+    a = tu_all_logits(hf, TT_F32, 1, IDS, N_IDS);
+    b = tu_all_logits(g, TT_F32, 1, IDS, N_IDS);
+    for (int i = 0; i < N_IDS * V; i++)
+        ck_assert_msg(a[i] == b[i], "logit %d (position %d): HF fp32 %.9g, GGUF F32 %.9g", i % V,
+                      i / V, a[i], b[i]);
+    free(a);
+    free(b);
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+START_TEST(gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit)
+{
+    model *g = load_ok(fixture("tiny-llama-q8_0.gguf"));
+    ck_assert_int_eq(g->file_dtype, TT_Q8);
+    ck_assert_str_eq(g->quantization, "Q8_0");
+    const int roles[] = {ARCH_T_Q, ARCH_T_K, ARCH_T_UP, ARCH_T_DOWN};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        tensor_ref t = model_layer_tensors(g, 1)[roles[i]];
+        ck_assert(t.quantized);
+        ck_assert_int_eq(t.quant, QUANT_Q8_0);
+        const int K = t.row_len;
+        const int N = roles[i] == ARCH_T_Q ? model_config_qdim(&g->config)
+                      : roles[i] == ARCH_T_K ? model_config_kvdim(&g->config)
+                      : roles[i] == ARCH_T_UP ? g->config.FF : g->config.C;
+        packed_matrix pm;
+        tt_error err = {0};
+        ck_assert(packed_matrix_init(&pm, TT_Q8, K, N, &err) == TT_OK);
+        packed_matrix_pack(&pm, t, true, 0, N);
+        float *row = malloc((size_t)K * sizeof *row);
+        for (int n = 0; n < N; n++) {
+            tensor_ref_to_f32(t, (size_t)n * (size_t)K, (size_t)K, row);
+            for (int k = 0; k < K; k++)
+                ck_assert_msg(packed_matrix_get(&pm, k, n) == row[k],
+                              "role %d (%d, %d): packed %.9g, file %.9g", roles[i], k, n,
+                              packed_matrix_get(&pm, k, n), row[k]);
+        }
+        /* The scales are the file's bits: column n's first block is row n's first 2 bytes. */
+        for (int n = 0; n < N; n++) {
+            uint16_t want, got;
+            memcpy(&want, tensor_ref_row(t, (size_t)n), 2);
+            const uint8_t *panel = (const uint8_t *)pm.data + (size_t)(n / KERNELS_NR) * pm.panel_elems;
+            memcpy(&got, panel + 2 * (n % KERNELS_NR), 2);
+            ck_assert_uint_eq(got, want);
+        }
+        free(row);
+        packed_matrix_free(&pm);
+    }
+    model_free(g);
+}
+END_TEST
+
+static double max_diff(const float *a, const float *b, int n)
+{
+    double w = 0;
+    for (int i = 0; i < n; i++)
+        w = fmax(w, fabs((double)a[i] - b[i]));
+    return w;
+}
+
+/* The Q8_0 file's weights are the directory's quantized by llama.cpp's rounding: a Q8 engine
+ * over it is as far from the directory's fp32 logits as a Q8 engine over the directory (which
+ * quantizes at load), and the dequantized file read in fp32 is near both. */
+START_TEST(gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-q8_0.gguf"));
+    const int n = N_IDS * hf->config.V;
+    float *ref = tu_all_logits(hf, TT_F32, 1, IDS, N_IDS);
+    float *hf8 = tu_all_logits(hf, TT_Q8, 1, IDS, N_IDS);
+    float *g8 = tu_all_logits(g, TT_Q8, 1, IDS, N_IDS);
+    float *g32 = tu_all_logits(g, TT_F32, 1, IDS, N_IDS);
+    double own = max_diff(ref, hf8, n), file = max_diff(ref, g8, n), deq = max_diff(ref, g32, n);
+    ck_assert_msg(file <= 1.5 * own + 1e-3 && deq <= 1.5 * own + 1e-3,
+                  "largest logit difference from the directory's fp32: its own q8 %g, the Q8_0 "
+                  "file's q8 %g, the Q8_0 file in fp32 %g", own, file, deq);
+    free(ref);
+    free(hf8);
+    free(g8);
+    free(g32);
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+START_TEST(gguf_qwen2_and_qwen3_load_with_their_recipes)
+{
+    model *q2 = load_ok(fixture("tiny-qwen2-f16.gguf"));
+    ck_assert_str_eq(q2->config.arch->name, "qwen2");
+    ck_assert(q2->config.features & ARCH_F_QKV_BIAS);
+    ck_assert(!(q2->config.features & ARCH_F_QK_NORM));
+    ck_assert_int_eq(model_layer_tensors(q2, 0)[ARCH_T_Q].head_rows, 0);
+    model *q3 = load_ok(fixture("tiny-qwen3-q8_0.gguf"));
+    ck_assert_str_eq(q3->config.arch->name, "qwen3");
+    ck_assert(q3->config.features & ARCH_F_QK_NORM);
+    ck_assert_int_eq(model_layer_tensors(q3, 0)[ARCH_T_K].head_rows, 0);
+    model *ms[] = {q2, q3};
+    for (int i = 0; i < 2; i++) {
+        const int V = ms[i]->config.V;
+        int32_t ids[N_IDS];
+        for (int j = 0; j < N_IDS; j++)
+            ids[j] = IDS[j] % V;
+        float *l = tu_all_logits(ms[i], ms[i]->file_dtype, 1, ids, N_IDS);
+        for (int j = 0; j < N_IDS * V; j++)
+            ck_assert(isfinite(l[j]));
+        free(l);
+    }
+    model_free(q3);
+    model_free(q2);
+}
+END_TEST
+
+/* A 2-head (HS 4) q matrix written in llama.cpp's order reads back in rotate-half order. */
+START_TEST(head_rows_undo_the_adjacent_pair_permutation)
+{
+    /* Rotate-half rows r0..r7 (value = 10 r + k); llama.cpp stores, per head, r0 r2 r1 r3. */
+    const int stored[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    float w[8][3];
+    for (int s = 0; s < 8; s++)
+        for (int k = 0; k < 3; k++)
+            w[s][k] = (float)(10 * stored[s] + k);
+    tensor_ref t = {.data = w, .dtype = TT_F32, .row_len = 3, .head_rows = 4};
+    float out[24];
+    tensor_ref_to_f32(t, 0, 24, out);
+    for (int i = 0; i < 24; i++)
+        ck_assert_float_eq(out[i], (float)(10 * (i / 3) + i % 3));
+    tensor_ref_to_f32(t, 4, 5, out);   /* across rows */
+    ck_assert_float_eq(out[0], 11.0f);
+    ck_assert_float_eq(out[2], 20.0f);
+    ck_assert_float_eq(out[4], 22.0f);
+}
+END_TEST
+
+START_TEST(a_gguf_file_without_the_suffix_loads_by_its_magic)
+{
+    char *dir = tu_tmpdir();
+    size_t len;
+    char *bytes = tu_read_file(fixture("tiny-qwen2-f16.gguf"), &len);
+    ck_assert_ptr_nonnull(bytes);
+    const char *p = tu_path("%s/model", dir);
+    ck_assert_int_eq(tu_write_file(p, bytes, len), 0);
+    model *m = load_ok(p);
+    ck_assert_str_eq(m->config.arch->name, "qwen2");
+    model_free(m);
+    free(bytes);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(a_truncated_gguf_is_refused_naming_the_file)
+{
+    char *dir = tu_tmpdir();
+    size_t len;
+    char *bytes = tu_read_file(fixture("tiny-llama-f16.gguf"), &len);
+    ck_assert_ptr_nonnull(bytes);
+    const char *p = tu_path("%s/cut.gguf", dir);
+    ck_assert_int_eq(tu_write_file(p, bytes, len - 100), 0);
+    expect_refused(p, "cut.gguf");
+    ck_assert_int_eq(tu_write_file(p, bytes, 40), 0);
+    expect_refused(p, "cut.gguf");
+    free(bytes);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static Suite *model_gguf_suite(void)
+{
+    Suite *s = suite_create("model_gguf");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, gguf_llama_reads_the_config_of_its_hf_directory);
+    tcase_add_test(tc, gguf_llama_f16_and_f32_give_the_logits_of_its_hf_directory);
+    tcase_add_test(tc, gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit);
+    tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
+    tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
+    tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);
+    tcase_add_test(tc, a_gguf_file_without_the_suffix_loads_by_its_magic);
+    tcase_add_test(tc, a_truncated_gguf_is_refused_naming_the_file);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(model_gguf_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
