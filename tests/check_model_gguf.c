@@ -225,6 +225,48 @@ START_TEST(head_rows_undo_the_adjacent_pair_permutation)
 }
 END_TEST
 
+/* Every quantized type reads through quant_dequantize_row, from any element offset: two rows of
+ * 512 weights of random blocks (scales set to small finite fp16 values). */
+START_TEST(quantized_tensors_read_as_their_dequantized_rows)
+{
+    const uint32_t types[] = {QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
+    const int K = 512;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t qt = types[ti];
+        uint64_t rb;
+        ck_assert(quant_row_bytes(qt, (uint64_t)K, &rb));
+        unsigned char *buf = malloc(2 * rb);
+        uint32_t x = 12345 + (uint32_t)ti;
+        for (uint64_t i = 0; i < 2 * rb; i++) {
+            x = x * 1664525u + 1013904223u;
+            buf[i] = (unsigned char)(x >> 24);
+        }
+        /* Scales: every fp16 at a block's start (and Q4_K's dmin, Q6_K's d at its end) made
+         * 0x2c00-ish, finite. */
+        const size_t bb = quant_block_bytes(qt);
+        for (uint64_t b = 0; b < 2 * rb / bb; b++) {
+            unsigned char *blk = buf + b * bb;
+            if (qt == QUANT_Q6_K) {
+                blk[bb - 1] = 0x2c;
+            } else {
+                blk[1] = 0x2c;
+                if (qt == QUANT_Q4_K)
+                    blk[3] = 0x2c;
+            }
+        }
+        float want[1024], got[1024];
+        ck_assert(quant_dequantize_row(qt, buf, want, (uint64_t)K));
+        ck_assert(quant_dequantize_row(qt, buf + rb, want + K, (uint64_t)K));
+        tensor_ref t = {.data = buf, .dtype = TT_F32, .quantized = true, .quant = qt, .row_len = K};
+        tensor_ref_to_f32(t, 0, 1024, got);
+        ck_assert(memcmp(got, want, sizeof got) == 0);
+        tensor_ref_to_f32(t, 300, 400, got);   /* mid-block, across the row boundary */
+        ck_assert_msg(memcmp(got, want + 300, 400 * sizeof *got) == 0, "%s", quant_type_name(qt));
+        free(buf);
+    }
+}
+END_TEST
+
 START_TEST(a_gguf_file_without_the_suffix_loads_by_its_magic)
 {
     char *dir = tu_tmpdir();
@@ -268,6 +310,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
     tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
     tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);
+    tcase_add_test(tc, quantized_tensors_read_as_their_dequantized_rows);
     tcase_add_test(tc, a_gguf_file_without_the_suffix_loads_by_its_magic);
     tcase_add_test(tc, a_truncated_gguf_is_refused_naming_the_file);
     suite_add_tcase(s, tc);
