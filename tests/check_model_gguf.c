@@ -13,6 +13,7 @@
 #include "core/cpu/kernels.h"
 #include "core/engine/engine.h"
 #include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
 #include "tests/testutil.h"
 
 static const char *fixture(const char *name)
@@ -267,6 +268,127 @@ START_TEST(quantized_tensors_read_as_their_dequantized_rows)
 }
 END_TEST
 
+static const char *const TEXTS[] = {
+    "hello world", "the cat sat on the mat", " leading space", "Hello, World! 123",
+    "caf\xc3\xa9 na\xc3\xafve \xe2\x82\xac 10", "new\nlines\n\n and  two  spaces", "x",
+};
+
+static tokenizer *gguf_tokenizer(const model *m)
+{
+    tokenizer *t = NULL;
+    tt_error err = {0};
+    ck_assert_msg(model_tokenizer_load(m, &t, &err) == TT_OK, "%s", err.msg);
+    return t;
+}
+
+/* The llama (SentencePiece) tokenizer rebuilt from tokenizer.ggml.tokens/scores/token_type
+ * encodes as the directory's tokenizer.json does, and decodes back to the text. */
+START_TEST(gguf_llama_tokenizer_encodes_as_the_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-q8_0.gguf"));
+    tokenizer *a = gguf_tokenizer(hf), *b = gguf_tokenizer(g);
+    ck_assert_int_eq(tokenizer_bos_id(b), tokenizer_bos_id(a));
+    ck_assert_int_eq(tokenizer_adds_bos(b), tokenizer_adds_bos(a));
+    ck_assert_int_eq(tokenizer_eot_id(b), tokenizer_eot_id(a));
+    ck_assert(tokenizer_is_special(b, 2));
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+        int32_t *x, *y;
+        int nx, ny;
+        tt_error err = {0};
+        ck_assert(tokenizer_encode(a, TEXTS[i], strlen(TEXTS[i]), &x, &nx, &err) == TT_OK);
+        ck_assert(tokenizer_encode(b, TEXTS[i], strlen(TEXTS[i]), &y, &ny, &err) == TT_OK);
+        ck_assert_msg(nx == ny && memcmp(x, y, (size_t)nx * sizeof *x) == 0,
+                      "'%s': %d ids from tokenizer.json, %d from the GGUF", TEXTS[i], nx, ny);
+        char *back;
+        size_t len;
+        ck_assert(tokenizer_decode_text(b, y, ny, &back, &len, &err) == TT_OK);
+        ck_assert_str_eq(back, TEXTS[i]);
+        free(back);
+        free(x);
+        free(y);
+    }
+    tokenizer_free(a);
+    tokenizer_free(b);
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+/* The byte-level (gpt2 model, pre qwen2) tokenizer of the qwen fixtures round-trips text. */
+START_TEST(gguf_byte_level_tokenizer_round_trips_text)
+{
+    const char *files[] = {"tiny-qwen2-f16.gguf", "tiny-qwen3-q8_0.gguf"};
+    for (int f = 0; f < 2; f++) {
+        model *g = load_ok(fixture(files[f]));
+        tokenizer *t = gguf_tokenizer(g);
+        ck_assert_int_eq(tokenizer_vocab_size(t), g->config.V);
+        for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+            int32_t *y;
+            int ny;
+            char *back;
+            size_t len;
+            tt_error err = {0};
+            ck_assert(tokenizer_encode(t, TEXTS[i], strlen(TEXTS[i]), &y, &ny, &err) == TT_OK);
+            ck_assert(tokenizer_decode(t, y, ny, &back, &len, &err) == TT_OK);
+            ck_assert_str_eq(back, TEXTS[i]);
+            free(back);
+            free(y);
+        }
+        tokenizer_free(t);
+        model_free(g);
+    }
+}
+END_TEST
+
+/* GPT-2's vocab.json and merges.txt handed over as GGUF arrays (pre "gpt2") encode as the files
+ * do; an unknown pre-tokenizer or model is refused by name. */
+START_TEST(gguf_arrays_of_gpt2_encode_as_its_files_and_unknown_pre_is_refused)
+{
+    tokenizer *ref;
+    tt_error err = {0};
+    ck_assert_msg(tokenizer_load_dir(tu_gpt2_dir(), &ref, &err) == TT_OK, "%s", err.msg);
+    const int V = tokenizer_vocab_size(ref);
+    const char **tokens = malloc((size_t)V * sizeof *tokens);
+    for (int i = 0; i < V; i++)
+        tokens[i] = tokenizer_token_str(ref, i);
+    size_t len;
+    char *text = tu_read_file(tu_path("%s/merges.txt", tu_gpt2_dir()), &len);
+    ck_assert_ptr_nonnull(text);
+    const char **merges = malloc(60000 * sizeof *merges);
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line && n < 60000; line = strtok(NULL, "\n"))
+        if (line[0] != '#')
+            merges[n++] = line;
+    tokenizer_gguf_arrays a = {.model = "gpt2", .pre = "gpt2", .n_tokens = V, .tokens = tokens,
+                               .n_merges = n, .merges = merges, .bos_id = -1, .eos_id = V - 1,
+                               .unk_id = -1, .add_bos = 0};
+    tokenizer *t;
+    ck_assert_msg(tokenizer_load_gguf_arrays(&a, "gpt2.gguf", &t, &err) == TT_OK, "%s", err.msg);
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+        int32_t *x, *y;
+        int nx, ny;
+        ck_assert(tokenizer_encode(ref, TEXTS[i], strlen(TEXTS[i]), &x, &nx, &err) == TT_OK);
+        ck_assert(tokenizer_encode(t, TEXTS[i], strlen(TEXTS[i]), &y, &ny, &err) == TT_OK);
+        ck_assert_msg(nx == ny && memcmp(x, y, (size_t)nx * sizeof *x) == 0, "'%s'", TEXTS[i]);
+        free(x);
+        free(y);
+    }
+    tokenizer_free(t);
+    a.pre = "deepseek-coder";
+    ck_assert_int_ne(tokenizer_load_gguf_arrays(&a, "gpt2.gguf", &t, &err), TT_OK);
+    ck_assert_msg(strstr(err.msg, "tokenizer.ggml.pre: 'deepseek-coder'"), "%s", err.msg);
+    a.pre = "gpt2";
+    a.model = "bert";
+    ck_assert_int_ne(tokenizer_load_gguf_arrays(&a, "gpt2.gguf", &t, &err), TT_OK);
+    ck_assert_msg(strstr(err.msg, "tokenizer.ggml.model: 'bert'"), "%s", err.msg);
+    free(merges);
+    free(text);
+    free(tokens);
+    tokenizer_free(ref);
+}
+END_TEST
+
 START_TEST(a_gguf_file_without_the_suffix_loads_by_its_magic)
 {
     char *dir = tu_tmpdir();
@@ -311,6 +433,9 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
     tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);
     tcase_add_test(tc, quantized_tensors_read_as_their_dequantized_rows);
+    tcase_add_test(tc, gguf_llama_tokenizer_encodes_as_the_hf_directory);
+    tcase_add_test(tc, gguf_byte_level_tokenizer_round_trips_text);
+    tcase_add_test(tc, gguf_arrays_of_gpt2_encode_as_its_files_and_unknown_pre_is_refused);
     tcase_add_test(tc, a_gguf_file_without_the_suffix_loads_by_its_magic);
     tcase_add_test(tc, a_truncated_gguf_is_refused_naming_the_file);
     suite_add_tcase(s, tc);

@@ -131,6 +131,14 @@ tt_status model_load_dir(const char *dir, model **out, tt_error *err);
  * saying so). Errors name the file and the key or tensor. On failure *out is NULL. */
 tt_status model_load_gguf(const char *path, model **out, tt_error *err);
 
+struct tokenizer;
+
+/* The model's tokenizer: a GGUF model's from its tokenizer.ggml.* metadata
+ * (tokenizer_load_gguf_arrays; array lengths and ids checked, "m.gguf: key
+ * tokenizer.ggml.scores: 100 values for 323 tokens"), else the directory's (tokenizer_load_dir).
+ * On failure *out is NULL. */
+tt_status model_tokenizer_load(const model *m, struct tokenizer **out, tt_error *err);
+
 /* NULL is safe. Engines created from the model must be freed first. */
 void model_free(model *m);
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/base/util.h"
+#include "core/tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------------------------------------
  * The config from the metadata */
@@ -361,6 +362,124 @@ tt_status model_load_gguf(const char *path, model **out, tt_error *err)
     return TT_OK;
 fail:
     model_free(m);
+    return s;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The tokenizer from the metadata */
+
+/* An optional array KEY of n elements of type elem: *present false when absent. */
+static tt_status tok_array(const gguf_file *f, const char *key, gguf_type elem, uint64_t n,
+                           gguf_array *a, bool *present, tt_error *err)
+{
+    *present = gguf_find_kv(f, key) != NULL;
+    if (!*present)
+        return TT_OK;
+    tt_status s = gguf_get_array(f, key, elem, a, err);
+    if (s == TT_OK && n && a->n != n)
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: key %s: %llu values for %llu tokens", gguf_name(f),
+                    key, (unsigned long long)a->n, (unsigned long long)n);
+    return s;
+}
+
+/* The strings of a as malloc'd C strings (NULL when out of memory). */
+static char **dup_strings(const gguf_array *a)
+{
+    char **v = calloc(a->n ? a->n : 1, sizeof *v);
+    for (uint64_t i = 0; v && i < a->n; i++)
+        if (!(v[i] = gguf_str_dup(gguf_array_str(a, i)))) {
+            for (uint64_t j = 0; j < i; j++)
+                free(v[j]);
+            free(v);
+            return NULL;
+        }
+    return v;
+}
+
+static void free_strings(char **v, uint64_t n)
+{
+    for (uint64_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+tt_status model_tokenizer_load(const model *m, tokenizer **out, tt_error *err)
+{
+    *out = NULL;
+    if (!m->gguf)
+        return tokenizer_load_dir(m->dir, out, err);
+    const gguf_file *f = m->gguf;
+    const char *name = gguf_name(f);
+    tokenizer_gguf_arrays a = {.bos_id = -1, .eos_id = -1, .unk_id = -1, .add_bos = -1,
+                               .add_space_prefix = true};
+    gguf_str str;
+    gguf_array toks, scores, types, merges;
+    bool has_scores, has_types, has_merges, present;
+    char *model_name = NULL, *pre = NULL, **tokens = NULL, **merge_strs = NULL;
+    float *sc = NULL;
+    int32_t *ty = NULL;
+    tt_status s = gguf_get_string(f, "tokenizer.ggml.model", &str, err);
+    if (s == TT_OK && !(model_name = gguf_str_dup(str)))
+        s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (s == TT_OK && gguf_find_kv(f, "tokenizer.ggml.pre") &&
+        (s = gguf_get_string(f, "tokenizer.ggml.pre", &str, err)) == TT_OK &&
+        !(pre = gguf_str_dup(str)))
+        s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (s == TT_OK)
+        s = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks, err);
+    if (s == TT_OK && toks.n != (uint64_t)m->config.V)
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: key tokenizer.ggml.tokens: %llu tokens, the "
+                    "embedding has %d", name, (unsigned long long)toks.n, m->config.V);
+    if (s == TT_OK)
+        s = tok_array(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, toks.n, &scores, &has_scores,
+                      err);
+    if (s == TT_OK)
+        s = tok_array(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, toks.n, &types,
+                      &has_types, err);
+    if (s == TT_OK)
+        s = tok_array(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, 0, &merges, &has_merges, err);
+    if (s == TT_OK && (!(tokens = dup_strings(&toks)) ||
+                       (has_merges && !(merge_strs = dup_strings(&merges))) ||
+                       (has_scores && !(sc = malloc(toks.n * sizeof *sc))) ||
+                       (has_types && !(ty = malloc(toks.n * sizeof *ty)))))
+        s = tt_fail(err, TT_ERR_NOMEM, "out of memory for %llu tokens",
+                    (unsigned long long)toks.n);
+    for (uint64_t i = 0; s == TT_OK && i < toks.n; i++) {
+        if (sc)
+            sc[i] = gguf_array_f32(&scores, i);
+        if (ty)
+            ty[i] = gguf_array_i32(&types, i);
+    }
+    if (s == TT_OK)
+        s = token_id(f, "tokenizer.ggml.bos_token_id", (int)toks.n, &a.bos_id, &present, err);
+    if (s == TT_OK)
+        s = token_id(f, "tokenizer.ggml.eos_token_id", (int)toks.n, &a.eos_id, &present, err);
+    if (s == TT_OK)
+        s = token_id(f, "tokenizer.ggml.unknown_token_id", (int)toks.n, &a.unk_id, &present, err);
+    bool b;
+    if (s == TT_OK && gguf_find_kv(f, "tokenizer.ggml.add_bos_token") &&
+        (s = gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b, err)) == TT_OK)
+        a.add_bos = b;
+    if (s == TT_OK && gguf_find_kv(f, "tokenizer.ggml.add_space_prefix") &&
+        (s = gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b, err)) == TT_OK)
+        a.add_space_prefix = b;
+    if (s == TT_OK) {
+        a.model = model_name;
+        a.pre = pre;
+        a.n_tokens = (int)toks.n;
+        a.tokens = (const char *const *)tokens;
+        a.scores = sc;
+        a.types = ty;
+        a.n_merges = has_merges ? (int)merges.n : 0;
+        a.merges = (const char *const *)merge_strs;
+        s = tokenizer_load_gguf_arrays(&a, name, out, err);
+    }
+    free_strings(tokens, tokens ? toks.n : 0);
+    free_strings(merge_strs, merge_strs ? merges.n : 0);
+    free(sc);
+    free(ty);
+    free(model_name);
+    free(pre);
     return s;
 }
 
