@@ -631,10 +631,21 @@ static void load_chat(cli_app *app, const cli_options *o, const char *dir)
 {
     char warning[640];
     tt_error err = {0};
-    if (chat_spec_from_dir(dir, &app->chat_model, warning, sizeof warning, &err) != TT_OK)
+    char *gguf_template = app->model ? model_chat_template(app->model) : NULL;
+    if (app->model && app->model->gguf) {
+        /* A GGUF file's tokenizer.chat_template feeds the same detector. */
+        app->chat_model = chat_spec_of(CHAT_RAW);
+        warning[0] = 0;
+        if (gguf_template && !chat_detect(gguf_template, &app->chat_model))
+            snprintf(warning, sizeof warning, "%s: tokenizer.chat_template matches no built-in "
+                     "chat format (%s): raw continuation", dir, chat_format_list());
+        if (warning[0] && !o->chat_template)
+            fprintf(stderr, "tokentop: %s\n", warning);
+    } else if (chat_spec_from_dir(dir, &app->chat_model, warning, sizeof warning, &err) != TT_OK)
         fprintf(stderr, "tokentop: %s (chat mode off)\n", err.msg);
     else if (warning[0] && !o->chat_template)
         fprintf(stderr, "tokentop: %s\n", warning);
+    free(gguf_template);
     app->chat = app->chat_model;
     chat_format f;
     if (o->chat_template)
@@ -687,12 +698,29 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                 "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
         return TT_ERR_ARG;
     }
-    tt_status st = tokenizer_load_dir(dir, &app->tok, &err);
+    /* A GGUF file holds its tokenizer: the model is opened (mapped, cheap) to read it. */
+    struct stat sb;
+    model *file_model = NULL;
+    tt_status st;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        st = model_load(dir, &file_model, &err);
+        if (st == TT_OK)
+            st = model_tokenizer_load(file_model, &app->tok, &err);
+    } else {
+        st = tokenizer_load_dir(dir, &app->tok, &err);
+    }
     if (st == TT_OK && !tokenizer_only) {
-        st = model_load(dir, &app->model, &err);
+        if (file_model) {
+            app->model = file_model;
+            file_model = NULL;
+        } else {
+            st = model_load(dir, &app->model, &err);
+        }
         if (st == TT_OK && app->model->gen_warning[0])
             fprintf(stderr, "tokentop: %s (the file is ignored)\n",
                     app->model->gen_warning);
+        if (st == TT_OK && app->model->load_note[0] && !o->dtype_set)
+            fprintf(stderr, "tokentop: %s\n", app->model->load_note);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: the tokenizer has %d tokens but the model's "
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),
@@ -712,6 +740,7 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                     gpu_plugin_path()[0] ? "; GPU plugin " : "", gpu_plugin_path());
         }
     }
+    model_free(file_model);   /* opened for its tokenizer only */
     if (st != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg[0] ? err.msg : tt_status_str(st));
         cli_app_free(app);

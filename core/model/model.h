@@ -139,6 +139,10 @@ struct tokenizer;
  * On failure *out is NULL. */
 tt_status model_tokenizer_load(const model *m, struct tokenizer **out, tt_error *err);
 
+/* A GGUF model's tokenizer.chat_template as a malloc'd string (caller frees), or NULL when it has
+ * none (or is a directory: core/session reads the directory's files). */
+char *model_chat_template(const model *m);
+
 /* NULL is safe. Engines created from the model must be freed first. */
 void model_free(model *m);
 

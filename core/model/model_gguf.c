@@ -483,6 +483,12 @@ tt_status model_tokenizer_load(const model *m, tokenizer **out, tt_error *err)
     return s;
 }
 
+char *model_chat_template(const model *m)
+{
+    const gguf_kv *kv = m->gguf ? gguf_find_kv(m->gguf, "tokenizer.chat_template") : NULL;
+    return kv && kv->type == GGUF_TYPE_STRING ? gguf_str_dup(kv->str) : NULL;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The entry point: a directory or a GGUF file (here, so that model.c, which model_gguf.c uses,
  * does not call back into it) */
