@@ -12,6 +12,7 @@
 
 #include "core/decode/beam.h"
 #include "core/base/util.h"
+#include "core/model/ollama.h"
 #include "core/decode/pace.h"
 #include "gpu/gpu_plugin.h"
 
@@ -698,12 +699,24 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                 "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
         return TT_ERR_ARG;
     }
-    /* A GGUF file holds its tokenizer: the model is opened (mapped, cheap) to read it. */
+    /* A name that is not a path: a model pulled by Ollama (its blob is a GGUF file). */
     struct stat sb;
+    ollama_model om = {0};
+    const char *path = dir;
+    if (stat(dir, &sb) != 0 && ollama_is_name(dir)) {
+        if (ollama_resolve_default(dir, &om, &err) != TT_OK) {
+            fprintf(stderr, "tokentop: %s\n", err.msg);
+            return TT_ERR_IO;
+        }
+        path = om.model_path;
+    }
+    /* A GGUF file holds its tokenizer: the model is opened (mapped, cheap) to read it. */
     model *file_model = NULL;
     tt_status st;
-    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) {
-        st = model_load(dir, &file_model, &err);
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        st = model_load(path, &file_model, &err);
+        if (st == TT_OK && om.model_path)
+            st = model_apply_ollama(file_model, om.name, om.params, om.template_text, &err);
         if (st == TT_OK)
             st = model_tokenizer_load(file_model, &app->tok, &err);
     } else {
@@ -741,6 +754,7 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
         }
     }
     model_free(file_model);   /* opened for its tokenizer only */
+    ollama_model_free(&om);
     if (st != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg[0] ? err.msg : tt_status_str(st));
         cli_app_free(app);

@@ -446,6 +446,7 @@ void model_free(model *m)
         safetensors_close(m->files[i]);
     gguf_close(m->gguf);
     free(m->tensors.layers);
+    free(m->chat_template);
     free(m->dir);
     free(m->name);
     free(m);

@@ -88,6 +88,8 @@ typedef struct model {
     /* What loading a GGUF file of types the engine does not hold costs ("Q4_K_M weights converted
      * to fp16 at load ..."); "" when nothing is converted. */
     char load_note[TT_ERROR_MAX];
+    char *chat_template;                  /* a template given beside the file (an Ollama template
+                                           * layer: model_apply_ollama), else NULL; owned */
 } model;
 
 /* Layer l's tensors, indexed by arch_tensor. */
@@ -139,9 +141,18 @@ struct tokenizer;
  * On failure *out is NULL. */
 tt_status model_tokenizer_load(const model *m, struct tokenizer **out, tt_error *err);
 
-/* A GGUF model's tokenizer.chat_template as a malloc'd string (caller frees), or NULL when it has
- * none (or is a directory: core/session reads the directory's files). */
+/* The chat template given beside the file (m->chat_template), else a GGUF model's
+ * tokenizer.chat_template, as a malloc'd string (caller frees); NULL when there is none (and for
+ * a directory: core/session reads its files). */
 char *model_chat_template(const model *m);
+
+/* An Ollama store entry's layers applied to a model loaded from its blob: name becomes the
+ * model's display name, the params layer's JSON (NULL: none) fills m->gen the way
+ * generation_config.json does (temperature, top_k, top_p, repeat_penalty, num_predict; a layer
+ * that does not parse is ignored as a whole, with the reason in m->gen_warning), and the
+ * template layer's text (NULL: none) becomes m->chat_template. Fails only when out of memory. */
+tt_status model_apply_ollama(model *m, const char *name, const char *params_json,
+                             const char *template_text, tt_error *err);
 
 /* NULL is safe. Engines created from the model must be freed first. */
 void model_free(model *m);

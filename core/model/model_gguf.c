@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/base/util.h"
+#include "core/model/ollama.h"
 #include "core/tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -485,8 +486,48 @@ tt_status model_tokenizer_load(const model *m, tokenizer **out, tt_error *err)
 
 char *model_chat_template(const model *m)
 {
+    if (m->chat_template)
+        return strdup(m->chat_template);
     const gguf_kv *kv = m->gguf ? gguf_find_kv(m->gguf, "tokenizer.chat_template") : NULL;
     return kv && kv->type == GGUF_TYPE_STRING ? gguf_str_dup(kv->str) : NULL;
+}
+
+tt_status model_apply_ollama(model *m, const char *name, const char *params_json,
+                             const char *template_text, tt_error *err)
+{
+    char *n = strdup(name), *t = template_text ? strdup(template_text) : NULL;
+    if (!n || (template_text && !t)) {
+        free(n);
+        free(t);
+        return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    }
+    free(m->name);
+    m->name = n;
+    free(m->chat_template);
+    m->chat_template = t;
+    if (!params_json)
+        return TT_OK;
+    ollama_params p;
+    tt_error perr = {0};
+    char label[300];
+    snprintf(label, sizeof label, "%s: params", name);
+    if (ollama_params_parse(params_json, strlen(params_json), label, &p, &perr) != TT_OK) {
+        snprintf(m->gen_warning, sizeof m->gen_warning, "%s", perr.msg);
+        return TT_OK;
+    }
+    model_generation_defaults *g = &m->gen;
+    g->has_temperature = p.has_temperature;
+    g->temperature = p.temperature;
+    g->has_top_k = p.has_top_k;
+    g->top_k = p.top_k;
+    g->has_top_p = p.has_top_p;
+    g->top_p = p.top_p;
+    g->has_rep_penalty = p.has_repeat_penalty && p.repeat_penalty > 0;
+    g->repetition_penalty = p.repeat_penalty;
+    g->has_max_new_tokens = p.has_num_predict && p.num_predict > 0;
+    g->max_new_tokens = p.num_predict;
+    ollama_params_free(&p);
+    return TT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------
