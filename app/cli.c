@@ -479,6 +479,11 @@ void cli_apply_generation_defaults(cli_options *o, const model *m)
     o->set.sampler = p;
     if (g->has_max_new_tokens && g->max_new_tokens > 0 && !(o->given & CLI_GIVEN_MAX))
         o->set.max_new_tokens = g->max_new_tokens;
+    /* An Ollama params layer's stop strings, unless --stop names some (beams take none). */
+    if (!o->n_stops && !o->num_beams)
+        for (int i = 0; i < m->n_stop_strings && o->n_stops < SESSION_MAX_STOPS; i++)
+            if (m->stop_strings[i][0])
+                o->stops[o->n_stops++] = m->stop_strings[i];
     if (!o->seed_set)
         o->set.seed = rng_clock_seed();
 }

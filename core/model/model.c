@@ -447,6 +447,9 @@ void model_free(model *m)
     gguf_close(m->gguf);
     free(m->tensors.layers);
     free(m->chat_template);
+    for (int i = 0; i < m->n_stop_strings; i++)
+        free(m->stop_strings[i]);
+    free(m->stop_strings);
     free(m->dir);
     free(m->name);
     free(m);

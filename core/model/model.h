@@ -90,6 +90,8 @@ typedef struct model {
     char load_note[TT_ERROR_MAX];
     char *chat_template;                  /* a template given beside the file (an Ollama template
                                            * layer: model_apply_ollama), else NULL; owned */
+    char **stop_strings;                  /* (n_stop_strings) the params layer's "stop"; owned */
+    int n_stop_strings;
 } model;
 
 /* Layer l's tensors, indexed by arch_tensor. */
@@ -148,7 +150,8 @@ char *model_chat_template(const model *m);
 
 /* An Ollama store entry's layers applied to a model loaded from its blob: name becomes the
  * model's display name, the params layer's JSON (NULL: none) fills m->gen the way
- * generation_config.json does (temperature, top_k, top_p, repeat_penalty, num_predict; a layer
+ * generation_config.json does (temperature, top_k, top_p, repeat_penalty, num_predict, and its
+ * stop strings into m->stop_strings; a layer
  * that does not parse is ignored as a whole, with the reason in m->gen_warning), and the
  * template layer's text (NULL: none) becomes m->chat_template. Fails only when out of memory. */
 tt_status model_apply_ollama(model *m, const char *name, const char *params_json,

@@ -526,8 +526,17 @@ tt_status model_apply_ollama(model *m, const char *name, const char *params_json
     g->repetition_penalty = p.repeat_penalty;
     g->has_max_new_tokens = p.has_num_predict && p.num_predict > 0;
     g->max_new_tokens = p.num_predict;
+    tt_status s = TT_OK;
+    if (p.n_stop > 0) {
+        m->stop_strings = calloc((size_t)p.n_stop, sizeof *m->stop_strings);
+        for (int i = 0; m->stop_strings && i < p.n_stop; i++)
+            if ((m->stop_strings[i] = strdup(p.stop[i])) != NULL)
+                m->n_stop_strings++;
+        if (m->n_stop_strings < p.n_stop)
+            s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    }
     ollama_params_free(&p);
-    return TT_OK;
+    return s;
 }
 
 /* ---------------------------------------------------------------------------------------------

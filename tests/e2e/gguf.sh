@@ -2,7 +2,7 @@
 # End-to-end checks of GGUF models: `generate` on each committed GGUF fixture; the tiny llama as a
 # Hugging Face directory and as F32, F16 and Q8_0 GGUF files gives the same greedy text; a GGUF
 # without its suffix loads by its magic; a name pulled by Ollama (a fake $OLLAMA_MODELS store)
-# loads its blob with the params layer's defaults; a truncated file, a missing name and a blob of
+# loads its blob with the params layer's defaults and stop strings; a truncated file, a missing name and a blob of
 # the wrong size are refused by name and nothing is generated.
 set -u
 source "$(dirname "$0")/common.bash"
@@ -44,7 +44,7 @@ blob() {   # HEXCHAR FILE -> prints the digest
     echo "$hex"
 }
 mkdir -p "$S/manifests/registry.ollama.ai/library/tiny-llama" "$S/manifests/registry.ollama.ai/library/short"
-printf '{"num_predict": 5, "temperature": 0}' > "$tmp/params"
+printf '{"num_predict": 8, "temperature": 0, "stop": ["hant"]}' > "$tmp/params"
 m=$(blob a "$fx/tiny-llama-q8_0.gguf"); p=$(blob b "$tmp/params")
 printf '{"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:%s","size":%s},{"mediaType":"application/vnd.ollama.image.params","digest":"sha256:%s","size":%s}]}\n' \
     "$m" "$(stat -c %s "$fx/tiny-llama-q8_0.gguf")" "$p" "$(stat -c %s "$tmp/params")" \
@@ -56,9 +56,12 @@ O=(generate --threads 2 --backend cpu -p "the cat" --chat-template raw)
 
 OLLAMA_MODELS=$S HOME=$tmp/home "$BIN" "${O[@]}" --model tiny-llama:q8 >"$tmp/ol.out" 2>"$tmp/ol.err"
 check "an Ollama name loads its blob" test $? -eq 0
-check "the params layer's num_predict applies" grep -q '^\[5 tokens' "$tmp/ol.err"
-check "the params layer's temperature 0 gives the greedy text" \
-    test "$(text "$tmp/ol.out")" == "$(text "$tmp/tiny-llama-q8_0.gguf.out" | head -c "$(text "$tmp/ol.out" | wc -c)")"
+check "the params layer's stop string ends the text" grep -q 'stop: stop_string' "$tmp/ol.err"
+check "the params layer's temperature 0 gives the greedy text, up to the stop string" \
+    test "$(text "$tmp/tiny-llama-q8_0.gguf.out")" != "$(text "$tmp/ol.out")" -a \
+         "$(text "$tmp/ol.out")hant" == "$(text "$tmp/tiny-llama-q8_0.gguf.out" | head -c "$(( $(text "$tmp/ol.out" | wc -c) + 4 ))")"
+OLLAMA_MODELS=$S HOME=$tmp/home "$BIN" "${O[@]}" --model tiny-llama:q8 --stop zzzz >"$tmp/st.out" 2>"$tmp/st.err"
+check "--stop replaces them; the params layer's num_predict applies" grep -q '^\[8 tokens, stop: max_tokens' "$tmp/st.err"
 OLLAMA_MODELS=$S HOME=$tmp/home "$BIN" "${O[@]}" --model nosuch:7b >"$tmp/miss.out" 2>"$tmp/miss.err"
 check "a missing name fails" test $? -ne 0
 check "a missing name says where it looked" \
