@@ -40,6 +40,7 @@ typedef struct {
     char model_name[256];
     char shapes[64];               /* the random model's --size, or "" */
     char arch[16];                 /* the architecture (core/arch) */
+    char quant[16];                /* a GGUF file's quantization ("Q4_K_M"), or "" */
     double kv_per_token;           /* KV cache bytes one position holds */
     bool random_model;
     char description[160];
@@ -241,7 +242,8 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
         fprintf(f, "tokentop bench: %s (random weights, %s shapes, %s)\n", r->model_name,
                 r->shapes, r->arch);
     else
-        fprintf(f, "tokentop bench: %s (%s)\n", r->model_name, r->arch);
+        fprintf(f, "tokentop bench: %s (%s%s%s)\n", r->model_name, r->arch,
+                r->quant[0] ? ", " : "", r->quant);
     fprintf(f, "  engine        %s\n", r->description);
     if (!o->cuda)
         fprintf(f, "  threads       %s\n", r->threads_note);
@@ -326,6 +328,8 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
     json_field(f, "kv_bytes_per_token", r->kv_bytes, true);
     json_field(f, "kv_bytes_per_position", r->kv_per_token, true);
     fprintf(f, "\"arch\":\"%s\",", r->arch);
+    if (r->quant[0])
+        fprintf(f, "\"quantization\":\"%s\",", r->quant);
     json_field(f, "bandwidth_gb_s", r->bandwidth * 1e-9, true);
     if (!o->cuda) {
         json_field(f, "bandwidth_gb_s_min", r->bandwidth_min * 1e-9, true);
@@ -489,6 +493,7 @@ int bench_main(int argc, char **argv)
     if (model_load(dir, &m, &err) != TT_OK)
         goto fail;
     snprintf(r.arch, sizeof r.arch, "%s", m->config.arch->name);
+    snprintf(r.quant, sizeof r.quant, "%s", m->quantization);
     snprintf(r.shapes, sizeof r.shapes, "%s", o.size ? o.size : "gpt2");
     r.kv_per_token = (double)model_config_kv_bytes_per_token(&m->config, sizeof(float));
     if (r.random_model)

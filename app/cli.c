@@ -12,6 +12,7 @@
 
 #include "core/decode/beam.h"
 #include "core/base/util.h"
+#include "core/model/ollama.h"
 #include "core/decode/pace.h"
 #include "gpu/gpu_plugin.h"
 
@@ -481,6 +482,11 @@ void cli_apply_generation_defaults(cli_options *o, const model *m)
     o->set.sampler = p;
     if (g->has_max_new_tokens && g->max_new_tokens > 0 && !(o->given & CLI_GIVEN_MAX))
         o->set.max_new_tokens = g->max_new_tokens;
+    /* An Ollama params layer's stop strings, unless --stop names some (beams take none). */
+    if (!o->n_stops && !o->num_beams)
+        for (int i = 0; i < m->n_stop_strings && o->n_stops < SESSION_MAX_STOPS; i++)
+            if (m->stop_strings[i][0])
+                o->stops[o->n_stops++] = m->stop_strings[i];
     if (!o->seed_set)
         o->set.seed = rng_clock_seed();
 }
@@ -652,10 +658,21 @@ static void load_chat(cli_app *app, const cli_options *o, const char *dir)
 {
     char warning[640];
     tt_error err = {0};
-    if (chat_spec_from_dir(dir, &app->chat_model, warning, sizeof warning, &err) != TT_OK)
+    char *gguf_template = app->model ? model_chat_template(app->model) : NULL;
+    if (app->model && app->model->gguf) {
+        /* A GGUF file's tokenizer.chat_template feeds the same detector. */
+        app->chat_model = chat_spec_of(CHAT_RAW);
+        warning[0] = 0;
+        if (gguf_template && !chat_detect(gguf_template, &app->chat_model))
+            snprintf(warning, sizeof warning, "%s: tokenizer.chat_template matches no built-in "
+                     "chat format (%s): raw continuation", dir, chat_format_list());
+        if (warning[0] && !o->chat_template)
+            fprintf(stderr, "tokentop: %s\n", warning);
+    } else if (chat_spec_from_dir(dir, &app->chat_model, warning, sizeof warning, &err) != TT_OK)
         fprintf(stderr, "tokentop: %s (chat mode off)\n", err.msg);
     else if (warning[0] && !o->chat_template)
         fprintf(stderr, "tokentop: %s\n", warning);
+    free(gguf_template);
     app->chat = app->chat_model;
     chat_format f;
     if (o->chat_template)
@@ -708,18 +725,47 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                 "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
         return TT_ERR_ARG;
     }
-    if (!is_dir(dir)) {   /* said before the loaders name a file inside it */
+    /* A name that is not a path: a model pulled by Ollama (its blob is a GGUF file). */
+    struct stat sb;
+    ollama_model om = {0};
+    const char *path = dir;
+    if (stat(dir, &sb) != 0 && ollama_is_name(dir)) {
+        if (ollama_resolve_default(dir, &om, &err) != TT_OK) {
+            fprintf(stderr, "tokentop: %s\n", err.msg);
+            return TT_ERR_IO;
+        }
+        path = om.model_path;
+    }
+    /* A GGUF file holds its tokenizer: the model is opened (mapped, cheap) to read it. */
+    model *file_model = NULL;
+    tt_status st;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        st = model_load(path, &file_model, &err);
+        if (st == TT_OK && om.model_path)
+            st = model_apply_ollama(file_model, om.name, om.params, om.template_text, &err);
+        if (st == TT_OK)
+            st = model_tokenizer_load(file_model, &app->tok, &err);
+    } else if (!is_dir(path)) {   /* said before the loaders name a file inside it */
         fprintf(stderr, "tokentop: %s: no such directory; a model directory holds config.json, "
                 "model.safetensors (or its shards) and tokenizer.json (or GPT-2's vocab.json and "
-                "merges.txt), as Hugging Face saves them\n", dir);
+                "merges.txt), as Hugging Face saves them; --model also takes a GGUF file or the "
+                "NAME[:TAG] of a model Ollama pulled\n", dir);
         return TT_ERR_ARG;
+    } else {
+        st = tokenizer_load_dir(dir, &app->tok, &err);
     }
-    tt_status st = tokenizer_load_dir(dir, &app->tok, &err);
     if (st == TT_OK && !tokenizer_only) {
-        st = model_load(dir, &app->model, &err);
+        if (file_model) {
+            app->model = file_model;
+            file_model = NULL;
+        } else {
+            st = model_load(dir, &app->model, &err);
+        }
         if (st == TT_OK && app->model->gen_warning[0])
             fprintf(stderr, "tokentop: %s (the file is ignored)\n",
                     app->model->gen_warning);
+        if (st == TT_OK && app->model->load_note[0] && !o->dtype_set)
+            fprintf(stderr, "tokentop: %s\n", app->model->load_note);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: the tokenizer has %d tokens but the model's "
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),
@@ -739,6 +785,8 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
                     gpu_plugin_path()[0] ? "; GPU plugin " : "", gpu_plugin_path());
         }
     }
+    model_free(file_model);   /* opened for its tokenizer only */
+    ollama_model_free(&om);
     if (st != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg[0] ? err.msg : tt_status_str(st));
         cli_app_free(app);

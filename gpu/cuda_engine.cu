@@ -427,7 +427,7 @@ typedef struct {
 static tt_status upload_matrix(cuda_engine *g, stager *st, const void *dst, tensor_ref t, size_t n, tt_dtype d,
                                tt_error *err)
 {
-    if (t.dtype == d) {            /* same bytes: straight from the mapping */
+    if (t.dtype == d && tensor_ref_is_plain(t)) {   /* same bytes: straight from the mapping */
         GPU_CHECK(cudaMemcpy((void *)dst, t.data, n * tt_dtype_size(d), cudaMemcpyHostToDevice));
         return TT_OK;
     }

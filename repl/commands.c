@@ -771,9 +771,10 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     const model_config *cfg = &s->model->config;
     char line[256];
     out_add(e, "model       %s (%s): %s, %.1fM parameters, V %d, %d positions, C %d, L %d, "
-            "NH %d, NKV %d, HS %d\n", e->model_name, e->model_dir, cfg->arch->name,
+            "NH %d, NKV %d, HS %d%s%s\n", e->model_name, e->model_dir, cfg->arch->name,
             (double)s->model->n_params / 1e6, cfg->V, cfg->maxT, cfg->C, cfg->L, cfg->NH,
-            cfg->NKV, cfg->HS);
+            cfg->NKV, cfg->HS, s->model->quantization[0] ? ", file " : "",
+            s->model->quantization);
     out_add(e, "engine      %s\n", e->engine_desc);
     for (int i = 0; i < e->n_modules; i++)
         if (e->modules[i]->show)

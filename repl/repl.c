@@ -802,11 +802,14 @@ static void draw(tui *t)
         draw_board(t, &l, cols);
     else
         draw_panes(t, &l);
-    char chain[200], mode[64], precision[32];
+    char chain[200], mode[64], precision[32], model_name[300];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     double speedup_lo = 0, speedup_hi = 0;
+    /* a GGUF file's quantization beside its name ("llama3.2:1b Q4_K_M") */
+    snprintf(model_name, sizeof model_name, "%s%s%s", s->model->name,
+             s->model->quantization[0] ? " " : "", s->model->quantization);
     ui_status_view sv = {
-        .model = s->model->name,
+        .model = model_name,
         /* --backend auto found no usable GPU: say so where the backend is named (/show: why) */
         .backend = t->env->backend_note && strcmp(s->eng->ops->name, "cpu") == 0
                        ? "cpu (no GPU)" : s->eng->ops->name,

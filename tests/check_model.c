@@ -948,7 +948,7 @@ START_TEST(converts_unaligned_halves_exactly)
         uint16_t h = (uint16_t)i;
         memcpy(buf + 1 + 2 * i, &h, 2);
     }
-    tensor_ref t = {buf + 1, TT_F16, false};
+    tensor_ref t = {.data = buf + 1, .dtype = TT_F16};
     tensor_ref_to_f32(t, 0, 65536, out);
     for (uint32_t i = 0; i < 65536; i++) {
         float want = tt_f16_to_f32((uint16_t)i);
@@ -962,7 +962,7 @@ START_TEST(converts_unaligned_halves_exactly)
     }
     float src[5] = {1.0f, -0.0f, 3.25f, 1e-40f, -7.5f};
     memcpy(buf + 3, src, sizeof src);
-    t = (tensor_ref){buf + 3, TT_F32, false};
+    t = (tensor_ref){.data = buf + 3, .dtype = TT_F32};
     tensor_ref_to_f32(t, 1, 4, out);
     ck_assert(memcmp(out, src + 1, 4 * sizeof(float)) == 0);
     free(buf);

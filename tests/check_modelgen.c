@@ -153,7 +153,7 @@ START_TEST(safetensors_header_is_padded_and_tensors_tile_the_data)
         ck_assert_int_eq(mask->ndim, 4);
         ck_assert_uint_eq(mask->shape[2], 64);
         float v[3];
-        tensor_ref r = {mask->data, dts[d], false};
+        tensor_ref r = {.data = mask->data, .dtype = dts[d]};
         tensor_ref_to_f32(r, 64 * 5 + 4, 3, v);             /* row 5: columns 4, 5, 6 */
         ck_assert(v[0] == 1.0f && v[1] == 1.0f && v[2] == 0.0f);
         const st_tensor *mb = safetensors_find(f, "transformer.h.0.attn.masked_bias");

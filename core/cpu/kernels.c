@@ -207,9 +207,33 @@ static void q8_pack_column(packed_matrix *m, int p, int kb, int j, const float *
     }
 }
 
+/* A GGUF Q8_0 source (N, K) is this layout's blocks already, one row a column: its scales and
+ * integers are copied as they are (no requantization, so nothing is lost). */
+static void q8_repack(packed_matrix *m, tensor_ref src, int col0, int n0, int n1)
+{
+    enum { Q8_0_BLOCK_BYTES = 2 + TT_Q8_BLOCK };
+    for (int n = n0; n < n1; n++) {
+        const unsigned char *row = tensor_ref_row(src, (size_t)n);
+        const int c = col0 + n, p = c / KERNELS_NR, j = c % KERNELS_NR;
+        for (int kb = 0; kb < m->K / TT_Q8_BLOCK; kb++) {
+            const unsigned char *blk = row + (size_t)kb * Q8_0_BLOCK_BYTES;
+            uint16_t *sc = (uint16_t *)q8_scales(m, p, kb * TT_Q8_BLOCK);
+            memcpy(&sc[j], blk, 2);
+            for (int r = 0; r < TT_Q8_BLOCK; r++)
+                *(uint8_t *)q8_byte(m, p, kb * TT_Q8_BLOCK + r, j) =
+                    (uint8_t)((int)(int8_t)blk[2 + r] + 128);
+        }
+    }
+}
+
 static void q8_pack(packed_matrix *m, tensor_ref src, bool transposed, int src_N, int col0,
                     int n0, int n1)
 {
+    if (transposed && src.quantized && src.quant == QUANT_Q8_0 &&
+        m->K % TT_Q8_BLOCK == 0 && src.row_len == m->K) {
+        q8_repack(m, src, col0, n0, n1);
+        return;
+    }
     float blk[TT_Q8_BLOCK][KERNELS_NR], col[TT_Q8_BLOCK];
     for (int n = n0; n < n1; n += KERNELS_NR) {
         const int nc = n1 - n < KERNELS_NR ? n1 - n : KERNELS_NR;

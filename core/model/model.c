@@ -361,7 +361,7 @@ static tt_status load_weights(model *m, binder *b, const char *dir, tt_error *er
     return s;
 }
 
-tt_status model_load(const char *dir, model **out, tt_error *err)
+tt_status model_load_dir(const char *dir, model **out, tt_error *err)
 {
     *out = NULL;
     struct stat st;
@@ -369,8 +369,9 @@ tt_status model_load(const char *dir, model **out, tt_error *err)
         return tt_fail(err, TT_ERR_IO, "%s: cannot open model directory: %s", dir,
                        strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return tt_fail(err, TT_ERR_IO, "%s: not a directory (a model is a Hugging Face directory "
-                       "with config.json and model.safetensors)", dir);
+        return tt_fail(err, TT_ERR_IO, "%s: not a directory or a GGUF file (a model is a Hugging "
+                       "Face directory with config.json and model.safetensors, or a .gguf file)",
+                       dir);
 
     model *m = calloc(1, sizeof *m);
     if (!m)
@@ -443,7 +444,12 @@ void model_free(model *m)
         return;
     for (int i = 0; i < m->n_files; i++)
         safetensors_close(m->files[i]);
+    gguf_close(m->gguf);
     free(m->tensors.layers);
+    free(m->chat_template);
+    for (int i = 0; i < m->n_stop_strings; i++)
+        free(m->stop_strings[i]);
+    free(m->stop_strings);
     free(m->dir);
     free(m->name);
     free(m);
@@ -452,9 +458,62 @@ void model_free(model *m)
 /* ---------------------------------------------------------------------------------------------
  * Reading weights */
 
+/* Bytes of one stored row of t (tensor_ref_is_plain(t) false). */
+static size_t ref_row_bytes(tensor_ref t)
+{
+    uint64_t b = 0;
+    if (t.quantized)
+        quant_row_bytes(t.quant, (uint64_t)t.row_len, &b);
+    else
+        b = (uint64_t)t.row_len * tt_dtype_size(t.dtype);
+    return (size_t)b;
+}
+
+const void *tensor_ref_row(tensor_ref t, size_t r)
+{
+    if (t.head_rows) {
+        /* llama.cpp's permute made stored row 2i + j of a head out of rotate-half row
+         * j * HS/2 + i: row r of the rotate-half order is stored at 2 (r % half) + r / half. */
+        const size_t hs = (size_t)t.head_rows, half = hs / 2, in = r % hs;
+        r = r - in + 2 * (in % half) + in / half;
+    }
+    return (const unsigned char *)t.data + r * ref_row_bytes(t);
+}
+
+/* Elements [c, c + n) of one stored row (quantized or not) as float. */
+static void row_to_f32(tensor_ref t, const unsigned char *row, size_t c, size_t n, float *dst)
+{
+    if (!t.quantized) {
+        tensor_ref plain = {.data = row, .dtype = t.dtype};
+        tensor_ref_to_f32(plain, c, n, dst);
+        return;
+    }
+    const size_t bs = quant_block_size(t.quant), bb = quant_block_bytes(t.quant);
+    float block[QUANT_QK_K];
+    while (n > 0) {
+        size_t b = c / bs, in = c % bs, cnt = bs - in < n ? bs - in : n;
+        quant_dequantize_row(t.quant, row + b * bb, block, bs);
+        memcpy(dst, block + in, cnt * sizeof *dst);
+        dst += cnt;
+        c += cnt;
+        n -= cnt;
+    }
+}
+
 void tensor_ref_to_f32(tensor_ref t, size_t offset, size_t n, float *dst)
 {
     const unsigned char *p = t.data;
+    if (!tensor_ref_is_plain(t)) {
+        const size_t K = (size_t)t.row_len;
+        while (n > 0) {
+            size_t r = offset / K, c = offset % K, cnt = K - c < n ? K - c : n;
+            row_to_f32(t, tensor_ref_row(t, r), c, cnt, dst);
+            dst += cnt;
+            offset += cnt;
+            n -= cnt;
+        }
+        return;
+    }
     if (t.dtype == TT_F32) {
         memcpy(dst, p + offset * 4, n * 4);
         return;

@@ -9,6 +9,7 @@
 
 #include "core/arch/arch.h"
 #include "core/base/dtype.h"
+#include "core/model/gguf.h"
 #include "core/model/safetensors.h"
 #include "core/base/status.h"
 
@@ -42,9 +43,24 @@ tt_status model_generation_parse(const char *json, size_t len, const char *name,
  * Face and by modelgen are aligned in practice. */
 typedef struct {
     const void *data;                     /* NULL: the role is not bound */
-    tt_dtype dtype;                       /* the file's dtype */
+    tt_dtype dtype;                       /* the file's dtype; TT_F32 (what it reads as) when quantized */
     bool in_out;                          /* a matrix stored (K, N) (GPT-2's Conv1D), else (N, K) */
+    /* GGUF tensors: quantized data is rows of ggml blocks of type quant (Q8_0, Q4_K, ...) that
+     * tensor_ref_to_f32 dequantizes; head_rows HS: the rows are llama.cpp's adjacent-pair RoPE
+     * order within each head of HS rows (a GGUF llama's Q and K), read back in Hugging Face's
+     * rotate-half order. row_len: elements of a row (K; 1 for a vector) when either is set. */
+    bool quantized;
+    uint32_t quant;                       /* a quant_type when quantized */
+    int row_len;
+    int head_rows;                        /* 0: rows as stored */
 } tensor_ref;
+
+/* Whether t's bytes are plain row-major elements of t.dtype (so they can be copied as they are). */
+static inline bool tensor_ref_is_plain(tensor_ref t) { return !t.quantized && !t.head_rows; }
+
+/* Row r of t's (N, K) matrix as its file stores it (after undoing head_rows' order): row_len
+ * elements of t.dtype, or quant_row_bytes of blocks when quantized. */
+const void *tensor_ref_row(tensor_ref t, size_t r);
 
 /* Every role the architecture binds (arch_tensor): model-wide roles in global, layer l's in
  * layers[l * ARCH_T_COUNT + role]; a role the recipe does not use has data NULL. */
@@ -67,6 +83,15 @@ typedef struct model {
     size_t n_params;                      /* parameters, a tied output head counted once */
     safetensors_file *files[MODEL_MAX_SHARDS]; /* model.safetensors, or the shards */
     int n_files;
+    gguf_file *gguf;                      /* a GGUF model's file (then n_files is 0), else NULL */
+    char quantization[16];                /* the file's: "Q4_K_M", "F16" ...; "" for safetensors */
+    /* What loading a GGUF file of types the engine does not hold costs ("Q4_K_M weights converted
+     * to fp16 at load ..."); "" when nothing is converted. */
+    char load_note[TT_ERROR_MAX];
+    char *chat_template;                  /* a template given beside the file (an Ollama template
+                                           * layer: model_apply_ollama), else NULL; owned */
+    char **stop_strings;                  /* (n_stop_strings) the params layer's "stop"; owned */
+    int n_stop_strings;
 } model;
 
 /* Layer l's tensors, indexed by arch_tensor. */
@@ -82,7 +107,12 @@ bool model_is_eos(const model *m, int32_t id);
 /* The first end token (the one beams and /show name), or -1. */
 int32_t model_eos(const model *m);
 
-/* Loads dir/config.json (model_type picks the architecture, core/arch/), the weights and the
+/* Loads a model: a GGUF file (any regular file starting with the GGUF magic, whatever its
+ * name: model_load_gguf) or a Hugging Face directory (model_load_dir). On failure *out is NULL
+ * and err names the file and the field. */
+tt_status model_load(const char *path, model **out, tt_error *err);
+
+/* model_load_dir: loads dir/config.json (model_type picks the architecture, core/arch/), the weights and the
  * optional dir/generation_config.json: one that cannot be read or has an invalid field is ignored
  * as a whole, with the reason (file and field) left in m->gen_warning, since the model itself is
  * usable without it. The weights are dir/model.safetensors, or the shards that
@@ -95,7 +125,37 @@ int32_t model_eos(const model *m);
  * pytorch_model.bin (or another .bin, .pt, .pth or .ckpt file) is refused with
  * TT_ERR_UNSUPPORTED and a message saying how to convert to safetensors. The tokenizer is loaded
  * separately (tokenizer.h). On failure *out is NULL. */
-tt_status model_load(const char *dir, model **out, tt_error *err);
+tt_status model_load_dir(const char *dir, model **out, tt_error *err);
+
+/* Loads a GGUF file (model_gguf.c): general.architecture picks the architecture, the
+ * {arch}.* keys make the config, the tensors are bound by their GGUF names with their shapes
+ * checked (every type quant_type_supported names; quantized ones dequantize on reading). A
+ * llama file's Q and K rows are read back in rotate-half order. file_dtype is the file's own
+ * type where engines hold it (F32, F16, BF16, Q8_0 -> TT_Q8), else TT_F16 (with load_note
+ * saying so). Errors name the file and the key or tensor. On failure *out is NULL. */
+tt_status model_load_gguf(const char *path, model **out, tt_error *err);
+
+struct tokenizer;
+
+/* The model's tokenizer: a GGUF model's from its tokenizer.ggml.* metadata
+ * (tokenizer_load_gguf_arrays; array lengths and ids checked, "m.gguf: key
+ * tokenizer.ggml.scores: 100 values for 323 tokens"), else the directory's (tokenizer_load_dir).
+ * On failure *out is NULL. */
+tt_status model_tokenizer_load(const model *m, struct tokenizer **out, tt_error *err);
+
+/* The chat template given beside the file (m->chat_template), else a GGUF model's
+ * tokenizer.chat_template, as a malloc'd string (caller frees); NULL when there is none (and for
+ * a directory: core/session reads its files). */
+char *model_chat_template(const model *m);
+
+/* An Ollama store entry's layers applied to a model loaded from its blob: name becomes the
+ * model's display name, the params layer's JSON (NULL: none) fills m->gen the way
+ * generation_config.json does (temperature, top_k, top_p, repeat_penalty, num_predict, and its
+ * stop strings into m->stop_strings; a layer
+ * that does not parse is ignored as a whole, with the reason in m->gen_warning), and the
+ * template layer's text (NULL: none) becomes m->chat_template. Fails only when out of memory. */
+tt_status model_apply_ollama(model *m, const char *name, const char *params_json,
+                             const char *template_text, tt_error *err);
 
 /* NULL is safe. Engines created from the model must be freed first. */
 void model_free(model *m);

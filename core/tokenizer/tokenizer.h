@@ -32,6 +32,30 @@ tt_status tokenizer_load_json_buffers(const char *json, size_t json_len, const c
                                       const char *config, size_t config_len,
                                       const char *config_name, tokenizer **out, tt_error *err);
 
+/* A GGUF file's tokenizer.ggml.* values, as plain arrays (core/model/ reads the file). */
+typedef struct {
+    const char *model;          /* tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece) */
+    const char *pre;            /* tokenizer.ggml.pre (gpt2): llama-bpe, qwen2, smollm, gpt2, default; NULL: default */
+    int n_tokens;
+    const char *const *tokens;  /* (n_tokens) NUL-terminated spellings */
+    const float *scores;        /* (n_tokens); needed by llama, which ranks its merges by them */
+    const int32_t *types;       /* (n_tokens) llama.cpp token types (3 control, 4 user-defined, 6 byte), or NULL */
+    int n_merges;
+    const char *const *merges;  /* (n_merges) "a b", gpt2 */
+    int bos_id, eos_id, unk_id; /* -1 when absent */
+    int add_bos;                /* tokenizer.ggml.add_bos_token: 1, 0, or -1 when absent (llama: yes) */
+    bool add_space_prefix;      /* llama: SentencePiece's dummy prefix (tokenizer.ggml.add_space_prefix) */
+} tokenizer_gguf_arrays;
+
+/* A tokenizer from GGUF arrays (the buffers may be freed afterwards). gpt2: the vocabulary, the
+ * merges and the pre-tokenizer pre names (its regex, as the model's tokenizer.json has it); an
+ * unknown pre or model is refused by name. llama: SentencePiece BPE with byte fallback, merges
+ * recovered from the scores (transformers' SentencePieceExtractor order). Control, unknown and
+ * user-defined tokens are added tokens (the first two special). name (the file) is used in
+ * messages. On failure *out is NULL. */
+tt_status tokenizer_load_gguf_arrays(const tokenizer_gguf_arrays *a, const char *name,
+                                     tokenizer **out, tt_error *err);
+
 /* Loads vocab.json and merges.txt (GPT-2 format, "#version" line optional). Validates: vocab is a
  * JSON object of string -> unique non-negative ids (below 2^21), with a token for every single
  * byte; every merge names two strings and its result is in the vocabulary (a repeated merge keeps

@@ -1,0 +1,452 @@
+/* check_model_gguf.c: a GGUF file loads as a model (core/model/model_gguf.c): the config from its
+ * metadata, its tensors bound with a llama's q/k rows back in rotate-half order (the same logits
+ * as its Hugging Face directory), quantized tensors read through dequantization, Q8_0 repacked
+ * into the CPU's Q8 layout bit for bit, and broken files refused by name. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/util.h"
+#include "core/cpu/kernels.h"
+#include "core/engine/engine.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
+#include "tests/testutil.h"
+
+static const char *fixture(const char *name)
+{
+    const char *srcdir = getenv("TOKENTOP_SRCDIR");
+    return tu_path("%s/tests/fixtures/gguf/%s", srcdir ? srcdir : ".", name);
+}
+
+static model *load_ok(const char *path)
+{
+    model *m = NULL;
+    tt_error err = {0};
+    tt_status s = model_load(path, &m, &err);
+    ck_assert_msg(s == TT_OK, "%s: %s (the fixtures: tests/fixtures/gguf/make.sh)", path, err.msg);
+    return m;
+}
+
+static void expect_refused(const char *path, const char *needle)
+{
+    model *m = (model *)1;
+    tt_error err = {0};
+    ck_assert_int_ne(model_load(path, &m, &err), TT_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
+}
+
+/* Ids inside the tiny vocabularies (323 tokens), a sentence's worth. */
+static const int32_t IDS[] = {1, 17, 250, 3, 99, 100, 42, 7, 311, 64, 5, 200};
+#define N_IDS ((int)(sizeof IDS / sizeof IDS[0]))
+
+START_TEST(gguf_llama_reads_the_config_of_its_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-f16.gguf"));
+    const model_config *a = &hf->config, *b = &g->config;
+    ck_assert_ptr_eq(b->arch, a->arch);
+    ck_assert_int_eq(b->features, a->features);
+    ck_assert_int_eq(b->V, a->V);
+    ck_assert_int_eq(b->maxT, a->maxT);
+    ck_assert_int_eq(b->C, a->C);
+    ck_assert_int_eq(b->NH, a->NH);
+    ck_assert_int_eq(b->NKV, a->NKV);
+    ck_assert_int_eq(b->HS, a->HS);
+    ck_assert_int_eq(b->L, a->L);
+    ck_assert_int_eq(b->FF, a->FF);
+    ck_assert_float_eq(b->norm_eps, a->norm_eps);
+    ck_assert(b->rope.theta == a->rope.theta);
+    ck_assert_int_eq(b->bos_id, a->bos_id);
+    ck_assert_int_eq(model_eos(g), model_eos(hf));
+    ck_assert_int_eq(g->n_params, hf->n_params);
+    ck_assert_int_eq(g->file_dtype, TT_F16);
+    ck_assert_str_eq(g->quantization, "F16");
+    ck_assert_str_eq(g->load_note, "");
+    ck_assert_str_eq(g->name, "tiny-llama-f16.gguf");
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+/* The converter rounds the directory's fp32 weights to fp16 as the engine's fp16 does, so an
+ * fp16 engine over either computes the same bits, and the F32 file is the directory's weights:
+ * a q or k row out of place (the adjacent-pair order llama.cpp writes) would change every logit. */
+START_TEST(gguf_llama_f16_and_f32_give_the_logits_of_its_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-f16.gguf"));
+    const int V = hf->config.V;
+    float *a = tu_all_logits(hf, TT_F16, 1, IDS, N_IDS);
+    float *b = tu_all_logits(g, TT_F16, 1, IDS, N_IDS);
+    for (int i = 0; i < N_IDS * V; i++)
+        ck_assert_msg(a[i] == b[i], "logit %d (position %d): HF fp16 %.9g, GGUF F16 %.9g", i % V,
+                      i / V, a[i], b[i]);
+    free(a);
+    free(b);
+    model_free(g);
+    /* The F32 file holds the directory's weights exactly: the same fp32 logits, bit for bit. */
+    g = load_ok(fixture("tiny-llama-f32.gguf"));
+    ck_assert_int_eq(g->file_dtype, TT_F32);
+    a = tu_all_logits(hf, TT_F32, 1, IDS, N_IDS);
+    b = tu_all_logits(g, TT_F32, 1, IDS, N_IDS);
+    for (int i = 0; i < N_IDS * V; i++)
+        ck_assert_msg(a[i] == b[i], "logit %d (position %d): HF fp32 %.9g, GGUF F32 %.9g", i % V,
+                      i / V, a[i], b[i]);
+    free(a);
+    free(b);
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+START_TEST(gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit)
+{
+    model *g = load_ok(fixture("tiny-llama-q8_0.gguf"));
+    ck_assert_int_eq(g->file_dtype, TT_Q8);
+    ck_assert_str_eq(g->quantization, "Q8_0");
+    const int roles[] = {ARCH_T_Q, ARCH_T_K, ARCH_T_UP, ARCH_T_DOWN};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        tensor_ref t = model_layer_tensors(g, 1)[roles[i]];
+        ck_assert(t.quantized);
+        ck_assert_int_eq(t.quant, QUANT_Q8_0);
+        const int K = t.row_len;
+        const int N = roles[i] == ARCH_T_Q ? model_config_qdim(&g->config)
+                      : roles[i] == ARCH_T_K ? model_config_kvdim(&g->config)
+                      : roles[i] == ARCH_T_UP ? g->config.FF : g->config.C;
+        packed_matrix pm;
+        tt_error err = {0};
+        ck_assert(packed_matrix_init(&pm, TT_Q8, K, N, &err) == TT_OK);
+        packed_matrix_pack(&pm, t, true, 0, N);
+        float *row = malloc((size_t)K * sizeof *row);
+        for (int n = 0; n < N; n++) {
+            tensor_ref_to_f32(t, (size_t)n * (size_t)K, (size_t)K, row);
+            for (int k = 0; k < K; k++)
+                ck_assert_msg(packed_matrix_get(&pm, k, n) == row[k],
+                              "role %d (%d, %d): packed %.9g, file %.9g", roles[i], k, n,
+                              packed_matrix_get(&pm, k, n), row[k]);
+        }
+        /* The scales are the file's bits: column n's first block is row n's first 2 bytes. */
+        for (int n = 0; n < N; n++) {
+            uint16_t want, got;
+            memcpy(&want, tensor_ref_row(t, (size_t)n), 2);
+            const uint8_t *panel = (const uint8_t *)pm.data + (size_t)(n / KERNELS_NR) * pm.panel_elems;
+            memcpy(&got, panel + 2 * (n % KERNELS_NR), 2);
+            ck_assert_uint_eq(got, want);
+        }
+        free(row);
+        packed_matrix_free(&pm);
+    }
+    model_free(g);
+}
+END_TEST
+
+static double max_diff(const float *a, const float *b, int n)
+{
+    double w = 0;
+    for (int i = 0; i < n; i++)
+        w = fmax(w, fabs((double)a[i] - b[i]));
+    return w;
+}
+
+/* The Q8_0 file's weights are the directory's quantized by llama.cpp's rounding: a Q8 engine
+ * over it is as far from the directory's fp32 logits as a Q8 engine over the directory (which
+ * quantizes at load), and the dequantized file read in fp32 is near both. */
+START_TEST(gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-q8_0.gguf"));
+    const int n = N_IDS * hf->config.V;
+    float *ref = tu_all_logits(hf, TT_F32, 1, IDS, N_IDS);
+    float *hf8 = tu_all_logits(hf, TT_Q8, 1, IDS, N_IDS);
+    float *g8 = tu_all_logits(g, TT_Q8, 1, IDS, N_IDS);
+    float *g32 = tu_all_logits(g, TT_F32, 1, IDS, N_IDS);
+    double own = max_diff(ref, hf8, n), file = max_diff(ref, g8, n), deq = max_diff(ref, g32, n);
+    ck_assert_msg(file <= 1.5 * own + 1e-3 && deq <= 1.5 * own + 1e-3,
+                  "largest logit difference from the directory's fp32: its own q8 %g, the Q8_0 "
+                  "file's q8 %g, the Q8_0 file in fp32 %g", own, file, deq);
+    free(ref);
+    free(hf8);
+    free(g8);
+    free(g32);
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+START_TEST(gguf_qwen2_and_qwen3_load_with_their_recipes)
+{
+    model *q2 = load_ok(fixture("tiny-qwen2-f16.gguf"));
+    ck_assert_str_eq(q2->config.arch->name, "qwen2");
+    ck_assert(q2->config.features & ARCH_F_QKV_BIAS);
+    ck_assert(!(q2->config.features & ARCH_F_QK_NORM));
+    ck_assert_int_eq(model_layer_tensors(q2, 0)[ARCH_T_Q].head_rows, 0);
+    model *q3 = load_ok(fixture("tiny-qwen3-q8_0.gguf"));
+    ck_assert_str_eq(q3->config.arch->name, "qwen3");
+    ck_assert(q3->config.features & ARCH_F_QK_NORM);
+    ck_assert_int_eq(model_layer_tensors(q3, 0)[ARCH_T_K].head_rows, 0);
+    model *ms[] = {q2, q3};
+    for (int i = 0; i < 2; i++) {
+        const int V = ms[i]->config.V;
+        int32_t ids[N_IDS];
+        for (int j = 0; j < N_IDS; j++)
+            ids[j] = IDS[j] % V;
+        float *l = tu_all_logits(ms[i], ms[i]->file_dtype, 1, ids, N_IDS);
+        for (int j = 0; j < N_IDS * V; j++)
+            ck_assert(isfinite(l[j]));
+        free(l);
+    }
+    model_free(q3);
+    model_free(q2);
+}
+END_TEST
+
+/* A 2-head (HS 4) q matrix written in llama.cpp's order reads back in rotate-half order. */
+START_TEST(head_rows_undo_the_adjacent_pair_permutation)
+{
+    /* Rotate-half rows r0..r7 (value = 10 r + k); llama.cpp stores, per head, r0 r2 r1 r3. */
+    const int stored[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    float w[8][3];
+    for (int s = 0; s < 8; s++)
+        for (int k = 0; k < 3; k++)
+            w[s][k] = (float)(10 * stored[s] + k);
+    tensor_ref t = {.data = w, .dtype = TT_F32, .row_len = 3, .head_rows = 4};
+    float out[24];
+    tensor_ref_to_f32(t, 0, 24, out);
+    for (int i = 0; i < 24; i++)
+        ck_assert_float_eq(out[i], (float)(10 * (i / 3) + i % 3));
+    tensor_ref_to_f32(t, 4, 5, out);   /* across rows */
+    ck_assert_float_eq(out[0], 11.0f);
+    ck_assert_float_eq(out[2], 20.0f);
+    ck_assert_float_eq(out[4], 22.0f);
+}
+END_TEST
+
+/* Every quantized type reads through quant_dequantize_row, from any element offset: two rows of
+ * 512 weights of random blocks (scales set to small finite fp16 values). */
+START_TEST(quantized_tensors_read_as_their_dequantized_rows)
+{
+    const uint32_t types[] = {QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
+    const int K = 512;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t qt = types[ti];
+        uint64_t rb;
+        ck_assert(quant_row_bytes(qt, (uint64_t)K, &rb));
+        unsigned char *buf = malloc(2 * rb);
+        uint32_t x = 12345 + (uint32_t)ti;
+        for (uint64_t i = 0; i < 2 * rb; i++) {
+            x = x * 1664525u + 1013904223u;
+            buf[i] = (unsigned char)(x >> 24);
+        }
+        /* Scales: every fp16 at a block's start (and Q4_K's dmin, Q6_K's d at its end) made
+         * 0x2c00-ish, finite. */
+        const size_t bb = quant_block_bytes(qt);
+        for (uint64_t b = 0; b < 2 * rb / bb; b++) {
+            unsigned char *blk = buf + b * bb;
+            if (qt == QUANT_Q6_K) {
+                blk[bb - 1] = 0x2c;
+            } else {
+                blk[1] = 0x2c;
+                if (qt == QUANT_Q4_K)
+                    blk[3] = 0x2c;
+            }
+        }
+        float want[1024], got[1024];
+        ck_assert(quant_dequantize_row(qt, buf, want, (uint64_t)K));
+        ck_assert(quant_dequantize_row(qt, buf + rb, want + K, (uint64_t)K));
+        tensor_ref t = {.data = buf, .dtype = TT_F32, .quantized = true, .quant = qt, .row_len = K};
+        tensor_ref_to_f32(t, 0, 1024, got);
+        ck_assert(memcmp(got, want, sizeof got) == 0);
+        tensor_ref_to_f32(t, 300, 400, got);   /* mid-block, across the row boundary */
+        ck_assert_msg(memcmp(got, want + 300, 400 * sizeof *got) == 0, "%s", quant_type_name(qt));
+        free(buf);
+    }
+}
+END_TEST
+
+static const char *const TEXTS[] = {
+    "hello world", "the cat sat on the mat", " leading space", "Hello, World! 123",
+    "caf\xc3\xa9 na\xc3\xafve \xe2\x82\xac 10", "new\nlines\n\n and  two  spaces", "x",
+};
+
+static tokenizer *gguf_tokenizer(const model *m)
+{
+    tokenizer *t = NULL;
+    tt_error err = {0};
+    ck_assert_msg(model_tokenizer_load(m, &t, &err) == TT_OK, "%s", err.msg);
+    return t;
+}
+
+/* The llama (SentencePiece) tokenizer rebuilt from tokenizer.ggml.tokens/scores/token_type
+ * encodes as the directory's tokenizer.json does, and decodes back to the text. */
+START_TEST(gguf_llama_tokenizer_encodes_as_the_hf_directory)
+{
+    model *hf = load_ok(fixture("tiny-llama"));
+    model *g = load_ok(fixture("tiny-llama-q8_0.gguf"));
+    tokenizer *a = gguf_tokenizer(hf), *b = gguf_tokenizer(g);
+    ck_assert_int_eq(tokenizer_bos_id(b), tokenizer_bos_id(a));
+    ck_assert_int_eq(tokenizer_adds_bos(b), tokenizer_adds_bos(a));
+    ck_assert_int_eq(tokenizer_eot_id(b), tokenizer_eot_id(a));
+    ck_assert(tokenizer_is_special(b, 2));
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+        int32_t *x, *y;
+        int nx, ny;
+        tt_error err = {0};
+        ck_assert(tokenizer_encode(a, TEXTS[i], strlen(TEXTS[i]), &x, &nx, &err) == TT_OK);
+        ck_assert(tokenizer_encode(b, TEXTS[i], strlen(TEXTS[i]), &y, &ny, &err) == TT_OK);
+        ck_assert_msg(nx == ny && memcmp(x, y, (size_t)nx * sizeof *x) == 0,
+                      "'%s': %d ids from tokenizer.json, %d from the GGUF", TEXTS[i], nx, ny);
+        char *back;
+        size_t len;
+        ck_assert(tokenizer_decode_text(b, y, ny, &back, &len, &err) == TT_OK);
+        ck_assert_str_eq(back, TEXTS[i]);
+        free(back);
+        free(x);
+        free(y);
+    }
+    tokenizer_free(a);
+    tokenizer_free(b);
+    model_free(g);
+    model_free(hf);
+}
+END_TEST
+
+/* The byte-level (gpt2 model, pre qwen2) tokenizer of the qwen fixtures round-trips text. */
+START_TEST(gguf_byte_level_tokenizer_round_trips_text)
+{
+    const char *files[] = {"tiny-qwen2-f16.gguf", "tiny-qwen3-q8_0.gguf"};
+    for (int f = 0; f < 2; f++) {
+        model *g = load_ok(fixture(files[f]));
+        tokenizer *t = gguf_tokenizer(g);
+        ck_assert_int_eq(tokenizer_vocab_size(t), g->config.V);
+        for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+            int32_t *y;
+            int ny;
+            char *back;
+            size_t len;
+            tt_error err = {0};
+            ck_assert(tokenizer_encode(t, TEXTS[i], strlen(TEXTS[i]), &y, &ny, &err) == TT_OK);
+            ck_assert(tokenizer_decode(t, y, ny, &back, &len, &err) == TT_OK);
+            ck_assert_str_eq(back, TEXTS[i]);
+            free(back);
+            free(y);
+        }
+        tokenizer_free(t);
+        model_free(g);
+    }
+}
+END_TEST
+
+/* GPT-2's vocab.json and merges.txt handed over as GGUF arrays (pre "gpt2") encode as the files
+ * do; an unknown pre-tokenizer or model is refused by name. */
+START_TEST(gguf_arrays_of_gpt2_encode_as_its_files_and_unknown_pre_is_refused)
+{
+    tokenizer *ref;
+    tt_error err = {0};
+    ck_assert_msg(tokenizer_load_dir(tu_gpt2_dir(), &ref, &err) == TT_OK, "%s", err.msg);
+    const int V = tokenizer_vocab_size(ref);
+    const char **tokens = malloc((size_t)V * sizeof *tokens);
+    for (int i = 0; i < V; i++)
+        tokens[i] = tokenizer_token_str(ref, i);
+    size_t len;
+    char *text = tu_read_file(tu_path("%s/merges.txt", tu_gpt2_dir()), &len);
+    ck_assert_ptr_nonnull(text);
+    const char **merges = malloc(60000 * sizeof *merges);
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line && n < 60000; line = strtok(NULL, "\n"))
+        if (line[0] != '#')
+            merges[n++] = line;
+    tokenizer_gguf_arrays a = {.model = "gpt2", .pre = "gpt2", .n_tokens = V, .tokens = tokens,
+                               .n_merges = n, .merges = merges, .bos_id = -1, .eos_id = V - 1,
+                               .unk_id = -1, .add_bos = 0};
+    tokenizer *t;
+    ck_assert_msg(tokenizer_load_gguf_arrays(&a, "gpt2.gguf", &t, &err) == TT_OK, "%s", err.msg);
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+        int32_t *x, *y;
+        int nx, ny;
+        ck_assert(tokenizer_encode(ref, TEXTS[i], strlen(TEXTS[i]), &x, &nx, &err) == TT_OK);
+        ck_assert(tokenizer_encode(t, TEXTS[i], strlen(TEXTS[i]), &y, &ny, &err) == TT_OK);
+        ck_assert_msg(nx == ny && memcmp(x, y, (size_t)nx * sizeof *x) == 0, "'%s'", TEXTS[i]);
+        free(x);
+        free(y);
+    }
+    tokenizer_free(t);
+    a.pre = "deepseek-coder";
+    ck_assert_int_ne(tokenizer_load_gguf_arrays(&a, "gpt2.gguf", &t, &err), TT_OK);
+    ck_assert_msg(strstr(err.msg, "tokenizer.ggml.pre: 'deepseek-coder'"), "%s", err.msg);
+    a.pre = "gpt2";
+    a.model = "bert";
+    ck_assert_int_ne(tokenizer_load_gguf_arrays(&a, "gpt2.gguf", &t, &err), TT_OK);
+    ck_assert_msg(strstr(err.msg, "tokenizer.ggml.model: 'bert'"), "%s", err.msg);
+    free(merges);
+    free(text);
+    free(tokens);
+    tokenizer_free(ref);
+}
+END_TEST
+
+START_TEST(a_gguf_file_without_the_suffix_loads_by_its_magic)
+{
+    char *dir = tu_tmpdir();
+    size_t len;
+    char *bytes = tu_read_file(fixture("tiny-qwen2-f16.gguf"), &len);
+    ck_assert_ptr_nonnull(bytes);
+    const char *p = tu_path("%s/model", dir);
+    ck_assert_int_eq(tu_write_file(p, bytes, len), 0);
+    model *m = load_ok(p);
+    ck_assert_str_eq(m->config.arch->name, "qwen2");
+    model_free(m);
+    free(bytes);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(a_truncated_gguf_is_refused_naming_the_file)
+{
+    char *dir = tu_tmpdir();
+    size_t len;
+    char *bytes = tu_read_file(fixture("tiny-llama-f16.gguf"), &len);
+    ck_assert_ptr_nonnull(bytes);
+    const char *p = tu_path("%s/cut.gguf", dir);
+    ck_assert_int_eq(tu_write_file(p, bytes, len - 100), 0);
+    expect_refused(p, "cut.gguf");
+    ck_assert_int_eq(tu_write_file(p, bytes, 40), 0);
+    expect_refused(p, "cut.gguf");
+    free(bytes);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+static Suite *model_gguf_suite(void)
+{
+    Suite *s = suite_create("model_gguf");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, gguf_llama_reads_the_config_of_its_hf_directory);
+    tcase_add_test(tc, gguf_llama_f16_and_f32_give_the_logits_of_its_hf_directory);
+    tcase_add_test(tc, gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit);
+    tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
+    tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
+    tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);
+    tcase_add_test(tc, quantized_tensors_read_as_their_dequantized_rows);
+    tcase_add_test(tc, gguf_llama_tokenizer_encodes_as_the_hf_directory);
+    tcase_add_test(tc, gguf_byte_level_tokenizer_round_trips_text);
+    tcase_add_test(tc, gguf_arrays_of_gpt2_encode_as_its_files_and_unknown_pre_is_refused);
+    tcase_add_test(tc, a_gguf_file_without_the_suffix_loads_by_its_magic);
+    tcase_add_test(tc, a_truncated_gguf_is_refused_naming_the_file);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(model_gguf_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
