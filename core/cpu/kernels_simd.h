@@ -305,9 +305,13 @@ load_pair_group(const void *panel, int kp, int g, vf *e0, vf *o0, vf *e1, vf *o1
     load_pair(panel, kp, 2 * g + 1, e1, o1);
 }
 
-/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read. The
- * hardware prefetchers alone left a core at about 11 GB/s on fp16/bf16 panels (14 on fp32);
- * prefetching 2-4 KiB ahead (measured 1, 2 and 4 KiB) lifts both to the core's streaming rate.
+/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read, where
+ * kernels_gemv_prefetch() says to prefetch (Intel). On the Xeon the hardware prefetchers alone
+ * left a core at about 11 GB/s on fp16/bf16 panels (14 on fp32); prefetching 2-4 KiB ahead
+ * (measured 1, 2 and 4 KiB) lifts both to the core's streaming rate. On AMD Zen 4 the same
+ * prefetches cost: one core streamed a GPT-2 124M step's matrices at 27 GB/s (fp32), 23 (fp16)
+ * and 15 (q8) with them, 30, 28 and 23 without (CPU time, tools/matmul_bench.c), and a plain
+ * read of four panels side by side lost 28 -> 23 GB/s to them.
  * Prefetches past the end of a matrix are harmless: they never fault. */
 #define GEMV_PREFETCH_16 2048
 #define GEMV_PREFETCH_32 4096
@@ -513,10 +517,10 @@ q8_block_fma(vf c, const char *blk, int v, float d, vi sum)
 }
 
 /* One row against NP Q8 panels side by side (decode): NP * KS_NV independent integer chains per
- * step; every 128-byte step prefetches its two lines GEMV_PREFETCH_16 ahead (and the block's
- * 17th line, its scales' share, once per block). */
+ * step; with PF every 128-byte step prefetches its two lines GEMV_PREFETCH_16 ahead (and the
+ * block's 17th line, its scales' share, once per block). */
 static inline __attribute__((always_inline)) void
-mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, int p)
+mm_gemv_q8(const matmul_args *a, int NP, bool PF, const char *panel, size_t panel_bytes, int p)
 {
     const kernels_q8_act *xq = a->xq;
     const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
@@ -541,10 +545,12 @@ mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, 
             for (int g = 0; g < NP; g++) {
                 const char *bg = blk + (size_t)g * panel_bytes;
                 const char *pf = bg + (size_t)kq * Q8_STEP_BYTES + GEMV_PREFETCH_16;
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
-                if (kq == 0)
-                    _mm_prefetch(pf + 8 * Q8_STEP_BYTES, _MM_HINT_T0);
+                if (PF) {
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+                    if (kq == 0)
+                        _mm_prefetch(pf + 8 * Q8_STEP_BYTES, _MM_HINT_T0);
+                }
 #pragma GCC unroll 4
                 for (int v = 0; v < KS_NV; v++)
                     acc[g][v] = q8_dot(acc[g][v], q8_w(bg, kq, v), x);
@@ -561,9 +567,11 @@ mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, 
 }
 
 /* MR rows t0 .. against column group g of a Q8 panel: the chains of mm_gemv_q8, MR rows at a time
- * so each weight vector loaded serves MR rows. */
+ * so each weight vector loaded serves MR rows. A short tile prefetches as the GEMV does where
+ * prefetch (kernels_gemv_prefetch): on Zen 4 an 8-row step of GPT-2 124M's matrices took 8.5-9.2 ms of
+ * one core without against 9.7-10.0 with. */
 static inline __attribute__((always_inline)) void
-mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g)
+mm_tile_q8(const matmul_args *a, int MR, bool prefetch, int t0, const char *panel, int p, int g)
 {
     const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
     const kernels_q8_act *xq = a->xq + (size_t)t0 * (size_t)a->ldxq;
@@ -580,7 +588,7 @@ mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g
             i0[r] = i1[r] = q8_start(xq[r * ldxq + b].sum128);
 #pragma GCC unroll 8
         for (int kq = 0; kq < TT_Q8_BLOCK / 4; kq++) {
-            if (MR < KS_Q8_MR) {            /* a short tile (a decode batch) streams the panel */
+            if (MR < KS_Q8_MR && prefetch) { /* a short tile (a decode batch) streams the panel */
                 const char *pf = Q8_INTS(blk) + (size_t)kq * Q8_STEP_BYTES +
                                  (size_t)g * 2 * KS_VW * 4 + GEMV_PREFETCH_16;
                 _mm_prefetch(pf, _MM_HINT_T0);
@@ -673,13 +681,14 @@ static void simd_quantize_rows(const float *x, int ldx, int K, int t0, int t1, k
 static inline __attribute__((always_inline)) void
 mm_rows_q8(const matmul_args *a, const char *panel, int p)
 {
+    const bool pf = kernels_gemv_prefetch();
     for (int g = 0; g < KS_GROUPS; g++) {
         if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
             break;
         int t = 0;
         for (; t + KS_Q8_MR <= a->T; t += KS_Q8_MR)
-            mm_tile_q8(a, KS_Q8_MR, t, panel, p, g);
-#define KS_TAIL(n) case n: mm_tile_q8(a, n, t, panel, p, g); break;
+            mm_tile_q8(a, KS_Q8_MR, pf, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile_q8(a, n, pf, t, panel, p, g); break;
         switch (a->T - t) {
         KS_TAIL(1)
 #if KS_Q8_MR > 2
@@ -697,12 +706,14 @@ mm_rows_q8(const matmul_args *a, const char *panel, int p)
 /* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
  * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
  * on how many rows came with it. The latency a single chain would expose is hidden by the
- * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch). */
+ * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch
+ * where PF: kernels_gemv_prefetch()). */
 static inline __attribute__((always_inline)) void
-mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
+mm_gemv(const matmul_args *a, tt_dtype dt, int NP, bool PF, const void *panel, size_t panel_bytes,
+        int p)
 {
     if (dt == TT_Q8) {
-        mm_gemv_q8(a, NP, panel, panel_bytes, p);
+        mm_gemv_q8(a, NP, PF, panel, panel_bytes, p);
         return;
     }
     const float *x = a->x;
@@ -721,8 +732,10 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
             for (int g = 0; g < NP; g++) {
                 const char *pg = (const char *)panel + (size_t)g * panel_bytes;
                 const char *pf = pg + (size_t)kp * 128 + GEMV_PREFETCH_16;
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                if (PF) {
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+                }
 #pragma GCC unroll 4
                 for (int v = 0; v < KS_NV; v++) {
                     vf e, o;
@@ -752,8 +765,9 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
                 const char *pg = (const char *)panel + (size_t)g * panel_bytes;
                 const char *pf = pg + (size_t)k * row_bytes +
                                  (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
-                _mm_prefetch(pf, _MM_HINT_T0);
-                if (dt == TT_F32)
+                if (PF)
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                if (PF && dt == TT_F32)
                     _mm_prefetch(pf + 64, _MM_HINT_T0);
 #pragma GCC unroll 4
                 for (int v = 0; v < KS_NV; v++)
@@ -894,14 +908,20 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
     const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
     const char *data = (const char *)w->data;
     if (a->T == 1) {
+        const bool pf = kernels_gemv_prefetch();
         int p = p0;
-        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP)
-            mm_gemv(a, dt, KS_GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
+        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP) {
+            const char *at = data + (size_t)p * panel_bytes;
+            if (pf)             /* two copies of the loop, neither testing pf inside */
+                mm_gemv(a, dt, KS_GEMV_NP, true, at, panel_bytes, p);
+            else
+                mm_gemv(a, dt, KS_GEMV_NP, false, at, panel_bytes, p);
+        }
         switch (p1 - p) {
-        case 1: mm_gemv(a, dt, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 1: mm_gemv(a, dt, 1, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
 #if KS_GEMV_NP > 2
-        case 2: mm_gemv(a, dt, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
-        case 3: mm_gemv(a, dt, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 2: mm_gemv(a, dt, 2, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 3: mm_gemv(a, dt, 3, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
 #endif
         default: break;
         }
