@@ -27,9 +27,9 @@
 #define GOLDEN_TOL 1e-4
 #define GOLDEN_EPS 1e-4
 
-/* A kernel set that rounds a BF16 matmul's activations to bf16 too (kernels.h: the amx set) is
- * further from the reference, which keeps them fp32: 8 significant bits per activation (relative
- * error up to 2^-9) through every layer. Observed errors are up to 1.8e-2 on the golden models'
+/* A kernel set that rounds a BF16 matmul's activations to bf16 too (kernels.h: the amx and
+ * avx512bf16 sets) is further from the reference, which keeps them fp32: 8 significant bits per
+ * activation (relative error up to 2^-9) through every layer. Observed errors are up to 1.8e-2 on the golden models'
  * logits; the float64 check of the matmul itself is check_kernels'. */
 #define GOLDEN_BF16_ACT_TOL 4e-2
 #define GOLDEN_BF16_ACT_EPS 1e-2
@@ -219,7 +219,8 @@ START_TEST(thread_count_does_not_change_logits)
 {
     /* Every output column and head is computed whole by one thread, so the split cannot change
      * the sums: the logits must be bit-identical, in every kernel set. */
-    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni", "amx"};
+    static const char *sets[] = {"reference",  "avx2", "avx512", "avx512vnni",
+                                 "avx512bf16", "amx"};
     char *dir;
     model *m = tu_load_model(&golden_cases[10].model, &dir);   /* odd shapes */
     int32_t ids[37];
@@ -284,7 +285,7 @@ START_TEST(simd_and_reference_engines_agree)
 {
     /* Every SIMD set this CPU runs, chosen the way a user would (TOKENTOP_KERNELS), against the
      * portable kernels, for each dtype. */
-    static const char *sets[] = {"amx", "avx512vnni", "avx512", "avx2"};
+    static const char *sets[] = {"amx", "avx512bf16", "avx512vnni", "avx512", "avx2"};
     char *dir;
     model *m = tu_load_model(&golden_cases[10].model, &dir);
     int32_t ids[33];
@@ -428,7 +429,8 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
      * the same logits: at a near tie any difference in the last bits changes the token and
      * everything after it. gamma 4 verifies in 5-row tiles, gamma 7 in 8-row ones (the
      * attention tile). */
-    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni", "amx"};
+    static const char *sets[] = {"reference",  "avx2", "avx512", "avx512vnni",
+                                 "avx512bf16", "amx"};
     static const int gammas[] = {4, 7};
     enum { N_PROMPTS = 6, N_CTX = 64, NP = 5 };
     static const tt_dtype dtypes[] = {TT_F32, TT_Q8, TT_BF16};

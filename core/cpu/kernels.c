@@ -20,6 +20,7 @@
 #define KERNELS_X86 1
 const kernels *kernels_avx512_get(void);
 const kernels *kernels_avx512vnni_get(void);
+const kernels *kernels_avx512bf16_get(void);
 const kernels *kernels_amx_get(void);
 const kernels *kernels_avx2_get(void);
 
@@ -42,6 +43,13 @@ static bool cpu_runs_avx512(void)
 static bool cpu_runs_avx512vnni(void)
 {
     return cpu_runs_avx512() && __builtin_cpu_supports("avx512vnni");
+}
+
+/* AVX512-BF16 (vdpbf16ps): CPUID leaf 7 subleaf 1, EAX bit 5. */
+static bool cpu_runs_avx512bf16(void)
+{
+    unsigned a, b, c, d;
+    return cpu_runs_avx512vnni() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1u);
 }
 
 /* The operating system's grant of the AMX tile data (8 KiB of state per thread, which Linux 5.16+
@@ -522,7 +530,8 @@ const kernels *kernels_reference(void)
 /* ---------------------------------------------------------------------------------------------
  * Choice */
 
-const char *const kernels_set_names[] = {"amx", "avx512vnni", "avx512", "avx2", "reference", NULL};
+const char *const kernels_set_names[] = {"amx",  "avx512bf16", "avx512vnni", "avx512",
+                                         "avx2", "reference",  NULL};
 
 static bool cpu_runs_always(void) { return true; }
 
@@ -534,6 +543,7 @@ static const struct {
 } kernels_sets[] = {
 #ifdef KERNELS_X86
     {"amx", cpu_runs_amx, kernels_amx_get},
+    {"avx512bf16", cpu_runs_avx512bf16, kernels_avx512bf16_get},
     {"avx512vnni", cpu_runs_avx512vnni, kernels_avx512vnni_get},
     {"avx512", cpu_runs_avx512, kernels_avx512_get},
     {"avx2", cpu_runs_avx2, kernels_avx2_get},
