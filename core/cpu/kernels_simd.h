@@ -1207,6 +1207,37 @@ key_vec(const attention_args *a, int h, int t)
     return a->k + kernels_key_at(a->HS, a->ldk, h, 0, t);
 }
 
+/* Scores of query q against the NB vectors of keys from position t (the last masked at n), into
+ * scratch: NB independent chains over d ascending, each then scaled. A row's vectors past its
+ * last key are not computed at all, not only masked: their keys lie in the cache's unwritten
+ * part, whose pages (calloc) are not mapped yet, and on AMD Zen 4 a masked load whose lanes are
+ * all off but whose address is on such a page takes a slow assist every time. One-row decode of
+ * GPT-2 124M at positions 8-264 spent 34% of its time there (q8 weights, 2 threads, perf). The
+ * same chains, so the same bits. */
+static inline __attribute__((always_inline)) void
+score_vectors(const attention_args *a, int h, const float *q, int t, int n, vf scale,
+              float *scratch, int NB)
+{
+    vmask m[KS_SCORE_NV];
+    vf sc[KS_SCORE_NV];
+    const float *kr[KS_SCORE_NV];
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; b++) {
+        m[b] = v_mask(n - t - KS_VW * b);
+        sc[b] = v_zero();
+        kr[b] = key_vec(a, h, t + KS_VW * b);
+    }
+    for (int d = 0; d < a->HS; d++) {
+        const vf qd = v_set1(q[d]);
+#pragma GCC unroll 8
+        for (int b = 0; b < NB; b++)
+            sc[b] = v_fma(qd, v_mload(m[b], kr[b] + (size_t)d * KERNELS_KEY_BLOCK), sc[b]);
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; b++)
+        v_mstore(scratch + t + KS_VW * b, m[b], v_mul(sc[b], scale));
+}
+
 /* One query row at a time (decode, and the rows a tile leaves over). Every score is one FMA chain
  * over d ascending, and every output column KS_VALUE_CHAINS interleaved chains over the keys
  * ascending, added and scaled afterwards: the chains attention_tile runs for each of its rows.
@@ -1221,27 +1252,18 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
         const int n = a->pos + i + 1;
-        for (int t = 0; t < n; t += KS_SCORE_NV * KS_VW) {
-            vmask m[KS_SCORE_NV];
-            vf sc[KS_SCORE_NV];
-#pragma GCC unroll 8
-            for (int b = 0; b < KS_SCORE_NV; b++) {
-                m[b] = v_mask(n - t - KS_VW * b);
-                sc[b] = v_zero();
-            }
-            const float *kr[KS_SCORE_NV];
-#pragma GCC unroll 8
-            for (int b = 0; b < KS_SCORE_NV; b++)
-                kr[b] = key_vec(a, h, t + KS_VW * b);
-            for (int d = 0; d < HS; d++) {
-                const vf qd = v_set1(q[d]);
-#pragma GCC unroll 8
-                for (int b = 0; b < KS_SCORE_NV; b++)
-                    sc[b] = v_fma(qd, v_mload(m[b], kr[b] + (size_t)d * KERNELS_KEY_BLOCK), sc[b]);
-            }
-#pragma GCC unroll 8
-            for (int b = 0; b < KS_SCORE_NV; b++)
-                v_mstore(scratch + t + KS_VW * b, m[b], v_mul(sc[b], scale));
+        int t = 0;
+        for (; t + KS_SCORE_NV * KS_VW <= n; t += KS_SCORE_NV * KS_VW)
+            score_vectors(a, h, q, t, n, scale, scratch, KS_SCORE_NV);
+        _Static_assert(KS_SCORE_NV == 4 || KS_SCORE_NV == 8, "KS_SCORES names 1 .. KS_SCORE_NV");
+        switch ((n - t + KS_VW - 1) / KS_VW) {  /* the vectors left, the last one partial */
+#define KS_SCORES(nb) case nb: score_vectors(a, h, q, t, n, scale, scratch, nb); break;
+        KS_SCORES(1) KS_SCORES(2) KS_SCORES(3) KS_SCORES(4)
+#if KS_SCORE_NV > 4
+        KS_SCORES(5) KS_SCORES(6) KS_SCORES(7) KS_SCORES(8)
+#endif
+#undef KS_SCORES
+        default: break;
         }
         const vf inv = v_set1(softmax_row(scratch, n));
         for (int d0 = 0; d0 < HS; d0 += KS_VALUE_NV * KS_VW) {
