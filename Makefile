@@ -118,8 +118,9 @@ $(BUILD)/core/%_avx512.o: core/%_avx512.c | $(BUILD)/config.mk
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) $(AVX512_FLAGS) $(CORE_CFLAGS) -c $< -o $@
 
-# The VNNI set and the AMX set, which has VNNI too (kernels.c checks the CPU for them).
+# The VNNI set, the BF16 set and the AMX set, which have VNNI too (kernels.c checks the CPU for them).
 $(BUILD)/core/%vnni_avx512.o: AVX512_FLAGS += -mavx512vnni
+$(BUILD)/core/%bf16_avx512.o: AVX512_FLAGS += -mavx512vnni
 $(BUILD)/core/%amx_avx512.o: AVX512_FLAGS += -mavx512vnni -mamx-tile -mamx-bf16
 
 $(BUILD)/core/%_avx2.o: core/%_avx2.c | $(BUILD)/config.mk
@@ -220,6 +221,8 @@ $(BUILD)/core/%_avx512.o $(BUILD)/core/%_avx2.o: SANFLAGS =
 # instructions out with the flags instead (the fuzzers must run on CPUs without them too).
 $(BUILD)/core/%_avx512.o: AVX512_FLAGS := $(filter-out -mavx512fp16 -mavx512bf16,$(AVX512_FLAGS)) \
                                          -Wno-unknown-pragmas
+# ... except in the BF16 set, whose instructions they are (chosen only where the CPU has them).
+$(BUILD)/core/%bf16_avx512.o: AVX512_FLAGS += -mavx512bf16
 
 $(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzzutil.o $(BUILD)/tests/testutil.o $(LIB)
 	@echo "  LD      $@"

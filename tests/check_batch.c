@@ -75,7 +75,8 @@ static void check_batched(const model *m, tt_dtype d, int n_threads, int n_ctx, 
 
 START_TEST(a_batched_row_has_the_bits_of_the_same_token_run_alone)
 {
-    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni", "amx"};
+    static const char *sets[] = {"reference",  "avx2", "avx512", "avx512vnni",
+                                 "avx512bf16", "amx"};
     static const int batches[] = {1, 2, 3, 8};
     const model *m = odd_model;
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {

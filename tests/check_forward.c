@@ -28,12 +28,19 @@
 #define GOLDEN_TOL 1e-4
 #define GOLDEN_EPS 1e-4
 
-/* A kernel set that rounds a BF16 matmul's activations to bf16 too (kernels.h: the amx set) is
- * further from the reference, which keeps them fp32: 8 significant bits per activation (relative
- * error up to 2^-9) through every layer. Observed errors are up to 1.8e-2 on the golden models'
+/* A kernel set that rounds a BF16 matmul's activations to bf16 too (kernels.h: the amx and
+ * avx512bf16 sets) is further from the reference, which keeps them fp32: 8 significant bits per
+ * activation (relative error up to 2^-9) through every layer. Observed errors are up to 1.8e-2 on the golden models'
  * logits; the float64 check of the matmul itself is check_kernels'. */
 #define GOLDEN_BF16_ACT_TOL 4e-2
 #define GOLDEN_BF16_ACT_EPS 1e-2
+/* ... and their top probabilities, which then move by up to about 3e-3 on the Llama goldens. The
+ * Llama-family fixtures (RMSNorm, larger weights than modelgen's GPT-2s) carry the activations'
+ * rounding further: their logits under such a set are held to GOLDEN_BF16_ACT_FAMILY_* instead
+ * (observed up to 8.2e-2, avx512bf16 on AMD Zen 4). */
+#define GOLDEN_BF16_ACT_TOP 1e-2
+#define GOLDEN_BF16_ACT_FAMILY_TOL 1.5e-1
+#define GOLDEN_BF16_ACT_FAMILY_EPS 2e-2
 
 /* ---------------------------------------------------------------------------------------------
  * The golden models: the same options as tools/ref/mkgolden.sh (the checksum catches a mismatch). */
@@ -151,11 +158,14 @@ static void golden_free(golden *g)
 
 /* Compares row `row` of the engine's logits with the golden one; returns the largest error.
  * bf16_act: the engine rounds a BF16 matmul's activations (GOLDEN_BF16_ACT_*). */
-static double compare_row(const golden *g, int r, const float *got, const char *what, bool bf16_act)
+static double compare_row(const golden *g, int r, const float *got, const char *what, bool bf16_act,
+                          bool family)
 {
     const float *ref = g->logits[r];
-    const double abs_tol = bf16_act ? GOLDEN_BF16_ACT_TOL : GOLDEN_TOL;
-    const double rel_tol = bf16_act ? GOLDEN_BF16_ACT_EPS : GOLDEN_EPS;
+    const double abs_tol = !bf16_act ? GOLDEN_TOL
+                           : family ? GOLDEN_BF16_ACT_FAMILY_TOL : GOLDEN_BF16_ACT_TOL;
+    const double rel_tol = !bf16_act ? GOLDEN_EPS
+                           : family ? GOLDEN_BF16_ACT_FAMILY_EPS : GOLDEN_BF16_ACT_EPS;
     double worst = 0.0;
     int best = 0;
     for (int i = 0; i < g->V; i++) {
@@ -241,9 +251,13 @@ START_TEST(logits_match_the_float64_reference)
     snprintf(what, sizeof what, "%s (%s)", gc->name, e->description);
     const bool bf16_act = gc->held == TT_BF16 && kernels_select()->bf16_rows;
     for (int r = 0; r < g.n_rows; r++) {
-        compare_row(&g, r, engine_logits(e, g.rows[r]), what, bf16_act);
+        double worst = compare_row(&g, r, engine_logits(e, g.rows[r]), what, bf16_act,
+                                   gc->fixture != NULL);
+        if (bf16_act && gc->fixture)
+            fprintf(stderr, "  %s row %d: largest logit error %.3g\n", gc->name, g.rows[r], worst);
         /* The top probabilities (Llama goldens). */
-        compare_top(&g, r, engine_logits(e, g.rows[r]), what, gc->held == TT_F32 ? 1e-4 : 2e-3);
+        compare_top(&g, r, engine_logits(e, g.rows[r]), what,
+                    bf16_act ? GOLDEN_BF16_ACT_TOP : gc->held == TT_F32 ? 1e-4 : 2e-3);
     }
 
     /* Last-row-only logits are the same bits. */
@@ -296,7 +310,7 @@ START_TEST(reference_kernels_match_the_float64_reference)
         ck_assert_msg(strstr(e->description, "reference") != NULL, "%s", e->description);
         ck_assert(engine_forward(e, g.ids, g.n_ids, 0, true, &err) == TT_OK);
         for (int r = 0; r < g.n_rows; r++)
-            compare_row(&g, r, engine_logits(e, g.rows[r]), e->description, false);
+            compare_row(&g, r, engine_logits(e, g.rows[r]), e->description, false, false);
         engine_free(e);
         model_free(m);
         golden_free(&g);
@@ -313,7 +327,8 @@ START_TEST(thread_count_does_not_change_logits)
 {
     /* Every output column and head is computed whole by one thread, so the split cannot change
      * the sums: the logits must be bit-identical, in every kernel set. */
-    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni", "amx"};
+    static const char *sets[] = {"reference",  "avx2", "avx512", "avx512vnni",
+                                 "avx512bf16", "amx"};
     char *dir;
     model *m = tu_load_model(&golden_cases[10].model, &dir);   /* odd shapes */
     int32_t ids[37];
@@ -378,7 +393,7 @@ START_TEST(simd_and_reference_engines_agree)
 {
     /* Every SIMD set this CPU runs, chosen the way a user would (TOKENTOP_KERNELS), against the
      * portable kernels, for each dtype. */
-    static const char *sets[] = {"amx", "avx512vnni", "avx512", "avx2"};
+    static const char *sets[] = {"amx", "avx512bf16", "avx512vnni", "avx512", "avx2"};
     char *dir;
     model *m = tu_load_model(&golden_cases[10].model, &dir);
     int32_t ids[33];
@@ -522,7 +537,8 @@ START_TEST(speculative_greedy_equals_plain_greedy_on_near_ties)
      * the same logits: at a near tie any difference in the last bits changes the token and
      * everything after it. gamma 4 verifies in 5-row tiles, gamma 7 in 8-row ones (the
      * attention tile). */
-    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni", "amx"};
+    static const char *sets[] = {"reference",  "avx2", "avx512", "avx512vnni",
+                                 "avx512bf16", "amx"};
     static const int gammas[] = {4, 7};
     enum { N_PROMPTS = 6, N_CTX = 64, NP = 5 };
     static const tt_dtype dtypes[] = {TT_F32, TT_Q8, TT_BF16};

@@ -638,6 +638,7 @@ START_TEST(environment_forces_the_reference_set)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
         ck_assert_str_eq(k->name, kernels_cpu_runs("amx")               ? "amx"
+                                  : kernels_cpu_runs("avx512bf16")       ? "avx512bf16"
                                   : __builtin_cpu_supports("avx512vnni") ? "avx512vnni"
                                                                          : "avx512");
 #endif
@@ -689,21 +690,36 @@ START_TEST(bf16_rows_round_like_the_dtype_in_every_set)
 }
 END_TEST
 
-START_TEST(amx_bf16_matmul_is_the_float64_sum_of_the_rounded_inputs)
+static void bf16_activation_matmul_check(const kernels *set);
+
+START_TEST(bf16_activation_matmul_is_the_float64_sum_of_the_rounded_inputs)
 {
-    /* The amx set's BF16 matmul against a float64 sum of the same bf16 activations and weights
-     * (plus the bias): bf16 products are exact in fp32, so the only error is fp32 accumulation,
-     * at most 2 K u sum |x w| (u = 2^-24; 2x for the tiles' unspecified order inside a block)
-     * plus the rounding of the final bias add. Heights cover one row (decode), a 16-row tile,
-     * two tiles, and a short last block; K whole 32-k blocks, a tail, and a tail alone. */
-    const kernels *amx = kernels_by_name("amx");
-    if (!amx) {
-        fprintf(stderr, "check_kernels: SKIPPED amx_bf16_matmul_is_the_float64_sum_of_the_rounded_"
-                        "inputs: no amx set here\n");
-        return;
+    /* The BF16 matmul of every set that rounds its activations to bf16 (amx, avx512bf16) against
+     * a float64 sum of the same bf16 activations and weights (plus the bias): bf16 products are
+     * exact in fp32, so the only error is fp32 accumulation, at most 2 K u sum |x w| (u = 2^-24;
+     * 2x for the tiles' unspecified order inside a block, and vdpbf16ps's inside a pair) plus
+     * the rounding of the final bias add. Heights cover one row (decode), a 16-row tile, two
+     * tiles, and a short last block; K whole 32-k blocks, a tail, odd, and a tail alone. */
+    const kernels *sets[8];
+    const int n_sets = simd_sets(sets);
+    int tested = 0;
+    for (int s = 0; s < n_sets; s++) {
+        if (!sets[s]->bf16_rows)
+            continue;
+        tested++;
+        bf16_activation_matmul_check(sets[s]);
     }
+    if (!tested)
+        fprintf(stderr, "check_kernels: SKIPPED bf16_activation_matmul_is_the_float64_sum_of_the_"
+                        "rounded_inputs: no set here rounds activations to bf16\n");
+}
+END_TEST
+
+/* One set's BF16 matmuls against the float64 sums (the test above). */
+static void bf16_activation_matmul_check(const kernels *set)
+{
     static const int Ts[] = {1, 16, 17, 32, 45};
-    static const int Ks[] = {20, 32, 96, 77, 768};
+    static const int Ks[] = {20, 32, 96, 77, 768, 1};
     static const int Ns[] = {32, 50};
     rng g;
     rng_seed(&g, 42);
@@ -721,7 +737,7 @@ START_TEST(amx_bf16_matmul_is_the_float64_sum_of_the_rounded_inputs)
                 matmul_args a = {.out = o, .ldo = ldo, .x = x, .ldx = ldx, .w = &m, .bias = b,
                                  .T = T, .epilogue = MM_STORE};
                 kernels_q8_act *xq = quantize_args(&a);
-                amx->matmul(&a, 0, m.n_panels, NULL);
+                set->matmul(&a, 0, m.n_panels, NULL);
                 for (int t = 0; t < T; t++)
                     for (int n = 0; n < N; n++) {
                         double sum = 0.0, mag = 0.0;
@@ -734,9 +750,9 @@ START_TEST(amx_bf16_matmul_is_the_float64_sum_of_the_rounded_inputs)
                         const double want = sum + b[n], u = ldexp(1.0, -24);
                         const double tol = 2.0 * K * u * mag + 2.0 * u * (fabs(want) + fabs(b[n]));
                         const double got = o[(size_t)t * ldo + n];
-                        ck_assert_msg(fabs(got - want) <= tol, "amx T=%d K=%d N=%d (%d,%d): got "
-                                      "%.9g want %.9g (tolerance %.3g)", T, K, N, t, n, got, want,
-                                      tol);
+                        ck_assert_msg(fabs(got - want) <= tol, "%s T=%d K=%d N=%d (%d,%d): got "
+                                      "%.9g want %.9g (tolerance %.3g)", set->name, T, K, N, t, n,
+                                      got, want, tol);
                     }
                 packed_matrix_free(&m);
                 free(xq);
@@ -746,7 +762,6 @@ START_TEST(amx_bf16_matmul_is_the_float64_sum_of_the_rounded_inputs)
                 free(o);
             }
 }
-END_TEST
 
 static bool refuse_tiles(void)
 {
@@ -822,7 +837,7 @@ int main(void)
     tcase_add_test(tc, simd_attention_matches_reference);
     tcase_add_test(tc, attention_rows_do_not_depend_on_the_rows_beside_them);
     tcase_add_test(tc, bf16_rows_round_like_the_dtype_in_every_set);
-    tcase_add_test(tc, amx_bf16_matmul_is_the_float64_sum_of_the_rounded_inputs);
+    tcase_add_test(tc, bf16_activation_matmul_is_the_float64_sum_of_the_rounded_inputs);
     tcase_add_test(tc, amx_set_falls_back_when_the_tile_state_is_refused);
     tcase_add_test(tc, reference_attention_is_a_causal_softmax_average);
     tcase_add_test(tc, every_set_the_cpu_runs_is_tested_under_ci);

@@ -279,7 +279,8 @@ static void assert_cache_equal(const engine *e, const float *want, int n, const 
 
 START_TEST(positions_get_the_same_bits_alone_in_spans_and_after_rollbacks)
 {
-    static const char *sets[] = {"reference", "avx2", "avx512", "avx512vnni", "amx"};
+    static const char *sets[] = {"reference",  "avx2", "avx512", "avx512vnni",
+                                 "avx512bf16", "amx"};
     static const int threads[] = {1, 3};
     const int mi = _i;
     fixture_model f;

@@ -20,6 +20,7 @@
 #define KERNELS_X86 1
 const kernels *kernels_avx512_get(void);
 const kernels *kernels_avx512vnni_get(void);
+const kernels *kernels_avx512bf16_get(void);
 const kernels *kernels_amx_get(void);
 const kernels *kernels_avx2_get(void);
 
@@ -42,6 +43,13 @@ static bool cpu_runs_avx512(void)
 static bool cpu_runs_avx512vnni(void)
 {
     return cpu_runs_avx512() && __builtin_cpu_supports("avx512vnni");
+}
+
+/* AVX512-BF16 (vdpbf16ps): CPUID leaf 7 subleaf 1, EAX bit 5. */
+static bool cpu_runs_avx512bf16(void)
+{
+    unsigned a, b, c, d;
+    return cpu_runs_avx512vnni() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1u);
 }
 
 /* The operating system's grant of the AMX tile data (8 KiB of state per thread, which Linux 5.16+
@@ -90,6 +98,14 @@ static bool cpu_runs_amx(void)
     return g == 1;
 }
 
+/* CPUID leaf 0's vendor string is "GenuineIntel". */
+static bool cpu_is_intel(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u &&
+           c == 0x6c65746eu;
+}
+
 static bool cpu_runs_avx2(void)
 {
     __builtin_cpu_init();
@@ -97,6 +113,23 @@ static bool cpu_runs_avx2(void)
 }
 
 #endif
+
+static int gemv_prefetch = -1;          /* kernels_gemv_prefetch's answer: -1 not decided yet */
+
+bool kernels_gemv_prefetch(void)
+{
+    int v = __atomic_load_n(&gemv_prefetch, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("TOKENTOP_GEMV_PREFETCH");
+#ifdef KERNELS_X86
+        v = e && *e ? strcmp(e, "0") != 0 : cpu_is_intel();
+#else
+        v = e && *e ? strcmp(e, "0") != 0 : 0;
+#endif
+        __atomic_store_n(&gemv_prefetch, v, __ATOMIC_RELAXED);
+    }
+    return v == 1;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Packed matrices */
@@ -569,7 +602,8 @@ const kernels *kernels_reference(void)
 /* ---------------------------------------------------------------------------------------------
  * Choice */
 
-const char *const kernels_set_names[] = {"amx", "avx512vnni", "avx512", "avx2", "reference", NULL};
+const char *const kernels_set_names[] = {"amx",  "avx512bf16", "avx512vnni", "avx512",
+                                         "avx2", "reference",  NULL};
 
 static bool cpu_runs_always(void) { return true; }
 
@@ -581,6 +615,7 @@ static const struct {
 } kernels_sets[] = {
 #ifdef KERNELS_X86
     {"amx", cpu_runs_amx, kernels_amx_get},
+    {"avx512bf16", cpu_runs_avx512bf16, kernels_avx512bf16_get},
     {"avx512vnni", cpu_runs_avx512vnni, kernels_avx512vnni_get},
     {"avx512", cpu_runs_avx512, kernels_avx512_get},
     {"avx2", cpu_runs_avx2, kernels_avx2_get},

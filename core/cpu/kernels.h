@@ -1,10 +1,10 @@
 /* kernels.h: the CPU backend's compute kernels: packed weight matrices, the portable reference
  * kernels and the SIMD sets chosen at run time (kernels_avx512.c, kernels_vnni_avx512.c,
- * kernels_amx_avx512.c, kernels_avx2.c).
+ * kernels_bf16_avx512.c, kernels_amx_avx512.c, kernels_avx2.c).
  *
  * Every set computes in fp32 and accumulates in fp32 whatever the dtype the weights are held in,
- * except Q8, whose block sums are exact integer dot products (below), and the amx set's BF16
- * matmuls, which multiply activations rounded to bf16 (below);
+ * except Q8, whose block sums are exact integer dot products (below), and the amx and avx512bf16
+ * sets' BF16 matmuls, which multiply activations rounded to bf16 (below);
  * the sets differ in speed and in rounding order (tests/check_kernels.c holds them to a
  * tolerance). The reference set is plain C that any compiler can run; it is also what
  * TOKENTOP_KERNELS=reference forces, so a test can compare both paths through the whole engine.
@@ -200,7 +200,7 @@ static inline int kernels_kv_head(const attention_args *a, int h)
 }
 
 typedef struct {
-    const char *name;        /* "reference", "avx2", "avx512", "avx512vnni", "amx" */
+    const char *name;        /* "reference", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx" */
     /* Computes output panels [p0, p1) of a->w (columns 32*p0 .. min(32*p1, N)-1) for all T rows:
      * disjoint panel ranges may run on different threads at once. scratch: NULL, or
      * KERNELS_MATMUL_SCRATCH(K) floats, 64-byte aligned, private to the calling thread. */
@@ -209,14 +209,19 @@ typedef struct {
     void (*quantize_rows)(const float *x, int ldx, int K, int t0, int t1, kernels_q8_act *xq,
                           int ldxq);
     /* NULL, or kernels_bf16_rows vectorized (the same bits): then this set's BF16 matmuls read
-     * their activations from matmul_args.xb, rounded by it, and the caller must supply them.
+     * their activations from matmul_args.xb, rounded by it, and the caller must supply them
+     * (the amx and avx512bf16 sets).
      * The amx set (AMX tiles, tdpbf16ps): every BF16 output is, from c = 0, for each whole block
      * of 32 k ascending c += the block's 32 products of bf16 values (one tdpbf16ps step, summed
      * in the hardware's own fixed way, which is not the sequential FMA chain's; denormal inputs
      * read as zero, fp32 results), then the K % 32 k left one fp32 FMA each, ascending; then
-     * bias and epilogue. Every row runs that chain however many rows come with it (decode, prefill and
-     * verification rows alike), so batch invariance holds; its bits differ from the other sets'
-     * (fp32 activations) by the activations' rounding. */
+     * bias and epilogue. The avx512bf16 set (vdpbf16ps, no AMX): every BF16 output is, from
+     * c = 0, for each pair of k ascending c = vdpbf16ps(c, the pair's weights, the pair's bf16
+     * activations) (two exact products added to c in the instruction's own way; denormal inputs
+     * read as zero), an odd K's last pair with a zero odd activation; then bias and epilogue.
+     * In both, every row runs that chain however many rows come with it (decode, prefill and
+     * verification rows alike), so batch invariance holds; their bits differ from the other
+     * sets' (fp32 activations) by the activations' rounding, and from each other's. */
     void (*bf16_rows)(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb);
     /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
      * floats private to the calling thread. */
@@ -230,11 +235,11 @@ extern const char *const kernels_set_names[];
 const kernels *kernels_reference(void);
 
 /* The best set this CPU runs, unless the environment variable TOKENTOP_KERNELS names one
- * ("reference", "avx2", "avx512", "avx512vnni", "amx"; a set the CPU or the build lacks falls back
- * to the best one available). Never NULL. The amx set runs where the CPU has AMX-BF16 and
- * AVX512-VNNI, the OS enables the tile state and grants this process its use (Linux:
+ * ("reference", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx"; a set the CPU or the build
+ * lacks falls back to the best one available). Never NULL. The amx set runs where the CPU has
+ * AMX-BF16 and AVX512-VNNI, the OS enables the tile state and grants this process its use (Linux:
  * arch_prctl(ARCH_REQ_XCOMP_PERM), asked once), and TOKENTOP_NO_AMX is unset or empty; otherwise
- * avx512vnni is the best. */
+ * avx512bf16 (AVX512-BF16 and AVX512-VNNI), then avx512vnni, is the best. */
 const kernels *kernels_select(void);
 
 /* The set called name if this build has it and this CPU runs it, else NULL. */
@@ -243,6 +248,13 @@ const kernels *kernels_by_name(const char *name);
 /* Whether this CPU has the instructions the set called name needs, whether or not this build
  * includes the set (so a test can tell "skipped: the CPU lacks it" from "the build left it out"). */
 bool kernels_cpu_runs(const char *name);
+
+/* Whether a one-row matmul (decode) and a Q8 batch of a few rows issue software prefetches ahead
+ * of the panels they stream: yes on Intel CPUs (their hardware prefetchers alone left a core
+ * 20-40% short of its streaming rate), no elsewhere (on AMD Zen 4 the same prefetches cost
+ * 10-35%: kernels_simd.h). TOKENTOP_GEMV_PREFETCH=1 or 0 overrides the choice (to measure it).
+ * Decided once; it moves loads only, never a result's bits. */
+bool kernels_gemv_prefetch(void);
 
 /* Replaces the request for the AMX tile state (NULL: the operating system's, the default) and
  * forgets the answer kept from the last one: a test makes it refuse, to see the fallback. */

@@ -217,26 +217,3 @@ static void amx_matmul_bf16(const matmul_args *a, int p0, int p1, float *scratch
     if (configured)
         _tile_release();
 }
-
-/* kernels_bf16_rows vectorized: tt_f32_to_bf16 in integer lanes (the same bits, denormals and
- * NaNs included; vcvtneps2bf16 would flush denormal inputs). */
-static void amx_bf16_rows(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb)
-{
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i quiet = _mm512_set1_epi32(0x40);
-    for (int t = t0; t < t1; t++) {
-        const float *xr = x + (size_t)t * (size_t)ldx;
-        uint16_t *o = xb + (size_t)t * (size_t)ldxb;
-        for (int k = 0; k < K; k += 16) {
-            const vmask m = v_mask(K - k);
-            const __m512i u = _mm512_maskz_loadu_epi32(m, xr + k);
-            const __m512i hi = _mm512_srli_epi32(u, 16);
-            const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
-            __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(hi, one)));
-            r = _mm512_srli_epi32(r, 16);
-            r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, quiet));
-            _mm512_mask_cvtepi32_storeu_epi16(o + k, m, r);
-        }
-    }
-}

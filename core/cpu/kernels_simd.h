@@ -38,6 +38,9 @@
 #ifndef KS_AMX
 #define KS_AMX 0                   /* 1: BF16 matmuls on AMX tiles (core/cpu/kernels_amx.h) */
 #endif
+#ifndef KS_BF16DP
+#define KS_BF16DP 0                /* 1: BF16 matmuls on vdpbf16ps over bf16 activations */
+#endif
 #if !defined(KS_VW) || !defined(KS_SET_NAME) || !defined(KS_SET_GET)
 #error "define KS_VW (8 or 16), KS_SET_NAME and KS_SET_GET before including core/cpu/kernels_simd.h"
 #endif
@@ -305,10 +308,11 @@ load_pair_group(const void *panel, int kp, int g, vf *e0, vf *o0, vf *e1, vf *o1
     load_pair(panel, kp, 2 * g + 1, e1, o1);
 }
 
-/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read. The
- * hardware prefetchers alone leave a core below its streaming rate on the weight panels;
- * prefetching a few KiB ahead (the distance chosen by measurement: docs/performance.md) lifts it
- * there. Prefetches past the end of a matrix are harmless: they never fault. */
+/* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read, where
+ * kernels_gemv_prefetch() says to prefetch (Intel). There the hardware prefetchers alone leave a
+ * core below its streaming rate on the weight panels and prefetching a few KiB ahead lifts it; on
+ * AMD Zen 4 the same prefetches slow the stream (both chosen by measurement:
+ * docs/performance.md). Prefetches past the end of a matrix are harmless: they never fault. */
 #define GEMV_PREFETCH_16 2048
 #define GEMV_PREFETCH_32 4096
 
@@ -511,10 +515,10 @@ q8_block_fma(vf c, const char *blk, int v, float d, vi sum)
 }
 
 /* One row against NP Q8 panels side by side (decode): NP * KS_NV independent integer chains per
- * step; every 128-byte step prefetches its two lines GEMV_PREFETCH_16 ahead (and the block's
- * 17th line, its scales' share, once per block). */
+ * step; with PF every 128-byte step prefetches its two lines GEMV_PREFETCH_16 ahead (and the
+ * block's 17th line, its scales' share, once per block). */
 static inline __attribute__((always_inline)) void
-mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, int p)
+mm_gemv_q8(const matmul_args *a, int NP, bool PF, const char *panel, size_t panel_bytes, int p)
 {
     const kernels_q8_act *xq = a->xq;
     const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
@@ -539,10 +543,12 @@ mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, 
             for (int g = 0; g < NP; g++) {
                 const char *bg = blk + (size_t)g * panel_bytes;
                 const char *pf = bg + (size_t)kq * Q8_STEP_BYTES + GEMV_PREFETCH_16;
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
-                if (kq == 0)
-                    _mm_prefetch(pf + 8 * Q8_STEP_BYTES, _MM_HINT_T0);
+                if (PF) {
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+                    if (kq == 0)
+                        _mm_prefetch(pf + 8 * Q8_STEP_BYTES, _MM_HINT_T0);
+                }
 #pragma GCC unroll 4
                 for (int v = 0; v < KS_NV; v++)
                     acc[g][v] = q8_dot(acc[g][v], q8_w(bg, kq, v), x);
@@ -559,9 +565,11 @@ mm_gemv_q8(const matmul_args *a, int NP, const char *panel, size_t panel_bytes, 
 }
 
 /* MR rows t0 .. against column group g of a Q8 panel: the chains of mm_gemv_q8, MR rows at a time
- * so each weight vector loaded serves MR rows. */
+ * so each weight vector loaded serves MR rows. A short tile prefetches as the GEMV does where
+ * prefetch (kernels_gemv_prefetch): on Zen 4 an 8-row step of GPT-2 124M's matrices took 8.5-9.2 ms of
+ * one core without against 9.7-10.0 with. */
 static inline __attribute__((always_inline)) void
-mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g)
+mm_tile_q8(const matmul_args *a, int MR, bool prefetch, int t0, const char *panel, int p, int g)
 {
     const int KB = KERNELS_Q8_ACT_BLOCKS(a->w->K);
     const kernels_q8_act *xq = a->xq + (size_t)t0 * (size_t)a->ldxq;
@@ -578,7 +586,7 @@ mm_tile_q8(const matmul_args *a, int MR, int t0, const char *panel, int p, int g
             i0[r] = i1[r] = q8_start(xq[r * ldxq + b].sum128);
 #pragma GCC unroll 8
         for (int kq = 0; kq < TT_Q8_BLOCK / 4; kq++) {
-            if (MR < KS_Q8_MR) {            /* a short tile (a decode batch) streams the panel */
+            if (MR < KS_Q8_MR && prefetch) { /* a short tile (a decode batch) streams the panel */
                 const char *pf = Q8_INTS(blk) + (size_t)kq * Q8_STEP_BYTES +
                                  (size_t)g * 2 * KS_VW * 4 + GEMV_PREFETCH_16;
                 _mm_prefetch(pf, _MM_HINT_T0);
@@ -671,13 +679,14 @@ static void simd_quantize_rows(const float *x, int ldx, int K, int t0, int t1, k
 static inline __attribute__((always_inline)) void
 mm_rows_q8(const matmul_args *a, const char *panel, int p)
 {
+    const bool pf = kernels_gemv_prefetch();
     for (int g = 0; g < KS_GROUPS; g++) {
         if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
             break;
         int t = 0;
         for (; t + KS_Q8_MR <= a->T; t += KS_Q8_MR)
-            mm_tile_q8(a, KS_Q8_MR, t, panel, p, g);
-#define KS_TAIL(n) case n: mm_tile_q8(a, n, t, panel, p, g); break;
+            mm_tile_q8(a, KS_Q8_MR, pf, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile_q8(a, n, pf, t, panel, p, g); break;
         switch (a->T - t) {
         KS_TAIL(1)
 #if KS_Q8_MR > 2
@@ -695,12 +704,14 @@ mm_rows_q8(const matmul_args *a, const char *panel, int p)
 /* One row against NP panels side by side: the decode GEMV. Each output lane is one FMA chain over
  * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
  * on how many rows came with it. The latency a single chain would expose is hidden by the
- * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch). */
+ * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch
+ * where PF: kernels_gemv_prefetch()). */
 static inline __attribute__((always_inline)) void
-mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t panel_bytes, int p)
+mm_gemv(const matmul_args *a, tt_dtype dt, int NP, bool PF, const void *panel, size_t panel_bytes,
+        int p)
 {
     if (dt == TT_Q8) {
-        mm_gemv_q8(a, NP, panel, panel_bytes, p);
+        mm_gemv_q8(a, NP, PF, panel, panel_bytes, p);
         return;
     }
     const float *x = a->x;
@@ -719,8 +730,10 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
             for (int g = 0; g < NP; g++) {
                 const char *pg = (const char *)panel + (size_t)g * panel_bytes;
                 const char *pf = pg + (size_t)kp * 128 + GEMV_PREFETCH_16;
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                if (PF) {
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+                }
 #pragma GCC unroll 4
                 for (int v = 0; v < KS_NV; v++) {
                     vf e, o;
@@ -750,8 +763,9 @@ mm_gemv(const matmul_args *a, tt_dtype dt, int NP, const void *panel, size_t pan
                 const char *pg = (const char *)panel + (size_t)g * panel_bytes;
                 const char *pf = pg + (size_t)k * row_bytes +
                                  (dt == TT_F32 ? GEMV_PREFETCH_32 : GEMV_PREFETCH_16);
-                _mm_prefetch(pf, _MM_HINT_T0);
-                if (dt == TT_F32)
+                if (PF)
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                if (PF && dt == TT_F32)
                     _mm_prefetch(pf + 64, _MM_HINT_T0);
 #pragma GCC unroll 4
                 for (int v = 0; v < KS_NV; v++)
@@ -891,14 +905,20 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
     const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
     const char *data = (const char *)w->data;
     if (a->T == 1) {
+        const bool pf = kernels_gemv_prefetch();
         int p = p0;
-        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP)
-            mm_gemv(a, dt, KS_GEMV_NP, data + (size_t)p * panel_bytes, panel_bytes, p);
+        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP) {
+            const char *at = data + (size_t)p * panel_bytes;
+            if (pf)             /* two copies of the loop, neither testing pf inside */
+                mm_gemv(a, dt, KS_GEMV_NP, true, at, panel_bytes, p);
+            else
+                mm_gemv(a, dt, KS_GEMV_NP, false, at, panel_bytes, p);
+        }
         switch (p1 - p) {
-        case 1: mm_gemv(a, dt, 1, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 1: mm_gemv(a, dt, 1, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
 #if KS_GEMV_NP > 2
-        case 2: mm_gemv(a, dt, 2, data + (size_t)p * panel_bytes, panel_bytes, p); break;
-        case 3: mm_gemv(a, dt, 3, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 2: mm_gemv(a, dt, 2, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 3: mm_gemv(a, dt, 3, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
 #endif
         default: break;
         }
@@ -926,9 +946,197 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
 
 static void mm_f32(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F32, p0, p1, s); }
 static void mm_f16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_F16, p0, p1, s); }
+#if KS_AMX || KS_BF16DP
+/* kernels_bf16_rows vectorized, the bf16_rows of the sets whose BF16 matmuls read bf16 activations
+ * (amx, avx512bf16): tt_f32_to_bf16 in integer lanes (the same bits, denormals and NaNs
+ * included; vcvtneps2bf16 would flush denormal inputs). */
+static void simd_bf16_rows(const float *x, int ldx, int K, int t0, int t1, uint16_t *xb, int ldxb)
+{
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    for (int t = t0; t < t1; t++) {
+        const float *xr = x + (size_t)t * (size_t)ldx;
+        uint16_t *o = xb + (size_t)t * (size_t)ldxb;
+        for (int k = 0; k < K; k += 16) {
+            const vmask m = v_mask(K - k);
+            const __m512i u = _mm512_maskz_loadu_epi32(m, xr + k);
+            const __m512i hi = _mm512_srli_epi32(u, 16);
+            const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+            __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(hi, one)));
+            r = _mm512_srli_epi32(r, 16);
+            r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, quiet));
+            _mm512_mask_cvtepi32_storeu_epi16(o + k, m, r);
+        }
+    }
+}
+#endif
 #if KS_AMX
 #include "core/cpu/kernels_amx.h"
 #define mm_bf16 amx_matmul_bf16
+#elif KS_BF16DP
+#if KS_BF16DP
+/* ---------------------------------------------------------------------------------------------
+ * BF16 matmul on vdpbf16ps (the avx512bf16 set: AVX512-BF16 without AMX, as on AMD Zen 4). The
+ * packed BF16 panel's pair row kp (kernels.h: k = 2kp and 2kp+1 of each column side by side in
+ * one 32-bit lane) is vdpbf16ps's weight operand as it stands; the activations, rounded to bf16
+ * once per matmul by the caller (bf16_rows), are broadcast one pair at a time. Every output
+ * lane, in every row however many rows come with it (the GEMV, tiles of every height):
+ *     c = 0; for kp ascending: c = vdpbf16ps(c, weights of pair kp, activations of pair kp)
+ * (the two products are exact; how they are added to c is the instruction's own, denormal
+ * inputs read as zero), with an odd K's last pair taking its odd activation as zero (its
+ * weight is the packed zero); then bias and epilogue. One instruction per 64 weight bytes
+ * where the fp32 route takes a shift, a mask and two FMAs; a prefill tile does twice the
+ * multiply-adds per instruction of an fp32 one. */
+
+/* Activation pair kp of a bf16 row, broadcast; the last pair of an odd K has only its even half. */
+static inline __attribute__((always_inline)) __m512bh dp_x(const uint16_t *xr, int kp)
+{
+    int32_t v;
+    memcpy(&v, xr + 2 * kp, 4);
+    return (__m512bh)_mm512_set1_epi32(v);
+}
+
+static inline __attribute__((always_inline)) __m512bh dp_x_last(const uint16_t *xr, int kp)
+{
+    return (__m512bh)_mm512_set1_epi32((int)xr[2 * kp]);
+}
+
+/* Vector v (columns v*16 ..) of pair row kp of a BF16 panel. */
+static inline __attribute__((always_inline)) __m512bh dp_w(const void *panel, int kp, int v)
+{
+    return (__m512bh)v_iload((const uint16_t *)panel + (size_t)kp * 2 * KERNELS_NR +
+                             (size_t)v * 2 * KS_VW);
+}
+
+/* One row against NP panels side by side (decode): NP * KS_NV chains, software prefetch where
+ * PF (kernels_gemv_prefetch). */
+static inline __attribute__((always_inline)) void
+mm_gemv_dp(const matmul_args *a, int NP, bool PF, const char *panel, size_t panel_bytes, int p)
+{
+    const uint16_t *xr = a->xb;
+    const int K = a->w->K, KP = K / 2;
+    vf c[KS_GEMV_NP][KS_NV];
+#pragma GCC unroll 4
+    for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < KS_NV; v++)
+            c[g][v] = v_zero();
+    for (int kp = 0; kp < KP; kp++) {
+        const __m512bh x = dp_x(xr, kp);
+#pragma GCC unroll 4
+        for (int g = 0; g < NP; g++) {
+            const char *pg = panel + (size_t)g * panel_bytes;
+            if (PF) {
+                const char *pf = pg + (size_t)kp * 4 * KERNELS_NR + GEMV_PREFETCH_16;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                c[g][v] = _mm512_dpbf16_ps(c[g][v], dp_w(pg, kp, v), x);
+        }
+    }
+    if (K % 2) {
+        const __m512bh x = dp_x_last(xr, KP);
+#pragma GCC unroll 4
+        for (int g = 0; g < NP; g++)
+#pragma GCC unroll 4
+            for (int v = 0; v < KS_NV; v++)
+                c[g][v] = _mm512_dpbf16_ps(c[g][v], dp_w(panel + (size_t)g * panel_bytes, KP, v),
+                                           x);
+    }
+    mm_gemv_finish(a, NP, p, c);
+}
+
+/* MR rows t0 .. against column group g of a BF16 panel: the GEMV's chains, MR rows at a time. */
+static inline __attribute__((always_inline)) void
+mm_tile_dp(const matmul_args *a, int MR, int t0, const void *panel, int p, int g)
+{
+    const int K = a->w->K, KP = K / 2;
+    const uint16_t *x = a->xb + (size_t)t0 * (size_t)a->ldxb;
+    const size_t ldx = (size_t)a->ldxb;
+    vf c0[KS_MR], c1[KS_MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+        c0[r] = c1[r] = v_zero();
+    for (int kp = 0; kp < KP; kp++) {
+        if (MR < KS_MR)
+            mm_tile_prefetch(TT_BF16, panel, kp, g);
+        const __m512bh w0 = dp_w(panel, kp, 2 * g), w1 = dp_w(panel, kp, 2 * g + 1);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; r++) {
+            const __m512bh xr = dp_x(x + r * ldx, kp);
+            c0[r] = _mm512_dpbf16_ps(c0[r], w0, xr);
+            c1[r] = _mm512_dpbf16_ps(c1[r], w1, xr);
+        }
+    }
+    if (K % 2) {
+        const __m512bh w0 = dp_w(panel, KP, 2 * g), w1 = dp_w(panel, KP, 2 * g + 1);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; r++) {
+            const __m512bh xr = dp_x_last(x + r * ldx, KP);
+            c0[r] = _mm512_dpbf16_ps(c0[r], w0, xr);
+            c1[r] = _mm512_dpbf16_ps(c1[r], w1, xr);
+        }
+    }
+    const int n0 = p * KERNELS_NR + g * 2 * KS_VW;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+        mm_finish(a, t0 + r, n0, c0[r]);
+        mm_finish(a, t0 + r, n0 + KS_VW, c1[r]);
+    }
+    if (a->epilogue == MM_GELU_ERF)
+        mm_finish_erf(a, t0, MR, n0, 2 * KS_VW);
+}
+
+/* All rows against one BF16 panel, KS_MR rows at a time and the rest in one smaller tile; out of
+ * line so that GCC keeps a tile's accumulators in registers (mm_rows_widened). */
+static __attribute__((noinline)) void mm_rows_dp(const matmul_args *a, const void *panel, int p)
+{
+    for (int g = 0; g < KS_GROUPS; g++) {
+        if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
+            break;
+        int t = 0;
+        for (; t + KS_MR <= a->T; t += KS_MR)
+            mm_tile_dp(a, KS_MR, t, panel, p, g);
+#define KS_TAIL(n) case n: mm_tile_dp(a, n, t, panel, p, g); break;
+        switch (a->T - t) {
+        KS_TAIL(1) KS_TAIL(2) KS_TAIL(3) KS_TAIL(4) KS_TAIL(5)
+        KS_TAIL(6) KS_TAIL(7) KS_TAIL(8) KS_TAIL(9) KS_TAIL(10) KS_TAIL(11)
+        default: break;
+        }
+#undef KS_TAIL
+    }
+}
+
+static void mm_bf16(const matmul_args *a, int p0, int p1, float *scratch)
+{
+    (void)scratch;
+    const size_t panel_bytes = a->w->panel_elems * 2;
+    const char *data = (const char *)a->w->data;
+    if (a->T == 1) {
+        const bool pf = kernels_gemv_prefetch();
+        int p = p0;
+        for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP) {
+            const char *at = data + (size_t)p * panel_bytes;
+            if (pf)
+                mm_gemv_dp(a, KS_GEMV_NP, true, at, panel_bytes, p);
+            else
+                mm_gemv_dp(a, KS_GEMV_NP, false, at, panel_bytes, p);
+        }
+        switch (p1 - p) {
+        case 1: mm_gemv_dp(a, 1, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 2: mm_gemv_dp(a, 2, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        case 3: mm_gemv_dp(a, 3, pf, data + (size_t)p * panel_bytes, panel_bytes, p); break;
+        default: break;
+        }
+        return;
+    }
+    for (int p = p0; p < p1; p++)
+        mm_rows_dp(a, data + (size_t)p * panel_bytes, p);
+}
+#endif
 #else
 static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_BF16, p0, p1, s); }
 #endif
@@ -993,6 +1201,37 @@ key_vec(const attention_args *a, int h, int t)
     return a->k + kernels_key_at(a->HS, a->ldk, kernels_kv_head(a, h), 0, t);
 }
 
+/* Scores of query q against the NB vectors of keys from position t (the last masked at n), into
+ * scratch: NB independent chains over d ascending, each then scaled. A row's vectors past its
+ * last key are not computed at all, not only masked: their keys lie in the cache's unwritten
+ * part, whose pages (calloc) are not mapped yet, and on AMD Zen 4 a masked load whose lanes are
+ * all off but whose address is on such a page takes a slow assist every time. One-row decode of
+ * GPT-2 124M at positions 8-264 spent 34% of its time there (q8 weights, 2 threads, perf). The
+ * same chains, so the same bits. */
+static inline __attribute__((always_inline)) void
+score_vectors(const attention_args *a, int h, const float *q, int t, int n, vf scale,
+              float *scratch, int NB)
+{
+    vmask m[KS_SCORE_NV];
+    vf sc[KS_SCORE_NV];
+    const float *kr[KS_SCORE_NV];
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; b++) {
+        m[b] = v_mask(n - t - KS_VW * b);
+        sc[b] = v_zero();
+        kr[b] = key_vec(a, h, t + KS_VW * b);
+    }
+    for (int d = 0; d < a->HS; d++) {
+        const vf qd = v_set1(q[d]);
+#pragma GCC unroll 8
+        for (int b = 0; b < NB; b++)
+            sc[b] = v_fma(qd, v_mload(m[b], kr[b] + (size_t)d * KERNELS_KEY_BLOCK), sc[b]);
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; b++)
+        v_mstore(scratch + t + KS_VW * b, m[b], v_mul(sc[b], scale));
+}
+
 /* One query row at a time (decode, and the rows a tile leaves over). Every score is one FMA chain
  * over d ascending, and every output column KS_VALUE_CHAINS interleaved chains over the keys
  * ascending, added and scaled afterwards: the chains attention_tile runs for each of its rows.
@@ -1007,27 +1246,18 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
         const int n = a->pos + i + 1;
-        for (int t = 0; t < n; t += KS_SCORE_NV * KS_VW) {
-            vmask m[KS_SCORE_NV];
-            vf sc[KS_SCORE_NV];
-#pragma GCC unroll 8
-            for (int b = 0; b < KS_SCORE_NV; b++) {
-                m[b] = v_mask(n - t - KS_VW * b);
-                sc[b] = v_zero();
-            }
-            const float *kr[KS_SCORE_NV];
-#pragma GCC unroll 8
-            for (int b = 0; b < KS_SCORE_NV; b++)
-                kr[b] = key_vec(a, h, t + KS_VW * b);
-            for (int d = 0; d < HS; d++) {
-                const vf qd = v_set1(q[d]);
-#pragma GCC unroll 8
-                for (int b = 0; b < KS_SCORE_NV; b++)
-                    sc[b] = v_fma(qd, v_mload(m[b], kr[b] + (size_t)d * KERNELS_KEY_BLOCK), sc[b]);
-            }
-#pragma GCC unroll 8
-            for (int b = 0; b < KS_SCORE_NV; b++)
-                v_mstore(scratch + t + KS_VW * b, m[b], v_mul(sc[b], scale));
+        int t = 0;
+        for (; t + KS_SCORE_NV * KS_VW <= n; t += KS_SCORE_NV * KS_VW)
+            score_vectors(a, h, q, t, n, scale, scratch, KS_SCORE_NV);
+        _Static_assert(KS_SCORE_NV == 4 || KS_SCORE_NV == 8, "KS_SCORES names 1 .. KS_SCORE_NV");
+        switch ((n - t + KS_VW - 1) / KS_VW) {  /* the vectors left, the last one partial */
+#define KS_SCORES(nb) case nb: score_vectors(a, h, q, t, n, scale, scratch, nb); break;
+        KS_SCORES(1) KS_SCORES(2) KS_SCORES(3) KS_SCORES(4)
+#if KS_SCORE_NV > 4
+        KS_SCORES(5) KS_SCORES(6) KS_SCORES(7) KS_SCORES(8)
+#endif
+#undef KS_SCORES
+        default: break;
         }
         const vf inv = v_set1(softmax_row(scratch, n));
         for (int d0 = 0; d0 < HS; d0 += KS_VALUE_NV * KS_VW) {
@@ -1232,8 +1462,8 @@ const kernels *KS_SET_GET(void)
 {
     static const kernels set = {
         .name = KS_SET_NAME, .matmul = simd_matmul, .quantize_rows = simd_quantize_rows,
-#if KS_AMX
-        .bf16_rows = amx_bf16_rows,
+#if KS_AMX || KS_BF16DP
+        .bf16_rows = simd_bf16_rows,
 #endif
         .attention = simd_attention};
     return &set;

@@ -134,7 +134,7 @@ check "bench's bandwidth passes: least <= median <= best = the figure decode is 
     ordered bandwidth_gb_s_min bandwidth_gb_s_median bandwidth_gb_s_max bandwidth_gb_s
 check "bench names the threads it used" grep -q '"threads_note":"[0-9]* thread' "$tmp/b"
 check "bench names the kernel set" \
-    grep -Eq '"engine":"cpu: [^"]*, (amx|avx512vnni|avx512|avx2|reference), [a-z0-9]* weights' "$tmp/b"
+    grep -Eq '"engine":"cpu: [^"]*, (amx|avx512bf16|avx512vnni|avx512|avx2|reference), [a-z0-9]* weights' "$tmp/b"
 # The amx set where the CPU has AMX-BF16 (and the OS grants the tiles); TOKENTOP_NO_AMX falls back.
 if grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; then
     check "bench on a CPU with AMX-BF16 uses the amx set" grep -q ', amx, ' "$tmp/b"
@@ -142,7 +142,7 @@ fi
 TOKENTOP_NO_AMX=1 "$BIN" bench "${M[@]}" --dtype bf16 --prompt-tokens 16 --gen-tokens 4 --json \
     > "$tmp/bn" 2>/dev/null
 check "TOKENTOP_NO_AMX=1: bench runs bf16 on another kernel set" \
-    grep -Eq '"engine":"cpu: [^"]*, (avx512vnni|avx512|avx2|reference), bf16 weights' "$tmp/bn"
+    grep -Eq '"engine":"cpu: [^"]*, (avx512bf16|avx512vnni|avx512|avx2|reference), bf16 weights' "$tmp/bn"
 
 # --- bad input: a clear message naming the value, exit status 2, nothing run
 expect_err() {
