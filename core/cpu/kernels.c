@@ -98,14 +98,6 @@ static bool cpu_runs_amx(void)
     return g == 1;
 }
 
-/* CPUID leaf 0's vendor string is "GenuineIntel". */
-static bool cpu_is_intel(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u &&
-           c == 0x6c65746eu;
-}
-
 static bool cpu_runs_avx2(void)
 {
     __builtin_cpu_init();
@@ -113,23 +105,6 @@ static bool cpu_runs_avx2(void)
 }
 
 #endif
-
-static int gemv_prefetch = -1;          /* kernels_gemv_prefetch's answer: -1 not decided yet */
-
-bool kernels_gemv_prefetch(void)
-{
-    int v = __atomic_load_n(&gemv_prefetch, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("TOKENTOP_GEMV_PREFETCH");
-#ifdef KERNELS_X86
-        v = e && *e ? strcmp(e, "0") != 0 : cpu_is_intel();
-#else
-        v = e && *e ? strcmp(e, "0") != 0 : 0;
-#endif
-        __atomic_store_n(&gemv_prefetch, v, __ATOMIC_RELAXED);
-    }
-    return v == 1;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Packed matrices */

@@ -249,13 +249,6 @@ const kernels *kernels_by_name(const char *name);
  * includes the set (so a test can tell "skipped: the CPU lacks it" from "the build left it out"). */
 bool kernels_cpu_runs(const char *name);
 
-/* Whether a one-row matmul (decode) and a Q8 batch of a few rows issue software prefetches ahead
- * of the panels they stream: yes on Intel CPUs (their hardware prefetchers alone left a core
- * 20-40% short of its streaming rate), no elsewhere (on AMD Zen 4 the same prefetches cost
- * 10-35%: kernels_simd.h). TOKENTOP_GEMV_PREFETCH=1 or 0 overrides the choice (to measure it).
- * Decided once; it moves loads only, never a result's bits. */
-bool kernels_gemv_prefetch(void);
-
 /* Replaces the request for the AMX tile state (NULL: the operating system's, the default) and
  * forgets the answer kept from the last one: a test makes it refuse, to see the fallback. */
 void kernels_set_tile_request(bool (*request)(void));

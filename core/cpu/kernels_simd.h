@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include "core/arch/block_math.h"
+#include "core/cpu/cpu_features.h"
 #include "core/cpu/kernels.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -309,7 +310,7 @@ load_pair_group(const void *panel, int kp, int g, vf *e0, vf *o0, vf *e1, vf *o1
 }
 
 /* Software prefetch distance of the decode GEMV, in bytes ahead of the row being read, where
- * kernels_gemv_prefetch() says to prefetch (Intel). There the hardware prefetchers alone leave a
+ * cpu_features_gemv_prefetch() says to prefetch (Intel). There the hardware prefetchers alone leave a
  * core below its streaming rate on the weight panels and prefetching a few KiB ahead lifts it; on
  * AMD Zen 4 the same prefetches slow the stream (both chosen by measurement:
  * docs/performance.md). Prefetches past the end of a matrix are harmless: they never fault. */
@@ -566,7 +567,7 @@ mm_gemv_q8(const matmul_args *a, int NP, bool PF, const char *panel, size_t pane
 
 /* MR rows t0 .. against column group g of a Q8 panel: the chains of mm_gemv_q8, MR rows at a time
  * so each weight vector loaded serves MR rows. A short tile prefetches as the GEMV does where
- * prefetch (kernels_gemv_prefetch): on Zen 4 an 8-row step of GPT-2 124M's matrices took 8.5-9.2 ms of
+ * prefetch (cpu_features_gemv_prefetch): on Zen 4 an 8-row step of GPT-2 124M's matrices took 8.5-9.2 ms of
  * one core without against 9.7-10.0 with. */
 static inline __attribute__((always_inline)) void
 mm_tile_q8(const matmul_args *a, int MR, bool prefetch, int t0, const char *panel, int p, int g)
@@ -679,7 +680,7 @@ static void simd_quantize_rows(const float *x, int ldx, int K, int t0, int t1, k
 static inline __attribute__((always_inline)) void
 mm_rows_q8(const matmul_args *a, const char *panel, int p)
 {
-    const bool pf = kernels_gemv_prefetch();
+    const bool pf = cpu_features_gemv_prefetch();
     for (int g = 0; g < KS_GROUPS; g++) {
         if (p * KERNELS_NR + g * 2 * KS_VW >= a->w->N)
             break;
@@ -705,7 +706,7 @@ mm_rows_q8(const matmul_args *a, const char *panel, int p)
  * k ascending, the chain mm_tile runs for every row of a tile, so a row's result does not depend
  * on how many rows came with it. The latency a single chain would expose is hidden by the
  * NP * KS_NV chains of the NP panels, streamed together (each with its own software prefetch
- * where PF: kernels_gemv_prefetch()). */
+ * where PF: cpu_features_gemv_prefetch()). */
 static inline __attribute__((always_inline)) void
 mm_gemv(const matmul_args *a, tt_dtype dt, int NP, bool PF, const void *panel, size_t panel_bytes,
         int p)
@@ -905,7 +906,7 @@ mm_panels(const matmul_args *a, tt_dtype dt, int p0, int p1, float *scratch)
     const size_t panel_bytes = w->panel_elems * tt_dtype_size(dt);
     const char *data = (const char *)w->data;
     if (a->T == 1) {
-        const bool pf = kernels_gemv_prefetch();
+        const bool pf = cpu_features_gemv_prefetch();
         int p = p0;
         for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP) {
             const char *at = data + (size_t)p * panel_bytes;
@@ -1010,7 +1011,7 @@ static inline __attribute__((always_inline)) __m512bh dp_w(const void *panel, in
 }
 
 /* One row against NP panels side by side (decode): NP * KS_NV chains, software prefetch where
- * PF (kernels_gemv_prefetch). */
+ * PF (cpu_features_gemv_prefetch). */
 static inline __attribute__((always_inline)) void
 mm_gemv_dp(const matmul_args *a, int NP, bool PF, const char *panel, size_t panel_bytes, int p)
 {
@@ -1116,7 +1117,7 @@ static void mm_bf16(const matmul_args *a, int p0, int p1, float *scratch)
     const size_t panel_bytes = a->w->panel_elems * 2;
     const char *data = (const char *)a->w->data;
     if (a->T == 1) {
-        const bool pf = kernels_gemv_prefetch();
+        const bool pf = cpu_features_gemv_prefetch();
         int p = p0;
         for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP) {
             const char *at = data + (size_t)p * panel_bytes;
