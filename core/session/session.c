@@ -1026,25 +1026,32 @@ static void probe_plain(session *s, bool warmed)
         return;
     int c = engine_cached_prefix(s->eng, w, wlen - 1);
     tt_error perr = {0};
-    double t0 = tt_now_ms();
-    tt_status st = engine_forward(s->eng, &w[c], 1, c, false, &perr);
-    if (st == TT_OK) {
-        sampler_context ctx = {.history = w, .n_history = c + 1, .banned = -1};
-        st = sampler_apply(s->smp, &s->set.sampler, engine_logits(s->eng, s->eng->n_logits - 1),
-                           &ctx, NULL, &perr);
-        if (st == TT_OK)
-            (void)sampler_draw(s->smp, 0.5, NULL);
+    tt_status st = TT_OK;
+    double t0 = tt_now_ms(), t_step = t0, t1 = t0;
+    /* Twice, timing the second: the first finds the target's weights where the draft's round left
+     * them (partly evicted), which a plain turn's steps, one after another, never do; timed, it
+     * made the figure 28% above alternated plain and speculative runs on an idle 2-core EPYC. */
+    for (int k = 0; k < 2 && st == TT_OK; k++) {
+        t_step = tt_now_ms();
+        st = engine_forward(s->eng, &w[c], 1, c, false, &perr);
+        if (st == TT_OK) {
+            sampler_context ctx = {.history = w, .n_history = c + 1, .banned = -1};
+            st = sampler_apply(s->smp, &s->set.sampler,
+                               engine_logits(s->eng, s->eng->n_logits - 1), &ctx, NULL, &perr);
+            if (st == TT_OK)
+                (void)sampler_draw(s->smp, 0.5, NULL);
+        }
+        t1 = tt_now_ms();
+        engine_truncate(s->eng, c);
     }
-    double t1 = tt_now_ms();
-    engine_truncate(s->eng, c);
     if (warmed)   /* the probe read the target after the warm-up: the round starts with the draft */
         engine_warm(s->draft, SESSION_WARM_DRAFT_MS);
     if (g->generated > 0)
         s->last.probe_ms += tt_now_ms() - t0;
     if (st == TT_OK) {
         g->n_probes++;
-        g->probe_sum += t1 - t0;
-        g->probe_sum2 += (t1 - t0) * (t1 - t0);
+        g->probe_sum += t1 - t_step;
+        g->probe_sum2 += (t1 - t_step) * (t1 - t_step);
     }
 }
 
