@@ -621,20 +621,32 @@ uint64_t gguf_file_size(const gguf_file *f) { return f->size; }
 size_t gguf_kv_count(const gguf_file *f) { return f->n_kv; }
 const gguf_kv *gguf_kv_at(const gguf_file *f, size_t i) { return &f->kvs[i]; }
 
-const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key)
+/* The index i of the item named name in items (n of stride bytes, each with its name as a
+ * const char * at name_off), searched through order (the indices sorted by name); n if none. */
+static size_t find_sorted(const void *items, size_t stride, size_t name_off, const size_t *order,
+                          size_t n, const char *name)
 {
-    size_t lo = 0, hi = f->n_kv;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(key, f->kvs[f->kv_by_key[mid]].key);
+        const char *at;
+        memcpy(&at, (const char *)items + order[mid] * stride + name_off, sizeof at);
+        int c = strcmp(name, at);
         if (c == 0)
-            return &f->kvs[f->kv_by_key[mid]];
+            return order[mid];
         if (c < 0)
             hi = mid;
         else
             lo = mid + 1;
     }
-    return NULL;
+    return n;
+}
+
+const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key)
+{
+    size_t i = find_sorted(f->kvs, sizeof *f->kvs, offsetof(gguf_kv, key), f->kv_by_key, f->n_kv,
+                           key);
+    return i < f->n_kv ? &f->kvs[i] : NULL;
 }
 
 static const gguf_kv *need_kv(const gguf_file *f, const char *key, tt_error *err)
@@ -833,18 +845,9 @@ const gguf_tensor *gguf_tensor_at(const gguf_file *f, size_t i) { return &f->ten
 
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name)
 {
-    size_t lo = 0, hi = f->n_tensors;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(name, f->tensors[f->tensor_by_name[mid]].name);
-        if (c == 0)
-            return &f->tensors[f->tensor_by_name[mid]];
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return NULL;
+    size_t i = find_sorted(f->tensors, sizeof *f->tensors, offsetof(gguf_tensor, name),
+                           f->tensor_by_name, f->n_tensors, name);
+    return i < f->n_tensors ? &f->tensors[i] : NULL;
 }
 
 uint64_t gguf_tensor_row_bytes(const gguf_tensor *t)
