@@ -253,32 +253,14 @@ START_TEST(speculative_greedy_with_the_model_as_its_own_draft_equals_plain_greed
     sampler_params_default(&params);
     params.greedy = true;
     spec *sp = spec_create(V);
-    tt_error err;
     engine *target = tu_cpu_engine(m, TT_F32, 2, 48), *draft = tu_cpu_engine(m, TT_F32, 1, 48);
     int32_t plain[40], w[40];
     for (int i = 0; i < NP; i++)
         plain[i] = (int32_t)((i * 53 + 7) % V);
-    ck_assert(engine_forward(target, plain, NP, 0, false, &err) == TT_OK);
-    for (int n = NP; n < N; n++) {
-        plain[n] = (int32_t)util_argmax(engine_logits(target, 0), V);
-        if (n + 1 < N)
-            ck_assert(engine_forward(target, &plain[n], 1, n, false, &err) == TT_OK);
-    }
+    tu_greedy(target, plain, NP, N);
     for (int gamma = 1; gamma <= 6; gamma += 5) {
-        engine_truncate(target, 0);
-        engine_truncate(draft, 0);
         memcpy(w, plain, NP * sizeof *w);
-        int n = NP, rejected = 0;
-        while (n < N) {
-            spec_request req = {.key = 1, .pos = n, .tokens = w, .n = n, .gamma = gamma,
-                                .max_tokens = N - n, .stop_id = -1, .banned = -1};
-            ck_assert_msg(spec_run_round(sp, target, draft, &params, &req, &err) == TT_OK, "%s",
-                          err.msg);
-            const spec_round *R = spec_last_round(sp);
-            rejected += R->rejected;
-            for (int i = 0; i < R->n_out && n < N; i++)
-                w[n++] = R->out[i];
-        }
+        int rejected = tu_spec_greedy(sp, target, draft, &params, w, NP, N, gamma);
         ck_assert_int_eq(rejected, 0);
         ck_assert_msg(memcmp(w, plain, sizeof w) == 0, "%s gamma %d: speculative greedy differs "
                       "from plain greedy", ms->arch, gamma);

@@ -1416,7 +1416,6 @@ START_TEST(llama_family_speculative_greedy_on_the_gpu_gives_the_cpu_greedy)
     sampler_params params;
     sampler_params_default(&params);
     params.greedy = true;
-    tt_error err = {0};
     engine *cpu = tu_cpu_engine(m, TT_F32, 1, 48);
     engine_options eo = gt_engine_options(TT_F32);
     eo.n_ctx = 48;
@@ -1424,27 +1423,11 @@ START_TEST(llama_family_speculative_greedy_on_the_gpu_gives_the_cpu_greedy)
     int32_t plain[40], w[40];
     for (int i = 0; i < NP; i++)
         plain[i] = (int32_t)((i * 53 + 7) % V);
-    ck_assert(engine_forward(cpu, plain, NP, 0, false, &err) == TT_OK);
-    for (int n = NP; n < N; n++) {
-        plain[n] = (int32_t)util_argmax(engine_logits(cpu, 0), V);
-        if (n + 1 < N)
-            ck_assert(engine_forward(cpu, &plain[n], 1, n, false, &err) == TT_OK);
-    }
+    tu_greedy(cpu, plain, NP, N);
     spec *sp = spec_create(V);
     for (int gamma = 1; gamma <= 6; gamma += 5) {
-        engine_truncate(target, 0);
-        engine_truncate(draft, 0);
         memcpy(w, plain, NP * sizeof *w);
-        int n = NP, rejected = 0;
-        while (n < N) {
-            spec_request req = {.key = 1, .pos = n, .tokens = w, .n = n, .gamma = gamma,
-                                .max_tokens = N - n, .stop_id = -1, .banned = -1};
-            ck_assert_msg(spec_run_round(sp, target, draft, &params, &req, &err) == TT_OK, "%s", err.msg);
-            const spec_round *R = spec_last_round(sp);
-            rejected += R->rejected;
-            for (int i = 0; i < R->n_out && n < N; i++)
-                w[n++] = R->out[i];
-        }
+        int rejected = tu_spec_greedy(sp, target, draft, &params, w, NP, N, gamma);
         for (int i = 0; i < N; i++)
             ck_assert_msg(w[i] == plain[i], "%s gamma %d: token %d is %d speculatively on the GPU, %d in the "
                           "CPU's plain greedy", mc->name, gamma, i, w[i], plain[i]);

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/base/util.h"
+#include "core/decode/speculative.h"
 #include "core/engine/engine.h"
 #include "core/model/modelgen.h"
 #include "core/session/session.h"
@@ -409,4 +411,37 @@ char *tu_read_golden(const char *name)
     ck_assert_msg(text != NULL, "cannot read %s (run the tests from the repository root, or set "
                   "TOKENTOP_SRCDIR)", path);
     return text;
+}
+
+void tu_greedy(engine *e, int32_t *ids, int np, int n)
+{
+    tt_error err = {0};
+    const int V = e->config->V;
+    engine_truncate(e, 0);
+    ck_assert_msg(engine_forward(e, ids, np, 0, false, &err) == TT_OK, "%s", err.msg);
+    for (int i = np; i < n; i++) {
+        ids[i] = (int32_t)util_argmax(engine_logits(e, 0), V);
+        if (i + 1 < n)
+            ck_assert_msg(engine_forward(e, &ids[i], 1, i, false, &err) == TT_OK, "%s", err.msg);
+    }
+}
+
+int tu_spec_greedy(spec *sp, engine *target, engine *draft, const sampler_params *params,
+                   int32_t *ids, int np, int n, int gamma)
+{
+    tt_error err = {0};
+    engine_truncate(target, 0);
+    engine_truncate(draft, 0);
+    int k = np, rejected = 0;
+    while (k < n) {
+        spec_request req = {.key = 1, .pos = k, .tokens = ids, .n = k, .gamma = gamma,
+                            .max_tokens = n - k, .stop_id = -1, .banned = -1};
+        ck_assert_msg(spec_run_round(sp, target, draft, params, &req, &err) == TT_OK, "%s",
+                      err.msg);
+        const spec_round *R = spec_last_round(sp);
+        rejected += R->rejected;
+        for (int i = 0; i < R->n_out && k < n; i++)
+            ids[k++] = R->out[i];
+    }
+    return rejected;
 }

@@ -136,4 +136,15 @@ void tu_assert_sequence_refusals(engine *e);
 void tu_fake_truncate(engine *e, int pos);
 void tu_fake_destroy(engine *e);
 
+/* Plain greedy on e from an empty cache: ids[0..np) as the prompt, then ids[np..n) each the
+ * argmax of the last row. */
+void tu_greedy(engine *e, int32_t *ids, int np, int n);
+
+/* Speculative greedy (params greedy, key 1, gamma) with both engines from an empty cache:
+ * ids[0..np) as the prompt, rounds until ids[0..n) is filled. Returns the draft tokens the
+ * rounds rejected. */
+struct spec;
+int tu_spec_greedy(struct spec *sp, engine *target, engine *draft, const sampler_params *params,
+                   int32_t *ids, int np, int n, int gamma);
+
 #endif
