@@ -39,7 +39,6 @@
 #define CUDA_CHUNK 256                       /* default tokens per prefill chunk */
 #define CUDA_WORKSPACE ((size_t)32 << 20)    /* cuBLAS workspace (what Hopper wants) */
 #define CUDA_ALIGN 256
-#define CUDA_DEFAULT_CTX_MAX 4096            /* as CPU_DEFAULT_CTX_MAX: --ctx raises it */
 
 /* =============================================================================================
  * State */
@@ -1076,7 +1075,7 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
     if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16)
         return tt_fail(err, TT_ERR_ARG, "cuda: unknown weight dtype %d", (int)o->dtype);
     /* The CPU engine's default (core/cpu/cpu.c): the model's context, up to 4,096 positions. */
-    int n_ctx = o->n_ctx > 0 ? o->n_ctx : cfg->maxT < CUDA_DEFAULT_CTX_MAX ? cfg->maxT : CUDA_DEFAULT_CTX_MAX;
+    int n_ctx = engine_options_ctx(o, cfg);
     if (n_ctx > cfg->maxT)
         return tt_fail(err, TT_ERR_ARG, "cuda: context of %d tokens is longer than the model's "
                        "%d positions", n_ctx, cfg->maxT);

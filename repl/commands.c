@@ -793,11 +793,16 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     list_stops(e);
     out_add(e, "\n");
     size_t kv_pos = model_config_kv_bytes_per_token(cfg, sizeof(float));
+    char whose[64];
+    if (s->eng->n_ctx == cfg->maxT)
+        snprintf(whose, sizeof whose, "the model's");
+    else
+        snprintf(whose, sizeof whose, "--ctx, or %d at most by default", ENGINE_DEFAULT_CTX_MAX);
     out_add(e, "context     KV cache %d/%d positions (%s; %.1f KiB a position, %.1f MiB in "
             "all); conversation %d tokens in %d %s; window from token %d; %d cached; a full "
             "context keeps %.0f%%%s\n",
             s->eng->n_past, s->eng->n_ctx,
-            s->eng->n_ctx == cfg->maxT ? "the model's" : "--ctx, or 4096 at most by default",
+            whose,
             (double)kv_pos / 1024.0, (double)kv_pos * s->eng->n_ctx / 1048576.0,
             s->n_tokens, s->n_turns, s->n_turns == 1 ? "turn" : "turns", s->window_start,
             session_cached_prefix(s), (double)s->set.context_keep * 100,

@@ -900,10 +900,6 @@ static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
     return TT_OK;
 }
 
-/* The context an engine holds when the caller does not say: the model's, up to this many
- * positions (a 128k-token model's cache would take gigabytes; --ctx raises it). */
-#define CPU_DEFAULT_CTX_MAX 4096
-
 tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err)
 {
     *out = NULL;
@@ -915,8 +911,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
     }
     if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16 && o->dtype != TT_Q8)
         return tt_fail(err, TT_ERR_ARG, "cpu: unknown weight dtype %d", (int)o->dtype);
-    int n_ctx = o->n_ctx > 0 ? o->n_ctx
-                             : cfg->maxT < CPU_DEFAULT_CTX_MAX ? cfg->maxT : CPU_DEFAULT_CTX_MAX;
+    int n_ctx = engine_options_ctx(o, cfg);
     if (n_ctx > cfg->maxT)
         return tt_fail(err, TT_ERR_ARG, "cpu: context of %d tokens is longer than the model's "
                        "%d positions", n_ctx, cfg->maxT);

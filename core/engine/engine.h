@@ -72,10 +72,23 @@ typedef struct {
     int n_threads;             /* CPU threads; <= 0 chooses: one per core the process may use,
                                   used while they pay (threadpool_create), 1 for a model too
                                   small to split */
-    int n_ctx;                 /* KV cache positions; <= 0 means the model's maxT */
+    int n_ctx;                 /* KV cache positions; <= 0: engine_options_ctx's default */
 } engine_options;
 
 void engine_options_default(engine_options *o);
+
+/* The context an engine holds when the caller does not say: the model's positions, up to this
+ * many (a 128k-token model's cache would take gigabytes; --ctx raises it). */
+#define ENGINE_DEFAULT_CTX_MAX 4096
+
+/* The KV-cache positions a backend creates for o and config c: o->n_ctx when given, else
+ * min(c->maxT, ENGINE_DEFAULT_CTX_MAX). Both backends use it, so they default alike. */
+static inline int engine_options_ctx(const engine_options *o, const model_config *c)
+{
+    if (o->n_ctx > 0)
+        return o->n_ctx;
+    return c->maxT < ENGINE_DEFAULT_CTX_MAX ? c->maxT : ENGINE_DEFAULT_CTX_MAX;
+}
 
 /* Appends the n tokens ids[0..n-1] at positions pos .. pos+n-1 and computes logits for the last
  * position, or for all n when all_logits. If pos < n_past the cache is first truncated to pos
