@@ -188,7 +188,9 @@ START_TEST(gemm_rejects_leading_dimension_smaller_than_rows)
     GT_QUIET();                    /* the emulation's diagnostic is expected */
 #endif
     float A[16] = {0}, B[16] = {0}, C[16] = {0};
-    /* m = 4 rows of op(A) = A (N), but lda = 3: cuBLAS answers CUBLAS_STATUS_INVALID_VALUE (7). */
+    /* m = 4 rows of op(A) = A (N), but lda = 3: cuBLAS answers CUBLAS_STATUS_INVALID_VALUE (7).
+     * A real cuBLAS also prints "On entry to GEMM_EX parameter number 9 (then 16) had an illegal
+     * value" on stderr: expected here. */
     ck_assert_int_eq(cuda_selftest_gemm(0, 0, 4, 2, 2, 1.0f, A, 16, 3, 0, B, 16, 2, 0, 0.0f, C, 16, 4, 0, 1,
                                         TT_F32, TT_F32), 7);
     /* ldc < m likewise. */

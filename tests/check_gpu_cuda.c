@@ -4,6 +4,8 @@
  * to fall back to the CPU: a one-line reason, and failures that leave nothing behind. */
 #include <check.h>
 
+#include <stdlib.h>
+
 #include "gpu/gpu_plugin.h"
 #include "tests/check_gpu_common.h"
 
@@ -96,6 +98,11 @@ int main(void)
         gt_add_common(s);
         gt_add_sequences(s);
         gt_add_families(s);
+        /* cuda_backend_available() has initialised the CUDA runtime in this process, and a CUDA
+         * context does not survive fork(): every forked test would fail with "initialization
+         * error". On a device the tests run in this process (CK_FORK=no; a crash ends the suite,
+         * and gpu_check.sh's timeout stands in for Check's). */
+        setenv("CK_FORK", "no", 1);
     } else {
         printf("gpu_cuda: %s: checking the CPU fallback only\n", why);
         TCase *tc = tu_add_case(s, "fallback", TU_TESTS(
