@@ -1073,11 +1073,11 @@ static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         out_add(e, "draft model: %s", e->s->draft && e->draft_dir ? e->draft_dir : "(none)");
         return CMD_DONE;
     }
-    if (!e->load_draft)
+    if (!e->host || !e->host->load_draft)
         return fail(e, "/draft: loading a draft model is not available here (start with --draft "
                     "DIR)");
     tt_error err = {0};
-    if (e->load_draft(e->load_draft_user, argv[0], &err) != TT_OK)
+    if (e->host->load_draft(e->host->user, argv[0], &err) != TT_OK)
         return fail(e, "/draft: %s", err.msg);
     out_add(e, "draft model %s loaded; speculative decoding on (gamma %d)", argv[0],
             e->s->gamma);

@@ -50,6 +50,23 @@ const char *cmd_group_name(cmd_group g);
 typedef struct cmd_module cmd_module;
 #define CMD_MODULES_MAX 8
 
+/* What a front end lends commands: the things only it can make, because it owns them (the
+ * engines, the draft model). Each callback may be NULL: the command that needs it says it is not
+ * available here. user is passed back to each. */
+typedef struct cmd_host {
+    /* /draft DIR: loads dir as the draft (checked against the target), attaches it to the
+     * session, turns speculative decoding on and sets cmd_env.draft_dir; on failure the previous
+     * draft stays and err says why. */
+    tt_status (*load_draft)(void *user, const char *dir, tt_error *err);
+    /* /dtype: an engine over the session's model on the session engine's backend and n_ctx,
+     * holding weights in d. */
+    tt_status (*make_engine)(void *user, tt_dtype d, engine **out, tt_error *err);
+    /* Called once the session runs on an engine make_engine made (session_set_engine): the
+     * front end owns the engines and frees old. */
+    void (*adopt_engine)(void *user, engine *old, engine *now);
+    void *user;
+} cmd_host;
+
 /* The state commands read and change. The REPL owns it; session and names are not owned. */
 typedef struct cmd_env {
     session *s;
@@ -69,24 +86,18 @@ typedef struct cmd_env {
     sampler_snapshot hist;
     int hist_pos;                  /* conversation index the histogram describes */
     int hist_step;
+    /* What the front end lends commands (loading a draft, making engines), not owned; NULL:
+     * none of it is available here. */
+    const cmd_host *host;
     /* Speculative decoding: the session holds the draft, gamma and on/off (s->draft, s->gamma,
-     * s->gamma_adaptive, s->spec_on). /draft DIR loads through load_draft (set by the front end;
-     * NULL: loading is not available), which attaches the draft and sets draft_dir. */
-    tt_status (*load_draft)(void *user, const char *dir, tt_error *err);
-    void *load_draft_user;
+     * s->gamma_adaptive, s->spec_on). /draft DIR loads through host->load_draft, which attaches
+     * the draft and sets draft_dir. */
     const char *draft_dir;         /* the attached draft's directory, not owned */
     /* The draft's side of the position the histogram shows (speculative steps): */
     bool hist_has_draft;
     sampler_snapshot hist_draft;   /* the draft's chain there (q) */
     spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
     bool hist_bonus;               /* the token was a bonus (no draft at that position) */
-    /* Precision (/dtype, repl/dtype_cmd.c). make_engine (set by the front end; NULL: /dtype is
-     * not available) creates an engine over the session's model on the session engine's backend
-     * and n_ctx, holding weights in d. adopt_engine is called once the session runs on a new
-     * engine (session_set_engine): the front end owns the engines and frees old. */
-    tt_status (*make_engine)(void *user, tt_dtype d, engine **out, tt_error *err);
-    void (*adopt_engine)(void *user, engine *old, engine *now);
-    void *engine_user;
     engine *cmp;                   /* /dtype compare: the second engine, owned (freed by
                                       /dtype compare off and cmd_env_free); NULL when off */
     bool hist_has_cmp;             /* hist_cmp describes the histogram's position */

@@ -178,7 +178,7 @@ static int compare_cmd(cmd_env *e, const char *arg)
     if (d == s->eng->dtype)
         return cmd_fail(e, "/dtype compare %s: the weights are %s already; compare with another "
                         "precision (" DTYPE_NAMES ")", arg, tt_dtype_name(d));
-    if (!e->make_engine)
+    if (!e->host || !e->host->make_engine)
         return cmd_fail(e, "/dtype compare: a second engine cannot be made here");
     if (e->cmp && e->cmp->dtype == d) {
         cmd_out(e, "%s compared with %s", tt_dtype_name(s->eng->dtype), tt_dtype_name(d));
@@ -188,7 +188,7 @@ static int compare_cmd(cmd_env *e, const char *arg)
     dtype_cmd_compare_off(e);
     engine *ne = NULL;
     tt_error err = {0};
-    if (e->make_engine(e->engine_user, d, &ne, &err) != TT_OK)
+    if (e->host->make_engine(e->host->user, d, &ne, &err) != TT_OK)
         return cmd_fail(e, "/dtype compare %s: %s (the comparison is off)", tt_dtype_name(d),
                         err.msg);
     e->cmp = ne;
@@ -210,14 +210,14 @@ static int switch_cmd(cmd_env *e, const char *arg)
         cmd_out(e, "the weights are %s already", was);
         return CMD_DONE;
     }
-    if (!e->make_engine || !e->adopt_engine)
+    if (!e->host || !e->host->make_engine || !e->host->adopt_engine)
         return cmd_fail(e, "/dtype: switching precision is not available here (start with --dtype "
                         "%s)", tt_dtype_name(d));
     if (s->gen)   /* step mode keeps a generation open; it ends here like for other edits */
         session_gen_end(s, SESSION_STOP_INTERRUPTED, NULL, NULL);
     engine *ne = NULL;
     tt_error err = {0};
-    if (e->make_engine(e->engine_user, d, &ne, &err) != TT_OK)
+    if (e->host->make_engine(e->host->user, d, &ne, &err) != TT_OK)
         return cmd_fail(e, "/dtype %s: %s (kept %s)", tt_dtype_name(d), err.msg, was);
     double t0 = tt_now_ms();
     int prefilled = 0;
@@ -228,7 +228,7 @@ static int switch_cmd(cmd_env *e, const char *arg)
                         tt_dtype_name(d), st == TT_ERR_INTERRUPTED ? "interrupted" : err.msg, was);
     }
     double ms = tt_now_ms() - t0;
-    e->adopt_engine(e->engine_user, old, ne);
+    e->host->adopt_engine(e->host->user, old, ne);
     e->engine_desc = ne->description;
     e->backend = ne->ops->name;
     e->hist_has_cmp = false;

@@ -1,7 +1,7 @@
 /* dtype_cmd.h: /dtype: switching the session's weight precision at run time, and the comparison
  * engine (/dtype compare T) that runs the same tokens at another precision beside it, for the
- * histogram's two-precision view. The front end supplies the engines (cmd_env.make_engine,
- * adopt_engine) and calls the dtype_cmd_track_* functions where the histogram's position
+ * histogram's two-precision view. The front end supplies the engines (cmd_host's make_engine
+ * and adopt_engine) and calls the dtype_cmd_track_* functions where the histogram's position
  * changes. */
 #ifndef TOKENTOP_DTYPE_CMD_H
 #define TOKENTOP_DTYPE_CMD_H

@@ -947,14 +947,14 @@ static tt_status host_load_draft(void *user, const char *dir, tt_error *err)
     return TT_OK;
 }
 
-/* cmd_env.make_engine (cli_create_engine_like). */
+/* cmd_host.make_engine (cli_create_engine_like). */
 static tt_status host_make_engine(void *user, tt_dtype d, engine **out, tt_error *err)
 {
     draft_host *h = user;
     return cli_create_engine_like(h->app->model, h->o, h->s->eng, d, out, err);
 }
 
-/* cmd_env.adopt_engine: the session runs on now; the app owns it (and the CPU fall-back after a
+/* cmd_host.adopt_engine: the session runs on now; the app owns it (and the CPU fall-back after a
  * GPU error keeps its precision). */
 static void host_adopt_engine(void *user, engine *old, engine *now)
 {
@@ -1040,11 +1040,9 @@ int repl_main(int argc, char **argv)
     cmd_env_add_module(&env, &chat_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
-    env.load_draft = host_load_draft;
-    env.load_draft_user = &host;
-    env.make_engine = host_make_engine;
-    env.adopt_engine = host_adopt_engine;
-    env.engine_user = &host;
+    const cmd_host services = {.load_draft = host_load_draft, .make_engine = host_make_engine,
+                               .adopt_engine = host_adopt_engine, .user = &host};
+    env.host = &services;
     session_set_gamma(&s, o.gamma, o.gamma_adaptive, NULL);
     if (rc == 0 && o.draft_dir && host_load_draft(&host, o.draft_dir, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);

@@ -397,7 +397,8 @@ START_TEST(speculative_commands_drive_the_session)
     ck_out_has("not available here");
     ck_assert_int_eq(run("/gamma 6"), CMD_STATUS);        /* kept for when a draft comes */
     ck_assert_int_eq(S.gamma, 6);
-    E.load_draft = test_load_draft;
+    static const cmd_host host = {.load_draft = test_load_draft};
+    E.host = &host;
     ck_assert_int_eq(run("/draft missing"), CMD_ERROR);
     ck_out_has("/draft: missing: no such directory");
     ck_assert_ptr_null(S.draft);

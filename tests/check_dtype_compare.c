@@ -298,6 +298,7 @@ END_TEST
 static engine *cmd_eng;        /* the session's engine: the tests' own, swapped by adopt */
 static session S;
 static cmd_env E;
+static cmd_host H;             /* the engines the tests lend E */
 static bool refuse_q8;         /* make_engine acts as a backend without q8 (the GPU's) */
 
 static tt_status test_make_engine(void *user, tt_dtype d, engine **out, tt_error *err)
@@ -328,8 +329,8 @@ static void cmd_setup(void)
     cmd_env_init(&E, &S);
     cmd_env_add_module(&E, &dtype_cmd_module);
     E.line_mode = true;
-    E.make_engine = test_make_engine;
-    E.adopt_engine = test_adopt_engine;
+    H = (cmd_host){.make_engine = test_make_engine, .adopt_engine = test_adopt_engine};
+    E.host = &H;
     refuse_q8 = false;
 }
 
@@ -393,7 +394,7 @@ START_TEST(dtype_refuses_bad_input_and_keeps_everything)
                      "holds fp32, fp16 or bf16) (kept fp32)");
     ck_cmd_says("/dtype compare q8", CMD_ERROR, "the comparison is off");
     ck_assert_ptr_null(E.cmp);
-    E.make_engine = NULL;      /* a front end that cannot make engines */
+    H.make_engine = NULL;      /* a front end that cannot make engines */
     ck_cmd_says("/dtype bf16", CMD_ERROR, "not available here");
     ck_assert_ptr_eq(S.eng, before);
     ck_assert_int_eq(S.eng->dtype, TT_F32);
