@@ -833,7 +833,7 @@ static int exec_reset(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     end_open_generation(e);
     int n = e->s->n_tokens;
     session_reset(e->s);
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     out_add(e, "conversation and KV cache cleared (%d tokens)", n);
     return CMD_CONV | CMD_CLEAR | CMD_STATUS;
 }
@@ -854,7 +854,7 @@ static int exec_undo(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     /* Drop the cache entries past the conversation now, so the status bar shows it; the prefix
      * stays for the next turn. */
     engine_truncate(s->eng, session_cached_prefix(s));
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     out_add(e, "dropped %d token%s (%s); %d remain, %d of them in the KV cache", dropped,
             dropped == 1 ? "" : "s", argc == 1 ? "as asked" : "the last turn", s->n_tokens,
             session_cached_prefix(s));
@@ -871,7 +871,7 @@ static int exec_regen(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     if (dropped == 0)
         return fail(e, "/regen: the last turn has no reply yet (press Enter to generate one)");
     engine_truncate(s->eng, session_cached_prefix(s));
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     out_add(e, "regenerating the last reply (%d tokens dropped; %d tokens stay cached)", dropped,
             session_cached_prefix(s));
     return CMD_CONV | CMD_STATUS | CMD_GENERATE;
@@ -936,28 +936,28 @@ static int exec_pick(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         return fail(e, "/pick: step mode needs the terminal UI");
     if (!e->step_mode)
         return fail(e, "/pick works in step mode: /step on first");
-    int cap = (int)(sizeof e->hist.top / sizeof e->hist.top[0]);
-    int rows = e->hist.n_top < cap ? e->hist.n_top : cap;
-    if (e->hist_kind == UI_HIST_NONE || rows <= 0)
+    int cap = (int)(sizeof e->hist.snap.top / sizeof e->hist.snap.top[0]);
+    int rows = e->hist.snap.n_top < cap ? e->hist.snap.n_top : cap;
+    if (e->hist.kind == UI_HIST_NONE || rows <= 0)
         return fail(e, "/pick: no histogram to pick from yet (type a prompt or press Enter)");
     long n;
     if (!parse_int_arg(argv[0], 1, rows, &n))
         return fail(e, "/pick: \"%s\" is not a row of the histogram (1 to %d)", argv[0], rows);
-    const sampler_entry *ent = &e->hist.top[n - 1];
+    const sampler_entry *ent = &e->hist.snap.top[n - 1];
     char label[128], was[128];
     token_label(s, ent->id, label, sizeof label);
     int flags = CMD_STEP | CMD_STATUS;
-    if (e->hist_kind == UI_HIST_STEP) {
-        if (e->hist_pos != s->n_tokens - 1 || s->tokens[e->hist_pos] != e->hist.token)
+    if (e->hist.kind == UI_HIST_STEP) {
+        if (e->hist.pos != s->n_tokens - 1 || s->tokens[e->hist.pos] != e->hist.snap.token)
             return fail(e, "/pick: the histogram no longer matches the conversation (press Enter "
                         "to step)");
-        token_label(s, e->hist.token, was, sizeof was);
+        token_label(s, e->hist.snap.token, was, sizeof was);
         end_open_generation(e);
         session_undo_tokens(s, 1);
         flags |= CMD_CONV;
         out_add(e, "picked #%ld %s instead of %s", n, label, was);
     } else {
-        if (e->hist_pos != s->n_tokens)
+        if (e->hist.pos != s->n_tokens)
             return fail(e, "/pick: the histogram no longer matches the conversation (press Enter "
                         "to step)");
         out_add(e, "picked #%ld %s", n, label);
@@ -1165,7 +1165,7 @@ static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     if (lst != TT_OK)
         return fail(e, "/load: %s", err.msg);
     mark_saved(e);
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     int cached = session_cached_prefix(e->s);
     out_add(e, "loaded %s: %d tokens in %d %s; %d of them are still in the KV cache", argv[0],
             n, e->s->n_turns, e->s->n_turns == 1 ? "turn" : "turns", cached);

@@ -67,6 +67,20 @@ typedef struct cmd_host {
     void *user;
 } cmd_host;
 
+/* The histogram on screen: the front end fills it as tokens come and draws it; /pick chooses from
+ * it, and commands that change the conversation clear it (kind UI_HIST_NONE). */
+typedef struct cmd_hist {
+    ui_hist_kind kind;
+    sampler_snapshot snap;         /* the target's chain at that position */
+    int pos;                       /* the conversation index it describes */
+    int step;                      /* the generation's step there */
+    /* The draft's side of the position (speculative steps): */
+    bool has_draft;
+    sampler_snapshot draft;        /* the draft's chain there (q) */
+    spec_draft spec;               /* q(x), p(x), the acceptance uniform, the verdict */
+    bool bonus;                    /* the token was a bonus (no draft at that position) */
+} cmd_hist;
+
 /* The state commands read and change. The REPL owns it; session and names are not owned. */
 typedef struct cmd_env {
     session *s;
@@ -81,11 +95,7 @@ typedef struct cmd_env {
     int bars;                      /* tokens the histogram shows (1 .. SAMPLER_TOP_MAX) */
     bool temp_column;              /* /column temp: the histogram adds temperature alone */
     bool step_mode;
-    /* The histogram on screen, which /pick chooses from. */
-    ui_hist_kind hist_kind;
-    sampler_snapshot hist;
-    int hist_pos;                  /* conversation index the histogram describes */
-    int hist_step;
+    cmd_hist hist;                 /* the histogram on screen, which /pick chooses from */
     /* What the front end lends commands (loading a draft, making engines), not owned; NULL:
      * none of it is available here. */
     const cmd_host *host;
@@ -93,11 +103,6 @@ typedef struct cmd_env {
      * s->gamma_adaptive, s->spec_on). /draft DIR loads through host->load_draft, which attaches
      * the draft and sets draft_dir. */
     const char *draft_dir;         /* the attached draft's directory, not owned */
-    /* The draft's side of the position the histogram shows (speculative steps): */
-    bool hist_has_draft;
-    sampler_snapshot hist_draft;   /* the draft's chain there (q) */
-    spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
-    bool hist_bonus;               /* the token was a bonus (no draft at that position) */
     engine *cmp;                   /* /dtype compare: the second engine, owned (freed by
                                       /dtype compare off and cmd_env_free); NULL when off */
     bool hist_has_cmp;             /* hist_cmp describes the histogram's position */

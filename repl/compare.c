@@ -335,7 +335,7 @@ static bool conversation_is_base(const compare_state *c, const session *s)
 }
 
 /* Makes column k the reply (replacing the one kept before) and brings the cache to it (the
- * next-token view in e->hist shows where the conversation goes on). */
+ * next-token view in e->hist.snap shows where the conversation goes on). */
 static int keep_column(cmd_env *e, int k)
 {
     compare_state *c = e->compare;
@@ -349,10 +349,10 @@ static int keep_column(cmd_env *e, int k)
         return cmd_fail(e, "/keep: %s", err.msg);
     }
     c->kept = k;
-    if (s->n_tokens > 0 && session_peek(s, &e->hist, &err) == TT_OK) {
-        e->hist_kind = UI_HIST_PEEK;
-        e->hist_pos = s->n_tokens;
-        e->hist_has_draft = e->hist_bonus = false;
+    if (s->n_tokens > 0 && session_peek(s, &e->hist.snap, &err) == TT_OK) {
+        e->hist.kind = UI_HIST_PEEK;
+        e->hist.pos = s->n_tokens;
+        e->hist.has_draft = e->hist.bonus = false;
     }
     return CMD_CONV | CMD_STATUS;
 }

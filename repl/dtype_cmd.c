@@ -52,7 +52,7 @@ static tt_status track(cmd_env *e, int n, const float *ref, tt_error *err)
         return TT_OK;
     e->cmp->interrupt = s->interrupt;   /* a long prefill of the comparison stops on Ctrl-C */
     tt_status st = dtype_compare_at(e->cmp, s->tokens + s->window_start, n, ref, s->eng->dtype,
-                                    &e->hist, &e->hist_cmp, err);
+                                    &e->hist.snap, &e->hist_cmp, err);
     e->cmp->interrupt = NULL;
     if (st != TT_OK) {
         dtype_cmd_compare_off(e);
@@ -80,13 +80,13 @@ bool dtype_cmd_draw(const cmd_env *e, ui_grid *g, ui_rect r)
     if (!e->cmp || !e->hist_has_cmp)
         return false;
     ui_pair_view v = {
-        .kind = e->hist_kind,
+        .kind = e->hist.kind,
         .cmp = &e->hist_cmp,
         .tok = e->s->tok,
         .bars = e->bars,
-        .step = e->hist_step,
-        .position = e->hist_pos,
-        .chosen = e->hist_kind == UI_HIST_STEP ? e->hist.token : -1,
+        .step = e->hist.step,
+        .position = e->hist.pos,
+        .chosen = e->hist.kind == UI_HIST_STEP ? e->hist.snap.token : -1,
     };
     ui_histogram_pair_draw(g, r, &v);
     return true;
@@ -98,7 +98,7 @@ static void print_table(cmd_env *e)
     const dtype_compare *c = &e->hist_cmp;
     const char *ra = tt_dtype_name(c->ref_dtype), *rb = tt_dtype_name(c->dtype);
     enum { TW = 12, BW = 12 };
-    cmd_out(e, "\nnext token at %d, raw p: %s vs %s\n", e->hist_pos, ra, rb);
+    cmd_out(e, "\nnext token at %d, raw p: %s vs %s\n", e->hist.pos, ra, rb);
     /* Δ is 2 bytes and 1 column: %8s pads it to 7 columns */
     cmd_out(e, " #  %-*s %*s  %*s  %8s\n", TW, "token", BW + 7, ra, BW + 7, rb, "\xce\x94p");
     int n = e->bars < c->n_top ? e->bars : c->n_top;
@@ -131,11 +131,11 @@ static int compare_now(cmd_env *e, int flags)
         return flags;
     }
     tt_error err = {0};
-    tt_status st = session_peek(s, &e->hist, &err);
+    tt_status st = session_peek(s, &e->hist.snap, &err);
     if (st == TT_OK) {
-        e->hist_kind = UI_HIST_PEEK;
-        e->hist_pos = s->n_tokens;
-        e->hist_has_draft = e->hist_bonus = false;
+        e->hist.kind = UI_HIST_PEEK;
+        e->hist.pos = s->n_tokens;
+        e->hist.has_draft = e->hist.bonus = false;
         st = dtype_cmd_track_peek(e, &err);
     }
     if (st != TT_OK)

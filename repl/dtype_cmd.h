@@ -33,7 +33,7 @@ void dtype_cmd_compare_off(cmd_env *e);
  * off: the engine is freed and err says why (TT_OK otherwise). */
 tt_status dtype_cmd_track_step(cmd_env *e, const session_event *ev, tt_error *err);
 
-/* After session_peek filled e->hist for the end of the conversation: the same for that
+/* After session_peek filled e->hist.snap for the end of the conversation: the same for that
  * position, from the session engine's logits. */
 tt_status dtype_cmd_track_peek(cmd_env *e, tt_error *err);
 

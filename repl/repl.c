@@ -240,17 +240,17 @@ static void hist_show(tui *t, const session_event *ev, const spec_draft *draft, 
                       int pos)
 {
     cmd_env *e = t->env;
-    e->hist_has_draft = has_draft;
+    e->hist.has_draft = has_draft;
     if (has_draft)
-        e->hist_spec = *draft;
-    e->hist_bonus = ev->origin == TOKEN_BONUS;
-    e->hist_kind = UI_HIST_STEP;
-    e->hist_pos = pos;
-    e->hist_step = ev->step;
+        e->hist.spec = *draft;
+    e->hist.bonus = ev->origin == TOKEN_BONUS;
+    e->hist.kind = UI_HIST_STEP;
+    e->hist.pos = pos;
+    e->hist.step = ev->step;
     tt_error err = {0};
-    if (session_event_snapshots(t->s, ev, &e->hist, has_draft ? &e->hist_draft : NULL, &err) !=
+    if (session_event_snapshots(t->s, ev, &e->hist.snap, has_draft ? &e->hist.draft : NULL, &err) !=
         TT_OK)
-        e->hist_kind = UI_HIST_NONE;   /* not for an event being reported or the last one */
+        e->hist.kind = UI_HIST_NONE;   /* not for an event being reported or the last one */
 }
 
 /* A paced event is shown first and held after: the session appended its token before calling,
@@ -325,10 +325,10 @@ static void refresh_peek(tui *t)
             return;
     }
     tt_error err = {0};
-    if (session_peek(s, &t->env->hist, &err) == TT_OK) {
-        t->env->hist_has_draft = t->env->hist_bonus = false;
-        t->env->hist_kind = UI_HIST_PEEK;
-        t->env->hist_pos = s->n_tokens;
+    if (session_peek(s, &t->env->hist.snap, &err) == TT_OK) {
+        t->env->hist.has_draft = t->env->hist.bonus = false;
+        t->env->hist.kind = UI_HIST_PEEK;
+        t->env->hist.pos = s->n_tokens;
         if (dtype_cmd_track_peek(t->env, &err) != TT_OK)
             note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
     }
@@ -456,7 +456,7 @@ static void run_command(tui *t, const char *line)
         start_turn(t, NULL);
     else if (flags & CMD_STEP)
         step_once(t, e->pick_id);
-    else if ((flags & (CMD_PEEK | CMD_CONV)) && (e->step_mode || e->hist_kind != UI_HIST_NONE))
+    else if ((flags & (CMD_PEEK | CMD_CONV)) && (e->step_mode || e->hist.kind != UI_HIST_NONE))
         refresh_peek(t);
     t->dirty = true;
 }
@@ -748,17 +748,17 @@ static void draw_panes(tui *t, const ui_layout *l)
     ui_transcript_pane_draw(&t->grid, l->transcript, &t->tr.doc, &t->scroll, t->running);
     ui_layout_draw_divider(&t->grid, l);
     ui_hist_view hv = {
-        .kind = t->env->hist_kind,
-        .snap = &t->env->hist,
+        .kind = t->env->hist.kind,
+        .snap = &t->env->hist.snap,
         .tok = s->tok,
         .bars = t->env->bars,
-        .step = t->env->hist_step,
-        .position = t->env->hist_pos,
+        .step = t->env->hist.step,
+        .position = t->env->hist.pos,
         .vocab = s->model->config.V,
         .step_mode = t->env->step_mode,
-        .draft = t->env->hist_has_draft ? &t->env->hist_draft : NULL,
-        .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
-        .bonus = t->env->hist_bonus,
+        .draft = t->env->hist.has_draft ? &t->env->hist.draft : NULL,
+        .spec = t->env->hist.has_draft ? &t->env->hist.spec : NULL,
+        .bonus = t->env->hist.bonus,
         .speculative = s->draft && s->spec_on,
         .temp_column = t->env->temp_column,
     };

@@ -598,15 +598,15 @@ START_TEST(pick_replaces_the_token_just_stepped)
     ck_assert_int_eq(session_gen_begin(&S, &err), TT_OK);
     session_stop stop;
     ck_assert_int_eq(session_gen_step(&S, -1, NULL, NULL, &stop, &err), TT_OK);
-    ck_assert_int_eq(session_peek(&S, &E.hist, &err), TT_OK);   /* stand-in for the step's */
-    E.hist.token = S.tokens[S.n_tokens - 1];
-    E.hist_kind = UI_HIST_STEP;
-    E.hist_pos = S.n_tokens - 1;
+    ck_assert_int_eq(session_peek(&S, &E.hist.snap, &err), TT_OK);   /* stand-in for the step's */
+    E.hist.snap.token = S.tokens[S.n_tokens - 1];
+    E.hist.kind = UI_HIST_STEP;
+    E.hist.pos = S.n_tokens - 1;
     int n = S.n_tokens;
     ck_assert_int_eq(run("/pick 99"), CMD_ERROR);
     ck_out_has("not a row of the histogram (1 to 32)");
     ck_assert_int_eq(run("/pick 3"), CMD_STEP | CMD_STATUS | CMD_CONV);
-    ck_assert_int_eq(E.pick_id, E.hist.top[2].id);
+    ck_assert_int_eq(E.pick_id, E.hist.snap.top[2].id);
     ck_assert_int_eq(S.n_tokens, n - 1);   /* the stepped token is gone; the loop forces #3 */
     ck_assert_ptr_null(S.gen);
     ck_out_has("picked #3 ");
@@ -622,12 +622,12 @@ START_TEST(pick_from_a_peek_chooses_the_next_token)
     tt_error err = {0};
     run("/step on");
     ck_assert_int_eq(session_add_user_text(&S, "Hello", 5, &err), TT_OK);
-    ck_assert_int_eq(session_peek(&S, &E.hist, &err), TT_OK);
-    E.hist_kind = UI_HIST_PEEK;
-    E.hist_pos = S.n_tokens;
+    ck_assert_int_eq(session_peek(&S, &E.hist.snap, &err), TT_OK);
+    E.hist.kind = UI_HIST_PEEK;
+    E.hist.pos = S.n_tokens;
     int n = S.n_tokens;
     ck_assert_int_eq(run("/pick 2"), CMD_STEP | CMD_STATUS);
-    ck_assert_int_eq(E.pick_id, E.hist.top[1].id);
+    ck_assert_int_eq(E.pick_id, E.hist.snap.top[1].id);
     ck_assert_int_eq(S.n_tokens, n);
     ck_out_has("picked #2 ");
 }

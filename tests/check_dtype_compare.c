@@ -417,10 +417,10 @@ START_TEST(dtype_compare_shows_both_precisions_and_off_frees_the_engine)
     ck_out_has("top-1 ");
     /* The histogram's comparison lists the histogram's tokens, in its order. */
     ck_assert(E.hist_has_cmp);
-    ck_assert_int_eq(E.hist_kind, UI_HIST_PEEK);
-    ck_assert_int_eq(E.hist_cmp.n_top, E.hist.n_top);
-    for (int i = 0; i < E.hist.n_top; i++)
-        ck_assert_int_eq(E.hist_cmp.top_id[i], E.hist.top[i].id);
+    ck_assert_int_eq(E.hist.kind, UI_HIST_PEEK);
+    ck_assert_int_eq(E.hist_cmp.n_top, E.hist.snap.n_top);
+    for (int i = 0; i < E.hist.snap.n_top; i++)
+        ck_assert_int_eq(E.hist_cmp.top_id[i], E.hist.snap.top[i].id);
     ck_assert_int_eq(E.cmp->n_past, S.n_tokens);    /* the same tokens */
     ck_assert_mem_eq(E.cmp->tokens, S.tokens, (size_t)S.n_tokens * sizeof *S.tokens);
     ck_cmd_says("/show", CMD_DONE, "compared with q8 on a second engine");
