@@ -124,6 +124,11 @@ void cmd_env_free(cmd_env *e)
     for (int i = 0; i < e->n_modules; i++)
         if (e->modules[i]->env_free)
             e->modules[i]->env_free(e);
+    for (int i = 0; i < e->n_modules; i++) {
+        if (e->modules[i]->state_free)
+            e->modules[i]->state_free(e->module_state[i]);
+        e->module_state[i] = NULL;
+    }
     free(e->out);
     e->out = NULL;
     e->out_len = e->out_cap = 0;
@@ -389,8 +394,20 @@ bool cmd_env_add_module(cmd_env *e, const cmd_module *m)
             return true;
     if (e->n_modules >= CMD_MODULES_MAX)
         return false;
+    void *state = NULL;
+    if (m->state_create && !(state = m->state_create()))
+        return false;
+    e->module_state[e->n_modules] = state;
     e->modules[e->n_modules++] = m;
     return true;
+}
+
+void *cmd_env_state(const cmd_env *e, const cmd_module *m)
+{
+    for (int i = 0; e && i < e->n_modules; i++)
+        if (e->modules[i] == m)
+            return e->module_state[i];
+    return NULL;
 }
 
 /* A row's group; a value out of range counts as none. */

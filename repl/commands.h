@@ -2,8 +2,10 @@
  * group, exec}, lookup by unique prefix, generated help, uniform argument checks and messages.
  * Handlers change the session and the REPL's settings and say what changed (CMD_* flags); they never
  * draw and never run a generation themselves: the main loop (repl.c, linemode.c) acts on the flags.
- * Command modules outside commands.c (repl/compare.c, repl/dtype_cmd.c) keep their own rows and
- * register them into an environment (cmd_env_add_module): the table never reaches into them. */
+ * Command modules outside commands.c (repl/compare.c, repl/dtype_cmd.c, repl/chat_cmd.c) keep
+ * their own rows and state and register them into an environment (cmd_env_add_module): the table
+ * never reaches into them. What only the front end can make (engines, a draft) it lends through
+ * a cmd_host. */
 #ifndef TOKENTOP_COMMANDS_H
 #define TOKENTOP_COMMANDS_H
 
@@ -11,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/decode/dtype_compare.h"
 #include "core/decode/pace.h"
 #include "core/decode/sampler.h"
 #include "core/session/session.h"
@@ -103,17 +104,13 @@ typedef struct cmd_env {
      * s->gamma_adaptive, s->spec_on). /draft DIR loads through host->load_draft, which attaches
      * the draft and sets draft_dir. */
     const char *draft_dir;         /* the attached draft's directory, not owned */
-    engine *cmp;                   /* /dtype compare: the second engine, owned (freed by
-                                      /dtype compare off and cmd_env_free); NULL when off */
-    bool hist_has_cmp;             /* hist_cmp describes the histogram's position */
-    dtype_compare hist_cmp;
-    /* /beam, /samples, /compare and /keep (repl/compare.h); NULL: not available */
-    struct compare_state *compare;
     /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second
      * (0: none); the status bar keeps the engine's own speed. */
     pace_clock pace;
-    /* The command modules registered beside the table (cmd_env_add_module), not owned. */
+    /* The command modules registered beside the table (cmd_env_add_module), not owned, and the
+     * state each keeps (its state_create's, owned; NULL for a module without state). */
     const cmd_module *modules[CMD_MODULES_MAX];
+    void *module_state[CMD_MODULES_MAX];
     int n_modules;
     /* The settings the session started with (the model's generation defaults and the command
      * line): /defaults and /temp default (etc.) restore them. cmd_env_init copies them. */
@@ -150,18 +147,33 @@ struct cmd_entry {
 extern const cmd_entry cmd_table[];
 extern const int cmd_count;
 
-/* A module's commands and its hooks into the environment's lifetime. */
+/* A module's commands, the state it keeps, and its hooks into the environment's lifetime. Every
+ * hook may be NULL. */
 struct cmd_module {
     const char *name;                 /* for messages: "compare", "dtype" */
     const cmd_entry *rows;
     int n_rows;
-    void (*show)(cmd_env *e);         /* adds its lines to /show (after the engine line), or NULL */
-    void (*env_free)(cmd_env *e);     /* frees what it keeps in e (cmd_env_free calls it), or NULL */
+    void (*show)(cmd_env *e);         /* adds its lines to /show (after the engine line) */
+    void (*env_free)(cmd_env *e);     /* frees what it keeps (cmd_env_free calls it before
+                                         state_free) */
+    /* The module's own state, made when it is added to an environment (NULL: out of memory, and
+     * the module is not added) and freed by cmd_env_free; its handlers find it with
+     * cmd_env_state. A module without state leaves both NULL. */
+    void *(*state_create)(void);
+    void (*state_free)(void *state);
+    /* The session runs on another model now (cmd_env_model_changed): drop what refers to the
+     * old one (engines over it, token ids of its vocabulary), saying so with cmd_out where a
+     * user would miss it. Called before the old model is freed. */
+    void (*model_changed)(cmd_env *e);
 };
 
-/* Adds module m's commands to e (the front end calls it for each module it offers). Adding a module
- * twice is a no-op. Returns false (nothing added) when CMD_MODULES_MAX modules are registered. */
+/* Adds module m's commands to e (the front end calls it for each module it offers), with the
+ * state m->state_create makes. Adding a module twice is a no-op. Returns false (nothing added)
+ * when CMD_MODULES_MAX modules are registered or the state cannot be made. */
 bool cmd_env_add_module(cmd_env *e, const cmd_module *m);
+
+/* The state module m keeps in e; NULL when m is not added to e or keeps none. */
+void *cmd_env_state(const cmd_env *e, const cmd_module *m);
 
 /* Every command e knows (the table, then each module's rows) in /help's order: by group, and in
  * table order within a group. Writes at most cap pointers to rows and returns how many there are. */

@@ -569,7 +569,7 @@ static void submit(tui *t)
         text = NULL;
         snprintf(t->message, sizeof t->message, "%s: sent when the reply ends (Ctrl-C: back "
                  "to the input)", replaced ? "queued, replacing the last" : "queued");
-    } else if (t->env->compare && t->env->compare->pending != COMPARE_NONE) {
+    } else if (compare_cmd_of(t->env) && compare_cmd_of(t->env)->pending != COMPARE_NONE) {
         if (t->s->gen) {   /* step mode: new text ends the open generation */
             session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
             t->have_turn = true;
@@ -771,7 +771,7 @@ static void draw_board(tui *t, const ui_layout *l, int cols)
 {
     ui_column board[2 * COMPARE_MAX_BEAMS + COMPARE_MAX_COLUMNS];
     const char *heading;
-    int n = compare_board(t->env->compare, board, (int)(sizeof board / sizeof board[0]),
+    int n = compare_board(compare_cmd_of(t->env), board, (int)(sizeof board / sizeof board[0]),
                           &heading);
     ui_columns_draw(&t->grid, (ui_rect){0, 0, l->status.y, cols}, heading, board, n);
 }
@@ -843,13 +843,13 @@ static void draw(tui *t)
     };
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];
-    const char *pending = compare_pending_line(t->env->compare, armed, sizeof armed);
+    const char *pending = compare_pending_line(compare_cmd_of(t->env), armed, sizeof armed);
     char queued[200];
     if (t->queued)
         snprintf(queued, sizeof queued, "queued for after the reply: %.150s", t->queued);
     const char *placeholder = t->running && t->queued ? queued
                             : t->running ? "generating... Ctrl-C stops"
-                            : t->board && t->env->compare->running
+                            : t->board && compare_cmd_of(t->env)->running
                                 ? "running: Ctrl-C stops it (what you type waits)"
                             : t->board ? "Enter closes the columns | /keep K makes K the reply"
                             : pending ? pending
@@ -1032,9 +1032,6 @@ int repl_main(int argc, char **argv)
         }
     cmd_env env;
     cmd_env_init(&env, &s);
-    compare_state cmp;
-    compare_init(&cmp);
-    env.compare = &cmp;
     cmd_env_add_module(&env, &compare_cmd_module);
     cmd_env_add_module(&env, &dtype_cmd_module);
     cmd_env_add_module(&env, &chat_cmd_module);
@@ -1104,7 +1101,6 @@ int repl_main(int argc, char **argv)
         rc = linemode_run(&s, &env, first, stdin, stdout, stderr, &g_interrupt, &g_quit_signal);
     }
     cmd_env_free(&env);
-    compare_free(&cmp);
     session_free(&s);
     draft_free(&host.draft);
     cli_app_free(&app);
