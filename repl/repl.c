@@ -17,11 +17,11 @@
 #include "repl/commands.h"
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
-#include "app/draft.h"
 #include "repl/dtype_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
 #include "repl/repl.h"
+#include "repl/repl_host.h"
 #include "core/session/session.h"
 #include "core/base/text.h"
 #include "core/base/util.h"
@@ -916,56 +916,6 @@ static int tui_run(tui *t, const char *first)
 /* ---------------------------------------------------------------------------------------------
  * Entry point */
 
-/* What /draft DIR and --draft need to load a draft next to the target. */
-typedef struct {
-    cli_app *app;
-    const cli_options *o;
-    session *s;
-    cmd_env *env;
-    draft_app draft;
-} draft_host;
-
-/* Loads dir as the draft (checked against the target), replaces the previous one and turns
- * speculative decoding on; on failure the previous draft stays. */
-static tt_status host_load_draft(void *user, const char *dir, tt_error *err)
-{
-    draft_host *h = user;
-    draft_app d;
-    tt_status st = draft_load(&d, dir, h->app, h->o, err);
-    if (st != TT_OK)
-        return st;
-    session_set_draft(h->s, NULL, NULL);
-    if ((st = session_set_draft(h->s, d.eng, err)) != TT_OK) {
-        draft_free(&d);
-        if (h->draft.eng)
-            session_set_draft(h->s, h->draft.eng, NULL);
-        return st;
-    }
-    draft_free(&h->draft);
-    h->draft = d;
-    h->env->draft_dir = h->draft.dir;
-    return TT_OK;
-}
-
-/* cmd_host.make_engine (cli_create_engine_like). */
-static tt_status host_make_engine(void *user, tt_dtype d, engine **out, tt_error *err)
-{
-    draft_host *h = user;
-    return cli_create_engine_like(h->app->model, h->o, h->s->eng, d, out, err);
-}
-
-/* cmd_host.adopt_engine: the session runs on now; the app owns it (and the CPU fall-back after a
- * GPU error keeps its precision). */
-static void host_adopt_engine(void *user, engine *old, engine *now)
-{
-    draft_host *h = user;
-    if (h->app->eng == old) {
-        engine_free(old);
-        h->app->eng = now;
-    }
-    h->app->eopts.dtype = now->dtype;
-}
-
 static char *initial_prompt(const cli_options *o, int *rc)
 {
     *rc = 0;
@@ -1036,12 +986,10 @@ int repl_main(int argc, char **argv)
     cmd_env_add_module(&env, &dtype_cmd_module);
     cmd_env_add_module(&env, &chat_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
-    draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
-    const cmd_host services = {.load_draft = host_load_draft, .make_engine = host_make_engine,
-                               .adopt_engine = host_adopt_engine, .user = &host};
-    env.host = &services;
+    repl_host host;
+    repl_host_init(&host, &app, &o, &s, &env);
     session_set_gamma(&s, o.gamma, o.gamma_adaptive, NULL);
-    if (rc == 0 && o.draft_dir && host_load_draft(&host, o.draft_dir, &err) != TT_OK) {
+    if (rc == 0 && o.draft_dir && repl_host_load_draft(&host, o.draft_dir, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
     }
@@ -1057,7 +1005,7 @@ int repl_main(int argc, char **argv)
         session_set_speculative(&s, false, NULL);
     /* The embedded target comes with its draft: loaded beside it (2.9 MB), off until /spec on. */
     const char *default_draft = o.draft_dir ? NULL : cli_default_draft_dir(&o);
-    if (rc == 0 && default_draft && host_load_draft(&host, default_draft, &err) == TT_OK)
+    if (rc == 0 && default_draft && repl_host_load_draft(&host, default_draft, &err) == TT_OK)
         session_set_speculative(&s, false, NULL);
     install_signals();
     s.interrupt = &g_interrupt;
@@ -1102,7 +1050,7 @@ int repl_main(int argc, char **argv)
     }
     cmd_env_free(&env);
     session_free(&s);
-    draft_free(&host.draft);
+    repl_host_free(&host);
     cli_app_free(&app);
     free(first);
     if (g_quit_signal) {
