@@ -100,16 +100,23 @@ static void token_label(const session *s, int32_t id, char *out, size_t cap)
 /* ---------------------------------------------------------------------------------------------
  * Lifetime */
 
+/* The names /show and /save use, from the session's model and engine. */
+static void describe_session(cmd_env *e)
+{
+    const session *s = e->s;
+    e->model_name = s && s->model && s->model->name ? s->model->name : "model";
+    e->model_dir = s && s->model && s->model->dir ? s->model->dir : "";
+    e->engine_desc = s && s->eng ? s->eng->description : "";
+    e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
+}
+
 void cmd_env_init(cmd_env *e, session *s)
 {
     memset(e, 0, sizeof *e);
     e->s = s;
     e->bars = DEFAULT_BARS;
     e->pick_id = -1;
-    e->model_name = s && s->model && s->model->name ? s->model->name : "model";
-    e->model_dir = s && s->model && s->model->dir ? s->model->dir : "";
-    e->engine_desc = s && s->eng ? s->eng->description : "";
-    e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
+    describe_session(e);
     pace_init(&e->pace);
     if (s) {
         e->defaults = s->set.sampler;
@@ -132,6 +139,16 @@ void cmd_env_free(cmd_env *e)
     free(e->out);
     e->out = NULL;
     e->out_len = e->out_cap = 0;
+}
+
+void cmd_env_model_changed(cmd_env *e)
+{
+    describe_session(e);
+    e->hist.kind = UI_HIST_NONE;
+    e->hist.has_draft = false;
+    for (int i = 0; i < e->n_modules; i++)
+        if (e->modules[i]->model_changed)
+            e->modules[i]->model_changed(e);
 }
 
 /* Step mode keeps a generation open between key presses; edits of the past close it first. */

@@ -65,6 +65,13 @@ typedef struct cmd_host {
     /* Called once the session runs on an engine make_engine made (session_set_engine): the
      * front end owns the engines and frees old. */
     void (*adopt_engine)(void *user, engine *old, engine *now);
+    /* /model REF: opens ref (a model directory, a GGUF file or an Ollama NAME[:TAG]) and moves
+     * the session onto it (session_set_model: the conversation is cleared), calling
+     * cmd_env_model_changed before the old model is freed. Warnings and what became of the
+     * draft go to notes (lines ending in a newline, notes_cap bytes). On failure nothing
+     * changed and err names what was tried and why. */
+    tt_status (*load_model)(void *user, const char *ref, char *notes, size_t notes_cap,
+                            tt_error *err);
     void *user;
 } cmd_host;
 
@@ -181,6 +188,11 @@ int cmd_env_list(const cmd_env *e, const cmd_entry **rows, int cap);
 
 /* Prepares env for session s (not owned) with the defaults (10 bars, sampling, no step mode). */
 void cmd_env_init(cmd_env *e, session *s);
+
+/* The session runs on another model now (session_set_model): the model's and engine's names
+ * are read again, the histogram is cleared, and each module's model_changed runs (its messages
+ * go to e->out). */
+void cmd_env_model_changed(cmd_env *e);
 void cmd_env_free(cmd_env *e);   /* NULL is safe */
 
 /* Finds a command by exact name, alias, or unique name prefix. On failure returns NULL and puts

@@ -771,6 +771,8 @@ static const cmd_entry compare_rows[] = {
      .exec = compare_exec_keep, .group = CMD_GROUP_COMPARE},
 };
 
+static void model_changed(cmd_env *e);
+
 static void *state_create(void)
 {
     compare_state *c = malloc(sizeof *c);
@@ -793,8 +795,23 @@ const cmd_module compare_cmd_module = {
     .env_free = NULL,
     .state_create = state_create,
     .state_free = state_free,
-    .model_changed = NULL,
+    .model_changed = model_changed,
 };
+
+/* The last run's columns are the old model's tokens: they go; an armed request stays (it names
+ * settings, not tokens). */
+static void model_changed(cmd_env *e)
+{
+    compare_state *c = compare_cmd_of(e);
+    if (!c)
+        return;
+    compare_state armed = *c;
+    compare_free(c);
+    c->pending = armed.pending;
+    c->n = armed.n;
+    c->setting = armed.setting;
+    memcpy(c->values, armed.values, sizeof c->values);
+}
 
 compare_state *compare_cmd_of(const cmd_env *e)
 {

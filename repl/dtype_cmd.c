@@ -290,6 +290,18 @@ static void *state_create(void)
     return calloc(1, sizeof(dtype_cmd_state));
 }
 
+/* The comparison engine holds the old model's weights: it goes with it. */
+static void model_changed(cmd_env *e)
+{
+    dtype_cmd_state *ds = dtype_cmd_of(e);
+    if (!ds || !ds->cmp)
+        return;
+    const char *d = tt_dtype_name(ds->cmp->dtype);
+    dtype_cmd_compare_off(e);
+    cmd_out(e, "the %s comparison is off: its engine held the old model (/dtype compare %s "
+            "compares the new one)", d, d);
+}
+
 /* The state and its comparison engine. */
 static void state_free(void *state)
 {
@@ -307,5 +319,5 @@ const cmd_module dtype_cmd_module = {
     .env_free = NULL,
     .state_create = state_create,
     .state_free = state_free,
-    .model_changed = NULL,
+    .model_changed = model_changed,
 };

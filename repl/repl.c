@@ -20,6 +20,7 @@
 #include "repl/dtype_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
+#include "repl/model_cmd.h"
 #include "repl/repl.h"
 #include "repl/repl_host.h"
 #include "core/session/session.h"
@@ -985,6 +986,7 @@ int repl_main(int argc, char **argv)
     cmd_env_add_module(&env, &compare_cmd_module);
     cmd_env_add_module(&env, &dtype_cmd_module);
     cmd_env_add_module(&env, &chat_cmd_module);
+    cmd_env_add_module(&env, &model_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     repl_host host;
     repl_host_init(&host, &app, &o, &s, &env);

@@ -389,6 +389,23 @@ static tt_status test_load_draft(void *user, const char *dir, tt_error *err)
     return st;
 }
 
+/* /model without a front end that can open models (cmd_host.load_model): shown, not opened.
+ * Opening is check_repl_host's. */
+START_TEST(model_shows_the_model_and_needs_a_host_to_open_another)
+{
+    ck_assert_int_eq(run("/model"), CMD_DONE);
+    ck_out_has(S.model->name);
+    ck_out_has("/model NAME[:TAG]|PATH opens another");
+    int n = S.n_tokens;
+    ck_assert_int_eq(run("/model other"), CMD_ERROR);
+    ck_out_has("/model: opening another model is not available here (start with --model other)");
+    ck_assert_ptr_eq(S.model, mdl);
+    ck_assert_int_eq(S.n_tokens, n);
+    ck_assert_int_eq(run("/model a b"), CMD_ERROR);
+    ck_out_has("too many arguments");
+}
+END_TEST
+
 START_TEST(speculative_commands_drive_the_session)
 {
     ck_assert_int_eq(run("/spec on"), CMD_ERROR);
@@ -1040,6 +1057,7 @@ int main(void)
             seed_restarts_the_random_stream, max_accepts_positive_token_counts,
             stop_adds_lists_and_clears_stop_strings, bars_sets_the_histogram_height,
             show_reports_settings_model_and_cache, speculative_commands_drive_the_session,
+            model_shows_the_model_and_needs_a_host_to_open_another,
             pace_sets_the_rate_and_refuses_bad_values,
             quit_asks_the_loop_to_leave, reset_clears_conversation_and_cache,
             undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache, undo_refuses_bad_counts,
