@@ -652,11 +652,7 @@ tt_status cli_create_engine_like(const model *m, const cli_options *o, const eng
     return tt_fail(err, TT_ERR_UNSUPPORTED, "%s", note[0] ? note : "the backend refused it");
 }
 
-/* Appends a line (without its newline) to notes, a string of cap bytes: cli_app_open's warnings.
- * A line that does not fit is cut. */
-static void note_add(char *notes, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void note_add(char *notes, size_t cap, const char *fmt, ...)
+void cli_notes_add(char *notes, size_t cap, const char *fmt, ...)
 {
     size_t n = strlen(notes);
     if (n + 1 >= cap)
@@ -691,11 +687,11 @@ static void load_chat(cli_app *app, const cli_options *o, const char *dir, char 
             snprintf(warning, sizeof warning, "%s: tokenizer.chat_template matches no built-in "
                      "chat format (%s): raw continuation", dir, chat_format_list());
         if (warning[0] && !o->chat_template)
-            note_add(notes, notes_cap, "%s", warning);
+            cli_notes_add(notes, notes_cap, "%s", warning);
     } else if (chat_spec_from_dir(dir, &app->chat_model, warning, sizeof warning, &err) != TT_OK)
-        note_add(notes, notes_cap, "%s (chat mode off)", err.msg);
+        cli_notes_add(notes, notes_cap, "%s (chat mode off)", err.msg);
     else if (warning[0] && !o->chat_template)
-        note_add(notes, notes_cap, "%s", warning);
+        cli_notes_add(notes, notes_cap, "%s", warning);
     free(gguf_template);
     app->chat = app->chat_model;
     chat_format f;
@@ -785,9 +781,9 @@ tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, 
             st = model_load(dir, &app->model, &err);
         }
         if (st == TT_OK && app->model->gen_warning[0])
-            note_add(notes, notes_cap, "%s (the file is ignored)", app->model->gen_warning);
+            cli_notes_add(notes, notes_cap, "%s (the file is ignored)", app->model->gen_warning);
         if (st == TT_OK && app->model->load_note[0] && !o->dtype_set)
-            note_add(notes, notes_cap, "%s", app->model->load_note);
+            cli_notes_add(notes, notes_cap, "%s", app->model->load_note);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: the tokenizer has %d tokens but the model's "
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),

@@ -103,6 +103,11 @@ typedef struct {
 tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, char *notes,
                        size_t notes_cap, tt_error *err);
 
+/* Appends a line and its newline to notes, a string of cap bytes (cli_app_open's warnings); a line
+ * that does not fit is cut. */
+void cli_notes_add(char *notes, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* cli_app_open for the command line: the notes, the error and, with -v, the engine chosen are
  * printed to stderr ("tokentop: ..."). Returns cli_app_open's status. */
 tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only);

@@ -1121,8 +1121,7 @@ static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * /save and /load */
 
-/* ~ and ~/... are the home directory, as in a shell (malloc'd; NULL when out of memory). */
-static char *expand_home(const char *path)
+char *cmd_expand_home(const char *path)
 {
     const char *home = getenv("HOME");
     if (path[0] == '~' && (path[1] == '/' || path[1] == 0) && home && *home)
@@ -1149,7 +1148,7 @@ static void mark_saved(cmd_env *e)
 static int exec_save(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     tt_error err = {0};
-    char *path = expand_home(argv[0]);
+    char *path = cmd_expand_home(argv[0]);
     if (!path)
         return fail(e, "/save: out of memory");
     if (!e->force && access(path, F_OK) == 0) {
@@ -1172,7 +1171,7 @@ static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     tt_error err = {0};
     int n = 0;
-    char *path = expand_home(argv[0]);
+    char *path = cmd_expand_home(argv[0]);
     if (!path)
         return fail(e, "/load: out of memory");
     /* the file first (a file that cannot load needs no question), then the unsaved work */

@@ -213,6 +213,10 @@ void cmd_out(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* Replaces e->out with the message and returns CMD_ERROR. */
 int cmd_fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* path with ~ and ~/... read as the home directory, as a shell reads them (malloc'd; NULL when
+ * out of memory): /save, /load and /model take such paths. */
+char *cmd_expand_home(const char *path);
+
 /* True when line is a command ("/x" at the very start), false for text (including "//text",
  * which sends "/text", and " /x"). */
 bool cmd_is_command(const char *line);

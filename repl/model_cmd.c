@@ -35,10 +35,15 @@ int model_cmd_exec(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     char was[256];
     snprintf(was, sizeof was, "%s", e->model_name);   /* the old model's name goes with it */
     int n = s->n_tokens;
+    char *ref = cmd_expand_home(argv[0]);
+    if (!ref)
+        return cmd_fail(e, "/model: out of memory");
     char notes[2048] = "";
     tt_error err = {0};
     e->out_len = 0;
-    if (e->host->load_model(e->host->user, argv[0], notes, sizeof notes, &err) != TT_OK)
+    tt_status st = e->host->load_model(e->host->user, ref, notes, sizeof notes, &err);
+    free(ref);
+    if (st != TT_OK)
         return cmd_fail(e, "/model: %s (kept %s)", err.msg, was);
     /* What the modules said (cmd_env_model_changed) comes after the summary. */
     char *said = e->out_len ? strdup(e->out) : NULL;

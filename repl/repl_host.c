@@ -2,27 +2,8 @@
  * options (repl_host.h). */
 #include "repl/repl_host.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Appends a line (and its newline) to notes (cap bytes); a line that does not fit is cut. */
-static void notes_add(char *notes, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void notes_add(char *notes, size_t cap, const char *fmt, ...)
-{
-    size_t n = strlen(notes);
-    if (n + 2 > cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(notes + n, cap - n - 1, fmt, ap);
-    va_end(ap);
-    n += strlen(notes + n);
-    notes[n] = '\n';
-    notes[n + 1] = 0;
-}
 
 tt_status repl_host_load_draft(repl_host *h, const char *dir, tt_error *err)
 {
@@ -85,13 +66,14 @@ static void reattach_draft(repl_host *h, const cli_options *o, bool spec_on, cha
             h->draft = d;
             h->env->draft_dir = h->draft.dir;
             session_set_speculative(h->s, spec_on, NULL);
-            notes_add(notes, cap, "draft model %s kept: it fits the new model", dir);
+            cli_notes_add(notes, cap, "draft model %s kept: it fits the new model", dir);
             free(dir);
             return;
         }
         draft_free(&d);
     }
-    notes_add(notes, cap, "%s; the draft is detached (/draft DIR loads one that fits)", err.msg);
+    cli_notes_add(notes, cap, "%s; the draft is detached (/draft DIR loads one that fits)",
+                  err.msg);
     free(dir);
 }
 
