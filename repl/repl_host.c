@@ -103,9 +103,13 @@ tt_status repl_host_load_model(repl_host *h, const char *ref, char *notes, size_
         cli_app_free(&next);
         return st;
     }
-    /* The app keeps its place; what it said about the backend and a fall-back stays. */
+    /* The app keeps its place. A backend that could not hold the new model says why (and the
+     * note stays); otherwise the note on the backend auto chose stays. */
     cli_app old = *h->app;
-    memcpy(next.backend_note, old.backend_note, sizeof next.backend_note);
+    if (next.backend_note[0])
+        cli_notes_add(notes, notes_cap, "%s", next.backend_note);
+    else
+        memcpy(next.backend_note, old.backend_note, sizeof next.backend_note);
     memcpy(next.fallback_note, old.fallback_note, sizeof next.fallback_note);
     next.fallback_quiet = old.fallback_quiet;
     *h->app = next;
