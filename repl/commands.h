@@ -52,8 +52,8 @@ typedef struct cmd_module cmd_module;
 #define CMD_MODULES_MAX 8
 
 /* What a front end lends commands: the things only it can make, because it owns them (the
- * engines, the draft model). Each callback may be NULL: the command that needs it says it is not
- * available here. user is passed back to each. */
+ * engines, the draft model, the model itself). Each callback may be NULL: the command that needs
+ * it says it is not available here. user is passed back to each. */
 typedef struct cmd_host {
     /* /draft DIR: loads dir as the draft (checked against the target), attaches it to the
      * session, turns speculative decoding on and sets cmd_env.draft_dir; on failure the previous
@@ -104,7 +104,7 @@ typedef struct cmd_env {
     bool temp_column;              /* /column temp: the histogram adds temperature alone */
     bool step_mode;
     cmd_hist hist;                 /* the histogram on screen, which /pick chooses from */
-    /* What the front end lends commands (loading a draft, making engines), not owned; NULL:
+    /* What the front end lends commands (a draft, engines, another model), not owned; NULL:
      * none of it is available here. */
     const cmd_host *host;
     /* Speculative decoding: the session holds the draft, gamma and on/off (s->draft, s->gamma,
