@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -651,10 +652,29 @@ tt_status cli_create_engine_like(const model *m, const cli_options *o, const eng
     return tt_fail(err, TT_ERR_UNSUPPORTED, "%s", note[0] ? note : "the backend refused it");
 }
 
+void cli_notes_add(char *notes, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(notes);
+    if (n + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(notes + n, cap - n, fmt, ap);
+    va_end(ap);
+    n += strlen(notes + n);
+    if (n + 1 < cap) {
+        notes[n] = '\n';
+        notes[n + 1] = 0;
+    } else {
+        notes[cap - 2] = '\n';
+    }
+}
+
 /* The chat format: --chat-template, else what the model directory's chat template matches (a
- * template that matches none, or a config that cannot be read, is said on stderr: plain
+ * template that matches none, or a config that cannot be read, is said in notes: plain
  * continuation). */
-static void load_chat(cli_app *app, const cli_options *o, const char *dir)
+static void load_chat(cli_app *app, const cli_options *o, const char *dir, char *notes,
+                      size_t notes_cap)
 {
     char warning[640];
     tt_error err = {0};
@@ -667,11 +687,11 @@ static void load_chat(cli_app *app, const cli_options *o, const char *dir)
             snprintf(warning, sizeof warning, "%s: tokenizer.chat_template matches no built-in "
                      "chat format (%s): raw continuation", dir, chat_format_list());
         if (warning[0] && !o->chat_template)
-            fprintf(stderr, "tokentop: %s\n", warning);
+            cli_notes_add(notes, notes_cap, "%s", warning);
     } else if (chat_spec_from_dir(dir, &app->chat_model, warning, sizeof warning, &err) != TT_OK)
-        fprintf(stderr, "tokentop: %s (chat mode off)\n", err.msg);
+        cli_notes_add(notes, notes_cap, "%s (chat mode off)", err.msg);
     else if (warning[0] && !o->chat_template)
-        fprintf(stderr, "tokentop: %s\n", warning);
+        cli_notes_add(notes, notes_cap, "%s", warning);
     free(gguf_template);
     app->chat = app->chat_model;
     chat_format f;
@@ -713,27 +733,26 @@ void cli_session_chat(const cli_app *app, session *s)
     session_set_chat(s, &c, NULL);
 }
 
-tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
+tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, char *notes,
+                       size_t notes_cap, tt_error *errp)
 {
     memset(app, 0, sizeof *app);
+    if (notes_cap)
+        notes[0] = 0;
     tt_error err = {0};
     const char *dir = cli_model_dir(o);
-    if (!dir) {
-        fprintf(stderr, "tokentop: no model: pass --model DIR (a Hugging Face GPT-2 directory); "
-                "the embedded default %s was not found beside the binary, in its "
-                "../share/tokentop, in $XDG_DATA_HOME or $XDG_DATA_DIRS (tokentop/%s), nor in "
-                "the working directory\n", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
-        return TT_ERR_ARG;
-    }
+    if (!dir)
+        return tt_fail(errp, TT_ERR_ARG, "no model: pass --model DIR (a Hugging Face GPT-2 "
+                       "directory); the embedded default %s was not found beside the binary, in "
+                       "its ../share/tokentop, in $XDG_DATA_HOME or $XDG_DATA_DIRS (tokentop/%s), "
+                       "nor in the working directory", DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME);
     /* A name that is not a path: a model pulled by Ollama (its blob is a GGUF file). */
     struct stat sb;
     ollama_model om = {0};
     const char *path = dir;
     if (stat(dir, &sb) != 0 && ollama_is_name(dir)) {
-        if (ollama_resolve_default(dir, &om, &err) != TT_OK) {
-            fprintf(stderr, "tokentop: %s\n", err.msg);
-            return TT_ERR_IO;
-        }
+        if (ollama_resolve_default(dir, &om, &err) != TT_OK)
+            return tt_fail(errp, TT_ERR_IO, "%s", err.msg);
         path = om.model_path;
     }
     /* A GGUF file holds its tokenizer: the model is opened (mapped, cheap) to read it. */
@@ -746,11 +765,11 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
         if (st == TT_OK)
             st = model_tokenizer_load(file_model, &app->tok, &err);
     } else if (!is_dir(path)) {   /* said before the loaders name a file inside it */
-        fprintf(stderr, "tokentop: %s: no such directory; a model directory holds config.json, "
-                "model.safetensors (or its shards) and tokenizer.json (or GPT-2's vocab.json and "
-                "merges.txt), as Hugging Face saves them; --model also takes a GGUF file or the "
-                "NAME[:TAG] of a model Ollama pulled\n", dir);
-        return TT_ERR_ARG;
+        ollama_model_free(&om);
+        return tt_fail(errp, TT_ERR_ARG, "%s: no such directory; a model directory holds "
+                       "config.json, model.safetensors (or its shards) and tokenizer.json (or "
+                       "GPT-2's vocab.json and merges.txt), as Hugging Face saves them; --model "
+                       "also takes a GGUF file or the NAME[:TAG] of a model Ollama pulled", dir);
     } else {
         st = tokenizer_load_dir(dir, &app->tok, &err);
     }
@@ -762,36 +781,52 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
             st = model_load(dir, &app->model, &err);
         }
         if (st == TT_OK && app->model->gen_warning[0])
-            fprintf(stderr, "tokentop: %s (the file is ignored)\n",
-                    app->model->gen_warning);
+            cli_notes_add(notes, notes_cap, "%s (the file is ignored)", app->model->gen_warning);
         if (st == TT_OK && app->model->load_note[0] && !o->dtype_set)
-            fprintf(stderr, "tokentop: %s\n", app->model->load_note);
+            cli_notes_add(notes, notes_cap, "%s", app->model->load_note);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: the tokenizer has %d tokens but the model's "
                          "vocab_size is %d", dir, tokenizer_vocab_size(app->tok),
                          app->model->config.V);
         if (st == TT_OK) {
-            load_chat(app, o, dir);
+            load_chat(app, o, dir, notes, notes_cap);
             engine_options_from(app->model, o, &app->eopts);
             st = cli_create_engine(app->model, o, &app->eng, app->backend_note,
                                    sizeof app->backend_note, &err);
-        }
-        /* Scripted calls stay quiet about an auto fall-back: -v says it, and the REPL shows it
-         * in its status bar and /show. */
-        if (st == TT_OK && o->verbose) {
-            if (app->backend_note[0])
-                fprintf(stderr, "tokentop: %s\n", app->backend_note);
-            fprintf(stderr, "tokentop: %s: %s%s%s\n", dir, app->eng->description,
-                    gpu_plugin_path()[0] ? "; GPU plugin " : "", gpu_plugin_path());
         }
     }
     model_free(file_model);   /* opened for its tokenizer only */
     ollama_model_free(&om);
     if (st != TT_OK) {
-        fprintf(stderr, "tokentop: %s\n", err.msg[0] ? err.msg : tt_status_str(st));
+        tt_fail(errp, st, "%s", err.msg[0] ? err.msg : tt_status_str(st));
         cli_app_free(app);
     }
     return st;
+}
+
+tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
+{
+    char notes[4096];
+    tt_error err = {0};
+    tt_status st = cli_app_open(app, o, tokenizer_only, notes, sizeof notes, &err);
+    for (const char *line = notes; *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "tokentop: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    if (st != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err.msg);
+        return st;
+    }
+    /* Scripted calls stay quiet about an auto fall-back: -v says it, and the REPL shows it in its
+     * status bar and /show. */
+    if (!tokenizer_only && o->verbose) {
+        if (app->backend_note[0])
+            fprintf(stderr, "tokentop: %s\n", app->backend_note);
+        fprintf(stderr, "tokentop: %s: %s%s%s\n", cli_model_dir(o), app->eng->description,
+                gpu_plugin_path()[0] ? "; GPU plugin " : "", gpu_plugin_path());
+    }
+    return TT_OK;
 }
 
 engine *cli_device_fallback(void *user, struct session *s, engine *failed, const tt_error *why)

@@ -95,8 +95,21 @@ typedef struct {
     chat_spec chat_model;      /* the model's own (its chat template's; raw when none matches) */
 } cli_app;
 
-/* Loads model + tokenizer (+ engine unless tokenizer_only). On failure prints the message to
- * stderr and returns the status; everything loaded so far is freed. */
+/* Loads model + tokenizer (+ engine unless tokenizer_only) from what o names: a model directory,
+ * a GGUF file or the NAME[:TAG] of a model Ollama pulled (cli_model_dir). Warnings (a generation
+ * config or chat template it ignores, a conversion made on loading) go to notes, one line each
+ * ending in a newline (notes_cap bytes; lines that do not fit are cut). On failure err says what
+ * was tried and why, and everything loaded so far is freed; nothing is printed. */
+tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, char *notes,
+                       size_t notes_cap, tt_error *err);
+
+/* Appends a line and its newline to notes, a string of cap bytes (cli_app_open's warnings); a line
+ * that does not fit is cut. */
+void cli_notes_add(char *notes, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* cli_app_open for the command line: the notes, the error and, with -v, the engine chosen are
+ * printed to stderr ("tokentop: ..."). Returns cli_app_open's status. */
 tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only);
 void cli_app_free(cli_app *app);
 

@@ -100,16 +100,23 @@ static void token_label(const session *s, int32_t id, char *out, size_t cap)
 /* ---------------------------------------------------------------------------------------------
  * Lifetime */
 
+/* The names /show and /save use, from the session's model and engine. */
+static void describe_session(cmd_env *e)
+{
+    const session *s = e->s;
+    e->model_name = s && s->model && s->model->name ? s->model->name : "model";
+    e->model_dir = s && s->model && s->model->dir ? s->model->dir : "";
+    e->engine_desc = s && s->eng ? s->eng->description : "";
+    e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
+}
+
 void cmd_env_init(cmd_env *e, session *s)
 {
     memset(e, 0, sizeof *e);
     e->s = s;
     e->bars = DEFAULT_BARS;
     e->pick_id = -1;
-    e->model_name = s && s->model && s->model->name ? s->model->name : "model";
-    e->model_dir = s && s->model && s->model->dir ? s->model->dir : "";
-    e->engine_desc = s && s->eng ? s->eng->description : "";
-    e->backend = s && s->eng && s->eng->ops ? s->eng->ops->name : "?";
+    describe_session(e);
     pace_init(&e->pace);
     if (s) {
         e->defaults = s->set.sampler;
@@ -124,9 +131,24 @@ void cmd_env_free(cmd_env *e)
     for (int i = 0; i < e->n_modules; i++)
         if (e->modules[i]->env_free)
             e->modules[i]->env_free(e);
+    for (int i = 0; i < e->n_modules; i++) {
+        if (e->modules[i]->state_free)
+            e->modules[i]->state_free(e->module_state[i]);
+        e->module_state[i] = NULL;
+    }
     free(e->out);
     e->out = NULL;
     e->out_len = e->out_cap = 0;
+}
+
+void cmd_env_model_changed(cmd_env *e)
+{
+    describe_session(e);
+    e->hist.kind = UI_HIST_NONE;
+    e->hist.has_draft = false;
+    for (int i = 0; i < e->n_modules; i++)
+        if (e->modules[i]->model_changed)
+            e->modules[i]->model_changed(e);
 }
 
 /* Step mode keeps a generation open between key presses; edits of the past close it first. */
@@ -389,8 +411,20 @@ bool cmd_env_add_module(cmd_env *e, const cmd_module *m)
             return true;
     if (e->n_modules >= CMD_MODULES_MAX)
         return false;
+    void *state = NULL;
+    if (m->state_create && !(state = m->state_create()))
+        return false;
+    e->module_state[e->n_modules] = state;
     e->modules[e->n_modules++] = m;
     return true;
+}
+
+void *cmd_env_state(const cmd_env *e, const cmd_module *m)
+{
+    for (int i = 0; e && i < e->n_modules; i++)
+        if (e->modules[i] == m)
+            return e->module_state[i];
+    return NULL;
 }
 
 /* A row's group; a value out of range counts as none. */
@@ -833,7 +867,7 @@ static int exec_reset(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     end_open_generation(e);
     int n = e->s->n_tokens;
     session_reset(e->s);
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     out_add(e, "conversation and KV cache cleared (%d tokens)", n);
     return CMD_CONV | CMD_CLEAR | CMD_STATUS;
 }
@@ -854,7 +888,7 @@ static int exec_undo(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     /* Drop the cache entries past the conversation now, so the status bar shows it; the prefix
      * stays for the next turn. */
     engine_truncate(s->eng, session_cached_prefix(s));
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     out_add(e, "dropped %d token%s (%s); %d remain, %d of them in the KV cache", dropped,
             dropped == 1 ? "" : "s", argc == 1 ? "as asked" : "the last turn", s->n_tokens,
             session_cached_prefix(s));
@@ -871,7 +905,7 @@ static int exec_regen(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     if (dropped == 0)
         return fail(e, "/regen: the last turn has no reply yet (press Enter to generate one)");
     engine_truncate(s->eng, session_cached_prefix(s));
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     out_add(e, "regenerating the last reply (%d tokens dropped; %d tokens stay cached)", dropped,
             session_cached_prefix(s));
     return CMD_CONV | CMD_STATUS | CMD_GENERATE;
@@ -936,28 +970,28 @@ static int exec_pick(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         return fail(e, "/pick: step mode needs the terminal UI");
     if (!e->step_mode)
         return fail(e, "/pick works in step mode: /step on first");
-    int cap = (int)(sizeof e->hist.top / sizeof e->hist.top[0]);
-    int rows = e->hist.n_top < cap ? e->hist.n_top : cap;
-    if (e->hist_kind == UI_HIST_NONE || rows <= 0)
+    int cap = (int)(sizeof e->hist.snap.top / sizeof e->hist.snap.top[0]);
+    int rows = e->hist.snap.n_top < cap ? e->hist.snap.n_top : cap;
+    if (e->hist.kind == UI_HIST_NONE || rows <= 0)
         return fail(e, "/pick: no histogram to pick from yet (type a prompt or press Enter)");
     long n;
     if (!parse_int_arg(argv[0], 1, rows, &n))
         return fail(e, "/pick: \"%s\" is not a row of the histogram (1 to %d)", argv[0], rows);
-    const sampler_entry *ent = &e->hist.top[n - 1];
+    const sampler_entry *ent = &e->hist.snap.top[n - 1];
     char label[128], was[128];
     token_label(s, ent->id, label, sizeof label);
     int flags = CMD_STEP | CMD_STATUS;
-    if (e->hist_kind == UI_HIST_STEP) {
-        if (e->hist_pos != s->n_tokens - 1 || s->tokens[e->hist_pos] != e->hist.token)
+    if (e->hist.kind == UI_HIST_STEP) {
+        if (e->hist.pos != s->n_tokens - 1 || s->tokens[e->hist.pos] != e->hist.snap.token)
             return fail(e, "/pick: the histogram no longer matches the conversation (press Enter "
                         "to step)");
-        token_label(s, e->hist.token, was, sizeof was);
+        token_label(s, e->hist.snap.token, was, sizeof was);
         end_open_generation(e);
         session_undo_tokens(s, 1);
         flags |= CMD_CONV;
         out_add(e, "picked #%ld %s instead of %s", n, label, was);
     } else {
-        if (e->hist_pos != s->n_tokens)
+        if (e->hist.pos != s->n_tokens)
             return fail(e, "/pick: the histogram no longer matches the conversation (press Enter "
                         "to step)");
         out_add(e, "picked #%ld %s", n, label);
@@ -1073,11 +1107,11 @@ static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
         out_add(e, "draft model: %s", e->s->draft && e->draft_dir ? e->draft_dir : "(none)");
         return CMD_DONE;
     }
-    if (!e->load_draft)
+    if (!e->host || !e->host->load_draft)
         return fail(e, "/draft: loading a draft model is not available here (start with --draft "
                     "DIR)");
     tt_error err = {0};
-    if (e->load_draft(e->load_draft_user, argv[0], &err) != TT_OK)
+    if (e->host->load_draft(e->host->user, argv[0], &err) != TT_OK)
         return fail(e, "/draft: %s", err.msg);
     out_add(e, "draft model %s loaded; speculative decoding on (gamma %d)", argv[0],
             e->s->gamma);
@@ -1087,8 +1121,7 @@ static int exec_draft(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * /save and /load */
 
-/* ~ and ~/... are the home directory, as in a shell (malloc'd; NULL when out of memory). */
-static char *expand_home(const char *path)
+char *cmd_expand_home(const char *path)
 {
     const char *home = getenv("HOME");
     if (path[0] == '~' && (path[1] == '/' || path[1] == 0) && home && *home)
@@ -1115,7 +1148,7 @@ static void mark_saved(cmd_env *e)
 static int exec_save(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     tt_error err = {0};
-    char *path = expand_home(argv[0]);
+    char *path = cmd_expand_home(argv[0]);
     if (!path)
         return fail(e, "/save: out of memory");
     if (!e->force && access(path, F_OK) == 0) {
@@ -1138,7 +1171,7 @@ static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     tt_error err = {0};
     int n = 0;
-    char *path = expand_home(argv[0]);
+    char *path = cmd_expand_home(argv[0]);
     if (!path)
         return fail(e, "/load: out of memory");
     /* the file first (a file that cannot load needs no question), then the unsaved work */
@@ -1165,7 +1198,7 @@ static int exec_load(cmd_env *e, const cmd_entry *c, int argc, char **argv)
     if (lst != TT_OK)
         return fail(e, "/load: %s", err.msg);
     mark_saved(e);
-    e->hist_kind = UI_HIST_NONE;
+    e->hist.kind = UI_HIST_NONE;
     int cached = session_cached_prefix(e->s);
     out_add(e, "loaded %s: %d tokens in %d %s; %d of them are still in the KV cache", argv[0],
             n, e->s->n_turns, e->s->n_turns == 1 ? "turn" : "turns", cached);

@@ -2,8 +2,10 @@
  * group, exec}, lookup by unique prefix, generated help, uniform argument checks and messages.
  * Handlers change the session and the REPL's settings and say what changed (CMD_* flags); they never
  * draw and never run a generation themselves: the main loop (repl.c, linemode.c) acts on the flags.
- * Command modules outside commands.c (repl/compare.c, repl/dtype_cmd.c) keep their own rows and
- * register them into an environment (cmd_env_add_module): the table never reaches into them. */
+ * Command modules outside commands.c (repl/compare.c, repl/dtype_cmd.c, repl/chat_cmd.c) keep
+ * their own rows and state and register them into an environment (cmd_env_add_module): the table
+ * never reaches into them. What only the front end can make (engines, a draft) it lends through
+ * a cmd_host. */
 #ifndef TOKENTOP_COMMANDS_H
 #define TOKENTOP_COMMANDS_H
 
@@ -11,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/decode/dtype_compare.h"
 #include "core/decode/pace.h"
 #include "core/decode/sampler.h"
 #include "core/session/session.h"
@@ -50,6 +51,44 @@ const char *cmd_group_name(cmd_group g);
 typedef struct cmd_module cmd_module;
 #define CMD_MODULES_MAX 8
 
+/* What a front end lends commands: the things only it can make, because it owns them (the
+ * engines, the draft model, the model itself). Each callback may be NULL: the command that needs
+ * it says it is not available here. user is passed back to each. */
+typedef struct cmd_host {
+    /* /draft DIR: loads dir as the draft (checked against the target), attaches it to the
+     * session, turns speculative decoding on and sets cmd_env.draft_dir; on failure the previous
+     * draft stays and err says why. */
+    tt_status (*load_draft)(void *user, const char *dir, tt_error *err);
+    /* /dtype: an engine over the session's model on the session engine's backend and n_ctx,
+     * holding weights in d. */
+    tt_status (*make_engine)(void *user, tt_dtype d, engine **out, tt_error *err);
+    /* Called once the session runs on an engine make_engine made (session_set_engine): the
+     * front end owns the engines and frees old. */
+    void (*adopt_engine)(void *user, engine *old, engine *now);
+    /* /model REF: opens ref (a model directory, a GGUF file or an Ollama NAME[:TAG]) and moves
+     * the session onto it (session_set_model: the conversation is cleared), calling
+     * cmd_env_model_changed before the old model is freed. Warnings and what became of the
+     * draft go to notes (lines ending in a newline, notes_cap bytes). On failure nothing
+     * changed and err names what was tried and why. */
+    tt_status (*load_model)(void *user, const char *ref, char *notes, size_t notes_cap,
+                            tt_error *err);
+    void *user;
+} cmd_host;
+
+/* The histogram on screen: the front end fills it as tokens come and draws it; /pick chooses from
+ * it, and commands that change the conversation clear it (kind UI_HIST_NONE). */
+typedef struct cmd_hist {
+    ui_hist_kind kind;
+    sampler_snapshot snap;         /* the target's chain at that position */
+    int pos;                       /* the conversation index it describes */
+    int step;                      /* the generation's step there */
+    /* The draft's side of the position (speculative steps): */
+    bool has_draft;
+    sampler_snapshot draft;        /* the draft's chain there (q) */
+    spec_draft spec;               /* q(x), p(x), the acceptance uniform, the verdict */
+    bool bonus;                    /* the token was a bonus (no draft at that position) */
+} cmd_hist;
+
 /* The state commands read and change. The REPL owns it; session and names are not owned. */
 typedef struct cmd_env {
     session *s;
@@ -64,40 +103,21 @@ typedef struct cmd_env {
     int bars;                      /* tokens the histogram shows (1 .. SAMPLER_TOP_MAX) */
     bool temp_column;              /* /column temp: the histogram adds temperature alone */
     bool step_mode;
-    /* The histogram on screen, which /pick chooses from. */
-    ui_hist_kind hist_kind;
-    sampler_snapshot hist;
-    int hist_pos;                  /* conversation index the histogram describes */
-    int hist_step;
+    cmd_hist hist;                 /* the histogram on screen, which /pick chooses from */
+    /* What the front end lends commands (a draft, engines, another model), not owned; NULL:
+     * none of it is available here. */
+    const cmd_host *host;
     /* Speculative decoding: the session holds the draft, gamma and on/off (s->draft, s->gamma,
-     * s->gamma_adaptive, s->spec_on). /draft DIR loads through load_draft (set by the front end;
-     * NULL: loading is not available), which attaches the draft and sets draft_dir. */
-    tt_status (*load_draft)(void *user, const char *dir, tt_error *err);
-    void *load_draft_user;
+     * s->gamma_adaptive, s->spec_on). /draft DIR loads through host->load_draft, which attaches
+     * the draft and sets draft_dir. */
     const char *draft_dir;         /* the attached draft's directory, not owned */
-    /* The draft's side of the position the histogram shows (speculative steps): */
-    bool hist_has_draft;
-    sampler_snapshot hist_draft;   /* the draft's chain there (q) */
-    spec_draft hist_spec;          /* q(x), p(x), the acceptance uniform, the verdict */
-    bool hist_bonus;               /* the token was a bonus (no draft at that position) */
-    /* Precision (/dtype, repl/dtype_cmd.c). make_engine (set by the front end; NULL: /dtype is
-     * not available) creates an engine over the session's model on the session engine's backend
-     * and n_ctx, holding weights in d. adopt_engine is called once the session runs on a new
-     * engine (session_set_engine): the front end owns the engines and frees old. */
-    tt_status (*make_engine)(void *user, tt_dtype d, engine **out, tt_error *err);
-    void (*adopt_engine)(void *user, engine *old, engine *now);
-    void *engine_user;
-    engine *cmp;                   /* /dtype compare: the second engine, owned (freed by
-                                      /dtype compare off and cmd_env_free); NULL when off */
-    bool hist_has_cmp;             /* hist_cmp describes the histogram's position */
-    dtype_compare hist_cmp;
-    /* /beam, /samples, /compare and /keep (repl/compare.h); NULL: not available */
-    struct compare_state *compare;
     /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second
      * (0: none); the status bar keeps the engine's own speed. */
     pace_clock pace;
-    /* The command modules registered beside the table (cmd_env_add_module), not owned. */
+    /* The command modules registered beside the table (cmd_env_add_module), not owned, and the
+     * state each keeps (its state_create's, owned; NULL for a module without state). */
     const cmd_module *modules[CMD_MODULES_MAX];
+    void *module_state[CMD_MODULES_MAX];
     int n_modules;
     /* The settings the session started with (the model's generation defaults and the command
      * line): /defaults and /temp default (etc.) restore them. cmd_env_init copies them. */
@@ -134,18 +154,33 @@ struct cmd_entry {
 extern const cmd_entry cmd_table[];
 extern const int cmd_count;
 
-/* A module's commands and its hooks into the environment's lifetime. */
+/* A module's commands, the state it keeps, and its hooks into the environment's lifetime. Every
+ * hook may be NULL. */
 struct cmd_module {
     const char *name;                 /* for messages: "compare", "dtype" */
     const cmd_entry *rows;
     int n_rows;
-    void (*show)(cmd_env *e);         /* adds its lines to /show (after the engine line), or NULL */
-    void (*env_free)(cmd_env *e);     /* frees what it keeps in e (cmd_env_free calls it), or NULL */
+    void (*show)(cmd_env *e);         /* adds its lines to /show (after the engine line) */
+    void (*env_free)(cmd_env *e);     /* frees what it keeps (cmd_env_free calls it before
+                                         state_free) */
+    /* The module's own state, made when it is added to an environment (NULL: out of memory, and
+     * the module is not added) and freed by cmd_env_free; its handlers find it with
+     * cmd_env_state. A module without state leaves both NULL. */
+    void *(*state_create)(void);
+    void (*state_free)(void *state);
+    /* The session runs on another model now (cmd_env_model_changed): drop what refers to the
+     * old one (engines over it, token ids of its vocabulary), saying so with cmd_out where a
+     * user would miss it. Called before the old model is freed. */
+    void (*model_changed)(cmd_env *e);
 };
 
-/* Adds module m's commands to e (the front end calls it for each module it offers). Adding a module
- * twice is a no-op. Returns false (nothing added) when CMD_MODULES_MAX modules are registered. */
+/* Adds module m's commands to e (the front end calls it for each module it offers), with the
+ * state m->state_create makes. Adding a module twice is a no-op. Returns false (nothing added)
+ * when CMD_MODULES_MAX modules are registered or the state cannot be made. */
 bool cmd_env_add_module(cmd_env *e, const cmd_module *m);
+
+/* The state module m keeps in e; NULL when m is not added to e or keeps none. */
+void *cmd_env_state(const cmd_env *e, const cmd_module *m);
 
 /* Every command e knows (the table, then each module's rows) in /help's order: by group, and in
  * table order within a group. Writes at most cap pointers to rows and returns how many there are. */
@@ -153,6 +188,11 @@ int cmd_env_list(const cmd_env *e, const cmd_entry **rows, int cap);
 
 /* Prepares env for session s (not owned) with the defaults (10 bars, sampling, no step mode). */
 void cmd_env_init(cmd_env *e, session *s);
+
+/* The session runs on another model now (session_set_model): the model's and engine's names
+ * are read again, the histogram is cleared, and each module's model_changed runs (its messages
+ * go to e->out). */
+void cmd_env_model_changed(cmd_env *e);
 void cmd_env_free(cmd_env *e);   /* NULL is safe */
 
 /* Finds a command by exact name, alias, or unique name prefix. On failure returns NULL and puts
@@ -172,6 +212,10 @@ int cmd_execute(cmd_env *e, const char *line);
 void cmd_out(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Replaces e->out with the message and returns CMD_ERROR. */
 int cmd_fail(cmd_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* path with ~ and ~/... read as the home directory, as a shell reads them (malloc'd; NULL when
+ * out of memory): /save, /load and /model take such paths. */
+char *cmd_expand_home(const char *path);
 
 /* True when line is a command ("/x" at the very start), false for text (including "//text",
  * which sends "/text", and " /x"). */

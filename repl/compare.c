@@ -166,7 +166,7 @@ const char *compare_pending_line(const compare_state *c, char *buf, size_t cap)
  * Returns -1 when the arguments are for the command itself. */
 static int show_or_cancel(cmd_env *e, compare_kind kind, int argc, char **argv)
 {
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     if (!c)
         return cmd_fail(e, "%s: not available here", kind_command(kind));
     char line[160];
@@ -223,7 +223,7 @@ int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
     int r = show_cancel_or_count(e, COMPARE_BEAM, "beams", COMPARE_MAX_BEAMS, argc, argv, &n);
     if (r >= 0)
         return r;
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     session *s = e->s;
     int V = s->model->config.V;
     if (2 * n > V)
@@ -250,7 +250,7 @@ int compare_exec_samples(cmd_env *e, const cmd_entry *cmd, int argc, char **argv
                                  &n);
     if (r >= 0)
         return r;
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     if (check_sequences(e, "/samples") == CMD_ERROR)
         return CMD_ERROR;
     c->pending = COMPARE_SAMPLES;
@@ -276,7 +276,7 @@ int compare_exec_compare(cmd_env *e, const cmd_entry *cmd, int argc, char **argv
     int r = show_or_cancel(e, COMPARE_SETTING, argc, argv);
     if (r >= 0)
         return r;
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     char names[200];
     list_settings(names, sizeof names);
     const char *name = argv[0][0] == '/' ? argv[0] + 1 : argv[0];
@@ -335,10 +335,10 @@ static bool conversation_is_base(const compare_state *c, const session *s)
 }
 
 /* Makes column k the reply (replacing the one kept before) and brings the cache to it (the
- * next-token view in e->hist shows where the conversation goes on). */
+ * next-token view in e->hist.snap shows where the conversation goes on). */
 static int keep_column(cmd_env *e, int k)
 {
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     session *s = e->s;
     if (c->kept >= 0)
         session_undo_tokens(s, c->cols[c->kept].n);
@@ -349,17 +349,17 @@ static int keep_column(cmd_env *e, int k)
         return cmd_fail(e, "/keep: %s", err.msg);
     }
     c->kept = k;
-    if (s->n_tokens > 0 && session_peek(s, &e->hist, &err) == TT_OK) {
-        e->hist_kind = UI_HIST_PEEK;
-        e->hist_pos = s->n_tokens;
-        e->hist_has_draft = e->hist_bonus = false;
+    if (s->n_tokens > 0 && session_peek(s, &e->hist.snap, &err) == TT_OK) {
+        e->hist.kind = UI_HIST_PEEK;
+        e->hist.pos = s->n_tokens;
+        e->hist.has_draft = e->hist.bonus = false;
     }
     return CMD_CONV | CMD_STATUS;
 }
 
 int compare_exec_keep(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     if (!c || c->kind == COMPARE_NONE || c->n_cols == 0)
         return cmd_fail(e, "/keep: nothing to keep (run /samples, /compare or /beam first)");
     long k;
@@ -478,7 +478,7 @@ static bool on_beam_progress(void *user, const beam_progress *p)
 
 static int run_beam(cmd_env *e, run_ctx *x)
 {
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     session *s = e->s;
     tt_error err = {0};
     beam_options bo;
@@ -575,7 +575,7 @@ static bool on_sample_event(void *user, int sample, const session_event *ev)
 
 static int run_samples(cmd_env *e, run_ctx *x)
 {
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     session *s = e->s;
     const char *cmd = kind_command(c->kind);
     tt_error err = {0};
@@ -661,7 +661,7 @@ static void add_prompt_line(compare_state *c, const session *s)
 
 int compare_run(cmd_env *e, const char *text, const compare_hooks *h)
 {
-    compare_state *c = e->compare;
+    compare_state *c = compare_cmd_of(e);
     session *s = e->s;
     e->out_len = 0;
     if (e->out)
@@ -771,10 +771,49 @@ static const cmd_entry compare_rows[] = {
      .exec = compare_exec_keep, .group = CMD_GROUP_COMPARE},
 };
 
+static void model_changed(cmd_env *e);
+
+static void *state_create(void)
+{
+    compare_state *c = malloc(sizeof *c);
+    if (c)
+        compare_init(c);
+    return c;
+}
+
+static void state_free(void *state)
+{
+    compare_free(state);
+    free(state);
+}
+
 const cmd_module compare_cmd_module = {
     .name = "compare",
     .rows = compare_rows,
     .n_rows = (int)(sizeof compare_rows / sizeof compare_rows[0]),
     .show = NULL,
     .env_free = NULL,
+    .state_create = state_create,
+    .state_free = state_free,
+    .model_changed = model_changed,
 };
+
+/* The last run's columns are the old model's tokens: they go; an armed request stays (it names
+ * settings, not tokens). */
+static void model_changed(cmd_env *e)
+{
+    compare_state *c = compare_cmd_of(e);
+    if (!c)
+        return;
+    compare_state armed = *c;
+    compare_free(c);
+    c->pending = armed.pending;
+    c->n = armed.n;
+    c->setting = armed.setting;
+    memcpy(c->values, armed.values, sizeof c->values);
+}
+
+compare_state *compare_cmd_of(const cmd_env *e)
+{
+    return cmd_env_state(e, &compare_cmd_module);
+}

@@ -79,9 +79,13 @@ typedef struct {
 void compare_init(compare_state *c);
 void compare_free(compare_state *c);   /* NULL is safe */
 
-/* /beam, /samples, /compare and /keep; a front end that offers them sets cmd_env.compare and adds
- * this module with cmd_env_add_module. */
+/* /beam, /samples, /compare and /keep; a front end that offers them adds this module with
+ * cmd_env_add_module, which makes its compare_state. */
 extern const cmd_module compare_cmd_module;
+
+/* e's compare_state (the armed request and the last run); NULL when compare_cmd_module is not
+ * added to e. */
+compare_state *compare_cmd_of(const cmd_env *e);
 
 /* The /beam, /samples, /compare and /keep handlers (compare_cmd_module's rows). */
 int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv);

@@ -2,6 +2,7 @@
 #include "repl/dtype_cmd.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/base/clock.h"
@@ -14,18 +15,27 @@ static double mib(size_t bytes)
     return (double)bytes / (1024.0 * 1024.0);
 }
 
+dtype_cmd_state *dtype_cmd_of(const cmd_env *e)
+{
+    return cmd_env_state(e, &dtype_cmd_module);
+}
+
 void dtype_cmd_compare_off(cmd_env *e)
 {
-    engine_free(e->cmp);
-    e->cmp = NULL;
-    e->hist_has_cmp = false;
+    dtype_cmd_state *ds = dtype_cmd_of(e);
+    if (!ds)
+        return;
+    engine_free(ds->cmp);
+    ds->cmp = NULL;
+    ds->has_view = false;
 }
 
 const char *dtype_cmd_status(const cmd_env *e, char *buf, size_t cap)
 {
     const engine *eng = e->s->eng;
-    if (e->cmp)
-        snprintf(buf, cap, "%s vs %s", tt_dtype_name(eng->dtype), tt_dtype_name(e->cmp->dtype));
+    const dtype_cmd_state *ds = dtype_cmd_of(e);
+    if (ds && ds->cmp)
+        snprintf(buf, cap, "%s vs %s", tt_dtype_name(eng->dtype), tt_dtype_name(ds->cmp->dtype));
     else
         snprintf(buf, cap, "%s", tt_dtype_name(eng->dtype));
     return buf;
@@ -34,11 +44,12 @@ const char *dtype_cmd_status(const cmd_env *e, char *buf, size_t cap)
 void dtype_cmd_show(cmd_env *e)
 {
     const engine *eng = e->s->eng;
+    const dtype_cmd_state *ds = dtype_cmd_of(e);
     cmd_out(e, "precision   %s weights (%.1f MiB held)", tt_dtype_name(eng->dtype),
                 mib(eng->memory_bytes));
-    if (e->cmp)
+    if (ds && ds->cmp)
         cmd_out(e, "; compared with %s on a second engine (%.1f MiB more; /dtype compare "
-                    "off frees it)\n", tt_dtype_name(e->cmp->dtype), mib(e->cmp->memory_bytes));
+                    "off frees it)\n", tt_dtype_name(ds->cmp->dtype), mib(ds->cmp->memory_bytes));
     else
         cmd_out(e, "; no comparison (/dtype compare T)\n");
 }
@@ -46,19 +57,22 @@ void dtype_cmd_show(cmd_env *e)
 /* The comparison for the window's first n tokens, the reference's logits there being ref. */
 static tt_status track(cmd_env *e, int n, const float *ref, tt_error *err)
 {
-    e->hist_has_cmp = false;
-    session *s = e->s;
-    if (!e->cmp || !ref || n < 1)
+    dtype_cmd_state *ds = dtype_cmd_of(e);
+    if (!ds)
         return TT_OK;
-    e->cmp->interrupt = s->interrupt;   /* a long prefill of the comparison stops on Ctrl-C */
-    tt_status st = dtype_compare_at(e->cmp, s->tokens + s->window_start, n, ref, s->eng->dtype,
-                                    &e->hist, &e->hist_cmp, err);
-    e->cmp->interrupt = NULL;
+    ds->has_view = false;
+    session *s = e->s;
+    if (!ds->cmp || !ref || n < 1)
+        return TT_OK;
+    ds->cmp->interrupt = s->interrupt;   /* a long prefill of the comparison stops on Ctrl-C */
+    tt_status st = dtype_compare_at(ds->cmp, s->tokens + s->window_start, n, ref, s->eng->dtype,
+                                    &e->hist.snap, &ds->view, err);
+    ds->cmp->interrupt = NULL;
     if (st != TT_OK) {
         dtype_cmd_compare_off(e);
         return st;
     }
-    e->hist_has_cmp = true;
+    ds->has_view = true;
     return TT_OK;
 }
 
@@ -77,16 +91,17 @@ tt_status dtype_cmd_track_peek(cmd_env *e, tt_error *err)
 
 bool dtype_cmd_draw(const cmd_env *e, ui_grid *g, ui_rect r)
 {
-    if (!e->cmp || !e->hist_has_cmp)
+    const dtype_cmd_state *ds = dtype_cmd_of(e);
+    if (!ds || !ds->cmp || !ds->has_view)
         return false;
     ui_pair_view v = {
-        .kind = e->hist_kind,
-        .cmp = &e->hist_cmp,
+        .kind = e->hist.kind,
+        .cmp = &ds->view,
         .tok = e->s->tok,
         .bars = e->bars,
-        .step = e->hist_step,
-        .position = e->hist_pos,
-        .chosen = e->hist_kind == UI_HIST_STEP ? e->hist.token : -1,
+        .step = e->hist.step,
+        .position = e->hist.pos,
+        .chosen = e->hist.kind == UI_HIST_STEP ? e->hist.snap.token : -1,
     };
     ui_histogram_pair_draw(g, r, &v);
     return true;
@@ -95,10 +110,10 @@ bool dtype_cmd_draw(const cmd_env *e, ui_grid *g, ui_rect r)
 /* The comparison as text (line mode, where there is no histogram pane). */
 static void print_table(cmd_env *e)
 {
-    const dtype_compare *c = &e->hist_cmp;
+    const dtype_compare *c = &dtype_cmd_of(e)->view;
     const char *ra = tt_dtype_name(c->ref_dtype), *rb = tt_dtype_name(c->dtype);
     enum { TW = 12, BW = 12 };
-    cmd_out(e, "\nnext token at %d, raw p: %s vs %s\n", e->hist_pos, ra, rb);
+    cmd_out(e, "\nnext token at %d, raw p: %s vs %s\n", e->hist.pos, ra, rb);
     /* Δ is 2 bytes and 1 column: %8s pads it to 7 columns */
     cmd_out(e, " #  %-*s %*s  %*s  %8s\n", TW, "token", BW + 7, ra, BW + 7, rb, "\xce\x94p");
     int n = e->bars < c->n_top ? e->bars : c->n_top;
@@ -126,16 +141,17 @@ static void print_table(cmd_env *e)
 static int compare_now(cmd_env *e, int flags)
 {
     session *s = e->s;
+    const dtype_cmd_state *ds = dtype_cmd_of(e);
     if (s->n_tokens == 0) {
         cmd_out(e, " (nothing to compare yet: type a prompt)");
         return flags;
     }
     tt_error err = {0};
-    tt_status st = session_peek(s, &e->hist, &err);
+    tt_status st = session_peek(s, &e->hist.snap, &err);
     if (st == TT_OK) {
-        e->hist_kind = UI_HIST_PEEK;
-        e->hist_pos = s->n_tokens;
-        e->hist_has_draft = e->hist_bonus = false;
+        e->hist.kind = UI_HIST_PEEK;
+        e->hist.pos = s->n_tokens;
+        e->hist.has_draft = e->hist.bonus = false;
         st = dtype_cmd_track_peek(e, &err);
     }
     if (st != TT_OK)
@@ -144,7 +160,7 @@ static int compare_now(cmd_env *e, int flags)
         print_table(e);
     } else {
         char l1[200], l2[200];
-        ui_histogram_pair_summary(&e->hist_cmp, s->tok, false, l1, sizeof l1, l2, sizeof l2);
+        ui_histogram_pair_summary(&ds->view, s->tok, false, l1, sizeof l1, l2, sizeof l2);
         cmd_out(e, "\n%s \xc2\xb7 %s", l1, l2);
     }
     return flags;
@@ -153,20 +169,21 @@ static int compare_now(cmd_env *e, int flags)
 static int compare_cmd(cmd_env *e, const char *arg)
 {
     session *s = e->s;
+    dtype_cmd_state *ds = dtype_cmd_of(e);
     if (!arg) {
-        if (!e->cmp)
+        if (!ds->cmp)
             return cmd_fail(e, "/dtype compare: no comparison is on (/dtype compare T, T one of "
                             DTYPE_NAMES ")");
         cmd_out(e, "%s compared with %s", tt_dtype_name(s->eng->dtype),
-                    tt_dtype_name(e->cmp->dtype));
+                    tt_dtype_name(ds->cmp->dtype));
         return compare_now(e, CMD_DONE);
     }
     if (strcmp(arg, "off") == 0) {
-        if (!e->cmp) {
+        if (!ds->cmp) {
             cmd_out(e, "no comparison was on");
             return CMD_DONE;
         }
-        double freed = mib(e->cmp->memory_bytes);
+        double freed = mib(ds->cmp->memory_bytes);
         dtype_cmd_compare_off(e);
         cmd_out(e, "comparison off: the second engine's %.1f MiB are freed", freed);
         return CMD_STATUS | CMD_PEEK;
@@ -174,13 +191,13 @@ static int compare_cmd(cmd_env *e, const char *arg)
     tt_dtype d;
     if (tt_dtype_parse(arg, &d) != 0)
         return cmd_fail(e, "/dtype compare: '%s' is not " DTYPE_NAMES " or off (%s)", arg,
-                        e->cmp ? "the comparison stays as it was" : "the comparison stays off");
+                        ds->cmp ? "the comparison stays as it was" : "the comparison stays off");
     if (d == s->eng->dtype)
         return cmd_fail(e, "/dtype compare %s: the weights are %s already; compare with another "
                         "precision (" DTYPE_NAMES ")", arg, tt_dtype_name(d));
-    if (!e->make_engine)
+    if (!e->host || !e->host->make_engine)
         return cmd_fail(e, "/dtype compare: a second engine cannot be made here");
-    if (e->cmp && e->cmp->dtype == d) {
+    if (ds->cmp && ds->cmp->dtype == d) {
         cmd_out(e, "%s compared with %s", tt_dtype_name(s->eng->dtype), tt_dtype_name(d));
         return compare_now(e, CMD_DONE);
     }
@@ -188,10 +205,10 @@ static int compare_cmd(cmd_env *e, const char *arg)
     dtype_cmd_compare_off(e);
     engine *ne = NULL;
     tt_error err = {0};
-    if (e->make_engine(e->engine_user, d, &ne, &err) != TT_OK)
+    if (e->host->make_engine(e->host->user, d, &ne, &err) != TT_OK)
         return cmd_fail(e, "/dtype compare %s: %s (the comparison is off)", tt_dtype_name(d),
                         err.msg);
-    e->cmp = ne;
+    ds->cmp = ne;
     cmd_out(e, "comparing %s with %s: a second engine holds the weights again (%.1f MiB more; "
                 "/dtype compare off frees it)", tt_dtype_name(s->eng->dtype), tt_dtype_name(d),
                 mib(ne->memory_bytes));
@@ -201,6 +218,7 @@ static int compare_cmd(cmd_env *e, const char *arg)
 static int switch_cmd(cmd_env *e, const char *arg)
 {
     session *s = e->s;
+    dtype_cmd_state *ds = dtype_cmd_of(e);
     engine *old = s->eng;
     const char *was = tt_dtype_name(old->dtype);
     tt_dtype d;
@@ -210,14 +228,14 @@ static int switch_cmd(cmd_env *e, const char *arg)
         cmd_out(e, "the weights are %s already", was);
         return CMD_DONE;
     }
-    if (!e->make_engine || !e->adopt_engine)
+    if (!e->host || !e->host->make_engine || !e->host->adopt_engine)
         return cmd_fail(e, "/dtype: switching precision is not available here (start with --dtype "
                         "%s)", tt_dtype_name(d));
     if (s->gen)   /* step mode keeps a generation open; it ends here like for other edits */
         session_gen_end(s, SESSION_STOP_INTERRUPTED, NULL, NULL);
     engine *ne = NULL;
     tt_error err = {0};
-    if (e->make_engine(e->engine_user, d, &ne, &err) != TT_OK)
+    if (e->host->make_engine(e->host->user, d, &ne, &err) != TT_OK)
         return cmd_fail(e, "/dtype %s: %s (kept %s)", tt_dtype_name(d), err.msg, was);
     double t0 = tt_now_ms();
     int prefilled = 0;
@@ -228,13 +246,13 @@ static int switch_cmd(cmd_env *e, const char *arg)
                         tt_dtype_name(d), st == TT_ERR_INTERRUPTED ? "interrupted" : err.msg, was);
     }
     double ms = tt_now_ms() - t0;
-    e->adopt_engine(e->engine_user, old, ne);
+    e->host->adopt_engine(e->host->user, old, ne);
     e->engine_desc = ne->description;
     e->backend = ne->ops->name;
-    e->hist_has_cmp = false;
+    ds->has_view = false;
     cmd_out(e, "weights now %s (were %s): %s; the conversation's %d tokens were prefilled "
                 "again in %.0f ms", tt_dtype_name(d), was, ne->description, prefilled, ms);
-    if (e->cmp && e->cmp->dtype == d)
+    if (ds->cmp && ds->cmp->dtype == d)
         cmd_out(e, "; the comparison engine is %s too (/dtype compare T for another precision)",
                     tt_dtype_name(d));
     return CMD_STATUS | CMD_PEEK;
@@ -267,10 +285,39 @@ static const cmd_entry dtype_rows[] = {
      .exec = dtype_cmd_exec, .group = CMD_GROUP_SESSION},
 };
 
+static void *state_create(void)
+{
+    return calloc(1, sizeof(dtype_cmd_state));
+}
+
+/* The comparison engine holds the old model's weights: it goes with it. */
+static void model_changed(cmd_env *e)
+{
+    dtype_cmd_state *ds = dtype_cmd_of(e);
+    if (!ds || !ds->cmp)
+        return;
+    const char *d = tt_dtype_name(ds->cmp->dtype);
+    dtype_cmd_compare_off(e);
+    cmd_out(e, "the %s comparison is off: its engine held the old model (/dtype compare %s "
+            "compares the new one)", d, d);
+}
+
+/* The state and its comparison engine. */
+static void state_free(void *state)
+{
+    dtype_cmd_state *ds = state;
+    if (ds)
+        engine_free(ds->cmp);
+    free(ds);
+}
+
 const cmd_module dtype_cmd_module = {
     .name = "dtype",
     .rows = dtype_rows,
     .n_rows = (int)(sizeof dtype_rows / sizeof dtype_rows[0]),
     .show = dtype_cmd_show,
-    .env_free = dtype_cmd_compare_off,
+    .env_free = NULL,
+    .state_create = state_create,
+    .state_free = state_free,
+    .model_changed = model_changed,
 };

@@ -83,7 +83,7 @@ static int run_compare(cmd_env *env, line_ctx *c, const char *text,
     int flags = compare_run(env, text, &h);
     *interrupt = 0;
     if (!(flags & CMD_ERROR))
-        compare_print(env->compare, c->out);
+        compare_print(compare_cmd_of(env), c->out);
     if (env->out_len)
         fprintf(c->msg, "%s\n", env->out);
     fflush(c->msg);
@@ -94,7 +94,8 @@ static int run_compare(cmd_env *env, line_ctx *c, const char *text,
 static int handle(session *s, cmd_env *env, line_ctx *c, const char *text,
                   volatile sig_atomic_t *interrupt)
 {
-    if (!cmd_is_command(text) && env->compare && env->compare->pending != COMPARE_NONE)
+    const compare_state *cmp = compare_cmd_of(env);
+    if (!cmd_is_command(text) && cmp && cmp->pending != COMPARE_NONE)
         return run_compare(env, c, text, interrupt);
     if (!cmd_is_command(text))
         return send_text(s, c, text, interrupt);

@@ -17,11 +17,12 @@
 #include "repl/commands.h"
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
-#include "app/draft.h"
 #include "repl/dtype_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
+#include "repl/model_cmd.h"
 #include "repl/repl.h"
+#include "repl/repl_host.h"
 #include "core/session/session.h"
 #include "core/base/text.h"
 #include "core/base/util.h"
@@ -240,17 +241,17 @@ static void hist_show(tui *t, const session_event *ev, const spec_draft *draft, 
                       int pos)
 {
     cmd_env *e = t->env;
-    e->hist_has_draft = has_draft;
+    e->hist.has_draft = has_draft;
     if (has_draft)
-        e->hist_spec = *draft;
-    e->hist_bonus = ev->origin == TOKEN_BONUS;
-    e->hist_kind = UI_HIST_STEP;
-    e->hist_pos = pos;
-    e->hist_step = ev->step;
+        e->hist.spec = *draft;
+    e->hist.bonus = ev->origin == TOKEN_BONUS;
+    e->hist.kind = UI_HIST_STEP;
+    e->hist.pos = pos;
+    e->hist.step = ev->step;
     tt_error err = {0};
-    if (session_event_snapshots(t->s, ev, &e->hist, has_draft ? &e->hist_draft : NULL, &err) !=
+    if (session_event_snapshots(t->s, ev, &e->hist.snap, has_draft ? &e->hist.draft : NULL, &err) !=
         TT_OK)
-        e->hist_kind = UI_HIST_NONE;   /* not for an event being reported or the last one */
+        e->hist.kind = UI_HIST_NONE;   /* not for an event being reported or the last one */
 }
 
 /* A paced event is shown first and held after: the session appended its token before calling,
@@ -325,10 +326,10 @@ static void refresh_peek(tui *t)
             return;
     }
     tt_error err = {0};
-    if (session_peek(s, &t->env->hist, &err) == TT_OK) {
-        t->env->hist_has_draft = t->env->hist_bonus = false;
-        t->env->hist_kind = UI_HIST_PEEK;
-        t->env->hist_pos = s->n_tokens;
+    if (session_peek(s, &t->env->hist.snap, &err) == TT_OK) {
+        t->env->hist.has_draft = t->env->hist.bonus = false;
+        t->env->hist.kind = UI_HIST_PEEK;
+        t->env->hist.pos = s->n_tokens;
         if (dtype_cmd_track_peek(t->env, &err) != TT_OK)
             note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
     }
@@ -456,7 +457,7 @@ static void run_command(tui *t, const char *line)
         start_turn(t, NULL);
     else if (flags & CMD_STEP)
         step_once(t, e->pick_id);
-    else if ((flags & (CMD_PEEK | CMD_CONV)) && (e->step_mode || e->hist_kind != UI_HIST_NONE))
+    else if ((flags & (CMD_PEEK | CMD_CONV)) && (e->step_mode || e->hist.kind != UI_HIST_NONE))
         refresh_peek(t);
     t->dirty = true;
 }
@@ -569,7 +570,7 @@ static void submit(tui *t)
         text = NULL;
         snprintf(t->message, sizeof t->message, "%s: sent when the reply ends (Ctrl-C: back "
                  "to the input)", replaced ? "queued, replacing the last" : "queued");
-    } else if (t->env->compare && t->env->compare->pending != COMPARE_NONE) {
+    } else if (compare_cmd_of(t->env) && compare_cmd_of(t->env)->pending != COMPARE_NONE) {
         if (t->s->gen) {   /* step mode: new text ends the open generation */
             session_gen_end(t->s, SESSION_STOP_INTERRUPTED, NULL, NULL);
             t->have_turn = true;
@@ -748,17 +749,17 @@ static void draw_panes(tui *t, const ui_layout *l)
     ui_transcript_pane_draw(&t->grid, l->transcript, &t->tr.doc, &t->scroll, t->running);
     ui_layout_draw_divider(&t->grid, l);
     ui_hist_view hv = {
-        .kind = t->env->hist_kind,
-        .snap = &t->env->hist,
+        .kind = t->env->hist.kind,
+        .snap = &t->env->hist.snap,
         .tok = s->tok,
         .bars = t->env->bars,
-        .step = t->env->hist_step,
-        .position = t->env->hist_pos,
+        .step = t->env->hist.step,
+        .position = t->env->hist.pos,
         .vocab = s->model->config.V,
         .step_mode = t->env->step_mode,
-        .draft = t->env->hist_has_draft ? &t->env->hist_draft : NULL,
-        .spec = t->env->hist_has_draft ? &t->env->hist_spec : NULL,
-        .bonus = t->env->hist_bonus,
+        .draft = t->env->hist.has_draft ? &t->env->hist.draft : NULL,
+        .spec = t->env->hist.has_draft ? &t->env->hist.spec : NULL,
+        .bonus = t->env->hist.bonus,
         .speculative = s->draft && s->spec_on,
         .temp_column = t->env->temp_column,
     };
@@ -771,7 +772,7 @@ static void draw_board(tui *t, const ui_layout *l, int cols)
 {
     ui_column board[2 * COMPARE_MAX_BEAMS + COMPARE_MAX_COLUMNS];
     const char *heading;
-    int n = compare_board(t->env->compare, board, (int)(sizeof board / sizeof board[0]),
+    int n = compare_board(compare_cmd_of(t->env), board, (int)(sizeof board / sizeof board[0]),
                           &heading);
     ui_columns_draw(&t->grid, (ui_rect){0, 0, l->status.y, cols}, heading, board, n);
 }
@@ -843,13 +844,13 @@ static void draw(tui *t)
     };
     ui_status_draw(&t->grid, l.status, &sv);
     char armed[160];
-    const char *pending = compare_pending_line(t->env->compare, armed, sizeof armed);
+    const char *pending = compare_pending_line(compare_cmd_of(t->env), armed, sizeof armed);
     char queued[200];
     if (t->queued)
         snprintf(queued, sizeof queued, "queued for after the reply: %.150s", t->queued);
     const char *placeholder = t->running && t->queued ? queued
                             : t->running ? "generating... Ctrl-C stops"
-                            : t->board && t->env->compare->running
+                            : t->board && compare_cmd_of(t->env)->running
                                 ? "running: Ctrl-C stops it (what you type waits)"
                             : t->board ? "Enter closes the columns | /keep K makes K the reply"
                             : pending ? pending
@@ -915,56 +916,6 @@ static int tui_run(tui *t, const char *first)
 
 /* ---------------------------------------------------------------------------------------------
  * Entry point */
-
-/* What /draft DIR and --draft need to load a draft next to the target. */
-typedef struct {
-    cli_app *app;
-    const cli_options *o;
-    session *s;
-    cmd_env *env;
-    draft_app draft;
-} draft_host;
-
-/* Loads dir as the draft (checked against the target), replaces the previous one and turns
- * speculative decoding on; on failure the previous draft stays. */
-static tt_status host_load_draft(void *user, const char *dir, tt_error *err)
-{
-    draft_host *h = user;
-    draft_app d;
-    tt_status st = draft_load(&d, dir, h->app, h->o, err);
-    if (st != TT_OK)
-        return st;
-    session_set_draft(h->s, NULL, NULL);
-    if ((st = session_set_draft(h->s, d.eng, err)) != TT_OK) {
-        draft_free(&d);
-        if (h->draft.eng)
-            session_set_draft(h->s, h->draft.eng, NULL);
-        return st;
-    }
-    draft_free(&h->draft);
-    h->draft = d;
-    h->env->draft_dir = h->draft.dir;
-    return TT_OK;
-}
-
-/* cmd_env.make_engine (cli_create_engine_like). */
-static tt_status host_make_engine(void *user, tt_dtype d, engine **out, tt_error *err)
-{
-    draft_host *h = user;
-    return cli_create_engine_like(h->app->model, h->o, h->s->eng, d, out, err);
-}
-
-/* cmd_env.adopt_engine: the session runs on now; the app owns it (and the CPU fall-back after a
- * GPU error keeps its precision). */
-static void host_adopt_engine(void *user, engine *old, engine *now)
-{
-    draft_host *h = user;
-    if (h->app->eng == old) {
-        engine_free(old);
-        h->app->eng = now;
-    }
-    h->app->eopts.dtype = now->dtype;
-}
 
 static char *initial_prompt(const cli_options *o, int *rc)
 {
@@ -1032,21 +983,15 @@ int repl_main(int argc, char **argv)
         }
     cmd_env env;
     cmd_env_init(&env, &s);
-    compare_state cmp;
-    compare_init(&cmp);
-    env.compare = &cmp;
     cmd_env_add_module(&env, &compare_cmd_module);
     cmd_env_add_module(&env, &dtype_cmd_module);
     cmd_env_add_module(&env, &chat_cmd_module);
+    cmd_env_add_module(&env, &model_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
-    draft_host host = {.app = &app, .o = &o, .s = &s, .env = &env};
-    env.load_draft = host_load_draft;
-    env.load_draft_user = &host;
-    env.make_engine = host_make_engine;
-    env.adopt_engine = host_adopt_engine;
-    env.engine_user = &host;
+    repl_host host;
+    repl_host_init(&host, &app, &o, &s, &env);
     session_set_gamma(&s, o.gamma, o.gamma_adaptive, NULL);
-    if (rc == 0 && o.draft_dir && host_load_draft(&host, o.draft_dir, &err) != TT_OK) {
+    if (rc == 0 && o.draft_dir && repl_host_load_draft(&host, o.draft_dir, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
     }
@@ -1062,7 +1007,7 @@ int repl_main(int argc, char **argv)
         session_set_speculative(&s, false, NULL);
     /* The embedded target comes with its draft: loaded beside it (2.9 MB), off until /spec on. */
     const char *default_draft = o.draft_dir ? NULL : cli_default_draft_dir(&o);
-    if (rc == 0 && default_draft && host_load_draft(&host, default_draft, &err) == TT_OK)
+    if (rc == 0 && default_draft && repl_host_load_draft(&host, default_draft, &err) == TT_OK)
         session_set_speculative(&s, false, NULL);
     install_signals();
     s.interrupt = &g_interrupt;
@@ -1106,9 +1051,8 @@ int repl_main(int argc, char **argv)
         rc = linemode_run(&s, &env, first, stdin, stdout, stderr, &g_interrupt, &g_quit_signal);
     }
     cmd_env_free(&env);
-    compare_free(&cmp);
     session_free(&s);
-    draft_free(&host.draft);
+    repl_host_free(&host);
     cli_app_free(&app);
     free(first);
     if (g_quit_signal) {

@@ -389,6 +389,23 @@ static tt_status test_load_draft(void *user, const char *dir, tt_error *err)
     return st;
 }
 
+/* /model without a front end that can open models (cmd_host.load_model): shown, not opened.
+ * Opening is check_repl_host's. */
+START_TEST(model_shows_the_model_and_needs_a_host_to_open_another)
+{
+    ck_assert_int_eq(run("/model"), CMD_DONE);
+    ck_out_has(S.model->name);
+    ck_out_has("/model NAME[:TAG]|PATH opens another");
+    int n = S.n_tokens;
+    ck_assert_int_eq(run("/model other"), CMD_ERROR);
+    ck_out_has("/model: opening another model is not available here (start with --model other)");
+    ck_assert_ptr_eq(S.model, mdl);
+    ck_assert_int_eq(S.n_tokens, n);
+    ck_assert_int_eq(run("/model a b"), CMD_ERROR);
+    ck_out_has("too many arguments");
+}
+END_TEST
+
 START_TEST(speculative_commands_drive_the_session)
 {
     ck_assert_int_eq(run("/spec on"), CMD_ERROR);
@@ -397,7 +414,8 @@ START_TEST(speculative_commands_drive_the_session)
     ck_out_has("not available here");
     ck_assert_int_eq(run("/gamma 6"), CMD_STATUS);        /* kept for when a draft comes */
     ck_assert_int_eq(S.gamma, 6);
-    E.load_draft = test_load_draft;
+    static const cmd_host host = {.load_draft = test_load_draft};
+    E.host = &host;
     ck_assert_int_eq(run("/draft missing"), CMD_ERROR);
     ck_out_has("/draft: missing: no such directory");
     ck_assert_ptr_null(S.draft);
@@ -597,15 +615,15 @@ START_TEST(pick_replaces_the_token_just_stepped)
     ck_assert_int_eq(session_gen_begin(&S, &err), TT_OK);
     session_stop stop;
     ck_assert_int_eq(session_gen_step(&S, -1, NULL, NULL, &stop, &err), TT_OK);
-    ck_assert_int_eq(session_peek(&S, &E.hist, &err), TT_OK);   /* stand-in for the step's */
-    E.hist.token = S.tokens[S.n_tokens - 1];
-    E.hist_kind = UI_HIST_STEP;
-    E.hist_pos = S.n_tokens - 1;
+    ck_assert_int_eq(session_peek(&S, &E.hist.snap, &err), TT_OK);   /* stand-in for the step's */
+    E.hist.snap.token = S.tokens[S.n_tokens - 1];
+    E.hist.kind = UI_HIST_STEP;
+    E.hist.pos = S.n_tokens - 1;
     int n = S.n_tokens;
     ck_assert_int_eq(run("/pick 99"), CMD_ERROR);
     ck_out_has("not a row of the histogram (1 to 32)");
     ck_assert_int_eq(run("/pick 3"), CMD_STEP | CMD_STATUS | CMD_CONV);
-    ck_assert_int_eq(E.pick_id, E.hist.top[2].id);
+    ck_assert_int_eq(E.pick_id, E.hist.snap.top[2].id);
     ck_assert_int_eq(S.n_tokens, n - 1);   /* the stepped token is gone; the loop forces #3 */
     ck_assert_ptr_null(S.gen);
     ck_out_has("picked #3 ");
@@ -621,12 +639,12 @@ START_TEST(pick_from_a_peek_chooses_the_next_token)
     tt_error err = {0};
     run("/step on");
     ck_assert_int_eq(session_add_user_text(&S, "Hello", 5, &err), TT_OK);
-    ck_assert_int_eq(session_peek(&S, &E.hist, &err), TT_OK);
-    E.hist_kind = UI_HIST_PEEK;
-    E.hist_pos = S.n_tokens;
+    ck_assert_int_eq(session_peek(&S, &E.hist.snap, &err), TT_OK);
+    E.hist.kind = UI_HIST_PEEK;
+    E.hist.pos = S.n_tokens;
     int n = S.n_tokens;
     ck_assert_int_eq(run("/pick 2"), CMD_STEP | CMD_STATUS);
-    ck_assert_int_eq(E.pick_id, E.hist.top[1].id);
+    ck_assert_int_eq(E.pick_id, E.hist.snap.top[1].id);
     ck_assert_int_eq(S.n_tokens, n);
     ck_out_has("picked #2 ");
 }
@@ -1039,6 +1057,7 @@ int main(void)
             seed_restarts_the_random_stream, max_accepts_positive_token_counts,
             stop_adds_lists_and_clears_stop_strings, bars_sets_the_histogram_height,
             show_reports_settings_model_and_cache, speculative_commands_drive_the_session,
+            model_shows_the_model_and_needs_a_host_to_open_another,
             pace_sets_the_rate_and_refuses_bad_values,
             quit_asks_the_loop_to_leave, reset_clears_conversation_and_cache,
             undo_drops_the_last_turn_or_n_tokens_and_truncates_the_cache, undo_refuses_bad_counts,

@@ -11,7 +11,7 @@
 #include "repl/compare.h"
 #include "tests/cmd_session.h"
 
-static compare_state C;
+static compare_state *C;   /* E's (the compare module's state) */
 
 static void files_setup(void)
 {
@@ -26,13 +26,12 @@ static void files_teardown(void)
 static void session_setup(void)
 {
     cmd_session_open();
-    compare_init(&C);
-    E.compare = &C;
+    C = compare_cmd_of(&E);
+    ck_assert_ptr_nonnull(C);
 }
 
 static void session_teardown(void)
 {
-    compare_free(&C);
     cmd_session_close();
 }
 
@@ -48,13 +47,13 @@ START_TEST(the_best_beam_becomes_the_reply_and_undo_drops_the_turn)
     arm_and_run("/samples 1", "one", NULL);   /* a first turn, so the beam turn is the second */
     int before = S.n_tokens, turns = S.n_turns;
     arm_and_run("/beam 3", " two", NULL);
-    ck_assert_int_eq(C.n_cols, 3);
-    ck_assert_int_eq(C.kept, 0);
+    ck_assert_int_eq(C->n_cols, 3);
+    ck_assert_int_eq(C->kept, 0);
     ck_assert_int_eq(S.n_turns, turns + 1);
-    const compare_column *best = &C.cols[0];
-    ck_assert_int_eq(S.n_tokens, C.n_base + best->n);
-    ck_assert(memcmp(S.tokens + C.n_base, best->ids, (size_t)best->n * sizeof *best->ids) == 0);
-    ck_assert(C.cols[0].score >= C.cols[1].score && C.cols[1].score >= C.cols[2].score);
+    const compare_column *best = &C->cols[0];
+    ck_assert_int_eq(S.n_tokens, C->n_base + best->n);
+    ck_assert(memcmp(S.tokens + C->n_base, best->ids, (size_t)best->n * sizeof *best->ids) == 0);
+    ck_assert(C->cols[0].score >= C->cols[1].score && C->cols[1].score >= C->cols[2].score);
     /* the cache holds the conversation with the beam, as after a plain turn */
     ck_assert_int_eq(session_cached_prefix(&S), S.n_tokens - S.window_start);
     ck_assert_msg(strstr(E.out, "beam 1: score") && strstr(E.out, "(the reply)"), "%s", E.out);
@@ -74,7 +73,7 @@ static void log_frame(void *user)
     board_log *l = user;
     ui_column cols[2 * COMPARE_MAX_BEAMS + COMPARE_MAX_COLUMNS];
     const char *heading;
-    int n = compare_board(&C, cols, (int)(sizeof cols / sizeof cols[0]), &heading);
+    int n = compare_board(C, cols, (int)(sizeof cols / sizeof cols[0]), &heading);
     l->frames++;
     for (int i = 0; i < n; i++)
         if (strstr(cols[i].title, "pruned at step") && cols[i].dim)
@@ -89,21 +88,21 @@ START_TEST(the_live_beam_view_shows_every_step_and_fades_pruned_beams)
     ck_assert_int_ge(l.frames, 2);
     ck_assert(l.pruned_dim);
     /* afterwards the board is the ranking, nothing dim */
-    for (int i = 0; i < C.n_cols; i++)
-        ck_assert(!C.cols[i].dim);
+    for (int i = 0; i < C->n_cols; i++)
+        ck_assert(!C->cols[i].dim);
 }
 END_TEST
 
 START_TEST(keep_swaps_the_reply_and_refuses_after_an_edit)
 {
     arm_and_run("/samples 3", "abc", NULL);
-    ck_assert_int_eq(C.kept, -1);
+    ck_assert_int_eq(C->kept, -1);
     int base = S.n_tokens;
     ck_assert(!(run("/keep 2") & CMD_ERROR));
-    ck_assert_int_eq(S.n_tokens, base + C.cols[1].n);
+    ck_assert_int_eq(S.n_tokens, base + C->cols[1].n);
     ck_assert(!(run("/keep 3") & CMD_ERROR));   /* replaces column 2 */
-    ck_assert_int_eq(S.n_tokens, base + C.cols[2].n);
-    ck_assert(memcmp(S.tokens + base, C.cols[2].ids, (size_t)C.cols[2].n * 4) == 0);
+    ck_assert_int_eq(S.n_tokens, base + C->cols[2].n);
+    ck_assert(memcmp(S.tokens + base, C->cols[2].ids, (size_t)C->cols[2].n * 4) == 0);
     ck_assert(run("/keep 4") & CMD_ERROR);
     ck_assert_msg(strstr(E.out, "\"4\"") && strstr(E.out, "1 to 3"), "%s", E.out);
     ck_assert(!(run("/undo 1") & CMD_ERROR));
@@ -117,26 +116,26 @@ END_TEST
 START_TEST(compare_columns_share_one_seed)
 {
     arm_and_run("/compare temp 0.9 0.9 0", "xyz", NULL);
-    ck_assert_int_eq(C.n_cols, 3);
-    ck_assert_int_eq(C.cols[0].n, C.cols[1].n);
-    ck_assert(memcmp(C.cols[0].ids, C.cols[1].ids, (size_t)C.cols[0].n * 4) == 0);
+    ck_assert_int_eq(C->n_cols, 3);
+    ck_assert_int_eq(C->cols[0].n, C->cols[1].n);
+    ck_assert(memcmp(C->cols[0].ids, C->cols[1].ids, (size_t)C->cols[0].n * 4) == 0);
     int32_t first[64];
-    int n_first = C.cols[0].n;
-    memcpy(first, C.cols[0].ids, (size_t)n_first * 4);
+    int n_first = C->cols[0].n;
+    memcpy(first, C->cols[0].ids, (size_t)n_first * 4);
     ck_assert(!(run("/undo") & CMD_ERROR));
     /* /samples' first column has the same seed and settings: the same tokens */
     ck_assert(!(run("/temp 0.9") & CMD_ERROR));
     arm_and_run("/samples 2", "xyz", NULL);
-    ck_assert_int_eq(C.cols[0].n, n_first);
-    ck_assert(memcmp(C.cols[0].ids, first, (size_t)n_first * 4) == 0);
-    ck_assert_msg(strstr(C.cols[1].label, "seed 43"), "%s", C.cols[1].label);
+    ck_assert_int_eq(C->cols[0].n, n_first);
+    ck_assert(memcmp(C->cols[0].ids, first, (size_t)n_first * 4) == 0);
+    ck_assert_msg(strstr(C->cols[1].label, "seed 43"), "%s", C->cols[1].label);
     /* the figures are there and the plain-text rendering names them */
-    ck_assert_int_eq(C.cols[0].fig.tokens, n_first);
-    ck_assert(C.cols[0].fig.mean_logprob < 0);
+    ck_assert_int_eq(C->cols[0].fig.tokens, n_first);
+    ck_assert(C->cols[0].fig.mean_logprob < 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    compare_print(&C, f);
+    compare_print(C, f);
     fclose(f);
     ck_assert_msg(strstr(buf, "=== 1: seed 42") && strstr(buf, "mean logprob") &&
                   strstr(buf, "distinct-2") && strstr(buf, "repeated 3-grams"), "%s", buf);
@@ -165,14 +164,14 @@ START_TEST(bad_values_are_refused_naming_them_and_change_nothing)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg(run(bad[i][0]) & CMD_ERROR, "%s was accepted", bad[i][0]);
         ck_assert_msg(strstr(E.out, bad[i][1]), "%s: %s", bad[i][0], E.out);
-        ck_assert_int_eq(C.pending, COMPARE_NONE);
+        ck_assert_int_eq(C->pending, COMPARE_NONE);
         ck_assert_int_eq(S.n_tokens, n);
     }
     /* more than the context allows: the conversation plus /max must fit 64 positions */
     ck_assert(!(run("/max 62") & CMD_ERROR));
     ck_assert_msg(run("/beam 2") & CMD_ERROR, "%d tokens, n_ctx %d: %s", S.n_tokens, S.eng->n_ctx, E.out);
     ck_assert_msg(strstr(E.out, "context of 64"), "%s", E.out);
-    ck_assert_int_eq(C.pending, COMPARE_NONE);
+    ck_assert_int_eq(C->pending, COMPARE_NONE);
     /* a request refused when it runs leaves the line out of the conversation */
     ck_assert(!(run("/max 8") & CMD_ERROR));
     ck_assert(!(run("/beam 2") & CMD_ERROR));
@@ -183,7 +182,7 @@ START_TEST(bad_values_are_refused_naming_them_and_change_nothing)
     ck_assert(!(run("/max 8") & CMD_ERROR));
     ck_assert(!(run("/beam 2") & CMD_ERROR));
     ck_assert(!(run("/beam off") & CMD_ERROR));
-    ck_assert_int_eq(C.pending, COMPARE_NONE);
+    ck_assert_int_eq(C->pending, COMPARE_NONE);
 }
 END_TEST
 

@@ -298,6 +298,7 @@ END_TEST
 static engine *cmd_eng;        /* the session's engine: the tests' own, swapped by adopt */
 static session S;
 static cmd_env E;
+static cmd_host H;             /* the engines the tests lend E */
 static bool refuse_q8;         /* make_engine acts as a backend without q8 (the GPU's) */
 
 static tt_status test_make_engine(void *user, tt_dtype d, engine **out, tt_error *err)
@@ -328,8 +329,8 @@ static void cmd_setup(void)
     cmd_env_init(&E, &S);
     cmd_env_add_module(&E, &dtype_cmd_module);
     E.line_mode = true;
-    E.make_engine = test_make_engine;
-    E.adopt_engine = test_adopt_engine;
+    H = (cmd_host){.make_engine = test_make_engine, .adopt_engine = test_adopt_engine};
+    E.host = &H;
     refuse_q8 = false;
 }
 
@@ -392,8 +393,8 @@ START_TEST(dtype_refuses_bad_input_and_keeps_everything)
     ck_assert_str_eq(out(), "/dtype q8: cuda: --dtype q8 runs on the CPU only (the GPU engine "
                      "holds fp32, fp16 or bf16) (kept fp32)");
     ck_cmd_says("/dtype compare q8", CMD_ERROR, "the comparison is off");
-    ck_assert_ptr_null(E.cmp);
-    E.make_engine = NULL;      /* a front end that cannot make engines */
+    ck_assert_ptr_null(dtype_cmd_of(&E)->cmp);
+    H.make_engine = NULL;      /* a front end that cannot make engines */
     ck_cmd_says("/dtype bf16", CMD_ERROR, "not available here");
     ck_assert_ptr_eq(S.eng, before);
     ck_assert_int_eq(S.eng->dtype, TT_F32);
@@ -404,29 +405,30 @@ END_TEST
 
 START_TEST(dtype_compare_shows_both_precisions_and_off_frees_the_engine)
 {
+    const dtype_cmd_state *D = dtype_cmd_of(&E);   /* what /dtype keeps */
     ck_cmd_says("/dtype compare", CMD_ERROR, "no comparison is on");
     ck_cmd_says("/dtype compare fp32", CMD_ERROR, "the weights are fp32 already");
     ck_cmd_says("/dtype compare fp8", CMD_ERROR, "'fp8' is not fp32, fp16, bf16 or q8 or off");
     ck_assert_int_eq(cmd_execute(&E, "/dtype compare q8"), CMD_STATUS | CMD_PEEK);
-    ck_assert_ptr_nonnull(E.cmp);
-    ck_assert_int_eq(E.cmp->dtype, TT_Q8);
+    ck_assert_ptr_nonnull(D->cmp);
+    ck_assert_int_eq(D->cmp->dtype, TT_Q8);
     ck_out_has("comparing fp32 with q8");
     ck_out_has("next token at");
     ck_out_has("KL(fp32\xe2\x80\x96q8)");
     ck_out_has("top-1 ");
     /* The histogram's comparison lists the histogram's tokens, in its order. */
-    ck_assert(E.hist_has_cmp);
-    ck_assert_int_eq(E.hist_kind, UI_HIST_PEEK);
-    ck_assert_int_eq(E.hist_cmp.n_top, E.hist.n_top);
-    for (int i = 0; i < E.hist.n_top; i++)
-        ck_assert_int_eq(E.hist_cmp.top_id[i], E.hist.top[i].id);
-    ck_assert_int_eq(E.cmp->n_past, S.n_tokens);    /* the same tokens */
-    ck_assert_mem_eq(E.cmp->tokens, S.tokens, (size_t)S.n_tokens * sizeof *S.tokens);
+    ck_assert(D->has_view);
+    ck_assert_int_eq(E.hist.kind, UI_HIST_PEEK);
+    ck_assert_int_eq(D->view.n_top, E.hist.snap.n_top);
+    for (int i = 0; i < E.hist.snap.n_top; i++)
+        ck_assert_int_eq(D->view.top_id[i], E.hist.snap.top[i].id);
+    ck_assert_int_eq(D->cmp->n_past, S.n_tokens);    /* the same tokens */
+    ck_assert_mem_eq(D->cmp->tokens, S.tokens, (size_t)S.n_tokens * sizeof *S.tokens);
     ck_cmd_says("/show", CMD_DONE, "compared with q8 on a second engine");
     ck_cmd_says("/help dtype", CMD_DONE, "twice the weight memory");
     ck_cmd_says("/dtype compare off", CMD_STATUS | CMD_PEEK, "freed");
-    ck_assert_ptr_null(E.cmp);
-    ck_assert(!E.hist_has_cmp);
+    ck_assert_ptr_null(D->cmp);
+    ck_assert(!D->has_view);
 }
 END_TEST
 

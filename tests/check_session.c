@@ -428,6 +428,46 @@ START_TEST(reset_empties_the_cache)
 }
 END_TEST
 
+/* /model: the session moves onto another model's engine with an empty conversation and the
+ * settings it had; refused, with nothing changed, while a generation is open. */
+START_TEST(set_model_clears_the_conversation_and_keeps_the_settings)
+{
+    tt_error err = {0};
+    ck_assert_int_eq(session_add_stop(&S, "zz", &err), TT_OK);
+    add_text("Hello world");
+    generate(NULL);
+    model M2 = M;
+    M2.name = "fake2";
+    fake_engine *F2 = calloc(1, sizeof *F2);
+    ck_assert_ptr_nonnull(F2);
+    F2->base.ops = &fake_ops;
+    F2->base.model = &M2;
+    F2->base.config = &M2.config;
+    F2->base.n_ctx = F->base.n_ctx;
+    F2->base.logits = F2->logits;
+    ck_assert_int_eq(session_gen_begin(&S, &err), TT_OK);
+    ck_assert_int_eq(session_set_model(&S, &M2, tok, &F2->base, &err), TT_ERR_ARG);
+    ck_assert_ptr_eq(S.eng, &F->base);
+    session_gen_end(&S, SESSION_STOP_INTERRUPTED, NULL, NULL);
+    int n = S.n_tokens;
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(session_set_model(&S, &M2, tok, &F2->base, &err), TT_OK);
+    ck_assert_ptr_eq(S.model, &M2);
+    ck_assert_ptr_eq(S.eng, &F2->base);
+    ck_assert_int_eq(S.n_tokens, 0);
+    ck_assert_int_eq(S.n_turns, 0);
+    ck_assert_int_eq(S.last.generated_tokens, 0);
+    ck_assert_int_eq(S.set.n_stops, 1);
+    ck_assert_str_eq(S.set.stops[0], "zz");
+    add_text("Hello world");
+    generate(NULL);
+    ck_assert_int_eq(S.last.reused_tokens, 0);
+    ck_assert_int_gt(F2->base.n_past, 0);
+    ck_assert_int_eq(session_set_model(&S, &M, tok, &F->base, &err), TT_OK);
+    engine_free(&F2->base);
+}
+END_TEST
+
 START_TEST(an_empty_conversation_starts_from_end_of_text)
 {
     generate(NULL);
@@ -1071,6 +1111,7 @@ int main(void)
             regen_reuses_the_prompt_and_repeats_a_greedy_reply,
             regen_with_the_same_seed_repeats_a_sampled_reply,
             loading_tokens_keeps_the_longest_common_prefix, reset_empties_the_cache,
+            set_model_clears_the_conversation_and_keeps_the_settings,
             an_empty_conversation_starts_from_end_of_text, stop_string_ends_the_reply_before_it,
             held_back_text_is_released_when_the_stop_does_not_complete,
             end_of_text_stops_generation, a_full_context_shifts_and_generation_goes_on,

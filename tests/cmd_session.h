@@ -16,6 +16,7 @@
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
 #include "repl/dtype_cmd.h"
+#include "repl/model_cmd.h"
 #include "tests/testutil.h"
 
 static char *model_dir;   /* written once by the unchecked fixture */
@@ -34,10 +35,11 @@ static void cmd_session_open(void)
     eng = tu_cpu_engine(mdl, TT_F32, 1, 0);
     tu_session_init(&S, mdl, tok, eng, 42, 8, false);
     cmd_env_init(&E, &S);
-    /* Every command module the REPL offers (/beam etc. still need E.compare to run). */
+    /* Every command module the REPL offers. */
     cmd_env_add_module(&E, &compare_cmd_module);
     cmd_env_add_module(&E, &dtype_cmd_module);
     cmd_env_add_module(&E, &chat_cmd_module);
+    cmd_env_add_module(&E, &model_cmd_module);
 }
 
 static void cmd_session_close(void)

@@ -214,6 +214,30 @@ tt_status session_set_draft(session *s, engine *draft, tt_error *err)
     return TT_OK;
 }
 
+tt_status session_set_model(session *s, const model *m, const tokenizer *tok, engine *eng,
+                            tt_error *err)
+{
+    if (s->gen)
+        return tt_fail(err, TT_ERR_ARG, "session: cannot change the model while a generation is "
+                       "open");
+    sampler *smp = sampler_create(m->config.V);
+    if (!smp)
+        return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
+    rebuild_clear(s);
+    session_set_draft(s, NULL, NULL);
+    sampler_free(s->smp);
+    s->smp = smp;
+    s->model = m;
+    s->tok = tok;
+    s->eng = eng;
+    s->n_tokens = s->n_turns = s->window_start = 0;
+    engine_truncate(eng, 0);
+    memset(&s->chat, 0, sizeof s->chat);
+    s->n_eot = 0;
+    memset(&s->last, 0, sizeof s->last);
+    return TT_OK;
+}
+
 tt_status session_set_speculative(session *s, bool on, tt_error *err)
 {
     if (on && !s->draft)

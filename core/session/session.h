@@ -263,6 +263,16 @@ tt_status session_set_gamma(session *s, int gamma, bool adaptive, tt_error *err)
  * a prefix of the window. prefilled (may be NULL) receives the tokens forwarded. */
 tt_status session_set_engine(session *s, engine *ne, int *prefilled, tt_error *err);
 
+/* Runs the session on another model: m, its tokenizer tok and an engine eng over m (none owned;
+ * they outlive the session, or the next session_set_model). The conversation is cleared (its
+ * tokens are the old vocabulary's), the draft detached (speculative decoding off: the caller
+ * attaches one that matches the new model), chat mode raw (the caller sets the new model's with
+ * session_set_chat) and the last generation's figures zeroed; the settings, the stop strings,
+ * the system message, gamma and the random stream stay. Refused while a generation is open
+ * (TT_ERR_ARG); TT_ERR_NOMEM when out of memory. On failure nothing changed. */
+tt_status session_set_model(session *s, const model *m, const tokenizer *tok, engine *eng,
+                            tt_error *err);
+
 /* Adds a stop string (copied); fails when empty or SESSION_MAX_STOPS are set. */
 tt_status session_add_stop(session *s, const char *stop, tt_error *err);
 void session_clear_stops(session *s);
