@@ -91,6 +91,8 @@ typedef struct cmd_env {
                                       /dtype compare off and cmd_env_free); NULL when off */
     bool hist_has_cmp;             /* hist_cmp describes the histogram's position */
     dtype_compare hist_cmp;
+    /* /lens (repl/lens_cmd.c): its view and the lens it shows; NULL until the first /lens */
+    struct lens_state *lens;
     /* /beam, /samples, /compare and /keep (repl/compare.h); NULL: not available */
     struct compare_state *compare;
     /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second

@@ -14,6 +14,9 @@
 #include "core/engine/engine.h"
 #include "core/engine/lens.h"
 #include "core/model/model.h"
+#include "core/session/session.h"
+#include "core/session/session_lens.h"
+#include "core/tokenizer/tokenizer.h"
 #include "tests/testutil.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -354,6 +357,90 @@ START_TEST(the_lens_uses_any_thread_count_to_the_same_bits)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------
+ * At a position of a conversation (session_lens) */
+
+typedef struct {
+    int32_t token[64];
+    float raw_p[64];
+    int n;
+} step_log;
+
+static bool log_event(void *user, const session_event *ev)
+{
+    step_log *l = user;
+    if (!ev->flush && ev->snap && l->n < 64) {
+        l->token[l->n] = ev->token;
+        l->raw_p[l->n++] = ev->snap->token_raw_p;
+    }
+    return true;
+}
+
+/* Step mode with sampling: 12 steps, with or without session_lens of each step in between. */
+static void steps_with_lens(const model *m, const tokenizer *tok, bool lens, step_log *log)
+{
+    engine *e = tu_cpu_engine(m, TT_F32, 1, 0);
+    session s;
+    tu_session_init(&s, m, tok, e, 7, 12, false);
+    const int L = m->config.L;
+    int32_t prompt[6] = {5, 17, 29, 41, 53, 65};
+    tt_error err = {0};
+    ck_assert(session_add_user_tokens(&s, prompt, 6, &err) == TT_OK);
+    ck_assert_msg(session_gen_begin(&s, &err) == TT_OK, "%s", err.msg);
+    lens_layer ly[16];
+    int32_t chosen;
+    if (lens) {
+        /* the next token, not drawn yet: the output's top-1 stands for it */
+        ck_assert_msg(session_lens(&s, s.n_tokens, 5, ly, &chosen, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(chosen, ly[L].top_id[0]);
+        ck_assert_int_eq(ly[L].rank_token, 1);
+        ck_assert_ptr_null(e->lens);   /* nothing kept while generating */
+    }
+    memset(log, 0, sizeof *log);
+    session_stop stop = SESSION_STOP_NONE;
+    while (stop == SESSION_STOP_NONE) {
+        ck_assert_msg(session_gen_step(&s, -1, log_event, log, &stop, &err) == TT_OK, "%s",
+                      err.msg);
+        if (!lens)
+            continue;
+        int pos = s.n_tokens - 1;
+        ck_assert_msg(session_lens(&s, pos, 5, ly, &chosen, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(chosen, log->token[log->n - 1]);
+        ck_assert_msg(fabs(ly[L].p_token - log->raw_p[log->n - 1]) < 1e-5,
+                      "step %d: the last layer's p of the drawn token %.7g, the step's raw p %.7g",
+                      log->n, ly[L].p_token, log->raw_p[log->n - 1]);
+        /* an earlier step of the same turn too */
+        ck_assert(session_lens(&s, pos - 1 > 6 ? pos - 1 : pos, 5, ly, &chosen, &err) == TT_OK);
+    }
+    ck_assert_int_eq(log->n, 12);
+    /* outside the window or past the conversation: refused, and the session goes on */
+    ck_assert(session_lens(&s, 0, 5, ly, &chosen, &err) == TT_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "no longer in the context window") != NULL, "%s", err.msg);
+    ck_assert(session_lens(&s, s.n_tokens + 1, 5, ly, &chosen, &err) == TT_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "past the conversation") != NULL, "%s", err.msg);
+    session_gen_end(&s, stop, NULL, NULL);
+    session_free(&s);
+    engine_free(e);
+}
+
+START_TEST(looking_through_the_lens_between_steps_changes_no_token)
+{
+    const tu_model_spec *ms = &lens_specs[_i == 0 ? 0 : 2];
+    char *dir;
+    model *m = tu_load_model(ms, &dir);
+    tokenizer *tok;
+    tt_error err = {0};
+    ck_assert_msg(tokenizer_load_dir(dir, &tok, &err) == TT_OK, "%s", err.msg);
+    step_log with, without;
+    steps_with_lens(m, tok, true, &with);
+    steps_with_lens(m, tok, false, &without);
+    ck_assert_msg(memcmp(with.token, without.token, sizeof with.token) == 0,
+                  "spec %d: the tokens differ when the lens runs between steps", _i);
+    tokenizer_free(tok);
+    tu_free_model(m, dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lens");
@@ -363,6 +450,7 @@ int main(void)
     tu_add_loop_case(s, "logits", N_SPECS,
                      TU_TESTS(keeping_the_residual_stream_changes_no_logit,
                               the_last_layers_lens_is_the_models_distribution));
+    tu_add_loop_case(s, "session", 2, TU_TESTS(looking_through_the_lens_between_steps_changes_no_token));
     TCase *tc = tu_add_loop_case(s, "reference", N_CASES,
                                  TU_TESTS(every_layers_lens_matches_the_float64_reference));
     tcase_set_timeout(tc, 60);
