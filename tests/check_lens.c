@@ -18,6 +18,8 @@
 #include "core/session/session_lens.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/testutil.h"
+#include "ui/grid.h"
+#include "ui/lens_pane.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Helpers */
@@ -441,12 +443,96 @@ START_TEST(looking_through_the_lens_between_steps_changes_no_token)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------
+ * The table (ui/lens_pane.c) */
+
+/* n layers of made-up lenses: layer l ranks token 100 + l first, the chosen token 7 rises from
+ * rank 50 to the top at layer 3. */
+static void fake_layers(lens_layer *ly, int n)
+{
+    for (int l = 0; l < n; l++) {
+        memset(&ly[l], 0, sizeof ly[l]);
+        ly[l].layer = l;
+        ly[l].n_top = 4;
+        bool top = l >= 3;
+        for (int i = 0; i < 4; i++) {
+            ly[l].top_id[i] = top && i == 0 ? 7 : 100 + l + i;
+            ly[l].top_p[i] = 0.4f / (float)(i + 1);
+        }
+        ly[l].p_token = top ? 0.4f : 0.01f;
+        ly[l].rank_token = top ? 1 : 50 - l;
+    }
+}
+
+static char *pane_text(const ui_lens_view *v, int h, int w)
+{
+    ui_grid g;
+    ck_assert(ui_grid_init(&g, h, w));
+    ui_lens_pane_draw(&g, (ui_rect){0, 0, h, w}, v);
+    char *t = ui_grid_text(&g);
+    ui_grid_free(&g);
+    return t;
+}
+
+START_TEST(the_table_lists_every_layer_and_where_the_token_becomes_top_1)
+{
+    char *dir;
+    model *m = tu_load_model(&lens_specs[0], &dir);
+    tokenizer *tok;
+    tt_error err = {0};
+    ck_assert_msg(tokenizer_load_dir(dir, &tok, &err) == TT_OK, "%s", err.msg);
+    lens_layer ly[17];
+    fake_layers(ly, 7);
+    ui_lens_view v = {.layers = ly, .n_layers = 7, .tok = tok, .drawn = true, .chosen = 7,
+                      .step = 4, .position = 12};
+    ck_assert_int_eq(ui_lens_first_top1(&v), 3);
+    ck_assert_int_eq(ui_lens_pane_height(7), 10);
+    /* the side pane of a 120-column terminal: 45 wide, room for every layer */
+    char *t = pane_text(&v, 10, 45);
+    ck_assert_msg(strstr(t, "Lens \xc2\xb7 step 5 \xc2\xb7 token 12\n") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, "\nemb ") && strstr(t, "\n  6 ") && strstr(t, "rank"), "%s", t);
+    ck_assert_msg(strstr(t, "drawn: top-1 from layer 3 of 6 on") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, " 40.0%      1\n") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, "  1.0%     50\n") != NULL, "%s", t);
+    free(t);
+    /* 80 columns list four tokens per layer, 45 two */
+    t = pane_text(&v, 10, 80);
+    char *row = strstr(t, "\n  5 ");
+    ck_assert_ptr_nonnull(row);
+    int pct = 0;
+    for (char *p = row + 1; *p && *p != '\n'; p++)
+        pct += *p == '%';
+    ck_assert_msg(pct == 5, "a row of the 80-column table has %d percentages: %s", pct, t);
+    free(t);
+    /* 17 layers in 8 rows: the embeddings, the last layer and layers between */
+    fake_layers(ly, 17);
+    v.n_layers = 17;
+    t = pane_text(&v, 8, 45);
+    ck_assert_msg(strstr(t, "\xc2\xb7 4 of 16 layers") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, "\nemb ") && strstr(t, "\n 16 "), "%s", t);
+    int rows = 0;
+    for (char *p = t; (p = strchr(p, '\n')) != NULL; p++)
+        rows++;
+    ck_assert_int_le(rows, 8);
+    free(t);
+    /* not drawn yet: the output's top-1 stands for the token */
+    v.drawn = false;
+    t = pane_text(&v, 21, 45);
+    ck_assert_msg(strstr(t, "Lens \xc2\xb7 next token at 12") != NULL, "%s", t);
+    ck_assert_msg(strstr(t, "output's top-1: top-1 from layer 3 of 16 on") != NULL, "%s", t);
+    free(t);
+    tokenizer_free(tok);
+    tu_free_model(m, dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lens");
     tu_add_case(s, "off", TU_TESTS(an_engine_keeps_no_residual_stream_until_asked,
                                    a_summary_ranks_the_tokens_and_places_the_one_asked_about,
-                                   the_lens_uses_any_thread_count_to_the_same_bits));
+                                   the_lens_uses_any_thread_count_to_the_same_bits,
+                                   the_table_lists_every_layer_and_where_the_token_becomes_top_1));
     tu_add_loop_case(s, "logits", N_SPECS,
                      TU_TESTS(keeping_the_residual_stream_changes_no_logit,
                               the_last_layers_lens_is_the_models_distribution));
