@@ -45,6 +45,7 @@ enum {
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
     OPT_NUM_BEAMS, OPT_LENGTH_PENALTY, OPT_NO_REPEAT_NGRAM, OPT_EARLY_STOPPING, OPT_NUM_RETURN,
     OPT_SAMPLES, OPT_COMPARE_DTYPE, OPT_IDS, OPT_CHAT_TEMPLATE,
+    OPT_LENS,
 };
 
 static const struct option long_options[] = {
@@ -85,6 +86,7 @@ static const struct option long_options[] = {
     {"ids", required_argument, 0, OPT_IDS},
     {"file", required_argument, 0, OPT_FILE},
     {"json", no_argument, 0, OPT_JSON},
+    {"lens", no_argument, 0, OPT_LENS},
     {"echo", no_argument, 0, OPT_ECHO},
     {"quiet", no_argument, 0, OPT_QUIET},
     {"verbose", no_argument, 0, OPT_VERBOSE},
@@ -163,6 +165,8 @@ void cli_usage(FILE *f, const char *cmd)
 "      --context-keep F   fraction of the context kept when it fills (default 0.5)\n"
 "      --no-context-shift stop when the context is full instead\n"
 "      --json             one JSON object per token, then a summary object\n"
+"      --lens             with --json: each record gets the logit lens, layer by layer the top 5\n"
+"                         tokens and the drawn token's probability and rank (docs/lens.md)\n"
 "      --echo             print the prompt before the continuation\n"
 "      --chat-template F  chat format of the prompt: chatml | llama3 | llama2 | mistral |\n"
 "                         zephyr | off (default: the model's chat template, when it has one)\n"
@@ -368,6 +372,7 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
         case OPT_IDS: o->prompt_ids = a; break;
         case OPT_FILE: o->prompt_file = a; break;
         case OPT_JSON: o->json = true; break;
+        case OPT_LENS: o->lens = true; break;
         case OPT_ECHO: o->echo = true; break;
         case OPT_QUIET: o->quiet = true; break;
         case OPT_VERBOSE: o->verbose = true; break;

@@ -37,6 +37,7 @@ typedef struct {
     const char *prompt_file;   /* -f */
     const char *prompt_ids;    /* --ids 1,2,3 */
     bool json;                 /* --json */
+    bool lens;                 /* --lens: --json records carry the logit lens */
     bool echo;                 /* --echo: print the prompt before the continuation */
     bool quiet;                /* -q: no summary line */
     bool verbose;              /* -v: the backend chosen, and why, on stderr */

@@ -16,6 +16,7 @@
 #include "app/gen_compare.h"
 #include "app/list.h"
 #include "core/decode/beam.h"
+#include "core/engine/lens.h"
 #include "core/base/clock.h"
 #include "core/session/samples.h"
 #include "core/base/jsonw.h"
@@ -63,6 +64,50 @@ static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
     char buf[512];
     size_t len = text_token_display(b ? b : "", b ? n : 0, TEXT_ESCAPE_BYTES, buf, sizeof buf);
     jsonw_string(f, buf, len);
+}
+
+/* Tokens each layer of a --lens record lists. */
+#define GEN_LENS_TOP 5
+
+/* --lens: ,"lens":[{"layer":l,"top":[{"id":..,"token":..,"p":..},...],"p_chosen":..,
+ * "rank_chosen":..},...] for the forward the record's token was drawn from (the engine's rows
+ * are still that forward's while the event is reported: the session forwards the token after),
+ * or "lens":null with "lens_error" when the engine kept none (after a fallback to another
+ * engine, until its first forward). */
+static void json_lens(FILE *f, const gen_ctx *g, int32_t token)
+{
+    engine *e = g->s->eng;
+    const int rows = e->config->L + 1;
+    lens_layer *ly = malloc((size_t)rows * sizeof *ly);
+    tt_error err = {0};
+    tt_status st = ly ? lens_engine_layers(e, GEN_LENS_TOP, token, ly, NULL, &err)
+                      : tt_fail(&err, TT_ERR_NOMEM, "lens: out of memory");
+    if (st != TT_OK) {
+        fputs(",\"lens\":null,\"lens_error\":", f);
+        jsonw_string(f, err.msg, strlen(err.msg));
+        if (!e->lens)
+            lens_enable(e, NULL);   /* an engine the session moved to: from its next forward */
+        free(ly);
+        return;
+    }
+    fputs(",\"lens\":[", f);
+    for (int l = 0; l < rows; l++) {
+        fprintf(f, "%s{\"layer\":%d,\"top\":[", l ? "," : "", ly[l].layer);
+        for (int i = 0; i < ly[l].n_top; i++) {
+            fprintf(f, "%s{\"id\":%d,\"token\":", i ? "," : "", (int)ly[l].top_id[i]);
+            json_token_text(f, g->tok, ly[l].top_id[i]);
+            fputs(",\"p\":", f);
+            jsonw_number(f, ly[l].top_p[i]);
+            fputc('}', f);
+        }
+        fputs("],\"p_chosen\":", f);
+        jsonw_number(f, ly[l].p_token);
+        fprintf(f, ",\"rank_chosen\":%d,\"entropy\":", ly[l].rank_token);
+        jsonw_number(f, ly[l].entropy_bits);
+        fputc('}', f);
+    }
+    fputc(']', f);
+    free(ly);
 }
 
 static bool on_event_json(const gen_ctx *g, const session_event *ev)
@@ -142,6 +187,8 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
     }
     if (g->cmp)
         gen_compare_json_record(f, g->cmp, ev->token);
+    if (g->o->lens)
+        json_lens(f, g, ev->token);
     if (ev->context_shifted)
         fprintf(f, ",\"context_shift\":{\"dropped\":%d}", ev->shift_dropped);
     fputs("}\n", f);
@@ -519,6 +566,13 @@ static int app_generate(cli_options *o)
     char *prompt = o->prompt_ids ? strdup("") : read_prompt(o, &plen, true);
     if (!prompt)
         return 1;
+    if (o->lens && (!o->json || o->num_beams || o->samples || o->draft_dir)) {
+        fprintf(stderr, "tokentop generate: --lens adds the logit lens to --json records of plain "
+                "generation: it needs --json and goes with neither --num-beams, --samples nor "
+                "--draft (a speculative round verifies several tokens in one forward)\n");
+        free(prompt);
+        return 2;
+    }
     if (o->compare_set && (o->num_beams || o->samples || o->draft_dir)) {
         fprintf(stderr, "tokentop generate: --compare-dtype compares plain generation, not "
                 "--num-beams, --samples or --draft\n");
@@ -544,7 +598,8 @@ static int app_generate(cli_options *o)
         free(prompt);
         return 1;
     }
-    if (session_init(&s, app.model, app.tok, app.eng, &o->set, &err) != TT_OK ||
+    if ((o->lens && lens_enable(app.eng, &err) != TT_OK) ||
+        session_init(&s, app.model, app.tok, app.eng, &o->set, &err) != TT_OK ||
         (draft.eng && (session_set_draft(&s, draft.eng, &err) != TT_OK ||
                        session_set_gamma(&s, o->gamma, o->gamma_adaptive, &err) != TT_OK))) {
         fprintf(stderr, "tokentop: %s\n", err.msg);

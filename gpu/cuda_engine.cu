@@ -584,9 +584,11 @@ static cublasStatus_t matmul(cuda_engine *g, float *out, int ldo, const void *x,
  * already in d_tokens), or, with sq NULL, a decode step of T rows (already in d_rows: one token of
  * one sequence each). When lo < T, the logits of rows lo .. T-1 go to out (pinned host memory). A
  * decode step queues nothing that depends on positions or sequences: the device reads them from
- * d_rows, so the step of T rows can be captured once. */
+ * d_rows, so the step of T rows can be captured once. lens: NULL, or (L + 1, C) host floats that
+ * receive row T - 1 of the residual stream after the embeddings and each block (engine.h: lens;
+ * then lo < T): a block's output is read once the next norm has added its pending bias. */
 static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int pos, int lo, float *out,
-                                 tt_error *err)
+                                 float *lens, tt_error *err)
 {
     const model_config *cfg = g->base.config;
     const int C = cfg->C, FF = cfg->FF, NH = cfg->NH, NKV = cfg->NKV, HS = cfg->HS, V = cfg->V;
@@ -602,6 +604,10 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
         GPU_CHECK(cuda_embed(g->x, g->d_tokens, g->wte, g->wpe, T, C, d, s));
     else
         GPU_CHECK(cuda_embed_rows(g->x, g->d_rows, g->wte, g->wpe, T, C, d, s));
+    const size_t row_bytes = (size_t)C * sizeof(float);
+    const float *lens_x = g->x + (size_t)(T - 1) * (size_t)C;
+    if (lens)
+        GPU_CHECK(cudaMemcpyAsync(lens, lens_x, row_bytes, cudaMemcpyDeviceToHost, s));
     const float *pending = NULL;   /* the bias of the last matmul added into x */
     for (int l = 0; l < cfg->L; l++) {
         const cuda_layer *ly = &g->layers[l];
@@ -609,6 +615,8 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
         const cuda_attn at = {NH, NKV, HS, n_ctx, ly->qkv_b, ly->q_norm, ly->k_norm, cfg->norm_eps,
                               g->rope_cos, g->rope_sin};
         GPU_CHECK(norm(g, g->xn, g->x, pending, ly->attn_norm_w, ly->attn_norm_b, T));
+        if (lens && l > 0)
+            GPU_CHECK(cudaMemcpyAsync(lens + (size_t)l * C, lens_x, row_bytes, cudaMemcpyDeviceToHost, s));
         BLAS_CHECK(matmul(g, g->qkv, QKV, g->xn, C, &ly->qkv, T, C, QKV, false));
         if (!sq) {
             GPU_CHECK(cuda_qkv_store_rows(g->q, g->qkv, g->d_rows, layer, T, &at, d, s));
@@ -635,6 +643,8 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
     const int R = T - lo;
     char *xnl = g->xn + (size_t)lo * (size_t)C * ds;
     GPU_CHECK(norm(g, xnl, g->x + (size_t)lo * (size_t)C, pending, g->ln_f_w, g->ln_f_b, R));
+    if (lens)
+        GPU_CHECK(cudaMemcpyAsync(lens + (size_t)cfg->L * C, lens_x, row_bytes, cudaMemcpyDeviceToHost, s));
     BLAS_CHECK(matmul(g, g->logits, V, xnl, C, &g->lm_head, R, C, V, false));
     GPU_CHECK(cudaMemcpyAsync(out, g->logits, (size_t)R * (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, s));
     return TT_OK;
@@ -642,7 +652,7 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
 
 /* Runs one prefill chunk of sequence sq without a graph. */
 static tt_status run_chunk(cuda_engine *g, const cuda_seq *sq, const int32_t *ids, int T, int pos, int lo,
-                           float *out, tt_error *err)
+                           float *out, float *lens, tt_error *err)
 {
     /* h_tokens is pinned: the copy reads it when the stream gets there, and the previous chunk's
      * copy has completed (every chunk ends with a synchronize). */
@@ -650,7 +660,7 @@ static tt_status run_chunk(cuda_engine *g, const cuda_seq *sq, const int32_t *id
     memcpy(g->h_tokens + 1, ids, (size_t)T * sizeof(int));
     GPU_CHECK(cudaMemcpyAsync(g->d_tokens, g->h_tokens, (size_t)(1 + T) * sizeof(int), cudaMemcpyHostToDevice,
                               g->stream));
-    tt_status s = enqueue_forward(g, sq, T, pos, lo, out, err);
+    tt_status s = enqueue_forward(g, sq, T, pos, lo, out, lens, err);
     if (s != TT_OK)
         return s;
     GPU_CHECK(cudaStreamSynchronize(g->stream));
@@ -669,7 +679,7 @@ static void capture_rows(cuda_engine *g, int B)
     if (e == cudaSuccess) {
         e = cudaMemcpyAsync(g->d_rows, g->h_rows, (size_t)B * sizeof(cuda_row), cudaMemcpyHostToDevice,
                             g->stream);
-        tt_status s = e == cudaSuccess ? enqueue_forward(g, NULL, B, 0, 0, g->base.logits, &err) : TT_ERR_DEVICE;
+        tt_status s = e == cudaSuccess ? enqueue_forward(g, NULL, B, 0, 0, g->base.logits, NULL, &err) : TT_ERR_DEVICE;
         cudaError_t end = cudaStreamEndCapture(g->stream, &graph);
         if (s != TT_OK || end != cudaSuccess)
             e = cudaErrorUnknown;
@@ -689,10 +699,11 @@ static void capture_rows(cuda_engine *g, int B)
 }
 
 /* Runs a decode step of the B rows in h_rows (B <= TB), logits to out: by replaying the step's
- * graph when out is base.logits (where the graph writes), else by direct launches. */
-static tt_status run_rows(cuda_engine *g, int B, float *out, tt_error *err)
+ * graph when out is base.logits (where the graph writes), else, and when the step keeps the lens
+ * rows (lens not NULL, enqueue_forward), by direct launches. */
+static tt_status run_rows(cuda_engine *g, int B, float *out, float *lens, tt_error *err)
 {
-    if (g->co.use_graphs && !g->graph_failed && out == g->base.logits) {
+    if (g->co.use_graphs && !g->graph_failed && out == g->base.logits && !lens) {
         if (!g->graphs[B])
             capture_rows(g, B);
         if (g->graphs[B]) {
@@ -704,7 +715,7 @@ static tt_status run_rows(cuda_engine *g, int B, float *out, tt_error *err)
     }
     GPU_CHECK(cudaMemcpyAsync(g->d_rows, g->h_rows, (size_t)B * sizeof(cuda_row), cudaMemcpyHostToDevice,
                               g->stream));
-    tt_status s = enqueue_forward(g, NULL, B, 0, 0, out, err);
+    tt_status s = enqueue_forward(g, NULL, B, 0, 0, out, lens, err);
     if (s != TT_OK)
         return s;
     GPU_CHECK(cudaStreamSynchronize(g->stream));
@@ -769,11 +780,12 @@ static tt_status cuda_seq_forward(engine *e, int seq, const int32_t *ids, int n,
     for (int s0 = 0; s0 < span && s == TT_OK; s0 += g->TB) {
         int T = span - s0 < g->TB ? span - s0 : g->TB;
         float *out = last_row ? e->logits : e->logits + (size_t)s0 * (size_t)V;
-        s = run_chunk(g, sq, ids + s0, T, pos + s0, last_row ? T : 0, out, err);
+        bool lens_here = seq == 0 && !last_row && s0 + T == span;   /* the span's last row */
+        s = run_chunk(g, sq, ids + s0, T, pos + s0, last_row ? T : 0, out, lens_here ? e->lens : NULL, err);
     }
     if (s == TT_OK && last_row) {
         g->h_rows[0] = cuda_row{pos + n - 1, ids[n - 1], sq->k, sq->v};
-        s = run_rows(g, 1, e->logits, err);
+        s = run_rows(g, 1, e->logits, seq == 0 ? e->lens : NULL, err);
     }
     if (s != TT_OK)
         return s;
@@ -820,7 +832,7 @@ static tt_status cuda_forward_batch(engine *e, const int *seqs, const int32_t *i
             const int q = seqs[b0 + b];
             g->h_rows[b] = cuda_row{seq_len(g, q), ids[b0 + b], g->seqs[q].k, g->seqs[q].v};
         }
-        if ((s = run_rows(g, T, e->logits + (size_t)b0 * V, err)) != TT_OK)
+        if ((s = run_rows(g, T, e->logits + (size_t)b0 * V, NULL, err)) != TT_OK)
             return s;
     }
     for (int b = 0; b < B; b++)

@@ -18,6 +18,7 @@
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
 #include "repl/dtype_cmd.h"
+#include "repl/lens_cmd.h"
 #include "repl/history.h"
 #include "repl/linemode.h"
 #include "repl/model_cmd.h"
@@ -313,6 +314,14 @@ static bool on_event_show(tui *t, const session_event *ev)
     return true;
 }
 
+/* The lens view (/lens) follows the histogram to where it is now (no generation streams). */
+static void track_lens(tui *t)
+{
+    tt_error err = {0};
+    if (lens_cmd_track(t->env, &err) != TT_OK)
+        note(t, UI_STYLE_ERROR, "lens off: %s", err.msg);
+}
+
 /* The next position's distribution, when that costs at most one token of compute (the cache
  * holds the conversation, or a step-mode generation is open). */
 static void refresh_peek(tui *t)
@@ -332,6 +341,7 @@ static void refresh_peek(tui *t)
         t->env->hist.pos = s->n_tokens;
         if (dtype_cmd_track_peek(t->env, &err) != TT_OK)
             note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
+        track_lens(t);
     }
     t->dirty = true;
 }
@@ -348,6 +358,7 @@ static void finish_generation(tui *t, session_stop stop, const tt_error *err)
     t->running = false;
     t->env->busy = false;
     t->have_turn = true;
+    track_lens(t);
     t->dirty = true;
     switch (stop) {
     case SESSION_STOP_INTERRUPTED:
@@ -417,6 +428,8 @@ static void run_step(tui *t, int32_t force)
         stop = SESSION_STOP_ERROR;
     if (stop != SESSION_STOP_NONE)
         finish_generation(t, stop, st != TT_OK ? &err : NULL);
+    else
+        track_lens(t);
     t->dirty = true;
 }
 
@@ -763,7 +776,8 @@ static void draw_panes(tui *t, const ui_layout *l)
         .speculative = s->draft && s->spec_on,
         .temp_column = t->env->temp_column,
     };
-    if (!dtype_cmd_draw(t->env, &t->grid, l->histogram))
+    if (!lens_cmd_draw(t->env, &t->grid, l->histogram) &&
+        !dtype_cmd_draw(t->env, &t->grid, l->histogram))
         ui_histogram_draw(&t->grid, l->histogram, &hv);
 }
 
@@ -793,7 +807,7 @@ static void draw(tui *t)
     }
     ui_layout l;
     ui_layout_compute(&l, rows, cols, ui_input_height(&t->in, rows / 3),
-                      ui_histogram_height(t->env->bars));
+                      lens_cmd_height(t->env, ui_histogram_height(t->env->bars)));
     if (l.too_small) {
         ui_layout_draw_too_small(&t->grid);
         ui_curses_present(&t->grid);
@@ -987,6 +1001,7 @@ int repl_main(int argc, char **argv)
     cmd_env_add_module(&env, &dtype_cmd_module);
     cmd_env_add_module(&env, &chat_cmd_module);
     cmd_env_add_module(&env, &model_cmd_module);
+    cmd_env_add_module(&env, &lens_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     repl_host host;
     repl_host_init(&host, &app, &o, &s, &env);

@@ -29,6 +29,7 @@
 #include "core/decode/beam.h"
 #include "core/decode/speculative.h"
 #include "core/engine/engine.h"
+#include "core/engine/lens.h"
 #include "core/arch/block_math.h"
 #include "core/cpu/kernels.h"
 #include "core/model/model.h"
@@ -1496,6 +1497,67 @@ static void gt_add_sequences(Suite *s)
     suite_add_tcase(s, tc);
 }
 
+/* The logit lens (core/engine/lens.h) of a GPU engine: its residual rows match the CPU engine's
+ * after a prefill, a decode step (which then runs without its graph) and a span with all rows,
+ * the last layer's lens is the GPU's own distribution, and every layer's lens the CPU's. Cases
+ * 0-2: gt_tiny in each dtype; 3-6: the families in fp32. */
+START_TEST(gpu_lens_rows_match_the_cpu_and_end_at_the_gpus_distribution)
+{
+    const gt_model_case *mc = _i < 3 ? &gt_tiny : &gt_families[_i - 3];
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    gt_pair p;
+    gt_pair_open(&p, mc, _i < 3 ? gt_dtypes[_i] : TT_F32, &co);
+    const int V = p.cpu->config->V, C = p.cpu->config->C, L = p.cpu->config->L;
+    tt_error err = {0};
+    ck_assert(lens_enable(p.cpu, &err) == TT_OK);
+    ck_assert(lens_enable(p.gpu, &err) == TT_OK);
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % V);
+    float *pg = malloc((size_t)(L + 1) * V * sizeof(float)), *pc = malloc((size_t)(L + 1) * V * sizeof(float));
+    double *ref = malloc((size_t)(L + 1) * C * sizeof(double));
+    double *own = malloc((size_t)V * sizeof(double));
+    lens_layer *ly = malloc((size_t)(L + 1) * sizeof *ly);
+    struct { int pos, n; bool all; const char *what; } spans[] = {
+        {0, 12, false, "prefill"}, {12, 1, false, "decode step"}, {13, 5, true, "span, all rows"}};
+    for (int s = 0; s < 3; s++) {
+        gt_pair_forward(&p, ids + spans[s].pos, spans[s].n, spans[s].pos, spans[s].all, spans[s].what);
+        ck_assert_int_eq(p.gpu->lens_pos, spans[s].pos + spans[s].n - 1);
+        for (size_t i = 0; i < (size_t)(L + 1) * C; i++)
+            ref[i] = p.cpu->lens[i];
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s %s: residual rows", mc->name, spans[s].what);
+        gt_close(msg, p.d, p.gpu->lens, ref, (size_t)(L + 1) * C, p.tol, p.eps);
+        ck_assert(lens_engine_layers(p.gpu, 5, -1, ly, pg, &err) == TT_OK);
+        ck_assert(lens_engine_layers(p.cpu, 5, -1, ly, pc, &err) == TT_OK);
+        gt_softmax(engine_logits(p.gpu, p.gpu->n_logits - 1), V, own);
+        double worst_own = 0, worst_cpu = 0;
+        for (int v = 0; v < V; v++) {
+            double d = fabs(pg[(size_t)L * V + v] - own[v]);
+            worst_own = d > worst_own ? d : worst_own;
+        }
+        for (size_t i = 0; i < (size_t)(L + 1) * V; i++) {
+            double d = fabs((double)pg[i] - pc[i]);
+            worst_cpu = d > worst_cpu ? d : worst_cpu;
+        }
+        /* fp32: both lenses read the same rows; fp16/bf16: the GPU rounds its final norm's output
+         * to the dtype before its head, the lens does not */
+        double bound = p.d == TT_F32 ? 1e-5 : p.d == TT_F16 ? 1e-3 : 1e-2;
+        ck_assert_msg(worst_own <= bound, "%s %s: the last layer's lens is %.3g from the GPU's "
+                      "distribution", mc->name, spans[s].what, worst_own);
+        ck_assert_msg(worst_cpu <= bound, "%s %s: the GPU's lens is %.3g from the CPU's", mc->name,
+                      spans[s].what, worst_cpu);
+    }
+    free(pg);
+    free(pc);
+    free(ref);
+    free(own);
+    free(ly);
+    gt_pair_close(&p);
+}
+END_TEST
+
 /* Adds the shared cases to s (timeouts generous: the emulation and sanitizers are slow). Loop
  * tests of 3 run once per dtype of gt_dtypes. */
 static void gt_add_common(Suite *s)
@@ -1523,6 +1585,8 @@ static void gt_add_common(Suite *s)
             long_context_decode_crosses_key_chunks));
     tcase_add_test(tc, full_context_is_refused_and_the_engine_goes_on);
     tcase_add_test(tc, two_engines_interleave_like_draft_and_target);
+    tcase_add_loop_test(tc, gpu_lens_rows_match_the_cpu_and_end_at_the_gpus_distribution, 0,
+                        3 + GT_N_FAMILIES);
     tcase_set_timeout(tc, 300);
 }
 

@@ -16,6 +16,7 @@
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
 #include "repl/dtype_cmd.h"
+#include "repl/lens_cmd.h"
 #include "repl/model_cmd.h"
 #include "tests/testutil.h"
 
@@ -40,6 +41,7 @@ static void cmd_session_open(void)
     cmd_env_add_module(&E, &dtype_cmd_module);
     cmd_env_add_module(&E, &chat_cmd_module);
     cmd_env_add_module(&E, &model_cmd_module);
+    cmd_env_add_module(&E, &lens_cmd_module);
 }
 
 static void cmd_session_close(void)

@@ -9,6 +9,7 @@
 #include "repl/compare.h"
 #include "repl/dtype_cmd.h"
 #include "repl/model_cmd.h"
+#include "repl/lens_cmd.h"
 
 #define ROWS_MAX 128
 
@@ -47,6 +48,7 @@ int main(int argc, char **argv)
     cmd_env_add_module(&e, &dtype_cmd_module);
     cmd_env_add_module(&e, &chat_cmd_module);
     cmd_env_add_module(&e, &model_cmd_module);
+    cmd_env_add_module(&e, &lens_cmd_module);
     const cmd_entry *rows[ROWS_MAX];
     int n = cmd_env_list(&e, rows, ROWS_MAX);
     if (n > ROWS_MAX) {

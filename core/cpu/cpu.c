@@ -379,11 +379,21 @@ static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, i
         }
 }
 
+/* The logit lens (engine.h: lens): row T - 1 of the residual stream into row r of lens (L + 1, C),
+ * when the caller keeps it. */
+static void cpu_lens_keep(const cpu_engine *ce, float *lens, int r, int T)
+{
+    const size_t C = (size_t)ce->base.config->C;
+    if (lens)
+        memcpy(lens + (size_t)r * C, ce->x + (size_t)(T - 1) * C, C * sizeof(float));
+}
+
 /* T rows (ids) split into segments, each one sequence's consecutive positions; logits for rows
- * [lo, T) into out (T - lo, V). False when stop (the engine's interrupt flag, passed for spans
- * of more than one token) stopped it between layers. */
+ * [lo, T) into out (T - lo, V); lens: NULL, or where the last row's residual stream goes after the
+ * embeddings and each block (cpu_lens_keep). False when stop (the engine's interrupt flag, passed
+ * for spans of more than one token) stopped it between layers. */
 static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const cpu_seg *segs,
-                              int n_segs, int lo, float *out,
+                              int n_segs, int lo, float *out, float *lens,
                               const volatile sig_atomic_t *stop)
 {
     const model_config *cfg = ce->base.config;
@@ -392,6 +402,7 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
     const bool swiglu = (cfg->features & ARCH_F_SWIGLU) != 0;
     const int ldfc = swiglu ? 2 * FF : FF;
     cpu_embed(ce, ids, segs, n_segs);
+    cpu_lens_keep(ce, lens, 0, T);
     for (int l = 0; l < cfg->L; l++) {
         if (stop && *stop)
             return false;
@@ -414,6 +425,7 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
                        cfg->act == ARCH_ACT_GELU_ERF ? MM_GELU_ERF : MM_GELU_TANH);
         }
         cpu_matmul(ce, ce->x, C, ce->fc, ldfc, &ly->down, ly->down_b, T, MM_ADD);
+        cpu_lens_keep(ce, lens, l + 1, T);
     }
     if (lo >= T)
         return true;
@@ -458,7 +470,8 @@ static tt_status cpu_seq_forward(engine *e, int seq, const int32_t *ids, int n, 
         int lo = all_logits ? 0 : last ? T - 1 : T;
         float *out = all_logits ? e->logits + (size_t)s0 * (size_t)V : e->logits;
         cpu_seg sg = {.cache = kv, .row = 0, .T = T, .pos = pos + s0};
-        if (!cpu_forward_chunk(ce, ids + s0, T, &sg, 1, lo, out,
+        float *lens = seq == 0 && last ? e->lens : NULL;
+        if (!cpu_forward_chunk(ce, ids + s0, T, &sg, 1, lo, out, lens,
                                T > 1 ? e->interrupt : NULL))
             return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
         kv->n = pos + s0 + T;
@@ -507,7 +520,7 @@ static tt_status cpu_forward_batch(engine *e, const int *seqs, const int32_t *id
             ce->segs[b] = (cpu_seg){.cache = kv, .row = b, .T = 1, .pos = kv->n};
         }
         cpu_forward_chunk(ce, ids + b0, T, ce->segs, T, 0, e->logits + (size_t)b0 * (size_t)V,
-                          NULL);
+                          NULL, NULL);
         for (int b = 0; b < T; b++)
             ce->segs[b].cache->n++;
     }

@@ -60,7 +60,10 @@ tt_status engine_forward(engine *e, const int32_t *ids, int n, int pos, bool all
         s = tokens_alloc(e, err);
     if (s != TT_OK)
         return s;
+    e->lens_pos = -1;
     s = e->ops->forward(e, ids, n, pos, all_logits, err);
+    if (s == TT_OK && e->lens)
+        e->lens_pos = pos + n - 1;
     if (s != TT_OK) {
         e->ops->truncate(e, pos);
         e->n_logits = 0;
@@ -138,6 +141,8 @@ void engine_free(engine *e)
         return;
     free(e->tokens);
     e->tokens = NULL;
+    free(e->lens);
+    e->lens = NULL;
     for (int i = 1; i < e->n_seq_tokens; i++)
         free(e->seq_tokens[i]);
     free(e->seq_tokens);

@@ -49,6 +49,14 @@ struct engine {
      * only the positions before the span. A long prefill of a large model on the CPU so stops
      * within one layer of Ctrl-C. One-token forwards always finish. */
     const volatile sig_atomic_t *interrupt;
+    /* The logit lens (core/engine/lens.h): NULL, the default, keeps nothing; else (L + 1, C) host
+     * floats, owned by the engine (lens_enable makes them, engine_free frees them), that each
+     * engine_forward fills with the residual stream of its span's last position: row 0 the
+     * embeddings, row l the output of block l (1 <= l <= L). lens_pos is that position, -1 while
+     * the rows hold none (before the first forward, after a failed one). Batched and sequence
+     * forwards leave both alone. */
+    float *lens;
+    int lens_pos;
     /* (n_ctx) the token at each cached position: tokens[0 .. n_past-1] is what the cache holds.
      * Written by engine_forward (allocated at the first one), freed by engine_free; backends
      * never touch it. NULL before the first forward. A view engine over one of another engine's

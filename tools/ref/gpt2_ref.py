@@ -16,7 +16,7 @@ round-to-nearest-even as PyTorch's .half()/.bfloat16() do, which is how tokentop
 loaded with --dtype; the arithmetic stays float64.
 
 Usage:
-  gpt2_ref.py MODEL_DIR --ids 1,2,3 [--dtype fp32|fp16|bf16] [--rows 0,5,-1] [--out FILE]
+  gpt2_ref.py MODEL_DIR --ids 1,2,3 [--dtype fp32|fp16|bf16] [--rows 0,5,-1] [--lens] [--out FILE]
   gpt2_ref.py MODEL_DIR --fnv           (prints the FNV-1a 64 checksum of model.safetensors)
 
 The output (tests/golden/*.txt) is a small text file:
@@ -27,6 +27,13 @@ The output (tests/golden/*.txt) is a small text file:
   V <V>
   ids <n> <id> ...
   row <i> argmax <a> logits <V numbers>      (one line per requested row)
+
+With --lens the file is a lens golden instead (tests/golden/lens-*.txt, tests/check_lens.c): the
+first line says "tokentop-lens 1", and after the ids come
+  L <layers>
+  lens <l> argmax <a> probs <V numbers>      (l = 0 .. L: softmax(lm_head(LN_f(h_l))) of the
+                                              last position, h_0 the embeddings, h_l block l's
+                                              output; the last line is the model's distribution)
 """
 import argparse
 import json
@@ -157,7 +164,9 @@ def gelu(x, act):
     raise ValueError("activation_function %r" % act)
 
 
-def forward(cfg, w, ids):
+def forward(cfg, w, ids, hidden=None):
+    """The logits of every position; hidden, when a list, receives the residual stream (T, C)
+    after the embeddings and after each block (the logit lens reads them)."""
     T = len(ids)
     C, NH = cfg["n_embd"], cfg["n_head"]
     HS = C // NH
@@ -165,6 +174,8 @@ def forward(cfg, w, ids):
     act = cfg.get("activation_function", "gelu_new")
     x = w["wte"][ids] + w["wpe"][:T]
     mask = np.tril(np.ones((T, T), dtype=bool))
+    if hidden is not None:
+        hidden.append(x)
     for ly in w["h"]:
         h = layernorm(x, ly["ln_1_w"], ly["ln_1_b"], eps)
         qkv = h @ ly["attn_w"] + ly["attn_b"]
@@ -181,8 +192,32 @@ def forward(cfg, w, ids):
         x = x + y @ ly["proj_w"] + ly["proj_b"]
         h = layernorm(x, ly["ln_2_w"], ly["ln_2_b"], eps)
         x = x + gelu(h @ ly["fc_w"] + ly["fc_b"], act) @ ly["fc_proj_w"] + ly["fc_proj_b"]
-    x = layernorm(x, w["ln_f_w"], w["ln_f_b"], eps)
+        if hidden is not None:
+            hidden.append(x)
+    return final_logits(cfg, w, x)
+
+
+def final_logits(cfg, w, x):
+    """The final LayerNorm and the head over residual rows x (..., C): the model's logits for
+    its last residual stream, the logit lens for an earlier one."""
+    x = layernorm(x, w["ln_f_w"], w["ln_f_b"], cfg.get("layer_norm_epsilon", 1e-5))
     return x @ w["lm_head"].T
+
+
+def softmax_rows(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def lens_lines(hidden, logits_of, probs_format="%.7g"):
+    """The lens lines of a golden: for the last position, layer l's softmax(logits_of(h_l)),
+    l = 0 (the embeddings) .. L; the last equals the model's own distribution."""
+    lines = ["L %d" % (len(hidden) - 1)]
+    for l, h in enumerate(hidden):
+        p = softmax_rows(logits_of(h[-1]))
+        lines.append("lens %d argmax %d probs %s" % (
+            l, int(np.argmax(p)), " ".join(probs_format % v for v in p)))
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,6 +241,9 @@ def main():
     ap.add_argument("--name", help="model name written in the file (default: the directory's)")
     ap.add_argument("--out", help="output file (default stdout)")
     ap.add_argument("--fnv", action="store_true", help="print model.safetensors' FNV-1a 64 and exit")
+    ap.add_argument("--lens", action="store_true",
+                    help="write the logit lens of the last position (one line per layer) instead "
+                         "of logits rows")
     a = ap.parse_args()
 
     if a.fnv:
@@ -216,16 +254,20 @@ def main():
         ap.error("--ids is required")
     ids = [int(t) for t in a.ids.split(",")]
     cfg, w, blob = load_model(a.model, a.dtype)
-    logits = forward(cfg, w, np.array(ids))
+    hidden = []
+    logits = forward(cfg, w, np.array(ids), hidden)
     T, V = logits.shape
     rows = sorted({r % T for r in (int(r) for r in a.rows.split(","))})
 
-    lines = ["tokentop-golden 1",
+    lines = ["tokentop-lens 1" if a.lens else "tokentop-golden 1",
              "model %s" % (a.name or os.path.basename(os.path.normpath(a.model))),
              "safetensors_fnv1a64 %016x" % fnv1a64(blob),
              "dtype %s" % a.dtype,
              "V %d" % V,
              "ids %d %s" % (len(ids), " ".join(str(i) for i in ids))]
+    if a.lens:
+        lines += lens_lines(hidden, lambda h: final_logits(cfg, w, h))
+        rows = []
     for r in rows:
         lines.append("row %d argmax %d logits %s" % (
             r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))

@@ -33,6 +33,7 @@ Usage:
                [--top 5] [--name NAME] [--fixture PATH] [--out FILE]
   llama_ref.py MODEL_DIR --fnv      (FNV-1a 64 of model.safetensors, or of the first shard)
   llama_ref.py --selftest           (checks the reference against independent formulations)
+  llama_ref.py MODEL_DIR --ids ... --lens   (a lens golden instead: gpt2_ref.py's --lens format)
 
 The output (tests/golden/*.txt) is gpt2_ref.py's golden format plus greedy and top lines:
   tokentop-golden 1
@@ -56,7 +57,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt2_ref import round_bf16, round_to, write_text  # noqa: E402  (shared with gpt2_ref.py)
+from gpt2_ref import lens_lines, round_bf16, round_to, write_text  # noqa: E402  (shared with gpt2_ref.py)
 
 
 class RefError(Exception):
@@ -289,7 +290,9 @@ def rope(x, inv_freq, pos):
     return x * np.cos(emb) + rot * np.sin(emb)
 
 
-def forward(m, w, ids):
+def forward(m, w, ids, hidden=None):
+    """The logits of every position; hidden, when a list, receives the residual stream (T, C)
+    after the embeddings and after each block (the logit lens reads them)."""
     ids = np.asarray(ids)
     T = len(ids)
     H, KV, D = m["H"], m["KV"], m["D"]
@@ -300,6 +303,8 @@ def forward(m, w, ids):
     pos = np.arange(T, dtype=np.float64)
     x = w["embed"][ids]
     mask = np.tril(np.ones((T, T), dtype=bool))
+    if hidden is not None:
+        hidden.append(x)
     for ly in w["layers"]:
         h = rmsnorm(x, ly["in_norm"], eps)
         q = (h @ ly["wq"].T + ly["bq"]).reshape(T, H, D)
@@ -323,8 +328,15 @@ def forward(m, w, ids):
         g = h @ ly["wg"].T + ly["bg"]
         u = h @ ly["wu"].T + ly["bu"]
         x = x + (silu(g) * u) @ ly["wd"].T + ly["bd"]
-    x = rmsnorm(x, w["norm"], eps)
-    return x @ w["lm_head"].T
+        if hidden is not None:
+            hidden.append(x)
+    return final_logits(m, w, x)
+
+
+def final_logits(m, w, x):
+    """The final RMSNorm and the head over residual rows x (..., C): the model's logits for its
+    last residual stream, the logit lens for an earlier one."""
+    return rmsnorm(x, w["norm"], m["eps"]) @ w["lm_head"].T
 
 
 def softmax(z):
@@ -597,6 +609,9 @@ def main():
     ap.add_argument("--out", help="output file (default stdout)")
     ap.add_argument("--fnv", action="store_true", help="print the first weight file's FNV-1a 64")
     ap.add_argument("--selftest", action="store_true", help="run the self-checks and exit")
+    ap.add_argument("--lens", action="store_true",
+                    help="write the logit lens of the last position (one line per layer) instead "
+                         "of logits rows, greedy and top lines")
     a = ap.parse_args()
 
     if a.selftest:
@@ -615,7 +630,10 @@ def main():
         for i in ids:
             if not 0 <= i < m["V"]:
                 raise RefError("--ids: id %d is outside the vocabulary (vocab_size %d)" % (i, m["V"]))
-        logits = forward(m, w, ids)
+        hidden = []
+        logits = forward(m, w, ids, hidden)
+        if a.lens:
+            a.greedy = 0
         cont, gap = greedy(m, w, ids, a.greedy) if a.greedy > 0 else ([], math.inf)
     except RefError as ex:
         print("llama_ref.py: %s" % ex, file=sys.stderr)
@@ -623,7 +641,7 @@ def main():
     T, V = logits.shape
     rows = sorted({r % T for r in (int(r) for r in a.rows.split(","))})
 
-    lines = ["tokentop-golden 1",
+    lines = ["tokentop-lens 1" if a.lens else "tokentop-golden 1",
              "model %s" % (a.name or os.path.basename(os.path.normpath(a.model)))]
     if a.fixture:
         lines.append("fixture %s" % a.fixture)
@@ -631,6 +649,10 @@ def main():
               "dtype %s" % a.dtype,
               "V %d" % V,
               "ids %d %s" % (len(ids), " ".join(str(i) for i in ids))]
+    if a.lens:
+        lines += lens_lines(hidden, lambda h: final_logits(m, w, h))
+        write_text("\n".join(lines) + "\n", a.out)
+        return 0
     for r in rows:
         lines.append("row %d argmax %d logits %s" % (
             r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))
