@@ -17,6 +17,7 @@ loaded with --dtype; the arithmetic stays float64.
 
 Usage:
   gpt2_ref.py MODEL_DIR --ids 1,2,3 [--dtype fp32|fp16|bf16] [--rows 0,5,-1] [--out FILE]
+  gpt2_ref.py MODEL_DIR --ids 1,2,3 --attention [--rows ...]   (attention golden, see below)
   gpt2_ref.py MODEL_DIR --fnv           (prints the FNV-1a 64 checksum of model.safetensors)
 
 The output (tests/golden/*.txt) is a small text file:
@@ -27,6 +28,11 @@ The output (tests/golden/*.txt) is a small text file:
   V <V>
   ids <n> <id> ...
   row <i> argmax <a> logits <V numbers>      (one line per requested row)
+
+With --attention the row lines are replaced by the attention probabilities of each requested row
+(the query at that position) in every layer and head (tests/golden/attn-*.txt):
+  L <layers> NH <heads> NKV <kv heads>
+  attn <row> <layer> <head> <kv head> <row + 1 probabilities over keys 0 .. row>
 """
 import argparse
 import json
@@ -157,7 +163,8 @@ def gelu(x, act):
     raise ValueError("activation_function %r" % act)
 
 
-def forward(cfg, w, ids):
+def forward(cfg, w, ids, attn=None):
+    """Logits (T, V); when attn is a list, each layer's causal softmax (NH, T, T) is appended."""
     T = len(ids)
     C, NH = cfg["n_embd"], cfg["n_head"]
     HS = C // NH
@@ -177,6 +184,8 @@ def forward(cfg, w, ids):
         s = s - s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
+        if attn is not None:
+            attn.append(p)
         y = (p @ v).transpose(1, 0, 2).reshape(T, C)
         x = x + y @ ly["proj_w"] + ly["proj_b"]
         h = layernorm(x, ly["ln_2_w"], ly["ln_2_b"], eps)
@@ -206,6 +215,8 @@ def main():
     ap.add_argument("--name", help="model name written in the file (default: the directory's)")
     ap.add_argument("--out", help="output file (default stdout)")
     ap.add_argument("--fnv", action="store_true", help="print model.safetensors' FNV-1a 64 and exit")
+    ap.add_argument("--attention", action="store_true",
+                    help="write each requested row's attention probabilities instead of logits")
     a = ap.parse_args()
 
     if a.fnv:
@@ -216,7 +227,8 @@ def main():
         ap.error("--ids is required")
     ids = [int(t) for t in a.ids.split(",")]
     cfg, w, blob = load_model(a.model, a.dtype)
-    logits = forward(cfg, w, np.array(ids))
+    attn = [] if a.attention else None
+    logits = forward(cfg, w, np.array(ids), attn)
     T, V = logits.shape
     rows = sorted({r % T for r in (int(r) for r in a.rows.split(","))})
 
@@ -226,9 +238,18 @@ def main():
              "dtype %s" % a.dtype,
              "V %d" % V,
              "ids %d %s" % (len(ids), " ".join(str(i) for i in ids))]
-    for r in rows:
-        lines.append("row %d argmax %d logits %s" % (
-            r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))
+    if attn is not None:
+        NH = cfg["n_head"]
+        lines.append("L %d NH %d NKV %d" % (len(attn), NH, NH))
+        for r in rows:
+            for l, p in enumerate(attn):
+                for h in range(NH):
+                    lines.append("attn %d %d %d %d %s" % (
+                        r, l, h, h, " ".join("%.9g" % v for v in p[h, r, :r + 1])))
+    else:
+        for r in rows:
+            lines.append("row %d argmax %d logits %s" % (
+                r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))
     write_text("\n".join(lines) + "\n", a.out)
     return 0
 
