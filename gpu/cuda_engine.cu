@@ -121,6 +121,13 @@ typedef struct {
     bool dead;                     /* a device error stopped the engine */
     char dead_msg[TT_ERROR_MAX];
     long steps, replays, batch_steps;
+
+    /* The attention capture (core/engine/attention.h), while base.attention keeps rows: */
+    float *cap;                    /* (L, rows, NH, ld) device copy of base.attention->w */
+    size_t cap_floats;             /* floats allocated at cap */
+    int cap_r0, cap_nr;            /* the kept rows of the chunk being queued (0: none) */
+    int cap_q_row, cap_pos;        /* its first kept row's row in q and position */
+    char *cap_k;                   /* the forwarded sequence's key cache */
 } cuda_engine;
 
 static int seq_len(const cuda_engine *g, int seq)
@@ -620,6 +627,12 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
             GPU_CHECK(cuda_softmax_causal(g->probs, g->scores, pos, T, NH, d, s));
             BLAS_CHECK(cuda_attention_values(h, g->att, g->probs, vc, pos, T, NH, NKV, HS, n_ctx, d));
         }
+        if (g->cap_nr > 0) {
+            const engine_attention *a = g->base.attention;
+            float *rows = g->cap + ((size_t)l * (size_t)a->n_rows + (size_t)g->cap_r0) * (size_t)NH * (size_t)a->ld;
+            GPU_CHECK(cuda_attention_probs(rows, a->ld, g->q, g->cap_q_row, g->cap_nr, g->cap_pos,
+                                           g->cap_k + layer * ds, NH, NKV, HS, n_ctx, d, s));
+        }
         BLAS_CHECK(matmul(g, g->x, C, g->att, Q, &ly->o, T, Q, C, true));
         GPU_CHECK(norm(g, g->xn, g->x, ly->o_b, ly->ffn_norm_w, ly->ffn_norm_b, T));
         BLAS_CHECK(matmul(g, g->fc, FFW, g->xn, C, &ly->up, T, C, FFW, false));
@@ -692,7 +705,7 @@ static void capture_rows(cuda_engine *g, int B)
  * graph when out is base.logits (where the graph writes), else by direct launches. */
 static tt_status run_rows(cuda_engine *g, int B, float *out, tt_error *err)
 {
-    if (g->co.use_graphs && !g->graph_failed && out == g->base.logits) {
+    if (g->co.use_graphs && !g->graph_failed && out == g->base.logits && g->cap_nr == 0) {
         if (!g->graphs[B])
             capture_rows(g, B);
         if (g->graphs[B]) {
@@ -746,6 +759,43 @@ static tt_status stopped(const cuda_engine *g, tt_error *err)
     return tt_fail(err, TT_ERR_DEVICE, "cuda: the GPU backend stopped after an earlier error: %s", g->dead_msg);
 }
 
+static tt_status alloc_device(cuda_engine *g, char **p, size_t bytes, tt_error *err);
+
+/* Grows the device copy of the attention capture to the rows the wrapper chose for this forward. */
+static tt_status capture_reserve(cuda_engine *g, tt_error *err)
+{
+    const engine_attention *a = g->base.attention;
+    size_t floats = (size_t)a->L * (size_t)a->n_rows * (size_t)a->NH * (size_t)a->ld;
+    if (floats <= g->cap_floats)
+        return TT_OK;
+    cudaFree(g->cap);
+    g->cap = NULL;
+    g->cap_floats = 0;
+    tt_status s = alloc_device(g, (char **)&g->cap, floats * sizeof(float), err);
+    if (s == TT_OK)
+        g->cap_floats = floats;
+    return s;
+}
+
+/* Chooses the kept rows among the T positions pos .. pos+T-1 about to be queued (none: cap_nr 0);
+ * q holds them from row 0 of the chunk. */
+static void capture_chunk(cuda_engine *g, const cuda_seq *sq, int pos, int T)
+{
+    const engine_attention *a = g->base.attention;
+    g->cap_nr = 0;
+    if (!a || !a->n_rows)
+        return;
+    int p0 = a->first_pos > pos ? a->first_pos : pos;
+    int p1 = a->first_pos + a->n_rows < pos + T ? a->first_pos + a->n_rows : pos + T;
+    if (p0 >= p1)
+        return;
+    g->cap_r0 = p0 - a->first_pos;
+    g->cap_nr = p1 - p0;
+    g->cap_q_row = p0 - pos;
+    g->cap_pos = p0;
+    g->cap_k = (char *)sq->k;
+}
+
 static tt_status cuda_seq_forward(engine *e, int seq, const int32_t *ids, int n, int pos, bool all_logits,
                                   tt_error *err)
 {
@@ -766,14 +816,27 @@ static tt_status cuda_seq_forward(engine *e, int seq, const int32_t *ids, int n,
      * one more read of the weights per span. */
     const bool last_row = !all_logits || n == 1;
     const int span = last_row ? n - 1 : n;
+    const bool capture = e->attention && e->attention->n_rows > 0;
+    if (capture && (s = capture_reserve(g, err)) != TT_OK)
+        return s;
     for (int s0 = 0; s0 < span && s == TT_OK; s0 += g->TB) {
         int T = span - s0 < g->TB ? span - s0 : g->TB;
         float *out = last_row ? e->logits : e->logits + (size_t)s0 * (size_t)V;
+        capture_chunk(g, sq, pos + s0, T);
         s = run_chunk(g, sq, ids + s0, T, pos + s0, last_row ? T : 0, out, err);
     }
     if (s == TT_OK && last_row) {
         g->h_rows[0] = cuda_row{pos + n - 1, ids[n - 1], sq->k, sq->v};
+        capture_chunk(g, sq, pos + n - 1, 1);
         s = run_rows(g, 1, e->logits, err);
+    }
+    g->cap_nr = 0;
+    if (s == TT_OK && capture) {
+        const engine_attention *a = e->attention;
+        size_t floats = (size_t)a->L * (size_t)a->n_rows * (size_t)a->NH * (size_t)a->ld;
+        cudaError_t r = cudaMemcpy(a->w, g->cap, floats * sizeof(float), cudaMemcpyDeviceToHost);
+        if (!gpu_ok(r))
+            s = gpu_fail_status(g, err, r, "cudaMemcpy(attention capture)", __FILE__, __LINE__);
     }
     if (s != TT_OK)
         return s;
@@ -934,6 +997,7 @@ static void cuda_destroy(engine *e)
     cudaFree(g->weights);
     cudaFree(g->cache);
     cudaFree(g->acts);
+    cudaFree(g->cap);
     cudaFreeHost(g->h_tokens);
     cudaFreeHost(g->h_rows);
     cudaFreeHost(e->logits);

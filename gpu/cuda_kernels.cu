@@ -486,6 +486,46 @@ cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, cons
 }
 
 /* =============================================================================================
+ * Attention capture: block (h, r) scores keys 0 .. pos0 + r into its row of out, then normalizes. */
+
+template <tt_dtype D>
+__global__ void attention_probs_kernel(float *out, int ld, const void *q, int q_row0, int pos0, const void *k,
+                                       int NH, int NKV, int HS, int n_ctx)
+{
+    __shared__ float red[32];
+    const int hd = blockIdx.x, r = blockIdx.y, n = pos0 + r + 1;
+    const size_t base = (size_t)(hd / (NH / NKV)) * n_ctx * HS;
+    const size_t qb = ((size_t)(q_row0 + r) * NH + hd) * HS;
+    float *w = out + ((size_t)r * NH + hd) * ld;
+    const float scale = gpt2_attn_scale(HS);
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float dot = 0.0f;
+        for (int i = 0; i < HS; i++)
+            dot += tt_load_f32(q, D, qb + i) * tt_load_f32(k, D, base + (size_t)j * HS + i);
+        w[j] = dot * scale;
+        mx = fmaxf(mx, w[j]);
+    }
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        w[j] = expf(w[j] - mx);
+        sum += w[j];
+    }
+    sum = block_sum(sum, red);
+    const float inv = 1.0f / sum;
+    for (int j = threadIdx.x; j < ld; j += blockDim.x)
+        w[j] = j < n ? w[j] * inv : 0.0f;
+}
+
+cudaError_t cuda_attention_probs(float *out, int ld, const void *q, int q_row0, int R, int pos0, const void *k,
+                                 int NH, int NKV, int HS, int n_ctx, tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, attention_probs_kernel, dim3(NH, R), dim3(256), 0, stream, out, ld, q, q_row0, pos0,
+                       k, NH, NKV, HS, n_ctx);
+}
+
+/* =============================================================================================
  * Sequence copy */
 
 /* Element type of a cache element: its bytes are copied, never converted. */
