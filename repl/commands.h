@@ -93,6 +93,8 @@ typedef struct cmd_env {
     dtype_compare hist_cmp;
     /* /beam, /samples, /compare and /keep (repl/compare.h); NULL: not available */
     struct compare_state *compare;
+    /* /attn, the attention view (repl/attn_cmd.h); NULL: not available */
+    struct attn_state *attn;
     /* Pacing (/pace): the front end holds each shown token back to pace.rate tokens per second
      * (0: none); the status bar keeps the engine's own speed. */
     pace_clock pace;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "repl/attn_cmd.h"
 #include "repl/commands.h"
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
@@ -45,6 +46,7 @@ int main(int argc, char **argv)
     cmd_env_add_module(&e, &compare_cmd_module);
     cmd_env_add_module(&e, &dtype_cmd_module);
     cmd_env_add_module(&e, &chat_cmd_module);
+    cmd_env_add_module(&e, &attn_cmd_module);
     const cmd_entry *rows[ROWS_MAX];
     int n = cmd_env_list(&e, rows, ROWS_MAX);
     if (n > ROWS_MAX) {
