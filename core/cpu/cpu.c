@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "core/base/clock.h"
-#include "core/arch/block_math.h"
 #include "core/engine/attention.h"
 #include "core/engine/engine.h"
 #include "core/cpu/kernels.h"
@@ -281,6 +280,23 @@ typedef struct {
     threadpool_chunks work;        /* (segment, query head) pairs */
 } attention_job;
 
+/* The attention capture (core/engine/attention.h): the kernel writes the softmax of the kept
+ * rows that fall in a's segment (a span forward has one segment; a batched step keeps none) for
+ * head h of layer l as it weights the values with it. */
+static void capture_rows(const cpu_engine *ce, attention_args *a, int l, int h)
+{
+    const engine_attention *c = ce->base.attention;
+    if (!c || !c->n_rows)
+        return;
+    int r0 = c->first_pos - a->pos;            /* the first kept row within the segment */
+    r0 = r0 < 0 ? 0 : r0;
+    if (r0 >= a->T || a->pos + r0 >= c->first_pos + c->n_rows)
+        return;
+    a->probs = engine_attention_slot(c, c->seq, a->pos + r0, l, h);
+    a->probs_row = r0;
+    a->ld_probs = (size_t)c->NH * (size_t)c->ld;
+}
+
 /* One query head of one sequence at a time, over that sequence's cache. */
 static void attention_job_run(void *varg, int ith, int nth)
 {
@@ -299,67 +315,9 @@ static void attention_job_run(void *varg, int ith, int nth)
                             .n_ctx = kv->n_ctx, .ldk = kv->ldk,
                             .out = ce->att + (size_t)sg->row * (size_t)Q, .ldo = Q, .T = sg->T,
                             .pos = sg->pos, .NH = NH, .HS = cfg->HS, .NKV = cfg->NKV};
+        capture_rows(ce, &a, j->layer, h);
         ce->kern->attention(&a, h, 0, sg->T, scratch);
     }
-}
-
-/* The attention capture (core/engine/attention.h): the softmax rows of the kept query positions of
- * one segment, recomputed from q and the cache with ref_attention's scores and softmax (scalar,
- * the same formula as every kernel set; the kernels stay untouched and a forward without capture
- * runs exactly as before). Items are (kept row, head) pairs. */
-typedef struct {
-    const cpu_engine *ce;
-    int layer;
-    const float *qkv;              /* (T, QKV) the segment's rows */
-    const cpu_seg *seg;
-    int r0;                        /* the segment's first kept row */
-} capture_ctx;
-
-static void capture_rows(const void *varg, int i0, int i1)
-{
-    const capture_ctx *c = varg;
-    const model_config *cfg = c->ce->base.config;
-    const engine_attention *a = c->ce->base.attention;
-    const int NH = cfg->NH, HS = cfg->HS, QKV = model_config_qkvdim(cfg);
-    const kvcache *kv = c->seg->cache;
-    const float *k = kvcache_k(kv, c->layer);
-    const float scale = gpt2_attn_scale(HS);
-    for (int i = i0; i < i1; i++) {
-        const int t = c->r0 + i / NH, h = i % NH, qpos = c->seg->pos + t;
-        float *w = engine_attention_slot(a, a->seq, qpos, c->layer, h);
-        const float *q = c->qkv + (size_t)(c->seg->row + t) * (size_t)QKV + (size_t)h * HS;
-        const int kh = engine_attention_kv_head(a, h), n = qpos + 1;
-        float mx = -INFINITY;
-        for (int u = 0; u < n; u++) {
-            float sc = 0.0f;
-            for (int d = 0; d < HS; d++)
-                sc += q[d] * k[kernels_key_at(HS, kv->ldk, kh, d, u)];
-            w[u] = sc * scale;
-            if (w[u] > mx)
-                mx = w[u];
-        }
-        float sum = 0.0f;
-        for (int u = 0; u < n; u++) {
-            w[u] = expf(w[u] - mx);
-            sum += w[u];
-        }
-        const float inv = 1.0f / sum;
-        for (int u = 0; u < n; u++)
-            w[u] *= inv;
-    }
-}
-
-/* Fills the capture's rows that fall in the one segment of a span forward, for layer l. */
-static void cpu_attention_capture(cpu_engine *ce, int layer, const float *qkv, const cpu_seg *seg)
-{
-    const engine_attention *a = ce->base.attention;
-    int r0 = a->first_pos - seg->pos, r1 = a->first_pos + a->n_rows - seg->pos;
-    r0 = r0 < 0 ? 0 : r0;
-    r1 = r1 > seg->T ? seg->T : r1;
-    if (r0 >= r1)
-        return;
-    capture_ctx c = {.ce = ce, .layer = layer, .qkv = qkv, .seg = seg, .r0 = r0};
-    cpu_rows(ce, (r1 - r0) * ce->base.config->NH, capture_rows, &c);
 }
 
 typedef struct {
@@ -464,8 +422,6 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
                             .n_segs = n_segs};
         threadpool_chunks_init(&aj.work, n_segs * NH);
         threadpool_run(ce->pool, attention_job_run, &aj);
-        if (ce->base.attention && ce->base.attention->n_rows && n_segs == 1)
-            cpu_attention_capture(ce, l, ce->qkv, segs);
         cpu_matmul(ce, ce->x, C, ce->att, Q, &ly->o, ly->o_b, T, MM_ADD);
         cpu_norm(ce, ce->xn, ce->x, ly->ffn_norm_w, ly->ffn_norm_b, T);
         if (swiglu) {
