@@ -34,6 +34,7 @@ typedef struct {
     bool cuda;                     /* --backend cuda */
     int batch[BENCH_BATCH_MAX];    /* --batch sizes */
     int n_batch;
+    bool attention;                /* --attention: decode again with the capture on */
 } bench_options;
 
 typedef struct {
@@ -64,6 +65,8 @@ typedef struct {
     char device[320];
     double device_bytes;           /* device memory the engine holds */
     double decode_nograph_s;       /* median per-token decode time without CUDA graphs */
+    double attn_off_s, attn_on_s;  /* --attention: the decode steps' median with the capture off
+                                      and on, over alternating passes */
     bench_batch_row batch[BENCH_BATCH_MAX];   /* --batch */
 } bench_result;
 
@@ -168,6 +171,46 @@ static double time_from_empty(engine *e, const int32_t *ids, int n, double *time
     return tt_median(times, 3);                  /* sorts times */
 }
 
+/* The median of the M decode steps ids[N ..] after the prefix of N (the cache already holds it). */
+static double decode_pass(engine *e, const int32_t *ids, int N, int M, double *times, tt_error *err)
+{
+    engine_truncate(e, N);
+    for (int i = 0; i < M; i++) {
+        double t0 = tt_now_s();
+        if (engine_forward(e, ids + N + i, 1, N + i, false, err) != TT_OK)
+            return -1;
+        times[i] = tt_now_s() - t0;
+    }
+    return tt_median(times, M);
+}
+
+/* --attention: the same decode steps with the attention capture off and on, in alternating
+ * passes (so a change of the machine's load falls on both), each side the median of its passes'
+ * medians. */
+#define BENCH_ATTN_PASSES 5
+static tt_status bench_attention(engine *e, const int32_t *ids, int N, int M, double *times,
+                                 bench_result *r, tt_error *err)
+{
+    double off[BENCH_ATTN_PASSES], on[BENCH_ATTN_PASSES];
+    for (int p = 0; p < BENCH_ATTN_PASSES; p++) {
+        tt_status st = engine_set_attention(e, false, err);
+        if (st == TT_OK && (off[p] = decode_pass(e, ids, N, M, times, err)) < 0)
+            st = TT_ERR_DEVICE;
+        if (st == TT_OK)
+            st = engine_set_attention(e, true, err);
+        if (st == TT_OK && (on[p] = decode_pass(e, ids, N, M, times, err)) < 0)
+            st = TT_ERR_DEVICE;
+        if (st != TT_OK) {
+            engine_set_attention(e, false, NULL);
+            return st;
+        }
+    }
+    engine_set_attention(e, false, NULL);
+    r->attn_off_s = tt_median(off, BENCH_ATTN_PASSES);
+    r->attn_on_s = tt_median(on, BENCH_ATTN_PASSES);
+    return TT_OK;
+}
+
 static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_error *err)
 {
     const model_config *cfg = e->config;
@@ -217,6 +260,8 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
     /* Without the cache: every new token recomputes the whole context (a few steps only). */
     r->nocache_ctx = total;
     if ((r->nocache_s = time_from_empty(e, ids, total, times, err)) < 0)
+        goto out;
+    if (o->attention && bench_attention(e, ids, N, M, times, r, err) != TT_OK)
         goto out;
     rc = 0;
 out:
@@ -284,6 +329,11 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
     }
     if (o->n_batch > 0)
         bench_batch_print(f, r->batch, o->n_batch, r->weight_bytes, r->bandwidth);
+    if (o->attention && r->attn_on_s > 0 && r->attn_off_s > 0)
+        fprintf(f, "  attention     decode %.1f tok/s keeping every layer's and head's softmax row "
+                "(--attention), %.1f tok/s without: %+.1f%% time per token (%d passes each)\n",
+                1.0 / r->attn_on_s, 1.0 / r->attn_off_s,
+                (r->attn_on_s / r->attn_off_s - 1.0) * 100.0, BENCH_ATTN_PASSES);
     fprintf(f, "  peak RSS      %.1f MB\n", r->peak_rss * 1e-6);
     fprintf(f, "  load average  %.2f %.2f %.2f (other work on the machine skews the numbers)\n",
             load[0], load[1], load[2]);
@@ -351,6 +401,11 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
         json_field(f, "decode_nograph_tok_s",
                    r->decode_nograph_s > 0 ? 1.0 / r->decode_nograph_s : 0.0, true);
     }
+    if (o->attention && r->attn_on_s > 0 && r->attn_off_s > 0) {
+        json_field(f, "decode_tok_s_attention", 1.0 / r->attn_on_s, true);
+        json_field(f, "decode_tok_s_attention_off", 1.0 / r->attn_off_s, true);
+        json_field(f, "attention_overhead", r->attn_on_s / r->attn_off_s - 1.0, true);
+    }
     if (o->n_batch > 0) {
         bench_batch_print_json(f, r->batch, o->n_batch, r->weight_bytes, r->bandwidth);
         fputc(',', f);
@@ -367,7 +422,7 @@ static void bench_usage(FILE *f)
     fputs("usage: tokentop bench [--model DIR | --size NAME] [--dtype fp32|fp16|bf16|q8]\n"
           "                      [--prompt-tokens N]\n"
           "                      [--gen-tokens M] [--threads N] [--backend cpu|cuda] [--json]\n"
-          "                      [--batch B1,B2,...]\n"
+          "                      [--batch B1,B2,...] [--attention]\n"
           "Measures prefill and decode speed, time to first token, peak memory, decode with and\n"
           "without the KV cache, and decode speed against the measured memory read bandwidth.\n"
           "Without --model, a random model is written to a temporary directory and removed\n"
@@ -376,7 +431,8 @@ static void bench_usage(FILE *f)
           "qwen3-0.6b, smollm2-135m, tinyllama-1.1b). --backend cuda measures the GPU engine instead:\n"
           "device memory, decode with and without CUDA graphs, and the fraction of the device's\n"
           "peak memory bandwidth. With --draft DIR or --random-pair: the speculative benchmark.\n"
-          "--batch 1,2,4,8: decode throughput of B sequences advanced together, per size.\n",
+          "--batch 1,2,4,8: decode throughput of B sequences advanced together, per size.\n"
+          "--attention: decode with the attention capture on and off (the attention view's cost).\n",
           f);
 }
 
@@ -430,6 +486,8 @@ static int bench_parse(bench_options *o, int argc, char **argv)
             i++;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--attention") == 0) {
+            o->attention = true;
         } else if (strcmp(a, "--batch") == 0) {
             if ((o->n_batch = bench_batch_parse(v, o->batch)) < 0)
                 return -1;

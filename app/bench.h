@@ -12,6 +12,7 @@
  *   --threads N          CPU threads (default: one per core)
  *   --json               one JSON object on stdout instead of the table
  *   --batch 1,2,4,8      also batched decode at each size (bench_batch.h)
+ *   --attention          also decode with the attention capture on and off (its cost)
  * Returns the process exit status (0 ok, 1 failure, 2 usage error). */
 int bench_main(int argc, char **argv);
 

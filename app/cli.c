@@ -45,7 +45,7 @@ enum {
     OPT_NO_SHIFT, OPT_JSON, OPT_ECHO, OPT_DUMP_LOGITS, OPT_BOS, OPT_CHUNK, OPT_IGNORE_EOS,
     OPT_NUM_BEAMS, OPT_LENGTH_PENALTY, OPT_NO_REPEAT_NGRAM, OPT_EARLY_STOPPING, OPT_NUM_RETURN,
     OPT_SAMPLES, OPT_COMPARE_DTYPE, OPT_IDS, OPT_CHAT_TEMPLATE,
-    OPT_LENS,
+    OPT_LENS, OPT_ATTENTION,
 };
 
 static const struct option long_options[] = {
@@ -100,6 +100,8 @@ static const struct option long_options[] = {
     {"num-return", required_argument, 0, OPT_NUM_RETURN},
     {"samples", required_argument, 0, OPT_SAMPLES},
     {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
+    {"attention", optional_argument, 0, OPT_ATTENTION},
+    {"attn", optional_argument, 0, OPT_ATTENTION},
     {"help", no_argument, 0, OPT_HELP},
     {0, 0, 0, 0},
 };
@@ -167,6 +169,10 @@ void cli_usage(FILE *f, const char *cmd)
 "      --json             one JSON object per token, then a summary object\n"
 "      --lens             with --json: each record gets the logit lens, layer by layer the top 5\n"
 "                         tokens and the drawn token's probability and rank (docs/lens.md)\n"
+"      --attention [avg|layers]  with --json: each record adds the earlier tokens the step\n"
+"                         attended to most (\"attention\": mean over layers and heads;\n"
+"                         layers: \"attention_layers\", one list per layer); in the REPL\n"
+"                         (also --attn) the attention view starts on (/attn)\n"
 "      --echo             print the prompt before the continuation\n"
 "      --chat-template F  chat format of the prompt: chatml | llama3 | llama2 | mistral |\n"
 "                         zephyr | off (default: the model's chat template, when it has one)\n"
@@ -404,6 +410,20 @@ int cli_parse(cli_options *o, const char *cmd, int argc, char **argv, int first)
             o->chat_template = a;
             break;
         }
+        case OPT_ATTENTION:
+            /* --attention, --attention avg|layers or --attention=avg|layers */
+            if (!a && optind < argc && argv[optind] &&
+                (strcmp(argv[optind], "avg") == 0 || strcmp(argv[optind], "layers") == 0))
+                a = argv[optind++];
+            if (!a || strcmp(a, "avg") == 0) {
+                o->attention = CLI_ATTENTION_AVG;
+            } else if (strcmp(a, "layers") == 0) {
+                o->attention = CLI_ATTENTION_LAYERS;
+            } else {
+                fprintf(stderr, "tokentop %s: --attention: '%s' is not avg or layers\n", cmd, a);
+                r = -1;
+            }
+            break;
         case OPT_HELP: cli_usage(stdout, cmd); return 1;
         case ':':
             fprintf(stderr, "tokentop %s: %s needs a value\n", cmd, argv[optind - 1]);

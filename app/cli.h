@@ -38,6 +38,7 @@ typedef struct {
     const char *prompt_ids;    /* --ids 1,2,3 */
     bool json;                 /* --json */
     bool lens;                 /* --lens: --json records carry the logit lens */
+    int attention;             /* --attention / --attn: CLI_ATTENTION_* */
     bool echo;                 /* --echo: print the prompt before the continuation */
     bool quiet;                /* -q: no summary line */
     bool verbose;              /* -v: the backend chosen, and why, on stderr */
@@ -60,6 +61,8 @@ enum {
     CLI_GIVEN_TEMP = 1u << 0, CLI_GIVEN_TOP_K = 1u << 1, CLI_GIVEN_TOP_P = 1u << 2,
     CLI_GIVEN_REPEAT = 1u << 3, CLI_GIVEN_GREEDY = 1u << 4, CLI_GIVEN_MAX = 1u << 5,
 };
+
+enum { CLI_ATTENTION_OFF = 0, CLI_ATTENTION_AVG, CLI_ATTENTION_LAYERS };
 
 /* Defaults: embedded model, auto backend, dtype from the file, sampler defaults. */
 void cli_options_default(cli_options *o);

@@ -20,6 +20,7 @@
 #include "core/base/clock.h"
 #include "core/session/samples.h"
 #include "core/base/jsonw.h"
+#include "app/attn_json.h"
 #include "core/decode/pace.h"
 #include "core/session/session.h"
 #include "core/base/util.h"
@@ -55,6 +56,7 @@ typedef struct {
     session *s;                    /* the session generating (for cmp) */
     pace_clock *pace;              /* --pace, or NULL */
     bool *line_open;               /* text mode: stdout's last byte is not a newline */
+    attention_view *attn;          /* --attention: scratch for the records' lists, else NULL */
 } gen_ctx;
 
 static void json_token_text(FILE *f, const tokenizer *tok, int32_t id)
@@ -189,6 +191,8 @@ static bool on_event_json(const gen_ctx *g, const session_event *ev)
         gen_compare_json_record(f, g->cmp, ev->token);
     if (g->o->lens)
         json_lens(f, g, ev->token);
+    if (g->attn)
+        attn_json_record(f, g->s, ev, g->o->attention, g->attn);
     if (ev->context_shifted)
         fprintf(f, ",\"context_shift\":{\"dropped\":%d}", ev->shift_dropped);
     fputs("}\n", f);
@@ -557,6 +561,7 @@ static char *read_prompt(const cli_options *o, size_t *len, bool allow_stdin)
 
 static int app_generate(cli_options *o)
 {
+    tt_error err0 = {0};
     if (!o->prompt && !o->prompt_file && !o->prompt_ids && isatty(STDIN_FILENO)) {
         fprintf(stderr, "tokentop generate: give a prompt with -p TEXT, -f FILE or --ids 1,2,3 "
                 "(-p \"\" generates from the beginning-of-text token)\n");
@@ -579,12 +584,24 @@ static int app_generate(cli_options *o)
         free(prompt);
         return 2;
     }
+    if (o->attention && (!o->json || o->num_beams || o->samples)) {
+        fprintf(stderr, "tokentop generate: --attention adds to the records of --json (plain or "
+                "--draft generation, not --num-beams or --samples)\n");
+        free(prompt);
+        return 2;
+    }
     cli_app app;
     if (cli_app_load(&app, o, false) != TT_OK) {
         free(prompt);
         return 1;
     }
     cli_apply_generation_defaults(o, app.model);
+    if (o->attention && engine_set_attention(app.eng, true, &err0) != TT_OK) {
+        fprintf(stderr, "tokentop: %s\n", err0.msg);
+        cli_app_free(&app);
+        free(prompt);
+        return 1;
+    }
     session s;
     tt_error err = {0};
     int rc = 0;
@@ -653,8 +670,11 @@ static int app_generate(cli_options *o)
         pace_init(&pace);
         pace_set_rate(&pace, o->pace < 0 ? 0 : o->pace);
         bool line_open = false;
+        attention_view attn;
+        attention_view_init(&attn);
         gen_ctx g = {.o = o, .tok = app.tok, .sample = -1, .cmp = cmp.eng ? &cmp : NULL,
-                     .s = &s, .pace = &pace, .line_open = &line_open};
+                     .s = &s, .pace = &pace, .line_open = &line_open,
+                     .attn = o->attention ? &attn : NULL};
         if (o->num_beams) {
             rc = generate_beams(&s, o, o->set.seed);
             goto done;
@@ -664,6 +684,7 @@ static int app_generate(cli_options *o)
             goto done;
         }
         tt_status st = session_generate(&s, on_event, &g, &err);
+        attention_view_free(&attn);
         if (line_open && !o->json) {   /* the text ends its line (generate -q | next tool) */
             putchar('\n');
             fflush(stdout);

@@ -14,6 +14,7 @@
 extern "C" {
 #endif
 #include "core/base/dtype.h"
+#include "core/engine/attention.h"
 #include "core/engine/engine.h"
 #include "core/arch/block_math.h"
 #include "core/model/model.h"

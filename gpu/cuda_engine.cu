@@ -121,6 +121,17 @@ typedef struct {
     bool dead;                     /* a device error stopped the engine */
     char dead_msg[TT_ERROR_MAX];
     long steps, replays, batch_steps;
+
+    /* The attention capture (core/engine/attention.h), while base.attention keeps rows: */
+    float *cap;                    /* (L, rows, NH, ld) a span's rows, as base.attention->w */
+    size_t cap_floats;             /* floats allocated at cap */
+    float *cap_dec;                /* (L NH n_ctx) a decode step's row at position pos, packed as
+                                      (L, NH, pos + 1): the layout of base.attention->w then */
+    char *cap_q;                   /* (L, Q) in dtype: each layer's query of that step */
+    cudaGraphExec_t graph_attn;    /* the one-row decode step with the capture, captured on use */
+    int cap_r0, cap_nr;            /* the kept rows of the chunk being queued (0: none) */
+    int cap_q_row, cap_pos;        /* its first kept row's row in q and position */
+    char *cap_k;                   /* the forwarded sequence's key cache */
 } cuda_engine;
 
 static int seq_len(const cuda_engine *g, int seq)
@@ -621,12 +632,21 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
         if (!sq) {
             GPU_CHECK(cuda_qkv_store_rows(g->q, g->qkv, g->d_rows, layer, T, &at, d, s));
             GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->q, g->d_rows, layer, T, NH, NKV, HS, n_ctx, d, s));
+            if (g->cap_nr > 0)     /* one row (T 1): its query kept for the capture after the layers */
+                GPU_CHECK(cudaMemcpyAsync(g->cap_q + (size_t)l * Q * ds, g->q, (size_t)Q * ds,
+                                          cudaMemcpyDeviceToDevice, s));
         } else {
             char *kc = sq->k + layer * ds, *vc = sq->v + layer * ds;
             GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, g->d_tokens, T, &at, d, s));
             BLAS_CHECK(cuda_attention_scores(h, g->scores, g->q, kc, pos, T, NH, NKV, HS, n_ctx, d));
             GPU_CHECK(cuda_softmax_causal(g->probs, g->scores, pos, T, NH, d, s));
             BLAS_CHECK(cuda_attention_values(h, g->att, g->probs, vc, pos, T, NH, NKV, HS, n_ctx, d));
+        }
+        if (g->cap_nr > 0 && sq) {
+            const engine_attention *a = g->base.attention;
+            float *rows = g->cap + ((size_t)l * (size_t)a->n_rows + (size_t)g->cap_r0) * (size_t)NH * (size_t)a->ld;
+            GPU_CHECK(cuda_attention_probs(rows, a->ld, g->q, g->cap_q_row, g->cap_nr, g->cap_pos,
+                                           g->cap_k + layer * ds, NH, NKV, HS, n_ctx, d, s));
         }
         BLAS_CHECK(matmul(g, g->x, C, g->att, Q, &ly->o, T, Q, C, true));
         GPU_CHECK(norm(g, g->xn, g->x, ly->o_b, ly->ffn_norm_w, ly->ffn_norm_b, T));
@@ -638,6 +658,9 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
         BLAS_CHECK(matmul(g, g->x, C, g->fc_act, FF, &ly->down, T, FF, C, true));
         pending = ly->down_b;
     }
+    if (!sq && g->cap_nr > 0)      /* every layer's row at once, position and cache from d_rows */
+        GPU_CHECK(cuda_attention_probs_row(g->cap_dec, cfg->L, g->cap_q, g->d_rows, layer_elems, NH, NKV, HS,
+                                           n_ctx, d, s));
     if (lo >= T)
         return TT_OK;
     const int R = T - lo;
@@ -670,7 +693,7 @@ static tt_status run_chunk(cuda_engine *g, const cuda_seq *sq, const int32_t *id
 /* Captures the decode step of B rows (copy in the rows, the layers, the logits copy out to rows
  * 0 .. B-1 of base.logits) into graphs[B]. A failure leaves graphs off for this engine; it is not a
  * device error. */
-static void capture_rows(cuda_engine *g, int B)
+static void capture_rows(cuda_engine *g, int B, cudaGraphExec_t *slot)
 {
     tt_error err;
     cudaGraph_t graph = NULL;
@@ -685,13 +708,13 @@ static void capture_rows(cuda_engine *g, int B)
             e = cudaErrorUnknown;
     }
     if (e == cudaSuccess)
-        e = cudaGraphInstantiate(&g->graphs[B], graph, 0);
+        e = cudaGraphInstantiate(slot, graph, 0);
     if (graph)
         cudaGraphDestroy(graph);
     g->capturing = false;
     if (e != cudaSuccess) {
         cudaGetLastError();
-        g->graphs[B] = NULL;
+        *slot = NULL;
         g->graph_failed = true;
         size_t n = strlen(g->base.description);
         snprintf(g->base.description + n, sizeof g->base.description - n, " (graph capture failed)");
@@ -703,11 +726,14 @@ static void capture_rows(cuda_engine *g, int B)
  * rows (lens not NULL, enqueue_forward), by direct launches. */
 static tt_status run_rows(cuda_engine *g, int B, float *out, float *lens, tt_error *err)
 {
-    if (g->co.use_graphs && !g->graph_failed && out == g->base.logits && !lens) {
-        if (!g->graphs[B])
-            capture_rows(g, B);
-        if (g->graphs[B]) {
-            GPU_CHECK(cudaGraphLaunch(g->graphs[B], g->stream));
+    /* with the attention capture (one row), its own graph: the step and the capture kernels */
+    cudaGraphExec_t *slot = g->cap_nr > 0 ? &g->graph_attn : &g->graphs[B];
+    if (g->co.use_graphs && !g->graph_failed && out == g->base.logits && !lens &&
+        (g->cap_nr == 0 || B == 1)) {
+        if (!*slot)
+            capture_rows(g, B, slot);
+        if (*slot) {
+            GPU_CHECK(cudaGraphLaunch(*slot, g->stream));
             GPU_CHECK(cudaStreamSynchronize(g->stream));
             g->replays++;
             return TT_OK;
@@ -725,6 +751,10 @@ static tt_status run_rows(cuda_engine *g, int B, float *out, float *lens, tt_err
 /* Destroys every captured step (they write to the old logits buffer). */
 static void drop_graphs(cuda_engine *g)
 {
+    if (g->graph_attn) {
+        cudaGraphExecDestroy(g->graph_attn);
+        g->graph_attn = NULL;
+    }
     for (int b = 0; g->graphs && b <= g->TB; b++)
         if (g->graphs[b]) {
             cudaGraphExecDestroy(g->graphs[b]);
@@ -757,6 +787,56 @@ static tt_status stopped(const cuda_engine *g, tt_error *err)
     return tt_fail(err, TT_ERR_DEVICE, "cuda: the GPU backend stopped after an earlier error: %s", g->dead_msg);
 }
 
+static tt_status alloc_device(cuda_engine *g, char **p, size_t bytes, tt_error *err);
+
+/* Makes room on the device for the rows the wrapper chose for this forward: a decode step's in
+ * cap_dec (made once), a span's in cap (grown by doubling: a span's rows grow with its position). */
+static tt_status capture_reserve(cuda_engine *g, bool decode, tt_error *err)
+{
+    const engine_attention *a = g->base.attention;
+    if (decode) {
+        if (g->cap_dec)
+            return TT_OK;
+        tt_status s = alloc_device(g, &g->cap_q, (size_t)a->L * (size_t)model_config_qdim(g->base.config) *
+                                                     tt_dtype_size(g->base.dtype), err);
+        if (s != TT_OK)
+            return s;
+        return alloc_device(g, (char **)&g->cap_dec,
+                            (size_t)a->L * (size_t)a->NH * (size_t)g->base.n_ctx * sizeof(float), err);
+    }
+    size_t floats = (size_t)a->L * (size_t)a->n_rows * (size_t)a->NH * (size_t)a->ld;
+    if (floats <= g->cap_floats)
+        return TT_OK;
+    if (floats < 2 * g->cap_floats)
+        floats = 2 * g->cap_floats;
+    cudaFree(g->cap);
+    g->cap = NULL;
+    g->cap_floats = 0;
+    tt_status s = alloc_device(g, (char **)&g->cap, floats * sizeof(float), err);
+    if (s == TT_OK)
+        g->cap_floats = floats;
+    return s;
+}
+
+/* Chooses the kept rows among the T positions pos .. pos+T-1 about to be queued (none: cap_nr 0);
+ * q holds them from row 0 of the chunk. */
+static void capture_chunk(cuda_engine *g, const cuda_seq *sq, int pos, int T)
+{
+    const engine_attention *a = g->base.attention;
+    g->cap_nr = 0;
+    if (!a || !a->n_rows)
+        return;
+    int p0 = a->first_pos > pos ? a->first_pos : pos;
+    int p1 = a->first_pos + a->n_rows < pos + T ? a->first_pos + a->n_rows : pos + T;
+    if (p0 >= p1)
+        return;
+    g->cap_r0 = p0 - a->first_pos;
+    g->cap_nr = p1 - p0;
+    g->cap_q_row = p0 - pos;
+    g->cap_pos = p0;
+    g->cap_k = (char *)sq->k;
+}
+
 static tt_status cuda_seq_forward(engine *e, int seq, const int32_t *ids, int n, int pos, bool all_logits,
                                   tt_error *err)
 {
@@ -777,15 +857,30 @@ static tt_status cuda_seq_forward(engine *e, int seq, const int32_t *ids, int n,
      * one more read of the weights per span. */
     const bool last_row = !all_logits || n == 1;
     const int span = last_row ? n - 1 : n;
+    const bool capture = e->attention && e->attention->n_rows > 0;
+    if (capture && (s = capture_reserve(g, last_row, err)) != TT_OK)
+        return s;
     for (int s0 = 0; s0 < span && s == TT_OK; s0 += g->TB) {
         int T = span - s0 < g->TB ? span - s0 : g->TB;
         float *out = last_row ? e->logits : e->logits + (size_t)s0 * (size_t)V;
         bool lens_here = seq == 0 && !last_row && s0 + T == span;   /* the span's last row */
+        capture_chunk(g, sq, pos + s0, T);
         s = run_chunk(g, sq, ids + s0, T, pos + s0, last_row ? T : 0, out, lens_here ? e->lens : NULL, err);
     }
     if (s == TT_OK && last_row) {
         g->h_rows[0] = cuda_row{pos + n - 1, ids[n - 1], sq->k, sq->v};
+        capture_chunk(g, sq, pos + n - 1, 1);
         s = run_rows(g, 1, e->logits, seq == 0 ? e->lens : NULL, err);
+    }
+    g->cap_nr = 0;
+    if (s == TT_OK && capture) {
+        const engine_attention *a = e->attention;
+        size_t floats = (size_t)a->L * (size_t)a->n_rows * (size_t)a->NH * (size_t)a->ld;
+        /* a decode step's row comes packed as the host holds it (one row: ld = pos + 1) */
+        cudaError_t r = cudaMemcpy(a->w, last_row ? g->cap_dec : g->cap, floats * sizeof(float),
+                                   cudaMemcpyDeviceToHost);
+        if (!gpu_ok(r))
+            s = gpu_fail_status(g, err, r, "cudaMemcpy(attention capture)", __FILE__, __LINE__);
     }
     if (s != TT_OK)
         return s;
@@ -946,6 +1041,9 @@ static void cuda_destroy(engine *e)
     cudaFree(g->weights);
     cudaFree(g->cache);
     cudaFree(g->acts);
+    cudaFree(g->cap);
+    cudaFree(g->cap_dec);
+    cudaFree(g->cap_q);
     cudaFreeHost(g->h_tokens);
     cudaFreeHost(g->h_rows);
     cudaFreeHost(e->logits);

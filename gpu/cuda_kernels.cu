@@ -486,6 +486,78 @@ cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, cons
 }
 
 /* =============================================================================================
+ * Attention capture: block (h, r) scores keys 0 .. pos0 + r into its row of out, then normalizes. */
+
+template <tt_dtype D>
+__global__ void attention_probs_kernel(float *out, int ld, const void *q, int q_row0, int pos0, const void *k,
+                                       size_t k_off, const cuda_row *rows, int l, int NH, int NKV, int HS, int n_ctx)
+{
+    __shared__ float qs[CUDA_MAX_HS];
+    __shared__ float red[32];
+    const int hd = blockIdx.x;
+    int r = blockIdx.y;
+    if (rows) {                                     /* a decode step: row 0's position and cache; */
+        pos0 = rows[0].pos;                         /* blockIdx.y is the layer, its q kept at row */
+        k = rows[0].k;                              /* l of q and its keys at l k_off */
+        l = r;
+        q_row0 = l;
+        k_off *= (size_t)l;
+        r = 0;
+    }
+    const int n = pos0 + r + 1;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    const size_t base = k_off + (size_t)(hd / (NH / NKV)) * n_ctx * HS;
+    for (int i = threadIdx.x; i < HS; i += blockDim.x)
+        qs[i] = tt_load_f32(q, D, ((size_t)(q_row0 + r) * NH + hd) * HS + i);
+    __syncthreads();
+    /* a decode step's rows are packed at their length: layer l, head hd at (l NH + hd) n */
+    float *w = rows ? out + ((size_t)l * NH + hd) * n : out + ((size_t)r * NH + hd) * ld;
+    const float scale = gpt2_attn_scale(HS);
+    /* scores as the decode kernel takes them: 8 lanes per key, 4 keys per warp at a time
+     * (coalesced key rows); the loop bound is the same for every lane of a warp */
+    const int group = lane / DECODE_KEY_LANES, sub = lane % DECODE_KEY_LANES;
+    for (int jb = warp * (32 / DECODE_KEY_LANES); jb < n; jb += nwarps * (32 / DECODE_KEY_LANES)) {
+        const int j = jb + group;
+        float dot = 0.0f;
+        if (j < n)
+            for (int i = sub; i < HS; i += DECODE_KEY_LANES)
+                dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
+        for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)
+            dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (j < n && sub == 0)
+            w[j] = dot * scale;
+    }
+    __syncthreads();                                /* the scores, written by other threads */
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        mx = fmaxf(mx, w[j]);
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        w[j] = expf(w[j] - mx);
+        sum += w[j];
+    }
+    sum = block_sum(sum, red);
+    const float inv = 1.0f / sum;
+    for (int j = threadIdx.x; j < (rows ? n : ld); j += blockDim.x)
+        w[j] = j < n ? w[j] * inv : 0.0f;
+}
+
+cudaError_t cuda_attention_probs(float *out, int ld, const void *q, int q_row0, int R, int pos0, const void *k,
+                                 int NH, int NKV, int HS, int n_ctx, tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, attention_probs_kernel, dim3(NH, R), dim3(256), 0, stream, out, ld, q, q_row0, pos0,
+                       k, (size_t)0, (const cuda_row *)NULL, 0, NH, NKV, HS, n_ctx);
+}
+
+cudaError_t cuda_attention_probs_row(float *out, int L, const void *q, const cuda_row *rows, size_t layer_elems,
+                                     int NH, int NKV, int HS, int n_ctx, tt_dtype d, cudaStream_t stream)
+{
+    return TT_DISPATCH(d, attention_probs_kernel, dim3(NH, L), dim3(256), 0, stream, out, 0, q, 0, 0,
+                       (const void *)NULL, layer_elems, rows, 0, NH, NKV, HS, n_ctx);
+}
+
+/* =============================================================================================
  * Sequence copy */
 
 /* Element type of a cache element: its bytes are copied, never converted. */

@@ -134,6 +134,21 @@ cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, cons
                                   cudaStream_t stream);
 size_t cuda_attention_decode_partial(int NH, int HS, int n_ctx);   /* floats per row */
 
+/* The attention capture (core/engine/attention.h), R query rows of one sequence: for row r (q row
+ * q_row0 + r of q (rows, NH HS) in d, position pos0 + r) and head h, out[(r NH + h) ld + j] (fp32)
+ * = the softmax over keys j = 0 .. pos0 + r of q k_j / sqrt(HS) (ref_attention's formula), zero
+ * for j up to ld; k is one layer of the sequence's cache (NKV, n_ctx, HS) in d. */
+cudaError_t cuda_attention_probs(float *out, int ld, const void *q, int q_row0, int R, int pos0, const void *k,
+                                 int NH, int NKV, int HS, int n_ctx, tt_dtype d, cudaStream_t stream);
+
+/* The same for row 0 of a decode step, all L layers in one launch after the step: q (L, NH HS) in d
+ * holds each layer's query (kept as the layers ran), the position and cache come from rows[0] on
+ * the device (layer l's keys at element l layer_elems), so a captured step is valid at every
+ * position: with n = rows[0].pos + 1, out[(l NH + h) n + j] for j < n, the rows packed at their
+ * length (out holds L NH n_ctx floats). */
+cudaError_t cuda_attention_probs_row(float *out, int L, const void *q, const cuda_row *rows, size_t layer_elems,
+                                     int NH, int NKV, int HS, int n_ctx, tt_dtype d, cudaStream_t stream);
+
 /* Positions from .. n-1 of every layer and KV head of one sequence's cache (src_k, src_v) into
  * another's (dst_k, dst_v); caches (L, NKV, n_ctx, HS) in d. One launch (beam search forks). */
 cudaError_t cuda_kv_copy(void *dst_k, void *dst_v, const void *src_k, const void *src_v, int from,

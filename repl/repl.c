@@ -14,6 +14,7 @@
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
 #include "app/cli.h"
+#include "repl/attn_cmd.h"
 #include "repl/commands.h"
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
@@ -280,6 +281,8 @@ static bool on_event_show(tui *t, const session_event *ev)
         t->spec_round = ev->round;
         transcript_doc_set_rejected(&t->tr, -1, -1);
     }
+    if (!ev->flush)
+        attn_cmd_track_step(t->env, ev);
     if (ev->rejected) {
         /* shown before its replacement (the next event) until the next round */
         transcript_doc_set_rejected(&t->tr, t->s->n_tokens, ev->token);
@@ -342,6 +345,7 @@ static void refresh_peek(tui *t)
         if (dtype_cmd_track_peek(t->env, &err) != TT_OK)
             note(t, UI_STYLE_ERROR, "comparison off: %s", err.msg);
         track_lens(t);
+        attn_cmd_track_peek(t->env);
     }
     t->dirty = true;
 }
@@ -759,8 +763,15 @@ static const char *mode_name(const tui *t, char *buf, size_t cap)
 static void draw_panes(tui *t, const ui_layout *l)
 {
     session *s = t->s;
-    ui_transcript_pane_draw(&t->grid, l->transcript, &t->tr.doc, &t->scroll, t->running);
+    ui_transcript_pane_draw(&t->grid, l->transcript, attn_cmd_overlay(t->env, &t->tr), &t->scroll,
+                            t->running);
     ui_layout_draw_divider(&t->grid, l);
+    ui_rect hr = l->histogram;
+    int ah = attn_cmd_pane_height(t->env, hr.h);
+    if (ah > 0) {   /* the attention view's list below the histogram */
+        hr.h -= ah;
+        attn_cmd_draw(t->env, &t->grid, (ui_rect){hr.y + hr.h, hr.x, ah, hr.w}, s);
+    }
     ui_hist_view hv = {
         .kind = t->env->hist.kind,
         .snap = &t->env->hist.snap,
@@ -776,9 +787,9 @@ static void draw_panes(tui *t, const ui_layout *l)
         .speculative = s->draft && s->spec_on,
         .temp_column = t->env->temp_column,
     };
-    if (!lens_cmd_draw(t->env, &t->grid, l->histogram) &&
-        !dtype_cmd_draw(t->env, &t->grid, l->histogram))
-        ui_histogram_draw(&t->grid, l->histogram, &hv);
+    if (!lens_cmd_draw(t->env, &t->grid, hr) &&
+        !dtype_cmd_draw(t->env, &t->grid, hr))
+        ui_histogram_draw(&t->grid, hr, &hv);
 }
 
 /* The columns of /beam, /samples or /compare over the transcript and histogram. */
@@ -1002,6 +1013,7 @@ int repl_main(int argc, char **argv)
     cmd_env_add_module(&env, &chat_cmd_module);
     cmd_env_add_module(&env, &model_cmd_module);
     cmd_env_add_module(&env, &lens_cmd_module);
+    cmd_env_add_module(&env, &attn_cmd_module);
     env.backend_note = app.backend_note[0] ? app.backend_note : NULL;
     repl_host host;
     repl_host_init(&host, &app, &o, &s, &env);
@@ -1017,6 +1029,10 @@ int repl_main(int argc, char **argv)
             fprintf(stderr, "tokentop: --compare-dtype: %s\n", env.out);
             rc = 1;
         }
+    }
+    if (rc == 0 && o.attention && attn_cmd_set(&env, true, &err) != TT_OK) {   /* --attn */
+        fprintf(stderr, "tokentop: --attn: %s\n", err.msg);
+        rc = 1;
     }
     if (rc == 0 && o.draft_dir && o.spec_off)
         session_set_speculative(&s, false, NULL);

@@ -23,6 +23,7 @@ void transcript_doc_free(transcript_doc *t)
     ui_doc_free(&t->doc);
     free(t->ids);
     free(t->origin);
+    free(t->span);
     for (int i = 0; i < t->n_notes; i++)
         free(t->notes[i].text);
     free(t->notes);
@@ -176,11 +177,24 @@ static bool remember(transcript_doc *t, int32_t id, uint8_t origin)
         if (!o)
             return false;
         t->origin = o;
+        size_t *sp = realloc(t->span, 2 * (size_t)cap * sizeof *sp);
+        if (!sp)
+            return false;
+        t->span = sp;
         t->cap = cap;
     }
     t->ids[t->n_done] = id;
     t->origin[t->n_done] = origin;
     t->n_done++;
+    return true;
+}
+
+bool transcript_doc_token_span(const transcript_doc *t, int i, size_t *begin, size_t *end)
+{
+    if (i < 0 || i >= t->n_done)
+        return false;
+    *begin = t->span[2 * i];
+    *end = t->span[2 * i + 1];
     return true;
 }
 
@@ -215,7 +229,9 @@ void transcript_doc_sync(transcript_doc *t, const session *s)
                 return;
             if (t->rejected_id >= 0 && i == t->rejected_at && !t->rejected_shown)
                 append_rejected(t, s);
+            t->span[2 * i] = t->doc.n;
             append_token(t, s, i);
+            t->span[2 * i + 1] = t->doc.n;
             continue;
         }
         break;

@@ -23,6 +23,8 @@ typedef struct {
     int32_t *ids;            /* (n_done) the tokens already in doc, to notice edits of the past */
     uint8_t *origin;         /* (n_done) */
     int n_done, cap;
+    size_t *span;            /* (2 n_done) where each token's characters begin and end in doc
+                                (a character split across tokens counts for the later one) */
     utf8_stream utf8;        /* characters split across tokens */
     transcript_doc_note *notes;  /* (n_notes) in the order they were made */
     int n_notes, notes_done;
@@ -52,6 +54,10 @@ void transcript_doc_set_rejected(transcript_doc *t, int at, int32_t id);
 /* Brings the document up to date with s: appends what is new, or rebuilds from the first token
  * that differs (notices anchored past it move to that point). */
 void transcript_doc_sync(transcript_doc *t, const session *s);
+
+/* Where conversation token i's characters are in t->doc: [*begin, *end). False when i is not in
+ * the document. */
+bool transcript_doc_token_span(const transcript_doc *t, int i, size_t *begin, size_t *end);
 
 /* The style and attributes of a conversation token (exposed for tests and the legend). */
 void transcript_doc_token_style(token_origin origin, float p, uint8_t *style, uint8_t *attr);

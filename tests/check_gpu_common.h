@@ -28,6 +28,7 @@
 
 #include "core/decode/beam.h"
 #include "core/decode/speculative.h"
+#include "core/engine/attention.h"
 #include "core/engine/engine.h"
 #include "core/engine/lens.h"
 #include "core/arch/block_math.h"
@@ -1468,6 +1469,61 @@ START_TEST(llama_kv_cache_holds_key_value_heads_only)
 }
 END_TEST
 
+/* The attention capture's rows on both engines (both fill them from the same cache: the CPU from
+ * fp32 keys, the GPU from keys held in d), every layer and head: within 1e-5 in fp32, 2e-2 in
+ * fp16/bf16 (q and the keys rounded to 8 or 11 bits). */
+static void gt_compare_attention(gt_pair *p, int first, int n, const char *what)
+{
+    const engine_attention *ac = p->cpu->attention, *ag = p->gpu->attention;
+    const double tol = p->d == TT_F32 ? 1e-5 : 2e-2;
+    ck_assert_int_eq(ag->n_rows, ac->n_rows);
+    ck_assert_int_eq(ag->first_pos, ac->first_pos);
+    for (int q = first; q < first + n; q++)
+        for (int l = 0; l < ac->L; l++)
+            for (int h = 0; h < ac->NH; h++) {
+                const float *c = engine_attention_slot(ac, 0, q, l, h), *g = engine_attention_slot(ag, 0, q, l, h);
+                ck_assert_msg(c && g, "%s: row %d not kept (cpu %p, gpu %p)", what, q, (const void *)c,
+                              (const void *)g);
+                for (int t = 0; t < ac->ld; t++)
+                    ck_assert_msg(fabs((double)g[t] - c[t]) <= tol, "%s: row %d layer %d head %d key %d: gpu %.8f, "
+                                  "cpu %.8f", what, q, l, h, t, (double)g[t], (double)c[t]);
+            }
+}
+
+START_TEST(attention_capture_matches_the_cpu_in_prefill_decode_and_verification)
+{
+    /* Loop index: fixture x (fp32, fp16). Chunks of 8, so a prefill's kept row is in its last
+     * chunk and a verification span of 12 crosses a chunk; decode steps without graphs (capture
+     * on), then with them again once the capture is off. */
+    const gt_model_case *mc = &gt_fixtures[_i / 2];
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    co.max_chunk = 8;
+    gt_pair p;
+    gt_pair_open(&p, mc, _i % 2 ? TT_F16 : TT_F32, &co);
+    tt_error err = {0};
+    ck_assert(engine_set_attention(p.cpu, true, &err) == TT_OK);
+    ck_assert(engine_set_attention(p.gpu, true, &err) == TT_OK);
+    const int V = p.cpu->config->V;
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % V);
+    gt_pair_forward(&p, ids, 19, 0, false, "prefill of 19");
+    gt_compare_attention(&p, 18, 1, "prefill of 19");
+    for (int pos = 19; pos < 22; pos++) {
+        gt_pair_forward(&p, ids + pos, 1, pos, false, "decode");
+        gt_compare_attention(&p, pos, 1, "decode");
+    }
+    gt_pair_forward(&p, ids + 22, 12, 22, true, "verification span of 12");
+    gt_compare_attention(&p, 22, 12, "verification span of 12");
+    ck_assert(engine_set_attention(p.gpu, false, &err) == TT_OK);
+    ck_assert(engine_set_attention(p.cpu, false, &err) == TT_OK);
+    for (int pos = 34; pos < 37; pos++)
+        gt_pair_forward(&p, ids + pos, 1, pos, false, "decode after the capture was turned off");
+    gt_pair_close(&p);
+}
+END_TEST
+
 /* Adds the Llama-family cases to s. */
 static void gt_add_families(Suite *s)
 {
@@ -1478,6 +1534,8 @@ static void gt_add_families(Suite *s)
     tcase_add_loop_test(tc, llama_family_batched_rows_match_the_cpu_and_rows_run_alone, 0, GT_N_FAMILIES);
     tcase_add_loop_test(tc, llama_family_speculative_greedy_on_the_gpu_gives_the_cpu_greedy, 0, GT_N_FIXTURES);
     tcase_add_test(tc, llama_kv_cache_holds_key_value_heads_only);
+    tcase_add_loop_test(tc, attention_capture_matches_the_cpu_in_prefill_decode_and_verification, 0,
+                        2 * GT_N_FIXTURES);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
 }

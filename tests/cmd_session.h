@@ -13,6 +13,7 @@
 #include "core/session/session.h"
 #include "core/tokenizer/tokenizer.h"
 #include "repl/commands.h"
+#include "repl/attn_cmd.h"
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
 #include "repl/dtype_cmd.h"
@@ -42,6 +43,7 @@ static void cmd_session_open(void)
     cmd_env_add_module(&E, &chat_cmd_module);
     cmd_env_add_module(&E, &model_cmd_module);
     cmd_env_add_module(&E, &lens_cmd_module);
+    cmd_env_add_module(&E, &attn_cmd_module);
 }
 
 static void cmd_session_close(void)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "repl/attn_cmd.h"
 #include "repl/commands.h"
 #include "repl/chat_cmd.h"
 #include "repl/compare.h"
@@ -49,6 +50,7 @@ int main(int argc, char **argv)
     cmd_env_add_module(&e, &chat_cmd_module);
     cmd_env_add_module(&e, &model_cmd_module);
     cmd_env_add_module(&e, &lens_cmd_module);
+    cmd_env_add_module(&e, &attn_cmd_module);
     const cmd_entry *rows[ROWS_MAX];
     int n = cmd_env_list(&e, rows, ROWS_MAX);
     if (n > ROWS_MAX) {

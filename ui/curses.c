@@ -66,6 +66,9 @@ static const style_def style_defs[UI_STYLE_COUNT] = {
     [UI_STYLE_CHOSEN] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD | A_REVERSE},
     [UI_STYLE_DRAW] = {COLOR_YELLOW, -1, 0, A_BOLD},
     [UI_STYLE_PROMPT] = {COLOR_GREEN, -1, A_BOLD, A_BOLD},
+    [UI_STYLE_ATTN_HOT] = {COLOR_BLACK, COLOR_YELLOW, A_BOLD, A_BOLD | A_REVERSE},
+    [UI_STYLE_ATTN_WARM] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
+    [UI_STYLE_ATTN_MILD] = {COLOR_CYAN, -1, 0, A_UNDERLINE},
 };
 
 static void setup_styles(void)

@@ -32,6 +32,9 @@ typedef enum {
     UI_STYLE_CHOSEN,        /* histogram: the sampled row */
     UI_STYLE_DRAW,          /* histogram: where the uniform draw landed */
     UI_STYLE_PROMPT,        /* the input prompt */
+    UI_STYLE_ATTN_HOT,      /* attention view: a token the step attended to most (w >= 0.2) */
+    UI_STYLE_ATTN_WARM,     /* 0.08 <= w < 0.2 */
+    UI_STYLE_ATTN_MILD,     /* 0.03 <= w < 0.08 */
     UI_STYLE_COUNT
 } ui_style;
 

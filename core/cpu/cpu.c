@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/base/clock.h"
+#include "core/engine/attention.h"
 #include "core/engine/engine.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/kvcache.h"
@@ -279,6 +280,23 @@ typedef struct {
     threadpool_chunks work;        /* (segment, query head) pairs */
 } attention_job;
 
+/* The attention capture (core/engine/attention.h): the kernel writes the softmax of the kept
+ * rows that fall in a's segment (a span forward has one segment; a batched step keeps none) for
+ * head h of layer l as it weights the values with it. */
+static void capture_rows(const cpu_engine *ce, attention_args *a, int l, int h)
+{
+    const engine_attention *c = ce->base.attention;
+    if (!c || !c->n_rows)
+        return;
+    int r0 = c->first_pos - a->pos;            /* the first kept row within the segment */
+    r0 = r0 < 0 ? 0 : r0;
+    if (r0 >= a->T || a->pos + r0 >= c->first_pos + c->n_rows)
+        return;
+    a->probs = engine_attention_slot(c, c->seq, a->pos + r0, l, h);
+    a->probs_row = r0;
+    a->ld_probs = (size_t)c->NH * (size_t)c->ld;
+}
+
 /* One query head of one sequence at a time, over that sequence's cache. */
 static void attention_job_run(void *varg, int ith, int nth)
 {
@@ -297,6 +315,7 @@ static void attention_job_run(void *varg, int ith, int nth)
                             .n_ctx = kv->n_ctx, .ldk = kv->ldk,
                             .out = ce->att + (size_t)sg->row * (size_t)Q, .ldo = Q, .T = sg->T,
                             .pos = sg->pos, .NH = NH, .HS = cfg->HS, .NKV = cfg->NKV};
+        capture_rows(ce, &a, j->layer, h);
         ce->kern->attention(&a, h, 0, sg->T, scratch);
     }
 }

@@ -551,6 +551,7 @@ static void ref_attention(const attention_args *a, int h, int t0, int t1, float 
             sum += scratch[t];
         }
         float inv = 1.0f / sum;
+        kernels_attention_keep(a, i, scratch, inv, n);
         for (int d = 0; d < HS; d++)
             o[d] = 0.0f;
         for (int t = 0; t < n; t++) {

@@ -191,7 +191,26 @@ typedef struct {
     int T, pos, NH, HS;
     int NKV;                 /* key/value heads the cache holds (0: NH); query head h reads KV
                                 head h / (NH / NKV) (grouped-query attention) */
+    /* The attention capture (core/engine/attention.h), for the one head h the call computes:
+     * NULL, or query rows i >= probs_row write the softmax they weight the values with (keys
+     * 0 .. pos+i) to probs + (i - probs_row) * ld_probs. Only read by the kernels otherwise: the
+     * outputs do not change. */
+    float *probs;
+    int probs_row;
+    size_t ld_probs;
 } attention_args;
+
+/* For the kernels: row i's probabilities e[t] * inv (t < n, e the exponentials the row's sum
+ * normalises) into the capture when a->probs asks for row i. */
+static inline void kernels_attention_keep(const attention_args *a, int i, const float *e, float inv,
+                                          int n)
+{
+    if (!a->probs || i < a->probs_row)
+        return;
+    float *p = a->probs + (size_t)(i - a->probs_row) * a->ld_probs;
+    for (int t = 0; t < n; t++)
+        p[t] = e[t] * inv;
+}
 
 /* The KV head query head h reads. */
 static inline int kernels_kv_head(const attention_args *a, int h)

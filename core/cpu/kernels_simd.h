@@ -1260,7 +1260,9 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
 #undef KS_SCORES
         default: break;
         }
-        const vf inv = v_set1(softmax_row(scratch, n));
+        const float inv1 = softmax_row(scratch, n);
+        kernels_attention_keep(a, i, scratch, inv1, n);
+        const vf inv = v_set1(inv1);
         for (int d0 = 0; d0 < HS; d0 += KS_VALUE_NV * KS_VW) {
             vmask m[KS_VALUE_NV];
             vf acc[KS_VALUE_NV][KS_VALUE_CHAINS];
@@ -1432,8 +1434,10 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
     TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
 #undef TILE_CASE
     }
-    for (int r = 0; r < QB; r++)
+    for (int r = 0; r < QB; r++) {
         inv[r] = softmax_row(scratch + r * ls, n_min + r);
+        kernels_attention_keep(a, i0 + r, scratch + r * ls, inv[r], n_min + r);
+    }
     switch (QB) {
 #define TILE_CASE(n) case n: tile_values_##n(a, h, i0, scratch, inv); break;
     TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)

@@ -1,6 +1,8 @@
 /* engine.c: argument checks and dispatch shared by every backend. */
 #include "core/engine/engine.h"
 
+#include "core/engine/attention.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -61,12 +63,16 @@ tt_status engine_forward(engine *e, const int32_t *ids, int n, int pos, bool all
     if (s != TT_OK)
         return s;
     e->lens_pos = -1;
+    if (e->attention)
+        engine_attention_begin(e->attention, 0, pos, n, all_logits);
     s = e->ops->forward(e, ids, n, pos, all_logits, err);
     if (s == TT_OK && e->lens)
         e->lens_pos = pos + n - 1;
     if (s != TT_OK) {
         e->ops->truncate(e, pos);
         e->n_logits = 0;
+        if (e->attention)
+            engine_attention_clear(e->attention);
         return s;
     }
     memcpy(e->tokens + pos, ids, (size_t)n * sizeof *ids);
@@ -135,6 +141,22 @@ out:
     return st;
 }
 
+tt_status engine_set_attention(engine *e, bool on, tt_error *err)
+{
+    if (!on) {
+        engine_attention_free(e->attention);
+        e->attention = NULL;
+        return TT_OK;
+    }
+    if (e->attention)
+        return TT_OK;
+    e->attention = engine_attention_create(e->config->L, e->config->NH, e->config->NKV);
+    if (!e->attention)
+        return tt_fail(err, TT_ERR_NOMEM, "%s: cannot allocate the attention capture",
+                       e->ops->name);
+    return TT_OK;
+}
+
 void engine_free(engine *e)
 {
     if (!e)
@@ -143,6 +165,8 @@ void engine_free(engine *e)
     e->tokens = NULL;
     free(e->lens);
     e->lens = NULL;
+    engine_attention_free(e->attention);
+    e->attention = NULL;
     for (int i = 1; i < e->n_seq_tokens; i++)
         free(e->seq_tokens[i]);
     free(e->seq_tokens);
@@ -226,10 +250,14 @@ tt_status engine_seq_forward(engine *e, int seq, const int32_t *ids, int n, int 
         s = span_check(e, seq, engine_seq_len(e, seq), ids, n, pos, err);
     if (s != TT_OK)
         return s;
+    if (e->attention)
+        engine_attention_begin(e->attention, seq, pos, n, all_logits);
     s = e->ops->seq->forward(e, seq, ids, n, pos, all_logits, err);
     if (s != TT_OK) {
         e->ops->seq->truncate(e, seq, pos);
         e->n_logits = 0;
+        if (e->attention)
+            engine_attention_clear(e->attention);
         return s;
     }
     memcpy(engine_seq_tokens(e, seq) + pos, ids, (size_t)n * sizeof *ids);
@@ -263,6 +291,8 @@ tt_status engine_forward_batch(engine *e, const int *seqs, const int32_t *ids, i
     tt_status s = tokens_alloc(e, err);     /* a batch on sequence 0 alone, before any reserve */
     if (s != TT_OK)
         return s;
+    if (e->attention)
+        engine_attention_clear(e->attention);
     if ((s = e->ops->seq->forward_batch(e, seqs, ids, B, err)) != TT_OK)
         return s;
     for (int b = 0; b < B; b++)    /* each sequence grew by its row's token */

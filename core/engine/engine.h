@@ -68,6 +68,10 @@ struct engine {
      * cache (engine_seq_forward, engine_forward_batch, engine_seq_copy), freed by engine_free. */
     int32_t **seq_tokens;
     int n_seq_tokens;
+    /* The attention capture (core/engine/attention.h), or NULL (the default: nothing kept, nothing
+     * spent). Made and freed by engine_set_attention; the forward wrappers choose its rows and the
+     * backend fills them. */
+    struct engine_attention *attention;
 };
 
 /* For backends: fills the base of a freshly allocated (zeroed) engine: ops, the model and its
@@ -145,6 +149,11 @@ int engine_cached_prefix(const engine *e, const int32_t *tokens, int n);
  * holds a prefix of tokens (what was forwarded before the error). */
 tt_status engine_sync(engine *e, const int32_t *tokens, int n, bool want_logits, int *reused,
                       int *prefilled, tt_error *err);
+
+/* Turns the attention capture on (e->attention made, empty until the next forward) or off
+ * (freed). TT_ERR_NOMEM when it cannot be made (then off). See core/engine/attention.h for the
+ * rows each forward keeps. */
+tt_status engine_set_attention(engine *e, bool on, tt_error *err);
 
 /* Frees the token mirror, then the backend's state. NULL is safe. */
 void engine_free(engine *e);

@@ -17,6 +17,7 @@ loaded with --dtype; the arithmetic stays float64.
 
 Usage:
   gpt2_ref.py MODEL_DIR --ids 1,2,3 [--dtype fp32|fp16|bf16] [--rows 0,5,-1] [--lens] [--out FILE]
+  gpt2_ref.py MODEL_DIR --ids 1,2,3 --attention [--rows ...]   (attention golden, see below)
   gpt2_ref.py MODEL_DIR --fnv           (prints the FNV-1a 64 checksum of model.safetensors)
 
 The output (tests/golden/*.txt) is a small text file:
@@ -34,6 +35,10 @@ first line says "tokentop-lens 1", and after the ids come
   lens <l> argmax <a> probs <V numbers>      (l = 0 .. L: softmax(lm_head(LN_f(h_l))) of the
                                               last position, h_0 the embeddings, h_l block l's
                                               output; the last line is the model's distribution)
+With --attention the row lines are replaced by the attention probabilities of each requested row
+(the query at that position) in every layer and head (tests/golden/attn-*.txt):
+  L <layers> NH <heads> NKV <kv heads>
+  attn <row> <layer> <head> <kv head> <row + 1 probabilities over keys 0 .. row>
 """
 import argparse
 import json
@@ -164,9 +169,10 @@ def gelu(x, act):
     raise ValueError("activation_function %r" % act)
 
 
-def forward(cfg, w, ids, hidden=None):
-    """The logits of every position; hidden, when a list, receives the residual stream (T, C)
-    after the embeddings and after each block (the logit lens reads them)."""
+def forward(cfg, w, ids, hidden=None, attn=None):
+    """The logits of every position (T, V); hidden, when a list, receives the residual stream
+    (T, C) after the embeddings and after each block (the logit lens reads them); attn, when a
+    list, receives each layer's causal softmax (NH, T, T)."""
     T = len(ids)
     C, NH = cfg["n_embd"], cfg["n_head"]
     HS = C // NH
@@ -188,6 +194,8 @@ def forward(cfg, w, ids, hidden=None):
         s = s - s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
+        if attn is not None:
+            attn.append(p)
         y = (p @ v).transpose(1, 0, 2).reshape(T, C)
         x = x + y @ ly["proj_w"] + ly["proj_b"]
         h = layernorm(x, ly["ln_2_w"], ly["ln_2_b"], eps)
@@ -244,6 +252,8 @@ def main():
     ap.add_argument("--lens", action="store_true",
                     help="write the logit lens of the last position (one line per layer) instead "
                          "of logits rows")
+    ap.add_argument("--attention", action="store_true",
+                    help="write each requested row's attention probabilities instead of logits")
     a = ap.parse_args()
 
     if a.fnv:
@@ -255,7 +265,8 @@ def main():
     ids = [int(t) for t in a.ids.split(",")]
     cfg, w, blob = load_model(a.model, a.dtype)
     hidden = []
-    logits = forward(cfg, w, np.array(ids), hidden)
+    attn = [] if a.attention else None
+    logits = forward(cfg, w, np.array(ids), hidden, attn)
     T, V = logits.shape
     rows = sorted({r % T for r in (int(r) for r in a.rows.split(","))})
 
@@ -268,9 +279,18 @@ def main():
     if a.lens:
         lines += lens_lines(hidden, lambda h: final_logits(cfg, w, h))
         rows = []
-    for r in rows:
-        lines.append("row %d argmax %d logits %s" % (
-            r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))
+    if attn is not None:
+        NH = cfg["n_head"]
+        lines.append("L %d NH %d NKV %d" % (len(attn), NH, NH))
+        for r in rows:
+            for l, p in enumerate(attn):
+                for h in range(NH):
+                    lines.append("attn %d %d %d %d %s" % (
+                        r, l, h, h, " ".join("%.9g" % v for v in p[h, r, :r + 1])))
+    else:
+        for r in rows:
+            lines.append("row %d argmax %d logits %s" % (
+                r, int(np.argmax(logits[r])), " ".join("%.7g" % v for v in logits[r])))
     write_text("\n".join(lines) + "\n", a.out)
     return 0
 

@@ -31,6 +31,8 @@ loaded with --dtype; the arithmetic stays float64.
 Usage:
   llama_ref.py MODEL_DIR --ids 1,2,3 [--dtype fp32|fp16|bf16] [--rows 0,9,-1] [--greedy 16]
                [--top 5] [--name NAME] [--fixture PATH] [--out FILE]
+  llama_ref.py MODEL_DIR --ids 1,2,3 --attention [--rows ...] [--dtype ...] [--out FILE]
+                                    (attention golden: gpt2_ref.py's --attention format)
   llama_ref.py MODEL_DIR --fnv      (FNV-1a 64 of model.safetensors, or of the first shard)
   llama_ref.py --selftest           (checks the reference against independent formulations)
   llama_ref.py MODEL_DIR --ids ... --lens   (a lens golden instead: gpt2_ref.py's --lens format)
@@ -290,9 +292,10 @@ def rope(x, inv_freq, pos):
     return x * np.cos(emb) + rot * np.sin(emb)
 
 
-def forward(m, w, ids, hidden=None):
-    """The logits of every position; hidden, when a list, receives the residual stream (T, C)
-    after the embeddings and after each block (the logit lens reads them)."""
+def forward(m, w, ids, hidden=None, attn=None):
+    """The logits of every position (T, V); hidden, when a list, receives the residual stream
+    (T, C) after the embeddings and after each block (the logit lens reads them); attn, when a
+    list, receives each layer's causal softmax (H, T, T)."""
     ids = np.asarray(ids)
     T = len(ids)
     H, KV, D = m["H"], m["KV"], m["D"]
@@ -322,6 +325,8 @@ def forward(m, w, ids, hidden=None):
         s = s - s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
+        if attn is not None:
+            attn.append(p)
         y = np.einsum("hts,shd->thd", p, v).reshape(T, H * D)
         x = x + y @ ly["wo"].T + ly["bo"]
         h = rmsnorm(x, ly["post_norm"], eps)
@@ -608,6 +613,9 @@ def main():
     ap.add_argument("--fixture", help="the model directory to record in the file")
     ap.add_argument("--out", help="output file (default stdout)")
     ap.add_argument("--fnv", action="store_true", help="print the first weight file's FNV-1a 64")
+    ap.add_argument("--attention", action="store_true",
+                    help="write each requested row's attention probabilities per layer and head "
+                         "(gpt2_ref.py's --attention format) instead of logits")
     ap.add_argument("--selftest", action="store_true", help="run the self-checks and exit")
     ap.add_argument("--lens", action="store_true",
                     help="write the logit lens of the last position (one line per layer) instead "
@@ -631,8 +639,9 @@ def main():
             if not 0 <= i < m["V"]:
                 raise RefError("--ids: id %d is outside the vocabulary (vocab_size %d)" % (i, m["V"]))
         hidden = []
-        logits = forward(m, w, ids, hidden)
-        if a.lens:
+        attn = [] if a.attention else None
+        logits = forward(m, w, ids, hidden, attn)
+        if a.lens or attn is not None:
             a.greedy = 0
         cont, gap = greedy(m, w, ids, a.greedy) if a.greedy > 0 else ([], math.inf)
     except RefError as ex:
@@ -651,6 +660,15 @@ def main():
               "ids %d %s" % (len(ids), " ".join(str(i) for i in ids))]
     if a.lens:
         lines += lens_lines(hidden, lambda h: final_logits(m, w, h))
+    if attn is not None:
+        H, KV = m["H"], m["KV"]
+        lines.append("L %d NH %d NKV %d" % (len(attn), H, KV))
+        for r in rows:
+            for l, p in enumerate(attn):
+                for h in range(H):
+                    lines.append("attn %d %d %d %d %s" % (
+                        r, l, h, h // (H // KV), " ".join("%.9g" % v for v in p[h, r, :r + 1])))
+    if a.lens or attn is not None:
         write_text("\n".join(lines) + "\n", a.out)
         return 0
     for r in rows:
