@@ -26,8 +26,9 @@ extern "C" {
 /* Bumped whenever gpu_plugin or a type it passes (cuda_engine_options, cuda_device_info_t,
  * cuda_engine_stats, engine, model, engine_options) changes layout: a plugin from another build is
  * refused with both numbers instead of crashing. */
-#define GPU_PLUGIN_ABI 3   /* 2: engine_ops.seq, engine.seq_tokens; 3: cuda_engine_stats.sequences,
-                              .sequence_bytes, .batch_steps (the CUDA engine has sequences) */
+#define GPU_PLUGIN_ABI 4   /* 2: engine_ops.seq, engine.seq_tokens; 3: cuda_engine_stats.sequences,
+                              .sequence_bytes, .batch_steps (the CUDA engine has sequences);
+                              4: cuda_engine_options.profile */
 #define GPU_PLUGIN_ENTRY "tokentop_gpu_plugin"
 
 /* The functions of gpu/cuda_engine.h, as one table; see there for each contract. */
