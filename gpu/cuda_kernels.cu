@@ -16,6 +16,14 @@ static unsigned int row_block(int n)
     return b < 32 ? 32 : b > 256 ? 256 : b;
 }
 
+/* Threads for one block normalizing a row of C: at most 4 elements each (up to C = 4096), so the
+ * chain of dependent loads per pass is short when a decode step's one row is one block. */
+static unsigned int norm_block(int C)
+{
+    unsigned int b = (unsigned int)((C + 3) / 4 + 31) / 32 * 32;
+    return b < 32 ? 32 : b > 1024 ? 1024 : b;
+}
+
 /* Blocks of 256 for a grid-stride loop over n elements. */
 static unsigned int flat_grid(size_t n)
 {
@@ -99,7 +107,7 @@ __global__ void layernorm_kernel(void *out, float *x, const float *bias, const f
 cudaError_t cuda_layernorm(void *out, float *x, const float *bias, const float *w, const float *b,
                            int T, int C, float eps, tt_dtype d, cudaStream_t stream)
 {
-    return TT_DISPATCH(d, layernorm_kernel, dim3(T), dim3(row_block(C)), 0, stream, out, x, bias, w, b,
+    return TT_DISPATCH(d, layernorm_kernel, dim3(T), dim3(norm_block(C)), 0, stream, out, x, bias, w, b,
                        C, eps);
 }
 
@@ -126,7 +134,7 @@ __global__ void rmsnorm_kernel(void *out, float *x, const float *bias, const flo
 cudaError_t cuda_rmsnorm(void *out, float *x, const float *bias, const float *w, int T, int C, float eps,
                          tt_dtype d, cudaStream_t stream)
 {
-    return TT_DISPATCH(d, rmsnorm_kernel, dim3(T), dim3(row_block(C)), 0, stream, out, x, bias, w, C, eps);
+    return TT_DISPATCH(d, rmsnorm_kernel, dim3(T), dim3(norm_block(C)), 0, stream, out, x, bias, w, C, eps);
 }
 
 /* =============================================================================================
