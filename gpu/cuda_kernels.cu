@@ -572,8 +572,9 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
  * captured in a graph. A block reads nothing of the other rows: a row's result does not depend on
  * the batch. */
 #define DECODE_THREADS 128             /* 4 warps */
-#define DECODE_CHUNK 256               /* keys per block */
+#define DECODE_CHUNK 128               /* keys per block: short chains of loads per warp */
 #define DECODE_KEY_LANES 8             /* lanes per key when scoring: 4 keys per warp at a time */
+#define DECODE_KEY_UNROLL 4            /* groups of 4 keys whose loads a warp has in flight */
 
 static int decode_chunks(int n_ctx) { return (n_ctx + DECODE_CHUNK - 1) / DECODE_CHUNK; }
 
@@ -606,41 +607,62 @@ __device__ static void attention_decode_block(decode_shared &sh, float *partial,
         qs[i] = tt_load_f32(q, D, ((size_t)row * NH + hd) * HS + i);
     __syncthreads();
 
-    /* Scores: each warp takes 4 keys at a time, 8 lanes per key; the loop bound is the same for
-     * every lane of a warp, so all of them reach the shuffles. */
+    /* Scores: each warp takes 4 keys at a time (DECODE_KEY_UNROLL groups of 4 in the unrolled
+     * loop), 8 lanes per key; the loop bounds are the same for every lane of a warp, so all of them
+     * reach the shuffles. */
     const float scale = gpt2_attn_scale(HS);
     const int group = lane / DECODE_KEY_LANES, sub = lane % DECODE_KEY_LANES;
     typedef gemv_vec<D> V;
     constexpr int LANE_BYTES = HSC / DECODE_KEY_LANES * (D == TT_F32 ? 4 : 2);
     constexpr bool VEC = HSC > 0 && HSC % DECODE_KEY_LANES == 0 && LANE_BYTES % 16 == 0;
     constexpr int PIECES = VEC ? LANE_BYTES / 16 : 1;
-    for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += nwarps * (32 / DECODE_KEY_LANES)) {
-        const int j = jb + group;
-        float dot = 0.0f;
-        if (j < j1) {
-            if (VEC) {                              /* lane sub: elements sub HS/8 .. (sub+1) HS/8 - 1 */
-                const uint4 *kr = (const uint4 *)k + (base + (size_t)j * HS) / V::E + sub * PIECES;
-                uint4 kq[PIECES];
-                TT_UNROLL
-                for (int p = 0; p < PIECES; p++)
-                    kq[p] = kr[p];
-                TT_UNROLL
-                for (int p = 0; p < PIECES; p++) {
-                    float kf[V::E];
-                    V::unpack(kq[p], kf);
+    const int kstep = nwarps * (32 / DECODE_KEY_LANES);   /* keys all warps score at a time */
+    if constexpr (VEC) {
+        /* DECODE_KEY_UNROLL groups' keys loaded before any is used; lane sub holds elements
+         * sub HS/8 .. (sub+1) HS/8 - 1 of its key. */
+        for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += kstep * DECODE_KEY_UNROLL) {
+            uint4 kq[DECODE_KEY_UNROLL][PIECES];
+            TT_UNROLL
+            for (int u = 0; u < DECODE_KEY_UNROLL; u++) {
+                const int j = jb + u * kstep + group;
+                if (j < j1) {
+                    const uint4 *kr = (const uint4 *)k + (base + (size_t)j * HS) / V::E + sub * PIECES;
                     TT_UNROLL
-                    for (int e = 0; e < V::E; e++)
-                        dot += qs[(sub * PIECES + p) * V::E + e] * kf[e];
+                    for (int p = 0; p < PIECES; p++)
+                        kq[u][p] = kr[p];
                 }
-            } else {
-                for (int i = sub; i < HS; i += DECODE_KEY_LANES)
-                    dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
+            }
+            TT_UNROLL
+            for (int u = 0; u < DECODE_KEY_UNROLL; u++) {
+                const int j = jb + u * kstep + group;
+                float dot = 0.0f;
+                if (j < j1)
+                    TT_UNROLL
+                    for (int p = 0; p < PIECES; p++) {
+                        float kf[V::E];
+                        V::unpack(kq[u][p], kf);
+                        TT_UNROLL
+                        for (int e = 0; e < V::E; e++)
+                            dot += qs[(sub * PIECES + p) * V::E + e] * kf[e];
+                    }
+                for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)   /* every lane: the bound is the warp's */
+                    dot += __shfl_xor_sync(0xffffffffu, dot, o);
+                if (j < j1 && sub == 0)
+                    att[j - j0] = dot * scale;
             }
         }
-        for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)
-            dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (j < j1 && sub == 0)
-            att[j - j0] = dot * scale;
+    } else {
+        for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += kstep) {
+            const int j = jb + group;
+            float dot = 0.0f;
+            if (j < j1)
+                for (int i = sub; i < HS; i += DECODE_KEY_LANES)
+                    dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
+            for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)
+                dot += __shfl_xor_sync(0xffffffffu, dot, o);
+            if (j < j1 && sub == 0)
+                att[j - j0] = dot * scale;
+        }
     }
     __syncthreads();
     float mx = -INFINITY;

@@ -658,9 +658,10 @@ START_TEST(decode_attention_matches_reference)
     gt_attention_case(d, 96, 4, 40, 17, 1, true);
     gt_attention_case(d, 128, 2, 300, 299, 1, true);    /* HS 64 (GPT-2's), the last cache row */
     gt_attention_case(d, 48, 1, 8, 5, 1, true);
-    gt_attention_case(d, 128, 2, 1024, 700, 1, true);   /* 3 of 4 key chunks combined */
-    gt_attention_case(d, 128, 2, 1024, 255, 1, true);   /* exactly one full chunk */
-    gt_attention_case(d, 128, 2, 1024, 256, 1, true);   /* one key into the second */
+    gt_attention_case(d, 128, 2, 1024, 700, 1, true);   /* 6 of 8 key chunks combined */
+    gt_attention_case(d, 128, 2, 1024, 127, 1, true);   /* exactly one full chunk (128 keys) */
+    gt_attention_case(d, 128, 2, 1024, 128, 1, true);   /* one key into the second */
+    gt_attention_case(d, 128, 2, 1024, 255, 1, true);   /* exactly two */
     gt_attention_case(d, 256, 2, 600, 520, 1, true);    /* HS 128 (Qwen3's), 3 chunks */
 }
 END_TEST
@@ -1027,7 +1028,7 @@ END_TEST
 START_TEST(long_context_decode_crosses_key_chunks)
 {
     /* 250 tokens of prefill (chunks of 256 and the cuBLAS attention), then decode steps across the
-     * decode kernel's 256-key chunk boundary, then a rewind into the first chunk. */
+     * decode kernel's 128-key chunk boundary at 256, then a rewind into the first chunks. */
     const gt_model_case mc = {"long", {TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, NULL};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
