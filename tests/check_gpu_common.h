@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/decode/beam.h"
 #include "core/decode/speculative.h"
@@ -923,7 +924,22 @@ START_TEST(profile_times_each_op_of_steps_without_a_graph)
     ck_assert_uint_eq(cuda_engine_profile_format(es[1], table, sizeof table), 0);
     ck_assert_uint_eq(cuda_engine_profile_format(es[2], table, sizeof table), 0);
     ck_assert_str_eq(table, "");
-    engine_free(es[0]);            /* profile on: the table goes to stderr */
+    /* Profile on: freeing the engine prints the table to stderr (caught here in a file). */
+    FILE *caught = tmpfile();
+    ck_assert_ptr_nonnull(caught);
+    fflush(stderr);
+    const int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fileno(caught), 2), 0);
+    engine_free(es[0]);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(caught);
+    const size_t got = fread(table, 1, sizeof table - 1, caught);
+    table[got] = 0;
+    fclose(caught);
+    ck_assert_msg(strstr(table, "cuda profile:") && strstr(table, "matmul qkv"), "stderr at free: '%s'", table);
     engine_free(es[1]);
     engine_free(es[2]);
     tu_free_model(m, dir);
