@@ -205,11 +205,16 @@ __device__ static void gemv_dot(float *acc, const void *x, int ldx, const void *
         const int xs = ldx / V::E;
         constexpr int U = GEMV_UNROLL(TT);
         for (int c0 = lane; c0 < nv; c0 += 32 * U) {
-            uint4 wq[U];
+            /* All loads first: U of W in flight, and for one row its U pieces of x too (several
+             * rows load x as they go, which their registers allow). */
+            uint4 wq[U], xq[TT == 1 ? U : 1];
             TT_UNROLL
-            for (int u = 0; u < U; u++)             /* all loads first: U in flight */
-                if (c0 + 32 * u < nv)
+            for (int u = 0; u < U; u++)
+                if (c0 + 32 * u < nv) {
                     wq[u] = wr[c0 + 32 * u];
+                    if (TT == 1)
+                        xq[u] = xv[c0 + 32 * u];
+                }
             TT_UNROLL
             for (int u = 0; u < U; u++) {
                 if (c0 + 32 * u >= nv)
@@ -219,7 +224,7 @@ __device__ static void gemv_dot(float *acc, const void *x, int ldx, const void *
                 TT_UNROLL
                 for (int t = 0; t < TT; t++) {
                     float xf[V::E];
-                    V::unpack(xv[(size_t)t * xs + c0 + 32 * u], xf);
+                    V::unpack(TT == 1 ? xq[u] : xv[(size_t)t * xs + c0 + 32 * u], xf);
                     TT_UNROLL
                     for (int e = 0; e < V::E; e++)
                         acc[t] = fmaf(wf[e], xf[e], acc[t]);
