@@ -6,7 +6,8 @@
  * which is `kernel<<<grid, block, shared_bytes, stream>>>(args...)` followed by cudaGetLastError()
  * under nvcc, and emu_launch(...) in the emulation (same checks, same argument capture by value).
  * A kernel that is a template takes one template argument (a macro argument cannot hold a comma).
- * Dynamic shared memory is declared with TT_DYNAMIC_SHARED(type, name). */
+ * Dynamic shared memory is declared with TT_DYNAMIC_SHARED(type, name); TT_UNROLL before a loop
+ * asks nvcc to unroll it, TT_UNROLL_BY(n) n times (nothing in the emulation). */
 #ifndef TOKENTOP_GPU_CUDA_COMMON_H
 #define TOKENTOP_GPU_CUDA_COMMON_H
 
@@ -18,12 +19,17 @@
 #define TT_LAUNCH(kernel, grid, block, shmem, stream, ...) \
     emu_launch(#kernel, kernel, grid, block, shmem, stream, __VA_ARGS__)
 #define TT_DYNAMIC_SHARED(type, name) type *name = (type *)emu_dynamic_shared()
+#define TT_UNROLL
+#define TT_UNROLL_BY(n)
 #else
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #define TT_LAUNCH(kernel, grid, block, shmem, stream, ...) \
     (kernel<<<grid, block, shmem, stream>>>(__VA_ARGS__), cudaGetLastError())
 #define TT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#define TT_UNROLL _Pragma("unroll")
+#define TT_PRAGMA(x) _Pragma(#x)
+#define TT_UNROLL_BY(n) TT_PRAGMA(unroll n)
 #endif
 
 /* The cuBLAS data type holding tensors of dtype d. */

@@ -5,24 +5,26 @@
  * GELU or SwiGLU, a tied or separate output head.
  *
  * Weights are uploaded once in the dtype asked for (every parameter rounded to it, as the CPU engine
- * does; the bias and norm vectors are kept as fp32 arrays of those rounded values), each matrix in
- * its file's layout (Conv1D [in, out] or nn.Linear [out, in]); separate q, k, v (and gate, up)
- * tensors are uploaded side by side into one matrix, so each is one matmul as on the CPU. The KV
- * cache lives on the device, (L, NKV, n_ctx, HS) per K and V like the CPU's, in the weight dtype;
- * truncate only lowers a length. A span runs in chunks of up to TB tokens: matmuls through cuBLAS
- * with fp32 accumulation, attention through strided batched GEMMs and a causal softmax.
+ * does; the bias and norm vectors are kept as fp32 arrays of those rounded values), each matrix held
+ * as nn.Linear holds it, [out, in] (GPT-2's Conv1D [in, out] matrices are transposed once at
+ * upload); separate q, k, v (and gate, up) tensors are uploaded side by side into one matrix, so
+ * each is one matmul as on the CPU. The KV cache lives on the device, (L, NKV, n_ctx, HS) per K and
+ * V like the CPU's, in the weight dtype; truncate only lowers a length. A span runs in chunks of up
+ * to TB tokens: matmuls of up to CUDA_GEMV_MAX_T rows through the gemv kernel, larger ones through
+ * cuBLAS, both with fp32 accumulation; attention through strided batched GEMMs and a causal softmax.
  *
  * Sequences (core/engine/engine.h): slot 0 is the cache above; engine_seq_reserve adds slots, each one
  * device allocation (K then V) of the same shape. A decode step is B rows, one token of each of B
- * sequences (a plain one-token forward is a step of one row): the matmuls are one cuBLAS GEMM over
- * the B rows, so the weights are read once, and attention runs per row over that row's sequence at
+ * sequences (a plain one-token forward is a step of one row): the matmuls are one gemv (or, past
+ * CUDA_GEMV_MAX_T rows, cuBLAS GEMM) over the B rows, so the weights are read once, the first FFN
+ * matmul with its activation in the same kernel, and attention runs per row over that row's sequence at
  * its own position (cuda_attention_decode). Every kernel of the step reads the rows (token,
  * position, cache) from a device array, so the step of B rows is captured once as a CUDA graph and
  * replayed for any sequences at any positions, only the rows being copied in before each replay.
- * A row's result does not depend on the other rows in the kernels here; cuBLAS may pick another
- * algorithm (summation order) for B rows than for one, so on a device a row of a batch equals the
- * row run alone within the backend's rounding tolerance, not bit for bit (the emulation's GEMM is
- * bitwise the same for any B). Logits always come back to host memory (pinned, e->logits);
+ * A row's result does not depend on the other rows in the kernels here (the gemv included); cuBLAS,
+ * past CUDA_GEMV_MAX_T rows, may pick another algorithm (summation order) for B rows than for one,
+ * so on a device a row of a larger batch equals the row run alone within the backend's rounding
+ * tolerance, not bit for bit (the emulation's GEMM is bitwise the same for any B). Logits always come back to host memory (pinned, e->logits);
  * sampling stays on the host.
  *
  * Every CUDA and cuBLAS call is checked (GPU_CHECK/BLAS_CHECK: the call, the file, the line). The
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu/cuda_kernels.h"
 
@@ -43,19 +46,14 @@
 /* =============================================================================================
  * State */
 
-/* A weight matrix y = x W with W (K, N), in dtype, stored as the file stores it: (K, N) when
- * in_out (GPT-2's Conv1D), else W^T (N, K) (nn.Linear). */
+/* One layer. Q = NH HS, KV = NKV HS, QKV = Q + 2 KV; a vector the recipe lacks is NULL. A weight
+ * matrix of y = x W, W (K, N), is held as W^T (N, K) in dtype, whatever the file's layout
+ * (cuda_kernels.h). */
 typedef struct {
-    const void *w;
-    bool in_out;
-} cuda_matrix;
-
-/* One layer. Q = NH HS, KV = NKV HS, QKV = Q + 2 KV; a vector the recipe lacks is NULL. */
-typedef struct {
-    cuda_matrix qkv;               /* (C, QKV): [q | k | v] */
-    cuda_matrix o;                 /* (Q, C) */
-    cuda_matrix up;                /* (C, FF), or (C, 2 FF) [gate | up] for SwiGLU */
-    cuda_matrix down;              /* (FF, C) */
+    const void *qkv;               /* (QKV, C): [q | k | v] */
+    const void *o;                 /* (C, Q) */
+    const void *up;                /* (FF, C), or (2 FF, C) [gate | up] for SwiGLU */
+    const void *down;              /* (C, FF) */
     const float *attn_norm_w, *attn_norm_b;   /* (C) */
     const float *qkv_b;            /* (QKV) */
     const float *q_norm, *k_norm;  /* (HS) */
@@ -70,6 +68,31 @@ typedef struct {
     char *k, *v;
     int len;                       /* tokens held; sequence 0 keeps its length in base.n_past */
 } cuda_seq;
+
+/* What a decode step's ops are, for the profile (cuda_engine_options.profile). */
+typedef enum {
+    PROF_ROWS_IN, PROF_EMBED, PROF_NORM, PROF_QKV, PROF_HEADS, PROF_ATTENTION, PROF_O, PROF_UP, PROF_DOWN,
+    PROF_LM_HEAD, PROF_LOGITS_OUT, PROF_KINDS
+} prof_kind;
+
+static const char *const prof_names[PROF_KINDS] = {
+    "rows to device", "embedding", "norm (+ pending bias)", "matmul qkv", "qkv heads (bias, norm, rope)",
+    "attention (2 kernels)", "matmul o (+= x)", "matmul up + gelu/swiglu", "matmul down (+= x)", "lm_head",
+    "logits to host",
+};
+
+/* One event after each op of a step run without a graph; summed per kind once the step is done. */
+typedef struct {
+    cudaEvent_t *ev;               /* (cap) ev[0] before the step, ev[i] after its i-th op */
+    unsigned char *kind;           /* (cap) the kind of op ev[i] ends */
+    double *bytes;                 /* (cap) bytes that op reads from device memory (matmuls, attention) */
+    int cap, n;
+    bool on;                       /* recording the step being queued */
+    double ms[PROF_KINDS], gb[PROF_KINDS];
+    long calls[PROF_KINDS];
+    double wall_ms;                /* host: first launch to the end of the synchronize */
+    long steps, rows;
+} cuda_profile;
 
 typedef struct {
     engine base;                   /* first: an engine * is a cuda_engine * */
@@ -86,7 +109,7 @@ typedef struct {
     cuda_layer *layers;            /* (L) host array of device pointers */
     const void *wte;               /* (V, C) in dtype */
     const void *wpe;               /* (maxT, C), NULL without learned positions */
-    cuda_matrix lm_head;           /* (C, V); wte when tied */
+    const void *lm_head;           /* (V, C); wte when tied */
     const float *ln_f_w, *ln_f_b;  /* (C) */
     float *rope_cos, *rope_sin;    /* (n_ctx, HS / 2), NULL without RoPE */
     char *k_cache, *v_cache;       /* (L, NKV, n_ctx, HS) in dtype */
@@ -132,6 +155,7 @@ typedef struct {
     int cap_r0, cap_nr;            /* the kept rows of the chunk being queued (0: none) */
     int cap_q_row, cap_pos;        /* its first kept row's row in q and position */
     char *cap_k;                   /* the forwarded sequence's key cache */
+    cuda_profile prof;             /* co.profile only */
 } cuda_engine;
 
 static int seq_len(const cuda_engine *g, int seq)
@@ -210,6 +234,14 @@ static tt_status gpu_fail_status(cuda_engine *g, tt_error *err, cublasStatus_t s
 
 #define BLAS_CHECK(call) GPU_CHECK(call)
 
+/* For a helper that returns a tt_status, its message already in err. */
+#define MATMUL_CHECK(call)                                                     \
+    do {                                                                       \
+        const tt_status s_ = (call);                                           \
+        if (s_ != TT_OK)                                                       \
+            return s_;                                                         \
+    } while (0)
+
 /* =============================================================================================
  * Availability and device information */
 
@@ -218,6 +250,8 @@ extern "C" void cuda_engine_options_default(cuda_engine_options *co)
     co->use_graphs = true;
     co->device = 0;
     co->max_chunk = 0;
+    const char *p = getenv("TOKENTOP_CUDA_PROFILE");
+    co->profile = p && p[0] && strcmp(p, "0") != 0;
 }
 
 extern "C" bool cuda_backend_available(char *why, size_t cap)
@@ -339,9 +373,9 @@ static int up_parts(const model *m, const tensor_ref *t, upload_part *p)
     return 1;
 }
 
-static cuda_matrix carve_matrix(carver *w, tensor_ref t, size_t elems, size_t ds)
+static const void *carve_matrix(carver *w, size_t elems, size_t ds)
 {
-    return cuda_matrix{carve(w, elems * ds), t.in_out};
+    return carve(w, elems * ds);
 }
 
 /* Lays out (or, with NULL bases, measures) the weights, the cache and the activations. */
@@ -360,10 +394,10 @@ static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
         upload_part qb[3];
         qkv_parts(m, t, true, qb);
         cuda_layer y;              /* one statement each: the order of the carves is the layout */
-        y.qkv = carve_matrix(w, t[cfg->features & ARCH_F_QKV_FUSED ? ARCH_T_QKV : ARCH_T_Q], C * QKV, ds);
-        y.o = carve_matrix(w, t[ARCH_T_O], Q * C, ds);
-        y.up = carve_matrix(w, t[ARCH_T_UP], C * FFW, ds);
-        y.down = carve_matrix(w, t[ARCH_T_DOWN], FF * C, ds);
+        y.qkv = carve_matrix(w, C * QKV, ds);
+        y.o = carve_matrix(w, Q * C, ds);
+        y.up = carve_matrix(w, C * FFW, ds);
+        y.down = carve_matrix(w, FF * C, ds);
         y.attn_norm_w = carve_vector(w, t[ARCH_T_ATTN_NORM], C);
         y.attn_norm_b = carve_vector(w, t[ARCH_T_ATTN_NORM_B], C);
         y.qkv_b = carve_vector(w, qb[0].t, QKV);
@@ -380,8 +414,7 @@ static void plan(cuda_engine *g, carver *w, carver *kv, carver *a)
     const tensor_ref *tw = m->tensors.global;
     g->wte = carve(w, V * C * ds);
     g->wpe = tw[ARCH_T_POS_EMBD].data ? carve(w, (size_t)cfg->maxT * C * ds) : NULL;
-    g->lm_head = m->tensors.lm_head_tied ? cuda_matrix{g->wte, false}
-                                         : carve_matrix(w, tw[ARCH_T_OUTPUT], V * C, ds);
+    g->lm_head = m->tensors.lm_head_tied ? g->wte : carve_matrix(w, V * C, ds);
     g->ln_f_w = carve_vector(w, tw[ARCH_T_OUT_NORM], C);
     g->ln_f_b = carve_vector(w, tw[ARCH_T_OUT_NORM_B], C);
     const bool rope = (cfg->features & ARCH_F_ROPE) != 0;
@@ -433,12 +466,13 @@ typedef struct {
     float tmp[4096];
 } stager;
 
-/* Copies n elements of t to device memory dst in dtype d. */
-static tt_status upload_matrix(cuda_engine *g, stager *st, const void *dst, tensor_ref t, size_t n, tt_dtype d,
-                               tt_error *err)
+/* Copies elements from .. from+n-1 of t to device memory dst in dtype d. */
+static tt_status upload_matrix(cuda_engine *g, stager *st, const void *dst, tensor_ref t, size_t from, size_t n,
+                               tt_dtype d, tt_error *err)
 {
     if (t.dtype == d && tensor_ref_is_plain(t)) {   /* same bytes: straight from the mapping */
-        GPU_CHECK(cudaMemcpy((void *)dst, t.data, n * tt_dtype_size(d), cudaMemcpyHostToDevice));
+        GPU_CHECK(cudaMemcpy((void *)dst, (const char *)t.data + from * tt_dtype_size(d), n * tt_dtype_size(d),
+                             cudaMemcpyHostToDevice));
         return TT_OK;
     }
     size_t per = st->cap / tt_dtype_size(d);
@@ -446,7 +480,7 @@ static tt_status upload_matrix(cuda_engine *g, stager *st, const void *dst, tens
         size_t cnt = n - off < per ? n - off : per;
         for (size_t i = 0; i < cnt; i += 4096) {
             size_t c = cnt - i < 4096 ? cnt - i : 4096;
-            tensor_ref_to_f32(t, off + i, c, st->tmp);
+            tensor_ref_to_f32(t, from + off + i, c, st->tmp);
             for (size_t j = 0; j < c; j++)
                 tt_store_f32(st->buf, d, i + j, st->tmp[j]);
         }
@@ -467,8 +501,31 @@ static tt_status upload_vector(cuda_engine *g, stager *st, const float *dst, ten
     return TT_OK;
 }
 
-/* The parts side by side along N into one matrix at m (in_out parts: one only, checked at
- * creation) with K rows of input, or into one vector (K 0; dst NULL: the recipe has none). */
+/* A Conv1D matrix t, (K, N) in the file, into dst as (N, K): slabs of its rows go through the
+ * activations' memory (unused until the first forward), and cuda_transpose puts each slab's rows in
+ * as columns of dst. Every launch is on the legacy stream, behind the copy it reads. */
+static tt_status upload_transposed(cuda_engine *g, stager *st, const void *dst, tensor_ref t, size_t K, size_t N,
+                                   tt_error *err)
+{
+    const tt_dtype d = g->base.dtype;
+    const size_t slab = g->acts_bytes / (N * tt_dtype_size(d));
+    if (slab == 0)
+        return tt_fail(err, TT_ERR_DEVICE, "cuda: a row of %zu weights does not fit the %zu bytes of scratch "
+                       "memory", N, g->acts_bytes);
+    for (size_t k0 = 0; k0 < K; k0 += slab) {
+        const size_t rows = K - k0 < slab ? K - k0 : slab;
+        tt_status s = upload_matrix(g, st, g->acts, t, k0 * N, rows * N, d, err);
+        if (s != TT_OK)
+            return s;
+        GPU_CHECK(cuda_transpose((char *)dst + k0 * tt_dtype_size(d), (int)K, g->acts, (int)rows, (int)N, d, 0));
+        GPU_CHECK(cudaDeviceSynchronize());
+    }
+    return TT_OK;
+}
+
+/* The parts side by side along N into one matrix at m, held (N, K) (in_out parts: one only,
+ * checked at creation, transposed), with K rows of input, or into one vector (K 0; dst NULL: the
+ * recipe has none). */
 static tt_status upload_parts(cuda_engine *g, stager *st, const void *dst, const upload_part *p, int n,
                               size_t K, tt_error *err)
 {
@@ -480,8 +537,9 @@ static tt_status upload_parts(cuda_engine *g, stager *st, const void *dst, const
     for (int i = 0; i < n && s == TT_OK; i++) {
         const size_t elems = (K ? K : 1) * p[i].cols;
         const char *at = (const char *)dst + off * ds;
-        s = K ? upload_matrix(g, st, at, p[i].t, elems, g->base.dtype, err)
-              : upload_vector(g, st, (const float *)at, p[i].t, elems, err);
+        s = !K ? upload_vector(g, st, (const float *)at, p[i].t, elems, err)
+            : p[i].t.in_out ? upload_transposed(g, st, at, p[i].t, K, p[i].cols, err)
+                            : upload_matrix(g, st, at, p[i].t, 0, elems, g->base.dtype, err);
         off += elems;
     }
     return s;
@@ -526,10 +584,10 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
         upload_part qkv[3], qkv_b[3], up[2];
         const int n_qkv = qkv_parts(m, t, false, qkv), n_up = up_parts(m, t, up);
         qkv_parts(m, t, true, qkv_b);
-        if ((s = upload_parts(g, st, ly->qkv.w, qkv, n_qkv, C, err)) != TT_OK ||
-            (s = upload_one(g, st, ly->o.w, t[ARCH_T_O], C, Q, err)) != TT_OK ||
-            (s = upload_parts(g, st, ly->up.w, up, n_up, C, err)) != TT_OK ||
-            (s = upload_one(g, st, ly->down.w, t[ARCH_T_DOWN], C, FF, err)) != TT_OK ||
+        if ((s = upload_parts(g, st, ly->qkv, qkv, n_qkv, C, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->o, t[ARCH_T_O], C, Q, err)) != TT_OK ||
+            (s = upload_parts(g, st, ly->up, up, n_up, C, err)) != TT_OK ||
+            (s = upload_one(g, st, ly->down, t[ARCH_T_DOWN], C, FF, err)) != TT_OK ||
             (s = upload_one(g, st, ly->attn_norm_w, t[ARCH_T_ATTN_NORM], C, 0, err)) != TT_OK ||
             (s = upload_one(g, st, ly->attn_norm_b, t[ARCH_T_ATTN_NORM_B], C, 0, err)) != TT_OK ||
             (s = upload_parts(g, st, ly->qkv_b, qkv_b, n_qkv, 0, err)) != TT_OK ||
@@ -543,11 +601,11 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
             break;
     }
     if (s == TT_OK)
-        s = upload_matrix(g, st, g->wte, tw[ARCH_T_TOKEN_EMBD], V * C, d, err);
+        s = upload_matrix(g, st, g->wte, tw[ARCH_T_TOKEN_EMBD], 0, V * C, d, err);
     if (s == TT_OK && g->wpe)
-        s = upload_matrix(g, st, g->wpe, tw[ARCH_T_POS_EMBD], (size_t)cfg->maxT * C, d, err);
+        s = upload_matrix(g, st, g->wpe, tw[ARCH_T_POS_EMBD], 0, (size_t)cfg->maxT * C, d, err);
     if (s == TT_OK && !m->tensors.lm_head_tied)
-        s = upload_matrix(g, st, g->lm_head.w, tw[ARCH_T_OUTPUT], V * C, d, err);
+        s = upload_matrix(g, st, g->lm_head, tw[ARCH_T_OUTPUT], 0, V * C, d, err);
     if (s == TT_OK)
         s = upload_one(g, st, g->ln_f_w, tw[ARCH_T_OUT_NORM], C, 0, err);
     if (s == TT_OK)
@@ -569,6 +627,93 @@ static tt_status upload_weights(cuda_engine *g, tt_error *err)
 }
 
 /* =============================================================================================
+ * Profile (co.profile): device time per kind of op over the decode steps run without a graph */
+
+static double host_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Room for one step's events: the start, rows in, the embedding, 8 ops per layer, the final norm,
+ * the lm_head and the logits copy (and a spare). */
+static tt_status prof_setup(cuda_engine *g, tt_error *err)
+{
+    cuda_profile *p = &g->prof;
+    p->cap = 8 * g->base.config->L + 8;
+    p->ev = (cudaEvent_t *)calloc((size_t)p->cap, sizeof *p->ev);
+    p->kind = (unsigned char *)calloc((size_t)p->cap, 1);
+    p->bytes = (double *)calloc((size_t)p->cap, sizeof *p->bytes);
+    if (!p->ev || !p->kind || !p->bytes)
+        return tt_fail(err, TT_ERR_NOMEM, "cuda: cannot allocate the profile's tables");
+    for (int i = 0; i < p->cap; i++)
+        GPU_CHECK(cudaEventCreate(&p->ev[i]));
+    return TT_OK;
+}
+
+static void prof_free(cuda_profile *p)
+{
+    for (int i = 0; p->ev && i < p->cap; i++)
+        if (p->ev[i])
+            cudaEventDestroy(p->ev[i]);
+    free(p->ev);
+    free(p->kind);
+    free(p->bytes);
+}
+
+/* Marks the end of an op of kind k that read `bytes` of device memory (0: not counted). */
+static void prof_mark(cuda_engine *g, prof_kind k, double bytes)
+{
+    cuda_profile *p = &g->prof;
+    if (!p->on || p->n >= p->cap)
+        return;
+    p->kind[p->n] = (unsigned char)k;
+    p->bytes[p->n] = bytes;
+    if (cudaEventRecord(p->ev[p->n], g->stream) == cudaSuccess)
+        p->n++;
+    else
+        cudaGetLastError();
+}
+
+/* Starts timing a step of B rows when profiling (and not capturing). */
+static void prof_begin(cuda_engine *g)
+{
+    cuda_profile *p = &g->prof;
+    p->n = 0;
+    p->on = g->co.profile && !g->capturing && p->ev;
+    if (!p->on)
+        return;
+    p->wall_ms -= host_ms();
+    if (cudaEventRecord(p->ev[0], g->stream) == cudaSuccess)
+        p->n = 1;
+    else
+        cudaGetLastError();
+}
+
+/* After the step's synchronize: each interval between consecutive events goes to its op's kind. */
+static void prof_end(cuda_engine *g, int B)
+{
+    cuda_profile *p = &g->prof;
+    if (!p->on)
+        return;
+    p->on = false;
+    p->wall_ms += host_ms();
+    for (int i = 1; i < p->n; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, p->ev[i - 1], p->ev[i]) != cudaSuccess) {
+            cudaGetLastError();
+            continue;
+        }
+        p->ms[p->kind[i]] += ms;
+        p->gb[p->kind[i]] += p->bytes[i] * 1e-9;
+        p->calls[p->kind[i]]++;
+    }
+    p->steps++;
+    p->rows += B;
+}
+
+/* =============================================================================================
  * Forward */
 
 /* The architecture's norm (LayerNorm or RMSNorm) of T rows of x into out, after adding the pending
@@ -582,13 +727,16 @@ static cudaError_t norm(cuda_engine *g, void *out, float *x, const float *pendin
     return cuda_layernorm(out, x, pending, w, b, T, cfg->C, cfg->norm_eps, g->base.dtype, g->stream);
 }
 
-/* out (T, ldo) = x (T, ldx) W, or += when accumulate, W (K, N) in either layout. */
-static cublasStatus_t matmul(cuda_engine *g, float *out, int ldo, const void *x, int ldx, const cuda_matrix *w,
-                             int T, int K, int N, bool accumulate)
+/* out (T, ldo) = x (T, ldx) W, or += when accumulate, W held (N, K): the gemv kernel for a few
+ * rows, cuBLAS for more. */
+static tt_status matmul(cuda_engine *g, float *out, int ldo, const void *x, int ldx, const void *w, int T, int K,
+                        int N, bool accumulate, tt_error *err)
 {
-    if (w->in_out)
-        return cuda_matmul(g->cublas, out, ldo, x, ldx, w->w, T, K, N, accumulate, g->base.dtype);
-    return cuda_matmul_linear(g->cublas, out, ldo, x, ldx, w->w, T, K, N, accumulate, g->base.dtype);
+    if (cuda_matmul_uses_gemv(T))
+        GPU_CHECK(cuda_gemv(out, ldo, x, ldx, w, T, K, N, accumulate, g->base.dtype, g->stream));
+    else
+        BLAS_CHECK(cuda_matmul(g->cublas, out, ldo, x, ldx, w, T, K, N, accumulate, g->base.dtype));
+    return TT_OK;
 }
 
 /* Queues a forward of T rows: a prefill chunk of sequence sq (positions pos .. pos+T-1, the ids
@@ -610,6 +758,13 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
     const size_t ds = tt_dtype_size(d), layer_elems = (size_t)NKV * (size_t)n_ctx * (size_t)HS;
     cudaStream_t s = g->stream;
     cublasHandle_t h = g->cublas;
+    /* What the profile counts as read: each matrix once, and the rows' keys and values. */
+    double kv_read = 0;
+    if (g->prof.on)
+        for (int b = 0; b < T; b++)
+            kv_read += (double)(g->h_rows[b].pos + 1) * 2.0 * NKV * HS * (double)ds;
+    const double qkv_b = (double)QKV * C * ds, o_b = (double)C * Q * ds, up_b = (double)FFW * C * ds;
+    const double down_b = (double)C * FF * ds;
 
     if (sq)
         GPU_CHECK(cuda_embed(g->x, g->d_tokens, g->wte, g->wpe, T, C, d, s));
@@ -619,6 +774,7 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
     const float *lens_x = g->x + (size_t)(T - 1) * (size_t)C;
     if (lens)
         GPU_CHECK(cudaMemcpyAsync(lens, lens_x, row_bytes, cudaMemcpyDeviceToHost, s));
+    prof_mark(g, PROF_EMBED, 0);
     const float *pending = NULL;   /* the bias of the last matmul added into x */
     for (int l = 0; l < cfg->L; l++) {
         const cuda_layer *ly = &g->layers[l];
@@ -626,15 +782,19 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
         const cuda_attn at = {NH, NKV, HS, n_ctx, ly->qkv_b, ly->q_norm, ly->k_norm, cfg->norm_eps,
                               g->rope_cos, g->rope_sin};
         GPU_CHECK(norm(g, g->xn, g->x, pending, ly->attn_norm_w, ly->attn_norm_b, T));
+        prof_mark(g, PROF_NORM, 0);
         if (lens && l > 0)
             GPU_CHECK(cudaMemcpyAsync(lens + (size_t)l * C, lens_x, row_bytes, cudaMemcpyDeviceToHost, s));
-        BLAS_CHECK(matmul(g, g->qkv, QKV, g->xn, C, &ly->qkv, T, C, QKV, false));
+        MATMUL_CHECK(matmul(g, g->qkv, QKV, g->xn, C, ly->qkv, T, C, QKV, false, err));
+        prof_mark(g, PROF_QKV, qkv_b);
         if (!sq) {
             GPU_CHECK(cuda_qkv_store_rows(g->q, g->qkv, g->d_rows, layer, T, &at, d, s));
+            prof_mark(g, PROF_HEADS, 0);
             GPU_CHECK(cuda_attention_decode(g->att, g->partial, g->q, g->d_rows, layer, T, NH, NKV, HS, n_ctx, d, s));
             if (g->cap_nr > 0)     /* one row (T 1): its query kept for the capture after the layers */
                 GPU_CHECK(cudaMemcpyAsync(g->cap_q + (size_t)l * Q * ds, g->q, (size_t)Q * ds,
                                           cudaMemcpyDeviceToDevice, s));
+            prof_mark(g, PROF_ATTENTION, kv_read);
         } else {
             char *kc = sq->k + layer * ds, *vc = sq->v + layer * ds;
             GPU_CHECK(cuda_qkv_store(g->q, kc, vc, g->qkv, g->d_tokens, T, &at, d, s));
@@ -648,14 +808,22 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
             GPU_CHECK(cuda_attention_probs(rows, a->ld, g->q, g->cap_q_row, g->cap_nr, g->cap_pos,
                                            g->cap_k + layer * ds, NH, NKV, HS, n_ctx, d, s));
         }
-        BLAS_CHECK(matmul(g, g->x, C, g->att, Q, &ly->o, T, Q, C, true));
+        MATMUL_CHECK(matmul(g, g->x, C, g->att, Q, ly->o, T, Q, C, true, err));
+        prof_mark(g, PROF_O, o_b);
         GPU_CHECK(norm(g, g->xn, g->x, ly->o_b, ly->ffn_norm_w, ly->ffn_norm_b, T));
-        BLAS_CHECK(matmul(g, g->fc, FFW, g->xn, C, &ly->up, T, C, FFW, false));
-        if (swiglu)
-            GPU_CHECK(cuda_swiglu(g->fc_act, g->fc, T, FF, d, s));
-        else
-            GPU_CHECK(cuda_gelu(g->fc_act, g->fc, ly->up_b, T, FF, cfg->act, d, s));
-        BLAS_CHECK(matmul(g, g->x, C, g->fc_act, FF, &ly->down, T, FF, C, true));
+        prof_mark(g, PROF_NORM, 0);
+        if (cuda_matmul_uses_gemv(T)) {
+            GPU_CHECK(cuda_gemv_ffn_up(g->fc_act, g->xn, C, ly->up, ly->up_b, T, C, FF, cfg->act, swiglu, d, s));
+            prof_mark(g, PROF_UP, up_b);
+        } else {
+            MATMUL_CHECK(matmul(g, g->fc, FFW, g->xn, C, ly->up, T, C, FFW, false, err));
+            if (swiglu)
+                GPU_CHECK(cuda_swiglu(g->fc_act, g->fc, T, FF, d, s));
+            else
+                GPU_CHECK(cuda_gelu(g->fc_act, g->fc, ly->up_b, T, FF, cfg->act, d, s));
+        }
+        MATMUL_CHECK(matmul(g, g->x, C, g->fc_act, FF, ly->down, T, FF, C, true, err));
+        prof_mark(g, PROF_DOWN, down_b);
         pending = ly->down_b;
     }
     if (!sq && g->cap_nr > 0)      /* every layer's row at once, position and cache from d_rows */
@@ -668,8 +836,11 @@ static tt_status enqueue_forward(cuda_engine *g, const cuda_seq *sq, int T, int 
     GPU_CHECK(norm(g, xnl, g->x + (size_t)lo * (size_t)C, pending, g->ln_f_w, g->ln_f_b, R));
     if (lens)
         GPU_CHECK(cudaMemcpyAsync(lens + (size_t)cfg->L * C, lens_x, row_bytes, cudaMemcpyDeviceToHost, s));
-    BLAS_CHECK(matmul(g, g->logits, V, xnl, C, &g->lm_head, R, C, V, false));
+    prof_mark(g, PROF_NORM, 0);
+    MATMUL_CHECK(matmul(g, g->logits, V, xnl, C, g->lm_head, R, C, V, false, err));
+    prof_mark(g, PROF_LM_HEAD, (double)V * C * ds);
     GPU_CHECK(cudaMemcpyAsync(out, g->logits, (size_t)R * (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, s));
+    prof_mark(g, PROF_LOGITS_OUT, 0);
     return TT_OK;
 }
 
@@ -739,12 +910,17 @@ static tt_status run_rows(cuda_engine *g, int B, float *out, float *lens, tt_err
             return TT_OK;
         }
     }
+    prof_begin(g);
     GPU_CHECK(cudaMemcpyAsync(g->d_rows, g->h_rows, (size_t)B * sizeof(cuda_row), cudaMemcpyHostToDevice,
                               g->stream));
+    prof_mark(g, PROF_ROWS_IN, 0);
     tt_status s = enqueue_forward(g, NULL, B, 0, 0, out, lens, err);
-    if (s != TT_OK)
+    if (s != TT_OK) {
+        g->prof.on = false;
         return s;
+    }
     GPU_CHECK(cudaStreamSynchronize(g->stream));
+    prof_end(g, B);
     return TT_OK;
 }
 
@@ -1028,6 +1204,12 @@ static void cuda_destroy(engine *e)
     cuda_engine *g = (cuda_engine *)e;
     if (!g)
         return;
+    if (g->co.profile) {
+        char table[4096];
+        if (cuda_engine_profile_format(e, table, sizeof table) > 0)
+            fputs(table, stderr);
+    }
+    prof_free(&g->prof);
     /* After a sticky error these calls fail too; the memory goes with the context either way. */
     drop_graphs(g);
     free(g->graphs);
@@ -1146,6 +1328,8 @@ static tt_status setup(cuda_engine *g, tt_error *err)
     g->seqs[0] = cuda_seq{g->k_cache, g->v_cache, 0};
     g->n_seqs = 1;
     if ((s = reserve_logits(g, 1, err)) != TT_OK)
+        return s;
+    if (g->co.profile && (s = prof_setup(g, err)) != TT_OK)
         return s;
 
     /* Read per decode step: every matrix once (the lm_head included), the vectors, a row of each
@@ -1270,4 +1454,53 @@ extern "C" void cuda_bench_format(const engine *e, double decode_tokens_per_s, i
              mib(info.total_bytes - info.free_bytes), mib(info.total_bytes), bytes / 1e6, bw / 1e9,
              info.peak_bandwidth > 0 ? 100.0 * bw / info.peak_bandwidth : 0.0, info.peak_bandwidth / 1e9,
              st.graphs ? "on" : "off");
+}
+
+extern "C" size_t cuda_engine_profile_format(const engine *e, char *buf, size_t cap)
+{
+    if (cap)
+        buf[0] = 0;
+    if (!e || e->ops != &cuda_ops || !cap)
+        return 0;
+    const cuda_engine *g = (const cuda_engine *)e;
+    const cuda_profile *p = &g->prof;
+    if (p->steps == 0)
+        return 0;
+    cuda_device_info_t info;
+    tt_error err;
+    const double peak = cuda_device_info(&info, &err) == TT_OK ? info.peak_bandwidth : 0.0;
+    double total = 0;
+    for (int k = 0; k < PROF_KINDS; k++)
+        total += p->ms[k];
+    const double n = (double)p->steps;
+    size_t len = 0;
+#define PROF_PRINT(...)                                                                         \
+    do {                                                                                        \
+        int w_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                   \
+        if (w_ > 0)                                                                             \
+            len = len + (size_t)w_ < cap ? len + (size_t)w_ : cap - 1;                          \
+    } while (0)
+    PROF_PRINT("cuda profile: %s, %s weights; %ld decode steps without a graph (%.2f rows a step)\n"
+               "  device time between events recorded after each op (an op's time includes the device's idle\n"
+               "  time before it)%s\n", g->device_name, tt_dtype_name(e->dtype), p->steps, (double)p->rows / n,
+               info.emulated ? "; emulated: the times mean nothing" : "");
+    PROF_PRINT("  %-30s %8s %10s %7s %9s %8s\n", "op", "per step", "us/step", "share", "GB/s", "of peak");
+    for (int k = 0; k < PROF_KINDS; k++) {
+        if (!p->calls[k])
+            continue;
+        PROF_PRINT("  %-30s %8.1f %10.1f %6.1f%%", prof_names[k], (double)p->calls[k] / n, 1e3 * p->ms[k] / n,
+                   total > 0 ? 100.0 * p->ms[k] / total : 0.0);
+        if (p->gb[k] > 0 && p->ms[k] > 0) {
+            const double gbs = p->gb[k] / (p->ms[k] * 1e-3);
+            PROF_PRINT(" %9.1f", gbs);
+            if (peak > 0)
+                PROF_PRINT(" %7.0f%%", 100.0 * gbs * 1e9 / peak);
+        }
+        PROF_PRINT("\n");
+    }
+    PROF_PRINT("  %-30s %8s %10.1f %6.1f%%\n", "device total", "", 1e3 * total / n, 100.0);
+    PROF_PRINT("  %-30s %8s %10.1f  (launches, then the synchronize)\n", "host wall time", "",
+               1e3 * p->wall_ms / n);
+#undef PROF_PRINT
+    return len;
 }

@@ -22,6 +22,9 @@ typedef struct {
     bool use_graphs;     /* capture the decode step once as a CUDA graph and replay it (default true) */
     int device;          /* device index (default 0) */
     int max_chunk;       /* tokens per prefill chunk; <= 0: min(n_ctx, 256). Tests use small ones. */
+    bool profile;        /* time each op of the decode steps that run without a graph with CUDA
+                            events (cuda_engine_profile_format); the table goes to stderr when the
+                            engine is freed. Default: $TOKENTOP_CUDA_PROFILE set, not "0" */
 } cuda_engine_options;
 
 void cuda_engine_options_default(cuda_engine_options *co);
@@ -83,6 +86,13 @@ size_t cuda_engine_decode_bytes(const engine *e, int pos);
 /* A bench line: "gpu: <device>, <used> of <total> MiB; decode reads <x> MB/token -> <y> GB/s =
  * <z>% of the <p> GB/s peak" for a measured decode rate at mean position pos. */
 void cuda_bench_format(const engine *e, double decode_tokens_per_s, int pos, char *buf, size_t cap);
+
+/* The profile of e's decode steps so far (co.profile; steps replayed from a graph are not timed,
+ * so run with use_graphs false): per kind of op, its launches per step, device time per step, share
+ * and, for matmuls and attention, the bytes it reads as GB/s and share of the device's peak; then
+ * the device total and the host's wall time per step. Writes at most cap bytes (always
+ * terminated) and returns the length; "" (0) when e is not a CUDA engine or nothing was timed. */
+size_t cuda_engine_profile_format(const engine *e, char *buf, size_t cap);
 
 /* One line naming this build's GPU support: "cuda (nvcc 13.0, sm_80 sm_86 sm_89 sm_90)",
  * "cuda-emu (host emulation)", "none (built without CUDA)". */

@@ -16,6 +16,14 @@ static unsigned int row_block(int n)
     return b < 32 ? 32 : b > 256 ? 256 : b;
 }
 
+/* Threads for one block normalizing a row of C: at most 4 elements each (up to C = 4096), so the
+ * chain of dependent loads per pass is short when a decode step's one row is one block. */
+static unsigned int norm_block(int C)
+{
+    unsigned int b = (unsigned int)((C + 3) / 4 + 31) / 32 * 32;
+    return b < 32 ? 32 : b > 1024 ? 1024 : b;
+}
+
 /* Blocks of 256 for a grid-stride loop over n elements. */
 static unsigned int flat_grid(size_t n)
 {
@@ -99,7 +107,7 @@ __global__ void layernorm_kernel(void *out, float *x, const float *bias, const f
 cudaError_t cuda_layernorm(void *out, float *x, const float *bias, const float *w, const float *b,
                            int T, int C, float eps, tt_dtype d, cudaStream_t stream)
 {
-    return TT_DISPATCH(d, layernorm_kernel, dim3(T), dim3(row_block(C)), 0, stream, out, x, bias, w, b,
+    return TT_DISPATCH(d, layernorm_kernel, dim3(T), dim3(norm_block(C)), 0, stream, out, x, bias, w, b,
                        C, eps);
 }
 
@@ -126,24 +134,204 @@ __global__ void rmsnorm_kernel(void *out, float *x, const float *bias, const flo
 cudaError_t cuda_rmsnorm(void *out, float *x, const float *bias, const float *w, int T, int C, float eps,
                          tt_dtype d, cudaStream_t stream)
 {
-    return TT_DISPATCH(d, rmsnorm_kernel, dim3(T), dim3(row_block(C)), 0, stream, out, x, bias, w, C, eps);
+    return TT_DISPATCH(d, rmsnorm_kernel, dim3(T), dim3(norm_block(C)), 0, stream, out, x, bias, w, C, eps);
 }
 
 /* =============================================================================================
- * Matmuls (cuBLAS, column-major: a row-major (R, S) matrix is a column-major (S, R) one) */
+ * Matmuls: W^T (N, K) row-major in d (see cuda_kernels.h) */
+
+#define GEMV_THREADS 256               /* 8 warps: 8 output columns per block */
+/* 16-byte loads of W each lane has in flight: 8 for one row; 4 for several, whose loads of x add
+ * to them (and whose registers would otherwise spill). */
+#define GEMV_UNROLL(TT) ((TT) == 1 ? 8 : 4)
+
+/* fp16 -> fp32 exactly: one conversion instruction on the device (the bit-exact twin of
+ * tt_f16_to_f32, which the host and the emulation use). */
+__device__ static inline float gemv_f16(uint32_t h)
+{
+#ifdef __CUDA_ARCH__
+    float f;
+    unsigned short u = (unsigned short)h;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
+    return f;
+#else
+    return tt_f16_to_f32((uint16_t)h);
+#endif
+}
+
+/* The E elements of d in 16 bytes, as floats, in memory order. */
+template <tt_dtype D> struct gemv_vec {
+    static constexpr int E = D == TT_F32 ? 4 : 8;
+    __device__ static inline void unpack(const uint4 &v, float *f)
+    {
+        const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+        for (int i = 0; i < 4; i++) {
+            if (D == TT_F32) {
+                f[i] = tt_bits_f32(u[i]);
+            } else if (D == TT_BF16) {
+                f[2 * i] = tt_bits_f32(u[i] << 16);
+                f[2 * i + 1] = tt_bits_f32(u[i] & 0xffff0000u);
+            } else {
+                f[2 * i] = gemv_f16(u[i] & 0xffffu);
+                f[2 * i + 1] = gemv_f16(u[i] >> 16);
+            }
+        }
+    }
+};
+
+/* What a gemv does with its sums (one per row t and output column n). */
+enum {
+    GEMV_STORE,                    /* out (fp32) = sum */
+    GEMV_ADD,                      /* out (fp32) += sum */
+    GEMV_GELU_TANH,                /* out (d) = gelu_tanh(sum + bias[n]) */
+    GEMV_GELU_ERF,                 /* out (d) = gelu_erf(sum + bias[n]) */
+    GEMV_SWIGLU,                   /* out (d) = silu(sum) * (the sum of W's row N + n) */
+};
+
+/* The sums of TT rows of x with W's row n, in every lane: lane l sums the 16-byte pieces l, l + 32,
+ * ... of the row (or, when vec is false, the elements l, l + 32, ...) in k order, then the warp adds
+ * its lanes' sums. The same steps for every TT, so a row's sum does not depend on how many rows run
+ * with it. */
+template <tt_dtype D, int TT>
+__device__ static void gemv_dot(float *acc, const void *x, int ldx, const void *w, int K, size_t n, bool vec)
+{
+    const int lane = threadIdx.x % 32;
+    for (int t = 0; t < TT; t++)
+        acc[t] = 0.0f;
+    if (vec) {
+        typedef gemv_vec<D> V;
+        const int nv = K / V::E;                    /* 16-byte pieces per row */
+        const uint4 *wr = (const uint4 *)w + n * (size_t)nv, *xv = (const uint4 *)x;
+        const int xs = ldx / V::E;
+        constexpr int U = GEMV_UNROLL(TT);
+        for (int c0 = lane; c0 < nv; c0 += 32 * U) {
+            /* All loads first: U of W in flight, and for one row its U pieces of x too (several
+             * rows load x as they go, which their registers allow). */
+            uint4 wq[U], xq[TT == 1 ? U : 1];
+            TT_UNROLL
+            for (int u = 0; u < U; u++)
+                if (c0 + 32 * u < nv) {
+                    wq[u] = wr[c0 + 32 * u];
+                    if (TT == 1)
+                        xq[u] = xv[c0 + 32 * u];
+                }
+            TT_UNROLL
+            for (int u = 0; u < U; u++) {
+                if (c0 + 32 * u >= nv)
+                    break;
+                float wf[V::E];
+                V::unpack(wq[u], wf);
+                TT_UNROLL
+                for (int t = 0; t < TT; t++) {
+                    float xf[V::E];
+                    V::unpack(TT == 1 ? xq[u] : xv[(size_t)t * xs + c0 + 32 * u], xf);
+                    TT_UNROLL
+                    for (int e = 0; e < V::E; e++)
+                        acc[t] = fmaf(wf[e], xf[e], acc[t]);
+                }
+            }
+        }
+    } else {
+        for (int k = lane; k < K; k += 32) {
+            const float wv = tt_load_f32(w, D, n * (size_t)K + k);
+            for (int t = 0; t < TT; t++)
+                acc[t] = fmaf(wv, tt_load_f32(x, D, (size_t)t * ldx + k), acc[t]);
+        }
+    }
+    for (int t = 0; t < TT; t++)
+        acc[t] = warp_sum(acc[t]);
+}
+
+/* Output column n of TT rows, written as mode says. The activations use cuda_gelu's and
+ * cuda_swiglu's formulas on the same sums, so a fused step gives their bits. */
+template <tt_dtype D, int TT>
+__device__ static void gemv_column(void *out, int ldo, const void *x, int ldx, const void *w, const float *bias,
+                                   int K, int N, int n, int mode, bool vec)
+{
+    float acc[TT], up[TT];
+    gemv_dot<D, TT>(acc, x, ldx, w, K, (size_t)n, vec);
+    if (mode == GEMV_SWIGLU)
+        gemv_dot<D, TT>(up, x, ldx, w, K, (size_t)N + n, vec);
+    if (threadIdx.x % 32 != 0)
+        return;
+    const float b = bias ? bias[n] : 0.0f;
+    for (int t = 0; t < TT; t++) {
+        const size_t at = (size_t)t * ldo + n;
+        switch (mode) {
+        case GEMV_STORE: ((float *)out)[at] = acc[t]; break;
+        case GEMV_ADD: ((float *)out)[at] += acc[t]; break;
+        case GEMV_GELU_TANH: tt_store_f32(out, D, at, gpt2_gelu_tanh(acc[t] + b)); break;
+        case GEMV_GELU_ERF: tt_store_f32(out, D, at, gpt2_gelu_erf(acc[t] + b)); break;
+        default: tt_store_f32(out, D, at, arch_silu(acc[t]) * up[t]); break;
+        }
+    }
+}
+
+/* One row (a decode step of one sequence), in a kernel of its own: the registers the T-row cases
+ * need would otherwise lower how many warps an SM holds. */
+template <tt_dtype D>
+__global__ void __launch_bounds__(GEMV_THREADS)
+gemv1_kernel(void *out, int ldo, const void *x, int ldx, const void *w, const float *bias, int K, int N, int mode,
+             int vec)
+{
+    const int n = blockIdx.x * (GEMV_THREADS / 32) + threadIdx.x / 32;
+    if (n >= N)                                     /* the whole warp: no shuffle is left alone */
+        return;
+    gemv_column<D, 1>(out, ldo, x, ldx, w, bias, K, N, n, mode, vec != 0);
+}
+
+template <tt_dtype D>
+__global__ void __launch_bounds__(GEMV_THREADS)
+gemv_kernel(void *out, int ldo, const void *x, int ldx, const void *w, const float *bias, int T, int K, int N,
+            int mode, int vec)
+{
+    const int n = blockIdx.x * (GEMV_THREADS / 32) + threadIdx.x / 32;
+    if (n >= N)
+        return;
+    const bool v = vec != 0;
+    switch (T) {                                    /* the same for the whole grid */
+    case 2: gemv_column<D, 2>(out, ldo, x, ldx, w, bias, K, N, n, mode, v); break;
+    case 3: gemv_column<D, 3>(out, ldo, x, ldx, w, bias, K, N, n, mode, v); break;
+    case 4: gemv_column<D, 4>(out, ldo, x, ldx, w, bias, K, N, n, mode, v); break;
+    case 5: gemv_column<D, 5>(out, ldo, x, ldx, w, bias, K, N, n, mode, v); break;
+    case 6: gemv_column<D, 6>(out, ldo, x, ldx, w, bias, K, N, n, mode, v); break;
+    case 7: gemv_column<D, 7>(out, ldo, x, ldx, w, bias, K, N, n, mode, v); break;
+    default: gemv_column<D, CUDA_GEMV_MAX_T>(out, ldo, x, ldx, w, bias, K, N, n, mode, v); break;
+    }
+}
+
+/* N output columns of T rows of x (T, ldx) times W held (N, K) (2N rows for GEMV_SWIGLU). */
+static cudaError_t gemv(void *out, int ldo, const void *x, int ldx, const void *w, const float *bias, int T,
+                        int K, int N, int mode, tt_dtype d, cudaStream_t stream)
+{
+    if (T < 1 || T > CUDA_GEMV_MAX_T)
+        return cudaErrorInvalidValue;
+    /* 16-byte loads need every row of W and of x to start on a 16-byte boundary. */
+    const size_t E = 16 / tt_dtype_size(d);
+    const int vec = K % E == 0 && ldx % E == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0;
+    const dim3 grid(tt_ceil_div((size_t)N, GEMV_THREADS / 32));
+    if (T == 1)
+        return TT_DISPATCH(d, gemv1_kernel, grid, dim3(GEMV_THREADS), 0, stream, out, ldo, x, ldx, w, bias, K, N,
+                           mode, vec);
+    return TT_DISPATCH(d, gemv_kernel, grid, dim3(GEMV_THREADS), 0, stream, out, ldo, x, ldx, w, bias, T, K, N,
+                       mode, vec);
+}
+
+cudaError_t cuda_gemv(float *out, int ldo, const void *x, int ldx, const void *w, int T, int K, int N,
+                      bool accumulate, tt_dtype d, cudaStream_t stream)
+{
+    return gemv(out, ldo, x, ldx, w, NULL, T, K, N, accumulate ? GEMV_ADD : GEMV_STORE, d, stream);
+}
+
+cudaError_t cuda_gemv_ffn_up(void *out, const void *x, int ldx, const void *w, const float *bias, int T, int K,
+                             int FF, arch_activation act, bool swiglu, tt_dtype d, cudaStream_t stream)
+{
+    const int mode = swiglu ? GEMV_SWIGLU : act == ARCH_ACT_GELU_ERF ? GEMV_GELU_ERF : GEMV_GELU_TANH;
+    return gemv(out, FF, x, ldx, w, swiglu ? NULL : bias, T, K, FF, mode, d, stream);
+}
 
 cublasStatus_t cuda_matmul(cublasHandle_t h, float *out, int ldo, const void *x, int ldx, const void *w,
                            int T, int K, int N, bool accumulate, tt_dtype d)
-{
-    /* out^T (N, T) = W^T (N, K) x^T (K, T): W row-major (K, N) is column-major (N, K) with ld N. */
-    const float one = 1.0f, zero = 0.0f;
-    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, T, K, &one, w, tt_cuda_type(d), N,
-                        x, tt_cuda_type(d), ldx, accumulate ? &one : &zero, out, CUDA_R_32F, ldo,
-                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-}
-
-cublasStatus_t cuda_matmul_linear(cublasHandle_t h, float *out, int ldo, const void *x, int ldx,
-                                  const void *w, int T, int K, int N, bool accumulate, tt_dtype d)
 {
     /* out^T (N, T) = W (N, K) x^T (K, T): W row-major (N, K) is column-major (K, N) with ld K, so it
      * enters transposed. */
@@ -153,15 +341,38 @@ cublasStatus_t cuda_matmul_linear(cublasHandle_t h, float *out, int ldo, const v
                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-cublasStatus_t cuda_matmul_lm_head(cublasHandle_t h, float *logits, const void *x, int ldx,
-                                   const void *lm_head, int T, int C, int V, tt_dtype d)
+/* 32 x 32 tiles through shared memory, so both the reads and the writes are coalesced; E is the
+ * element's type (its bytes are moved, never converted). */
+#define TRANSPOSE_TILE 32
+#define TRANSPOSE_ROWS 8
+
+template <typename E>
+__global__ void transpose_kernel(E *dst, int ldd, const E *src, int R, int S)
 {
-    /* logits^T (V, T) = lm_head (V, C) x^T (C, T): lm_head row-major (V, C) is column-major (C, V),
-     * so it enters transposed. */
-    const float one = 1.0f, zero = 0.0f;
-    return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, V, T, C, &one, lm_head, tt_cuda_type(d), C,
-                        x, tt_cuda_type(d), ldx, &zero, logits, CUDA_R_32F, V,
-                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    __shared__ E tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
+    const int s0 = blockIdx.x * TRANSPOSE_TILE, r0 = blockIdx.y * TRANSPOSE_TILE;
+    for (int i = threadIdx.y; i < TRANSPOSE_TILE; i += TRANSPOSE_ROWS) {
+        const int r = r0 + i, s = s0 + threadIdx.x;
+        if (r < R && s < S)
+            tile[i][threadIdx.x] = src[(size_t)r * S + s];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < TRANSPOSE_TILE; i += TRANSPOSE_ROWS) {
+        const int s = s0 + i, r = r0 + threadIdx.x;
+        if (s < S && r < R)
+            dst[(size_t)s * ldd + r] = tile[threadIdx.x][i];
+    }
+}
+
+cudaError_t cuda_transpose(void *dst, int ldd, const void *src, int R, int S, tt_dtype d, cudaStream_t stream)
+{
+    const dim3 grid(tt_ceil_div((size_t)S, TRANSPOSE_TILE), tt_ceil_div((size_t)R, TRANSPOSE_TILE));
+    const dim3 block(TRANSPOSE_TILE, TRANSPOSE_ROWS);
+    if (tt_dtype_size(d) == 4)
+        return TT_LAUNCH(transpose_kernel<uint32_t>, grid, block, 0, stream, (uint32_t *)dst, ldd,
+                         (const uint32_t *)src, R, S);
+    return TT_LAUNCH(transpose_kernel<uint16_t>, grid, block, 0, stream, (uint16_t *)dst, ldd,
+                     (const uint16_t *)src, R, S);
 }
 
 /* =============================================================================================
@@ -366,20 +577,29 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
  * captured in a graph. A block reads nothing of the other rows: a row's result does not depend on
  * the batch. */
 #define DECODE_THREADS 128             /* 4 warps */
-#define DECODE_CHUNK 256               /* keys per block */
+#define DECODE_CHUNK 128               /* keys per block: short chains of loads per warp */
 #define DECODE_KEY_LANES 8             /* lanes per key when scoring: 4 keys per warp at a time */
+#define DECODE_KEY_UNROLL 4            /* groups of 4 keys whose loads a warp has in flight */
 
 static int decode_chunks(int n_ctx) { return (n_ctx + DECODE_CHUNK - 1) / DECODE_CHUNK; }
 
-template <tt_dtype D>
-__global__ void __launch_bounds__(DECODE_THREADS)
-attention_decode_kernel(float *partial, const void *q, const cuda_row *rows, size_t layer, int NH, int NKV,
-                        int HS, int n_ctx)
+/* One block of the decode attention kernel. HSC is the head size when it is one the models use
+ * (64, 128: the loops over a head unroll, so a lane's loads are all in flight at once), else 0 (HS
+ * at run time). When each lane's eighth of a key is whole 16-byte pieces, the scores read it so;
+ * otherwise lane `sub` reads elements sub, sub + 8, ... */
+typedef struct {
+    float qs[CUDA_MAX_HS];
+    float att[DECODE_CHUNK];                        /* scores, then exp(score - m) */
+    float part[DECODE_THREADS / 32][CUDA_MAX_HS];
+    float red[32];
+} decode_shared;
+
+template <tt_dtype D, int HSC>
+__device__ static void attention_decode_block(decode_shared &sh, float *partial, const void *q, const cuda_row *rows,
+                                              size_t layer, int NH, int NKV, int HS_run, int n_ctx)
 {
-    __shared__ float qs[CUDA_MAX_HS];
-    __shared__ float att[DECODE_CHUNK];             /* scores, then exp(score - m) */
-    __shared__ float part[DECODE_THREADS / 32][CUDA_MAX_HS];
-    __shared__ float red[32];
+    float *qs = sh.qs, *att = sh.att, *red = sh.red;
+    const int HS = HSC > 0 ? HSC : HS_run;
     const int hd = blockIdx.x, chunk = blockIdx.y, row = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
     const int n = rows[row].pos + 1;                /* keys 0 .. pos, the new one included */
@@ -392,20 +612,62 @@ attention_decode_kernel(float *partial, const void *q, const cuda_row *rows, siz
         qs[i] = tt_load_f32(q, D, ((size_t)row * NH + hd) * HS + i);
     __syncthreads();
 
-    /* Scores: each warp takes 4 keys at a time, 8 lanes per key; the loop bound is the same for
-     * every lane of a warp, so all of them reach the shuffles. */
+    /* Scores: each warp takes 4 keys at a time (DECODE_KEY_UNROLL groups of 4 in the unrolled
+     * loop), 8 lanes per key; the loop bounds are the same for every lane of a warp, so all of them
+     * reach the shuffles. */
     const float scale = gpt2_attn_scale(HS);
     const int group = lane / DECODE_KEY_LANES, sub = lane % DECODE_KEY_LANES;
-    for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += nwarps * (32 / DECODE_KEY_LANES)) {
-        const int j = jb + group;
-        float dot = 0.0f;
-        if (j < j1)
-            for (int i = sub; i < HS; i += DECODE_KEY_LANES)
-                dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
-        for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)
-            dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (j < j1 && sub == 0)
-            att[j - j0] = dot * scale;
+    typedef gemv_vec<D> V;
+    constexpr int LANE_BYTES = HSC / DECODE_KEY_LANES * (D == TT_F32 ? 4 : 2);
+    constexpr bool VEC = HSC > 0 && HSC % DECODE_KEY_LANES == 0 && LANE_BYTES % 16 == 0;
+    constexpr int PIECES = VEC ? LANE_BYTES / 16 : 1;
+    const int kstep = nwarps * (32 / DECODE_KEY_LANES);   /* keys all warps score at a time */
+    if constexpr (VEC) {
+        /* DECODE_KEY_UNROLL groups' keys loaded before any is used; lane sub holds elements
+         * sub HS/8 .. (sub+1) HS/8 - 1 of its key. */
+        for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += kstep * DECODE_KEY_UNROLL) {
+            uint4 kq[DECODE_KEY_UNROLL][PIECES];
+            TT_UNROLL
+            for (int u = 0; u < DECODE_KEY_UNROLL; u++) {
+                const int j = jb + u * kstep + group;
+                if (j < j1) {
+                    const uint4 *kr = (const uint4 *)k + (base + (size_t)j * HS) / V::E + sub * PIECES;
+                    TT_UNROLL
+                    for (int p = 0; p < PIECES; p++)
+                        kq[u][p] = kr[p];
+                }
+            }
+            TT_UNROLL
+            for (int u = 0; u < DECODE_KEY_UNROLL; u++) {
+                const int j = jb + u * kstep + group;
+                float dot = 0.0f;
+                if (j < j1)
+                    TT_UNROLL
+                    for (int p = 0; p < PIECES; p++) {
+                        float kf[V::E];
+                        V::unpack(kq[u][p], kf);
+                        TT_UNROLL
+                        for (int e = 0; e < V::E; e++)
+                            dot += qs[(sub * PIECES + p) * V::E + e] * kf[e];
+                    }
+                for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)   /* every lane: the bound is the warp's */
+                    dot += __shfl_xor_sync(0xffffffffu, dot, o);
+                if (j < j1 && sub == 0)
+                    att[j - j0] = dot * scale;
+            }
+        }
+    } else {
+        for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += kstep) {
+            const int j = jb + group;
+            float dot = 0.0f;
+            if (j < j1)
+                for (int i = sub; i < HS; i += DECODE_KEY_LANES)
+                    dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
+            for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)
+                dot += __shfl_xor_sync(0xffffffffu, dot, o);
+            if (j < j1 && sub == 0)
+                att[j - j0] = dot * scale;
+        }
     }
     __syncthreads();
     float mx = -INFINITY;
@@ -424,24 +686,40 @@ attention_decode_kernel(float *partial, const void *q, const cuda_row *rows, siz
     float acc[CUDA_MAX_HS / 32];
     for (int r = 0; r < CUDA_MAX_HS / 32; r++)
         acc[r] = 0.0f;
+    TT_UNROLL_BY(4)
     for (int j = j0 + warp; j < j1; j += nwarps) {
         const float p = att[j - j0];
+        TT_UNROLL
         for (int i = lane, r = 0; i < HS; i += 32, r++)
             acc[r] += p * tt_load_f32(v, D, base + (size_t)j * HS + i);
     }
+    TT_UNROLL
     for (int i = lane, r = 0; i < HS; i += 32, r++)
-        part[warp][i] = acc[r];
+        sh.part[warp][i] = acc[r];
     __syncthreads();
     float *out = partial + (((size_t)row * NH + hd) * gridDim.y + chunk) * (HS + 2);   /* m, l, acc (HS) */
     for (int i = threadIdx.x; i < HS; i += blockDim.x) {
         float o = 0.0f;
         for (int w = 0; w < nwarps; w++)
-            o += part[w][i];
+            o += sh.part[w][i];
         out[2 + i] = o;
     }
     if (threadIdx.x == 0) {
         out[0] = mx;
         out[1] = sum;
+    }
+}
+
+template <tt_dtype D>
+__global__ void __launch_bounds__(DECODE_THREADS)
+attention_decode_kernel(float *partial, const void *q, const cuda_row *rows, size_t layer, int NH, int NKV,
+                        int HS, int n_ctx)
+{
+    __shared__ decode_shared sh;
+    switch (HS) {                                   /* the same for the whole grid */
+    case 64: attention_decode_block<D, 64>(sh, partial, q, rows, layer, NH, NKV, HS, n_ctx); break;
+    case 128: attention_decode_block<D, 128>(sh, partial, q, rows, layer, NH, NKV, HS, n_ctx); break;
+    default: attention_decode_block<D, 0>(sh, partial, q, rows, layer, NH, NKV, HS, n_ctx); break;
     }
 }
 

@@ -8,8 +8,8 @@
  *     cpu_embed            <-> cuda_embed            x = token_embd[id] (+ pos_embd[pos + t])
  *     kernels_layernorm    <-> cuda_layernorm        (also adds the pending bias of the last matmul)
  *     kernels_rmsnorm      <-> cuda_rmsnorm          (ARCH_F_RMSNORM; the same pending bias)
- *     cpu_matmul           <-> cuda_matmul           cuBLAS, fp32 accumulation; bias in the kernel after
- *                              (a Conv1D [in, out] weight), cuda_matmul_linear (nn.Linear [out, in])
+ *     cpu_matmul           <-> cuda_gemv (a few rows), cuda_matmul (cuBLAS); fp32 accumulation, bias
+ *                              in the kernel after; every weight held (N, K) as nn.Linear holds it
  *     MM_GELU_*            <-> cuda_gelu             bias + GELU
  *     kernels_swiglu       <-> cuda_swiglu           silu(gate) * up (ARCH_F_SWIGLU)
  *     cpu_attention_prepare <-> cuda_qkv_store       bias, per-head q/k RMSNorm, RoPE, then q out and
@@ -77,19 +77,38 @@ cudaError_t cuda_layernorm(void *out, float *x, const float *bias, const float *
 cudaError_t cuda_rmsnorm(void *out, float *x, const float *bias, const float *w, int T, int C, float eps,
                          tt_dtype d, cudaStream_t stream);
 
-/* out (T, ldo) fp32 = x (T, ldx) W (K, N), or out += x W when accumulate. x and W in d; W is the
- * row-major Conv1D weight [in, out] = [K, N]. */
+/* Every weight matrix is held as nn.Linear holds it, W^T (N, K) row-major in d: the Llama family's
+ * files store it so, GPT-2's Conv1D [in, out] = (K, N) matrices are transposed once at upload
+ * (cuda_transpose), and the lm_head (V, C) is one with N = V, K = C. Two kernels multiply by it:
+ *
+ * cuda_gemv, for a few rows (T <= CUDA_GEMV_MAX_T: decode steps, short spans): one warp per output
+ * column n reads W's row n once with 16-byte loads and keeps one fp32 sum per row of x; each lane
+ * sums its own elements in k order, then the warp adds the lanes' sums (shuffles). A row's sum does
+ * not depend on T or on the other rows.
+ * cuda_matmul, for more rows: cuBLAS (fp32 accumulation), W entering transposed.
+ *
+ * Both: out (T, ldo) fp32 = x (T, ldx) W, or out += x W when accumulate; x in d. */
+#define CUDA_GEMV_MAX_T 8
+
+/* Which of the two the engine (and the per-op tests) use for T rows. */
+static inline bool cuda_matmul_uses_gemv(int T) { return T <= CUDA_GEMV_MAX_T; }
+
+cudaError_t cuda_gemv(float *out, int ldo, const void *x, int ldx, const void *w, int T, int K, int N,
+                      bool accumulate, tt_dtype d, cudaStream_t stream);
+
 cublasStatus_t cuda_matmul(cublasHandle_t h, float *out, int ldo, const void *x, int ldx, const void *w,
                            int T, int K, int N, bool accumulate, tt_dtype d);
 
-/* cuda_matmul for a weight stored as nn.Linear keeps it: W^T (N, K) row-major (Hugging Face's Llama
- * family). */
-cublasStatus_t cuda_matmul_linear(cublasHandle_t h, float *out, int ldo, const void *x, int ldx,
-                                  const void *w, int T, int K, int N, bool accumulate, tt_dtype d);
+/* The first matmul of the FFN and its activation in one kernel, for T <= CUDA_GEMV_MAX_T rows:
+ * out (T, FF) in d = gelu(x W + bias) with W (FF, K) held and bias (FF) or NULL (act says which
+ * GELU), or, when swiglu, silu(x W_gate) * (x W_up) with W (2 FF, K) held as [gate | up]. The bits
+ * of cuda_gemv followed by cuda_gelu or cuda_swiglu, in one launch and without their fp32 round
+ * trip through device memory. */
+cudaError_t cuda_gemv_ffn_up(void *out, const void *x, int ldx, const void *w, const float *bias, int T, int K,
+                             int FF, arch_activation act, bool swiglu, tt_dtype d, cudaStream_t stream);
 
-/* logits (T, V) fp32 = x (T, ldx) lm_head^T; lm_head (V, C) row-major in d (wte when tied). */
-cublasStatus_t cuda_matmul_lm_head(cublasHandle_t h, float *logits, const void *x, int ldx,
-                                   const void *lm_head, int T, int C, int V, tt_dtype d);
+/* dst (S, R) with row stride ldd = src (R, S)^T, both in d: dst[s ldd + r] = src[r S + s]. */
+cudaError_t cuda_transpose(void *dst, int ldd, const void *src, int R, int S, tt_dtype d, cudaStream_t stream);
 
 /* out (T, FF) in d = gelu(x + bias), x (T, FF) fp32. */
 cudaError_t cuda_gelu(void *out, const float *x, const float *bias, int T, int FF, arch_activation act,
@@ -126,7 +145,7 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
  * values already in their caches): for each row b, attention over that sequence's keys
  * 0 .. rows[b].pos (layer at element offset `layer`), query head h reading KV head h / (NH / NKV):
  * out (B, NH HS) in d. Each row is computed as it would be alone (the same blocks, the same order
- * of every sum), whatever B and the other rows. Two kernels: blocks of 256 keys per head and row
+ * of every sum), whatever B and the other rows. Two kernels: blocks of 128 keys per head and row
  * write partial results (partial: B * cuda_attention_decode_partial floats of device scratch), one
  * block per head and row combines them. Launch shapes depend on B and n_ctx only. */
 cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const cuda_row *rows,

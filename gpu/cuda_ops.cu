@@ -21,12 +21,14 @@ static tt_status ops_fail(cuda_ops *c, tt_error *err, const char *call, const ch
     return tt_fail(err, TT_ERR_DEVICE, "cuda_ops: %s failed at %s:%d: %s", call, __FILE__, line, what);
 }
 
-/* What went wrong, or NULL on success: a cudaError_t (OPS_CHECK) or a cublasStatus_t (OPS_BLAS). */
+/* What went wrong, or NULL on success: a cudaError_t (OPS_CHECK), a cublasStatus_t (OPS_BLAS), or
+ * a helper's own answer. */
 static const char *ops_error(cudaError_t e) { return e == cudaSuccess ? NULL : cudaGetErrorString(e); }
 static const char *ops_error(cublasStatus_t s)
 {
     return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s);
 }
+static const char *ops_error(const char *what) { return what; }   /* already an answer */
 
 #define OPS_CHECK(call)                                                              \
     do {                                                                             \
@@ -143,17 +145,48 @@ extern "C" tt_status cuda_ops_layernorm(cuda_ops *c, float *out, float *x, const
     return TT_OK;
 }
 
+/* out = x W with W held (N, K) at dw, by the kernel the engine picks for T rows. */
+static const char *ops_matmul(cuda_ops *c, float *dout, const void *dx, const void *dw, int T, int K, int N,
+                              bool accumulate, tt_dtype d)
+{
+    if (cuda_matmul_uses_gemv(T))
+        return ops_error(cuda_gemv(dout, N, dx, K, dw, T, K, N, accumulate, d, c->stream));
+    const char *what = ops_error(cublasSetStream(c->cublas, c->stream));
+    return what ? what : ops_error(cuda_matmul(c->cublas, dout, N, dx, K, dw, T, K, N, accumulate, d));
+}
+
 extern "C" tt_status cuda_ops_matmul(cuda_ops *c, float *out, const float *x, const float *w, int T, int K,
                                      int N, bool accumulate, tt_dtype d, tt_error *err)
 {
     cudaError_t e = cudaSuccess;
     float *dout = (float *)ops_upload(c, accumulate ? out : NULL, (size_t)T * N, TT_F32, &e);
     void *dx = ops_upload(c, x, (size_t)T * K, d, &e);
-    void *dw = ops_upload(c, w, (size_t)K * N, d, &e);
+    void *dw_in = ops_upload(c, w, (size_t)K * N, d, &e);
+    void *dw = ops_upload(c, NULL, (size_t)K * N, d, &e);
     OPS_CHECK(e);
-    OPS_BLAS(cublasSetStream(c->cublas, c->stream));
-    OPS_BLAS(cuda_matmul(c->cublas, dout, N, dx, K, dw, T, K, N, accumulate, d));
+    /* As the engine's upload holds a Conv1D weight: (N, K). */
+    OPS_CHECK(cuda_transpose(dw, K, dw_in, K, N, d, c->stream));
+    OPS_CHECK(ops_matmul(c, dout, dx, dw, T, K, N, accumulate, d));
     OPS_CHECK(ops_download(out, dout, (size_t)T * N, TT_F32));
+    ops_release(c);
+    return TT_OK;
+}
+
+extern "C" tt_status cuda_ops_ffn_up(cuda_ops *c, float *out, const float *x, const float *w, const float *bias,
+                                     int T, int K, int FF, arch_activation act, bool swiglu, tt_dtype d,
+                                     tt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+    const int FFW = swiglu ? 2 * FF : FF;
+    void *dout = ops_upload(c, NULL, (size_t)T * FF, d, &e);
+    void *dx = ops_upload(c, x, (size_t)T * K, d, &e);
+    void *dw_in = ops_upload(c, w, (size_t)K * FFW, d, &e);
+    void *dw = ops_upload(c, NULL, (size_t)K * FFW, d, &e);
+    float *db = bias && !swiglu ? (float *)ops_upload(c, bias, (size_t)FF, TT_F32, &e) : NULL;
+    OPS_CHECK(e);
+    OPS_CHECK(cuda_transpose(dw, K, dw_in, K, FFW, d, c->stream));
+    OPS_CHECK(cuda_gemv_ffn_up(dout, dx, K, dw, db, T, K, FF, act, swiglu, d, c->stream));
+    OPS_CHECK(ops_download(out, dout, (size_t)T * FF, d));
     ops_release(c);
     return TT_OK;
 }
@@ -166,7 +199,7 @@ extern "C" tt_status cuda_ops_lm_head(cuda_ops *c, float *logits, const float *x
     void *dx = ops_upload(c, x, (size_t)T * C, d, &e);
     void *dw = ops_upload(c, lm_head, (size_t)V * C, d, &e);
     OPS_CHECK(e);
-    OPS_BLAS(cuda_matmul_lm_head(c->cublas, dl, dx, C, dw, T, C, V, d));
+    OPS_CHECK(ops_matmul(c, dl, dx, dw, T, C, V, false, d));
     OPS_CHECK(ops_download(logits, dl, (size_t)T * V, TT_F32));
     ops_release(c);
     return TT_OK;

@@ -33,13 +33,23 @@ tt_status cuda_ops_embed(cuda_ops *c, float *x, const int *ids, int T, int pos, 
 tt_status cuda_ops_layernorm(cuda_ops *c, float *out, float *x, const float *bias, const float *w,
                              const float *b, int T, int C, float eps, tt_dtype d, tt_error *err);
 
-/* out (T, N) = x (T, K) W (K, N), or out += x W when accumulate (out is in/out); x and W held in d. */
+/* out (T, N) = x (T, K) W (K, N), or out += x W when accumulate (out is in/out); x and W held in d.
+ * W is laid out as the engine holds a Conv1D weight (cuda_transpose to (N, K)), then multiplied by
+ * the kernel the engine uses for T rows (cuda_gemv for T <= CUDA_GEMV_MAX_T, else cuBLAS). */
 tt_status cuda_ops_matmul(cuda_ops *c, float *out, const float *x, const float *w, int T, int K, int N,
                           bool accumulate, tt_dtype d, tt_error *err);
 
-/* logits (T, V) = x (T, C) lm_head^T, lm_head (V, C); x and lm_head held in d. */
+/* logits (T, V) = x (T, C) lm_head^T, lm_head (V, C); x and lm_head held in d; the kernel as for
+ * cuda_ops_matmul. */
 tt_status cuda_ops_lm_head(cuda_ops *c, float *logits, const float *x, const float *lm_head, int T, int C,
                            int V, tt_dtype d, tt_error *err);
+
+/* out (T, FF) = the FFN's first matmul and its activation in one kernel, as a step of T <=
+ * CUDA_GEMV_MAX_T rows runs them (cuda_gemv_ffn_up): gelu(x W + bias) with W (K, FF), or, when
+ * swiglu, silu(x W_gate) * (x W_up) with W (K, 2 FF) holding [gate | up] side by side (bias
+ * unused); x and W held in d, W laid out by the upload's transpose, out rounded to d. */
+tt_status cuda_ops_ffn_up(cuda_ops *c, float *out, const float *x, const float *w, const float *bias, int T, int K,
+                          int FF, arch_activation act, bool swiglu, tt_dtype d, tt_error *err);
 
 /* out (T, FF) = gelu(x + bias), rounded to d. */
 tt_status cuda_ops_gelu(cuda_ops *c, float *out, const float *x, const float *bias, int T, int FF,

@@ -164,10 +164,14 @@ mkmodel_compare llama "$S_LLAMA" 16
 
 # --- 5. GPU bench at GPT-2-XL and Llama-3.2-1B shapes, fp16 --------------------------------------
 read -r B_PROMPT B_GEN <<<"${GPU_CHECK_BENCH_TOKENS:-512 128}"
+# The no-graph pass of each bench times every op of its decode steps (TOKENTOP_CUDA_PROFILE): the
+# tables are printed after the summary.
+profiles=()
 bench() {
     local name=$1 dir=$2 f
-    if step "bench-$name" 150 "$TT" bench --backend cuda --model "$dir" --dtype fp16 --prompt-tokens "$B_PROMPT" \
-            --gen-tokens "$B_GEN" --json; then
+    if step "bench-$name" 150 env TOKENTOP_CUDA_PROFILE=1 "$TT" bench --backend cuda --model "$dir" --dtype fp16 \
+            --prompt-tokens "$B_PROMPT" --gen-tokens "$B_GEN" --json; then
+        profiles+=("$work/bench-$name.log")
         f=$(grep -m1 '^{' "$work/bench-$name.log")
         num() { grep -o "\"$1\":[-0-9.eE+]*" <<<"$f" | head -1 | cut -d: -f2; }
         record PASS "$(printf 'bench %s fp16: prefill %.0f tok/s, decode %.1f tok/s (no graphs %.1f) = %.0f%% of peak bandwidth' \
@@ -186,6 +190,11 @@ else
 fi
 
 # --- summary -------------------------------------------------------------------------------------
+for f in "${profiles[@]}"; do
+    echo
+    echo "gpu-check: where a decode step's time goes ($(basename "$f" .log), fp16, without graphs):"
+    sed -n '/^cuda profile:/,/host wall time/p' "$f"
+done
 echo
 echo "gpu-check summary: $gpu_name (sm_$cap), $((SECONDS - T0))s"
 printf '  %s\n' "${results[@]}"

@@ -26,10 +26,10 @@ extern "C" {
 /* Bumped whenever gpu_plugin or a type it passes (cuda_engine_options, cuda_device_info_t,
  * cuda_engine_stats, engine, model, engine_options) changes layout: a plugin from another build is
  * refused with both numbers instead of crashing. */
-#define GPU_PLUGIN_ABI 5   /* 2: engine_ops.seq, engine.seq_tokens; 3: cuda_engine_stats.sequences,
+#define GPU_PLUGIN_ABI 6   /* 2: engine_ops.seq, engine.seq_tokens; 3: cuda_engine_stats.sequences,
                               .sequence_bytes, .batch_steps (the CUDA engine has sequences);
                               4: engine.attention (the attention capture); 5: engine.lens,
-                              .lens_pos (the logit lens's rows) */
+                              .lens_pos (the logit lens's rows); 6: cuda_engine_options.profile */
 #define GPU_PLUGIN_ENTRY "tokentop_gpu_plugin"
 
 /* The functions of gpu/cuda_engine.h, as one table; see there for each contract. */

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/decode/beam.h"
 #include "core/decode/speculative.h"
@@ -334,14 +335,17 @@ END_TEST
 START_TEST(matmul_is_x_times_conv1d_weight)
 {
     /* Inputs are held in the dtype, products are exact in fp32 and accumulation is fp32: the same
-     * bound holds for every dtype, and a transposed or mis-strided operand is far outside it. */
+     * bound holds for every dtype, and a transposed or mis-strided operand is far outside it. T = 1
+     * and 7 run the gemv kernel (K = 96, 2600: 16-byte loads, one lane looping more than once over
+     * its unrolled loads at 2600; K = 37: element by element), T = 12 cuBLAS;
+     * the weight goes through the upload's transpose first. */
     tt_dtype d = gt_dtypes[_i % 3];
     bool acc = _i >= 3;
     rng r;
     rng_seed(&r, 14 + (uint64_t)_i);
-    static const int Ts[] = {1, 7};
-    for (int ti = 0; ti < 2; ti++) {
-        const int T = Ts[ti], K = 96, N = 130;
+    static const int shapes[][2] = {{1, 96}, {7, 96}, {1, 37}, {8, 37}, {12, 96}, {2, 2600}};   /* T, K */
+    for (int si = 0; si < 6; si++) {
+        const int T = shapes[si][0], K = shapes[si][1], N = 130;
         float *x = gt_random(&r, (size_t)T * K, -1, 1, d), *w = gt_random(&r, (size_t)K * N, -1, 1, d);
         float *out = gt_random(&r, (size_t)T * N, -4, 4, TT_F32);
         double *ref = malloc((size_t)T * N * sizeof(double));
@@ -349,13 +353,93 @@ START_TEST(matmul_is_x_times_conv1d_weight)
         cuda_ops *c = gt_ops();
         tt_error err = {0};
         ck_assert_msg(cuda_ops_matmul(c, out, x, w, T, K, N, acc, d, &err) == TT_OK, "%s", err.msg);
-        gt_close(acc ? "matmul accumulate" : "matmul", d, out, ref, (size_t)T * N, 2e-5, 1e-5);
+        char what[64];
+        snprintf(what, sizeof what, "matmul%s T %d K %d", acc ? " accumulate" : "", T, K);
+        gt_close(what, d, out, ref, (size_t)T * N, 2e-5, 1e-5);
         cuda_ops_free(c);
         free(x);
         free(w);
         free(out);
         free(ref);
     }
+}
+END_TEST
+
+START_TEST(fused_ffn_up_equals_matmul_then_activation)
+{
+    /* GELU (tanh, erf) with its bias: the bits of the matmul and cuda_gelu run one after the other.
+     * SwiGLU over [gate | up]: silu(gate) * up of the matmul's sums, rounded to d. T = 1 and 5
+     * (both gemv kernels), K = 64 (16-byte loads) and 30 (element by element). */
+    tt_dtype d = gt_dtypes[_i % 3];
+    const int variant = _i / 3;    /* 0 gelu tanh, 1 gelu erf, 2 swiglu */
+    const bool swiglu = variant == 2;
+    const arch_activation act = variant == 1 ? ARCH_ACT_GELU_ERF : ARCH_ACT_GELU_TANH;
+    rng r;
+    rng_seed(&r, 18 + (uint64_t)_i);
+    static const int shapes[][2] = {{1, 64}, {5, 64}, {1, 30}, {5, 30}};   /* T, K */
+    for (int si = 0; si < 4; si++) {
+        const int T = shapes[si][0], K = shapes[si][1], FF = 75, FFW = swiglu ? 2 * FF : FF;
+        float *x = gt_random(&r, (size_t)T * K, -1, 1, d), *w = gt_random(&r, (size_t)K * FFW, -1, 1, d);
+        float *bias = gt_random(&r, (size_t)FF, -0.5f, 0.5f, d);
+        float *fused = malloc((size_t)T * FF * sizeof(float)), *fc = malloc((size_t)T * FFW * sizeof(float));
+        float *act_out = malloc((size_t)T * FF * sizeof(float));
+        cuda_ops *c = gt_ops();
+        tt_error err = {0};
+        ck_assert_msg(cuda_ops_ffn_up(c, fused, x, w, bias, T, K, FF, act, swiglu, d, &err) == TT_OK, "%s", err.msg);
+        ck_assert_msg(cuda_ops_matmul(c, fc, x, w, T, K, FFW, false, d, &err) == TT_OK, "%s", err.msg);
+        if (!swiglu) {
+            ck_assert_msg(cuda_ops_gelu(c, act_out, fc, bias, T, FF, act, d, &err) == TT_OK, "%s", err.msg);
+            for (int i = 0; i < T * FF; i++)
+                ck_assert_msg(memcmp(&fused[i], &act_out[i], sizeof(float)) == 0, "%s T %d K %d: element %d is "
+                              "%.9g fused, %.9g unfused", variant ? "gelu erf" : "gelu tanh", T, K, i, fused[i],
+                              act_out[i]);
+        } else {
+            double *ref = malloc((size_t)T * FF * sizeof(double));
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < FF; j++) {
+                    const double g = fc[(size_t)t * FFW + j], u = fc[(size_t)t * FFW + FF + j];
+                    ref[(size_t)t * FF + j] = g / (1.0 + exp(-g)) * u;
+                }
+            gt_close("fused matmul + swiglu", d, fused, ref, (size_t)T * FF, 1e-6, 4e-6 + 2 * gt_unit(d));
+            free(ref);
+        }
+        cuda_ops_free(c);
+        free(x);
+        free(w);
+        free(bias);
+        free(fused);
+        free(fc);
+        free(act_out);
+    }
+}
+END_TEST
+
+START_TEST(gemv_rows_do_not_depend_on_the_other_rows)
+{
+    /* The decode step's batch contract on the device too: row t of T rows has the bits of the
+     * same row run alone, for every T the gemv kernel takes. */
+    tt_dtype d = gt_dtypes[_i];
+    rng r;
+    rng_seed(&r, 17);
+    const int K = 200, N = 67, TM = 8;
+    float *x = gt_random(&r, (size_t)TM * K, -1, 1, d), *w = gt_random(&r, (size_t)K * N, -1, 1, d);
+    float *alone = malloc((size_t)TM * N * sizeof(float)), *all = malloc((size_t)TM * N * sizeof(float));
+    cuda_ops *c = gt_ops();
+    tt_error err = {0};
+    for (int t = 0; t < TM; t++)
+        ck_assert_msg(cuda_ops_matmul(c, alone + (size_t)t * N, x + (size_t)t * K, w, 1, K, N, false, d, &err)
+                      == TT_OK, "%s", err.msg);
+    for (int T = 2; T <= TM; T++) {
+        ck_assert_msg(cuda_ops_matmul(c, all, x, w, T, K, N, false, d, &err) == TT_OK, "%s", err.msg);
+        for (int i = 0; i < T * N; i++)
+            ck_assert_msg(memcmp(&all[i], &alone[i], sizeof(float)) == 0, "T %d: row %d column %d is %.9g, "
+                          "alone %.9g", T, i / N, i % N, all[i], alone[i]);
+    }
+    cuda_ops_free(c);
+    free(x);
+    free(w);
+    free(alone);
+    free(all);
 }
 END_TEST
 
@@ -568,6 +652,8 @@ START_TEST(prefill_attention_matches_reference)
 }
 END_TEST
 
+/* HS 64 and 128 run the kernel's unrolled head loops (scores from 16-byte loads), HS 24 and 48
+ * its general ones. */
 START_TEST(decode_attention_matches_reference)
 {
     tt_dtype d = gt_dtypes[_i];
@@ -575,9 +661,11 @@ START_TEST(decode_attention_matches_reference)
     gt_attention_case(d, 96, 4, 40, 17, 1, true);
     gt_attention_case(d, 128, 2, 300, 299, 1, true);    /* HS 64 (GPT-2's), the last cache row */
     gt_attention_case(d, 48, 1, 8, 5, 1, true);
-    gt_attention_case(d, 128, 2, 1024, 700, 1, true);   /* 3 of 4 key chunks combined */
-    gt_attention_case(d, 128, 2, 1024, 255, 1, true);   /* exactly one full chunk */
-    gt_attention_case(d, 128, 2, 1024, 256, 1, true);   /* one key into the second */
+    gt_attention_case(d, 128, 2, 1024, 700, 1, true);   /* 6 of 8 key chunks combined */
+    gt_attention_case(d, 128, 2, 1024, 127, 1, true);   /* exactly one full chunk (128 keys) */
+    gt_attention_case(d, 128, 2, 1024, 128, 1, true);   /* one key into the second */
+    gt_attention_case(d, 128, 2, 1024, 255, 1, true);   /* exactly two */
+    gt_attention_case(d, 256, 2, 600, 520, 1, true);    /* HS 128 (Qwen3's), 3 chunks */
 }
 END_TEST
 
@@ -794,6 +882,72 @@ START_TEST(greedy_generations_are_identical)
 }
 END_TEST
 
+/* co.profile times every op of the decode steps that run without a graph, changes no logit, and
+ * leaves steps replayed from a graph untimed. */
+START_TEST(profile_times_each_op_of_steps_without_a_graph)
+{
+    char *dir;
+    model *m = gt_load(&gt_tiny, &dir);
+    tt_error err = {0};
+    engine_options eo = gt_engine_options(TT_F16);
+    cuda_engine_options prof, plain, graphs;
+    cuda_engine_options_default(&plain);
+    plain.use_graphs = false;
+    plain.profile = false;
+    prof = plain;
+    prof.profile = true;
+    graphs = prof;
+    graphs.use_graphs = true;
+    engine *es[3] = {gt_engine(m, &eo, &prof), gt_engine(m, &eo, &plain), gt_engine(m, &eo, &graphs)};
+    const int V = m->config.V, steps = 5;
+    int32_t prompt[4] = {5, 6, 7, 8};
+    for (int k = 0; k < 3; k++)
+        ck_assert_msg(engine_forward(es[k], prompt, 4, 0, false, &err) == TT_OK, "%s", err.msg);
+    for (int s = 0; s < steps; s++) {
+        int32_t next = (int32_t)(11 + 3 * s);
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(engine_forward(es[k], &next, 1, 4 + s, false, &err) == TT_OK, "%s", err.msg);
+        ck_assert_msg(memcmp(engine_logits(es[0], 0), engine_logits(es[1], 0), (size_t)V * sizeof(float)) == 0,
+                      "step %d: profiling changed the logits", s);
+    }
+    /* The prompt's last token is a step of one row too: steps + 1 timed steps. */
+    char table[4096], want[64];
+    ck_assert_uint_gt(cuda_engine_profile_format(es[0], table, sizeof table), 0);
+    snprintf(want, sizeof want, " %d decode steps without a graph", steps + 1);
+    ck_assert_msg(strstr(table, want), "no '%s' in:\n%s", want, table);
+    static const char *const ops[] = {"rows to device", "embedding", "norm", "matmul qkv", "qkv heads",
+                                      "attention", "matmul o", "matmul up + gelu/swiglu", "matmul down", "lm_head",
+                                      "logits to host", "device total", "host wall time"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        ck_assert_msg(strstr(table, ops[i]), "no '%s' in:\n%s", ops[i], table);
+    /* L layers: norm twice a layer and once before the lm_head. */
+    const char *nl = strstr(table, "norm (+ pending bias)");
+    ck_assert_double_eq_tol(strtod(nl + strlen("norm (+ pending bias)"), NULL), 2.0 * m->config.L + 1, 1e-9);
+    ck_assert_uint_eq(cuda_engine_profile_format(es[1], table, sizeof table), 0);
+    ck_assert_uint_eq(cuda_engine_profile_format(es[2], table, sizeof table), 0);
+    ck_assert_str_eq(table, "");
+    /* Profile on: freeing the engine prints the table to stderr (caught here in a file). */
+    FILE *caught = tmpfile();
+    ck_assert_ptr_nonnull(caught);
+    fflush(stderr);
+    const int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fileno(caught), 2), 0);
+    engine_free(es[0]);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(caught);
+    const size_t got = fread(table, 1, sizeof table - 1, caught);
+    table[got] = 0;
+    fclose(caught);
+    ck_assert_msg(strstr(table, "cuda profile:") && strstr(table, "matmul qkv"), "stderr at free: '%s'", table);
+    engine_free(es[1]);
+    engine_free(es[2]);
+    tu_free_model(m, dir);
+}
+END_TEST
+
 /* The graph replays the same kernels as the direct launches: identical logits, bit for bit. */
 START_TEST(graphs_on_and_off_give_identical_logits)
 {
@@ -892,7 +1046,7 @@ END_TEST
 START_TEST(long_context_decode_crosses_key_chunks)
 {
     /* 250 tokens of prefill (chunks of 256 and the cuBLAS attention), then decode steps across the
-     * decode kernel's 256-key chunk boundary, then a rewind into the first chunk. */
+     * decode kernel's 128-key chunk boundary at 256, then a rewind into the first chunks. */
     const gt_model_case mc = {"long", {TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, NULL};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
@@ -1629,10 +1783,12 @@ static void gt_add_common(Suite *s)
     tc = tu_add_loop_case(s, "ops", 3, TU_TESTS(
             embed_adds_token_and_position_rows, lm_head_uses_the_embedding_transposed,
             causal_softmax_masks_the_future, prefill_attention_matches_reference,
+            gemv_rows_do_not_depend_on_the_other_rows,
             decode_attention_matches_reference, ops_match_their_cpu_twins));
     tcase_add_loop_test(tc, layernorm_adds_pending_bias_and_normalizes, 0, 9);
     tcase_add_loop_test(tc, gelu_adds_bias_then_activates, 0, 6);
     tcase_add_loop_test(tc, matmul_is_x_times_conv1d_weight, 0, 6);
+    tcase_add_loop_test(tc, fused_ffn_up_equals_matmul_then_activation, 0, 9);
     tcase_set_timeout(tc, 120);
 
     tc = tu_add_loop_case(s, "engine", 3, TU_TESTS(
@@ -1642,6 +1798,7 @@ static void gt_add_common(Suite *s)
             graphs_on_and_off_give_identical_logits, all_rows_of_a_span_equal_step_by_step_logits,
             long_context_decode_crosses_key_chunks));
     tcase_add_test(tc, full_context_is_refused_and_the_engine_goes_on);
+    tcase_add_test(tc, profile_times_each_op_of_steps_without_a_graph);
     tcase_add_test(tc, two_engines_interleave_like_draft_and_target);
     tcase_add_loop_test(tc, gpu_lens_rows_match_the_cpu_and_end_at_the_gpus_distribution, 0,
                         3 + GT_N_FAMILIES);

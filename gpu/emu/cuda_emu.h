@@ -71,6 +71,12 @@ struct dim3 {
 };
 typedef dim3 uint3;
 
+/* The 16-byte vector type kernels load whole; aligned as on the device, so a misaligned load is
+ * as wrong here (undefined behaviour, UBSan) as it is there (a misaligned-address fault). */
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
+
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 static constexpr int warpSize = 32;
 
