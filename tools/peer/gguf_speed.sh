@@ -16,7 +16,11 @@
 # (-p 256 -n 128 -r 1) for each file. Prints medians [min..max] and per-round ratios.
 #
 # Environment: TOKENTOP [./tokentop], LLAMA_DIR [tools/peer/work] (llama_bench, llama_logits,
-# llama.cpp/build/bin), LLAMA_ARGS (added to llama_bench, e.g. --no-extra-bufts).
+# llama.cpp/build/bin), LLAMA_ARGS (added to llama_bench, e.g. --no-extra-bufts), THREADS (both
+# engines run that many; default: tokentop's choice, given to llama.cpp too). On a loaded
+# machine use THREADS=1: ggml's spinning barrier waits a scheduler slice per graph node when its
+# threads are preempted (a 2-thread llama_bench at load average 11 on 2 cores ran 6 minutes on
+# one 1B F16 file), which measures the oversubscription rather than the engine.
 # Not run by make: it needs a llama.cpp build (tools/peer/build_native.sh).
 set -u
 [ $# -ge 3 ] || { sed -n 5p "$0" >&2; exit 2; }
@@ -52,8 +56,8 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 for r in $(seq "$ROUNDS"); do
     for g in "$@"; do
         l0=$(load)
-        tt=null ll=null ub=null threads=2
-        if timed "$TOKENTOP" bench --model "$g" --json; then
+        tt=null ll=null ub=null threads=${THREADS:-2}
+        if timed "$TOKENTOP" bench --model "$g" ${THREADS:+--threads "$THREADS"} --json; then
             tt=$(cat "$TMP/out")
             threads=$(printf '%s' "$tt" | $PY -c 'import json,sys; print(json.load(sys.stdin)["threads"])')
             tt=$(printf '%s' "$tt" | $PY -c "import json,sys; d=json.load(sys.stdin); d['rss_kb']=$rss_kb; print(json.dumps(d))")
