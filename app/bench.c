@@ -27,6 +27,7 @@ typedef struct {
     const char *model_dir;
     const char *size;              /* --size: the random model's shapes (modelgen) */
     tt_dtype dtype;
+    bool dtype_set;                /* --dtype given; else --model's file precision, as generate */
     int prompt_tokens;
     int gen_tokens;
     int n_threads;
@@ -432,7 +433,9 @@ static void bench_usage(FILE *f)
           "device memory, decode with and without CUDA graphs, and the fraction of the device's\n"
           "peak memory bandwidth. With --draft DIR or --random-pair: the speculative benchmark.\n"
           "--batch 1,2,4,8: decode throughput of B sequences advanced together, per size.\n"
-          "--attention: decode with the attention capture on and off (the attention view's cost).\n",
+          "--attention: decode with the attention capture on and off (the attention view's cost).\n"
+          "--dtype: the precision the weights are held in; default: --model's own (a GGUF's\n"
+          "F16, Q8_0 or converted type, a directory's safetensors dtype), fp32 for a random model.\n",
           f);
 }
 
@@ -471,6 +474,7 @@ static int bench_parse(bench_options *o, int argc, char **argv)
                         v);
                 return -1;
             }
+            o->dtype_set = true;
             i++;
         } else if (strcmp(a, "--prompt-tokens") == 0) {
             if (parse_int(a, v, 1, 1 << 20, &o->prompt_tokens))
@@ -550,6 +554,8 @@ int bench_main(int argc, char **argv)
     }
     if (model_load(dir, &m, &err) != TT_OK)
         goto fail;
+    if (!o.dtype_set && !r.random_model)
+        o.dtype = m->file_dtype;   /* a Q4_K_M or F16 GGUF is measured as it is held, not as fp32 */
     snprintf(r.arch, sizeof r.arch, "%s", m->config.arch->name);
     snprintf(r.quant, sizeof r.quant, "%s", m->quantization);
     snprintf(r.shapes, sizeof r.shapes, "%s", o.size ? o.size : "gpt2");

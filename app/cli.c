@@ -120,13 +120,15 @@ void cli_usage(FILE *f, const char *cmd)
     }
     if (strcmp(cmd, "score") == 0) {
         fprintf(f,
-"usage: tokentop score [--model DIR] -f FILE [--chunk N] [--bos] [--json] [--dump-logits OUT]\n"
+"usage: tokentop score [--model DIR] (-f FILE | --ids 1,2,3) [--chunk N] [--bos] [--json]\n"
+"                      [--dump-logits OUT]\n"
 "  Mean negative log-likelihood, perplexity and bits per byte (the total NLL in bits over FILE's\n"
 "  bytes) of FILE under the model. The tokens are cut into\n"
 "  consecutive chunks of N+1 tokens overlapping by one (default N = the context size): each chunk\n"
 "  is run from position 0 and predicts its last N tokens. --bos prepends the beginning-of-text\n"
 "  token. --dump-logits writes the logits of every predicted position as raw float32 rows of\n"
-"  vocab_size values (little-endian), in order.\n"
+"  vocab_size values (little-endian), in order. --ids scores those token ids as given (no\n"
+"  tokenizer, no bits per byte): the ids another engine was given, to compare the logits.\n"
 "  Also: --dtype, --threads, --backend, --ctx, -v.\n");
         return;
     }

@@ -762,12 +762,12 @@ static int app_tokenize(cli_options *o)
 
 static int app_score(cli_options *o)
 {
-    if (!o->prompt_file && !o->prompt) {
-        fprintf(stderr, "tokentop score: give the text with -f FILE\n");
+    if (!o->prompt_file && !o->prompt && !o->prompt_ids) {
+        fprintf(stderr, "tokentop score: give the text with -f FILE or the tokens with --ids\n");
         return 2;
     }
     size_t len = 0;
-    char *text = read_prompt(o, &len, false);
+    char *text = o->prompt_ids ? strdup("") : read_prompt(o, &len, false);
     if (!text)
         return 1;
     cli_app app;
@@ -780,7 +780,15 @@ static int app_score(cli_options *o)
     int32_t *ids = NULL;
     int n = 0;
     FILE *dump = NULL;
-    if (tokenizer_encode(app.tok, text, len, &ids, &n, &err) != TT_OK) {
+    if (o->prompt_ids) {
+        /* the same ids another engine scored: no tokenizer in between */
+        char why[160];
+        if (cli_parse_ids(o->prompt_ids, app.model->config.V, &ids, &n, why, sizeof why) != 0) {
+            fprintf(stderr, "tokentop score: --ids: %s\n", why);
+            rc = 2;
+            goto done;
+        }
+    } else if (tokenizer_encode(app.tok, text, len, &ids, &n, &err) != TT_OK) {
         fprintf(stderr, "tokentop: %s\n", err.msg);
         rc = 1;
         goto done;
@@ -804,7 +812,7 @@ static int app_score(cli_options *o)
     }
     if (n < 2) {
         fprintf(stderr, "tokentop score: %s has %d token(s); at least 2 are needed\n",
-                o->prompt_file ? o->prompt_file : "the text", n);
+                o->prompt_file ? o->prompt_file : o->prompt_ids ? "--ids" : "the text", n);
         rc = 2;
         goto done;
     }
@@ -862,16 +870,20 @@ static int app_score(cli_options *o)
     double mean = nll / (double)predicted;
     /* bits per byte: the total NLL in bits over the text's bytes (what a compressor would need;
      * unlike perplexity it does not depend on the tokenizer) */
-    double bpb = nll / log(2.0) / (double)len;
+    double bpb = len > 0 ? nll / log(2.0) / (double)len : 0;   /* --ids: no bytes */
     if (o->json) {
         printf("{\"tokens\":%d,\"predicted\":%ld,\"chunk\":%d,\"mean_nll\":%.9g,"
-               "\"perplexity\":%.9g,\"bytes\":%zu,\"bits_per_byte\":%.9g,\"tok_s\":%.6g%s}\n",
-               n, predicted, chunk, mean, exp(mean), len, bpb, predicted / secs,
+               "\"perplexity\":%.9g", n, predicted, chunk, mean, exp(mean));
+        if (len > 0)
+            printf(",\"bytes\":%zu,\"bits_per_byte\":%.9g", len, bpb);
+        printf(",\"tok_s\":%.6g%s}\n", predicted / secs,
                g_interrupted ? ",\"interrupted\":true" : "");
     } else {
-        printf("tokens %d, predicted %ld (chunks of %d), mean NLL %.6f nats, perplexity %.4f, "
-               "%.4f bits per byte (%.0f tok/s)%s\n", n, predicted, chunk, mean, exp(mean), bpb,
-               predicted / secs, g_interrupted ? " [interrupted]" : "");
+        printf("tokens %d, predicted %ld (chunks of %d), mean NLL %.6f nats, perplexity %.4f",
+               n, predicted, chunk, mean, exp(mean));
+        if (len > 0)
+            printf(", %.4f bits per byte", bpb);
+        printf(" (%.0f tok/s)%s\n", predicted / secs, g_interrupted ? " [interrupted]" : "");
     }
 done:
     if (dump && fclose(dump) != 0 && rc == 0) {

@@ -108,6 +108,19 @@ check "score's bits per byte is its total NLL in bits over the file's bytes" awk
 "$BIN" score "${M[@]}" -f "$tmp/text" --json --chunk 7 > "$tmp/s7"
 check "score with short chunks predicts the same number of tokens" \
     test "$("$JSONCHECK" --get predicted < "$tmp/s")" == "$("$JSONCHECK" --get predicted < "$tmp/s7")"
+# score --ids: the ids tokenize gives score exactly as the text does, logit for logit
+tids=$("$BIN" tokenize "${M[@]}" -f "$tmp/text" --json | tr -d '[]')
+"$BIN" score "${M[@]}" -f "$tmp/text" --json --dump-logits "$tmp/lt" > /dev/null
+"$BIN" score "${M[@]}" --ids "$tids" --json --dump-logits "$tmp/li" > "$tmp/si"
+check "score --ids of the text's tokens gives the text's mean NLL" \
+    test "$("$JSONCHECK" --get mean_nll < "$tmp/s")" == "$("$JSONCHECK" --get mean_nll < "$tmp/si")"
+check "score --ids dumps the same logits as score -f" cmp -s "$tmp/lt" "$tmp/li"
+check "score --ids reports no bits per byte (there are no bytes)" \
+    bash -c "! grep -q bits_per_byte '$tmp/si'"
+"$BIN" score "${M[@]}" --ids 1,x,3 2> "$tmp/sie"
+check "score --ids names a bad id" grep -q "score: --ids: id 2: 'x' is not an integer" "$tmp/sie"
+"$BIN" score "${M[@]}" --ids 5 2> "$tmp/sie1"
+check "score --ids of one id says two are needed" grep -q -- "--ids has 1 token(s); at least 2 are needed" "$tmp/sie1"
 
 # --- bench on the tiny model (figures are not checked here, only that the report is complete)
 "$BIN" bench "${M[@]}" --prompt-tokens 16 --gen-tokens 8 --json > "$tmp/b" 2>"$tmp/be"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # build_native.sh: builds llama.cpp for this CPU from the source node-llama-cpp 3.22.1 ships, and
-# links llama_bench.c against it.
+# links llama_bench.c and llama_logits.c against it.
 #
 #   tools/peer/build_native.sh [WORKDIR]        (default tools/peer/work, git-ignored)
 #
@@ -14,6 +14,7 @@
 # Afterwards WORKDIR holds:
 #   llama.cpp/build/bin/{libllama.so,libggml*.so,llama-bench,llama-quantize}
 #   llama_bench          tools/peer/llama_bench.c linked against that build (rpath set)
+#   llama_logits         tools/peer/llama_logits.c, the same way
 # Needs: npm, git, cmake, a C/C++ compiler.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -55,4 +56,7 @@ LIB=$WORK/llama.cpp/build/bin
 cc -O2 -Wall -Wextra -Wshadow -std=c11 -D_POSIX_C_SOURCE=200809L \
     -I llama.cpp/include -I llama.cpp/ggml/include "$HERE/llama_bench.c" -o llama_bench \
     -L "$LIB" -lllama -lggml -lggml-base -Wl,-rpath,"$LIB"
-echo "build_native: $WORK/llama_bench, $LIB/llama-quantize" >&2
+cc -O2 -Wall -Wextra -Wshadow -std=c11 -D_POSIX_C_SOURCE=200809L \
+    -I llama.cpp/include -I llama.cpp/ggml/include "$HERE/llama_logits.c" -o llama_logits \
+    -L "$LIB" -lllama -lggml -lggml-base -lm -Wl,-rpath,"$LIB"
+echo "build_native: $WORK/llama_bench, $WORK/llama_logits, $LIB/llama-quantize" >&2
