@@ -12,7 +12,7 @@ MODEL=$(cd "$(dirname "$0")/../.." && pwd)/models/kjv-target
 [ -f "$MODEL/config.json" ] || { echo "FAIL: the embedded model $MODEL is missing"; exit 1; }
 
 start() {   # start COLS ROWS
-    T kill-server 2>/dev/null
+    new_server
     T -f /dev/null new-session -d -s main -x "$1" -y "$2" \
         "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
          TOKENTOP_HISTORY=$work/history $BIN --model $MODEL --backend cpu --threads 1 --greedy \

@@ -95,7 +95,7 @@ wait_for 'EXIT=0' 10 || fail "Ctrl-D at an empty prompt did not quit"
 # --- 6. plain tokentop (the embedded target) loads the embedded draft beside it, off, and says
 # /spec on turns it on (the binary is the build's, which finds models/ beside the checkout)
 if [ -d models/kjv-draft ]; then
-    T kill-session -t main
+    new_server
     T -f /dev/null new-session -d -s main -x 120 -y 34 \
         "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
          TOKENTOP_HISTORY=$work/history $(realpath "$BIN_ORIG") --backend cpu -n 8"

@@ -17,6 +17,15 @@ MKMODEL=$work/mkmodel
 
 sock="tokentop-e2e-$$"
 T() { tmux -L "$sock" "$@"; }
+# new_server: ends the private server (if any) and moves to a fresh socket for the next
+# new-session. A server whose last session was killed exits asynchronously: a new-session on the
+# same socket could reach it while it exits and fail with "server exited unexpectedly".
+server_n=0
+new_server() {
+    T kill-server 2>/dev/null
+    server_n=$((server_n + 1))
+    sock="tokentop-e2e-$$-$server_n"
+}
 cleanup() {
     T kill-server 2>/dev/null
     rm -rf "$work"
