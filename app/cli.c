@@ -764,7 +764,8 @@ tt_status cli_app_load(cli_app *app, const cli_options *o, bool tokenizer_only)
         if (st == TT_OK && app->model->gen_warning[0])
             fprintf(stderr, "tokentop: %s (the file is ignored)\n",
                     app->model->gen_warning);
-        if (st == TT_OK && app->model->load_note[0] && !o->dtype_set)
+        if (st == TT_OK && app->model->load_note[0] && o->dtype_set &&
+            o->dtype != app->model->file_dtype)
             fprintf(stderr, "tokentop: %s\n", app->model->load_note);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: the tokenizer has %d tokens but the model's "

@@ -1,5 +1,6 @@
 /* kernels.c: packed weight matrices, the portable reference kernels and run-time kernel choice. */
 #include "core/cpu/kernels.h"
+#include "core/cpu/kernels_gguf_block.h"
 
 #include <float.h>
 #include <math.h>
@@ -188,6 +189,8 @@ static inline size_t packed_index(const packed_matrix *m, int k, int n)
 
 float packed_matrix_get(const packed_matrix *m, int k, int n)
 {
+    if (m->dtype == TT_GGUF)
+        return kernels_gguf_get(m, k, n);
     if (m->dtype == TT_Q8) {
         int p = n / KERNELS_NR, j = n % KERNELS_NR;
         return (float)q8_int(m, p, k, j) * tt_f16_to_f32(q8_scales(m, p, k)[j]);
@@ -459,6 +462,10 @@ static void ref_matmul(const matmul_args *a, int p0, int p1, float *scratch)
     const packed_matrix *w = a->w;
     if (w->dtype == TT_Q8) {
         ref_matmul_q8(a, p0, p1);
+        return;
+    }
+    if (w->dtype == TT_GGUF) {
+        kernels_gguf_ref_matmul(a, p0, p1, ref_finish);
         return;
     }
     for (int p = p0; p < p1; p++) {

@@ -131,8 +131,9 @@ tt_status model_load_dir(const char *dir, model **out, tt_error *err);
  * {arch}.* keys make the config, the tensors are bound by their GGUF names with their shapes
  * checked (every type quant_type_supported names; quantized ones dequantize on reading). A
  * llama file's Q and K rows are read back in rotate-half order. file_dtype is the file's own
- * type where engines hold it (F32, F16, BF16, Q8_0 -> TT_Q8), else TT_F16 (with load_note
- * saying so). Errors name the file and the key or tensor. On failure *out is NULL. */
+ * type (F32, F16, BF16), TT_Q8 for Q8_0, or TT_GGUF for another quantized file (its blocks held
+ * as stored; load_note then says what converting them with --dtype costs). Errors name the file and the key or
+ * tensor. On failure *out is NULL. */
 tt_status model_load_gguf(const char *path, model **out, tt_error *err);
 
 struct tokenizer;
