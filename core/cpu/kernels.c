@@ -1,6 +1,5 @@
 /* kernels.c: packed weight matrices, the portable reference kernels and run-time kernel choice. */
 #include "core/cpu/kernels.h"
-#include "core/cpu/kernels_gguf_block.h"
 
 #include <float.h>
 #include <math.h>
@@ -150,6 +149,23 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
     m->n_panels = (N + KERNELS_NR - 1) / KERNELS_NR;
     m->panel_elems = packed_panel_elems(dtype, K);
     return TT_OK;
+}
+
+size_t packed_matrix_panel_bytes(const packed_matrix *m)
+{
+    if (m->dtype == TT_GGUF)
+        return m->panel_elems;
+    return m->panel_elems * tt_dtype_size(m->dtype);
+}
+
+size_t packed_matrix_size(const packed_matrix *m)
+{
+    if (m->dtype != TT_GGUF)
+        return packed_matrix_bytes(m->dtype, m->K, m->N);
+    size_t bytes = 0;
+    for (int i = 0; i < m->n_parts; i++)
+        bytes += m->parts[i].row_bytes * (size_t)m->parts[i].N;
+    return bytes;
 }
 
 void packed_matrix_free(packed_matrix *m)

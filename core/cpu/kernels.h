@@ -120,6 +120,17 @@ bool packed_gguf_type_ok(uint32_t t, int K);
 void packed_matrix_gguf(packed_matrix *m, int K, const tensor_ref *src, const int *cols,
                         int n_parts);
 
+struct matmul_args;
+
+/* The reference set's TT_GGUF matmul (kernels_gguf.c): panels [p0, p1), each row's outputs
+ * handed to finish(a, t, n0, nc, acc) for bias and epilogue. */
+void kernels_gguf_ref_matmul(const struct matmul_args *a, int p0, int p1,
+                             void (*finish)(const struct matmul_args *, int, int, int,
+                                            const float *));
+
+/* Element (k, n) of a TT_GGUF matrix (packed_matrix_get). */
+float kernels_gguf_get(const packed_matrix *m, int k, int n);
+
 /* Bytes of weights one panel (32 output columns) of m streams, for sizing work chunks. */
 size_t packed_matrix_panel_bytes(const packed_matrix *m);
 
@@ -195,7 +206,7 @@ typedef enum {
     MM_GELU_ERF,             /* out = gelu_erf(x W + b) */
 } mm_epilogue;
 
-typedef struct {
+typedef struct matmul_args {
     float *out;              /* (T, ldo), columns 0 .. N-1 written */
     int ldo;
     const float *x;          /* (T, ldx), columns 0 .. K-1 read */

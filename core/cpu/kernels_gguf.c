@@ -36,23 +36,6 @@ void packed_matrix_gguf(packed_matrix *m, int K, const tensor_ref *src, const in
     m->panel_elems = m->parts[0].row_bytes * KERNELS_NR;
 }
 
-size_t packed_matrix_panel_bytes(const packed_matrix *m)
-{
-    if (m->dtype == TT_GGUF)
-        return m->panel_elems;
-    return m->panel_elems * tt_dtype_size(m->dtype);
-}
-
-size_t packed_matrix_size(const packed_matrix *m)
-{
-    if (m->dtype != TT_GGUF)
-        return packed_matrix_bytes(m->dtype, m->K, m->N);
-    size_t bytes = 0;
-    for (int i = 0; i < m->n_parts; i++)
-        bytes += m->parts[i].row_bytes * (size_t)m->parts[i].N;
-    return bytes;
-}
-
 const uint8_t *packed_gguf_row(const packed_matrix *m, int n, uint32_t *type)
 {
     int i = 0;

@@ -17,16 +17,7 @@
 #include <string.h>
 
 #include "core/base/dtype.h"
-#include "core/cpu/kernels.h"
 #include "core/model/quant.h"
-
-/* The reference set's TT_GGUF matmul (kernels_gguf.c): panels [p0, p1), each row's outputs handed
- * to finish(a, t, n0, nc, acc) for bias and epilogue. */
-void kernels_gguf_ref_matmul(const matmul_args *a, int p0, int p1,
-                             void (*finish)(const matmul_args *, int, int, int, const float *));
-
-/* Element (k, n) of a TT_GGUF matrix (packed_matrix_get). */
-float kernels_gguf_get(const packed_matrix *m, int k, int n);
 
 static inline float gguf_f16(const uint8_t *p)
 {
