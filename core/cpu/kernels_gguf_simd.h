@@ -111,10 +111,13 @@ static inline __attribute__((always_inline)) float gg_hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* R rows (R <= GG_MR) of activations, ldxq apart, against one weight row of constant type t. */
+/* R rows (R <= GG_MR) of activations, ldxq apart, against one weight row of constant type t:
+ * decoded block by block from row, or (row NULL) read from a row gg_unpack_row decoded into qb
+ * and sc. Either way the same integers and scales, and the same arithmetic after them, so a
+ * row's result does not depend on which path or how many rows came with it. */
 static inline __attribute__((always_inline)) void
-gg_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq, int R, int KB,
-        float *out)
+gg_rows(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
+        const kernels_q8_act *xq, size_t ldxq, int R, int KB, float *out)
 {
     __m256 acc[GG_MR];
     float mc[GG_MR];
@@ -125,7 +128,15 @@ gg_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq, i
     }
     for (int b = 0; b < KB; b++) {
         float dlo, dhi, M;
-        const __m256i q = gg_block(t, row, b, &dlo, &dhi, &M);
+        __m256i q;
+        if (row) {
+            q = gg_block(t, row, b, &dlo, &dhi, &M);
+        } else {
+            q = _mm256_loadu_si256((const __m256i *)(qb + 32 * (size_t)b));
+            dlo = sc3[3 * b];
+            dhi = sc3[3 * b + 1];
+            M = sc3[3 * b + 2];
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const kernels_q8_act *x = xq + (size_t)r * ldxq + b;
@@ -142,27 +153,49 @@ gg_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq, i
 }
 
 static inline __attribute__((always_inline)) void
-gg_rows_type(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq, int R,
-             int KB, float *out)
+gg_rows_type(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
+             const kernels_q8_act *xq, size_t ldxq, int R, int KB, float *out)
 {
     switch (R) {
-    case 1: gg_rows(t, row, xq, ldxq, 1, KB, out); break;
-    case 2: gg_rows(t, row, xq, ldxq, 2, KB, out); break;
-    case 3: gg_rows(t, row, xq, ldxq, 3, KB, out); break;
-    default: gg_rows(t, row, xq, ldxq, GG_MR, KB, out); break;
+    case 1: gg_rows(t, row, qb, sc3, xq, ldxq, 1, KB, out); break;
+    case 2: gg_rows(t, row, qb, sc3, xq, ldxq, 2, KB, out); break;
+    case 3: gg_rows(t, row, qb, sc3, xq, ldxq, 3, KB, out); break;
+    default: gg_rows(t, row, qb, sc3, xq, ldxq, GG_MR, KB, out); break;
     }
 }
 
-static __attribute__((noinline)) void gg_column(uint32_t t, const uint8_t *row,
-                                                const kernels_q8_act *xq, size_t ldxq, int R,
-                                                int KB, float *out)
+static __attribute__((noinline)) void gg_column(uint32_t t, const uint8_t *row, const int8_t *qb,
+                                                const float *sc3, const kernels_q8_act *xq,
+                                                size_t ldxq, int R, int KB, float *out)
 {
     switch (t) {
-    case QUANT_Q8_0: gg_rows_type(QUANT_Q8_0, row, xq, ldxq, R, KB, out); break;
-    case QUANT_Q4_0: gg_rows_type(QUANT_Q4_0, row, xq, ldxq, R, KB, out); break;
-    case QUANT_Q5_0: gg_rows_type(QUANT_Q5_0, row, xq, ldxq, R, KB, out); break;
-    case QUANT_Q4_K: gg_rows_type(QUANT_Q4_K, row, xq, ldxq, R, KB, out); break;
-    default: gg_rows_type(QUANT_Q6_K, row, xq, ldxq, R, KB, out); break;
+    case QUANT_Q8_0: gg_rows_type(QUANT_Q8_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q4_0: gg_rows_type(QUANT_Q4_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q5_0: gg_rows_type(QUANT_Q5_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q4_K: gg_rows_type(QUANT_Q4_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    default: gg_rows_type(QUANT_Q6_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    }
+}
+
+/* A row of constant type t decoded once: its integers into qb (K bytes) and each block's D_lo,
+ * D_hi, M into sc3 (3 KB floats), for the many activation rows of a prefill. */
+static inline __attribute__((always_inline)) void
+gg_unpack_type(uint32_t t, const uint8_t *row, int KB, int8_t *qb, float *sc3)
+{
+    for (int b = 0; b < KB; b++)
+        _mm256_storeu_si256((__m256i *)(qb + 32 * (size_t)b),
+                            gg_block(t, row, b, &sc3[3 * b], &sc3[3 * b + 1], &sc3[3 * b + 2]));
+}
+
+static __attribute__((noinline)) void gg_unpack_row(uint32_t t, const uint8_t *row, int KB,
+                                                    int8_t *qb, float *sc3)
+{
+    switch (t) {
+    case QUANT_Q8_0: gg_unpack_type(QUANT_Q8_0, row, KB, qb, sc3); break;
+    case QUANT_Q4_0: gg_unpack_type(QUANT_Q4_0, row, KB, qb, sc3); break;
+    case QUANT_Q5_0: gg_unpack_type(QUANT_Q5_0, row, KB, qb, sc3); break;
+    case QUANT_Q4_K: gg_unpack_type(QUANT_Q4_K, row, KB, qb, sc3); break;
+    default: gg_unpack_type(QUANT_Q6_K, row, KB, qb, sc3); break;
     }
 }
 
@@ -180,19 +213,28 @@ static inline void gg_finish(const matmul_args *a, int t, int n, float y)
     }
 }
 
+/* Rows past GG_MR decode each weight row once into the scratch (KERNELS_MATMUL_SCRATCH(K) floats
+ * hold its K bytes and 3 K / 32 floats many times over) instead of once per GG_MR rows. */
 static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
 {
-    (void)scratch;
     const packed_matrix *w = a->w;
     const int KB = w->K / TT_Q8_BLOCK;
     const int n1 = p1 * KERNELS_NR < w->N ? p1 * KERNELS_NR : w->N;
+    const bool unpack = scratch && a->T > GG_MR;
+    float *sc3 = scratch;
+    int8_t *qb = scratch ? (int8_t *)(scratch + 3 * (size_t)KB) : NULL;
     for (int n = p0 * KERNELS_NR; n < n1; n++) {
         uint32_t t;
         const uint8_t *row = packed_gguf_row(w, n, &t);
+        if (unpack) {
+            gg_unpack_row(t, row, KB, qb, sc3);
+            row = NULL;
+        }
         for (int t0 = 0; t0 < a->T; t0 += GG_MR) {
             const int R = a->T - t0 < GG_MR ? a->T - t0 : GG_MR;
             float y[GG_MR];
-            gg_column(t, row, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq, R, KB, y);
+            gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq, R,
+                      KB, y);
             for (int r = 0; r < R; r++)
                 gg_finish(a, t0 + r, n, y[r]);
         }
