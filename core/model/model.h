@@ -85,8 +85,8 @@ typedef struct model {
     int n_files;
     gguf_file *gguf;                      /* a GGUF model's file (then n_files is 0), else NULL */
     char quantization[16];                /* the file's: "Q4_K_M", "F16" ...; "" for safetensors */
-    /* What loading a GGUF file of types the engine does not hold costs ("Q4_K_M weights converted
-     * to fp16 at load ..."); "" when nothing is converted. */
+    /* What converting a quantized GGUF file's weights with --dtype costs ("--dtype converts the
+     * Q4_K_M weights ... at load: about 2471 MB in fp16 ..."); "" for F32/F16/BF16 files. */
     char load_note[TT_ERROR_MAX];
     char *chat_template;                  /* a template given beside the file (an Ollama template
                                            * layer: model_apply_ollama), else NULL; owned */
