@@ -126,25 +126,36 @@ gg_rows(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
         acc[r] = _mm256_setzero_ps();
         mc[r] = 0.0f;
     }
-    for (int b = 0; b < KB; b++) {
-        float dlo, dhi, M;
-        __m256i q;
-        if (row) {
-            q = gg_block(t, row, b, &dlo, &dhi, &M);
-        } else {
-            q = _mm256_loadu_si256((const __m256i *)(qb + 32 * (size_t)b));
-            dlo = sc3[3 * b];
-            dhi = sc3[3 * b + 1];
-            M = sc3[3 * b + 2];
-        }
+    /* K-quants: a super-block's eight sub-blocks unrolled, so each one's place in the scales
+     * is a constant */
+    const int step = t == QUANT_Q4_K || t == QUANT_Q6_K ? 8 : 1;
+    for (int b0 = 0; b0 < KB; b0 += step) {
+#pragma GCC unroll 8
+        for (int s = 0; s < step; s++) {
+            const int b = b0 + s;
+            float dlo, dhi, M;
+            __m256i q;
+            if (row) {
+                q = gg_block(t, row, b, &dlo, &dhi, &M);
+            } else {
+                q = _mm256_loadu_si256((const __m256i *)(qb + 32 * (size_t)b));
+                dlo = sc3[3 * b];
+                dhi = sc3[3 * b + 1];
+                M = sc3[3 * b + 2];
+            }
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const kernels_q8_act *x = xq + (size_t)r * ldxq + b;
-            const __m256i p = gg_dot(q, _mm256_loadu_si256((const __m256i *)x->q));
-            const __m256 sc = _mm256_set_m128(_mm_set1_ps(x->d * dhi), _mm_set1_ps(x->d * dlo));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[r]);
-            if (t == QUANT_Q4_K)
-                mc[r] = fmaf(x->d * (float)(x->sum128 / 128), M, mc[r]);
+            for (int r = 0; r < R; r++) {
+                const kernels_q8_act *x = xq + (size_t)r * ldxq + b;
+                const __m256i p = gg_dot(q, _mm256_loadu_si256((const __m256i *)x->q));
+                /* one scale a block but for Q6_K's two halves */
+                const __m256 sc = t == QUANT_Q6_K
+                                      ? _mm256_set_m128(_mm_set1_ps(x->d * dhi),
+                                                        _mm_set1_ps(x->d * dlo))
+                                      : _mm256_set1_ps(x->d * dlo);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[r]);
+                if (t == QUANT_Q4_K)    /* sum128 / 128 exactly: |sum128| < 2^24 */
+                    mc[r] = fmaf(x->d * ((float)x->sum128 * 0.0078125f), M, mc[r]);
+            }
         }
     }
 #pragma GCC unroll 4
