@@ -8,6 +8,7 @@
 #include "core/cpu/kernels_gguf_block.h"
 
 #define GG_MR 4
+#define GG_PREFETCH 2048
 
 static inline __attribute__((always_inline)) float gg_f16(const uint8_t *p)
 {
@@ -136,6 +137,13 @@ gg_rows(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
             float dlo, dhi, M;
             __m256i q;
             if (row) {
+                /* The row streams from memory once (decode): fetch GG_PREFETCH bytes ahead, into
+                 * the rows after it; the hardware prefetchers alone left the decode at a quarter
+                 * of the bandwidth the fp16 GEMV reaches. */
+                const size_t at = (size_t)b * (t == QUANT_Q8_0 ? 34 : t == QUANT_Q4_0 ? 18
+                                               : t == QUANT_Q5_0 ? 22 : t == QUANT_Q4_K ? 18 : 0);
+                _mm_prefetch((const char *)row + (t == QUANT_Q6_K ? (size_t)b * 210 / 8 : at) +
+                                 GG_PREFETCH, _MM_HINT_T0);
                 q = gg_block(t, row, b, &dlo, &dhi, &M);
             } else {
                 q = _mm256_loadu_si256((const __m256i *)(qb + 32 * (size_t)b));
