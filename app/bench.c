@@ -16,6 +16,7 @@
 #include "core/base/clock.h"
 #include "core/engine/engine.h"
 #include "core/base/jsonw.h"
+#include "core/model/gguf.h"
 #include "core/model/model.h"
 #include "core/model/modelgen.h"
 #include "core/base/util.h"
@@ -43,6 +44,7 @@ typedef struct {
     char shapes[64];               /* the random model's --size, or "" */
     char arch[16];                 /* the architecture (core/arch) */
     char quant[16];                /* a GGUF file's quantization ("Q4_K_M"), or "" */
+    double bits_per_weight;        /* a GGUF file's (gguf_bits_per_weight), or 0 */
     double kv_per_token;           /* KV cache bytes one position holds */
     bool random_model;
     char description[160];
@@ -284,12 +286,14 @@ static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
     double load[3] = {0, 0, 0};
     if (getloadavg(load, 3) < 0)
         load[0] = load[1] = load[2] = -1;
+    char bpw[32];
+    snprintf(bpw, sizeof bpw, ", %.2f bits a weight", r->bits_per_weight);
     if (r->random_model)
         fprintf(f, "tokentop bench: %s (random weights, %s shapes, %s)\n", r->model_name,
                 r->shapes, r->arch);
     else
-        fprintf(f, "tokentop bench: %s (%s%s%s)\n", r->model_name, r->arch,
-                r->quant[0] ? ", " : "", r->quant);
+        fprintf(f, "tokentop bench: %s (%s%s%s%s)\n", r->model_name, r->arch,
+                r->quant[0] ? ", " : "", r->quant, r->bits_per_weight > 0 ? bpw : "");
     fprintf(f, "  engine        %s\n", r->description);
     if (!o->cuda)
         fprintf(f, "  threads       %s\n", r->threads_note);
@@ -381,6 +385,8 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
     fprintf(f, "\"arch\":\"%s\",", r->arch);
     if (r->quant[0])
         fprintf(f, "\"quantization\":\"%s\",", r->quant);
+    if (r->bits_per_weight > 0)
+        fprintf(f, "\"bits_per_weight\":%.3f,", r->bits_per_weight);
     json_field(f, "bandwidth_gb_s", r->bandwidth * 1e-9, true);
     if (!o->cuda) {
         json_field(f, "bandwidth_gb_s_min", r->bandwidth_min * 1e-9, true);
@@ -420,7 +426,7 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
 
 static void bench_usage(FILE *f)
 {
-    fputs("usage: tokentop bench [--model DIR | --size NAME] [--dtype fp32|fp16|bf16|q8]\n"
+    fputs("usage: tokentop bench [--model DIR | --size NAME] [--dtype fp32|fp16|bf16|q8|gguf]\n"
           "                      [--prompt-tokens N]\n"
           "                      [--gen-tokens M] [--threads N] [--backend cpu|cuda] [--json]\n"
           "                      [--batch B1,B2,...] [--attention]\n"
@@ -470,8 +476,8 @@ static int bench_parse(bench_options *o, int argc, char **argv)
             i++;
         } else if (strcmp(a, "--dtype") == 0 && v) {
             if (tt_dtype_parse(v, &o->dtype) != 0) {
-                fprintf(stderr, "tokentop bench: --dtype: expected fp32, fp16, bf16 or q8, got %s\n",
-                        v);
+                fprintf(stderr, "tokentop bench: --dtype: expected fp32, fp16, bf16, q8 or gguf, "
+                        "got %s\n", v);
                 return -1;
             }
             o->dtype_set = true;
@@ -558,6 +564,11 @@ int bench_main(int argc, char **argv)
         o.dtype = m->file_dtype;   /* a Q4_K_M or F16 GGUF is measured as it is held, not as fp32 */
     snprintf(r.arch, sizeof r.arch, "%s", m->config.arch->name);
     snprintf(r.quant, sizeof r.quant, "%s", m->quantization);
+    if (m->gguf) {
+        r.bits_per_weight = gguf_bits_per_weight(m->gguf);
+        if (!o.dtype_set)          /* a GGUF file is measured as it is held by default */
+            o.dtype = m->file_dtype;
+    }
     snprintf(r.shapes, sizeof r.shapes, "%s", o.size ? o.size : "gpt2");
     r.kv_per_token = (double)model_config_kv_bytes_per_token(&m->config, sizeof(float));
     if (r.random_model)

@@ -137,7 +137,8 @@ void cli_usage(FILE *f, const char *cmd)
 "Model and engine:\n"
 "  -m, --model DIR        Hugging Face model directory: GPT-2, Llama, Mistral, Qwen2/3 (default:\n"
 "                         the embedded %s)\n"
-"      --dtype T          precision weights are held in: fp32 | fp16 | bf16 | q8 (default: the file's)\n"
+"      --dtype T          precision weights are held in: fp32 | fp16 | bf16 | q8 | gguf (default:\n"
+"                         the file's; gguf: a quantized GGUF's blocks as stored)\n"
 "      --compare-dtype T  run a second engine at precision T on the same tokens: --json records\n"
 "                         get a \"compare\" object (p under both, KL, max |dp|, top-1), the REPL\n"
 "                         starts with /dtype compare T (twice the weight memory)\n"
@@ -809,7 +810,8 @@ tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, 
         }
         if (st == TT_OK && app->model->gen_warning[0])
             cli_notes_add(notes, notes_cap, "%s (the file is ignored)", app->model->gen_warning);
-        if (st == TT_OK && app->model->load_note[0] && !o->dtype_set)
+        if (st == TT_OK && app->model->load_note[0] && o->dtype_set &&
+            o->dtype != app->model->file_dtype)
             cli_notes_add(notes, notes_cap, "%s", app->model->load_note);
         if (st == TT_OK && tokenizer_vocab_size(app->tok) > app->model->config.V)
             st = tt_fail(&err, TT_ERR_CONFIG, "%s: the tokenizer has %d tokens but the model's "

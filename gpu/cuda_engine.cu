@@ -1352,6 +1352,15 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
         engine_options_default(&def);
         o = &def;
     }
+    /* GGUF blocks held as stored (the CPU engine's TT_GGUF, a quantized file's default): the GPU
+     * engine has no kernels for them and dequantizes them to fp16 at upload. */
+    engine_options gguf_o;
+    const bool from_gguf = o->dtype == TT_GGUF;
+    if (from_gguf) {
+        gguf_o = *o;
+        gguf_o.dtype = TT_F16;
+        o = &gguf_o;
+    }
     if (!co) {
         cuda_engine_options_default(&cdef);
         co = &cdef;
@@ -1399,6 +1408,11 @@ extern "C" tt_status cuda_engine_create(const model *m, const engine_options *o,
     if (s != TT_OK) {
         cuda_destroy(e);
         return s;
+    }
+    if (from_gguf) {
+        size_t n = strlen(e->description);
+        snprintf(e->description + n, sizeof e->description - n, ", %s dequantized at upload",
+                 m->quantization);
     }
     *out = e;
     return TT_OK;

@@ -12,6 +12,7 @@
 
 #include "core/base/text.h"
 #include "core/base/util.h"
+#include "core/model/gguf.h"
 #include "repl/session_file.h"
 #include "ui/grid.h"
 
@@ -809,6 +810,10 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             (double)s->model->n_params / 1e6, cfg->V, cfg->maxT, cfg->C, cfg->L, cfg->NH,
             cfg->NKV, cfg->HS, s->model->quantization[0] ? ", file " : "",
             s->model->quantization);
+    if (s->model->gguf)
+        out_add(e, "file        GGUF %s, %.2f bits a weight, %.1f MB\n",
+                s->model->quantization, gguf_bits_per_weight(s->model->gguf),
+                (double)gguf_file_size(s->model->gguf) / 1e6);
     out_add(e, "engine      %s\n", e->engine_desc);
     for (int i = 0; i < e->n_modules; i++)
         if (e->modules[i]->show)

@@ -13,6 +13,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
+#include "core/model/gguf.h"
 #include "app/cli.h"
 #include "repl/attn_cmd.h"
 #include "repl/commands.h"
@@ -831,9 +832,14 @@ static void draw(tui *t)
     char chain[200], mode[64], precision[32], model_name[300];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     double speedup_lo = 0, speedup_hi = 0;
-    /* a GGUF file's quantization beside its name ("llama3.2:1b Q4_K_M") */
+    /* a GGUF file's quantization and bits a weight beside its name ("llama3.2:1b Q4_K_M 4.9b") */
     snprintf(model_name, sizeof model_name, "%s%s%s", s->model->name,
              s->model->quantization[0] ? " " : "", s->model->quantization);
+    if (s->model->gguf) {
+        size_t n = strlen(model_name);
+        snprintf(model_name + n, sizeof model_name - n, " %.1fb",
+                 gguf_bits_per_weight(s->model->gguf));
+    }
     ui_status_view sv = {
         .model = model_name,
         /* --backend auto found no usable GPU: say so where the backend is named (/show: why) */

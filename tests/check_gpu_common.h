@@ -1678,6 +1678,33 @@ START_TEST(attention_capture_matches_the_cpu_in_prefill_decode_and_verification)
 }
 END_TEST
 
+/* A quantized GGUF file's default dtype (TT_GGUF: its blocks held as stored by the CPU engine)
+ * is dequantized to fp16 at upload: the same logits as asking for fp16, bit for bit, and the
+ * engine line says so. */
+START_TEST(gguf_blocks_are_dequantized_to_fp16_at_upload)
+{
+    model *m;
+    tt_error err = {0};
+    ck_assert_msg(model_load(tu_path("%s/gguf/tiny-llama-256-q4_k_m.gguf", TU_FIXTURES), &m, &err) ==
+                  TT_OK, "%s", err.msg);
+    ck_assert_int_eq(m->file_dtype, TT_GGUF);
+    cuda_engine_options co;
+    cuda_engine_options_default(&co);
+    engine_options eg = gt_engine_options(TT_GGUF), e16 = gt_engine_options(TT_F16);
+    engine *g = gt_engine(m, &eg, &co), *h = gt_engine(m, &e16, &co);
+    ck_assert_int_eq(g->dtype, TT_F16);
+    ck_assert_msg(strstr(g->description, "Q4_K_M dequantized at upload"), "%s", g->description);
+    const int32_t ids[] = {1, 17, 250, 3, 99, 100, 42};
+    const int n = (int)(sizeof ids / sizeof ids[0]), V = m->config.V;
+    ck_assert_msg(engine_forward(g, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(engine_forward(h, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
+    ck_assert(memcmp(g->logits, h->logits, (size_t)n * (size_t)V * sizeof(float)) == 0);
+    engine_free(g);
+    engine_free(h);
+    model_free(m);
+}
+END_TEST
+
 /* Adds the Llama-family cases to s. */
 static void gt_add_families(Suite *s)
 {
@@ -1690,6 +1717,7 @@ static void gt_add_families(Suite *s)
     tcase_add_test(tc, llama_kv_cache_holds_key_value_heads_only);
     tcase_add_loop_test(tc, attention_capture_matches_the_cpu_in_prefill_decode_and_verification, 0,
                         2 * GT_N_FIXTURES);
+    tcase_add_test(tc, gguf_blocks_are_dequantized_to_fp16_at_upload);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
 }

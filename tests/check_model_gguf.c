@@ -178,6 +178,47 @@ START_TEST(gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory)
 }
 END_TEST
 
+/* A Q4_0, Q5_0 or Q4_K_M file (llama.cpp's llama-quantize; Q4_K_M mixes Q4_K and Q6_K) is held
+ * as stored: the engine reads its blocks in place (its weight bytes are the file's tensors, no
+ * copy), names the quantization, and its logits are as near the dequantized weights' fp32 logits
+ * as a q8 engine's over the same weights (both quantize the activations to 8 bits; q8 rounds the
+ * weights again on top). */
+START_TEST(gguf_quantized_files_are_held_as_stored_near_their_fp32_logits)
+{
+    static const struct { const char *file, *quant; } files[] = {
+        {"tiny-llama-256-q4_0.gguf", "Q4_0"},
+        {"tiny-llama-256-q5_0.gguf", "Q5_0"},
+        {"tiny-llama-256-q4_k_m.gguf", "Q4_K_M"},
+    };
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        model *g = load_ok(fixture(files[f].file));
+        ck_assert_int_eq(g->file_dtype, TT_GGUF);
+        ck_assert_str_eq(g->quantization, files[f].quant);
+        engine *e = tu_cpu_engine(g, TT_GGUF, 1, 0);
+        ck_assert_msg(strstr(e->description, files[f].quant) && strstr(e->description, "as stored"),
+                      "%s", e->description);
+        size_t tensors = 0;
+        for (size_t i = 0; i < gguf_tensor_count(g->gguf); i++)
+            tensors += (size_t)gguf_tensor_at(g->gguf, i)->nbytes;
+        ck_assert_msg(e->weight_bytes <= tensors, "%s: weight bytes %zu, the file's tensors %zu",
+                      files[f].file, e->weight_bytes, tensors);
+        engine_free(e);
+        const int n = N_IDS * g->config.V;
+        float *ref = tu_all_logits(g, TT_F32, 1, IDS, N_IDS);
+        float *q8 = tu_all_logits(g, TT_Q8, 1, IDS, N_IDS);
+        float *held = tu_all_logits(g, TT_GGUF, 2, IDS, N_IDS);
+        double d8 = max_diff(ref, q8, n), dg = max_diff(ref, held, n);
+        ck_assert_msg(dg <= 1.5 * d8 + 1e-4 && dg > 0.0,
+                      "%s: largest logit difference from fp32: held as stored %g, q8 %g",
+                      files[f].file, dg, d8);
+        free(ref);
+        free(q8);
+        free(held);
+        model_free(g);
+    }
+}
+END_TEST
+
 START_TEST(gguf_qwen2_and_qwen3_load_with_their_recipes)
 {
     model *q2 = load_ok(fixture("tiny-qwen2-f16.gguf"));
@@ -430,6 +471,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_llama_f16_and_f32_give_the_logits_of_its_hf_directory);
     tcase_add_test(tc, gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit);
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
+    tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
     tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);
     tcase_add_test(tc, quantized_tensors_read_as_their_dequantized_rows);

@@ -1,4 +1,5 @@
-/* dtype.h: the weight precisions tokentop holds (F32, F16, BF16, Q8) and exact scalar conversions.
+/* dtype.h: the weight precisions tokentop holds (F32, F16, BF16, Q8, GGUF blocks as stored) and exact
+ * scalar conversions.
  * Header-only and usable from CUDA device code (TT_HOSTDEV), so the CPU and GPU backends round the
  * same way: float -> half/bfloat16 rounds to nearest, ties to even, like PyTorch's .half()/.bfloat16(). */
 #ifndef TOKENTOP_DTYPE_H
@@ -17,19 +18,27 @@
  * scale per block of TT_Q8_BLOCK weights along K (llama.cpp's Q8_0, 8.5 bits per weight), made
  * at load from an F32/F16/BF16 file (kernels.h holds the layout). It is never a file's dtype and
  * tt_load_f32/tt_store_f32 do not read or write it. */
-typedef enum { TT_F32 = 0, TT_F16 = 1, TT_BF16 = 2, TT_Q8 = 3 } tt_dtype;
+/* TT_GGUF is the CPU engine's weight matrices held as a GGUF file stores them: each matrix in its
+ * tensors' own ggml block type (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K; one model may mix them), read in
+ * place from the file's mapping (kernels.h); the vectors stay fp32. It is the default of a
+ * quantized GGUF file, never a tensor's dtype, and tt_load_f32/tt_store_f32 do not read it. */
+typedef enum { TT_F32 = 0, TT_F16 = 1, TT_BF16 = 2, TT_Q8 = 3, TT_GGUF = 4 } tt_dtype;
 
 #define TT_Q8_BLOCK 32
 
-/* "fp32", "fp16", "bf16", "q8" (the spellings --dtype accepts). */
+/* "fp32", "fp16", "bf16", "q8", "gguf" (the spellings --dtype accepts). */
 static inline const char *tt_dtype_name(tt_dtype d)
 {
     return d == TT_F32 ? "fp32" : d == TT_F16 ? "fp16" : d == TT_BF16 ? "bf16" : d == TT_Q8 ? "q8"
-                                                                                          : "?";
+           : d == TT_GGUF ? "gguf" : "?";
 }
 
-/* Bytes of one element: for TT_Q8 the integer alone (its block scales come on top). */
-static inline size_t tt_dtype_size(tt_dtype d) { return d == TT_F32 ? 4 : d == TT_Q8 ? 1 : 2; }
+/* Bytes of one element: for TT_Q8 the integer alone (its block scales come on top); for TT_GGUF,
+ * whose types differ, 1 (a rough figure: 4.5 to 8.5 bits). */
+static inline size_t tt_dtype_size(tt_dtype d)
+{
+    return d == TT_F32 ? 4 : d == TT_Q8 || d == TT_GGUF ? 1 : 2;
+}
 
 /* Whether d can be a tensor's dtype in a file (F32, F16, BF16; not Q8). */
 static inline int tt_dtype_is_file_type(tt_dtype d)
@@ -37,14 +46,15 @@ static inline int tt_dtype_is_file_type(tt_dtype d)
     return d == TT_F32 || d == TT_F16 || d == TT_BF16;
 }
 
-/* Parses "fp32|f32|float32", "fp16|f16|float16|half", "bf16|bfloat16", "q8|q8_0"; returns 0 on
- * success. */
+/* Parses "fp32|f32|float32", "fp16|f16|float16|half", "bf16|bfloat16", "q8|q8_0", "gguf" (held as
+ * the file stores them); returns 0 on success. */
 static inline int tt_dtype_parse(const char *s, tt_dtype *out)
 {
     static const struct { const char *name; tt_dtype d; } names[] = {
         {"fp32", TT_F32}, {"f32", TT_F32}, {"float32", TT_F32},
         {"fp16", TT_F16}, {"f16", TT_F16}, {"float16", TT_F16}, {"half", TT_F16},
         {"bf16", TT_BF16}, {"bfloat16", TT_BF16}, {"q8", TT_Q8}, {"q8_0", TT_Q8},
+        {"gguf", TT_GGUF},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) { *out = names[i].d; return 0; }
@@ -106,7 +116,7 @@ TT_HOSTDEV static inline uint16_t tt_f32_to_f16(float f)
 }
 
 /* v as a weight held in d reads back: rounded through F16 or BF16 (to nearest even), unchanged
- * for F32 and Q8 (whose vectors stay fp32). */
+ * for F32, Q8 and GGUF (whose vectors stay fp32). */
 TT_HOSTDEV static inline float tt_held_f32(tt_dtype d, float v)
 {
     if (d == TT_F16)

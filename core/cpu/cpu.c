@@ -23,6 +23,8 @@
 #include "core/cpu/kernels.h"
 #include "core/cpu/kvcache.h"
 #include "core/cpu/threads.h"
+#include "core/model/gguf.h"
+#include "core/model/quant.h"
 
 /* Tokens per chunk: enough rows that each weight panel, once in L2, is reused 256 times; the
  * activations of a chunk stay a few MB whatever the span's length. */
@@ -177,7 +179,7 @@ typedef struct {
 static void act_rows(const void *varg, int t0, int t1)
 {
     const act_rows_ctx *q = varg;
-    if (q->dtype == TT_Q8)
+    if (q->dtype == TT_Q8 || q->dtype == TT_GGUF)
         q->kern->quantize_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
     else
         q->kern->bf16_rows(q->x, q->ldx, q->K, t0, t1, q->out, q->ldo);
@@ -186,7 +188,7 @@ static void act_rows(const void *varg, int t0, int t1)
 static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_matrix *w, int T)
 {
     act_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = w->K, .dtype = w->dtype};
-    if (w->dtype == TT_Q8) {
+    if (w->dtype == TT_Q8 || w->dtype == TT_GGUF) {
         q.out = ce->xq;
         q.ldo = ce->ldxq;
     } else if (w->dtype == TT_BF16 && ce->xb) {
@@ -230,7 +232,7 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
     } else {
         size_t ppc = w->dtype == TT_F32 ? KERNELS_ROWS_PANELS : 1;
         if (T == 1) {              /* about 128 KiB, whole groups of the GEMV's side-by-side panels */
-            size_t panel_bytes = w->panel_elems * tt_dtype_size(w->dtype);
+            size_t panel_bytes = packed_matrix_panel_bytes(w);
             ppc = (((size_t)128 << 10) + panel_bytes / 2) / panel_bytes;
             if (ppc < 1)
                 ppc = 1;
@@ -676,24 +678,35 @@ static const engine_seq_ops cpu_seq_ops = {
  * pass until the deadline. It runs where the step will: the session warms up only before a solo
  * step (engine_set_solo), which the caller computes alone.
  *
- * Region r of what a decode step reads: the layers' four matrices, the LM head, the vectors,
- * then per layer and head the keys and the values of the positions held. Returns its bytes. */
+ * Region r of what a decode step reads: the layers' four matrices (each up to KERNELS_GGUF_PARTS
+ * spans: a TT_GGUF matrix is its tensors in the mapping), the LM head, the vectors, then per
+ * layer and head the keys and the values of the positions held. Returns its bytes (0: none). */
 static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
 {
-    const int L = ce->base.config->L;
+    const int L = ce->base.config->L, NP = KERNELS_GGUF_PARTS;
     const kvcache *c = &ce->cache;
     const packed_matrix *m = NULL;
-    if (r < 4 * L) {
-        const cpu_layer *ly = &ce->layers[r / 4];
-        const packed_matrix *ms[] = {&ly->qkv, &ly->o, &ly->up, &ly->down};
-        m = ms[r % 4];
-    } else if (r == 4 * L) {
-        m = &ce->lm_head;
-    }
-    if (m) {
+    if (r < 5 * L * NP) {
+        const int mi = r / NP, part = r % NP;
+        if (mi < 4 * L) {
+            const cpu_layer *ly = &ce->layers[mi / 4];
+            const packed_matrix *ms[] = {&ly->qkv, &ly->o, &ly->up, &ly->down};
+            m = ms[mi % 4];
+        } else if (mi == 4 * L) {
+            m = &ce->lm_head;
+        } else {
+            return 0;
+        }
+        if (m->dtype == TT_GGUF) {
+            if (part >= m->n_parts)
+                return 0;
+            *p = m->parts[part].data;
+            return m->parts[part].row_bytes * (size_t)m->parts[part].N;
+        }
         *p = m->data;
-        return packed_matrix_bytes(m->dtype, m->K, m->N);
+        return part == 0 ? packed_matrix_bytes(m->dtype, m->K, m->N) : 0;
     }
+    r -= 5 * L * NP - 4 * L - 1;
     if (r == 4 * L + 1) {
         *p = (const unsigned char *)ce->vectors;
         return ce->vectors_len * sizeof(float);
@@ -713,7 +726,7 @@ static void cpu_warm(engine *e, double ms)
 {
     cpu_engine *ce = (cpu_engine *)e;
     const kvcache *c = &ce->cache;
-    const int n_regions = 4 * e->config->L + 2 + 2 * c->L * c->NH;
+    const int n_regions = 5 * e->config->L * KERNELS_GGUF_PARTS + 1 + 2 * c->L * c->NH;
     const double until_ms = tt_now_ms() + ms;
     do {
         for (int r = 0; r < n_regions; r++) {
@@ -775,19 +788,61 @@ static void pack_job_run(void *varg, int ith, int nth)
     }
 }
 
+/* The bytes of a bound tensor of n rows of K in the file. */
+static size_t tensor_file_bytes(tensor_ref t, int K, int n)
+{
+    uint64_t row = (uint64_t)K * tt_dtype_size(t.dtype);
+    if (t.quantized && !quant_row_bytes(t.quant, (uint64_t)K, &row))
+        return 0;
+    return (size_t)row * (size_t)n;
+}
+
+/* The dtype a matrix over parts is held in by an engine of dtype d: d, except under TT_GGUF,
+ * where tensors the GGUF kernels read are used in place (TT_GGUF) and any other matrix is packed
+ * as close to its file as the kernels go: F16 when every part is F16 (or a quantized type without
+ * a kernel), else F32. */
+static tt_dtype cpu_matrix_dtype(tt_dtype d, int K, const pack_part *parts, int n_parts)
+{
+    if (d != TT_GGUF)
+        return d;
+    bool in_place = true, f16 = true;
+    for (int i = 0; i < n_parts; i++) {
+        const tensor_ref *t = &parts[i].src;
+        in_place &= t->quantized && packed_gguf_type_ok(t->quant, K) && !t->in_out;
+        f16 &= t->quantized || t->dtype == TT_F16;
+    }
+    return in_place ? TT_GGUF : f16 ? TT_F16 : TT_F32;
+}
+
 static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_part *parts,
                           int n_parts, tt_error *err)
 {
     int N = 0;
     for (int i = 0; i < n_parts; i++)
         N += parts[i].cols;
-    tt_status s = packed_matrix_init(m, ce->base.dtype, K, N, err);
+    const tt_dtype d = cpu_matrix_dtype(ce->base.dtype, K, parts, n_parts);
+    if (d == TT_GGUF) {
+        tensor_ref src[KERNELS_GGUF_PARTS];
+        int cols[KERNELS_GGUF_PARTS];
+        for (int i = 0; i < n_parts; i++) {
+            src[i] = parts[i].src;
+            cols[i] = parts[i].cols;
+        }
+        packed_matrix_gguf(m, K, src, cols, n_parts);
+        ce->base.weight_bytes += packed_matrix_size(m);
+        return TT_OK;
+    }
+    tt_status s = packed_matrix_init(m, d, K, N, err);
     if (s != TT_OK)
         return s;
     pack_job j = {.m = m, .parts = parts, .n_parts = n_parts};
     threadpool_chunks_init(&j.panels, (m->n_panels + 7) / 8);
     threadpool_run(ce->pool, pack_job_run, &j);
     ce->base.weight_bytes += packed_matrix_bytes(m->dtype, K, N);
+    /* The copy is what the kernels read: the file's pages of it need not stay resident. */
+    for (int i = 0; ce->base.model->gguf && i < n_parts; i++)
+        gguf_release(ce->base.model->gguf, parts[i].src.data,
+                     tensor_file_bytes(parts[i].src, K, parts[i].cols));
     return TT_OK;
 }
 
@@ -833,7 +888,7 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
     ce->embed_row = malloc(C * sizeof(float));
     ce->segs = malloc(TB * sizeof *ce->segs);
     ce->mm_stride = (KERNELS_MATMUL_SCRATCH(KMAX) + 15) & ~(size_t)15;
-    if (ce->base.dtype == TT_Q8) {
+    if (ce->base.dtype == TT_Q8 || ce->base.dtype == TT_GGUF) {
         ce->ldxq = KERNELS_Q8_ACT_BLOCKS(KMAX);
         ce->xq = malloc(TB * (size_t)ce->ldxq * sizeof *ce->xq);
         if (!ce->xq)
@@ -941,7 +996,8 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
         engine_options_default(&def);
         o = &def;
     }
-    if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16 && o->dtype != TT_Q8)
+    if (o->dtype != TT_F32 && o->dtype != TT_F16 && o->dtype != TT_BF16 && o->dtype != TT_Q8 &&
+        o->dtype != TT_GGUF)
         return tt_fail(err, TT_ERR_ARG, "cpu: unknown weight dtype %d", (int)o->dtype);
     int n_ctx = engine_options_ctx(o, cfg);
     if (n_ctx > cfg->maxT)
@@ -980,9 +1036,14 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
     }
     int nth = threadpool_size(ce->pool);
     e->threads = nth;
+    char held[96];
+    if (e->dtype == TT_GGUF && m->gguf)     /* "Q4_K_M (4.89 bits a weight) as stored" */
+        snprintf(held, sizeof held, "%s (%.2f bits a weight) as stored", m->quantization,
+                 gguf_bits_per_weight(m->gguf));
+    else
+        snprintf(held, sizeof held, "%s", tt_dtype_name(e->dtype));
     snprintf(e->description, sizeof e->description, "cpu: %d thread%s%s, %s, %s weights", nth,
-             nth == 1 ? "" : "s", o->n_threads <= 0 ? " (auto)" : "", ce->kern->name,
-             tt_dtype_name(e->dtype));
+             nth == 1 ? "" : "s", o->n_threads <= 0 ? " (auto)" : "", ce->kern->name, held);
     *out = e;
     return TT_OK;
 }

@@ -151,6 +151,23 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
     return TT_OK;
 }
 
+size_t packed_matrix_panel_bytes(const packed_matrix *m)
+{
+    if (m->dtype == TT_GGUF)
+        return m->panel_elems;
+    return m->panel_elems * tt_dtype_size(m->dtype);
+}
+
+size_t packed_matrix_size(const packed_matrix *m)
+{
+    if (m->dtype != TT_GGUF)
+        return packed_matrix_bytes(m->dtype, m->K, m->N);
+    size_t bytes = 0;
+    for (int i = 0; i < m->n_parts; i++)
+        bytes += m->parts[i].row_bytes * (size_t)m->parts[i].N;
+    return bytes;
+}
+
 void packed_matrix_free(packed_matrix *m)
 {
     free(m->data);
@@ -188,6 +205,8 @@ static inline size_t packed_index(const packed_matrix *m, int k, int n)
 
 float packed_matrix_get(const packed_matrix *m, int k, int n)
 {
+    if (m->dtype == TT_GGUF)
+        return kernels_gguf_get(m, k, n);
     if (m->dtype == TT_Q8) {
         int p = n / KERNELS_NR, j = n % KERNELS_NR;
         return (float)q8_int(m, p, k, j) * tt_f16_to_f32(q8_scales(m, p, k)[j]);
@@ -459,6 +478,10 @@ static void ref_matmul(const matmul_args *a, int p0, int p1, float *scratch)
     const packed_matrix *w = a->w;
     if (w->dtype == TT_Q8) {
         ref_matmul_q8(a, p0, p1);
+        return;
+    }
+    if (w->dtype == TT_GGUF) {
+        kernels_gguf_ref_matmul(a, p0, p1, ref_finish);
         return;
     }
     for (int p = p0; p < p1; p++) {

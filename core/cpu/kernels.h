@@ -74,13 +74,74 @@
 /* Floats of per-thread scratch a matmul over K rows may use (one panel widened to fp32). */
 #define KERNELS_MATMUL_SCRATCH(K) ((size_t)((K) + 1) * KERNELS_NR)
 
+/* GGUF weights held as the file stores them (TT_GGUF): not packed at all. GGUF keeps a matrix
+ * (N, K): output column n is row n, K / block_size ggml blocks laid end to end (quant.h), so one
+ * output is one pass along one row. A TT_GGUF matrix is up to three such tensors side by side
+ * (q | k | v, gate | up), each with its own block type, read in place from the mapping (nothing
+ * is copied: resident memory is the file's pages). Its "panels" are runs of 32 output columns,
+ * the unit callers split the work by. Its matmul quantizes the activations to 8 bits in blocks of
+ * 32 (kernels_quantize_rows, as for Q8) and computes, per output (t, n), from c = 0 over the
+ * weight row's blocks of 32 b ascending, with the block's weights w[k] = D * q[k] + M (q small
+ * integers, D and M floats from the block's scales; Q6_K has a second D for its second 16):
+ *     c += d[t][b] * (D_lo * sum_{k < 16} q[k] xq[t][k] + D_hi * sum_{k >= 16} ... + M * sum xq)
+ * the integer sums exact. The sets add these terms in their own order (the reference scalar,
+ * SIMD lane-wise then a horizontal sum), so their bits differ by rounding, and every row runs
+ * the same chain however many rows come with it (batch invariance). */
+#define KERNELS_GGUF_PARTS 3
+
 typedef struct {
-    void *data;              /* (n_panels, panel_elems) in dtype, owned; 64-byte aligned */
+    const void *data;        /* row 0 of the tensor, in the model's mapping (not owned) */
+    uint32_t type;           /* a quant_type with a kernel: Q8_0, Q4_0, Q5_0, Q4_K, Q6_K */
+    int N;                   /* output columns (rows of the tensor) */
+    size_t row_bytes;
+    int head_rows;           /* 0, or HS: llama.cpp's adjacent-pair order of q/k rows
+                                (tensor_ref.head_rows), undone on reading */
+} packed_gguf_part;
+
+typedef struct {
+    void *data;              /* (n_panels, panel_elems) in dtype, owned; 64-byte aligned; NULL
+                                for TT_GGUF */
     tt_dtype dtype;
     int K, N;
     int n_panels;            /* ceil(N / 32) */
-    size_t panel_elems;      /* K * 32, K2 * 32 for BF16, KB * KERNELS_Q8_BLOCK_BYTES for Q8 */
+    size_t panel_elems;      /* K * 32, K2 * 32 for BF16, KB * KERNELS_Q8_BLOCK_BYTES for Q8;
+                                for TT_GGUF the bytes of 32 rows of its first part */
+    packed_gguf_part parts[KERNELS_GGUF_PARTS];   /* TT_GGUF: parts[0 .. n_parts) */
+    int n_parts;
 } packed_matrix;
+
+/* Whether a GGUF tensor of quant type t can be held as stored (TT_GGUF) with K weights a row:
+ * Q8_0, Q4_0, Q5_0 (K a multiple of 32), Q4_K, Q6_K (of 256). */
+bool packed_gguf_type_ok(uint32_t t, int K);
+
+/* A TT_GGUF (K, N) matrix over n_parts tensors bound from a GGUF file (each quantized, of a type
+ * packed_gguf_type_ok takes, stored (N_i, K)), side by side in the given order: borrows their
+ * data, which must outlive m. packed_matrix_free is safe on it. */
+void packed_matrix_gguf(packed_matrix *m, int K, const tensor_ref *src, const int *cols,
+                        int n_parts);
+
+struct matmul_args;
+
+/* The reference set's TT_GGUF matmul (kernels_gguf.c): panels [p0, p1), each row's outputs
+ * handed to finish(a, t, n0, nc, acc) for bias and epilogue. */
+void kernels_gguf_ref_matmul(const struct matmul_args *a, int p0, int p1,
+                             void (*finish)(const struct matmul_args *, int, int, int,
+                                            const float *));
+
+/* Element (k, n) of a TT_GGUF matrix (packed_matrix_get). */
+float kernels_gguf_get(const packed_matrix *m, int k, int n);
+
+/* Bytes of weights one panel (32 output columns) of m streams, for sizing work chunks. */
+size_t packed_matrix_panel_bytes(const packed_matrix *m);
+
+/* Bytes m's weights take (packed, or in the file for TT_GGUF). */
+size_t packed_matrix_size(const packed_matrix *m);
+
+/* The 32 weights of block b (k = 32 b ..) of row (output column) n of a TT_GGUF matrix as
+ * w[k] = D * q[k] + M (D = D_lo for k < 16, D_hi after): what every set's kernel computes with
+ * (tests compare it with quant_dequantize_row). */
+void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float *D_lo,
+                       float *D_hi, float *M);
 
 /* Bytes packed_matrix_init allocates for a (K, N) matrix held in dtype. */
 size_t packed_matrix_bytes(tt_dtype dtype, int K, int N);
@@ -105,6 +166,10 @@ void packed_matrix_pack_at(packed_matrix *m, tensor_ref src, bool transposed, in
 
 /* Element (k, n) as float (tests, the tied token embedding). */
 float packed_matrix_get(const packed_matrix *m, int k, int n);
+
+/* Row (output column) n of a TT_GGUF matrix: its part's tensor row in the mapping, and the part's
+ * block type in *type. */
+const uint8_t *packed_gguf_row(const packed_matrix *m, int n, uint32_t *type);
 
 /* ---------------------------------------------------------------------------------------------
  * Kernel arguments */
@@ -141,13 +206,14 @@ typedef enum {
     MM_GELU_ERF,             /* out = gelu_erf(x W + b) */
 } mm_epilogue;
 
-typedef struct {
+typedef struct matmul_args {
     float *out;              /* (T, ldo), columns 0 .. N-1 written */
     int ldo;
     const float *x;          /* (T, ldx), columns 0 .. K-1 read */
     int ldx;
     const packed_matrix *w;  /* (K, N) */
-    /* Q8 weights only: x's rows quantized by kernels_quantize_rows, row t at xq + t * ldxq. */
+    /* Q8 and GGUF weights only: x's rows quantized by kernels_quantize_rows, row t at
+     * xq + t * ldxq. */
     const struct kernels_q8_act *xq;
     int ldxq;
     /* BF16 weights in a set with bf16_rows only: x's rows rounded by kernels_bf16_rows, row t at

@@ -588,6 +588,19 @@ tt_status gguf_open(const char *path, gguf_file **out, tt_error *err)
     return open_common(f, out, err);
 }
 
+void gguf_release(const gguf_file *f, const void *p, size_t n)
+{
+    if (!f || !f->map || n == 0)
+        return;
+    const uintptr_t lo = (uintptr_t)f->map, hi = lo + f->map_len, a = (uintptr_t)p;
+    if (a < lo || a > hi || n > hi - a)
+        return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (a + page - 1) & ~(page - 1), end = (a + n) & ~(page - 1);
+    if (end > start)
+        madvise((void *)start, end - start, MADV_DONTNEED);
+}
+
 void gguf_close(gguf_file *f)
 {
     if (!f)
@@ -925,6 +938,16 @@ uint64_t gguf_parameter_count(const gguf_file *f)
 }
 
 const char *gguf_quantization(const gguf_file *f) { return f->quantization; }
+
+double gguf_bits_per_weight(const gguf_file *f)
+{
+    double bytes = 0, n = 0;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        bytes += (double)f->tensors[i].nbytes;
+        n += (double)f->tensors[i].numel;
+    }
+    return n > 0 ? 8.0 * bytes / n : 0.0;
+}
 
 static void find_quantization(gguf_file *f)
 {

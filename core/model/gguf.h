@@ -88,6 +88,12 @@ tt_status gguf_open_buffer(const void *buf, size_t len, const char *name, gguf_f
 /* Unmaps and frees; NULL is safe. */
 void gguf_close(gguf_file *f);
 
+/* Hands the pages wholly inside [p, p + n) of f's mapping back to the kernel (madvise
+ * MADV_DONTNEED), for data a caller copied and will not read again soon: resident memory stops
+ * counting them, and a later read faults them back in from the file. Nothing for a file opened
+ * from a buffer, or a range outside the mapping. */
+void gguf_release(const gguf_file *f, const void *p, size_t n);
+
 const char *gguf_name(const gguf_file *f);      /* the path (or name) it was opened with */
 uint32_t gguf_version(const gguf_file *f);      /* 2 or 3 */
 uint32_t gguf_alignment(const gguf_file *f);    /* general.alignment, default 32 */
@@ -164,5 +170,9 @@ uint64_t gguf_parameter_count(const gguf_file *f);
 /* The file's quantization: general.file_type named as llama.cpp does ("Q4_K_M"), else the type of
  * most weights (by bytes) among 2-D tensors ("Q8_0"), else "?". */
 const char *gguf_quantization(const gguf_file *f);
+
+/* Bits a weight over every tensor of f (their bytes * 8 / their elements), as llama.cpp reports
+ * it ("4.89" for a Q4_K_M Llama); 0 for a file without tensors. */
+double gguf_bits_per_weight(const gguf_file *f);
 
 #endif

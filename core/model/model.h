@@ -85,8 +85,8 @@ typedef struct model {
     int n_files;
     gguf_file *gguf;                      /* a GGUF model's file (then n_files is 0), else NULL */
     char quantization[16];                /* the file's: "Q4_K_M", "F16" ...; "" for safetensors */
-    /* What loading a GGUF file of types the engine does not hold costs ("Q4_K_M weights converted
-     * to fp16 at load ..."); "" when nothing is converted. */
+    /* What converting a quantized GGUF file's weights with --dtype costs ("--dtype converts the
+     * Q4_K_M weights ... at load: about 2471 MB in fp16 ..."); "" for F32/F16/BF16 files. */
     char load_note[TT_ERROR_MAX];
     char *chat_template;                  /* a template given beside the file (an Ollama template
                                            * layer: model_apply_ollama), else NULL; owned */
@@ -131,8 +131,9 @@ tt_status model_load_dir(const char *dir, model **out, tt_error *err);
  * {arch}.* keys make the config, the tensors are bound by their GGUF names with their shapes
  * checked (every type quant_type_supported names; quantized ones dequantize on reading). A
  * llama file's Q and K rows are read back in rotate-half order. file_dtype is the file's own
- * type where engines hold it (F32, F16, BF16, Q8_0 -> TT_Q8), else TT_F16 (with load_note
- * saying so). Errors name the file and the key or tensor. On failure *out is NULL. */
+ * type (F32, F16, BF16), TT_Q8 for Q8_0, or TT_GGUF for another quantized file (its blocks held
+ * as stored; load_note then says what converting them with --dtype costs). Errors name the file and the key or
+ * tensor. On failure *out is NULL. */
 tt_status model_load_gguf(const char *path, model **out, tt_error *err);
 
 struct tokenizer;

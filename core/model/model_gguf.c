@@ -313,19 +313,18 @@ static tt_status bind_all(model *m, tt_error *err)
     return TT_OK;
 }
 
-/* The dtype engines hold a file of quantization q in by default: its own where they can. */
-static bool held_as(const char *q, tt_dtype *d)
+/* The dtype engines hold a file of quantization q in by default: its own: F32, F16, BF16 as
+ * such, Q8_0 as TT_Q8 (repacked bit for bit: its kernels are the faster), any other quantized
+ * file's blocks as stored (TT_GGUF). */
+static tt_dtype held_as(const char *q)
 {
     static const struct { const char *name; tt_dtype d; } own[] = {
         {"F32", TT_F32}, {"F16", TT_F16}, {"BF16", TT_BF16}, {"Q8_0", TT_Q8},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-        if (strcmp(q, own[i].name) == 0) {
-            *d = own[i].d;
-            return true;
-        }
-    *d = TT_F16;
-    return false;
+        if (strcmp(q, own[i].name) == 0)
+            return own[i].d;
+    return TT_GGUF;
 }
 
 tt_status model_load_gguf(const char *path, model **out, tt_error *err)
@@ -355,10 +354,13 @@ tt_status model_load_gguf(const char *path, model **out, tt_error *err)
         goto fail;
     m->n_params = (size_t)model_config_n_params(&m->config);
     snprintf(m->quantization, sizeof m->quantization, "%s", gguf_quantization(m->gguf));
-    if (!held_as(m->quantization, &m->file_dtype))
-        snprintf(m->load_note, sizeof m->load_note, "%s weights converted to fp16 at load: kernels "
-                 "for %s weights are not written yet; resident memory ~%zu MB", m->quantization,
-                 m->quantization, m->n_params * 2 / 1000000 + 1);
+    m->file_dtype = held_as(m->quantization);
+    if (m->file_dtype == TT_GGUF || m->file_dtype == TT_Q8)
+        snprintf(m->load_note, sizeof m->load_note, "--dtype converts the %s weights (%.2f bits "
+                 "a weight, %zu MB as stored) at load: about %zu MB in fp16 or bf16, twice that "
+                 "in fp32, half in q8, and slower to load", m->quantization,
+                 gguf_bits_per_weight(m->gguf), (size_t)(gguf_file_size(m->gguf) / 1000000),
+                 model_weight_bytes(m, TT_F16) / 1000000);
     *out = m;
     return TT_OK;
 fail:

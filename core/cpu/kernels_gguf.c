@@ -1,0 +1,112 @@
+/* kernels_gguf.c: GGUF weight matrices held as the file stores them (TT_GGUF, kernels.h): their
+ * description, the scalar view of one block of 32 weights, and the portable reference matmul.
+ * The SIMD sets' kernels are core/cpu/kernels_gguf_simd.h. */
+#include <math.h>
+#include <string.h>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/kernels_gguf_block.h"
+#include "core/model/quant.h"
+
+bool packed_gguf_type_ok(uint32_t t, int K)
+{
+    switch (t) {
+    case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: return K > 0 && K % QUANT_QK == 0;
+    case QUANT_Q4_K: case QUANT_Q6_K: return K > 0 && K % QUANT_QK_K == 0;
+    default: return false;
+    }
+}
+
+void packed_matrix_gguf(packed_matrix *m, int K, const tensor_ref *src, const int *cols,
+                        int n_parts)
+{
+    memset(m, 0, sizeof *m);
+    m->dtype = TT_GGUF;
+    m->K = K;
+    for (int i = 0; i < n_parts && i < KERNELS_GGUF_PARTS; i++) {
+        uint64_t rb = 0;
+        quant_row_bytes(src[i].quant, (uint64_t)K, &rb);
+        m->parts[i] = (packed_gguf_part){.data = src[i].data, .type = src[i].quant,
+                                         .N = cols[i], .row_bytes = (size_t)rb,
+                                         .head_rows = src[i].head_rows};
+        m->N += cols[i];
+        m->n_parts++;
+    }
+    m->n_panels = (m->N + KERNELS_NR - 1) / KERNELS_NR;
+    m->panel_elems = m->parts[0].row_bytes * KERNELS_NR;
+}
+
+const uint8_t *packed_gguf_row(const packed_matrix *m, int n, uint32_t *type)
+{
+    int i = 0;
+    while (i + 1 < m->n_parts && n >= m->parts[i].N)
+        n -= m->parts[i++].N;
+    const packed_gguf_part *pt = &m->parts[i];
+    size_t r = (size_t)n;
+    if (pt->head_rows) {            /* as tensor_ref_row: rotate-half row r is stored at ... */
+        const size_t hs = (size_t)pt->head_rows, half = hs / 2, in = r % hs;
+        r = r - in + 2 * (in % half) + in / half;
+    }
+    *type = pt->type;
+    return (const uint8_t *)pt->data + r * pt->row_bytes;
+}
+
+void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float *D_lo,
+                       float *D_hi, float *M)
+{
+    uint32_t type;
+    const uint8_t *row = packed_gguf_row(m, n, &type);
+    gguf_block_scalar(type, row, b, q, D_lo, D_hi, M);
+}
+
+/* One output: the chain kernels.h describes, in scalar fp32 (fmaf, so no contraction changes
+ * it). */
+static float ref_gguf_dot(uint32_t type, const uint8_t *row, const kernels_q8_act *xq, int KB)
+{
+    float c = 0.0f;
+    for (int b = 0; b < KB; b++) {
+        int8_t q[32];
+        float dlo, dhi, mm;
+        gguf_block_scalar(type, row, b, q, &dlo, &dhi, &mm);
+        int32_t lo = 0, hi = 0;
+        for (int k = 0; k < 16; k++) {
+            lo += q[k] * xq[b].q[k];
+            hi += q[k + 16] * xq[b].q[k + 16];
+        }
+        float v = (float)lo * dlo;
+        v = fmaf((float)hi, dhi, v);
+        v = fmaf((float)(xq[b].sum128 / 128), mm, v);
+        c = fmaf(xq[b].d, v, c);
+    }
+    return c;
+}
+
+void kernels_gguf_ref_matmul(const matmul_args *a, int p0, int p1,
+                             void (*finish)(const matmul_args *, int, int, int, const float *))
+{
+    const packed_matrix *w = a->w;
+    const int KB = w->K / TT_Q8_BLOCK;
+    for (int p = p0; p < p1; p++) {
+        const int n0 = p * KERNELS_NR;
+        const int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
+        for (int t = 0; t < a->T; t++) {
+            const kernels_q8_act *xq = a->xq + (size_t)t * (size_t)a->ldxq;
+            float acc[KERNELS_NR];
+            for (int j = 0; j < nc; j++) {
+                uint32_t type;
+                const uint8_t *row = packed_gguf_row(w, n0 + j, &type);
+                acc[j] = ref_gguf_dot(type, row, xq, KB);
+            }
+            finish(a, t, n0, nc, acc);
+        }
+    }
+}
+
+float kernels_gguf_get(const packed_matrix *m, int k, int n)
+{
+    int8_t q[32];
+    float dlo, dhi, mm;
+    packed_gguf_block(m, n, k / 32, q, &dlo, &dhi, &mm);
+    int i = k % 32;
+    return (i < 16 ? dlo : dhi) * (float)q[i] + mm;
+}

@@ -1,0 +1,116 @@
+/* kernels_gguf_block.h: one block of 32 weights of a GGUF row as w[k] = D * q[k] + M (kernels.h,
+ * TT_GGUF), in scalar C: the scales every kernel set computes with (the same floats in every
+ * set) and the reference set's integers. The layouts are quant.c's (ggml-common.h's blocks):
+ *   Q8_0  (34 bytes / 32):  D = d, q = qs, M = 0
+ *   Q4_0  (18 / 32):        D = d, q = nibble - 8 (low nibbles k < 16, high ones k >= 16), M = 0
+ *   Q5_0  (22 / 32):        as Q4_0 with bit k of qh as the fifth bit, q = value - 16
+ *   Q4_K  (144 / 256):      sub-block s = b % 8 of super-block b / 8: D = d * sc, M = -dmin * m,
+ *                           q = the nibbles of qs[32 (s / 2) ..] (low for even s, high for odd)
+ *   Q6_K  (210 / 256):      sub-block s: half h = s / 4, j = s % 4; weights 32 j + l (l < 32) of
+ *                           the half: low or high nibble (j >= 2) of ql[64 h + 32 (j & 1) + l],
+ *                           bits 2j, 2j+1 of qh[32 h + l]; q = that - 32; D_lo = d * sc[8 h + 2 j],
+ *                           D_hi = d * sc[8 h + 2 j + 1] (l >= 16), M = 0. */
+#ifndef TOKENTOP_KERNELS_GGUF_BLOCK_H
+#define TOKENTOP_KERNELS_GGUF_BLOCK_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/base/dtype.h"
+#include "core/model/quant.h"
+
+static inline float gguf_f16(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return tt_f16_to_f32(h);
+}
+
+/* Block b of a row of type t at row: its bytes (for Q4_K and Q6_K the super-block's) in *blk and
+ * its D_lo, D_hi, M. */
+static inline const uint8_t *gguf_block_scales(uint32_t t, const uint8_t *row, int b, float *D_lo,
+                                               float *D_hi, float *M)
+{
+    const uint8_t *blk;
+    float d;
+    *M = 0.0f;
+    switch (t) {
+    case QUANT_Q8_0: blk = row + (size_t)b * 34; d = gguf_f16(blk); break;
+    case QUANT_Q4_0: blk = row + (size_t)b * 18; d = gguf_f16(blk); break;
+    case QUANT_Q5_0: blk = row + (size_t)b * 22; d = gguf_f16(blk); break;
+    case QUANT_Q4_K: {
+        blk = row + (size_t)(b / 8) * 144;
+        const int s = b % 8;
+        const uint8_t *sc = blk + 4;
+        int scale, min;
+        if (s < 4) {
+            scale = sc[s] & 63;
+            min = sc[s + 4] & 63;
+        } else {
+            scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
+            min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+        }
+        *D_lo = *D_hi = gguf_f16(blk) * (float)scale;
+        *M = -(gguf_f16(blk + 2) * (float)min);
+        return blk;
+    }
+    default: {                                   /* QUANT_Q6_K */
+        blk = row + (size_t)(b / 8) * 210;
+        const int s = b % 8, h = s / 4, j = s % 4;
+        const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + 2 * j;
+        d = gguf_f16(blk + 208);
+        *D_lo = d * (float)sc[0];
+        *D_hi = d * (float)sc[1];
+        return blk;
+    }
+    }
+    *D_lo = *D_hi = d;
+    return blk;
+}
+
+/* The integers q[0 .. 32) of block b. */
+static inline void gguf_block_ints(uint32_t t, const uint8_t *blk, int b, int8_t q[32])
+{
+    switch (t) {
+    case QUANT_Q8_0: memcpy(q, blk + 2, 32); return;
+    case QUANT_Q4_0:
+        for (int k = 0; k < 16; k++) {
+            q[k] = (int8_t)((blk[2 + k] & 15) - 8);
+            q[k + 16] = (int8_t)((blk[2 + k] >> 4) - 8);
+        }
+        return;
+    case QUANT_Q5_0: {
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        for (int k = 0; k < 16; k++) {
+            q[k] = (int8_t)(((blk[6 + k] & 15) | (((qh >> k) & 1u) << 4)) - 16);
+            q[k + 16] = (int8_t)(((blk[6 + k] >> 4) | (((qh >> (k + 16)) & 1u) << 4)) - 16);
+        }
+        return;
+    }
+    case QUANT_Q4_K: {
+        const int s = b % 8;
+        const uint8_t *qs = blk + 16 + 32 * (s / 2);
+        for (int k = 0; k < 32; k++)
+            q[k] = (int8_t)(s % 2 ? qs[k] >> 4 : qs[k] & 15);
+        return;
+    }
+    default: {                                   /* QUANT_Q6_K */
+        const int s = b % 8, h = s / 4, j = s % 4;
+        const uint8_t *ql = blk + 64 * h + 32 * (j & 1), *qh = blk + 128 + 32 * h;
+        for (int k = 0; k < 32; k++) {
+            int lo = j >= 2 ? ql[k] >> 4 : ql[k] & 15;
+            q[k] = (int8_t)((lo | (((qh[k] >> (2 * j)) & 3) << 4)) - 32);
+        }
+        return;
+    }
+    }
+}
+
+static inline void gguf_block_scalar(uint32_t t, const uint8_t *row, int b, int8_t q[32],
+                                     float *D_lo, float *D_hi, float *M)
+{
+    gguf_block_ints(t, gguf_block_scales(t, row, b, D_lo, D_hi, M), b, q);
+}
+
+#endif

@@ -1,0 +1,261 @@
+/* kernels_gguf_simd.h: the TT_GGUF matmul (kernels.h) of a SIMD set, included by kernels_simd.h
+ * after its helpers. Every set (AVX2 and the AVX-512 ones) computes in 256-bit vectors, one block
+ * of 32 weights a vector: the block's integers unpacked to signed bytes, their dot products with
+ * the 8-bit activations in 8 lanes of 4 k (vpmaddubsw + vpmaddwd; vpdpbusd in the VNNI sets, the
+ * same integers), scaled lane-wise by d * D_lo (lanes 0-3, k < 16) or d * D_hi (lanes 4-7) into
+ * an fp32 accumulator, summed across lanes once per output; Q4_K's min term in a scalar chain.
+ * A weight row is decoded once per GG_MR activation rows. */
+#include "core/cpu/kernels_gguf_block.h"
+
+#define GG_MR 4
+#define GG_PREFETCH 2048
+
+static inline __attribute__((always_inline)) float gg_f16(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+static inline __attribute__((always_inline)) __m256i gg_nibbles16(const uint8_t *p)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* Block b of a row of constant type t: its integers as 32 signed bytes, its scales (the scalar
+ * definitions of kernels_gguf_block.h, F16C for the fp16 loads: the same values). */
+static inline __attribute__((always_inline)) __m256i
+gg_block(uint32_t t, const uint8_t *row, int b, float *dlo, float *dhi, float *M)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    *M = 0.0f;
+    switch (t) {
+    case QUANT_Q8_0: {
+        const uint8_t *blk = row + (size_t)b * 34;
+        *dlo = *dhi = gg_f16(blk);
+        return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    }
+    case QUANT_Q4_0: {
+        const uint8_t *blk = row + (size_t)b * 18;
+        *dlo = *dhi = gg_f16(blk);
+        return _mm256_sub_epi8(gg_nibbles16(blk + 2), _mm256_set1_epi8(8));
+    }
+    case QUANT_Q5_0: {
+        const uint8_t *blk = row + (size_t)b * 22;
+        *dlo = *dhi = gg_f16(blk);
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        /* bit k of qh to byte k (llama.cpp's bytes_from_bits_32) */
+        __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                           _mm256_set_epi64x(0x0303030303030303LL,
+                                                             0x0202020202020202LL,
+                                                             0x0101010101010101LL, 0));
+        bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL)),
+                                 _mm256_set1_epi64x(-1));
+        const __m256i q = _mm256_or_si256(gg_nibbles16(blk + 6),
+                                          _mm256_and_si256(bits, _mm256_set1_epi8(16)));
+        return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    }
+    case QUANT_Q4_K: {
+        const uint8_t *blk = row + (size_t)(b / 8) * 144;
+        const int s = b % 8;
+        const uint8_t *sc = blk + 4;
+        int scale, min;
+        if (s < 4) {
+            scale = sc[s] & 63;
+            min = sc[s + 4] & 63;
+        } else {
+            scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
+            min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+        }
+        *dlo = *dhi = gg_f16(blk) * (float)scale;
+        *M = -(gg_f16(blk + 2) * (float)min);
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * (s / 2)));
+        return s % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+    }
+    default: {                                   /* QUANT_Q6_K */
+        const uint8_t *blk = row + (size_t)(b / 8) * 210;
+        const int s = b % 8, h = s / 4, j = s % 4;
+        const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + 2 * j;
+        const float d = gg_f16(blk + 208);
+        *dlo = d * (float)sc[0];
+        *dhi = d * (float)sc[1];
+        const __m256i ql = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32 * (j & 1)));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+        const __m256i lo = j >= 2 ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+                                  : _mm256_and_si256(ql, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)),
+                                            _mm256_set1_epi8(3));
+        return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
+                               _mm256_set1_epi8(32));
+    }
+    }
+}
+
+/* The dot products of 32 signed weights q with 32 signed activations x in 8 int32 lanes of 4. */
+static inline __attribute__((always_inline)) __m256i gg_dot(__m256i q, __m256i x)
+{
+    const __m256i aq = _mm256_sign_epi8(q, q), sx = _mm256_sign_epi8(x, q);
+#if KS_VNNI
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, sx);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), _mm256_set1_epi16(1));
+#endif
+}
+
+static inline __attribute__((always_inline)) float gg_hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* R rows (R <= GG_MR) of activations, ldxq apart, against one weight row of constant type t:
+ * decoded block by block from row, or (row NULL) read from a row gg_unpack_row decoded into qb
+ * and sc. Either way the same integers and scales, and the same arithmetic after them, so a
+ * row's result does not depend on which path or how many rows came with it. */
+static inline __attribute__((always_inline)) void
+gg_rows(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
+        const kernels_q8_act *xq, size_t ldxq, int R, int KB, float *out)
+{
+    __m256 acc[GG_MR];
+    float mc[GG_MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm256_setzero_ps();
+        mc[r] = 0.0f;
+    }
+    /* K-quants: a super-block's eight sub-blocks unrolled, so each one's place in the scales
+     * is a constant */
+    const int step = t == QUANT_Q4_K || t == QUANT_Q6_K ? 8 : 1;
+    for (int b0 = 0; b0 < KB; b0 += step) {
+#pragma GCC unroll 8
+        for (int s = 0; s < step; s++) {
+            const int b = b0 + s;
+            float dlo, dhi, M;
+            __m256i q;
+            if (row) {
+                /* The row streams from memory once (decode): fetch GG_PREFETCH bytes ahead, into
+                 * the rows after it; the hardware prefetchers alone left the decode at a quarter
+                 * of the bandwidth the fp16 GEMV reaches. */
+                const size_t at = (size_t)b * (t == QUANT_Q8_0 ? 34 : t == QUANT_Q4_0 ? 18
+                                               : t == QUANT_Q5_0 ? 22 : t == QUANT_Q4_K ? 18 : 0);
+                _mm_prefetch((const char *)row + (t == QUANT_Q6_K ? (size_t)b * 210 / 8 : at) +
+                                 GG_PREFETCH, _MM_HINT_T0);
+                q = gg_block(t, row, b, &dlo, &dhi, &M);
+            } else {
+                q = _mm256_loadu_si256((const __m256i *)(qb + 32 * (size_t)b));
+                dlo = sc3[3 * b];
+                dhi = sc3[3 * b + 1];
+                M = sc3[3 * b + 2];
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const kernels_q8_act *x = xq + (size_t)r * ldxq + b;
+                const __m256i p = gg_dot(q, _mm256_loadu_si256((const __m256i *)x->q));
+                /* one scale a block but for Q6_K's two halves */
+                const __m256 sc = t == QUANT_Q6_K
+                                      ? _mm256_set_m128(_mm_set1_ps(x->d * dhi),
+                                                        _mm_set1_ps(x->d * dlo))
+                                      : _mm256_set1_ps(x->d * dlo);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[r]);
+                if (t == QUANT_Q4_K)    /* sum128 / 128 exactly: |sum128| < 2^24 */
+                    mc[r] = fmaf(x->d * ((float)x->sum128 * 0.0078125f), M, mc[r]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        out[r] = gg_hsum(acc[r]) + mc[r];
+}
+
+static inline __attribute__((always_inline)) void
+gg_rows_type(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
+             const kernels_q8_act *xq, size_t ldxq, int R, int KB, float *out)
+{
+    switch (R) {
+    case 1: gg_rows(t, row, qb, sc3, xq, ldxq, 1, KB, out); break;
+    case 2: gg_rows(t, row, qb, sc3, xq, ldxq, 2, KB, out); break;
+    case 3: gg_rows(t, row, qb, sc3, xq, ldxq, 3, KB, out); break;
+    default: gg_rows(t, row, qb, sc3, xq, ldxq, GG_MR, KB, out); break;
+    }
+}
+
+static __attribute__((noinline)) void gg_column(uint32_t t, const uint8_t *row, const int8_t *qb,
+                                                const float *sc3, const kernels_q8_act *xq,
+                                                size_t ldxq, int R, int KB, float *out)
+{
+    switch (t) {
+    case QUANT_Q8_0: gg_rows_type(QUANT_Q8_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q4_0: gg_rows_type(QUANT_Q4_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q5_0: gg_rows_type(QUANT_Q5_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q4_K: gg_rows_type(QUANT_Q4_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    default: gg_rows_type(QUANT_Q6_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    }
+}
+
+/* A row of constant type t decoded once: its integers into qb (K bytes) and each block's D_lo,
+ * D_hi, M into sc3 (3 KB floats), for the many activation rows of a prefill. */
+static inline __attribute__((always_inline)) void
+gg_unpack_type(uint32_t t, const uint8_t *row, int KB, int8_t *qb, float *sc3)
+{
+    for (int b = 0; b < KB; b++)
+        _mm256_storeu_si256((__m256i *)(qb + 32 * (size_t)b),
+                            gg_block(t, row, b, &sc3[3 * b], &sc3[3 * b + 1], &sc3[3 * b + 2]));
+}
+
+static __attribute__((noinline)) void gg_unpack_row(uint32_t t, const uint8_t *row, int KB,
+                                                    int8_t *qb, float *sc3)
+{
+    switch (t) {
+    case QUANT_Q8_0: gg_unpack_type(QUANT_Q8_0, row, KB, qb, sc3); break;
+    case QUANT_Q4_0: gg_unpack_type(QUANT_Q4_0, row, KB, qb, sc3); break;
+    case QUANT_Q5_0: gg_unpack_type(QUANT_Q5_0, row, KB, qb, sc3); break;
+    case QUANT_Q4_K: gg_unpack_type(QUANT_Q4_K, row, KB, qb, sc3); break;
+    default: gg_unpack_type(QUANT_Q6_K, row, KB, qb, sc3); break;
+    }
+}
+
+/* Bias and epilogue of output (t, n) = y. */
+static inline void gg_finish(const matmul_args *a, int t, int n, float y)
+{
+    float *o = a->out + (size_t)t * (size_t)a->ldo + n;
+    if (a->bias)
+        y += a->bias[n];
+    switch (a->epilogue) {
+    case MM_STORE: *o = y; break;
+    case MM_ADD: *o += y; break;
+    case MM_GELU_TANH: *o = gpt2_gelu_tanh(y); break;
+    case MM_GELU_ERF: *o = gpt2_gelu_erf(y); break;
+    }
+}
+
+/* Rows past GG_MR decode each weight row once into the scratch (KERNELS_MATMUL_SCRATCH(K) floats
+ * hold its K bytes and 3 K / 32 floats many times over) instead of once per GG_MR rows. */
+static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
+{
+    const packed_matrix *w = a->w;
+    const int KB = w->K / TT_Q8_BLOCK;
+    const int n1 = p1 * KERNELS_NR < w->N ? p1 * KERNELS_NR : w->N;
+    const bool unpack = scratch && a->T > GG_MR;
+    float *sc3 = scratch;
+    int8_t *qb = scratch ? (int8_t *)(scratch + 3 * (size_t)KB) : NULL;
+    for (int n = p0 * KERNELS_NR; n < n1; n++) {
+        uint32_t t;
+        const uint8_t *row = packed_gguf_row(w, n, &t);
+        if (unpack) {
+            gg_unpack_row(t, row, KB, qb, sc3);
+            row = NULL;
+        }
+        for (int t0 = 0; t0 < a->T; t0 += GG_MR) {
+            const int R = a->T - t0 < GG_MR ? a->T - t0 : GG_MR;
+            float y[GG_MR];
+            gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq, R,
+                      KB, y);
+            for (int r = 0; r < R; r++)
+                gg_finish(a, t0 + r, n, y[r]);
+        }
+    }
+}

@@ -1,0 +1,335 @@
+/* check_kernels_gguf.c: GGUF weights held as stored (TT_GGUF, kernels.h): a block's D * q + M is
+ * the dequantized block bit for bit, and every kernel set's matmul (decode and prefill rows, odd
+ * shapes, mixed types side by side, llama's permuted q/k rows) is the dequantize-then-fp32 matmul
+ * over the 8-bit activations, each row the same bits whatever rows come with it. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/rng.h"
+#include "core/cpu/kernels.h"
+#include "core/model/quant.h"
+#include "tests/testutil.h"
+
+static const uint32_t TYPES[] = {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q4_K, QUANT_Q6_K};
+#define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
+
+static float urand(rng *g, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)rng_uniform(g);
+}
+
+static void put_f16(uint8_t *p, float v)
+{
+    uint16_t h = tt_f32_to_f16(v);
+    memcpy(p, &h, 2);
+}
+
+/* n rows of K weights of type t: random bytes, then every fp16 scale made a small finite value
+ * (Q4_K's d and dmin, Q6_K's d at the block's end) so the rows dequantize to numbers of about
+ * one. The caller frees. */
+static uint8_t *rand_rows(rng *g, uint32_t t, int K, int n, size_t *row_bytes)
+{
+    uint64_t rb = 0;
+    ck_assert(quant_row_bytes(t, (uint64_t)K, &rb));
+    uint8_t *p = malloc(rb * (size_t)n);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < rb * (size_t)n; i++)
+        p[i] = (uint8_t)(rng_uniform(g) * 256.0);
+    const size_t bb = quant_block_bytes(t), nb = rb * (size_t)n / bb;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *blk = p + b * bb;
+        switch (t) {
+        case QUANT_Q8_0: put_f16(blk, urand(g, 0.002f, 0.01f)); break;
+        case QUANT_Q4_0: case QUANT_Q5_0: put_f16(blk, urand(g, 0.02f, 0.1f)); break;
+        case QUANT_Q4_K:
+            put_f16(blk, urand(g, 0.001f, 0.005f));
+            put_f16(blk + 2, urand(g, 0.001f, 0.005f));
+            break;
+        case QUANT_Q6_K: put_f16(blk + 208, urand(g, 0.0002f, 0.001f)); break;
+        }
+    }
+    *row_bytes = (size_t)rb;
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Blocks */
+
+START_TEST(gguf_blocks_are_the_dequantized_rows_bit_for_bit)
+{
+    rng g;
+    rng_seed(&g, 7);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = TYPES[ti];
+        const int K = 512, N = 3;
+        size_t rb;
+        uint8_t *rows = rand_rows(&g, t, K, N, &rb);
+        packed_matrix m;
+        tensor_ref src = {.data = rows, .dtype = TT_F32, .quantized = true, .quant = t,
+                          .row_len = K};
+        int cols = N;
+        packed_matrix_gguf(&m, K, &src, &cols, 1);
+        ck_assert_int_eq(m.dtype, TT_GGUF);
+        ck_assert_int_eq(m.N, N);
+        ck_assert_uint_eq(packed_matrix_size(&m), rb * (size_t)N);
+        float want[512];
+        for (int n = 0; n < N; n++) {
+            ck_assert(quant_dequantize_row(t, rows + (size_t)n * rb, want, (uint64_t)K));
+            for (int k = 0; k < K; k++) {
+                float got = packed_matrix_get(&m, k, n);
+                ck_assert_msg(got == want[k], "%s row %d k %d: block %.9g, dequantized %.9g",
+                              quant_type_name(t), n, k, got, want[k]);
+            }
+        }
+        packed_matrix_free(&m);
+        free(rows);
+    }
+}
+END_TEST
+
+START_TEST(gguf_types_with_kernels_and_their_row_lengths)
+{
+    ck_assert(packed_gguf_type_ok(QUANT_Q4_0, 32));
+    ck_assert(packed_gguf_type_ok(QUANT_Q5_0, 96));
+    ck_assert(packed_gguf_type_ok(QUANT_Q8_0, 64));
+    ck_assert(packed_gguf_type_ok(QUANT_Q4_K, 256));
+    ck_assert(packed_gguf_type_ok(QUANT_Q6_K, 512));
+    ck_assert(!packed_gguf_type_ok(QUANT_Q4_K, 128));
+    ck_assert(!packed_gguf_type_ok(QUANT_Q4_0, 48));
+    ck_assert(!packed_gguf_type_ok(QUANT_Q5_K, 256));
+    ck_assert(!packed_gguf_type_ok(QUANT_F16, 256));
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------
+ * Matmuls */
+
+static int sets_here(const kernels **out)
+{
+    int n = 0;
+    out[n++] = kernels_reference();
+    for (const char *const *name = kernels_set_names; *name; name++) {
+        if (strcmp(*name, "reference") == 0)
+            continue;
+        const kernels *k = kernels_by_name(*name);
+        if (k)
+            out[n++] = k;
+    }
+    return n;
+}
+
+static void report_skipped_sets(void)
+{
+    for (const char *const *name = kernels_set_names; *name; name++)
+        if (!kernels_by_name(*name))
+            fprintf(stderr, "check_kernels_gguf: SKIPPED the %s kernel set: %s\n", *name,
+                    kernels_cpu_runs(*name) ? "not in this build" : "this CPU lacks it");
+}
+
+typedef struct {
+    packed_matrix m;
+    uint8_t *rows[KERNELS_GGUF_PARTS];
+    float *w;                       /* (N, K) dequantized, in output column order */
+} gguf_case;
+
+/* A (K, N) matrix of n_parts tensors of the given types and column counts; head_rows applies
+ * to every part. */
+static void case_init(gguf_case *c, rng *g, int K, const uint32_t *types, const int *cols,
+                      int n_parts, int head_rows)
+{
+    tensor_ref src[KERNELS_GGUF_PARTS];
+    int N = 0;
+    for (int i = 0; i < n_parts; i++) {
+        size_t rb;
+        c->rows[i] = rand_rows(g, types[i], K, cols[i], &rb);
+        src[i] = (tensor_ref){.data = c->rows[i], .dtype = TT_F32, .quantized = true,
+                              .quant = types[i], .row_len = K, .head_rows = head_rows};
+        N += cols[i];
+    }
+    packed_matrix_gguf(&c->m, K, src, cols, n_parts);
+    c->w = malloc((size_t)N * (size_t)K * sizeof *c->w);
+    ck_assert_ptr_nonnull(c->w);
+    for (int n = 0, n0 = 0, i = 0; n < N; n++) {
+        if (n - n0 >= cols[i])
+            n0 += cols[i++];
+        /* the reading tensor_ref_row does: through head_rows' order */
+        const void *row = tensor_ref_row(src[i], (size_t)(n - n0));
+        ck_assert(quant_dequantize_row(types[i], row, c->w + (size_t)n * K, (uint64_t)K));
+    }
+}
+
+static void case_free(gguf_case *c)
+{
+    for (int i = 0; i < c->m.n_parts; i++)
+        free(c->rows[i]);
+    packed_matrix_free(&c->m);
+    free(c->w);
+}
+
+/* Runs set k over all panels of c for T rows of x into out (T, N), with bias and epilogue. */
+static void run_set(const kernels *k, const gguf_case *c, const float *x, int T, float *out,
+                    const float *bias, mm_epilogue ep)
+{
+    const int K = c->m.K, KB = KERNELS_Q8_ACT_BLOCKS(K);
+    kernels_q8_act *xq = malloc((size_t)T * (size_t)KB * sizeof *xq);
+    ck_assert_ptr_nonnull(xq);
+    k->quantize_rows(x, K, K, 0, T, xq, KB);
+    matmul_args a = {.out = out, .ldo = c->m.N, .x = x, .ldx = K, .w = &c->m, .xq = xq,
+                     .ldxq = KB, .bias = bias, .T = T, .epilogue = ep};
+    /* two calls over a split of the panels, as two threads would: one with the scratch the
+     * engine gives (many rows decode each weight row into it once), one without */
+    const int mid = c->m.n_panels / 2;
+    float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(scratch);
+    k->matmul(&a, 0, mid, scratch);
+    k->matmul(&a, mid, c->m.n_panels, NULL);
+    free(scratch);
+    free(xq);
+}
+
+/* Output (t, n) against the fp64 sum of the dequantized weights times the 8-bit activations
+ * (kernels_quantize_rows' blocks): the difference is the fp32 rounding of a sum of K terms. The
+ * fp32 matmul over x itself is near too (the activations' 8 bits). */
+static void check_outputs(const char *what, const gguf_case *c, const float *x, int T,
+                          const float *out, const float *bias)
+{
+    const int K = c->m.K, N = c->m.N, KB = KERNELS_Q8_ACT_BLOCKS(K);
+    kernels_q8_act *xq = malloc((size_t)T * (size_t)KB * sizeof *xq);
+    kernels_quantize_rows(x, K, K, 0, T, xq, KB);
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double sq = 0, sx = 0, mag = 0, magx = 0;
+            const float *w = c->w + (size_t)n * K;
+            for (int k = 0; k < K; k++) {
+                const kernels_q8_act *b = &xq[(size_t)t * KB + k / 32];
+                double xv = (double)b->d * b->q[k % 32];
+                sq += (double)w[k] * xv;
+                sx += (double)w[k] * x[(size_t)t * K + k];
+                mag += fabs((double)w[k] * xv);
+                magx += fabs((double)w[k] * x[(size_t)t * K + k]);
+            }
+            double want = sq + (bias ? bias[n] : 0.0), got = out[(size_t)t * N + n];
+            ck_assert_msg(fabs(got - want) <= 1e-5 * mag + 1e-6,
+                          "%s: (t %d, n %d): got %.9g, fp64 over the 8-bit activations %.9g", what,
+                          t, n, got, want);
+            ck_assert_msg(fabs(got - sx - (bias ? bias[n] : 0.0)) <= 0.02 * magx + 1e-4,
+                          "%s: (t %d, n %d): got %.9g, fp32 matmul %.9g", what, t, n, got, sx);
+        }
+    free(xq);
+}
+
+START_TEST(gguf_matmul_is_the_dequantized_matmul_in_every_set)
+{
+    const kernels *sets[8];
+    const int ns = sets_here(sets);
+    rng g;
+    rng_seed(&g, 11);
+    static const int Ns[] = {1, 37, 67};
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = TYPES[ti];
+        const bool k_quant = t == QUANT_Q4_K || t == QUANT_Q6_K;
+        const int Ks[] = {k_quant ? 256 : 32, k_quant ? 512 : 96};
+        for (int ki = 0; ki < 2; ki++)
+            for (int ni = 0; ni < 3; ni++) {
+                const int K = Ks[ki], N = Ns[ni];
+                gguf_case c;
+                case_init(&c, &g, K, &t, &N, 1, 0);
+                for (int T = 1; T <= 17; T += (T < 6 ? 1 : 5)) {
+                    float *x = malloc((size_t)T * K * sizeof *x);
+                    for (int i = 0; i < T * K; i++)
+                        x[i] = urand(&g, -1.0f, 1.0f);
+                    float *out = malloc((size_t)T * N * sizeof *out);
+                    for (int s = 0; s < ns; s++) {
+                        char what[96];
+                        snprintf(what, sizeof what, "%s set, %s, K %d, N %d, T %d", sets[s]->name,
+                                 quant_type_name(t), K, N, T);
+                        run_set(sets[s], &c, x, T, out, NULL, MM_STORE);
+                        check_outputs(what, &c, x, T, out, NULL);
+                    }
+                    free(out);
+                    free(x);
+                }
+                case_free(&c);
+            }
+    }
+}
+END_TEST
+
+/* Q4_K_M's layers: q | k | v of different types side by side (v in Q6_K), llama's permuted q/k
+ * rows; a bias and the residual epilogue. */
+START_TEST(gguf_matmul_reads_mixed_parts_and_permuted_rows)
+{
+    const kernels *sets[8];
+    const int ns = sets_here(sets);
+    rng g;
+    rng_seed(&g, 12);
+    const uint32_t types[] = {QUANT_Q4_K, QUANT_Q5_0, QUANT_Q6_K};
+    const int cols[] = {128, 64, 64}, K = 256, N = 256, T = 9;
+    gguf_case c;
+    case_init(&c, &g, K, types, cols, 3, 64);
+    float *x = malloc((size_t)T * K * sizeof *x), *bias = malloc((size_t)N * sizeof *bias);
+    float *out = malloc((size_t)T * N * sizeof *out);
+    for (int i = 0; i < T * K; i++)
+        x[i] = urand(&g, -1.0f, 1.0f);
+    for (int n = 0; n < N; n++)
+        bias[n] = urand(&g, -1.0f, 1.0f);
+    for (int s = 0; s < ns; s++) {
+        for (int i = 0; i < T * N; i++)
+            out[i] = 0.0f;
+        run_set(sets[s], &c, x, T, out, bias, MM_ADD);
+        check_outputs(sets[s]->name, &c, x, T, out, bias);
+    }
+    free(out);
+    free(bias);
+    free(x);
+    case_free(&c);
+}
+END_TEST
+
+START_TEST(gguf_matmul_rows_do_not_depend_on_the_rows_beside_them)
+{
+    const kernels *sets[8];
+    const int ns = sets_here(sets);
+    rng g;
+    rng_seed(&g, 13);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const int K = 512, N = 45, T = 17;
+        gguf_case c;
+        case_init(&c, &g, K, &TYPES[ti], &N, 1, 0);
+        float *x = malloc((size_t)T * K * sizeof *x);
+        for (int i = 0; i < T * K; i++)
+            x[i] = urand(&g, -1.0f, 1.0f);
+        float *all = malloc((size_t)T * N * sizeof *all), one[64];
+        for (int s = 0; s < ns; s++) {
+            run_set(sets[s], &c, x, T, all, NULL, MM_STORE);
+            for (int t = 0; t < T; t++) {
+                run_set(sets[s], &c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
+                ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
+                              "%s set, %s: row %d alone differs from row %d of %d",
+                              sets[s]->name, quant_type_name(TYPES[ti]), t, t, T);
+            }
+        }
+        free(all);
+        free(x);
+        case_free(&c);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    report_skipped_sets();
+    Suite *s = suite_create("kernels_gguf");
+    TCase *tc = tcase_create("kernels_gguf");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, gguf_blocks_are_the_dequantized_rows_bit_for_bit);
+    tcase_add_test(tc, gguf_types_with_kernels_and_their_row_lengths);
+    tcase_add_test(tc, gguf_matmul_is_the_dequantized_matmul_in_every_set);
+    tcase_add_test(tc, gguf_matmul_reads_mixed_parts_and_permuted_rows);
+    tcase_add_test(tc, gguf_matmul_rows_do_not_depend_on_the_rows_beside_them);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
