@@ -679,7 +679,12 @@ typedef struct {
 } gt_model_case;
 
 /* Logits tolerance per held dtype (logits of magnitude about 3). fp32: both engines compute in
- * fp32, summing in other orders: measured differences reach 2e-6 on the emulation. fp16/bf16: the
+ * fp32, summing in other orders: measured differences reach 2e-6 on the emulation. A logit's
+ * rounding follows the size of its row, not its own value (a logit near 0 is a sum of terms as
+ * large as the others'), so gt_pair_forward scales the fp32 absolute bound by max|logit| / 3 for
+ * larger rows: the Llama fixtures' rows reach 10, where against llama_ref.py's float64 logits the
+ * CPU engine's own error reaches 1.15e-5 and the GPU's 8.4e-6 (llama-untied-rope3, positions
+ * 22..28), and the two differ by up to 1.6e-5. fp16/bf16: the
  * GPU also rounds the matmul inputs and the cache to the dtype (the CPU keeps them fp32), a
  * relative 2^-11 / 2^-8 per rounding, a few per layer: measured 2.5e-3 / 1.9e-2. The bounds leave
  * a factor of about 3 (TT_GPU_TEST_VERBOSE=1 prints how much of each bound a run uses). */
@@ -778,11 +783,15 @@ static void gt_pair_forward(gt_pair *p, const int32_t *ids, int n, int pos, bool
     double *ref = malloc((size_t)V * sizeof(double));
     for (int row = 0; row < p->cpu->n_logits; row++) {
         const float *c = engine_logits(p->cpu, row), *g = engine_logits(p->gpu, row);
-        for (int v = 0; v < V; v++)
+        double scale = 1.0;        /* fp32: the bound is for rows of magnitude about 3 */
+        for (int v = 0; v < V; v++) {
             ref[v] = c[v];
+            if (p->d == TT_F32 && fabs(ref[v]) / 3.0 > scale)
+                scale = fabs(ref[v]) / 3.0;
+        }
         char msg[128];
         snprintf(msg, sizeof msg, "%s, logits row %d", what, row);
-        gt_close(msg, p->d, g, ref, (size_t)V, p->tol, p->eps);
+        gt_close(msg, p->d, g, ref, (size_t)V, p->tol * scale, p->eps);
     }
     free(ref);
 }
