@@ -569,198 +569,252 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Decode attention, split over the keys (flash-decoding): block (h, s, b) handles keys
- * [s*CHUNK, (s+1)*CHUNK) of query head h (KV head h / (NH / NKV)) of row b's sequence and leaves its maximum score m, its sum of
- * exp(score - m) l and its unnormalized output acc in partial; a second kernel combines the chunks.
- * The grid covers the whole cache (n_ctx / CHUNK blocks per head and row) and blocks past their
- * row's position return at once, so the launch is the same at every position and the step can be
- * captured in a graph. A block reads nothing of the other rows: a row's result does not depend on
- * the batch. */
+/* Decode attention, split over the keys (flash-decoding). Block (h, s, b) is S * 4 warps' share
+ * of query head h (KV head h / (NH / NKV)) of row b's sequence: warp w of block s takes the tiles
+ * of DECODE_TILE keys numbered s * 4 + w, that + 4 S, ... A warp scores 4 keys at a time, 8 lanes
+ * per key, each lane holding an eighth of the head (its q elements in registers); it loads the
+ * keys' K and V pieces together, all of a tile's loads in flight before the first is used, and
+ * keeps a running softmax per lane (max m, sum l, the unnormalized output of its elements): no
+ * pass over the keys waits for another. The warp's 4 key groups are merged by shuffles, the
+ * block's warps through shared memory, and the block leaves m, l and the output in partial (m
+ * -inf, l 0 when it had no keys); a second kernel merges the S blocks. S depends on n_ctx only
+ * (at most DECODE_SPLITS), so the launch is the same at every position and the step can be
+ * captured in a graph, and about as many warps are busy at any length as there are tiles (at
+ * 600 keys, 38 warps per head, each with one round trip to memory). A block reads nothing of the
+ * other rows: a row's result does not depend on the batch. */
 #define DECODE_THREADS 128             /* 4 warps */
-#define DECODE_CHUNK 128               /* keys per block: short chains of loads per warp */
-#define DECODE_KEY_LANES 8             /* lanes per key when scoring: 4 keys per warp at a time */
-#define DECODE_KEY_UNROLL 4            /* groups of 4 keys whose loads a warp has in flight */
+#define DECODE_KEY_LANES 8             /* lanes per key: 4 keys per warp at a time */
+#define DECODE_TILE 16                 /* keys a warp takes at a time */
+#define DECODE_SPLITS 16               /* blocks per head and row at most */
 
-static int decode_chunks(int n_ctx) { return (n_ctx + DECODE_CHUNK - 1) / DECODE_CHUNK; }
+static int decode_splits(int n_ctx)
+{
+    const int per_block = DECODE_THREADS / 32 * DECODE_TILE;
+    const int s = (n_ctx + per_block - 1) / per_block;
+    return s < 1 ? 1 : s > DECODE_SPLITS ? DECODE_SPLITS : s;
+}
 
-/* One block of the decode attention kernel. HSC is the head size when it is one the models use
- * (64, 128: the loops over a head unroll, so a lane's loads are all in flight at once), else 0 (HS
- * at run time). When each lane's eighth of a key is whole 16-byte pieces, the scores read it so;
- * otherwise lane `sub` reads elements sub, sub + 8, ... */
 typedef struct {
-    float qs[CUDA_MAX_HS];
-    float att[DECODE_CHUNK];                        /* scores, then exp(score - m) */
-    float part[DECODE_THREADS / 32][CUDA_MAX_HS];
-    float red[32];
+    float part[DECODE_THREADS / 32][CUDA_MAX_HS];   /* each warp's output */
+    float m[DECODE_THREADS / 32], l[DECODE_THREADS / 32];
 } decode_shared;
 
+/* Merges (m2, l2, acc2) into (m, l, acc), either side possibly empty (m -inf). */
+template <int NE>
+__device__ static inline void decode_merge(float &m, float &l, float *acc, float m2, float l2, const float *acc2)
+{
+    const float mn = fmaxf(m, m2);
+    const float a = m == -INFINITY ? 0.0f : expf(m - mn), b = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+    l = l * a + l2 * b;
+    TT_UNROLL
+    for (int e = 0; e < NE; e++)
+        acc[e] = acc[e] * a + acc2[e] * b;
+    m = mn;
+}
+
+/* One block of the decode attention kernel. HSC is the head size when it is one the models use
+ * (64, 128: the loops over a head unroll), else 0 (HS at run time). When a lane's eighth of a
+ * key is whole 16-byte pieces, lane `sub` holds elements sub NE .. sub NE + NE - 1 and loads them
+ * so; otherwise it holds elements sub, sub + 8, ... */
 template <tt_dtype D, int HSC>
 __device__ static void attention_decode_block(decode_shared &sh, float *partial, const void *q, const cuda_row *rows,
                                               size_t layer, int NH, int NKV, int HS_run, int n_ctx)
 {
-    float *qs = sh.qs, *att = sh.att, *red = sh.red;
+    typedef gemv_vec<D> V;
+    constexpr int NW = DECODE_THREADS / 32;
+    constexpr int NE = (HSC > 0 ? HSC : CUDA_MAX_HS) / DECODE_KEY_LANES;    /* elements per lane */
+    constexpr bool VEC = HSC > 0 && HSC % DECODE_KEY_LANES == 0 && NE % V::E == 0;
+    constexpr int PIECES = VEC ? NE / V::E : 1;                            /* 16-byte loads per key */
+    constexpr int U = VEC ? (PIECES == 1 ? 4 : PIECES == 2 ? 2 : 1) : 1;   /* keys per lane in flight */
     const int HS = HSC > 0 ? HSC : HS_run;
-    const int hd = blockIdx.x, chunk = blockIdx.y, row = blockIdx.z;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    const int hd = blockIdx.x, split = blockIdx.y, row = blockIdx.z, S = gridDim.y;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int group = lane / DECODE_KEY_LANES, sub = lane % DECODE_KEY_LANES;
     const int n = rows[row].pos + 1;                /* keys 0 .. pos, the new one included */
-    const int j0 = chunk * DECODE_CHUNK, j1 = j0 + DECODE_CHUNK < n ? j0 + DECODE_CHUNK : n;
-    if (j0 >= n)                                    /* the whole block: no barrier is skipped */
-        return;
     const void *k = rows[row].k, *v = rows[row].v;
     const size_t base = layer + (size_t)(hd / (NH / NKV)) * n_ctx * HS;
-    for (int i = threadIdx.x; i < HS; i += blockDim.x)
-        qs[i] = tt_load_f32(q, D, ((size_t)row * NH + hd) * HS + i);
-    __syncthreads();
-
-    /* Scores: each warp takes 4 keys at a time (DECODE_KEY_UNROLL groups of 4 in the unrolled
-     * loop), 8 lanes per key; the loop bounds are the same for every lane of a warp, so all of them
-     * reach the shuffles. */
+    const size_t q0 = ((size_t)row * NH + hd) * HS;
     const float scale = gpt2_attn_scale(HS);
-    const int group = lane / DECODE_KEY_LANES, sub = lane % DECODE_KEY_LANES;
-    typedef gemv_vec<D> V;
-    constexpr int LANE_BYTES = HSC / DECODE_KEY_LANES * (D == TT_F32 ? 4 : 2);
-    constexpr bool VEC = HSC > 0 && HSC % DECODE_KEY_LANES == 0 && LANE_BYTES % 16 == 0;
-    constexpr int PIECES = VEC ? LANE_BYTES / 16 : 1;
-    const int kstep = nwarps * (32 / DECODE_KEY_LANES);   /* keys all warps score at a time */
-    if constexpr (VEC) {
-        /* DECODE_KEY_UNROLL groups' keys loaded before any is used; lane sub holds elements
-         * sub HS/8 .. (sub+1) HS/8 - 1 of its key. */
-        for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += kstep * DECODE_KEY_UNROLL) {
-            uint4 kq[DECODE_KEY_UNROLL][PIECES];
-            TT_UNROLL
-            for (int u = 0; u < DECODE_KEY_UNROLL; u++) {
-                const int j = jb + u * kstep + group;
-                if (j < j1) {
-                    const uint4 *kr = (const uint4 *)k + (base + (size_t)j * HS) / V::E + sub * PIECES;
+    /* element e of this lane */
+#define DECODE_ELEM(e) (VEC ? sub * NE + (e) : sub + DECODE_KEY_LANES * (e))
+    float qf[NE], acc[NE];
+    TT_UNROLL
+    for (int e = 0; e < NE; e++) {
+        qf[e] = DECODE_ELEM(e) < HS ? tt_load_f32(q, D, q0 + DECODE_ELEM(e)) : 0.0f;
+        acc[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int stride = S * NW * DECODE_TILE;
+    for (int t0 = (split * NW + warp) * DECODE_TILE; t0 < n; t0 += stride)          /* the warp's */
+        for (int jb = t0; jb < t0 + DECODE_TILE && jb < n; jb += 4 * U) {         /* bounds */
+            float kf[U][NE], vf[U][NE];
+            if constexpr (VEC) {
+                uint4 kr[U][PIECES], vr[U][PIECES];
+                TT_UNROLL
+                for (int u = 0; u < U; u++) {
+                    const int j = jb + 4 * u + group;
+                    const size_t at = (base + (size_t)j * HS) / V::E + (size_t)sub * PIECES;
                     TT_UNROLL
-                    for (int p = 0; p < PIECES; p++)
-                        kq[u][p] = kr[p];
+                    for (int p = 0; p < PIECES; p++) {    /* zeros past the last key: p 0 x finite */
+                        kr[u][p] = j < n ? ((const uint4 *)k)[at + p] : uint4{0, 0, 0, 0};
+                        vr[u][p] = j < n ? ((const uint4 *)v)[at + p] : uint4{0, 0, 0, 0};
+                    }
                 }
-            }
-            TT_UNROLL
-            for (int u = 0; u < DECODE_KEY_UNROLL; u++) {
-                const int j = jb + u * kstep + group;
-                float dot = 0.0f;
-                if (j < j1)
+                TT_UNROLL
+                for (int u = 0; u < U; u++)
                     TT_UNROLL
                     for (int p = 0; p < PIECES; p++) {
-                        float kf[V::E];
-                        V::unpack(kq[u][p], kf);
-                        TT_UNROLL
-                        for (int e = 0; e < V::E; e++)
-                            dot += qs[(sub * PIECES + p) * V::E + e] * kf[e];
+                        V::unpack(kr[u][p], &kf[u][p * V::E]);
+                        V::unpack(vr[u][p], &vf[u][p * V::E]);
                     }
+            } else {
+                const int j = jb + group;
+                TT_UNROLL
+                for (int e = 0; e < NE; e++) {
+                    const bool in = j < n && DECODE_ELEM(e) < HS;
+                    kf[0][e] = in ? tt_load_f32(k, D, base + (size_t)j * HS + DECODE_ELEM(e)) : 0.0f;
+                    vf[0][e] = in ? tt_load_f32(v, D, base + (size_t)j * HS + DECODE_ELEM(e)) : 0.0f;
+                }
+            }
+            float s[U], mb = m;
+            TT_UNROLL
+            for (int u = 0; u < U; u++) {
+                float dot = 0.0f;
+                TT_UNROLL
+                for (int e = 0; e < NE; e++)
+                    dot += qf[e] * kf[u][e];
                 for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)   /* every lane: the bound is the warp's */
                     dot += __shfl_xor_sync(0xffffffffu, dot, o);
-                if (j < j1 && sub == 0)
-                    att[j - j0] = dot * scale;
+                s[u] = jb + 4 * u + group < n ? dot * scale : -INFINITY;
+                mb = fmaxf(mb, s[u]);
             }
+            if (mb == -INFINITY)                    /* no key yet for this group */
+                continue;
+            const float c = expf(m - mb);           /* 0 while m is -inf */
+            l *= c;
+            TT_UNROLL
+            for (int e = 0; e < NE; e++)
+                acc[e] *= c;
+            TT_UNROLL
+            for (int u = 0; u < U; u++) {
+                const float p = s[u] == -INFINITY ? 0.0f : expf(s[u] - mb);
+                l += p;
+                TT_UNROLL
+                for (int e = 0; e < NE; e++)
+                    acc[e] = fmaf(p, vf[u][e], acc[e]);
+            }
+            m = mb;
         }
-    } else {
-        for (int jb = j0 + warp * (32 / DECODE_KEY_LANES); jb < j1; jb += kstep) {
-            const int j = jb + group;
-            float dot = 0.0f;
-            if (j < j1)
-                for (int i = sub; i < HS; i += DECODE_KEY_LANES)
-                    dot += qs[i] * tt_load_f32(k, D, base + (size_t)j * HS + i);
-            for (int o = DECODE_KEY_LANES / 2; o > 0; o >>= 1)
-                dot += __shfl_xor_sync(0xffffffffu, dot, o);
-            if (j < j1 && sub == 0)
-                att[j - j0] = dot * scale;
-        }
-    }
-    __syncthreads();
-    float mx = -INFINITY;
-    for (int j = threadIdx.x; j < j1 - j0; j += blockDim.x)
-        mx = fmaxf(mx, att[j]);
-    mx = block_max(mx, red);
-    float sum = 0.0f;
-    for (int j = threadIdx.x; j < j1 - j0; j += blockDim.x) {
-        float e = expf(att[j] - mx);
-        att[j] = e;
-        sum += e;
-    }
-    sum = block_sum(sum, red);                      /* its first barrier publishes att */
-
-    /* Values: one warp per key, each lane owning dimensions lane, lane + 32, ... (coalesced rows). */
-    float acc[CUDA_MAX_HS / 32];
-    for (int r = 0; r < CUDA_MAX_HS / 32; r++)
-        acc[r] = 0.0f;
-    TT_UNROLL_BY(4)
-    for (int j = j0 + warp; j < j1; j += nwarps) {
-        const float p = att[j - j0];
+    /* The warp's 4 key groups into every lane, then the block's warps. */
+    for (int o = DECODE_KEY_LANES; o < 32; o <<= 1) {
+        float acc2[NE];
         TT_UNROLL
-        for (int i = lane, r = 0; i < HS; i += 32, r++)
-            acc[r] += p * tt_load_f32(v, D, base + (size_t)j * HS + i);
+        for (int e = 0; e < NE; e++)
+            acc2[e] = __shfl_xor_sync(0xffffffffu, acc[e], o);
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+        decode_merge<NE>(m, l, acc, m2, l2, acc2);
     }
-    TT_UNROLL
-    for (int i = lane, r = 0; i < HS; i += 32, r++)
-        sh.part[warp][i] = acc[r];
+    if (group == 0) {
+        TT_UNROLL
+        for (int e = 0; e < NE; e++)
+            if (DECODE_ELEM(e) < HS)
+                sh.part[warp][DECODE_ELEM(e)] = acc[e];
+        if (sub == 0) {
+            sh.m[warp] = m;
+            sh.l[warp] = l;
+        }
+    }
+#undef DECODE_ELEM
     __syncthreads();
-    float *out = partial + (((size_t)row * NH + hd) * gridDim.y + chunk) * (HS + 2);   /* m, l, acc (HS) */
+    float mx = -INFINITY, w[NW];
+    for (int i = 0; i < NW; i++)
+        mx = fmaxf(mx, sh.m[i]);
+    for (int i = 0; i < NW; i++)
+        w[i] = sh.m[i] == -INFINITY ? 0.0f : expf(sh.m[i] - mx);
+    float *out = partial + (((size_t)row * NH + hd) * S + split) * (HS + 2);   /* m, l, acc (HS) */
     for (int i = threadIdx.x; i < HS; i += blockDim.x) {
         float o = 0.0f;
-        for (int w = 0; w < nwarps; w++)
-            o += sh.part[w][i];
+        for (int x = 0; x < NW; x++)
+            o += w[x] * sh.part[x][i];
         out[2 + i] = o;
     }
     if (threadIdx.x == 0) {
+        float sum = 0.0f;
+        for (int x = 0; x < NW; x++)
+            sum += w[x] * sh.l[x];
         out[0] = mx;
         out[1] = sum;
     }
 }
 
-template <tt_dtype D>
-__global__ void __launch_bounds__(DECODE_THREADS)
-attention_decode_kernel(float *partial, const void *q, const cuda_row *rows, size_t layer, int NH, int NKV,
-                        int HS, int n_ctx)
-{
-    __shared__ decode_shared sh;
-    switch (HS) {                                   /* the same for the whole grid */
-    case 64: attention_decode_block<D, 64>(sh, partial, q, rows, layer, NH, NKV, HS, n_ctx); break;
-    case 128: attention_decode_block<D, 128>(sh, partial, q, rows, layer, NH, NKV, HS, n_ctx); break;
-    default: attention_decode_block<D, 0>(sh, partial, q, rows, layer, NH, NKV, HS, n_ctx); break;
+/* A kernel per head size (64, 128, any other): each gets the registers its own loops need (the
+ * general one holds CUDA_MAX_HS / 8 elements per lane), so the common sizes keep more blocks per SM. */
+#define DECODE_KERNEL(name, HSC)                                                                          \
+    template <tt_dtype D>                                                                                 \
+    __global__ void __launch_bounds__(DECODE_THREADS)                                                     \
+    name(float *partial, const void *q, const cuda_row *rows, size_t layer, int NH, int NKV, int HS, int n_ctx) \
+    {                                                                                                     \
+        __shared__ decode_shared sh;                                                                      \
+        attention_decode_block<D, HSC>(sh, partial, q, rows, layer, NH, NKV, HS, n_ctx);                  \
     }
-}
+DECODE_KERNEL(attention_decode64_kernel, 64)
+DECODE_KERNEL(attention_decode128_kernel, 128)
+DECODE_KERNEL(attention_decode_kernel, 0)
+#undef DECODE_KERNEL
 
+/* Block (h, b): merges the S blocks' (m, l, output) of head h of row b; the first warp weighs
+ * them once. */
 template <tt_dtype D>
-__global__ void attention_combine_kernel(void *out, const float *partial, const cuda_row *rows, int NH, int HS,
-                                         int n_chunks)
+__global__ void attention_combine_kernel(void *out, const float *partial, int NH, int HS, int S)
 {
+    __shared__ float wt[DECODE_SPLITS];
+    __shared__ float inv_l;
     const int hd = blockIdx.x, row = blockIdx.y;
-    const int used = (rows[row].pos + 1 + DECODE_CHUNK - 1) / DECODE_CHUNK;   /* chunks that ran */
-    const float *p = partial + ((size_t)row * NH + hd) * n_chunks * (HS + 2);
-    float mx = -INFINITY;
-    for (int c = 0; c < used; c++)
-        mx = fmaxf(mx, p[(size_t)c * (HS + 2)]);
-    float l = 0.0f;
-    for (int c = 0; c < used; c++)
-        l += expf(p[(size_t)c * (HS + 2)] - mx) * p[(size_t)c * (HS + 2) + 1];
-    const float inv = 1.0f / l;
+    const float *p = partial + ((size_t)row * NH + hd) * S * (HS + 2);
+    if (threadIdx.x < 32) {
+        const int c = threadIdx.x;
+        const float mc = c < S ? p[(size_t)c * (HS + 2)] : -INFINITY;
+        float mx = mc;
+        for (int o = 16; o > 0; o >>= 1)
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float w = mc == -INFINITY ? 0.0f : expf(mc - mx);
+        const float l = warp_sum(c < S ? w * p[(size_t)c * (HS + 2) + 1] : 0.0f);
+        if (c < S)
+            wt[c] = w;
+        if (c == 0)
+            inv_l = 1.0f / l;
+    }
+    __syncthreads();
     for (int i = threadIdx.x; i < HS; i += blockDim.x) {
         float o = 0.0f;
-        for (int c = 0; c < used; c++)
-            o += expf(p[(size_t)c * (HS + 2)] - mx) * p[(size_t)c * (HS + 2) + 2 + i];
-        tt_store_f32(out, D, ((size_t)row * NH + hd) * HS + i, o * inv);
+        for (int c = 0; c < S; c++)
+            o += wt[c] * p[(size_t)c * (HS + 2) + 2 + i];
+        tt_store_f32(out, D, ((size_t)row * NH + hd) * HS + i, o * inv_l);
     }
 }
 
 size_t cuda_attention_decode_partial(int NH, int HS, int n_ctx)
 {
-    return (size_t)NH * (size_t)decode_chunks(n_ctx) * (size_t)(HS + 2);
+    return (size_t)NH * (size_t)decode_splits(n_ctx) * (size_t)(HS + 2);
 }
 
 cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const cuda_row *rows,
                                   size_t layer, int B, int NH, int NKV, int HS, int n_ctx, tt_dtype d,
                                   cudaStream_t stream)
 {
-    const int S = decode_chunks(n_ctx);
-    cudaError_t e = TT_DISPATCH(d, attention_decode_kernel, dim3(NH, S, B), dim3(DECODE_THREADS), 0, stream,
-                                partial, q, rows, layer, NH, NKV, HS, n_ctx);
+    const dim3 grid(NH, decode_splits(n_ctx), B), block(DECODE_THREADS);
+    const int S = (int)grid.y;
+    cudaError_t e =
+        HS == 64    ? TT_DISPATCH(d, attention_decode64_kernel, grid, block, 0, stream, partial, q, rows, layer, NH,
+                                  NKV, HS, n_ctx)
+        : HS == 128 ? TT_DISPATCH(d, attention_decode128_kernel, grid, block, 0, stream, partial, q, rows, layer,
+                                  NH, NKV, HS, n_ctx)
+                    : TT_DISPATCH(d, attention_decode_kernel, grid, block, 0, stream, partial, q, rows, layer, NH,
+                                  NKV, HS, n_ctx);
     if (e != cudaSuccess)
         return e;
     return TT_DISPATCH(d, attention_combine_kernel, dim3(NH, B), dim3(row_block(HS)), 0, stream, out,
-                       (const float *)partial, rows, NH, HS, S);
+                       (const float *)partial, NH, HS, S);
 }
 
 /* =============================================================================================

@@ -145,8 +145,8 @@ cublasStatus_t cuda_attention_values(cublasHandle_t h, void *out, const void *pr
  * values already in their caches): for each row b, attention over that sequence's keys
  * 0 .. rows[b].pos (layer at element offset `layer`), query head h reading KV head h / (NH / NKV):
  * out (B, NH HS) in d. Each row is computed as it would be alone (the same blocks, the same order
- * of every sum), whatever B and the other rows. Two kernels: blocks of 128 keys per head and row
- * write partial results (partial: B * cuda_attention_decode_partial floats of device scratch), one
+ * of every sum), whatever B and the other rows. Two kernels: up to 16 blocks per head and row
+ * (a split of the keys in tiles of 16, by n_ctx) write partial results (partial: B * cuda_attention_decode_partial floats of device scratch), one
  * block per head and row combines them. Launch shapes depend on B and n_ctx only. */
 cudaError_t cuda_attention_decode(void *out, float *partial, const void *q, const cuda_row *rows,
                                   size_t layer, int B, int NH, int NKV, int HS, int n_ctx, tt_dtype d,

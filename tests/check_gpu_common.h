@@ -661,11 +661,17 @@ START_TEST(decode_attention_matches_reference)
     gt_attention_case(d, 96, 4, 40, 17, 1, true);
     gt_attention_case(d, 128, 2, 300, 299, 1, true);    /* HS 64 (GPT-2's), the last cache row */
     gt_attention_case(d, 48, 1, 8, 5, 1, true);
-    gt_attention_case(d, 128, 2, 1024, 700, 1, true);   /* 6 of 8 key chunks combined */
-    gt_attention_case(d, 128, 2, 1024, 127, 1, true);   /* exactly one full chunk (128 keys) */
-    gt_attention_case(d, 128, 2, 1024, 128, 1, true);   /* one key into the second */
-    gt_attention_case(d, 128, 2, 1024, 255, 1, true);   /* exactly two */
-    gt_attention_case(d, 256, 2, 600, 520, 1, true);    /* HS 128 (Qwen3's), 3 chunks */
+    /* n_ctx 1024: 16 blocks of 4 warps per head, a warp's tiles of 16 keys 64 apart */
+    gt_attention_case(d, 128, 2, 1024, 700, 1, true);   /* 44 tiles, 11 of 16 blocks */
+    gt_attention_case(d, 128, 2, 1024, 15, 1, true);    /* exactly one full tile (16 keys) */
+    gt_attention_case(d, 128, 2, 1024, 16, 1, true);    /* one key into the second */
+    gt_attention_case(d, 128, 2, 1024, 63, 1, true);    /* exactly one block's 64 keys */
+    gt_attention_case(d, 128, 2, 1024, 64, 1, true);    /* one key into the second block */
+    gt_attention_case(d, 128, 2, 1024, 1023, 1, true);  /* every warp one full tile */
+    gt_attention_case(d, 128, 2, 2048, 1500, 1, true);  /* warps take two tiles: the running softmax */
+    gt_attention_case(d, 256, 2, 600, 520, 1, true);    /* HS 128 (Qwen3's) */
+    gt_attention_case(d, 256, 2, 2048, 1100, 1, true);  /* HS 128, two tiles for some warps */
+    gt_attention_case(d, 96, 2, 1024, 530, 1, true);    /* HS 48: the lanes' elements 8 apart */
 }
 END_TEST
 
@@ -679,10 +685,15 @@ typedef struct {
 } gt_model_case;
 
 /* Logits tolerance per held dtype (logits of magnitude about 3). fp32: both engines compute in
- * fp32, summing in other orders: measured differences reach 2e-6 on the emulation. fp16/bf16: the
- * GPU also rounds the matmul inputs and the cache to the dtype (the CPU keeps them fp32), a
- * relative 2^-11 / 2^-8 per rounding, a few per layer: measured 2.5e-3 / 1.9e-2. The bounds leave
- * a factor of about 3 (TT_GPU_TEST_VERBOSE=1 prints how much of each bound a run uses). */
+ * fp32, summing in other orders: measured differences reach 2e-6 on the emulation. A logit's
+ * rounding follows the size of its row, not its own value (a logit near 0 is a sum of terms as
+ * large as the others'), so gt_pair_forward scales the fp32 absolute bound by max|logit| / 3 for
+ * larger rows: the Llama fixtures' rows reach 10, where against llama_ref.py's float64 logits the
+ * CPU engine's own error reaches 1.15e-5 and the GPU's 8.4e-6 (llama-untied-rope3, positions
+ * 22..28), and the two differ by up to 1.6e-5. fp16/bf16: the GPU also rounds the matmul inputs
+ * and the cache to the dtype (the CPU keeps them fp32), a relative 2^-11 / 2^-8 per rounding, a
+ * few per layer: measured 2.5e-3 / 1.9e-2. The bounds leave a factor of about 3
+ * (TT_GPU_TEST_VERBOSE=1 prints how much of each bound a run uses). */
 static void gt_logit_tol(tt_dtype d, double *tol, double *eps)
 {
     *tol = d == TT_F32 ? 1e-5 : d == TT_F16 ? 4e-3 : 3e-2;
@@ -778,11 +789,15 @@ static void gt_pair_forward(gt_pair *p, const int32_t *ids, int n, int pos, bool
     double *ref = malloc((size_t)V * sizeof(double));
     for (int row = 0; row < p->cpu->n_logits; row++) {
         const float *c = engine_logits(p->cpu, row), *g = engine_logits(p->gpu, row);
-        for (int v = 0; v < V; v++)
+        double scale = 1.0;        /* fp32: the bound is for rows of magnitude about 3 */
+        for (int v = 0; v < V; v++) {
             ref[v] = c[v];
+            if (p->d == TT_F32 && fabs(ref[v]) / 3.0 > scale)
+                scale = fabs(ref[v]) / 3.0;
+        }
         char msg[128];
         snprintf(msg, sizeof msg, "%s, logits row %d", what, row);
-        gt_close(msg, p->d, g, ref, (size_t)V, p->tol, p->eps);
+        gt_close(msg, p->d, g, ref, (size_t)V, p->tol * scale, p->eps);
     }
     free(ref);
 }
@@ -1046,7 +1061,7 @@ END_TEST
 START_TEST(long_context_decode_crosses_key_chunks)
 {
     /* 250 tokens of prefill (chunks of 256 and the cuBLAS attention), then decode steps across the
-     * decode kernel's 128-key chunk boundary at 256, then a rewind into the first chunks. */
+     * decode kernel's block boundary at 256 (5 blocks of 64 keys at n_ctx 320), then a rewind. */
     const gt_model_case mc = {"long", {TT_F32, .V = 300, .maxT = 320, .C = 32, .NH = 2, .L = 2}, NULL};
     cuda_engine_options co;
     cuda_engine_options_default(&co);
