@@ -112,6 +112,162 @@ static inline __attribute__((always_inline)) float gg_hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+#if KS_VW == 16
+/* The AVX-512 sets' Q4_K and Q6_K: a super-block of 256 weights in four 512-bit vectors of two
+ * sub-blocks each, the weights kept unsigned (Q4_K's nibbles; Q6_K's six bits, whose offset of 32
+ * comes off as 32 times the activations' sums of 4), their dot products with the activations in
+ * 16 lanes of 4 k, scaled lane-wise by d[t][b] * D into two fp32 accumulators, Q4_K's min term in
+ * an 8-lane one; one horizontal sum per output. Every row of every batch size takes this chain
+ * (mm_gguf does not unpack these types here), so a row's bits do not depend on its batch. */
+#define GG_WIDE(t) ((t) == QUANT_Q4_K || (t) == QUANT_Q6_K)
+
+static inline __attribute__((always_inline)) __m512i gg_dpbusd(__m512i u, __m512i x)
+{
+#if KS_VNNI
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1));
+#endif
+}
+
+/* Activation blocks b and c of one row side by side. */
+static inline __attribute__((always_inline)) __m512i gg_x2(const kernels_q8_act *x, int b, int c)
+{
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[b].q)),
+        _mm256_loadu_si256((const __m256i *)x[c].q), 1);
+}
+
+static inline __attribute__((always_inline)) void
+gg_wide_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq, int R, int KB,
+             float *out)
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    /* activation d and sum128 of 8 consecutive blocks (kernels_q8_act is 10 floats) */
+    const __m256i xi = _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70);
+    __m512 acc0[GG_MR], acc1[GG_MR];
+    __m256 mc[GG_MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc0[r] = acc1[r] = _mm512_setzero_ps();
+        mc[r] = _mm256_setzero_ps();
+    }
+    const size_t sb_bytes = t == QUANT_Q4_K ? 144 : 210;
+    for (int b0 = 0; b0 < KB; b0 += 8) {
+        const uint8_t *blk = row + (size_t)(b0 / 8) * sb_bytes;
+        _mm_prefetch((const char *)blk + GG_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + GG_PREFETCH + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + GG_PREFETCH + 128, _MM_HINT_T0);
+        __m512i u[4];      /* unsigned weights of sub-blocks (0|2) (1|3) (4|6) (5|7) for Q4_K,
+                            * (0|1) (2|3) (4|5) (6|7) for Q6_K */
+        __m512i li[4];     /* lane -> scale index, per vector */
+        __m256 D8, M8 = _mm256_setzero_ps();
+        __m512 D16 = _mm512_setzero_ps();
+        if (t == QUANT_Q4_K) {
+            const float d = gg_f16(blk), dmin = gg_f16(blk + 2);
+            const uint8_t *sc = blk + 4;
+            float Dv[8], Mv[8];
+            for (int s = 0; s < 8; s++) {
+                int scale, min;
+                if (s < 4) {
+                    scale = sc[s] & 63;
+                    min = sc[s + 4] & 63;
+                } else {
+                    scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
+                    min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+                }
+                Dv[s] = d * (float)scale;
+                Mv[s] = -(dmin * (float)min);
+            }
+            D8 = _mm256_loadu_ps(Dv);
+            M8 = _mm256_loadu_ps(Mv);
+            const __m512i q0 = _mm512_loadu_si512((const void *)(blk + 16));
+            const __m512i q1 = _mm512_loadu_si512((const void *)(blk + 80));
+            u[0] = _mm512_and_si512(q0, m4);
+            u[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+            u[2] = _mm512_and_si512(q1, m4);
+            u[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+            static const int pairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+            for (int v = 0; v < 4; v++)
+                li[v] = _mm512_inserti64x4(_mm512_set1_epi32(pairs[v][0]),
+                                           _mm256_set1_epi32(pairs[v][1]), 1);
+        } else {
+            const float d = gg_f16(blk + 208);
+            D16 = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                                       _mm_loadu_si128((const __m128i *)(blk + 192)))));
+            D8 = _mm256_setzero_ps();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i ql = _mm512_loadu_si512((const void *)(blk + 64 * h));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+                const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+                /* bits 2j, 2j+1 to bits 4, 5: j = 0 | 1 and j = 2 | 3 */
+                const __m512i hA = _mm512_and_si512(
+                    _mm512_sllv_epi16(_mm512_srlv_epi16(qh2, _mm512_inserti64x4(
+                                          _mm512_setzero_si512(), _mm256_set1_epi16(2), 1)),
+                                      _mm512_set1_epi16(4)),
+                    _mm512_set1_epi8(48));
+                const __m512i qh3 = _mm512_srli_epi16(qh2, 4);
+                const __m512i hB = _mm512_and_si512(
+                    _mm512_sllv_epi16(_mm512_srlv_epi16(qh3, _mm512_inserti64x4(
+                                          _mm512_setzero_si512(), _mm256_set1_epi16(2), 1)),
+                                      _mm512_set1_epi16(4)),
+                    _mm512_set1_epi8(48));
+                u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hA);
+                u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hB);
+            }
+            for (int v = 0; v < 4; v++)
+                li[v] = _mm512_setr_epi32(4 * v, 4 * v, 4 * v, 4 * v, 4 * v + 1, 4 * v + 1,
+                                          4 * v + 1, 4 * v + 1, 4 * v + 2, 4 * v + 2, 4 * v + 2,
+                                          4 * v + 2, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const kernels_q8_act *x = xq + (size_t)r * ldxq + b0;
+            const __m256 xd = _mm256_i32gather_ps(&x->d, xi, 4);
+            __m512 sc;     /* per scale index: d[t][b] * D */
+            if (t == QUANT_Q4_K) {
+                const __m256 xs = _mm256_mul_ps(
+                    _mm256_cvtepi32_ps(_mm256_i32gather_epi32((const int *)&x->sum128, xi, 4)),
+                    _mm256_set1_ps(0.0078125f));
+                mc[r] = _mm256_fmadd_ps(_mm256_mul_ps(xd, xs), M8, mc[r]);
+                sc = _mm512_castps256_ps512(_mm256_mul_ps(xd, D8));
+            } else {
+                /* each block's d twice, for its two scales */
+                sc = _mm512_mul_ps(_mm512_permutexvar_ps(
+                                       _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6,
+                                                         6, 7, 7),
+                                       _mm512_castps256_ps512(xd)),
+                                   D16);
+            }
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; v++) {
+                __m512i xv, p;
+                if (t == QUANT_Q4_K) {
+                    static const int pb[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+                    xv = gg_x2(x, pb[v][0], pb[v][1]);
+                    p = gg_dpbusd(u[v], xv);
+                } else {
+                    xv = gg_x2(x, 2 * v, 2 * v + 1);
+                    p = _mm512_sub_epi32(gg_dpbusd(u[v], xv),
+                                         gg_dpbusd(_mm512_set1_epi8(32), xv));
+                }
+                const __m512 s16 = _mm512_permutexvar_ps(li[v], sc);
+                if (v % 2)
+                    acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s16, acc1[r]);
+                else
+                    acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s16, acc0[r]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + gg_hsum(mc[r]);
+}
+#else
+#define GG_WIDE(t) 0
+#endif
+
 /* R rows (R <= GG_MR) of activations, ldxq apart, against one weight row of constant type t:
  * decoded block by block from row, or (row NULL) read from a row gg_unpack_row decoded into qb
  * and sc. Either way the same integers and scales, and the same arithmetic after them, so a
@@ -175,6 +331,17 @@ static inline __attribute__((always_inline)) void
 gg_rows_type(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
              const kernels_q8_act *xq, size_t ldxq, int R, int KB, float *out)
 {
+#if KS_VW == 16
+    if (GG_WIDE(t)) {
+        switch (R) {
+        case 1: gg_wide_rows(t, row, xq, ldxq, 1, KB, out); break;
+        case 2: gg_wide_rows(t, row, xq, ldxq, 2, KB, out); break;
+        case 3: gg_wide_rows(t, row, xq, ldxq, 3, KB, out); break;
+        default: gg_wide_rows(t, row, xq, ldxq, GG_MR, KB, out); break;
+        }
+        return;
+    }
+#endif
     switch (R) {
     case 1: gg_rows(t, row, qb, sc3, xq, ldxq, 1, KB, out); break;
     case 2: gg_rows(t, row, qb, sc3, xq, ldxq, 2, KB, out); break;
@@ -245,7 +412,7 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     for (int n = p0 * KERNELS_NR; n < n1; n++) {
         uint32_t t;
         const uint8_t *row = packed_gguf_row(w, n, &t);
-        if (unpack) {
+        if (unpack && !GG_WIDE(t)) {
             gg_unpack_row(t, row, KB, qb, sc3);
             row = NULL;
         }
