@@ -138,12 +138,35 @@ static inline __attribute__((always_inline)) __m512i gg_x2(const kernels_q8_act 
         _mm256_loadu_si256((const __m256i *)x[c].q), 1);
 }
 
+/* d * sum / 128 of 8 consecutive activation blocks (sum128 / 128 exact: |sum128| < 2^24) */
+static inline __attribute__((always_inline)) __m256 gg_xsum(const kernels_q8_act *x, __m256 xd)
+{
+    const __m256i xi = _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70);
+    return _mm256_mul_ps(xd, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_i32gather_epi32(
+                                               (const int *)&x->sum128, xi, 4)),
+                                           _mm256_set1_ps(0.0078125f)));
+}
+
+/* The activation scales of rows [0, T), each row's d then d * sum / 128 of its KB blocks, into
+ * xs (2 T KB floats): what every weight row's gg_wide_rows reads, computed once a matmul. */
+static void gg_wide_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, float *xs)
+{
+    const __m256i xi = _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70);
+    for (int t = 0; t < T; t++)
+        for (int b0 = 0; b0 < KB; b0 += 8) {
+            const kernels_q8_act *x = xq + (size_t)t * ldxq + b0;
+            const __m256 xd = _mm256_i32gather_ps(&x->d, xi, 4);
+            _mm256_storeu_ps(xs + (size_t)t * 2 * KB + b0, xd);
+            _mm256_storeu_ps(xs + (size_t)t * 2 * KB + KB + b0, gg_xsum(x, xd));
+        }
+}
+
 static inline __attribute__((always_inline)) void
-gg_wide_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq, int R, int KB,
-             float *out)
+gg_wide_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq,
+             const float *xs, int R, int KB, float *out)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
-    /* activation d and sum128 of 8 consecutive blocks (kernels_q8_act is 10 floats) */
+    /* activation d of 8 consecutive blocks (kernels_q8_act is 10 floats) */
     const __m256i xi = _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70);
     __m512 acc0[GG_MR], acc1[GG_MR];
     __m256 mc[GG_MR];
@@ -164,23 +187,22 @@ gg_wide_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ld
         __m256 D8, M8 = _mm256_setzero_ps();
         __m512 D16 = _mm512_setzero_ps();
         if (t == QUANT_Q4_K) {
-            const float d = gg_f16(blk), dmin = gg_f16(blk + 2);
-            const uint8_t *sc = blk + 4;
-            float Dv[8], Mv[8];
-            for (int s = 0; s < 8; s++) {
-                int scale, min;
-                if (s < 4) {
-                    scale = sc[s] & 63;
-                    min = sc[s + 4] & 63;
-                } else {
-                    scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
-                    min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-                }
-                Dv[s] = d * (float)scale;
-                Mv[s] = -(dmin * (float)min);
-            }
-            D8 = _mm256_loadu_ps(Dv);
-            M8 = _mm256_loadu_ps(Mv);
+            /* the 6-bit scales and mins of kernels_gguf_block.h, four bytes a word */
+            uint32_t a, b, c;
+            memcpy(&a, blk + 4, 4);
+            memcpy(&b, blk + 8, 4);
+            memcpy(&c, blk + 12, 4);
+            const uint32_t s_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
+            const uint32_t s_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+            const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+            const __m256 scale = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                _mm_cvtsi64_si128((long long)((uint64_t)s_hi << 32 | s_lo))));
+            const __m256 min = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                _mm_cvtsi64_si128((long long)((uint64_t)m_hi << 32 | m_lo))));
+            D8 = _mm256_mul_ps(_mm256_set1_ps(gg_f16(blk)), scale);
+            /* -(dmin * min): the sign flip is exact */
+            M8 = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(gg_f16(blk + 2)), min),
+                               _mm256_set1_ps(-0.0f));
             const __m512i q0 = _mm512_loadu_si512((const void *)(blk + 16));
             const __m512i q1 = _mm512_loadu_si512((const void *)(blk + 80));
             u[0] = _mm512_and_si512(q0, m4);
@@ -201,18 +223,15 @@ gg_wide_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ld
                 const __m512i ql = _mm512_loadu_si512((const void *)(blk + 64 * h));
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
                 const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
-                /* bits 2j, 2j+1 to bits 4, 5: j = 0 | 1 and j = 2 | 3 */
+                /* bits 2j, 2j+1 to bits 4, 5: j = 0 | 1 (left by 4 | 2), j = 2 | 3 (right by
+                 * 0 | 2); the 16-bit shifts' spill across bytes falls outside the mask */
+                const __m512i two = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                                       _mm256_set1_epi16(2), 1);
                 const __m512i hA = _mm512_and_si512(
-                    _mm512_sllv_epi16(_mm512_srlv_epi16(qh2, _mm512_inserti64x4(
-                                          _mm512_setzero_si512(), _mm256_set1_epi16(2), 1)),
-                                      _mm512_set1_epi16(4)),
+                    _mm512_sllv_epi16(qh2, _mm512_sub_epi16(_mm512_set1_epi16(4), two)),
                     _mm512_set1_epi8(48));
-                const __m512i qh3 = _mm512_srli_epi16(qh2, 4);
-                const __m512i hB = _mm512_and_si512(
-                    _mm512_sllv_epi16(_mm512_srlv_epi16(qh3, _mm512_inserti64x4(
-                                          _mm512_setzero_si512(), _mm256_set1_epi16(2), 1)),
-                                      _mm512_set1_epi16(4)),
-                    _mm512_set1_epi8(48));
+                const __m512i hB = _mm512_and_si512(_mm512_srlv_epi16(qh2, two),
+                                                    _mm512_set1_epi8(48));
                 u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hA);
                 u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hB);
             }
@@ -224,13 +243,15 @@ gg_wide_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ld
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const kernels_q8_act *x = xq + (size_t)r * ldxq + b0;
-            const __m256 xd = _mm256_i32gather_ps(&x->d, xi, 4);
+            __m256 xd;
+            if (xs)
+                xd = _mm256_loadu_ps(xs + (size_t)r * 2 * KB + b0);
+            else
+                xd = _mm256_i32gather_ps(&x->d, xi, 4);
             __m512 sc;     /* per scale index: d[t][b] * D */
             if (t == QUANT_Q4_K) {
-                const __m256 xs = _mm256_mul_ps(
-                    _mm256_cvtepi32_ps(_mm256_i32gather_epi32((const int *)&x->sum128, xi, 4)),
-                    _mm256_set1_ps(0.0078125f));
-                mc[r] = _mm256_fmadd_ps(_mm256_mul_ps(xd, xs), M8, mc[r]);
+                mc[r] = _mm256_fmadd_ps(xs ? _mm256_loadu_ps(xs + (size_t)r * 2 * KB + KB + b0)
+                                           : gg_xsum(x, xd), M8, mc[r]);
                 sc = _mm512_castps256_ps512(_mm256_mul_ps(xd, D8));
             } else {
                 /* each block's d twice, for its two scales */
@@ -329,15 +350,15 @@ gg_rows(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
 
 static inline __attribute__((always_inline)) void
 gg_rows_type(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
-             const kernels_q8_act *xq, size_t ldxq, int R, int KB, float *out)
+             const kernels_q8_act *xq, size_t ldxq, const float *xs, int R, int KB, float *out)
 {
 #if KS_VW == 16
     if (GG_WIDE(t)) {
         switch (R) {
-        case 1: gg_wide_rows(t, row, xq, ldxq, 1, KB, out); break;
-        case 2: gg_wide_rows(t, row, xq, ldxq, 2, KB, out); break;
-        case 3: gg_wide_rows(t, row, xq, ldxq, 3, KB, out); break;
-        default: gg_wide_rows(t, row, xq, ldxq, GG_MR, KB, out); break;
+        case 1: gg_wide_rows(t, row, xq, ldxq, xs, 1, KB, out); break;
+        case 2: gg_wide_rows(t, row, xq, ldxq, xs, 2, KB, out); break;
+        case 3: gg_wide_rows(t, row, xq, ldxq, xs, 3, KB, out); break;
+        default: gg_wide_rows(t, row, xq, ldxq, xs, GG_MR, KB, out); break;
         }
         return;
     }
@@ -352,14 +373,15 @@ gg_rows_type(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
 
 static __attribute__((noinline)) void gg_column(uint32_t t, const uint8_t *row, const int8_t *qb,
                                                 const float *sc3, const kernels_q8_act *xq,
-                                                size_t ldxq, int R, int KB, float *out)
+                                                size_t ldxq, const float *xs, int R, int KB,
+                                                float *out)
 {
     switch (t) {
-    case QUANT_Q8_0: gg_rows_type(QUANT_Q8_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
-    case QUANT_Q4_0: gg_rows_type(QUANT_Q4_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
-    case QUANT_Q5_0: gg_rows_type(QUANT_Q5_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
-    case QUANT_Q4_K: gg_rows_type(QUANT_Q4_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
-    default: gg_rows_type(QUANT_Q6_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q8_0: gg_rows_type(QUANT_Q8_0, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
+    case QUANT_Q4_0: gg_rows_type(QUANT_Q4_0, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
+    case QUANT_Q5_0: gg_rows_type(QUANT_Q5_0, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
+    case QUANT_Q4_K: gg_rows_type(QUANT_Q4_K, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
+    default: gg_rows_type(QUANT_Q6_K, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
     }
 }
 
@@ -400,7 +422,9 @@ static inline void gg_finish(const matmul_args *a, int t, int n, float y)
 }
 
 /* Rows past GG_MR decode each weight row once into the scratch (KERNELS_MATMUL_SCRATCH(K) floats
- * hold its K bytes and 3 K / 32 floats many times over) instead of once per GG_MR rows. */
+ * hold its K bytes and 3 K / 32 floats many times over) instead of once per GG_MR rows. The
+ * AVX-512 sets' K-quants read the activations' scales from the scratch past its first K floats
+ * (2 T K / 32 of them) where they fit (T up to about 500), else gather them per weight row. */
 static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
 {
     const packed_matrix *w = a->w;
@@ -409,6 +433,13 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     const bool unpack = scratch && a->T > GG_MR;
     float *sc3 = scratch;
     int8_t *qb = scratch ? (int8_t *)(scratch + 3 * (size_t)KB) : NULL;
+    float *xs = NULL;
+#if KS_VW == 16
+    if (scratch && KB % 8 == 0 && (size_t)w->K + 2 * (size_t)a->T * (size_t)KB <= KERNELS_MATMUL_SCRATCH(w->K)) {
+        xs = scratch + w->K;
+        gg_wide_act(a->xq, (size_t)a->ldxq, a->T, KB, xs);
+    }
+#endif
     for (int n = p0 * KERNELS_NR; n < n1; n++) {
         uint32_t t;
         const uint8_t *row = packed_gguf_row(w, n, &t);
@@ -419,8 +450,8 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
         for (int t0 = 0; t0 < a->T; t0 += GG_MR) {
             const int R = a->T - t0 < GG_MR ? a->T - t0 : GG_MR;
             float y[GG_MR];
-            gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq, R,
-                      KB, y);
+            gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq,
+                      xs ? xs + (size_t)t0 * 2 * (size_t)KB : NULL, R, KB, y);
             for (int r = 0; r < R; r++)
                 gg_finish(a, t0 + r, n, y[r]);
         }
