@@ -4,7 +4,8 @@
  * the 8-bit activations in 8 lanes of 4 k (vpmaddubsw + vpmaddwd; vpdpbusd in the VNNI sets, the
  * same integers), scaled lane-wise by d * D_lo (lanes 0-3, k < 16) or d * D_hi (lanes 4-7) into
  * an fp32 accumulator, summed across lanes once per output; Q4_K's min term in a scalar chain.
- * A weight row is decoded once per GG_MR activation rows. */
+ * A weight row is decoded once per GG_MR activation rows. The AVX-512 sets take Q4_K and Q6_K
+ * a super-block at a time in 512-bit vectors instead (gg_wide_rows). */
 #include "core/cpu/kernels_gguf_block.h"
 
 #define GG_MR 4
