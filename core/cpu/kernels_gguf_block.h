@@ -41,15 +41,8 @@ static inline const uint8_t *gguf_block_scales(uint32_t t, const uint8_t *row, i
     case QUANT_Q4_K: {
         blk = row + (size_t)(b / 8) * 144;
         const int s = b % 8;
-        const uint8_t *sc = blk + 4;
         int scale, min;
-        if (s < 4) {
-            scale = sc[s] & 63;
-            min = sc[s + 4] & 63;
-        } else {
-            scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
-            min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-        }
+        quant_q4_k_scale_min(blk + 4, s, &scale, &min);
         *D_lo = *D_hi = gguf_f16(blk) * (float)scale;
         *M = -(gguf_f16(blk + 2) * (float)min);
         return blk;

@@ -61,15 +61,8 @@ gg_block(uint32_t t, const uint8_t *row, int b, float *dlo, float *dhi, float *M
     case QUANT_Q4_K: {
         const uint8_t *blk = row + (size_t)(b / 8) * 144;
         const int s = b % 8;
-        const uint8_t *sc = blk + 4;
         int scale, min;
-        if (s < 4) {
-            scale = sc[s] & 63;
-            min = sc[s + 4] & 63;
-        } else {
-            scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
-            min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-        }
+        quant_q4_k_scale_min(blk + 4, s, &scale, &min);
         *dlo = *dhi = gg_f16(blk) * (float)scale;
         *M = -(gg_f16(blk + 2) * (float)min);
         const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * (s / 2)));

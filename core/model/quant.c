@@ -149,21 +149,6 @@ static void dequant_q5_0(const uint8_t *b, float *y)
     }
 }
 
-/* Sub-block s (0..7) of a Q4_K block: its 6-bit scale and min, packed in 12 bytes: sub-blocks
- * 0-3 keep theirs in the low six bits of bytes s and s+4; 4-7 put their low four bits in byte
- * s+4 (scale low nibble, min high nibble) and their top two in the spare high bits of bytes s-4
- * (scale) and s (min). */
-static void q4_k_scale_min(const uint8_t *scales, int s, int *sc, int *m)
-{
-    if (s < 4) {
-        *sc = scales[s] & 63;
-        *m = scales[s + 4] & 63;
-    } else {
-        *sc = (scales[s + 4] & 15) | ((scales[s - 4] >> 6) << 4);
-        *m = (scales[s + 4] >> 4) | ((scales[s] >> 6) << 4);
-    }
-}
-
 static void dequant_q4_k(const uint8_t *b, float *y)
 {
     float d = load_f16(b), dmin = load_f16(b + 2);
@@ -171,8 +156,8 @@ static void dequant_q4_k(const uint8_t *b, float *y)
     /* Four groups of 32 bytes; each holds sub-block 2g in its low nibbles, 2g+1 in its high. */
     for (int g = 0; g < 4; g++) {
         int sc0, m0, sc1, m1;
-        q4_k_scale_min(scales, 2 * g, &sc0, &m0);
-        q4_k_scale_min(scales, 2 * g + 1, &sc1, &m1);
+        quant_q4_k_scale_min(scales, 2 * g, &sc0, &m0);
+        quant_q4_k_scale_min(scales, 2 * g + 1, &sc1, &m1);
         float d0 = d * (float)sc0, min0 = dmin * (float)m0;
         float d1 = d * (float)sc1, min1 = dmin * (float)m1;
         for (int l = 0; l < 32; l++) {

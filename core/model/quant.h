@@ -65,4 +65,19 @@ int64_t quant_row_bad_scale(uint32_t t, const void *src, uint64_t n, const char 
  * ignored. */
 const char *quant_ftype_name(uint32_t ftype);
 
+/* Sub-block s (0..7) of a Q4_K block: its 6-bit scale and min, packed in 12 bytes: sub-blocks
+ * 0-3 keep theirs in the low six bits of bytes s and s+4; 4-7 put their low four bits in byte
+ * s+4 (scale low nibble, min high nibble) and their top two in the spare high bits of bytes s-4
+ * (scale) and s (min). */
+static inline void quant_q4_k_scale_min(const uint8_t *scales, int s, int *sc, int *m)
+{
+    if (s < 4) {
+        *sc = scales[s] & 63;
+        *m = scales[s + 4] & 63;
+    } else {
+        *sc = (scales[s + 4] & 15) | ((scales[s - 4] >> 6) << 4);
+        *m = (scales[s + 4] >> 4) | ((scales[s] >> 6) << 4);
+    }
+}
+
 #endif
