@@ -173,12 +173,18 @@ static const pair_slot *pair_lookup(const tokenizer *t, int32_t left, int32_t ri
 /* ============================================================================================
  * Loading vocab.json */
 
-int tokenizer_line_of_offset(const char *buf, size_t off)
+cJSON *tokenizer_parse_json(const char *path, const char *buf, size_t len, tt_error *err)
 {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(buf ? buf : "", buf ? len : 0, &end, false);
+    if (root)
+        return root;
+    size_t off = buf && end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
     int line = 1;
     for (size_t i = 0; i < off; i++)
         line += buf[i] == '\n';
-    return line;
+    tt_fail(err, TT_ERR_FORMAT, "%s:%d: invalid JSON (near byte %zu)", path, line, off);
+    return NULL;
 }
 
 static void set_token(tokenizer *t, int32_t id, char **arena, const char *s, uint32_t len,
@@ -349,13 +355,9 @@ tt_status tokenizer_vocab_from_json(tokenizer *t, const char *path, const cJSON 
 static tt_status load_vocab(tokenizer *t, const char *path, const char *buf, size_t len,
                             tt_error *err)
 {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, false);
-    if (!root) {
-        size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
-        return tt_fail(err, TT_ERR_FORMAT, "%s:%d: invalid JSON (near byte %zu)", path,
-                       tokenizer_line_of_offset(buf, off), off);
-    }
+    cJSON *root = tokenizer_parse_json(path, buf, len, err);
+    if (!root)
+        return TT_ERR_FORMAT;
     tt_status st = tokenizer_vocab_from_json(t, path, root, 0, 0, err);
     cJSON_Delete(root);
     return st;

@@ -137,8 +137,8 @@ void tokenizer_byte_alphabet_inverse(int16_t byte_of_cp[324]);
 uint32_t tokenizer_spelling_to_bytes(const char *s, uint32_t len, const int16_t byte_of_cp[324],
                                      char *out);
 
-/* The 1-based line of byte off in buf. */
-int tokenizer_line_of_offset(const char *buf, size_t off);
+/* buf's len bytes parsed as JSON; NULL with "PATH:LINE: invalid JSON (near byte N)" in err. */
+cJSON *tokenizer_parse_json(const char *path, const char *buf, size_t len, tt_error *err);
 
 /* A short printable rendering of len bytes for messages, quotes included. */
 const char *tokenizer_quote(char *out, size_t cap, const char *s, size_t len);

@@ -112,6 +112,31 @@ static tt_status add_literal_pattern(json_loader *L, const char *field, const ch
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Sequence: the one composite of normalizers, pre-tokenizers and post-processors */
+
+typedef tt_status (*json_step_loader)(json_loader *L, const cJSON *n, const char *field,
+                                      int depth);
+
+/* A "Sequence" node's array KEY, each element loaded by load as FIELD.KEY[i] one level deeper. */
+static tt_status load_sequence(json_loader *L, const cJSON *n, const char *field, const char *key,
+                               int depth, json_step_loader load)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, key);
+    if (!cJSON_IsArray(list))
+        return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.%s: expected an array, got %s", L->path,
+                       field, key, kind_of(list));
+    char sub[96];
+    int i = 0;
+    for (const cJSON *e = list->child; e; e = e->next, i++) {
+        snprintf(sub, sizeof sub, "%s.%s[%d]", field, key, i);
+        tt_status st = load(L, e, sub, depth + 1);
+        if (st != TT_OK)
+            return st;
+    }
+    return TT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * normalizer */
 
 static tt_status add_norm(json_loader *L, const char *field, norm_kind kind, const char *from,
@@ -135,21 +160,8 @@ static tt_status load_normalizer(json_loader *L, const cJSON *n, const char *fie
     if (!n || cJSON_IsNull(n))
         return TT_OK;
     const char *ty = type_of(n);
-    char sub[96];
-    if (ty && strcmp(ty, "Sequence") == 0 && depth < 4) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        if (!cJSON_IsArray(list))
-            return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.normalizers: expected an array, got %s",
-                           L->path, field, kind_of(list));
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", field, i);
-            tt_status st = load_normalizer(L, e, sub, depth + 1);
-            if (st != TT_OK)
-                return st;
-        }
-        return TT_OK;
-    }
+    if (ty && strcmp(ty, "Sequence") == 0 && depth < 4)
+        return load_sequence(L, n, field, "normalizers", depth, load_normalizer);
     if (ty && strcmp(ty, "NFC") == 0)
         return add_norm(L, field, NORM_NFC, NULL, NULL);
     if (ty && strcmp(ty, "Prepend") == 0) {
@@ -184,22 +196,8 @@ static tt_status load_pre_tokenizer(json_loader *L, const cJSON *p, const char *
         return TT_OK;
     tokenizer *t = L->t;
     const char *ty = type_of(p);
-    char sub[96];
-    if (ty && strcmp(ty, "Sequence") == 0 && depth < 4) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
-        if (!cJSON_IsArray(list))
-            return tt_fail(L->err, TT_ERR_FORMAT,
-                           "%s: %s.pretokenizers: expected an array, got %s", L->path, field,
-                           kind_of(list));
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", field, i);
-            tt_status st = load_pre_tokenizer(L, e, sub, depth + 1);
-            if (st != TT_OK)
-                return st;
-        }
-        return TT_OK;
-    }
+    if (ty && strcmp(ty, "Sequence") == 0 && depth < 4)
+        return load_sequence(L, p, field, "pretokenizers", depth, load_pre_tokenizer);
     if (ty && strcmp(ty, "ByteLevel") == 0) {
         bool prefix, use_regex;
         if (!get_bool(L, p, field, "add_prefix_space", false, &prefix) ||
@@ -353,21 +351,8 @@ static tt_status load_post_processor(json_loader *L, const cJSON *p, const char 
         return TT_OK;
     tokenizer *t = L->t;
     const char *ty = type_of(p);
-    char sub[96];
-    if (ty && strcmp(ty, "Sequence") == 0 && depth < 4) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "processors");
-        if (!cJSON_IsArray(list))
-            return tt_fail(L->err, TT_ERR_FORMAT, "%s: %s.processors: expected an array, got %s",
-                           L->path, field, kind_of(list));
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            snprintf(sub, sizeof sub, "%s.processors[%d]", field, i);
-            tt_status st = load_post_processor(L, e, sub, depth + 1);
-            if (st != TT_OK)
-                return st;
-        }
-        return TT_OK;
-    }
+    if (ty && strcmp(ty, "Sequence") == 0 && depth < 4)
+        return load_sequence(L, p, field, "processors", depth, load_post_processor);
     if (ty && strcmp(ty, "ByteLevel") == 0)
         return TT_OK;
     if (ty && strcmp(ty, "TemplateProcessing") == 0) {
@@ -666,13 +651,9 @@ static tt_status config_token(const char *path, const cJSON *cfg, const char *na
 static tt_status apply_config(tokenizer *t, const char *text, size_t len, const char *path,
                               tt_error *err)
 {
-    const char *end = NULL;
-    cJSON *cfg = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (!cfg) {
-        size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-        return tt_fail(err, TT_ERR_FORMAT, "%s:%d: invalid JSON (near byte %zu)", path,
-                       tokenizer_line_of_offset(text, off), off);
-    }
+    cJSON *cfg = tokenizer_parse_json(path, text, len, err);
+    if (!cfg)
+        return TT_ERR_FORMAT;
     tt_status st = TT_OK;
     int32_t bos, eos;
     if (!cJSON_IsObject(cfg)) {
@@ -810,14 +791,9 @@ tt_status tokenizer_load_json_buffers(const char *json, size_t json_len, const c
     *out = NULL;
     if (!json && json_len)
         return tt_fail(err, TT_ERR_ARG, "tokenizer: the tokenizer.json buffer is NULL");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json ? json : "", json_len, &end, false);
-    if (!root) {
-        size_t off = end && json && end >= json && end <= json + json_len
-                         ? (size_t)(end - json) : 0;
-        return tt_fail(err, TT_ERR_FORMAT, "%s:%d: invalid JSON (near byte %zu)", json_name,
-                       json ? tokenizer_line_of_offset(json, off) : 1, off);
-    }
+    cJSON *root = tokenizer_parse_json(json_name, json, json_len, err);
+    if (!root)
+        return TT_ERR_FORMAT;
     json_loader L = {.t = tokenizer_new(), .path = json_name, .err = err};
     tt_status st = L.t ? load_json(&L, root)
                        : tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", json_name);
