@@ -17,8 +17,7 @@
  * (llama_model_params.use_extra_bufts = false). On the Xeon of tools/peer/README.md the AMX path
  * of a native build dies with SIGILL on Q8_0 weights.
  */
-#include <ggml-backend.h>
-#include <llama.h>
+#include "llama_common.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -48,15 +47,6 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* splitmix64, only to spread the prompt ids over the vocabulary */
 static uint64_t rng_next(uint64_t *s)
 {
@@ -64,22 +54,6 @@ static uint64_t rng_next(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
-}
-
-static int verbose;
-
-static bool progress_quiet(float progress, void *user)
-{
-    (void)progress;
-    (void)user;
-    return true;
-}
-
-static void log_quiet(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (verbose || level >= GGML_LOG_LEVEL_WARN)
-        fputs(text, stderr);
 }
 
 /* one llama_decode of n tokens continuing the sequence; logits for the last one only */
@@ -250,33 +224,16 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    llama_log_set(log_quiet, NULL);
-    /* the npm build loads its CPU kernels (libggml-cpu-<arch>.so) at run time */
-    if (libdir)
-        ggml_backend_load_all_from_path(libdir);
-    else
-        ggml_backend_load_all();
-    llama_backend_init();
-
-    struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    mp.use_extra_bufts = extra_bufts;
-    if (!verbose)
-        mp.progress_callback = progress_quiet;   /* the default prints dots on stderr */
-    struct llama_model *model = llama_model_load_from_file(model_path, mp);
-    if (!model) {
-        fprintf(stderr, "%s: llama_model_load_from_file failed\n", model_path);
+    struct llama_model *model = load_model("llama_bench", model_path, libdir, extra_bufts);
+    if (!model)
         return 1;
-    }
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
 
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : (uint32_t)llama_model_n_ctx_train(model);
     cp.n_batch = cp.n_ubatch = (uint32_t)(N > 512 ? N : 512);   /* the prompt is one ubatch */
     cp.n_threads = cp.n_threads_batch = threads;
-    cp.flash_attn_type = !strcmp(fa, "on")    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
-                         : !strcmp(fa, "off") ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                              : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    cp.flash_attn_type = flash_attn_of(fa);
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "%s: llama_init_from_model failed\n", model_path);

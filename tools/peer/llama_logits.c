@@ -21,8 +21,7 @@
  * them: on the Xeon of README.md the AMX path dies with SIGILL on Q8_0), the model's training
  * context (at least the ids plus N).
  */
-#include <ggml-backend.h>
-#include <llama.h>
+#include "llama_common.h"
 
 #include <errno.h>
 #include <math.h>
@@ -30,31 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int verbose;
-
-static bool progress_quiet(float progress, void *user)
-{
-    (void)progress;
-    (void)user;
-    return true;
-}
-
-static void log_quiet(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (verbose || level >= GGML_LOG_LEVEL_WARN)
-        fputs(text, stderr);
-}
-
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
 
 /* Whole file into a NUL-terminated malloc'd buffer; NULL with a message on failure. */
 static char *read_file(const char *path, size_t *len)
@@ -163,19 +137,9 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    llama_log_set(log_quiet, NULL);
-    ggml_backend_load_all();
-    llama_backend_init();
-    struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    mp.use_extra_bufts = extra_bufts;
-    if (!verbose)
-        mp.progress_callback = progress_quiet;
-    struct llama_model *model = llama_model_load_from_file(model_path, mp);
-    if (!model) {
-        fprintf(stderr, "llama_logits: %s: llama_model_load_from_file failed\n", model_path);
+    struct llama_model *model = load_model("llama_logits", model_path, NULL, extra_bufts);
+    if (!model)
         return 1;
-    }
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     int V = llama_vocab_n_tokens(vocab);
 
@@ -216,9 +180,7 @@ int main(int argc, char **argv)
     cp.n_batch = cp.n_ubatch = (uint32_t)n;          /* the ids are one ubatch */
     cp.n_threads = cp.n_threads_batch = threads;
     cp.type_k = cp.type_v = !strcmp(kv, "f32") ? GGML_TYPE_F32 : GGML_TYPE_F16;
-    cp.flash_attn_type = !strcmp(fa, "on")    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
-                         : !strcmp(fa, "off") ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                              : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    cp.flash_attn_type = flash_attn_of(fa);
     if (!(ctx = llama_init_from_model(model, cp))) {
         fprintf(stderr, "llama_logits: %s: llama_init_from_model failed\n", model_path);
         goto done;
