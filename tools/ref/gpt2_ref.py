@@ -77,7 +77,9 @@ def decode(raw, dtype, shape):
     return a.reshape(shape)
 
 
-def read_safetensors(path):
+def read_safetensors(path, reject=None):
+    """Returns ({name: float64 array}, the file's bytes). A tensor of a dtype decode() does not
+    read is left out, or raised as reject(message) when reject is given."""
     with open(path, "rb") as f:
         blob = f.read()
     n = int.from_bytes(blob[:8], "little")
@@ -89,6 +91,9 @@ def read_safetensors(path):
             continue
         b, e = info["data_offsets"]
         t = decode(data[b:e], info["dtype"], info["shape"])
+        if t is None and reject:
+            raise reject("%s: tensor %s: dtype %s is not F32, F16, BF16 or F64"
+                         % (path, name, info["dtype"]))
         if t is not None:
             out[name] = t
     return out, blob

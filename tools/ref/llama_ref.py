@@ -59,7 +59,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt2_ref import lens_lines, round_bf16, round_to, write_text  # noqa: E402  (shared with gpt2_ref.py)
+import gpt2_ref  # noqa: E402  (what the two references share)
+from gpt2_ref import fnv1a64, lens_lines, round_bf16, round_to, write_text  # noqa: E402
 
 
 class RefError(Exception):
@@ -69,45 +70,9 @@ class RefError(Exception):
 # --------------------------------------------------------------------------------------------
 # safetensors
 
-def fnv1a64(data):
-    h = 0xcbf29ce484222325
-    for b in data:
-        h ^= b
-        h = (h * 0x100000001b3) & 0xffffffffffffffff
-    return h
-
-
-def decode(raw, dtype, shape):
-    if dtype == "F32":
-        a = np.frombuffer(raw, dtype="<f4").astype(np.float64)
-    elif dtype == "F16":
-        a = np.frombuffer(raw, dtype="<f2").astype(np.float64)
-    elif dtype == "BF16":
-        u = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-        a = u.view(np.float32).astype(np.float64)
-    else:
-        return None
-    return a.reshape(shape)
-
-
 def read_safetensors(path):
-    """Returns ({name: float64 array}, the file's bytes)."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8:8 + n])
-    data = blob[8 + n:]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        t = decode(data[b:e], info["dtype"], info["shape"])
-        if t is None:
-            raise RefError("%s: tensor %s: dtype %s is not F32, F16 or BF16"
-                           % (path, name, info["dtype"]))
-        out[name] = t
-    return out, blob
+    """Returns ({name: float64 array}, the file's bytes); a dtype it cannot read is an error."""
+    return gpt2_ref.read_safetensors(path, RefError)
 
 
 def weight_files(d):
