@@ -381,19 +381,24 @@ static void pack_plain_rows(packed_matrix *m, tensor_ref src, int col0, int n0, 
         src.row_len = m->K;
     int n = n0;
 #if defined(__SSE2__)
+    /* Groups of 8 columns on a multiple of 8, up to a whole panel at once, so that every k's
+     * cache line of the panel is written in one go. */
     while (m->dtype == TT_F16 && n < n1) {
         if ((col0 + n) % 8 != 0 || n1 - n < 8)
             break;
-        const uint16_t *rows[8];
-        for (int i = 0; i < 8; i++)
+        int g = (n1 - n) / 8, room = (KERNELS_NR - (col0 + n) % KERNELS_NR) / 8;
+        g = g < room ? g : room;
+        const uint16_t *rows[KERNELS_NR];
+        for (int i = 0; i < 8 * g; i++)
             rows[i] = tensor_ref_row(src, (size_t)(n + i));
         int k = 0;
         for (; k + 8 <= m->K; k += 8)
-            f16_transpose8(m, rows, k, col0 + n);
+            for (int i = 0; i < g; i++)
+                f16_transpose8(m, rows + 8 * i, k, col0 + n + 8 * i);
         for (; k < m->K; k++)
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < 8 * g; i++)
                 *(uint16_t *)plain_at(m, 2, k, col0 + n + i) = f16_canonical(row_f16(rows[i], k));
-        n += 8;
+        n += 8 * g;
     }
 #endif
     for (; n < n1; n++) {
