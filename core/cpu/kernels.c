@@ -10,6 +10,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/arch/block_math.h"
 
@@ -334,8 +337,6 @@ static inline void *plain_at(const packed_matrix *m, size_t es, int k, int c)
 }
 
 #if defined(__SSE2__)
-#include <emmintrin.h>
-
 /* Eight F16 source rows' k .. k+7 into columns c .. c+7 (c a multiple of 8) of rows k .. k+7:
  * an 8x8 transpose of 16-bit lanes, NaNs made canonical. */
 static inline void f16_transpose8(const packed_matrix *m, const uint16_t *const rows[8], int k,
