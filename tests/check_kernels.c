@@ -137,6 +137,122 @@ START_TEST(packed_matrix_holds_rounded_source_values)
 }
 END_TEST
 
+/* Raw element (k, column c) of an F16 or F32 matrix's panels. */
+static void packed_raw(const packed_matrix *m, int k, int c, void *out)
+{
+    const size_t es = tt_dtype_size(m->dtype);
+    memcpy(out, (const unsigned char *)m->data +
+                ((size_t)(c / 32) * m->panel_elems + (size_t)k * 32 + (size_t)(c % 32)) * es, es);
+}
+
+/* An F16 or F32 source packed into the same dtype holds exactly the bits converting each element
+ * through fp32 gives (the GGUF loader's copy path must not change a weight): NaNs with payloads,
+ * infinities, subnormals and negative zero included, at any column offset, transposed or not, and
+ * through llama.cpp's q/k row order. */
+START_TEST(packing_a_source_in_its_own_dtype_keeps_its_bits)
+{
+    static const int shapes[][4] = {           /* K, N, src_N, col0 */
+        {1, 1, 1, 0}, {7, 33, 33, 0}, {64, 64, 24, 8}, {99, 100, 61, 37}, {130, 96, 64, 32},
+        {16, 72, 40, 29},
+    };
+    static const uint16_t special16[] = {0x7c01, 0xfe37, 0x7fff, 0x7c00, 0xfc00, 0x0001,
+                                         0x83ff, 0x8000, 0x7bff, 0x7e00};
+    static const uint32_t special32[] = {0x7f800001u, 0xffc01234u, 0x7f800000u, 0x00000001u,
+                                         0x80000000u};
+    rng g;
+    rng_seed(&g, 21);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int K = shapes[s][0], N = shapes[s][1], SN = shapes[s][2], col0 = shapes[s][3];
+        for (tt_dtype d = TT_F32; d <= TT_F16; d++)
+            for (int tr = 0; tr < 2; tr++)
+                for (int hs = 0; hs <= (tr && SN % 8 == 0 ? 8 : 0); hs += 8) {
+                    const size_t es = tt_dtype_size(d), n_el = (size_t)K * (size_t)SN;
+                    unsigned char *src = malloc(n_el * es);
+                    ck_assert_ptr_nonnull(src);
+                    for (size_t i = 0; i < n_el; i++) {
+                        float v = (float)(rng_uniform(&g) - 0.5) * 8.0f;
+                        if (d == TT_F16) {
+                            uint16_t h = i % 5 == 0 ? special16[i / 5 % 10] : tt_f32_to_f16(v);
+                            memcpy(src + 2 * i, &h, 2);
+                        } else {
+                            uint32_t b = i % 5 == 0 ? special32[i / 5 % 5] : 0;
+                            memcpy(src + 4 * i, i % 5 == 0 ? (void *)&b : (void *)&v, 4);
+                        }
+                    }
+                    tensor_ref t = {.data = src, .dtype = d, .in_out = !tr,
+                                    .row_len = tr ? K : 0, .head_rows = hs};
+                    packed_matrix m;
+                    ck_assert_int_eq(packed_matrix_init(&m, d, K, N, NULL), TT_OK);
+                    int mid = SN > 8 ? 8 : SN;    /* two calls, the first ending mid-group */
+                    packed_matrix_pack_at(&m, t, tr, SN, col0, 0, mid);
+                    packed_matrix_pack_at(&m, t, tr, SN, col0, mid, SN);
+                    for (int k = 0; k < K; k++)
+                        for (int c = 0; c < m.n_panels * 32; c++) {
+                            uint32_t got = 0, want = 0;
+                            packed_raw(&m, k, c, &got);
+                            int n = c - col0;
+                            if (n >= 0 && n < SN) {
+                                float f;
+                                if (tr)
+                                    tensor_ref_to_f32(t, (size_t)n * K + (size_t)k, 1, &f);
+                                else
+                                    tensor_ref_to_f32(t, (size_t)k * SN + (size_t)n, 1, &f);
+                                if (d == TT_F16) {
+                                    uint16_t h = tt_f32_to_f16(f);
+                                    memcpy(&want, &h, 2);
+                                } else {
+                                    memcpy(&want, &f, 4);
+                                }
+                            }
+                            ck_assert_msg(got == want, "%s %dx%d (src %d at %d) transposed=%d "
+                                          "head_rows=%d (%d,%d): got 0x%x want 0x%x",
+                                          tt_dtype_name(d), K, N, SN, col0, tr, hs, k, c, got,
+                                          want);
+                        }
+                    packed_matrix_free(&m);
+                    free(src);
+                }
+    }
+}
+END_TEST
+
+/* A GGUF Q8_0 tensor (N, K) packed into Q8 keeps every block's scale and integers as stored. */
+START_TEST(q8_0_tensors_pack_into_q8_as_stored)
+{
+    enum { K = 96, SN = 40, N = 77, COL0 = 21, BB = 34 };
+    uint8_t src[SN * (K / 32) * BB];
+    rng g;
+    rng_seed(&g, 22);
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(rng_next(&g) >> 56);
+    for (int hs = 0; hs <= 8; hs += 8) {
+        tensor_ref t = {.data = src, .dtype = TT_F32, .quantized = true, .quant = QUANT_Q8_0,
+                        .row_len = K, .head_rows = hs};
+        packed_matrix m;
+        ck_assert_int_eq(packed_matrix_init(&m, TT_Q8, K, N, NULL), TT_OK);
+        packed_matrix_pack_at(&m, t, true, SN, COL0, 0, 13);
+        packed_matrix_pack_at(&m, t, true, SN, COL0, 13, SN);
+        for (int n = 0; n < SN; n++) {
+            const uint8_t *row = tensor_ref_row(t, (size_t)n);
+            for (int k = 0; k < K; k++) {
+                const uint8_t *blk = row + (size_t)(k / 32) * BB;
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                float want = (float)(int8_t)blk[2 + k % 32] * tt_f16_to_f32(h);
+                float got = packed_matrix_get(&m, k, COL0 + n);
+                ck_assert_msg(got == want || (isnan(got) && isnan(want)),
+                              "head_rows=%d (%d,%d): got %g want %g", hs, k, n, got, want);
+            }
+        }
+        for (int k = 0; k < K; k++)
+            for (int c = 0; c < m.n_panels * 32; c++)
+                if (c < COL0 || c >= COL0 + SN)
+                    ck_assert(packed_matrix_get(&m, k, c) == 0.0f);
+        packed_matrix_free(&m);
+    }
+}
+END_TEST
+
 /* The Q8 value packing must hold for w, a block's values over k of one column being block[0..n):
  * scale fp16(max |w| / 127), integer round-to-nearest(w / scale) in [-127, 127]. */
 static float q8_expected(const float *block, int n, float w)
@@ -829,6 +945,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, packed_matrix_holds_rounded_source_values);
     tcase_add_test(tc, q8_packing_rounds_each_weight_to_its_block_scale);
+    tcase_add_test(tc, packing_a_source_in_its_own_dtype_keeps_its_bits);
+    tcase_add_test(tc, q8_0_tensors_pack_into_q8_as_stored);
     tcase_add_test(tc, q8_activations_round_each_block_to_its_scale);
     tcase_add_test(tc, q8_matmul_is_the_block_formula_in_every_set);
     tcase_add_test(tc, simd_matmul_matches_reference_on_odd_shapes);

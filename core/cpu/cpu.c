@@ -763,31 +763,6 @@ typedef struct {
     int cols;
 } pack_part;
 
-typedef struct {
-    packed_matrix *m;
-    const pack_part *parts;
-    int n_parts;
-    threadpool_chunks panels;      /* blocks of 8 panels */
-} pack_job;
-
-static void pack_job_run(void *varg, int ith, int nth)
-{
-    pack_job *j = varg;
-    int c;
-    while ((c = threadpool_next_chunk(&j->panels)) >= 0) {
-        int n0 = c * 8 * KERNELS_NR, n1 = n0 + 8 * KERNELS_NR;
-        if (n1 > j->m->N)
-            n1 = j->m->N;
-        for (int i = 0, col0 = 0; i < j->n_parts; col0 += j->parts[i].cols, i++) {
-            int a = n0 > col0 ? n0 : col0;
-            int b = n1 < col0 + j->parts[i].cols ? n1 : col0 + j->parts[i].cols;
-            if (a < b)
-                packed_matrix_pack_at(j->m, j->parts[i].src, !j->parts[i].src.in_out,
-                                      j->parts[i].cols, col0, a - col0, b - col0);
-        }
-    }
-}
-
 /* The bytes of a bound tensor of n rows of K in the file. */
 static size_t tensor_file_bytes(tensor_ref t, int K, int n)
 {
@@ -795,6 +770,56 @@ static size_t tensor_file_bytes(tensor_ref t, int K, int n)
     if (t.quantized && !quant_row_bytes(t.quant, (uint64_t)K, &row))
         return 0;
     return (size_t)row * (size_t)n;
+}
+
+typedef struct {
+    packed_matrix *m;
+    const pack_part *parts;
+    int n_parts;
+    const gguf_file *gguf;         /* the mapping the parts lie in, or NULL */
+    threadpool_chunks panels;      /* blocks of 8 panels */
+} pack_job;
+
+/* Releases the mapped pages of rows [a, b) of an (N, K) part once they are packed, so that the
+ * file's pages and the packed copy are not resident together (peak: the copy plus the chunks in
+ * flight). Rows in llama.cpp's q/k order come from the whole head; gguf_release keeps the pages
+ * a neighbouring chunk's rows share (and a page released early is only read again). */
+static void pack_release_rows(const pack_job *j, const pack_part *part, int a, int b)
+{
+    const int K = j->m->K, hs = part->src.head_rows;
+    if (!j->gguf || part->src.in_out)
+        return;
+    if (hs > 1) {
+        a = a / hs * hs;
+        b = (b + hs - 1) / hs * hs;
+        if (b > part->cols)
+            b = part->cols;
+    }
+    const size_t row = tensor_file_bytes(part->src, K, 1);
+    gguf_release(j->gguf, (const unsigned char *)part->src.data + (size_t)a * row,
+                 (size_t)(b - a) * row);
+}
+
+static void pack_job_run(void *varg, int ith, int nth)
+{
+    pack_job *j = varg;
+    int c;
+    while ((c = threadpool_next_chunk(&j->panels)) >= 0) {
+        int p1 = (c + 1) * 8 < j->m->n_panels ? (c + 1) * 8 : j->m->n_panels;
+        int n0 = c * 8 * KERNELS_NR, n1 = n0 + 8 * KERNELS_NR;
+        if (n1 > j->m->N)
+            n1 = j->m->N;
+        packed_matrix_clear_panels(j->m, c * 8, p1);
+        for (int i = 0, col0 = 0; i < j->n_parts; col0 += j->parts[i].cols, i++) {
+            int a = n0 > col0 ? n0 : col0;
+            int b = n1 < col0 + j->parts[i].cols ? n1 : col0 + j->parts[i].cols;
+            if (a < b) {
+                packed_matrix_pack_at(j->m, j->parts[i].src, !j->parts[i].src.in_out,
+                                      j->parts[i].cols, col0, a - col0, b - col0);
+                pack_release_rows(j, &j->parts[i], a - col0, b - col0);
+            }
+        }
+    }
 }
 
 /* The dtype a matrix over parts is held in by an engine of dtype d: d, except under TT_GGUF,
@@ -832,10 +857,10 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
         ce->base.weight_bytes += packed_matrix_size(m);
         return TT_OK;
     }
-    tt_status s = packed_matrix_init(m, d, K, N, err);
+    tt_status s = packed_matrix_alloc(m, d, K, N, err);
     if (s != TT_OK)
         return s;
-    pack_job j = {.m = m, .parts = parts, .n_parts = n_parts};
+    pack_job j = {.m = m, .parts = parts, .n_parts = n_parts, .gguf = ce->base.model->gguf};
     threadpool_chunks_init(&j.panels, (m->n_panels + 7) / 8);
     threadpool_run(ce->pool, pack_job_run, &j);
     ce->base.weight_bytes += packed_matrix_bytes(m->dtype, K, N);

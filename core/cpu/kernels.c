@@ -10,6 +10,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/arch/block_math.h"
 
@@ -127,6 +130,20 @@ size_t packed_matrix_bytes(tt_dtype dtype, int K, int N)
 
 tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err)
 {
+    tt_status s = packed_matrix_alloc(m, dtype, K, N, err);
+    if (s == TT_OK)
+        packed_matrix_clear_panels(m, 0, m->n_panels);
+    return s;
+}
+
+void packed_matrix_clear_panels(packed_matrix *m, int p0, int p1)
+{
+    const size_t panel = packed_matrix_panel_bytes(m);
+    memset((unsigned char *)m->data + (size_t)p0 * panel, 0, (size_t)(p1 - p0) * panel);
+}
+
+tt_status packed_matrix_alloc(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err)
+{
     memset(m, 0, sizeof *m);
     size_t bytes = packed_matrix_bytes(dtype, K, N);
     /* Large matrices on 2 MiB boundaries, asking for transparent huge pages: a decode step
@@ -141,7 +158,6 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
     if (align > 64)
         madvise(p, alloc, MADV_HUGEPAGE);     /* a hint: failure only costs speed */
 #endif
-    memset(p, 0, alloc);
     m->data = p;
     m->dtype = dtype;
     m->K = K;
@@ -235,20 +251,25 @@ static void q8_pack_column(packed_matrix *m, int p, int kb, int j, const float *
 }
 
 /* A GGUF Q8_0 source (N, K) is this layout's blocks already, one row a column: its scales and
- * integers are copied as they are (no requantization, so nothing is lost). */
+ * integers are copied as they are (no requantization, so nothing is lost), four integers a word
+ * (q + 128 is q with its top bit flipped). */
 static void q8_repack(packed_matrix *m, tensor_ref src, int col0, int n0, int n1)
 {
     enum { Q8_0_BLOCK_BYTES = 2 + TT_Q8_BLOCK };
     for (int n = n0; n < n1; n++) {
         const unsigned char *row = tensor_ref_row(src, (size_t)n);
         const int c = col0 + n, p = c / KERNELS_NR, j = c % KERNELS_NR;
+        unsigned char *panel = (unsigned char *)m->data + (size_t)p * m->panel_elems;
         for (int kb = 0; kb < m->K / TT_Q8_BLOCK; kb++) {
             const unsigned char *blk = row + (size_t)kb * Q8_0_BLOCK_BYTES;
-            uint16_t *sc = (uint16_t *)q8_scales(m, p, kb * TT_Q8_BLOCK);
-            memcpy(&sc[j], blk, 2);
-            for (int r = 0; r < TT_Q8_BLOCK; r++)
-                *(uint8_t *)q8_byte(m, p, kb * TT_Q8_BLOCK + r, j) =
-                    (uint8_t)((int)(int8_t)blk[2 + r] + 128);
+            unsigned char *dst = panel + (size_t)kb * KERNELS_Q8_BLOCK_BYTES;
+            memcpy(dst + 2 * j, blk, 2);
+            for (int g = 0; g < TT_Q8_BLOCK / 4; g++) {
+                uint32_t w;
+                memcpy(&w, blk + 2 + 4 * g, 4);
+                w ^= 0x80808080u;
+                memcpy(dst + 2 * KERNELS_NR + (size_t)g * 4 * KERNELS_NR + 4 * (size_t)j, &w, 4);
+            }
         }
     }
 }
@@ -286,9 +307,145 @@ static void q8_pack(packed_matrix *m, tensor_ref src, bool transposed, int src_N
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Packing a source already in the held dtype, or a GGUF Q8_0 one: a copy, not a conversion
+ *
+ * Loading a GGUF F16 or Q8_0 file packs gigabytes: every element through fp32 and back, with
+ * its address computed alone, took seconds. These paths move the bits as they are (the same
+ * bits the conversion gives: fp16 -> fp32 -> fp16 is exact, and a NaN comes out as the
+ * conversion's quiet NaN, 0x7e00 with its sign), reading each source row front to back. */
+
+static inline uint16_t row_f16(const uint16_t *row, int k)
+{
+    uint16_t h;
+    memcpy(&h, row + k, 2);
+    return h;
+}
+
+/* h as tt_f32_to_f16(tt_f16_to_f32(h)) gives it: itself, or a NaN's canonical quiet NaN. */
+static inline uint16_t f16_canonical(uint16_t h)
+{
+    return (h & 0x7fffu) > 0x7c00u ? (uint16_t)((h & 0x8000u) | 0x7e00u) : h;
+}
+
+/* Element (k, column c) of an F16 or F32 matrix's panels. */
+static inline void *plain_at(const packed_matrix *m, size_t es, int k, int c)
+{
+    return (unsigned char *)m->data +
+           ((size_t)(c / KERNELS_NR) * m->panel_elems + (size_t)k * KERNELS_NR +
+            (size_t)(c % KERNELS_NR)) * es;
+}
+
+#if defined(__SSE2__)
+/* Eight F16 source rows' k .. k+7 into columns c .. c+7 (c a multiple of 8) of rows k .. k+7:
+ * an 8x8 transpose of 16-bit lanes, NaNs made canonical. */
+static inline void f16_transpose8(const packed_matrix *m, const uint16_t *const rows[8], int k,
+                                  int c)
+{
+    __m128i r[8], t[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm_loadu_si128((const __m128i *)(rows[i] + k));
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+    }
+    /* t[0] = a0 b0 a1 b1 a2 b2 a3 b3, t[1] = a4 b4 .., t[2] = c0 d0 .., t[3] = c4 d4 .. */
+    r[0] = _mm_unpacklo_epi32(t[0], t[2]);   /* a0 b0 c0 d0 a1 b1 c1 d1 */
+    r[1] = _mm_unpackhi_epi32(t[0], t[2]);   /* a2 b2 c2 d2 a3 b3 c3 d3 */
+    r[2] = _mm_unpacklo_epi32(t[1], t[3]);   /* a4 .. */
+    r[3] = _mm_unpackhi_epi32(t[1], t[3]);   /* a6 .. */
+    r[4] = _mm_unpacklo_epi32(t[4], t[6]);   /* e0 f0 g0 h0 e1 f1 g1 h1 */
+    r[5] = _mm_unpackhi_epi32(t[4], t[6]);
+    r[6] = _mm_unpacklo_epi32(t[5], t[7]);
+    r[7] = _mm_unpackhi_epi32(t[5], t[7]);
+    const __m128i abs = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00),
+                  sign = _mm_set1_epi16((short)0x8000), qnan = _mm_set1_epi16(0x7e00);
+    for (int i = 0; i < 4; i++) {
+        __m128i lo = _mm_unpacklo_epi64(r[i], r[i + 4]);   /* k + 2i: columns c .. c+7 */
+        __m128i hi = _mm_unpackhi_epi64(r[i], r[i + 4]);   /* k + 2i + 1 */
+        for (int h = 0; h < 2; h++) {
+            __m128i v = h ? hi : lo;
+            __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(v, abs), inf);
+            __m128i fix = _mm_or_si128(_mm_and_si128(v, sign), qnan);
+            v = _mm_or_si128(_mm_andnot_si128(nan, v), _mm_and_si128(nan, fix));
+            _mm_storeu_si128((__m128i *)plain_at(m, 2, k + 2 * i + h, c), v);
+        }
+    }
+}
+#endif
+
+/* Source rows [n0, n1) of an (src_N, K) tensor of m's dtype (F16 or F32) into columns col0 + n. */
+static void pack_plain_rows(packed_matrix *m, tensor_ref src, int col0, int n0, int n1)
+{
+    const size_t es = tt_dtype_size(m->dtype);
+    if (!src.row_len)
+        src.row_len = m->K;
+    int n = n0;
+#if defined(__SSE2__)
+    /* Groups of 8 columns on a multiple of 8, up to a whole panel at once, so that every k's
+     * cache line of the panel is written in one go. */
+    while (m->dtype == TT_F16 && n < n1) {
+        if ((col0 + n) % 8 != 0 || n1 - n < 8)
+            break;
+        int g = (n1 - n) / 8, room = (KERNELS_NR - (col0 + n) % KERNELS_NR) / 8;
+        g = g < room ? g : room;
+        const uint16_t *rows[KERNELS_NR];
+        for (int i = 0; i < 8 * g; i++)
+            rows[i] = tensor_ref_row(src, (size_t)(n + i));
+        int k = 0;
+        for (; k + 8 <= m->K; k += 8)
+            for (int i = 0; i < g; i++)
+                f16_transpose8(m, rows + 8 * i, k, col0 + n + 8 * i);
+        for (; k < m->K; k++)
+            for (int i = 0; i < 8 * g; i++)
+                *(uint16_t *)plain_at(m, 2, k, col0 + n + i) = f16_canonical(row_f16(rows[i], k));
+        n += 8 * g;
+    }
+#endif
+    for (; n < n1; n++) {
+        const unsigned char *row = tensor_ref_row(src, (size_t)n);
+        if (m->dtype == TT_F16) {
+            for (int k = 0; k < m->K; k++) {
+                uint16_t h;
+                memcpy(&h, row + 2 * (size_t)k, 2);
+                *(uint16_t *)plain_at(m, 2, k, col0 + n) = f16_canonical(h);
+            }
+        } else {
+            for (int k = 0; k < m->K; k++)
+                memcpy(plain_at(m, es, k, col0 + n), row + es * (size_t)k, es);
+        }
+    }
+}
+
+/* Source columns [n0, n1) of a (K, src_N) tensor of m's dtype (F16 or F32) into col0 + n. */
+static void pack_plain_cols(packed_matrix *m, tensor_ref src, int src_N, int col0, int n0, int n1)
+{
+    const size_t es = tt_dtype_size(m->dtype);
+    const unsigned char *p = src.data;
+    for (int k = 0; k < m->K; k++) {
+        const unsigned char *row = p + (size_t)k * (size_t)src_N * es;
+        for (int n = n0; n < n1; n++) {
+            if (m->dtype == TT_F16) {
+                uint16_t h;
+                memcpy(&h, row + 2 * (size_t)n, 2);
+                *(uint16_t *)plain_at(m, 2, k, col0 + n) = f16_canonical(h);
+            } else {
+                memcpy(plain_at(m, es, k, col0 + n), row + es * (size_t)n, es);
+            }
+        }
+    }
+}
+
 void packed_matrix_pack_at(packed_matrix *m, tensor_ref src, bool transposed, int src_N, int col0,
                            int n0, int n1)
 {
+    if ((m->dtype == TT_F16 || m->dtype == TT_F32) && !src.quantized && src.dtype == m->dtype) {
+        if (transposed)
+            pack_plain_rows(m, src, col0, n0, n1);
+        else
+            pack_plain_cols(m, src, src_N, col0, n0, n1);
+        return;
+    }
     float buf[256];
     if (m->dtype == TT_Q8) {
         q8_pack(m, src, transposed, src_N, col0, n0, n1);

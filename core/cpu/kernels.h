@@ -149,6 +149,14 @@ size_t packed_matrix_bytes(tt_dtype dtype, int K, int N);
 /* Allocates a zeroed (K, N) matrix in dtype. On failure (TT_ERR_NOMEM) m->data is NULL. */
 tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err);
 
+/* packed_matrix_init without the clearing: the caller clears every panel (or packs over it)
+ * before a kernel reads it, so that the first touch of each page happens once, in the thread
+ * that packs it. */
+tt_status packed_matrix_alloc(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err);
+
+/* Zeroes panels [p0, p1) of m (padding included). */
+void packed_matrix_clear_panels(packed_matrix *m, int p0, int p1);
+
 /* NULL data is safe; leaves m zeroed. */
 void packed_matrix_free(packed_matrix *m);
 
