@@ -1,5 +1,5 @@
 /* check_util.c: the helpers with one home: whole-file reads (contents, the missing flag, the
- * size limit, messages naming the file), path joining, JSON type names, strict integer parsing
+ * size limit, messages naming the file), mapping a file, path joining, JSON type names, strict integer parsing
  * and the argmax; and the two shared alphabets: UTF-8 encoding (text.c) and GPT-2's byte
  * alphabet (tokenizer.c). */
 #include <cJSON.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/base/text.h"
 #include "core/tokenizer/tokenizer.h"
@@ -87,6 +88,33 @@ START_TEST(read_file_names_a_missing_file_and_says_it_is_missing)
     ck_assert_int_eq(util_read_file(dir, 100, &buf, NULL, &missing, &err), TT_ERR_IO);
     ck_assert(!missing);
     ck_assert_msg(strstr(err.msg, "not a regular file"), "%s", err.msg);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(map_file_maps_a_regular_file_and_names_what_it_refuses)
+{
+    char *dir = tu_tmpdir();
+    const char *path = tu_path("%s/f.bin", dir);
+    ck_assert_int_eq(tu_write_file(path, "tokentop", 8), 0);
+    void *map = NULL;
+    size_t len = 0;
+    tt_error err = {0};
+    ck_assert_int_eq(util_map_file(path, &map, &len, &err), TT_OK);
+    ck_assert_uint_eq(len, 8);
+    ck_assert_int_eq(memcmp(map, "tokentop", 8), 0);
+    munmap(map, len);
+    const char *empty = tu_path("%s/empty", dir);
+    ck_assert_int_eq(tu_write_file(empty, "", 0), 0);
+    ck_assert_int_eq(util_map_file(empty, &map, &len, &err), TT_OK);
+    ck_assert_ptr_null(map);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(util_map_file(dir, &map, &len, &err), TT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "not a regular file"), "%s", err.msg);
+    ck_assert_int_eq(util_map_file("/nonexistent/m.gguf", &map, &len, &err), TT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "/nonexistent/m.gguf: cannot open: No such file"), "%s",
+                  err.msg);
+    ck_assert_ptr_null(map);
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -225,7 +253,8 @@ int main(void)
 {
     return tu_run_tests("util", TU_TESTS(
             read_file_returns_the_bytes_nul_terminated, read_file_grows_past_its_first_buffer,
-            read_file_names_a_missing_file_and_says_it_is_missing, path_join_puts_one_slash_between,
+            read_file_names_a_missing_file_and_says_it_is_missing,
+            map_file_maps_a_regular_file_and_names_what_it_refuses, path_join_puts_one_slash_between,
             json_type_names_read_as_english, parse_long_takes_whole_integers_in_range_only,
             argmax_takes_the_lowest_index_on_ties,
             reserve_doubles_from_the_initial_size_and_keeps_the_contents,

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 tt_status util_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                          bool *missing, tt_error *err)
@@ -67,6 +70,33 @@ tt_status util_read_file(const char *path, size_t max_bytes, char **out, size_t 
     if (len)
         *len = n;
     return TT_OK;
+}
+
+tt_status util_map_file(const char *path, void **map, size_t *len, tt_error *err)
+{
+    *map = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    tt_status s = TT_OK;
+    if (fstat(fd, &st) != 0)
+        s = tt_fail(err, TT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        s = tt_fail(err, TT_ERR_IO, "%s: not a regular file", path);
+    else if (st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            s = tt_fail(err, TT_ERR_IO, "%s: cannot map %zu bytes: %s", path,
+                        (size_t)st.st_size, strerror(errno));
+        } else {
+            *map = m;
+            *len = (size_t)st.st_size;
+        }
+    }
+    close(fd);
+    return s;
 }
 
 char *util_path_join(const char *dir, const char *file)

@@ -1,4 +1,4 @@
-/* util.h: small helpers with one home: reading a whole file, joining paths, naming a JSON value's
+/* util.h: small helpers with one home: reading or mapping a whole file, joining paths, naming a JSON value's
  * type in messages, parsing an integer option strictly, the argmax of a row of logits and growing
  * an array by doubling. */
 #ifndef TOKENTOP_UTIL_H
@@ -18,6 +18,12 @@ struct cJSON;
  * TT_ERR_NOMEM. On failure *out is NULL. */
 tt_status util_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                          bool *missing, tt_error *err);
+
+/* Maps the regular file path read-only and private: *map (NULL for an empty file) and its *len
+ * bytes, to be released with munmap. Failures name the file: "PATH: cannot open: REASON",
+ * "PATH: cannot stat: REASON", "PATH: not a regular file", "PATH: cannot map N bytes: REASON"
+ * (TT_ERR_IO). */
+tt_status util_map_file(const char *path, void **map, size_t *len, tt_error *err);
 
 /* "dir/file" (one slash between them whether or not dir ends in one), malloc'd; NULL when out of
  * memory. */

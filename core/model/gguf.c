@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/base/util.h"
+
 struct gguf_file {
     char *name;
     void *map;                      /* the mapping, NULL for a caller's buffer */
@@ -549,42 +551,22 @@ tt_status gguf_open_buffer(const void *buf, size_t len, const char *name, gguf_f
 tt_status gguf_open(const char *path, gguf_file **out, tt_error *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tt_fail(err, TT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return tt_fail(err, TT_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tt_fail(err, TT_ERR_IO, "%s: not a regular file", path);
-    }
+    void *map;
+    size_t len;
+    tt_status s = util_map_file(path, &map, &len, err);
+    if (s != TT_OK)
+        return s;
     gguf_file *f = calloc(1, sizeof *f);
-    if (!f) {
-        close(fd);
+    if (!f || !(f->name = strdup(path))) {
+        if (map)
+            munmap(map, len);
+        free(f);
         return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", path);
     }
-    f->name = strdup(path);
-    f->size = (uint64_t)st.st_size;
-    if (st.st_size > 0) {
-        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            free(f->name);
-            free(f);
-            return tt_fail(err, TT_ERR_IO, "%s: cannot map: %s", path, strerror(e));
-        }
-        f->map = map;
-        f->map_len = (size_t)st.st_size;
-        f->base = map;
-    } else {
-        f->base = (const uint8_t *)"";
-    }
-    close(fd);
+    f->size = len;
+    f->map = map;
+    f->map_len = len;
+    f->base = map ? map : (const uint8_t *)"";
     return open_common(f, out, err);
 }
 

@@ -451,37 +451,19 @@ tt_status safetensors_open_buffer(const void *buf, size_t len, const char *name,
 tt_status safetensors_open(const char *path, safetensors_file **out, tt_error *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tt_fail(err, TT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return tt_fail(err, TT_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tt_fail(err, TT_ERR_IO, "%s: not a regular file", path);
-    }
+    void *map;
+    size_t len;
+    tt_status ms = util_map_file(path, &map, &len, err);
+    if (ms != TT_OK)
+        return ms;
     safetensors_file *f = st_new(path);
     if (!f) {
-        close(fd);
+        if (map)
+            munmap(map, len);
         return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", path);
     }
-    size_t len = (size_t)st.st_size;
-    if (len > 0) {
-        void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            safetensors_close(f);
-            return tt_fail(err, TT_ERR_IO, "%s: cannot map %zu bytes: %s", path, len, strerror(e));
-        }
-        f->map = map;
-        f->map_len = len;
-    }
-    close(fd);
+    f->map = map;
+    f->map_len = len;
     tt_status s = st_parse(f, f->map, len, err);
     if (s != TT_OK) {
         safetensors_close(f);
