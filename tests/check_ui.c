@@ -784,7 +784,16 @@ START_TEST(status_bar_shows_speculative_acceptance_and_speedup)
     char line[512];
     ui_status_format(&v, line, sizeof line);
     ck_assert_msg(strstr(line, "accept 78% 3.10 tok/pass 2.05x plain") != NULL, "%s", line);
-    v.speedup = 0;                      /* no plain turn yet to compare with */
+    v.speedup_lo = 1.91;                /* the spread, shown while the turn runs too */
+    v.speedup_hi = 2.17;
+    v.busy = true;
+    ui_status_format(&v, line, sizeof line);
+    ck_assert_msg(strstr(line, "2.05x plain [1.91-2.17]") != NULL, "%s", line);
+    v.speedup = 0;                      /* too few rounds timed yet */
+    v.speedup_measuring = true;
+    ui_status_format(&v, line, sizeof line);
+    ck_assert_msg(strstr(line, "tok/pass x plain measuring...") != NULL, "%s", line);
+    v.speedup_measuring = false;        /* not measured */
     ui_status_format(&v, line, sizeof line);
     ck_assert(strstr(line, "x plain") == NULL);
     v.spec = false;

@@ -116,12 +116,14 @@ static size_t format_first(const ui_status_view *v, int width, char *out, size_t
     if (v->spec) {
         int k = snprintf(p[n].text, sizeof p[n].text, "accept %.0f%% %.2f tok/pass",
                          v->acceptance * 100, v->tokens_per_pass);
-        if (v->speedup > 0 && !v->busy && k > 0) {
+        if (v->speedup > 0 && k > 0) {
             int k2 = snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " %.2fx plain",
                               v->speedup);
             if (k2 > 0 && v->speedup_hi > v->speedup_lo && v->speedup_lo > 0)
-                snprintf(p[n].text + k + k2, sizeof p[n].text - (size_t)(k + k2), " (%.2f-%.2f)",
+                snprintf(p[n].text + k + k2, sizeof p[n].text - (size_t)(k + k2), " [%.2f-%.2f]",
                          v->speedup_lo, v->speedup_hi);
+        } else if (v->speedup_measuring && k > 0) {
+            snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " x plain measuring...");
         }
         p[n++].drop = 1;   /* what speculative decoding is for: as long as the speed stays */
     }
