@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # spec_speedup.sh: "N.NNx plain", timed within the speculative turn (a plain step before each
-# round, paired with it), agrees with plain and speculative decoding alternated while another
-# process loads the machine, on the embedded pair: the REPL's (median of its turns) within 15%
-# of the median ratio of its own speculative and plain turns, alternated; generate's within 15%
-# of its --draft and plain runs, alternated. An earlier plain turn, run under another load (here:
-# while the machine was loaded more), must not move the figure: it used to be the baseline. The
-# agreement is checked only with TOKENTOP_TIMING_CHECKS=1; otherwise it is printed.
+# round, paired with it), agrees with plain and --draft runs of generate alternated while another
+# process loads the machine, on the embedded pair: the REPL's (median of its turns) and
+# generate's own within 15% of the median ratio of the alternated pairs. An earlier plain turn,
+# run under another load (here: while the machine was loaded more), must not move the figure: it
+# used to be the baseline. The agreement is checked only with TOKENTOP_TIMING_CHECKS=1;
+# otherwise it is printed.
 # Every wait polls the screen with a deadline, so a loaded machine only makes it slower.
 set -u
 . "$(dirname "$0")/tmux.bash"
@@ -40,11 +40,10 @@ hog   # the load for the comparison
 repl=() rplain=() rspec=() rr=()
 prompts=("And God said" "In the beginning" "And it came to pass")
 status_tok_s() { screen | grep -Eo '[0-9.]+ tok/s' | grep -Eo '^[0-9.]+' | tail -1; }
-# The REPL's own turns, alternated: a speculative turn, then a plain one of the same prompt. The
-# REPL is their reference, not generate: after its front end held the engines 5 ms it warms
-# them up (outside the decode speed), so its rounds start with the draft's weights in cache
-# where generate's start after the target's; with the same tokens (/seed 5 gives the key
-# generate's run has) its speculative turns ran ~15% faster against plain ones than generate's.
+# The REPL's own turns, alternated (a speculative turn, then a plain one of the same prompt), are
+# printed, not checked: a turn's speed under this load moves by 2x from one to the next (their
+# ratios read 0.8-2.3). /seed 5 gives each turn the speculative key generate's run has: the same
+# tokens and rounds as generate's (the same acceptance and tokens a pass), so the two compare.
 for p in "${prompts[@]}" "${prompts[@]}"; do
     type_line "/spec on"
     type_line "/reset"
@@ -83,20 +82,19 @@ g=$(printf '%s\n' "${gr[@]}" | median)
 echo "  REPL x plain: ${repl[*]} (median $r)"
 echo "  REPL turns plain ${rplain[*]}, speculative ${rspec[*]} tok/s; pairs' ratios ${rr[*]}: median ${rm}x"
 echo "  generate x plain: ${gx[*]} (median $gm)"
-echo "  (the REPL's figure against generate's alternated runs: ${r}x / ${g}x)"
 echo "  generate plain ${plain[*]}, --draft ${spec[*]} tok/s; pairs' ratios ${gr[*]}: median ${g}x"
 within() { awk -v r="${1:-0}" -v g="${2:-0}" -v t="$3" 'BEGIN { exit !(r > 0 && g > 0 && r / g > 1 - t && r / g < 1 + t) }'; }
 check "the REPL and generate show an x plain figure" test -n "$r" -a -n "$gm"
-# The agreement is a timing goal: on 2 cores also loaded by other builds (load average 5-6) the
-# in-turn figure read 5-15% above the alternated runs, whose pairs' ratios themselves range
-# 0.9-1.8. It is checked only where asked (TOKENTOP_TIMING_CHECKS=1), so that a loaded or
-# different machine cannot fail the suite on it; otherwise it is measured and printed.
+# The agreement is a timing goal: on 2 cores also loaded by other builds (load average 3-4) the
+# REPL's figure read 11-20% above generate's alternated runs (generate's own 1-6% off them),
+# whose pairs' ratios themselves range 0.9-2.5. It is checked only where asked
+# (TOKENTOP_TIMING_CHECKS=1), so that a loaded or different machine cannot fail the suite on it.
 if [ "${TOKENTOP_TIMING_CHECKS:-0}" = 1 ]; then
-    check "the REPL's x plain ($r) is within 15% of its plain and speculative turns, alternated (${rm}x)" \
-        within "$r" "$rm" 0.15
+    check "the REPL's x plain ($r) is within 15% of generate's plain and --draft runs, alternated under the same load (${g}x)" \
+        within "$r" "$g" 0.15
     check "generate's x plain ($gm) is within 15% of its plain and --draft runs, alternated (${g}x)" \
         within "$gm" "$g" 0.15
 else
-    echo "SKIPPED (timing goal, TOKENTOP_TIMING_CHECKS=1 checks it): REPL ${r}x against its turns' ${rm}x; generate ${gm}x against alternated runs' ${g}x"
+    echo "SKIPPED (timing goal, TOKENTOP_TIMING_CHECKS=1 checks it): REPL ${r}x, generate ${gm}x against alternated runs' ${g}x"
 fi
 finish
