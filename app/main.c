@@ -282,10 +282,13 @@ static void print_summary(const cli_options *o, const session *s, uint64_t seed,
             (unsigned long long)seed);
     if (st->speculative) {
         double lo, hi, x = session_plain_speedup(s, &lo, &hi);
-        char plain[96] = "";
+        char plain[128] = "";
         if (x > 0)
-            snprintf(plain, sizeof plain, " | %.2fx plain (%.2f-%.2f, %d plain steps timed in the "
-                     "run)", x, lo, hi, st->plain_probes);
+            snprintf(plain, sizeof plain, " | %.2fx plain [%.2f-%.2f]: %d rounds, each paired with "
+                     "a plain step timed before it", x, lo, hi, st->plain_probes);
+        else if (st->plain_probes < SESSION_PROBE_MIN)
+            snprintf(plain, sizeof plain, " | x plain: %d of %d paired rounds, too few",
+                     st->plain_probes, SESSION_PROBE_MIN);
         fprintf(stderr, "[speculative: gamma %d%s | %ld drafted, %ld accepted (%.1f%%) | %.2f "
                 "tokens per target pass%s]\n", st->gamma, s->gamma_adaptive ? " (auto)" : "",
                 st->drafted, st->accepted,

@@ -800,6 +800,24 @@ static void show_speculative(cmd_env *e)
             how, e->draft_dir ? e->draft_dir : "");
 }
 
+/* /show's "x plain" line: the figure, its spread and what it was measured from. */
+static void show_plain_speedup(cmd_env *e)
+{
+    const session *s = e->s;
+    const session_stats *st = &s->last;
+    double lo, hi, x = session_plain_speedup(s, &lo, &hi);
+    if (x > 0)
+        out_add(e, "x plain     %.2f [%.2f-%.2f]: %d rounds, each after a plain step timed in "
+                "the turn (medians %.3f ms a round, %.3f ms a step; %.2f tokens a round); the "
+                "spread is the quartiles of blocks of %d rounds\n", x, lo, hi, st->plain_probes,
+                st->round_ms, st->plain_step_ms,
+                st->spec_rounds ? (double)st->spec_tokens / st->spec_rounds : 0.0,
+                SESSION_PROBE_BLOCK);
+    else
+        out_add(e, "x plain     measuring: %d of %d rounds paired with a plain step\n",
+                st->plain_probes, SESSION_PROBE_MIN);
+}
+
 static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
 {
     const session *s = e->s;
@@ -855,6 +873,8 @@ static int exec_show(cmd_env *e, const cmd_entry *c, int argc, char **argv)
                 session_stop_name(st->stop));
     else
         out_add(e, "last turn   none yet\n");
+    if (st->speculative)
+        show_plain_speedup(e);
     out_add(e, "view        %d bars%s\n", e->bars, e->line_mode ? ", line mode" : "");
     show_pace(e);
     if (s->draft)

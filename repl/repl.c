@@ -832,6 +832,7 @@ static void draw(tui *t)
     char chain[200], mode[64], precision[32], model_name[300];
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     double speedup_lo = 0, speedup_hi = 0;
+    double speedup = t->turn_mixed ? 0 : session_plain_speedup(s, &speedup_lo, &speedup_hi);
     /* a GGUF file's quantization and bits a weight beside its name ("llama3.2:1b Q4_K_M 4.9b") */
     snprintf(model_name, sizeof model_name, "%s%s%s", s->model->name,
              s->model->quantization[0] ? " " : "", s->model->quantization);
@@ -867,9 +868,11 @@ static void draw(tui *t)
         .acceptance = s->last.drafted ? (double)s->last.accepted / s->last.drafted : 0,
         .tokens_per_pass = s->last.spec_rounds ? (double)s->last.spec_tokens / s->last.spec_rounds
                                                : 0,
-        .speedup = t->turn_mixed ? 0 : session_plain_speedup(s, &speedup_lo, &speedup_hi),
+        .speedup = speedup,
         .speedup_lo = speedup_lo,
         .speedup_hi = speedup_hi,
+        .speedup_measuring = s->plain_probe && s->last.speculative && !t->turn_mixed &&
+                             speedup == 0,
         .chat = session_chat_format(s) != CHAT_RAW ? chat_format_name(session_chat_format(s))
                                                    : NULL,
     };

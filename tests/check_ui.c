@@ -784,7 +784,16 @@ START_TEST(status_bar_shows_speculative_acceptance_and_speedup)
     char line[512];
     ui_status_format(&v, line, sizeof line);
     ck_assert_msg(strstr(line, "accept 78% 3.10 tok/pass 2.05x plain") != NULL, "%s", line);
-    v.speedup = 0;                      /* no plain turn yet to compare with */
+    v.speedup_lo = 1.91;                /* the spread, shown while the turn runs too */
+    v.speedup_hi = 2.17;
+    v.busy = true;
+    ui_status_format(&v, line, sizeof line);
+    ck_assert_msg(strstr(line, "2.05x plain [1.91-2.17]") != NULL, "%s", line);
+    v.speedup = 0;                      /* too few rounds timed yet */
+    v.speedup_measuring = true;
+    ui_status_format(&v, line, sizeof line);
+    ck_assert_msg(strstr(line, "tok/pass x plain measuring...") != NULL, "%s", line);
+    v.speedup_measuring = false;        /* not measured */
     ui_status_format(&v, line, sizeof line);
     ck_assert(strstr(line, "x plain") == NULL);
     v.spec = false;
@@ -858,14 +867,21 @@ START_TEST(a_100_column_status_bar_keeps_the_speculative_speedup)
     ui_status_view v = {.model = "kjv-target", .backend = "cpu (no GPU)", .precision = "fp16",
                         .mode = "speculative \xce\xb3=4", .has_turn = true, .tok_s = 1234.5,
                         .ttft_ms = 12.4, .spec = true, .acceptance = 0.49,
-                        .tokens_per_pass = 2.45, .speedup = 1.52, .reused = 248,
-                        .prefilled = 5, .generated = 200, .kv_used = 194, .kv_total = 256};
+                        .tokens_per_pass = 2.45, .speedup = 1.52, .speedup_lo = 1.38,
+                        .speedup_hi = 1.71, .reused = 248, .prefilled = 5, .generated = 200,
+                        .kv_used = 194, .kv_total = 256};
     ui_grid g;
     ck_assert(ui_grid_init(&g, 2, 100));
     ui_status_draw(&g, (ui_rect){0, 0, 2, 100}, &v);
     const char *r0 = row(&g, 0);
     ck_assert_msg(strstr(r0, "1234.5 tok/s") && strstr(r0, "accept 49% 2.45 tok/pass 1.52x plain") &&
                   strstr(r0, "KV 194/256") && strstr(r0, "reused 248 prefilled 5"), "%s", r0);
+    ui_grid_free(&g);
+    /* at 120 columns its spread too; at 100 the spread goes first, not the figure */
+    ck_assert(ui_grid_init(&g, 2, 120));
+    ui_status_draw(&g, (ui_rect){0, 0, 2, 120}, &v);
+    r0 = row(&g, 0);
+    ck_assert_msg(strstr(r0, "1.52x plain [1.38-1.71]") && strstr(r0, "1234.5 tok/s"), "%s", r0);
     ui_grid_free(&g);
 }
 END_TEST

@@ -15,11 +15,22 @@ int ui_status_height(int screen_rows)
 }
 
 /* One field of a status line; fields with a higher drop rank go first when the line is too wide
- * (the cache figures never do). */
+ * (the cache figures never do); a field with a shorter form (alt) takes it before it goes. */
 typedef struct {
     char text[128];
+    char alt[64];
     int drop;
 } piece;
+
+/* The width of the kept pieces, joined. */
+static int joined_width(const piece *p, const bool *keep, int n)
+{
+    int w = 1;   /* the leading blank */
+    for (int i = 0, k = 0; i < n; i++)
+        if (keep[i])
+            w += (k++ ? 3 : 0) + ui_text_width(p[i].text, strlen(p[i].text));
+    return w;
+}
 
 /* Joins the pieces that fit in width columns (all when width <= 0) with separators. */
 static size_t join_fitting(piece *p, int n, int width, char *out, size_t cap)
@@ -28,11 +39,16 @@ static size_t join_fitting(piece *p, int n, int width, char *out, size_t cap)
     for (int i = 0; i < n; i++)
         keep[i] = p[i].text[0] != 0;
     for (int rank = 9; rank > 0 && width > 0; rank--) {
-        int w = 1;   /* the leading blank */
-        for (int i = 0, k = 0; i < n; i++)
-            if (keep[i])
-                w += (k++ ? 3 : 0) + ui_text_width(p[i].text, strlen(p[i].text));
-        if (w <= width)
+        if (joined_width(p, keep, n) <= width)
+            break;
+        bool shortened = false;
+        for (int i = 0; i < n; i++)
+            if (keep[i] && p[i].drop == rank && p[i].alt[0]) {
+                memcpy(p[i].text, p[i].alt, strlen(p[i].alt) + 1);   /* alt is the shorter */
+                p[i].alt[0] = 0;
+                shortened = true;
+            }
+        if (shortened && joined_width(p, keep, n) <= width)
             break;
         for (int i = 0; i < n; i++)
             if (p[i].drop == rank)
@@ -116,12 +132,19 @@ static size_t format_first(const ui_status_view *v, int width, char *out, size_t
     if (v->spec) {
         int k = snprintf(p[n].text, sizeof p[n].text, "accept %.0f%% %.2f tok/pass",
                          v->acceptance * 100, v->tokens_per_pass);
-        if (v->speedup > 0 && !v->busy && k > 0) {
+        if (v->speedup > 0 && k > 0) {
             int k2 = snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " %.2fx plain",
                               v->speedup);
-            if (k2 > 0 && v->speedup_hi > v->speedup_lo && v->speedup_lo > 0)
-                snprintf(p[n].text + k + k2, sizeof p[n].text - (size_t)(k + k2), " (%.2f-%.2f)",
+            /* the spread goes first when the row is short */
+            if (k2 > 0 && v->speedup_hi > v->speedup_lo && v->speedup_lo > 0) {
+                size_t len = strlen(p[n].text);
+                if (len < sizeof p[n].alt)
+                    memcpy(p[n].alt, p[n].text, len + 1);
+                snprintf(p[n].text + k + k2, sizeof p[n].text - (size_t)(k + k2), " [%.2f-%.2f]",
                          v->speedup_lo, v->speedup_hi);
+            }
+        } else if (v->speedup_measuring && k > 0) {
+            snprintf(p[n].text + k, sizeof p[n].text - (size_t)k, " x plain measuring...");
         }
         p[n++].drop = 1;   /* what speculative decoding is for: as long as the speed stays */
     }

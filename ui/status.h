@@ -31,8 +31,9 @@ typedef struct {
     double acceptance;        /* accepted / drafted */
     double tokens_per_pass;   /* tokens per target forward */
     double speedup;           /* tok/s over plain decoding's, measured in the turn (0: none) */
-    double speedup_lo, speedup_hi;   /* its spread (the plain probes' quartiles); shown when
-                                        they differ */
+    double speedup_lo, speedup_hi;   /* its spread (the paired samples' quartiles): "[lo-hi]" */
+    bool speedup_measuring;   /* the turn measures it but has too few samples yet (speedup 0):
+                                 "x plain measuring..." */
     const char *chat;         /* the chat format ("chatml", ...), or NULL: plain continuation */
 } ui_status_view;
 

@@ -19,6 +19,14 @@ static inline double tt_now_ms(void)
     return tt_now_s() * 1e3;
 }
 
+/* Milliseconds of CPU time the calling thread has run (not the time it waited descheduled). */
+static inline double tt_thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 static inline int tt_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -122,6 +122,7 @@ void session_free(session *s)
     free(s->turn_start);
     spec_free(s->spec);
     free(s->rebuild);
+    free(s->pairs);
     free(s->system);
     memset(s, 0, sizeof *s);
 }
@@ -635,8 +636,13 @@ struct session_gen {
     uint64_t spec_key;       /* the key of this generation's speculative uniforms: they are
                                 rng_keyed(spec_key, output position, purpose), so the tokens do
                                 not depend on gamma (speculative.h) */
-    int n_probes;            /* plain steps timed between rounds: */
-    double probe_sum, probe_sum2;   /* their sum and sum of squares, ms */
+};
+
+/* The pairs behind "x plain" (session_speedup_of_pairs): kept after the turn for the status bar
+ * and /show, cleared when the next generation begins. */
+struct session_pairs {
+    int n;
+    session_pair pair[SESSION_PROBE_MAX];   /* (n) in the order they ran */
 };
 
 /* Adds bytes and returns how many bytes from o->emitted may be shown now. *hit is set when a stop
@@ -773,6 +779,8 @@ tt_status session_gen_begin(session *s, tt_error *err)
     struct session_gen *g = s->gen;
     utf8_stream_init(&g->out.utf8);
     g->t_begin = tt_now_ms();
+    if (s->pairs)
+        s->pairs->n = 0;
     g->spec_key = rng_keyed(s->set.seed, SESSION_SPEC_KEY_TAG, s->spec_turns++, 0);
     if (s->spec)
         spec_stats_reset(s->spec);
@@ -1031,32 +1039,38 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
     return st;
 }
 
-/* Rounds between plain probes: the first round (before the first token) has none, then every
- * second, so a 30-token turn of ~2.5 tokens a round has about 6. On a loaded machine a step is
- * either quick or preempted (0.5 against 10 ms on 2 cores and 12 runnable processes), so the
- * probes are averaged as the turn's speed averages its rounds, and their spread is the mean's. */
-#define SESSION_PROBE_EVERY 2
+/* The clock of the probes and rounds: the calling thread's CPU time when both engines run on
+ * the CPU, because on 2 loaded cores half the rounds and a tenth of the plain steps were
+ * descheduled for ~10 ms, which made single readings of wall times scatter from 0.5x to 1.7x
+ * where CPU times gave 1.2x to 1.6x (the descheduling a plain and a speculative run meet goes
+ * with their CPU time, so it leaves their ratio). A GPU engine's host thread may sleep while
+ * the device works: the wall clock there. */
+static double pair_clock_ms(const session *s)
+{
+    bool cpu = strcmp(s->eng->ops->name, "cpu") == 0 &&
+               (!s->draft || strcmp(s->draft->ops->name, "cpu") == 0);
+    return cpu ? tt_thread_cpu_ms() : tt_now_ms();
+}
 
 /* One plain step, timed and rolled back (session.h: plain_probe): the target forwards the token
  * the round will verify from, at its position, on the cache the round will keep, and the
- * sampler runs over its logits. The round then finds the cache as it was. A failure only costs
- * the sample. */
-static void probe_plain(session *s, bool warmed)
+ * sampler runs over its logits. The round then finds the cache as it was. Returns the step's
+ * time in ms (pair_clock_ms), or -1 when it failed (a failure only costs the sample). */
+static double probe_plain(session *s, bool warmed)
 {
-    struct session_gen *g = s->gen;
     int wlen = s->n_tokens - s->window_start;
     const int32_t *w = s->tokens + s->window_start;
     if (wlen < 1 || wlen > s->eng->n_ctx)
-        return;
+        return -1;
     int c = engine_cached_prefix(s->eng, w, wlen - 1);
     tt_error perr = {0};
     tt_status st = TT_OK;
-    double t0 = tt_now_ms(), t_step = t0, t1 = t0;
+    double t0 = tt_now_ms(), t_step = 0, t1 = 0;
     /* Twice, timing the second: the first finds the target's weights where the draft's round left
      * them (partly evicted), which a plain turn's steps, one after another, never do; timed, it
      * made the figure 28% above alternated plain and speculative runs on an idle 2-core EPYC. */
     for (int k = 0; k < 2 && st == TT_OK; k++) {
-        t_step = tt_now_ms();
+        t_step = pair_clock_ms(s);
         st = engine_forward(s->eng, &w[c], 1, c, false, &perr);
         if (st == TT_OK) {
             sampler_context ctx = {.history = w, .n_history = c + 1, .banned = -1};
@@ -1065,50 +1079,121 @@ static void probe_plain(session *s, bool warmed)
             if (st == TT_OK)
                 (void)sampler_draw(s->smp, 0.5, NULL);
         }
-        t1 = tt_now_ms();
+        t1 = pair_clock_ms(s);
         engine_truncate(s->eng, c);
     }
     if (warmed)   /* the probe read the target after the warm-up: the round starts with the draft */
         engine_warm(s->draft, SESSION_WARM_DRAFT_MS);
-    if (g->generated > 0)
+    if (s->gen->generated > 0)
         s->last.probe_ms += tt_now_ms() - t0;
-    if (st == TT_OK) {
-        g->n_probes++;
-        g->probe_sum += t1 - t_step;
-        g->probe_sum2 += (t1 - t_step) * (t1 - t_step);
-    }
+    return st == TT_OK ? t1 - t_step : -1;
 }
 
-/* The probes' mean, and that mean less and plus two standard errors, into s->last. */
-static void probe_summary(session *s)
+/* The value at quantile q (0..1) of sorted v[0..n-1], interpolated between neighbours. */
+static double quantile_of_sorted(const double *v, int n, double q)
 {
-    struct session_gen *g = s->gen;
-    int n = g->n_probes;
-    s->last.plain_probes = n;
-    if (n == 0)
+    double at = q * (n - 1);
+    int i = (int)at;
+    return i + 1 < n ? v[i] + (at - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+/* The median of the positive values of pairs[0..n-1].probe_ms (round: .round_ms), 0 when none. */
+static double median_of(const session_pair *pairs, int n, bool round)
+{
+    double *t = malloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    int m = 0;
+    for (int i = 0; t && i < n; i++) {
+        double v = round ? pairs[i].round_ms : pairs[i].probe_ms;
+        if (v > 0)
+            t[m++] = v;
+    }
+    double mid = m > 0 ? tt_median(t, m) : 0;
+    free(t);
+    return mid;
+}
+
+/* tokens / round time * mean probe over pairs[0..n-1], those flagged in use only. */
+static double speedup_of(const session_pair *pairs, const bool *use, int n, int *used)
+{
+    double probe = 0, round = 0;
+    long tokens = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (use[i]) {
+            probe += pairs[i].probe_ms;
+            round += pairs[i].round_ms;
+            tokens += pairs[i].tokens;
+            m++;
+        }
+    if (used)
+        *used = m;
+    return m > 0 && round > 0 ? (double)tokens / round * (probe / m) : 0;
+}
+
+double session_speedup_of_pairs(const session_pair *pairs, int n, double *lo, double *hi)
+{
+    if (lo)
+        *lo = 0;
+    if (hi)
+        *hi = 0;
+    if (n < SESSION_PROBE_MIN)
+        return 0;
+    double probe_mid = median_of(pairs, n, false), round_mid = median_of(pairs, n, true);
+    bool *use = malloc((size_t)n * sizeof *use);
+    double *block = malloc((size_t)(n / SESSION_PROBE_BLOCK + 1) * sizeof *block);
+    if (!use || !block) {
+        free(use);
+        free(block);
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        use[i] = pairs[i].probe_ms > 0 && pairs[i].round_ms > 0 && pairs[i].tokens > 0 &&
+                 pairs[i].probe_ms <= 3 * probe_mid && pairs[i].round_ms <= 3 * round_mid;
+    int used;
+    double x = speedup_of(pairs, use, n, &used);
+    if (used < SESSION_PROBE_MIN)
+        x = 0;
+    int nb = 0;
+    for (int b = 0; x > 0 && b + SESSION_PROBE_BLOCK <= n; b += SESSION_PROBE_BLOCK) {
+        int m;
+        double y = speedup_of(pairs + b, use + b, SESSION_PROBE_BLOCK, &m);
+        if (m > 0 && y > 0)
+            block[nb++] = y;
+    }
+    if (nb >= 2) {
+        qsort(block, (size_t)nb, sizeof *block, tt_cmp_double);
+        if (lo)
+            *lo = quantile_of_sorted(block, nb, 0.25);
+        if (hi)
+            *hi = quantile_of_sorted(block, nb, 0.75);
+    }
+    free(use);
+    free(block);
+    return x;
+}
+
+/* Keeps one pair (a probe and the round after it). */
+static void pairs_add(session *s, double probe_ms, double round_ms, int tokens)
+{
+    if (!s->pairs && !(s->pairs = calloc(1, sizeof *s->pairs)))
+        return;   /* no figure; the turn goes on */
+    struct session_pairs *P = s->pairs;
+    if (P->n >= SESSION_PROBE_MAX)
         return;
-    double mean = g->probe_sum / n;
-    double var = n > 1 ? (g->probe_sum2 - n * mean * mean) / (n - 1) : 0;
-    double se2 = var > 0 ? 2 * sqrt(var / n) : 0;
-    s->last.plain_step_ms = mean;
-    s->last.plain_step_lo_ms = mean - se2 > 0 ? mean - se2 : 0;
-    s->last.plain_step_hi_ms = mean + se2;
+    P->pair[P->n++] = (session_pair){.probe_ms = probe_ms, .round_ms = round_ms, .tokens = tokens};
+    s->last.plain_probes = P->n;
 }
 
 double session_plain_speedup(const session *s, double *lo, double *hi)
 {
-    const session_stats *L = &s->last;
-    bool ok = L->speculative && L->decode_tok_s > 0 && L->plain_step_ms > 0;
-    double k = ok ? L->decode_tok_s / 1e3 : 0;
-    if (lo)
-        *lo = k * L->plain_step_lo_ms;
-    if (hi)
-        *hi = k * L->plain_step_hi_ms;
-    return k * L->plain_step_ms;
+    const struct session_pairs *P = s->pairs;
+    bool ok = s->last.speculative && P;
+    return session_speedup_of_pairs(ok ? P->pair : NULL, ok ? P->n : 0, lo, hi);
 }
 
 /* One speculative round: the produced tokens are appended and reported one event each, as a plain
- * step reports its token; the stop conditions are checked after every token. */
+ * step reports its token; the stop conditions are checked after every token. With plain_probe
+ * a round after the first begins with a probe, paired with the round (pairs_add). */
 static tt_status spec_step(session *s, session_event_fn fn, void *user, session_stop *stop,
                            tt_error *err)
 {
@@ -1146,9 +1231,12 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     }
     bool warmed = warm_if_idle(s);
-    if (s->plain_probe && g->rounds % SESSION_PROBE_EVERY == 1)
-        probe_plain(s, warmed);
+    double probe_ms = -1;
+    if (s->plain_probe && g->rounds >= 1 && (!s->pairs || s->pairs->n < SESSION_PROBE_MAX))
+        probe_ms = probe_plain(s, warmed);
+    double t_round = pair_clock_ms(s);
     st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, err);
+    double round_ms = pair_clock_ms(s) - t_round;
     if (st != TT_OK && recover_device(s, st, err)) {
         g->need_sync = true;   /* the next step re-prefills on the new engine and goes on */
         return TT_OK;
@@ -1160,6 +1248,8 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     g->need_sync = true;
     g->rounds++;
     const spec_round *R = spec_last_round(s->spec);
+    if (probe_ms > 0 && round_ms > 0)
+        pairs_add(s, probe_ms, round_ms, R->n_out);
     const spec_stats *S = spec_get_stats(s->spec);
     s->last.speculative = true;
     s->last.spec_rounds = S->rounds;
@@ -1236,7 +1326,10 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
     }
     if (s->last.prefill_ms > 0)
         s->last.prefill_tok_s = s->last.prefilled_tokens / (s->last.prefill_ms / 1e3);
-    probe_summary(s);
+    if (s->pairs && s->pairs->n > 0) {
+        s->last.plain_step_ms = median_of(s->pairs->pair, s->pairs->n, false);
+        s->last.round_ms = median_of(s->pairs->pair, s->pairs->n, true);
+    }
     free(g->out.buf);
     free(g);
     s->gen = NULL;

@@ -151,15 +151,15 @@ typedef struct {
     long spec_tokens;          /* tokens produced by rounds */
     int gamma;                 /* draft length at the end (the adaptive schedule changes it) */
     double draft_ms, target_ms;/* time in the draft and in verification */
-    /* Plain-decoding probes of a speculative turn (plain_probe): one plain step each (a
-     * one-row target forward at the round's position and the sampler over its logits, then
-     * rolled back), timed between rounds, so the comparison runs under the same load as the
-     * turn. Their time is left out of decode_ms's busy part, as the front end's is. */
-    int plain_probes;
-    double probe_ms;           /* all the probes' time */
-    double plain_step_ms;      /* their mean: one plain step (0: no probe) */
-    double plain_step_lo_ms, plain_step_hi_ms;   /* the mean less and plus two standard errors
-                                                    (the spread; lo 0 when that is negative) */
+    /* Plain-decoding probes of a speculative turn (plain_probe): before every round after the
+     * first, one plain step (a one-row target forward at the round's position and the sampler
+     * over its logits, then rolled back) is timed, and paired with the round that follows it,
+     * so each pair sees one moment's load (session_plain_speedup). Their time is left out of
+     * decode_ms's busy part, as the front end's is. */
+    int plain_probes;          /* pairs so far (the figure needs SESSION_PROBE_MIN) */
+    double probe_ms;           /* all the probes' wall time */
+    double plain_step_ms;      /* the probes' median (CPU time on the CPU; 0: no probe) */
+    double round_ms;           /* the paired rounds' median, on the same clock */
     session_stop stop;
     tt_error error;            /* when stop == SESSION_STOP_ERROR */
 } session_stats;
@@ -210,6 +210,7 @@ typedef struct session {
     struct session_rebuild *rebuild;   /* (session.c) what session_event_snapshots needs */
     bool plain_probe;          /* a speculative turn also times plain steps (session_stats: the
                                   REPL's "x plain"); tokens and random streams unchanged */
+    struct session_pairs *pairs;   /* (session.c) those of the last or running turn */
 
     session_stats last;        /* the last generation */
     struct session_gen *gen;   /* the generation in progress (session.c), NULL between turns */
@@ -326,11 +327,40 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
                            session_stop *stop, tt_error *err);
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user);
 
-/* The last turn's speed over plain decoding's, measured in the same turn (plain_probe): its
- * decode speed times the mean plain step, and in *lo and *hi (either may be NULL) the same with
- * the mean less and plus two standard errors. 0 when the turn was not speculative, has no decode speed or ran no
- * probe. Measured so because one earlier plain turn, run under another load, was no baseline:
- * on a loaded machine an unpaced turn's speed moves by 2x from one turn to the next. */
+/* Pairs a speculative turn needs before it shows "x plain", and the most it times (a probe
+ * costs a plain step's time; past this many the figure moves no more). */
+#define SESSION_PROBE_MIN 6
+#define SESSION_PROBE_MAX 1024
+/* Pairs in a block of the spread (session_speedup_of_pairs). */
+#define SESSION_PROBE_BLOCK 3
+
+/* A plain step timed just before a speculative round, and the round, in ms (the calling
+ * thread's CPU time where both engines run on the CPU, else wall time), and the tokens the
+ * round produced. */
+typedef struct {
+    double probe_ms, round_ms;
+    int tokens;
+} session_pair;
+
+/* The last (or running) turn's speed over plain decoding's, measured in the same turn
+ * (plain_probe; session_speedup_of_pairs over its pairs), and in *lo and *hi (either may be
+ * NULL) its spread. 0 (and *lo, *hi 0) when the turn was not speculative or has fewer than
+ * SESSION_PROBE_MIN pairs (the front end says "measuring"). Measured so because one earlier
+ * plain turn, run under another load, was no baseline, and a mean of a few plain steps' wall
+ * times no better: on 2 loaded cores a step is either quick or descheduled (0.5 against 10 ms),
+ * so a handful of probes moved the figure from 0.5x to 2.3x. */
+double session_plain_speedup(const session *s, double *lo, double *hi);
+
+/* "x plain" from n pairs in the order they ran: the tokens of the rounds over their time, times
+ * the mean plain step, i.e. a plain step's cost over a round's per token. Ratios of sums, not a
+ * median of each pair's ratio: a round's time goes with its tokens (gamma, acceptance), so the
+ * pairs' median ran 10% above alternated runs. CPU times leave out descheduling, which a plain
+ * and a speculative run meet in proportion to their CPU time; a pair with a probe or a round
+ * over 3 times its kind's median (a page fault storm, a cold cache after a long wait) is left
+ * out, as are pairs with a time <= 0. *lo and *hi: the quartiles of the same figure over
+ * consecutive blocks of SESSION_PROBE_BLOCK pairs (how much it moved across the turn). 0 (and
+ * *lo, *hi 0) with fewer than SESSION_PROBE_MIN usable pairs or on a failed allocation. */
+double session_speedup_of_pairs(const session_pair *pairs, int n, double *lo, double *hi);
 double session_plain_speedup(const session *s, double *lo, double *hi);
 
 /* The next-token distribution at the current end of the conversation without drawing (for the

@@ -46,18 +46,23 @@ check "with /pace 0 the reply is not held back (took $dt s)" \
     awk -v x="$dt" 'BEGIN { exit !(x <= 1.3) }'
 
 # --- 3. "x plain" is measured in the speculative turn itself (plain steps timed between its
-# rounds), paced or not, with no plain turn needed before it; the spread follows in parentheses
+# rounds), paced or not, with no plain turn needed before it; the spread follows in brackets
 turn() { type_line "$1"; sleep 0.3; wait_gone 'generating\.\.\. Ctrl-C stops' 30 || fail "\"$1\" did not finish"; }
 type_line "/spec on"
 wait_for 'speculative decoding on' 10 || fail "/spec on: no confirmation"
-turn "And the earth"
+type_line "/pace 20"
+wait_for 'pace 20' 10 || fail "/pace 20: no confirmation"
+type_line "And the earth"
+check "a paced speculative turn says it is measuring x plain until it has timed enough rounds" \
+    wait_for 'generating [0-9]+ .*tok/pass x plain measuring\.\.\.' 10
+wait_gone 'generating\.\.\. Ctrl-C stops' 30 || fail "\"And the earth\" did not finish"
 check "a paced speculative turn has its own x plain" \
     bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain'"
 type_line "/pace 0"
 wait_for 'pace off' 10 || fail "/pace 0: no confirmation"
 turn "And there was light"
 check "an unpaced speculative turn has its own x plain, with its spread" \
-    bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain \([0-9.]+-[0-9.]+\)'"
+    bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain \[[0-9.]+-[0-9.]+\]'"
 # unpaced, only the events a frame shows get their snapshots built: the turn's last one is
 # still shown whole when the turn is over
 check "after an unpaced speculative turn the histogram shows its last token" \
