@@ -1191,9 +1191,24 @@ double session_plain_speedup(const session *s, double *lo, double *hi)
     return session_speedup_of_pairs(ok ? P->pair : NULL, ok ? P->n : 0, lo, hi);
 }
 
+/* Whether the coming round gets a probe: every round after the first until SESSION_PROBE_MIN
+ * pairs, then while the probes' time stays within SESSION_PROBE_SHARE of the turn's so far. A
+ * probe is two plain steps (probe_plain), so probing every round cost a speculative turn 85% more
+ * wall time on the embedded pair; the user waits for it, though it stays out of tok/s. */
+static bool probe_due(const session *s)
+{
+    const struct session_gen *g = s->gen;
+    int n = s->pairs ? s->pairs->n : 0;
+    if (!s->plain_probe || g->rounds < 1 || n >= SESSION_PROBE_MAX)
+        return false;
+    if (n < SESSION_PROBE_MIN || g->generated < 1)
+        return true;
+    return s->last.probe_ms <= SESSION_PROBE_SHARE * (tt_now_ms() - g->t_first);
+}
+
 /* One speculative round: the produced tokens are appended and reported one event each, as a plain
  * step reports its token; the stop conditions are checked after every token. With plain_probe
- * a round after the first begins with a probe, paired with the round (pairs_add). */
+ * a round after the first may begin with a probe (probe_due), paired with the round (pairs_add). */
 static tt_status spec_step(session *s, session_event_fn fn, void *user, session_stop *stop,
                            tt_error *err)
 {
@@ -1231,9 +1246,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     }
     bool warmed = warm_if_idle(s);
-    double probe_ms = -1;
-    if (s->plain_probe && g->rounds >= 1 && (!s->pairs || s->pairs->n < SESSION_PROBE_MAX))
-        probe_ms = probe_plain(s, warmed);
+    double probe_ms = probe_due(s) ? probe_plain(s, warmed) : -1;
     double t_round = pair_clock_ms(s);
     st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, err);
     double round_ms = pair_clock_ms(s) - t_round;

@@ -151,8 +151,8 @@ typedef struct {
     long spec_tokens;          /* tokens produced by rounds */
     int gamma;                 /* draft length at the end (the adaptive schedule changes it) */
     double draft_ms, target_ms;/* time in the draft and in verification */
-    /* Plain-decoding probes of a speculative turn (plain_probe): before every round after the
-     * first, one plain step (a one-row target forward at the round's position and the sampler
+    /* Plain-decoding probes of a speculative turn (plain_probe): before rounds after the first
+     * (every one until SESSION_PROBE_MIN pairs, then within SESSION_PROBE_SHARE), one plain step (a one-row target forward at the round's position and the sampler
      * over its logits, then rolled back) is timed, and paired with the round that follows it,
      * so each pair sees one moment's load (session_plain_speedup). Their time is left out of
      * decode_ms's busy part, as the front end's is. */
@@ -331,6 +331,9 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
  * costs a plain step's time; past this many the figure moves no more). */
 #define SESSION_PROBE_MIN 6
 #define SESSION_PROBE_MAX 1024
+/* After SESSION_PROBE_MIN pairs a round gets a probe while the probes' wall time stays within
+ * this share of the turn's. */
+#define SESSION_PROBE_SHARE 0.15
 /* Pairs in a block of the spread (session_speedup_of_pairs). */
 #define SESSION_PROBE_BLOCK 3
 
