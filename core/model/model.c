@@ -188,32 +188,40 @@ static tt_status bind_role(binder *b, const arch_tensor_desc *td, int l, tensor_
     return TT_OK;
 }
 
-static tt_status bind_all(binder *b)
+tt_status model_bind_roles(model *m, model_bind_fn bind, void *ctx)
 {
-    model *m = b->m;
     const model_config *c = &m->config;
-    const arch_desc *a = c->arch;
     model_tensors *w = &m->tensors;
-    /* With tied embeddings transformers points the output head at the token embedding after
-     * loading, whatever the file holds: a stray lm_head.weight is left unused, so both programs
-     * compute the same. */
-    for (int i = 0; i < a->n_tensors; i++) {
-        const arch_tensor_desc *td = &a->tensors[i];
+    for (int i = 0; i < c->arch->n_tensors; i++) {
+        const arch_tensor_desc *td = &c->arch->tensors[i];
         if (!arch_tensor_used(td, c->features))
             continue;
         for (int l = 0; l < (td->role >= ARCH_T_FIRST_LAYER ? c->L : 1); l++) {
             tensor_ref *dst = td->role >= ARCH_T_FIRST_LAYER
                                   ? &w->layers[(size_t)l * ARCH_T_COUNT + td->role]
                                   : &w->global[td->role];
-            tt_status s = bind_role(b, td, l, dst);
+            tt_status s = bind(ctx, td, l, dst);
             if (s != TT_OK)
                 return s;
         }
     }
+    /* With tied embeddings transformers points the output head at the token embedding after
+     * loading, whatever the file holds: a stray lm_head.weight is left unused, so both programs
+     * compute the same. */
     w->lm_head_tied = !(c->features & ARCH_F_UNTIED);
     if (w->lm_head_tied)
         w->global[ARCH_T_OUTPUT] = w->global[ARCH_T_TOKEN_EMBD];
     return TT_OK;
+}
+
+static tt_status bind_hf_role(void *b, const arch_tensor_desc *td, int l, tensor_ref *out)
+{
+    return bind_role(b, td, l, out);
+}
+
+static tt_status bind_all(binder *b)
+{
+    return model_bind_roles(b->m, bind_hf_role, b);
 }
 
 bool model_is_eos(const model *m, int32_t id)

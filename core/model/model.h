@@ -127,6 +127,13 @@ tt_status model_load(const char *path, model **out, tt_error *err);
  * separately (tokenizer.h). On failure *out is NULL. */
 tt_status model_load_dir(const char *dir, model **out, tt_error *err);
 
+/* For the loaders: bind(ctx, role, layer, &slot) fills every tensor slot m->config's
+ * architecture uses (each layer's for a per-layer role, layer 0 otherwise); then a tied output
+ * head is pointed at the token embedding. The first failure is returned. */
+typedef tt_status (*model_bind_fn)(void *ctx, const arch_tensor_desc *td, int layer,
+                                   tensor_ref *dst);
+tt_status model_bind_roles(model *m, model_bind_fn bind, void *ctx);
+
 /* Loads a GGUF file (model_gguf.c): general.architecture picks the architecture, the
  * {arch}.* keys make the config, the tensors are bound by their GGUF names with their shapes
  * checked (every type quant_type_supported names; quantized ones dequantize on reading). A

@@ -290,27 +290,21 @@ static tt_status bind_role(model *m, const arch_tensor_desc *td, int l, tensor_r
     return TT_OK;
 }
 
+typedef struct {
+    model *m;
+    tt_error *err;
+} gguf_binder;
+
+static tt_status bind_gguf_role(void *ctx, const arch_tensor_desc *td, int l, tensor_ref *out)
+{
+    gguf_binder *b = ctx;
+    return bind_role(b->m, td, l, out, b->err);
+}
+
 static tt_status bind_all(model *m, tt_error *err)
 {
-    const model_config *c = &m->config;
-    model_tensors *w = &m->tensors;
-    for (int i = 0; i < c->arch->n_tensors; i++) {
-        const arch_tensor_desc *td = &c->arch->tensors[i];
-        if (!arch_tensor_used(td, c->features))
-            continue;
-        for (int l = 0; l < (td->role >= ARCH_T_FIRST_LAYER ? c->L : 1); l++) {
-            tensor_ref *dst = td->role >= ARCH_T_FIRST_LAYER
-                                  ? &w->layers[(size_t)l * ARCH_T_COUNT + td->role]
-                                  : &w->global[td->role];
-            tt_status s = bind_role(m, td, l, dst, err);
-            if (s != TT_OK)
-                return s;
-        }
-    }
-    w->lm_head_tied = !(c->features & ARCH_F_UNTIED);
-    if (w->lm_head_tied)
-        w->global[ARCH_T_OUTPUT] = w->global[ARCH_T_TOKEN_EMBD];
-    return TT_OK;
+    gguf_binder b = {.m = m, .err = err};
+    return model_bind_roles(m, bind_gguf_role, &b);
 }
 
 /* The dtype engines hold a file of quantization q in by default: its own: F32, F16, BF16 as
