@@ -6,6 +6,28 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* n zeroed bytes; an array of several MiB asks for transparent huge pages over its 2 MiB-aligned
+ * interior. Attention streams each head's keys and values, one 4 KiB page after another: on
+ * 4 KiB pages every page is a TLB miss, and a batched decode step reads the caches of all its
+ * sequences (on AMD Zen 4, 8 sequences' attention at 320 positions took 12% less time on huge
+ * pages: docs/performance.md). The pages are still faulted in on first touch, but 2 MiB at a time:
+ * the cache is soon resident in full rather than growing with the context. */
+static void *kv_alloc(size_t n)
+{
+    void *p = calloc(n, 1);
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (p && n >= 2 * huge) {
+        uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
+        if (e > a)
+            madvise((void *)a, e - a, MADV_HUGEPAGE);    /* a hint: failure only costs speed */
+    }
+#endif
+    return p;
+}
 
 tt_status kvcache_init(kvcache *c, int L, int NH, int HS, int n_ctx, tt_error *err)
 {
@@ -17,8 +39,8 @@ tt_status kvcache_init(kvcache *c, int L, int NH, int HS, int n_ctx, tt_error *e
     size_t elems = (size_t)L * (size_t)NH * (size_t)ldk * (size_t)HS;
     if (elems > SIZE_MAX / sizeof(float) / 2)
         return tt_fail(err, TT_ERR_NOMEM, "kvcache: %zu elements do not fit in memory", elems);
-    c->k = calloc(elems, sizeof(float));
-    c->v = calloc(elems, sizeof(float));
+    c->k = kv_alloc(elems * sizeof(float));
+    c->v = kv_alloc(elems * sizeof(float));
     if (!c->k || !c->v) {
         kvcache_free(c);
         return tt_fail(err, TT_ERR_NOMEM, "kvcache: cannot allocate 2 x %zu bytes for %d positions",
