@@ -10,6 +10,15 @@
 
 #define GG_MR 4
 #define GG_PREFETCH 2048
+#ifndef GG_WIDE_GROUP
+#define GG_WIDE_GROUP 8192
+#endif
+#ifndef GG_WIDE_HINT
+#define GG_WIDE_HINT _MM_HINT_T0
+#endif
+#ifndef GG_WIDE_AHEAD
+#define GG_WIDE_AHEAD 1
+#endif
 
 static inline __attribute__((always_inline)) float gg_f16(const uint8_t *p)
 {
@@ -216,14 +225,27 @@ gg_wide_rows(uint32_t t, const uint8_t *const *rows, int W, const gg_xsb *lay, s
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
         acc[i] = mc[i] = _mm512_setzero_ps();
-    const size_t sb_bytes = t == QUANT_Q4_K ? 144 : 210;
+    const size_t sb_bytes = t == QUANT_Q4_K ? 144 : 210, row_bytes = (size_t)(KB / 8) * sb_bytes;
     for (int s = 0; s < KB / 8; s++) {
+        if (W > 1) {
+            /* W rows side by side: the rows GG_WIDE_AHEAD groups on (mostly the next ones in
+             * memory) as one stream, W super-blocks' bytes an iteration */
+            const char *nx = (const char *)rows[0] + (size_t)(GG_WIDE_AHEAD * W) * row_bytes +
+                             (size_t)s * (size_t)W * sb_bytes;
+            for (size_t j = 0; j < (size_t)W * sb_bytes; j += 64)
+                _mm_prefetch(nx + j, GG_WIDE_HINT);
+        }
 #pragma GCC unroll 4
         for (int w = 0; w < W; w++) {
             const uint8_t *blk = rows[w] + (size_t)s * sb_bytes;
-            _mm_prefetch((const char *)blk + GG_PREFETCH, _MM_HINT_T0);
-            _mm_prefetch((const char *)blk + GG_PREFETCH + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)blk + GG_PREFETCH + 128, _MM_HINT_T0);
+            if (W == 1) {
+                const char *pf = (const char *)blk + GG_PREFETCH;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+                if (t == QUANT_Q6_K)
+                    _mm_prefetch(pf + 192, _MM_HINT_T0);
+            }
             __m512i u[4];  /* unsigned weights of sub-blocks (0|2) (1|3) (4|6) (5|7) for Q4_K,
                             * (0|1) (2|3) (4|5) (6|7) for Q6_K */
             __m512i li;    /* lane e of 128-bit lane k -> the scale of vector e's k-th 4 lanes */
@@ -535,9 +557,10 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     for (int c0 = 0; c0 < a->T; c0 += chunk) {
         const int C = a->T - c0 < chunk ? a->T - c0 : chunk;
         gg_wide_act(a->xq + (size_t)c0 * (size_t)a->ldxq, (size_t)a->ldxq, C, KB, lay);
-        /* one activation row: four weight rows of one type a pass (two, one at the end); more
-         * rows: one weight row a pass, GG_MR activation rows at a time */
-        const int Wmax = C == 1 ? 4 : 1;
+        /* one activation row: four weight rows of one type a pass (two, one at the end) while
+         * four rows' bytes (the next four, prefetched meanwhile) stay well inside L1; more rows:
+         * one weight row a pass, GG_MR activation rows at a time */
+        const int Wmax = C == 1 && (size_t)SB * 210 * 4 <= GG_WIDE_GROUP ? 4 : 1;
         for (int n = n0; n < n1;) {
             uint32_t t, tw;
             const uint8_t *rows[4];
