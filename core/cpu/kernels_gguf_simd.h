@@ -126,6 +126,9 @@ static inline __attribute__((always_inline)) float gg_hsum(__m256 v)
  * gg_wide_act), so each vector the inner loop reads is one load: no lane inserts, no gathers,
  * and Q6_K's offset term is the dot product's starting value instead of a second one. */
 #define GG_WIDE(t) ((t) == QUANT_Q4_K || (t) == QUANT_Q6_K)
+#ifndef GG_WIDE_MR
+#define GG_WIDE_MR 8          /* activation rows a weight row is decoded for at a time */
+#endif
 
 /* One activation row's super-block of 256 k as gg_wide_rows reads it (832 bytes, 64-aligned). */
 typedef struct {
@@ -213,7 +216,7 @@ static inline __attribute__((always_inline)) __m128 gg_reduce4(__m512 a, __m512 
 }
 
 /* R activation rows (row r's super-blocks at lay + r * SB) against W weight rows of type t (Q4_K
- * or Q6_K, KB / 8 super-blocks each; W R <= 4): output (w, r) into out[w * R + r]. Each output's
+ * or Q6_K, KB / 8 super-blocks each; W R <= GG_WIDE_MR): output (w, r) into out[w * R + r]. Each output's
  * arithmetic is the same whatever W and R: the decode's four weight rows a pass only overlap
  * four chains and share one horizontal sum. */
 static inline __attribute__((always_inline)) void
@@ -221,9 +224,9 @@ gg_wide_rows(uint32_t t, const uint8_t *const *rows, int W, const gg_xsb *lay, s
              int KB, float *out)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
-    __m512 acc[4], mc[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
+    __m512 acc[GG_WIDE_MR], mc[GG_WIDE_MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < GG_WIDE_MR; i++)
         acc[i] = mc[i] = _mm512_setzero_ps();
     const size_t sb_bytes = t == QUANT_Q4_K ? 144 : 210, row_bytes = (size_t)(KB / 8) * sb_bytes;
     for (int s = 0; s < KB / 8; s++) {
@@ -304,7 +307,7 @@ gg_wide_rows(uint32_t t, const uint8_t *const *rows, int W, const gg_xsb *lay, s
                 }
                 li = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 const int o = w * R + r;
                 const gg_xsb *x = lay + (size_t)r * SB + s;
@@ -345,14 +348,16 @@ gg_wide_rows(uint32_t t, const uint8_t *const *rows, int W, const gg_xsb *lay, s
     }
     /* the dot products' sum plus the min term's (Q4_K: lanes 8-15, in gg_hsum's order; Q6_K:
      * zero) */
-    const __m128 dot = gg_reduce4(acc[0], acc[1], acc[2], acc[3]);
-    const __m128 min = gg_reduce4_halves(_mm512_shuffle_f32x4(mc[0], mc[1], 0xee),
-                                         _mm512_shuffle_f32x4(mc[2], mc[3], 0xee));
-    float y[4];
-    _mm_storeu_ps(y, _mm_add_ps(dot, min));
-#pragma GCC unroll 4
-    for (int i = 0; i < W * R; i++)
-        out[i] = y[i];
+#pragma GCC unroll 2
+    for (int g = 0; g < W * R; g += 4) {
+        const __m128 dot = gg_reduce4(acc[g], acc[g + 1], acc[g + 2], acc[g + 3]);
+        const __m128 min = gg_reduce4_halves(_mm512_shuffle_f32x4(mc[g], mc[g + 1], 0xee),
+                                             _mm512_shuffle_f32x4(mc[g + 2], mc[g + 3], 0xee));
+        float y[4];
+        _mm_storeu_ps(y, _mm_add_ps(dot, min));
+        for (int i = g; i < W * R && i < g + 4; i++)
+            out[i] = y[i - g];
+    }
 }
 
 static __attribute__((noinline)) void gg_wide_column(uint32_t t, const uint8_t *const *rows,
@@ -369,7 +374,11 @@ static __attribute__((noinline)) void gg_wide_column(uint32_t t, const uint8_t *
         case 1: gg_wide_rows(T_, rows, 1, lay, SB, 1, KB, out); break;                             \
         case 2: gg_wide_rows(T_, rows, 1, lay, SB, 2, KB, out); break;                             \
         case 3: gg_wide_rows(T_, rows, 1, lay, SB, 3, KB, out); break;                             \
-        default: gg_wide_rows(T_, rows, 1, lay, SB, 4, KB, out); break;                            \
+        case 4: gg_wide_rows(T_, rows, 1, lay, SB, 4, KB, out); break;                             \
+        case 5: gg_wide_rows(T_, rows, 1, lay, SB, 5, KB, out); break;                             \
+        case 6: gg_wide_rows(T_, rows, 1, lay, SB, 6, KB, out); break;                             \
+        case 7: gg_wide_rows(T_, rows, 1, lay, SB, 7, KB, out); break;                             \
+        default: gg_wide_rows(T_, rows, 1, lay, SB, GG_WIDE_MR, KB, out); break;                   \
         }
     if (t == QUANT_Q4_K)
         GG_WIDE_R(QUANT_Q4_K)
@@ -559,7 +568,7 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
         gg_wide_act(a->xq + (size_t)c0 * (size_t)a->ldxq, (size_t)a->ldxq, C, KB, lay);
         /* one activation row: four weight rows of one type a pass (two, one at the end) while
          * four rows' bytes (the next four, prefetched meanwhile) stay well inside L1; more rows:
-         * one weight row a pass, GG_MR activation rows at a time */
+         * one weight row a pass, GG_WIDE_MR activation rows at a time */
         const int Wmax = C == 1 && (size_t)SB * 210 * 4 <= GG_WIDE_GROUP ? 4 : 1;
         for (int n = n0; n < n1;) {
             uint32_t t, tw;
@@ -574,9 +583,9 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
                 W++;
             if (W == 3)
                 W = 2;
-            for (int t0 = 0; t0 < C; t0 += GG_MR) {
-                const int R = C - t0 < GG_MR ? C - t0 : GG_MR;
-                float y[GG_MR];
+            for (int t0 = 0; t0 < C; t0 += GG_WIDE_MR) {
+                const int R = C - t0 < GG_WIDE_MR ? C - t0 : GG_WIDE_MR;
+                float y[GG_WIDE_MR];
                 gg_wide_column(t, rows, W, lay + (size_t)t0 * SB, SB, R, KB, y);
                 for (int i = 0; i < W * R; i++)
                     gg_finish(a, c0 + t0 + i % R, n + i / R, y[i]);
