@@ -5,7 +5,10 @@
  * same integers), scaled lane-wise by d * D_lo (lanes 0-3, k < 16) or d * D_hi (lanes 4-7) into
  * an fp32 accumulator, summed across lanes once per output; Q4_K's min term in a scalar chain.
  * A weight row is decoded once per GG_MR activation rows. The AVX-512 sets take Q4_K and Q6_K
- * a super-block at a time in 512-bit vectors instead (gg_wide_rows). */
+ * a super-block at a time in 512-bit vectors instead (gg_wide_rows): activations laid out once a
+ * matmul, a super-block's dot products summed in integers before one convert and FMA, four
+ * weight rows a pass in a decode step, a weight super-block decoded once per GG_WIDE_MR
+ * activation rows in a prefill. */
 #include "core/cpu/kernels_gguf_block.h"
 
 #define GG_MR 4
@@ -161,8 +164,11 @@ static inline __attribute__((always_inline)) __m512i gg_x2(const kernels_q8_act 
         _mm256_loadu_si256((const __m256i *)x[c].q), 1);
 }
 
-/* Rows [0, T) of xq (KB blocks each, KB a multiple of 8) into lay (T rows of KB / 8). */
-static void gg_wide_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, gg_xsb *lay)
+/* Rows [0, T) of xq (KB blocks each, KB a multiple of 8) into lay (T rows of KB / 8): the parts
+ * Q4_K reads if q4k, those Q6_K reads if q6k (a prefill's matmul calls come a panel at a time,
+ * each laying out all its rows again). */
+static void gg_wide_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, bool q4k, bool q6k,
+                        gg_xsb *lay)
 {
     for (int t = 0; t < T; t++)
         for (int b0 = 0; b0 < KB; b0 += 8) {
@@ -177,10 +183,13 @@ static void gg_wide_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, gg
             _mm256_storeu_ps(l->xsum, _mm256_mul_ps(xd, s));
             static const int q4k_order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
             for (int v = 0; v < 4; v++) {
+                if (q4k)
+                    _mm512_storeu_si512((void *)(l->q4k + 64 * v),
+                                        gg_x2(x, q4k_order[2 * v], q4k_order[2 * v + 1]));
+                if (!q6k)
+                    continue;
                 const __m512i xv = gg_x2(x, 2 * v, 2 * v + 1);
                 _mm512_storeu_si512((void *)(l->q + 64 * v), xv);
-                _mm512_storeu_si512((void *)(l->q4k + 64 * v),
-                                    gg_x2(x, q4k_order[2 * v], q4k_order[2 * v + 1]));
                 _mm512_storeu_si512((void *)(l->off6 + 16 * v),
                                     _mm512_sub_epi32(_mm512_setzero_si512(),
                                                      gg_dpbusd(_mm512_setzero_si512(),
@@ -524,12 +533,13 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     const bool unpack = scratch && a->T > GG_MR;
     float *sc3 = scratch;
     int8_t *qb = scratch ? (int8_t *)(scratch + 3 * (size_t)KB) : NULL;
-    bool wide = false;
+    bool q4k = false, q6k = false;
     for (int n = n0; n < n1; n++) {
         uint32_t t;
         const uint8_t *row = packed_gguf_row(w, n, &t);
         if (GG_WIDE(t)) {
-            wide = true;
+            q4k |= t == QUANT_Q4_K;
+            q6k |= t == QUANT_Q6_K;
             continue;
         }
         if (unpack) {
@@ -546,7 +556,7 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
         }
     }
 #if KS_VW == 16
-    if (!wide)
+    if (!q4k && !q6k)
         return;
     /* the wide types' K is a multiple of 256 (packed_gguf_type_ok) */
     const size_t SB = (size_t)KB / 8;
@@ -565,7 +575,7 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     }
     for (int c0 = 0; c0 < a->T; c0 += chunk) {
         const int C = a->T - c0 < chunk ? a->T - c0 : chunk;
-        gg_wide_act(a->xq + (size_t)c0 * (size_t)a->ldxq, (size_t)a->ldxq, C, KB, lay);
+        gg_wide_act(a->xq + (size_t)c0 * (size_t)a->ldxq, (size_t)a->ldxq, C, KB, q4k, q6k, lay);
         /* one activation row: four weight rows of one type a pass (two, one at the end) while
          * four rows' bytes (the next four, prefetched meanwhile) stay well inside L1; more rows:
          * one weight row a pass, GG_WIDE_MR activation rows at a time */
@@ -596,6 +606,7 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     if (lay != one && !scratch)
         free(lay);
 #else
-    (void)wide;
+    (void)q4k;
+    (void)q6k;
 #endif
 }
