@@ -5,11 +5,23 @@
  * same integers), scaled lane-wise by d * D_lo (lanes 0-3, k < 16) or d * D_hi (lanes 4-7) into
  * an fp32 accumulator, summed across lanes once per output; Q4_K's min term in a scalar chain.
  * A weight row is decoded once per GG_MR activation rows. The AVX-512 sets take Q4_K and Q6_K
- * a super-block at a time in 512-bit vectors instead (gg_wide_rows). */
+ * a super-block at a time in 512-bit vectors instead (gg_wide_rows): activations laid out once a
+ * matmul, a super-block's dot products summed in integers before one convert and FMA, four
+ * weight rows a pass in a decode step, a weight super-block decoded once per GG_WIDE_MR
+ * activation rows in a prefill. */
 #include "core/cpu/kernels_gguf_block.h"
 
 #define GG_MR 4
 #define GG_PREFETCH 2048
+#ifndef GG_WIDE_GROUP
+#define GG_WIDE_GROUP 8192
+#endif
+#ifndef GG_WIDE_HINT
+#define GG_WIDE_HINT _MM_HINT_T0
+#endif
+#ifndef GG_WIDE_AHEAD
+#define GG_WIDE_AHEAD 1
+#endif
 
 static inline __attribute__((always_inline)) float gg_f16(const uint8_t *p)
 {
@@ -111,16 +123,36 @@ static inline __attribute__((always_inline)) float gg_hsum(__m256 v)
  * sub-blocks each, the weights kept unsigned (Q4_K's nibbles; Q6_K's six bits, whose offset of 32
  * comes off as 32 times the activations' sums of 4), their dot products with the activations in
  * 16 lanes of 4 k, scaled lane-wise by d[t][b] * D into two fp32 accumulators, Q4_K's min term in
- * an 8-lane one; one horizontal sum per output. Every row of every batch size takes this chain
- * (mm_gguf does not unpack these types here), so a row's bits do not depend on its batch. */
+ * the upper 8 lanes of a third; one horizontal sum per output. Every row of every batch size
+ * takes this chain (mm_gguf does not unpack these types here), so a row's bits do not depend on
+ * its batch. The activations come laid out per super-block (gg_xsb, built once a matmul by
+ * gg_wide_act), so each vector the inner loop reads is one load: no lane inserts, no gathers,
+ * and Q6_K's offset term is the dot product's starting value instead of a second one. */
 #define GG_WIDE(t) ((t) == QUANT_Q4_K || (t) == QUANT_Q6_K)
+#ifndef GG_WIDE_MR
+#define GG_WIDE_MR 8          /* activation rows a weight row is decoded for at a time */
+#endif
 
-static inline __attribute__((always_inline)) __m512i gg_dpbusd(__m512i u, __m512i x)
+/* One activation row's super-block of 256 k as gg_wide_rows reads it (832 bytes, 64-aligned). */
+typedef struct {
+    float xd[8];          /* the 8 blocks' d */
+    float xsum[8];        /* d * sum / 128 of each block: Q4_K's min term */
+    int8_t q4k[256];      /* the blocks' q in Q4_K's vector order: 0 2 | 1 3 | 4 6 | 5 7 */
+    int8_t q[256];        /* in order: Q6_K's vectors 0 1 | 2 3 | 4 5 | 6 7 */
+    int32_t off6[64];     /* -(32 * sum of each 4 q) per lane of q's four vectors (Q6_K) */
+} gg_xsb;
+
+/* kernels_q8_act's d of 8 consecutive blocks (the struct is 10 floats) */
+#define GG_XI _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70)
+
+/* The dot products of 64 unsigned weights u with 64 signed activations x in 16 lanes of 4, added
+ * to c (exact: no lane overflows, the AVX-512BW pair sums of at most 2 * 63 * 127 included). */
+static inline __attribute__((always_inline)) __m512i gg_dpbusd(__m512i c, __m512i u, __m512i x)
 {
 #if KS_VNNI
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x);
+    return _mm512_dpbusd_epi32(c, u, x);
 #else
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1));
+    return _mm512_add_epi32(c, _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)));
 #endif
 }
 
@@ -132,152 +164,236 @@ static inline __attribute__((always_inline)) __m512i gg_x2(const kernels_q8_act 
         _mm256_loadu_si256((const __m256i *)x[c].q), 1);
 }
 
-/* d * sum / 128 of 8 consecutive activation blocks (sum128 / 128 exact: |sum128| < 2^24) */
-static inline __attribute__((always_inline)) __m256 gg_xsum(const kernels_q8_act *x, __m256 xd)
+/* Rows [0, T) of xq (KB blocks each, KB a multiple of 8) into lay (T rows of KB / 8): the parts
+ * Q4_K reads if q4k, those Q6_K reads if q6k (a prefill's matmul calls come a panel at a time,
+ * each laying out all its rows again). */
+static void gg_wide_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, bool q4k, bool q6k,
+                        gg_xsb *lay)
 {
-    const __m256i xi = _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70);
-    return _mm256_mul_ps(xd, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_i32gather_epi32(
-                                               (const int *)&x->sum128, xi, 4)),
-                                           _mm256_set1_ps(0.0078125f)));
-}
-
-/* The activation scales of rows [0, T), each row's d then d * sum / 128 of its KB blocks, into
- * xs (2 T KB floats): what every weight row's gg_wide_rows reads, computed once a matmul. */
-static void gg_wide_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, float *xs)
-{
-    const __m256i xi = _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70);
     for (int t = 0; t < T; t++)
         for (int b0 = 0; b0 < KB; b0 += 8) {
             const kernels_q8_act *x = xq + (size_t)t * ldxq + b0;
-            const __m256 xd = _mm256_i32gather_ps(&x->d, xi, 4);
-            _mm256_storeu_ps(xs + (size_t)t * 2 * KB + b0, xd);
-            _mm256_storeu_ps(xs + (size_t)t * 2 * KB + KB + b0, gg_xsum(x, xd));
+            gg_xsb *l = lay + (size_t)t * (size_t)(KB / 8) + b0 / 8;
+            const __m256 xd = _mm256_i32gather_ps(&x->d, GG_XI, 4);
+            /* sum128 / 128 exact: |sum128| < 2^24 */
+            const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_i32gather_epi32(
+                                               (const int *)&x->sum128, GG_XI, 4)),
+                                           _mm256_set1_ps(0.0078125f));
+            _mm256_storeu_ps(l->xd, xd);
+            _mm256_storeu_ps(l->xsum, _mm256_mul_ps(xd, s));
+            static const int q4k_order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+            for (int v = 0; v < 4; v++) {
+                if (q4k)
+                    _mm512_storeu_si512((void *)(l->q4k + 64 * v),
+                                        gg_x2(x, q4k_order[2 * v], q4k_order[2 * v + 1]));
+                if (!q6k)
+                    continue;
+                const __m512i xv = gg_x2(x, 2 * v, 2 * v + 1);
+                _mm512_storeu_si512((void *)(l->q + 64 * v), xv);
+                _mm512_storeu_si512((void *)(l->off6 + 16 * v),
+                                    _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                     gg_dpbusd(_mm512_setzero_si512(),
+                                                               _mm512_set1_epi8(32), xv)));
+            }
         }
 }
 
+/* ab = [a's 8 lanes | b's], cd likewise: the sums of a's, b's, c's and d's lanes into lanes 0-3,
+ * each as gg_hsum adds 8 lanes (i and i + 4, then i and i + 2, then 0 and 1). */
+static inline __attribute__((always_inline)) __m128 gg_reduce4_halves(__m512 ab, __m512 cd)
+{
+    const __m512 v = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0xdd),   /* lanes 4-7 of each */
+                                   _mm512_shuffle_f32x4(ab, cd, 0x88));  /* lanes 0-3 */
+    const __m512 y = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, 0x4e));
+    const __m512 z = _mm512_add_ps(y, _mm512_shuffle_ps(y, y, 0xb1));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), z));
+}
+
+/* The sums of the 16 lanes of a, b, c, d into lanes 0-3, each in _mm512_reduce_add_ps's order
+ * (the 256-bit halves, then the 128-bit halves, then lanes i and i + 2, then lanes 0 and 1):
+ * four outputs' horizontal sums for the price of about one. */
+static inline __attribute__((always_inline)) __m128 gg_reduce4(__m512 a, __m512 b, __m512 c,
+                                                              __m512 d)
+{
+    /* [a.lo | b.lo] + [a.hi | b.hi]: a's and b's 8 sums of halves */
+    const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0xee),
+                                    _mm512_shuffle_f32x4(a, b, 0x44));
+    const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0xee),
+                                    _mm512_shuffle_f32x4(c, d, 0x44));
+    return gg_reduce4_halves(ab, cd);
+}
+
+/* R activation rows (row r's super-blocks at lay + r * SB) against W weight rows of type t (Q4_K
+ * or Q6_K, KB / 8 super-blocks each; W R <= GG_WIDE_MR): output (w, r) into out[w * R + r]. Each output's
+ * arithmetic is the same whatever W and R: the decode's four weight rows a pass only overlap
+ * four chains and share one horizontal sum. */
 static inline __attribute__((always_inline)) void
-gg_wide_rows(uint32_t t, const uint8_t *row, const kernels_q8_act *xq, size_t ldxq,
-             const float *xs, int R, int KB, float *out)
+gg_wide_rows(uint32_t t, const uint8_t *const *rows, int W, const gg_xsb *lay, size_t SB, int R,
+             int KB, float *out)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
-    /* activation d of 8 consecutive blocks (kernels_q8_act is 10 floats) */
-    const __m256i xi = _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70);
-    __m512 acc0[GG_MR], acc1[GG_MR];
-    __m256 mc[GG_MR];
+    __m512 acc[GG_WIDE_MR], mc[GG_WIDE_MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < GG_WIDE_MR; i++)
+        acc[i] = mc[i] = _mm512_setzero_ps();
+    const size_t sb_bytes = t == QUANT_Q4_K ? 144 : 210, row_bytes = (size_t)(KB / 8) * sb_bytes;
+    for (int s = 0; s < KB / 8; s++) {
+        if (W > 1) {
+            /* W rows side by side: the rows GG_WIDE_AHEAD groups on (mostly the next ones in
+             * memory) as one stream, W super-blocks' bytes an iteration */
+            const char *nx = (const char *)rows[0] + (size_t)(GG_WIDE_AHEAD * W) * row_bytes +
+                             (size_t)s * (size_t)W * sb_bytes;
+            for (size_t j = 0; j < (size_t)W * sb_bytes; j += 64)
+                _mm_prefetch(nx + j, GG_WIDE_HINT);
+        }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        acc0[r] = acc1[r] = _mm512_setzero_ps();
-        mc[r] = _mm256_setzero_ps();
-    }
-    const size_t sb_bytes = t == QUANT_Q4_K ? 144 : 210;
-    for (int b0 = 0; b0 < KB; b0 += 8) {
-        const uint8_t *blk = row + (size_t)(b0 / 8) * sb_bytes;
-        _mm_prefetch((const char *)blk + GG_PREFETCH, _MM_HINT_T0);
-        _mm_prefetch((const char *)blk + GG_PREFETCH + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)blk + GG_PREFETCH + 128, _MM_HINT_T0);
-        __m512i u[4];      /* unsigned weights of sub-blocks (0|2) (1|3) (4|6) (5|7) for Q4_K,
+        for (int w = 0; w < W; w++) {
+            const uint8_t *blk = rows[w] + (size_t)s * sb_bytes;
+            if (W == 1) {
+                const char *pf = (const char *)blk + GG_PREFETCH;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+                if (t == QUANT_Q6_K)
+                    _mm_prefetch(pf + 192, _MM_HINT_T0);
+            }
+            __m512i u[4];  /* unsigned weights of sub-blocks (0|2) (1|3) (4|6) (5|7) for Q4_K,
                             * (0|1) (2|3) (4|5) (6|7) for Q6_K */
-        __m512i li[4];     /* lane -> scale index, per vector */
-        __m256 D8, M8 = _mm256_setzero_ps();
-        __m512 D16 = _mm512_setzero_ps();
-        if (t == QUANT_Q4_K) {
-            /* the 6-bit scales and mins of kernels_gguf_block.h, four bytes a word */
-            uint32_t a, b, c;
-            memcpy(&a, blk + 4, 4);
-            memcpy(&b, blk + 8, 4);
-            memcpy(&c, blk + 12, 4);
-            const uint32_t s_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
-            const uint32_t s_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
-            const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
-            const __m256 scale = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                _mm_cvtsi64_si128((long long)((uint64_t)s_hi << 32 | s_lo))));
-            const __m256 min = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                _mm_cvtsi64_si128((long long)((uint64_t)m_hi << 32 | m_lo))));
-            D8 = _mm256_mul_ps(_mm256_set1_ps(gg_f16(blk)), scale);
-            /* -(dmin * min): the sign flip is exact */
-            M8 = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(gg_f16(blk + 2)), min),
-                               _mm256_set1_ps(-0.0f));
-            const __m512i q0 = _mm512_loadu_si512((const void *)(blk + 16));
-            const __m512i q1 = _mm512_loadu_si512((const void *)(blk + 80));
-            u[0] = _mm512_and_si512(q0, m4);
-            u[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
-            u[2] = _mm512_and_si512(q1, m4);
-            u[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
-            static const int pairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
-            for (int v = 0; v < 4; v++)
-                li[v] = _mm512_inserti64x4(_mm512_set1_epi32(pairs[v][0]),
-                                           _mm256_set1_epi32(pairs[v][1]), 1);
-        } else {
-            const float d = gg_f16(blk + 208);
-            D16 = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                                       _mm_loadu_si128((const __m128i *)(blk + 192)))));
-            D8 = _mm256_setzero_ps();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m512i ql = _mm512_loadu_si512((const void *)(blk + 64 * h));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-                const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
-                /* bits 2j, 2j+1 to bits 4, 5: j = 0 | 1 (left by 4 | 2), j = 2 | 3 (right by
-                 * 0 | 2); the 16-bit shifts' spill across bytes falls outside the mask */
-                const __m512i two = _mm512_inserti64x4(_mm512_setzero_si512(),
-                                                       _mm256_set1_epi16(2), 1);
-                const __m512i hA = _mm512_and_si512(
-                    _mm512_sllv_epi16(qh2, _mm512_sub_epi16(_mm512_set1_epi16(4), two)),
-                    _mm512_set1_epi8(48));
-                const __m512i hB = _mm512_and_si512(_mm512_srlv_epi16(qh2, two),
-                                                    _mm512_set1_epi8(48));
-                u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hA);
-                u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hB);
-            }
-            for (int v = 0; v < 4; v++)
-                li[v] = _mm512_setr_epi32(4 * v, 4 * v, 4 * v, 4 * v, 4 * v + 1, 4 * v + 1,
-                                          4 * v + 1, 4 * v + 1, 4 * v + 2, 4 * v + 2, 4 * v + 2,
-                                          4 * v + 2, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const kernels_q8_act *x = xq + (size_t)r * ldxq + b0;
-            __m256 xd;
-            if (xs)
-                xd = _mm256_loadu_ps(xs + (size_t)r * 2 * KB + b0);
-            else
-                xd = _mm256_i32gather_ps(&x->d, xi, 4);
-            __m512 sc;     /* per scale index: d[t][b] * D */
+            __m512i li;    /* lane e of 128-bit lane k -> the scale of vector e's k-th 4 lanes */
+            __m512 DM = _mm512_setzero_ps();   /* Q4_K: d * scale (lanes 0-7), -dmin * min */
+            __m512 D16 = _mm512_setzero_ps();  /* Q6_K: d * scale of each 16 weights */
             if (t == QUANT_Q4_K) {
-                mc[r] = _mm256_fmadd_ps(xs ? _mm256_loadu_ps(xs + (size_t)r * 2 * KB + KB + b0)
-                                           : gg_xsum(x, xd), M8, mc[r]);
-                sc = _mm512_castps256_ps512(_mm256_mul_ps(xd, D8));
+                /* the 6-bit scales and mins of kernels_gguf_block.h, four bytes a word */
+                uint32_t a, b, c, dd;
+                memcpy(&a, blk + 4, 4);
+                memcpy(&b, blk + 8, 4);
+                memcpy(&c, blk + 12, 4);
+                const uint32_t s_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
+                const uint32_t s_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+                const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+                const __m512 sm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                    _mm_set_epi64x((long long)((uint64_t)m_hi << 32 | m_lo),
+                                   (long long)((uint64_t)s_hi << 32 | s_lo))));
+                /* d and -dmin (the sign flip is exact), each to 8 lanes */
+                memcpy(&dd, blk, 4);
+                const __m512 d2 = _mm512_castps128_ps512(
+                    _mm_cvtph_ps(_mm_cvtsi32_si128((int)(dd ^ 0x80000000u))));
+                DM = _mm512_mul_ps(_mm512_permutexvar_ps(
+                                       _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
+                                                         1, 1, 1),
+                                       d2),
+                                   sm);
+                const __m512i q0 = _mm512_loadu_si512((const void *)(blk + 16));
+                const __m512i q1 = _mm512_loadu_si512((const void *)(blk + 80));
+                u[0] = _mm512_and_si512(q0, m4);
+                u[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+                u[2] = _mm512_and_si512(q1, m4);
+                u[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+                li = _mm512_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7);
             } else {
-                /* each block's d twice, for its two scales */
-                sc = _mm512_mul_ps(_mm512_permutexvar_ps(
-                                       _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6,
-                                                         6, 7, 7),
-                                       _mm512_castps256_ps512(xd)),
-                                   D16);
-            }
-#pragma GCC unroll 4
-            for (int v = 0; v < 4; v++) {
-                __m512i xv, p;
-                if (t == QUANT_Q4_K) {
-                    static const int pb[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
-                    xv = gg_x2(x, pb[v][0], pb[v][1]);
-                    p = gg_dpbusd(u[v], xv);
-                } else {
-                    xv = gg_x2(x, 2 * v, 2 * v + 1);
-                    p = _mm512_sub_epi32(gg_dpbusd(u[v], xv),
-                                         gg_dpbusd(_mm512_set1_epi8(32), xv));
+                const float d = gg_f16(blk + 208);
+                D16 = _mm512_mul_ps(_mm512_set1_ps(d),
+                                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                        _mm_loadu_si128((const __m128i *)(blk + 192)))));
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const __m512i ql = _mm512_loadu_si512((const void *)(blk + 64 * h));
+                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+                    const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+                    /* bits 2j, 2j+1 to bits 4, 5: j = 0 | 1 (left by 4 | 2), j = 2 | 3 (right
+                     * by 0 | 2); the 16-bit shifts' spill across bytes falls outside the mask */
+                    const __m512i two = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                                           _mm256_set1_epi16(2), 1);
+                    const __m512i hA = _mm512_and_si512(
+                        _mm512_sllv_epi16(qh2, _mm512_sub_epi16(_mm512_set1_epi16(4), two)),
+                        _mm512_set1_epi8(48));
+                    const __m512i hB = _mm512_and_si512(_mm512_srlv_epi16(qh2, two),
+                                                        _mm512_set1_epi8(48));
+                    u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hA);
+                    u[2 * h + 1] =
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hB);
                 }
-                const __m512 s16 = _mm512_permutexvar_ps(li[v], sc);
-                if (v % 2)
-                    acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s16, acc1[r]);
-                else
-                    acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s16, acc0[r]);
+                li = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const int o = w * R + r;
+                const gg_xsb *x = lay + (size_t)r * SB + s;
+                __m512 sc; /* per scale index: d[t][b] * D */
+                if (t == QUANT_Q4_K) {
+                    const __m512 xx = _mm512_load_ps(x->xd);   /* xd | xsum */
+                    /* the min term in lanes 8-15 only, lanes 0-7 staying zero */
+                    mc[o] = _mm512_mask3_fmadd_ps(xx, DM, mc[o], 0xff00);
+                    sc = _mm512_mul_ps(xx, DM);
+                } else {
+                    /* each block's d twice, for its two scales */
+                    sc = _mm512_mul_ps(_mm512_permutexvar_ps(
+                                           _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5,
+                                                             6, 6, 7, 7),
+                                           _mm512_castps256_ps512(_mm256_load_ps(x->xd))),
+                                       D16);
+                }
+                __m512i p[4];
+#pragma GCC unroll 4
+                for (int v = 0; v < 4; v++)
+                    p[v] = t == QUANT_Q4_K
+                               ? gg_dpbusd(_mm512_setzero_si512(), u[v],
+                                           _mm512_load_si512((const void *)(x->q4k + 64 * v)))
+                               : gg_dpbusd(_mm512_load_si512((const void *)(x->off6 + 16 * v)),
+                                           u[v], _mm512_load_si512((const void *)(x->q + 64 * v)));
+                /* the four vectors' groups of 4 lanes summed (exact): lane e of 128-bit lane k
+                 * is vector e's lanes 4k .. 4k+3, all of one sub-block's scale */
+                const __m512i p01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]),
+                                                     _mm512_unpackhi_epi32(p[0], p[1]));
+                const __m512i p23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]),
+                                                     _mm512_unpackhi_epi32(p[2], p[3]));
+                const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(p01, p23),
+                                                   _mm512_unpackhi_epi64(p01, p23));
+                acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), _mm512_permutexvar_ps(li, sc),
+                                         acc[o]);
             }
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + gg_hsum(mc[r]);
+    /* the dot products' sum plus the min term's (Q4_K: lanes 8-15, in gg_hsum's order; Q6_K:
+     * zero) */
+#pragma GCC unroll 2
+    for (int g = 0; g < W * R; g += 4) {
+        const __m128 dot = gg_reduce4(acc[g], acc[g + 1], acc[g + 2], acc[g + 3]);
+        const __m128 min = gg_reduce4_halves(_mm512_shuffle_f32x4(mc[g], mc[g + 1], 0xee),
+                                             _mm512_shuffle_f32x4(mc[g + 2], mc[g + 3], 0xee));
+        float y[4];
+        _mm_storeu_ps(y, _mm_add_ps(dot, min));
+        for (int i = g; i < W * R && i < g + 4; i++)
+            out[i] = y[i - g];
+    }
+}
+
+static __attribute__((noinline)) void gg_wide_column(uint32_t t, const uint8_t *const *rows,
+                                                     int W, const gg_xsb *lay, size_t SB, int R,
+                                                     int KB, float *out)
+{
+#define GG_WIDE_R(T_)                                                                              \
+    if (W == 4)                                                                                    \
+        gg_wide_rows(T_, rows, 4, lay, SB, 1, KB, out);                                            \
+    else if (W == 2)                                                                               \
+        gg_wide_rows(T_, rows, 2, lay, SB, R == 1 ? 1 : 2, KB, out);                               \
+    else                                                                                           \
+        switch (R) {                                                                               \
+        case 1: gg_wide_rows(T_, rows, 1, lay, SB, 1, KB, out); break;                             \
+        case 2: gg_wide_rows(T_, rows, 1, lay, SB, 2, KB, out); break;                             \
+        case 3: gg_wide_rows(T_, rows, 1, lay, SB, 3, KB, out); break;                             \
+        case 4: gg_wide_rows(T_, rows, 1, lay, SB, 4, KB, out); break;                             \
+        case 5: gg_wide_rows(T_, rows, 1, lay, SB, 5, KB, out); break;                             \
+        case 6: gg_wide_rows(T_, rows, 1, lay, SB, 6, KB, out); break;                             \
+        case 7: gg_wide_rows(T_, rows, 1, lay, SB, 7, KB, out); break;                             \
+        default: gg_wide_rows(T_, rows, 1, lay, SB, GG_WIDE_MR, KB, out); break;                   \
+        }
+    if (t == QUANT_Q4_K)
+        GG_WIDE_R(QUANT_Q4_K)
+    else
+        GG_WIDE_R(QUANT_Q6_K)
+#undef GG_WIDE_R
 }
 #else
 #define GG_WIDE(t) 0
@@ -344,19 +460,8 @@ gg_rows(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
 
 static inline __attribute__((always_inline)) void
 gg_rows_type(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
-             const kernels_q8_act *xq, size_t ldxq, const float *xs, int R, int KB, float *out)
+             const kernels_q8_act *xq, size_t ldxq, int R, int KB, float *out)
 {
-#if KS_VW == 16
-    if (GG_WIDE(t)) {
-        switch (R) {
-        case 1: gg_wide_rows(t, row, xq, ldxq, xs, 1, KB, out); break;
-        case 2: gg_wide_rows(t, row, xq, ldxq, xs, 2, KB, out); break;
-        case 3: gg_wide_rows(t, row, xq, ldxq, xs, 3, KB, out); break;
-        default: gg_wide_rows(t, row, xq, ldxq, xs, GG_MR, KB, out); break;
-        }
-        return;
-    }
-#endif
     switch (R) {
     case 1: gg_rows(t, row, qb, sc3, xq, ldxq, 1, KB, out); break;
     case 2: gg_rows(t, row, qb, sc3, xq, ldxq, 2, KB, out); break;
@@ -367,15 +472,15 @@ gg_rows_type(uint32_t t, const uint8_t *row, const int8_t *qb, const float *sc3,
 
 static __attribute__((noinline)) void gg_column(uint32_t t, const uint8_t *row, const int8_t *qb,
                                                 const float *sc3, const kernels_q8_act *xq,
-                                                size_t ldxq, const float *xs, int R, int KB,
+                                                size_t ldxq, int R, int KB,
                                                 float *out)
 {
     switch (t) {
-    case QUANT_Q8_0: gg_rows_type(QUANT_Q8_0, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
-    case QUANT_Q4_0: gg_rows_type(QUANT_Q4_0, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
-    case QUANT_Q5_0: gg_rows_type(QUANT_Q5_0, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
-    case QUANT_Q4_K: gg_rows_type(QUANT_Q4_K, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
-    default: gg_rows_type(QUANT_Q6_K, row, qb, sc3, xq, ldxq, xs, R, KB, out); break;
+    case QUANT_Q8_0: gg_rows_type(QUANT_Q8_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q4_0: gg_rows_type(QUANT_Q4_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q5_0: gg_rows_type(QUANT_Q5_0, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    case QUANT_Q4_K: gg_rows_type(QUANT_Q4_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
+    default: gg_rows_type(QUANT_Q6_K, row, qb, sc3, xq, ldxq, R, KB, out); break;
     }
 }
 
@@ -417,37 +522,91 @@ static inline void gg_finish(const matmul_args *a, int t, int n, float y)
 
 /* Rows past GG_MR decode each weight row once into the scratch (KERNELS_MATMUL_SCRATCH(K) floats
  * hold its K bytes and 3 K / 32 floats many times over) instead of once per GG_MR rows. The
- * AVX-512 sets' K-quants read the activations' scales from the scratch past its first K floats
- * (2 T K / 32 of them) where they fit (T up to about 500), else gather them per weight row. */
+ * AVX-512 sets' K-quants read the activations laid out (gg_xsb) in the scratch past its first K
+ * floats, as many rows at a time as fit there (about 38), each weight row streamed once per such
+ * chunk; without a scratch, one row at a time from a buffer on the stack. */
 static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
 {
     const packed_matrix *w = a->w;
     const int KB = w->K / TT_Q8_BLOCK;
-    const int n1 = p1 * KERNELS_NR < w->N ? p1 * KERNELS_NR : w->N;
+    const int n0 = p0 * KERNELS_NR, n1 = p1 * KERNELS_NR < w->N ? p1 * KERNELS_NR : w->N;
     const bool unpack = scratch && a->T > GG_MR;
     float *sc3 = scratch;
     int8_t *qb = scratch ? (int8_t *)(scratch + 3 * (size_t)KB) : NULL;
-    float *xs = NULL;
-#if KS_VW == 16
-    if (scratch && KB % 8 == 0 && (size_t)w->K + 2 * (size_t)a->T * (size_t)KB <= KERNELS_MATMUL_SCRATCH(w->K)) {
-        xs = scratch + w->K;
-        gg_wide_act(a->xq, (size_t)a->ldxq, a->T, KB, xs);
-    }
-#endif
-    for (int n = p0 * KERNELS_NR; n < n1; n++) {
+    bool q4k = false, q6k = false;
+    for (int n = n0; n < n1; n++) {
         uint32_t t;
         const uint8_t *row = packed_gguf_row(w, n, &t);
-        if (unpack && !GG_WIDE(t)) {
+        if (GG_WIDE(t)) {
+            q4k |= t == QUANT_Q4_K;
+            q6k |= t == QUANT_Q6_K;
+            continue;
+        }
+        if (unpack) {
             gg_unpack_row(t, row, KB, qb, sc3);
             row = NULL;
         }
         for (int t0 = 0; t0 < a->T; t0 += GG_MR) {
             const int R = a->T - t0 < GG_MR ? a->T - t0 : GG_MR;
             float y[GG_MR];
-            gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq,
-                      xs ? xs + (size_t)t0 * 2 * (size_t)KB : NULL, R, KB, y);
+            gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq, R,
+                      KB, y);
             for (int r = 0; r < R; r++)
                 gg_finish(a, t0 + r, n, y[r]);
         }
     }
+#if KS_VW == 16
+    if (!q4k && !q6k)
+        return;
+    /* the wide types' K is a multiple of 256 (packed_gguf_type_ok) */
+    const size_t SB = (size_t)KB / 8;
+    enum { GG_STACK_SB = 32 };
+    _Alignas(64) gg_xsb one[GG_STACK_SB];
+    gg_xsb *lay = one;
+    int chunk = 1;
+    if (scratch) {
+        lay = (gg_xsb *)(scratch + w->K);      /* 64-byte aligned: K is a multiple of 256 */
+        chunk = (int)((KERNELS_MATMUL_SCRATCH(w->K) - (size_t)w->K) * sizeof(float) /
+                      (SB * sizeof(gg_xsb)));
+    } else if (SB > GG_STACK_SB) {
+        lay = aligned_alloc(64, SB * sizeof(gg_xsb));
+        if (!lay)
+            return;
+    }
+    for (int c0 = 0; c0 < a->T; c0 += chunk) {
+        const int C = a->T - c0 < chunk ? a->T - c0 : chunk;
+        gg_wide_act(a->xq + (size_t)c0 * (size_t)a->ldxq, (size_t)a->ldxq, C, KB, q4k, q6k, lay);
+        /* one activation row: four weight rows of one type a pass (two, one at the end) while
+         * four rows' bytes (the next four, prefetched meanwhile) stay well inside L1; more rows:
+         * one weight row a pass, GG_WIDE_MR activation rows at a time */
+        const int Wmax = C == 1 && (size_t)SB * 210 * 4 <= GG_WIDE_GROUP ? 4 : 1;
+        for (int n = n0; n < n1;) {
+            uint32_t t, tw;
+            const uint8_t *rows[4];
+            rows[0] = packed_gguf_row(w, n, &t);
+            if (!GG_WIDE(t)) {
+                n++;
+                continue;
+            }
+            int W = 1;
+            while (W < Wmax && n + W < n1 && (rows[W] = packed_gguf_row(w, n + W, &tw), tw == t))
+                W++;
+            if (W == 3)
+                W = 2;
+            for (int t0 = 0; t0 < C; t0 += GG_WIDE_MR) {
+                const int R = C - t0 < GG_WIDE_MR ? C - t0 : GG_WIDE_MR;
+                float y[GG_WIDE_MR];
+                gg_wide_column(t, rows, W, lay + (size_t)t0 * SB, SB, R, KB, y);
+                for (int i = 0; i < W * R; i++)
+                    gg_finish(a, c0 + t0 + i % R, n + i / R, y[i]);
+            }
+            n += W;
+        }
+    }
+    if (lay != one && !scratch)
+        free(lay);
+#else
+    (void)q4k;
+    (void)q6k;
+#endif
 }
