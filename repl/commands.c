@@ -574,8 +574,9 @@ static int exec_help(cmd_env *e, const cmd_entry *c, int argc, char **argv)
             "beam's own token scores, the same unless a penalty is set), d2 (distinct-2) = "
             "distinct token bigrams / all bigrams, rep3 = token 3-grams that repeat an earlier "
             "one. /keep K "
-            "makes column K the reply (the best beam is kept at once); Enter or Esc closes the "
-            "columns.");
+            "makes column K the reply (the best beam is kept at once); /samples show K (or "
+            "/beam show K) puts column K's latest step in the histogram pane beside them; Enter "
+            "or Esc closes the columns.");
     return CMD_DONE;
 }
 

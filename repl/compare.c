@@ -49,6 +49,7 @@ static void columns_clear(compare_state *c)
         col->logprob = col->score = 0;
         col->end = NULL;
         col->dim = false;
+        col->last_step = -1;
     }
     c->n_cols = 0;
 }
@@ -209,6 +210,52 @@ static int show_cancel_or_count(cmd_env *e, compare_kind kind, const char *what,
     return -1;
 }
 
+/* "/samples show [K|off]": which column's latest step the histogram pane shows beside the
+ * columns. K counts the last run's columns when there is one, else the armed request's, else up
+ * to COMPARE_MAX_COLUMNS (the run to come). */
+static int show_column(cmd_env *e, compare_kind kind, int argc, char **argv)
+{
+    compare_state *c = compare_cmd_of(e);
+    const char *name = kind_command(kind);
+    if (!c)
+        return cmd_fail(e, "%s: not available here", name);
+    bool have_run = c->n_cols > 0 && c->kind != COMPARE_NONE;
+    if (argc > 1)
+        return cmd_fail(e, "%s show: too many arguments (usage: %s show [K|off])", name, name);
+    if (argc == 0) {
+        if (c->show == 0)
+            cmd_out(e, "%s show: off: the columns cover the histogram pane (%s show K: the pane "
+                    "shows column K's next-token distribution at its latest step)", name, name);
+        else
+            cmd_out(e, "%s show: column %d (%s show off: the columns cover the pane again)", name,
+                    c->show, name);
+        return CMD_DONE;
+    }
+    if (strcmp(argv[0], "off") == 0) {
+        c->show = 0;
+        c->reopen = have_run;
+        cmd_out(e, "%s show: off: the columns cover the histogram pane", name);
+        return CMD_STATUS;
+    }
+    int max = have_run ? c->n_cols : c->pending != COMPARE_NONE ? c->n
+              : kind == COMPARE_BEAM ? COMPARE_MAX_BEAMS : COMPARE_MAX_COLUMNS;
+    long k;
+    if (util_parse_long(argv[0], 1, max, &k) != UTIL_PARSE_OK)
+        return cmd_fail(e, "%s show: \"%s\" is not a column in [1, %d] (or off): %s", name,
+                        argv[0], max,
+                        have_run ? "the last run has that many columns"
+                        : c->pending != COMPARE_NONE ? "the armed request makes that many"
+                        : "the screen shows at most that many");
+    c->show = (int)k;
+    c->reopen = have_run;
+    if (have_run)
+        cmd_out(e, "%s show: the histogram pane shows %s at its latest step", name,
+                c->cols[k - 1].label);
+    else
+        cmd_out(e, "%s show: the histogram pane will show column %ld of the next run", name, k);
+    return CMD_STATUS;
+}
+
 static int check_sequences(cmd_env *e, const char *name)
 {
     if (!engine_has_seqs(e->s->eng))
@@ -217,9 +264,23 @@ static int check_sequences(cmd_env *e, const char *name)
     return CMD_DONE;
 }
 
+/* "show ..." goes to show_column; otherwise one argument at most, as the row's usage says. */
+static int show_or_too_many(cmd_env *e, compare_kind kind, int argc, char **argv)
+{
+    if (argc >= 1 && strcmp(argv[0], "show") == 0)
+        return show_column(e, kind, argc - 1, argv + 1);
+    if (argc > 1)
+        return cmd_fail(e, "%s: too many arguments (usage: %s [N|off|show K])",
+                        kind_command(kind), kind_command(kind));
+    return -1;
+}
+
 int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
     long n;
+    int shown = show_or_too_many(e, COMPARE_BEAM, argc, argv);
+    if (shown >= 0)
+        return shown;
     int r = show_cancel_or_count(e, COMPARE_BEAM, "beams", COMPARE_MAX_BEAMS, argc, argv, &n);
     if (r >= 0)
         return r;
@@ -246,6 +307,9 @@ int compare_exec_beam(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 int compare_exec_samples(cmd_env *e, const cmd_entry *cmd, int argc, char **argv)
 {
     long n;
+    int shown = show_or_too_many(e, COMPARE_SAMPLES, argc, argv);
+    if (shown >= 0)
+        return shown;
     int r = show_cancel_or_count(e, COMPARE_SAMPLES, "samples", COMPARE_MAX_COLUMNS, argc, argv,
                                  &n);
     if (r >= 0)
@@ -393,7 +457,122 @@ typedef struct {
     int n_prev, prev_len, stride;
     int32_t eos;
     int paced_step;                /* samples: the step the last event belonged to (-1: none) */
+    /* beam search with /beam show K: the latest step of every beam on the board, by its tokens
+     * (NULL: the view is off, the search computes no distributions) */
+    struct beam_seen *seen, *seen_next;   /* (BEAM_SEEN_MAX) */
+    int n_seen;
+    int pos0;                      /* the conversation position of the first generated token */
 } run_ctx;
+
+/* A beam's latest step: the distribution it was drawn from, the token marked. */
+typedef struct beam_seen {
+    uint64_t key;                  /* beam_key of its tokens */
+    int n;                         /* its tokens */
+    sampler_snapshot snap;
+} beam_seen;
+
+#define BEAM_SEEN_MAX (3 * COMPARE_MAX_BEAMS)   /* running, ended and pruned on one board */
+
+/* FNV-1a over the tokens and their count: the beams on a board differ in their tokens. */
+static uint64_t beam_key(const int32_t *ids, int n)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)ids[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static const beam_seen *seen_find(const beam_seen *v, int n, uint64_t key)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i].key == key)
+            return &v[i];
+    return NULL;
+}
+
+/* snap (a beam's distribution, token fields empty) with id marked as the token drawn from it. */
+static void seen_mark(sampler_snapshot *snap, int32_t id)
+{
+    snap->token = id;
+    snap->token_rank = -1;
+    snap->token_p = snap->token_raw_p = 0.0f;
+    snap->u = -1.0;
+    snap->cum_lo = 0.0;
+    for (int i = 0; i < snap->n_top; i++)
+        if (snap->top[i].id == id) {
+            snap->token_p = snap->top[i].p;
+            snap->token_raw_p = snap->top[i].raw_p;
+        }
+    int rank = 0;
+    for (int i = 0; i < snap->n_top; i++)
+        if (snap->top[i].id != id && snap->top[i].p > snap->token_p) {
+            rank++;
+            snap->cum_lo += snap->top[i].p;
+        }
+    snap->token_rank = rank;
+}
+
+static void seen_add(beam_seen *v, int *n, const int32_t *ids, int len,
+                     const sampler_snapshot *snap, bool mark)
+{
+    if (*n >= BEAM_SEEN_MAX || seen_find(v, *n, beam_key(ids, len)))
+        return;
+    v[*n] = (beam_seen){.key = beam_key(ids, len), .n = len, .snap = *snap};
+    if (mark)
+        seen_mark(&v[*n].snap, ids[len - 1]);
+    (*n)++;
+}
+
+/* After a step: the running beams (drawn from their parents' distributions), the beams that
+ * ended (kept from before, or drawn from a parent at this step) and the previous step's beams
+ * (the pruned ones among them). x->prev still holds the previous step's beams. */
+static void seen_step(run_ctx *x, const beam_progress *p)
+{
+    beam_seen *nx = x->seen_next;
+    int n = 0;
+    for (int k = 0; k < p->n_run; k++)
+        seen_add(nx, &n, p->ids + (size_t)k * (size_t)p->stride, p->step,
+                 &p->snaps[p->parent[k]], true);
+    for (int k = 0; k < p->n_finished; k++) {
+        const beam_hypothesis *f = &p->finished[k];
+        const beam_seen *old = seen_find(x->seen, x->n_seen, beam_key(f->ids, f->n));
+        if (old) {
+            seen_add(nx, &n, f->ids, f->n, &old->snap, false);
+            continue;
+        }
+        if (f->n != p->step)
+            continue;
+        uint64_t parent = beam_key(f->ids, f->n - 1);
+        for (int j = 0; j < p->n_prev; j++) {
+            const int32_t *pid = x->prev + (size_t)j * (size_t)x->stride;
+            if (beam_key(pid, p->step - 1) == parent) {
+                seen_add(nx, &n, f->ids, f->n, &p->snaps[j], true);
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < x->n_seen; i++)
+        if (x->seen[i].n == p->step - 1 && n < BEAM_SEEN_MAX && !seen_find(nx, n, x->seen[i].key))
+            nx[n++] = x->seen[i];
+    x->seen_next = x->seen;
+    x->seen = nx;
+    x->n_seen = n;
+}
+
+/* The column's latest step from what seen_step kept, when the view is on. */
+static void seen_column(const run_ctx *x, compare_column *col)
+{
+    if (!x->seen || col->n < 1)
+        return;
+    const beam_seen *e = seen_find(x->seen, x->n_seen, beam_key(col->ids, col->n));
+    if (!e)
+        return;
+    col->last = e->snap;
+    col->last_step = col->n - 1;
+    col->last_pos = x->pos0 + col->n - 1;
+}
 
 static bool asked_to_stop(run_ctx *x)
 {
@@ -427,6 +606,8 @@ static bool on_beam_progress(void *user, const beam_progress *p)
     run_ctx *x = user;
     compare_state *c = x->c;
     c->step = p->step;
+    if (x->seen && p->snaps)
+        seen_step(x, p);
     if (x->h && x->h->frame) {
         bool named[COMPARE_MAX_BEAMS] = {false};
         for (int k = 0; k < p->n_run; k++)
@@ -460,6 +641,8 @@ static bool on_beam_progress(void *user, const beam_progress *p)
                 live_column(x, col, x->prev + (size_t)k * (size_t)x->stride, x->prev_len);
             }
         }
+        for (int i = 0; i < c->n_cols; i++)
+            seen_column(x, &c->cols[i]);
         snprintf(c->heading, sizeof c->heading, "beam search, %d beams: step %d (Ctrl-C stops)",
                  c->n, p->step);
         frame(x);
@@ -490,6 +673,13 @@ static int run_beam(cmd_env *e, run_ctx *x)
     bo.penalties = s->set.sampler;
     bo.progress = on_beam_progress;
     bo.progress_user = x;
+    bo.snapshots = c->show > 0;    /* the distributions cost a pass a beam: only when shown */
+    if (bo.snapshots) {
+        x->seen = malloc(2 * BEAM_SEEN_MAX * sizeof *x->seen);
+        if (!x->seen)
+            return cmd_fail(e, "/beam: out of memory");
+        x->seen_next = x->seen + BEAM_SEEN_MAX;
+    }
     x->eos = session_eos_id(s);
     x->stride = bo.max_new_tokens;
     x->prev = malloc((size_t)COMPARE_MAX_BEAMS * (size_t)x->stride * sizeof *x->prev);
@@ -506,6 +696,7 @@ static int run_beam(cmd_env *e, run_ctx *x)
         return cmd_fail(e, "/beam: %s", err.msg);
     }
     wlen = s->n_tokens - s->window_start;
+    x->pos0 = s->n_tokens;
     beam_result res;
     c->running = true;
     tt_status st = beam_search(s->eng, s->smp, s->tokens + s->window_start, wlen, &bo, &res,
@@ -527,6 +718,7 @@ static int run_beam(cmd_env *e, run_ctx *x)
             column_push(col, hy->ids[k], TOKEN_SAMPLED, expf(hy->token_logprob[k]),
                         hy->token_logprob[k]);
         column_text_from_ids(col, s->tok, x->eos);
+        seen_column(x, col);
         col->logprob = hy->logprob;
         col->score = hy->score;
         col->end = hy->eos ? "eos" : res.stopped ? "interrupted" : "max_tokens";
@@ -560,6 +752,11 @@ static bool on_sample_event(void *user, int sample, const session_event *ev)
         x->paced_step = ev->step;
     }
     if (!ev->flush && !ev->rejected && ev->token >= 0) {
+        if (ev->snap) {            /* the pane's /samples show K */
+            col->last = *ev->snap;
+            col->last_step = ev->step;
+            col->last_pos = x->s->n_tokens + ev->step;
+        }
         double p = ev->snap ? (double)ev->snap->token_raw_p : 1.0;
         column_push(col, ev->token, ev->origin, ev->snap ? ev->snap->token_p : 1.0f,
                     log(p > FLT_TRUE_MIN ? p : FLT_TRUE_MIN));
@@ -690,6 +887,7 @@ int compare_run(cmd_env *e, const char *text, const compare_hooks *h)
     run_ctx x = {.c = c, .s = s, .h = h, .paced_step = -1};
     int r = kind == COMPARE_BEAM ? run_beam(e, &x) : run_samples(e, &x);
     free(x.prev);
+    free(x.seen < x.seen_next ? x.seen : x.seen_next);
     if (r & CMD_ERROR) {
         /* nothing lost, nothing added: the line leaves the conversation again */
         if (s->n_turns > turns)
@@ -711,6 +909,29 @@ int compare_run(cmd_env *e, const char *text, const compare_hooks *h)
 
 /* ---------------------------------------------------------------------------------------------
  * Showing */
+
+bool compare_shown(const compare_state *c, const sampler_snapshot **snap, int *step, int *pos,
+                   const char **label)
+{
+    if (!c || c->show < 1 || c->show > c->n_cols)
+        return false;
+    const compare_column *col = &c->cols[c->show - 1];
+    if (col->last_step < 0)
+        return false;
+    *snap = &col->last;
+    *step = col->last_step;
+    *pos = col->last_pos;
+    *label = col->label;
+    return true;
+}
+
+bool compare_take_reopen(compare_state *c)
+{
+    bool r = c && c->reopen;
+    if (c)
+        c->reopen = false;
+    return r;
+}
 
 int compare_board(const compare_state *c, ui_column *cols, int cap, const char **heading)
 {
@@ -752,14 +973,15 @@ void compare_print(const compare_state *c, FILE *out)
  * The commands this module registers (cmd_env_add_module) */
 
 static const cmd_entry compare_rows[] = {
-    {.name = "beam", .alias = NULL, .args = "[N|off]",
+    {.name = "beam", .alias = NULL, .args = "[N|off|show [K|off]]",
      .usage = "beam search with N beams on the next line you send: the beams grow live, the "
-              "best becomes the reply",
-     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
+              "best becomes the reply; show K: the histogram pane shows beam K's latest step",
+     .min_args = 0, .max_args = 2, .busy_ok = false, .param = NULL,
      .exec = compare_exec_beam, .group = CMD_GROUP_COMPARE},
-    {.name = "samples", .alias = NULL, .args = "[N|off]",
-     .usage = "N samples of the next line (seeds S..S+N-1) side by side, with their figures",
-     .min_args = 0, .max_args = 1, .busy_ok = false, .param = NULL,
+    {.name = "samples", .alias = NULL, .args = "[N|off|show [K|off]]",
+     .usage = "N samples of the next line (seeds S..S+N-1) side by side, with their figures; "
+              "show K: the histogram pane shows column K's latest step",
+     .min_args = 0, .max_args = 2, .busy_ok = false, .param = NULL,
      .exec = compare_exec_samples, .group = CMD_GROUP_COMPARE},
     {.name = "compare", .alias = NULL, .args = "[SETTING V1 V2 ...|off]",
      .usage = "one column per value of a sampler setting (/compare temp 0.3 0.8 1.5), one seed",

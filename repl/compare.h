@@ -45,6 +45,11 @@ typedef struct {
     double logprob, score;         /* beams: summed log-probability and length-penalised score */
     const char *end;               /* why it ended: "eos", "max_tokens", "stop_string", ... */
     bool dim;                      /* the live beam view: pruned at the last step */
+    /* Its latest step, for the histogram pane (/samples show K): the chain's snapshot (the top
+     * SAMPLER_TOP_MAX tokens, about 1 KB, copied from each step's event), the 0-based step and
+     * the conversation position; last_step -1: no step yet. */
+    sampler_snapshot last;
+    int last_step, last_pos;
 } compare_column;
 
 typedef struct compare_state {
@@ -63,6 +68,11 @@ typedef struct compare_state {
     int32_t *base;                 /* (n_base) the conversation the run continued */
     int n_base;
     int step;                      /* beam search: tokens per beam so far */
+    /* The histogram pane beside the columns (/samples show K): */
+    int show;                      /* 1-based column whose latest step the pane shows; 0: off
+                                      (the columns cover the pane, as before) */
+    bool reopen;                   /* /samples show K asked to see the last run's columns again
+                                      (compare_take_reopen) */
 } compare_state;
 
 /* What a front end lends a run: frame draws the board now (the TUI; NULL in line mode), stop
@@ -104,6 +114,16 @@ int compare_run(cmd_env *e, const char *text, const compare_hooks *h);
 /* The board for ui_columns_draw: up to cap columns (at least 2 * COMPARE_MAX_BEAMS fills any
  * run) and the heading. */
 int compare_board(const compare_state *c, ui_column *cols, int cap, const char **heading);
+
+/* The column the histogram pane shows (/samples show K): true with its latest step's snapshot,
+ * step, position and label when a column is chosen and has taken a step; false otherwise (show
+ * off, or the column has no step yet). Pointers stay valid until the next run or command. */
+bool compare_shown(const compare_state *c, const sampler_snapshot **snap, int *step, int *pos,
+                   const char **label);
+
+/* True once after /samples show K (or off) when the last run's columns exist: the front end
+ * shows the columns again (a typed line closes them). Clears the request. */
+bool compare_take_reopen(compare_state *c);
 
 /* The plain-text rendering (line mode): a header line per column with its figures, then its text. */
 void compare_print(const compare_state *c, FILE *out);

@@ -462,6 +462,11 @@ static void run_command(tui *t, const char *line)
 {
     cmd_env *e = t->env;
     int flags = cmd_execute(e, line);
+    if (compare_take_reopen(compare_cmd_of(e))) {
+        t->board = true;   /* /samples show K: the last run's columns, with the pane; the answer
+                              where the board leaves it visible */
+        snprintf(t->message, sizeof t->message, "%s", e->out_len ? e->out : "");
+    }
     scroll_to_end(t);   /* show the answer */
     if (flags & CMD_CLEAR)
         transcript_doc_clear(&t->tr);
@@ -800,7 +805,22 @@ static void draw_board(tui *t, const ui_layout *l, int cols)
     const char *heading;
     int n = compare_board(compare_cmd_of(t->env), board, (int)(sizeof board / sizeof board[0]),
                           &heading);
-    ui_columns_draw(&t->grid, (ui_rect){0, 0, l->status.y, cols}, heading, board, n);
+    const compare_state *c = compare_cmd_of(t->env);
+    if (!c->show) {
+        ui_columns_draw(&t->grid, (ui_rect){0, 0, l->status.y, cols}, heading, board, n);
+        return;
+    }
+    /* /samples show K: the columns where the transcript goes, column K's latest step in the
+     * histogram pane */
+    ui_columns_draw(&t->grid, l->transcript, heading, board, n);
+    ui_layout_draw_divider(&t->grid, l);
+    ui_hist_view hv = {.kind = UI_HIST_NONE, .tok = t->s->tok, .bars = t->env->bars,
+                       .vocab = t->s->model->config.V, .temp_column = t->env->temp_column};
+    if (compare_shown(c, &hv.snap, &hv.step, &hv.position, &hv.label))
+        hv.kind = UI_HIST_STEP;
+    if (c->kind == COMPARE_BEAM)   /* p: the beam's token scores; no draw */
+        hv.draw_note = "beam search: best summed scores go on";
+    ui_histogram_draw(&t->grid, l->histogram, &hv);
 }
 
 static void draw(tui *t)

@@ -111,7 +111,7 @@ START_TEST(help_is_generated_from_the_table)
         }
     }
     ck_assert_int_eq(run("/help beam"), CMD_DONE);   /* a module's command */
-    ck_out_has("/beam [N|off]: ");
+    ck_out_has("/beam [N|off|show [K|off]]: ");
     ck_assert_int_eq(run("/help"), CMD_DONE);
     ck_out_has("Ctrl-C");
     ck_out_has("red < 5%");

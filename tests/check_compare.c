@@ -4,6 +4,7 @@
  * one seed (equal values give equal columns, and equal /samples' first column), and every bad
  * value is refused naming it with the conversation and the armed request unchanged. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,10 +187,127 @@ START_TEST(bad_values_are_refused_naming_them_and_change_nothing)
 }
 END_TEST
 
+typedef struct {
+    int want_step;
+    sampler_snapshot snap;
+    bool got;
+} step_log;
+
+static bool log_step(void *user, const session_event *ev)
+{
+    step_log *l = user;
+    if (!ev->flush && !ev->rejected && ev->token >= 0 && ev->snap && ev->step == l->want_step) {
+        l->snap = *ev->snap;
+        l->got = true;
+    }
+    return true;
+}
+
+START_TEST(samples_show_k_keeps_what_a_plain_run_with_that_seed_shows_at_that_step)
+{
+    ck_assert(!(run("/temp 0.9") & CMD_ERROR));
+    ck_assert_msg(!(run("/samples show 2") & CMD_ERROR), "%s", E.out);   /* the run to come */
+    ck_assert_int_eq(C->show, 2);
+    ck_assert_msg(strstr(E.out, "column 2 of the next run"), "%s", E.out);
+    arm_and_run("/samples 3", "xyz", NULL);
+    const sampler_snapshot *snap;
+    int step, pos;
+    const char *label;
+    ck_assert(compare_shown(C, &snap, &step, &pos, &label));
+    const compare_column *col = &C->cols[1];
+    ck_assert_str_eq(label, col->label);
+    ck_assert_msg(strstr(label, "seed 43"), "%s", label);
+    ck_assert_int_eq(step, col->n - 1);            /* its latest step: its last token */
+    ck_assert_int_eq(snap->token, col->ids[step]);
+    ck_assert_int_eq(pos, C->n_base + step);
+    ck_assert_int_gt(snap->n_top, 1);
+    for (int i = 1; i < snap->n_top; i++)          /* the pane's order: descending raw p */
+        ck_assert(snap->top[i - 1].raw_p >= snap->top[i].raw_p);
+    sampler_snapshot kept = *snap;
+    /* the same step of a plain run with seed 43 over the same conversation */
+    int n_base = C->n_base;
+    int32_t base[64];
+    memcpy(base, C->base, (size_t)n_base * sizeof *base);
+    ck_assert(!(run("/undo") & CMD_ERROR));
+    ck_assert(!(run("/seed 43") & CMD_ERROR));
+    tt_error err = {0};
+    ck_assert_msg(session_add_user_tokens(&S, base + S.n_tokens, n_base - S.n_tokens, &err) ==
+                  TT_OK, "%s", err.msg);
+    ck_assert_int_eq(S.n_tokens, n_base);
+    step_log l = {.want_step = step};
+    ck_assert_msg(session_generate(&S, log_step, &l, &err) == TT_OK, "%s", err.msg);
+    ck_assert(l.got);
+    ck_assert_int_eq(l.snap.token, kept.token);
+    ck_assert_int_eq(l.snap.n_top, kept.n_top);
+    for (int i = 0; i < kept.n_top; i++) {
+        ck_assert_int_eq(l.snap.top[i].id, kept.top[i].id);
+        ck_assert_float_eq_tol(l.snap.top[i].raw_p, kept.top[i].raw_p, 1e-6f);
+        ck_assert_float_eq_tol(l.snap.top[i].p, kept.top[i].p, 1e-6f);
+    }
+    /* no argument names the column; off turns the pane back into columns */
+    ck_assert(!(run("/samples show") & CMD_ERROR));
+    ck_assert_msg(strstr(E.out, "column 2"), "%s", E.out);
+    ck_assert(!(run("/samples show off") & CMD_ERROR));
+    ck_assert_int_eq(C->show, 0);
+    ck_assert(!compare_shown(C, &snap, &step, &pos, &label));
+}
+END_TEST
+
+START_TEST(beam_show_k_keeps_the_distribution_beam_k_took_its_last_token_from)
+{
+    ck_assert(!(run("/beam show 2") & CMD_ERROR));
+    arm_and_run("/beam 3", "xyz", NULL);
+    const sampler_snapshot *snap;
+    int step, pos;
+    const char *label;
+    ck_assert(compare_shown(C, &snap, &step, &pos, &label));
+    const compare_column *col = &C->cols[1];
+    ck_assert_str_eq(label, col->label);
+    ck_assert_int_eq(step, col->n - 1);
+    ck_assert_int_eq(snap->token, col->ids[step]);
+    ck_assert_int_eq(pos, C->n_base + step);
+    /* p is the beam's token score: the drawn token's is the one its column reports */
+    ck_assert_float_eq_tol(snap->token_p, expf((float)col->raw_logprob[step]), 1e-5f);
+    double sum = 0;
+    for (int i = 0; i < snap->n_top; i++)
+        sum += snap->top[i].p;
+    ck_assert(sum > 0 && sum <= 1.0 + 1e-5);
+    for (int i = 1; i < snap->n_top; i++)
+        ck_assert(snap->top[i - 1].raw_p >= snap->top[i].raw_p);
+    /* every beam has its own */
+    for (int k = 0; k < C->n_cols; k++)
+        ck_assert_int_eq(C->cols[k].last_step, C->cols[k].n - 1);
+}
+END_TEST
+
+START_TEST(samples_show_refuses_bad_columns_naming_them_and_keeps_the_choice)
+{
+    arm_and_run("/samples 3", "xyz", NULL);
+    ck_assert(!(run("/samples show 3") & CMD_ERROR));
+    ck_assert(compare_take_reopen(C));             /* the last run's columns come back */
+    ck_assert(!compare_take_reopen(C));
+    const char *bad[][2] = {
+        {"/samples show 9", "\"9\" is not a column in [1, 3]"},
+        {"/samples show 0", "\"0\""},
+        {"/samples show -1", "\"-1\""},
+        {"/samples show x", "\"x\""},
+        {"/samples show 1 2", "too many arguments"},
+        {"/samples 2 3", "too many arguments"},
+        {"/beam show 4", "\"4\" is not a column in [1, 3]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(run(bad[i][0]) & CMD_ERROR, "%s was accepted", bad[i][0]);
+        ck_assert_msg(strstr(E.out, bad[i][1]), "%s: %s", bad[i][0], E.out);
+        ck_assert_int_eq(C->show, 3);
+        ck_assert_int_eq(C->pending, COMPARE_NONE);
+    }
+}
+END_TEST
+
 START_TEST(help_lists_the_commands_and_defines_the_figures)
 {
     ck_assert(!(run("/help") & CMD_ERROR));
-    ck_assert_msg(strstr(E.out, "/beam [N|off]") && strstr(E.out, "/samples [N|off]") &&
+    ck_assert_msg(strstr(E.out, "/beam [N|off|show [K|off]]") && strstr(E.out, "/samples [N|off|show [K|off]]") &&
                   strstr(E.out, "/compare [SETTING V1 V2 ...|off]") && strstr(E.out, "/keep K"),
                   "%s", E.out);
     ck_assert_msg(strstr(E.out, "raw distribution") && strstr(E.out, "distinct-2") &&
@@ -208,6 +326,9 @@ int main(void)
             keep_swaps_the_reply_and_refuses_after_an_edit,
             compare_columns_share_one_seed,
             bad_values_are_refused_naming_them_and_change_nothing,
+            samples_show_k_keeps_what_a_plain_run_with_that_seed_shows_at_that_step,
+            beam_show_k_keeps_the_distribution_beam_k_took_its_last_token_from,
+            samples_show_refuses_bad_columns_naming_them_and_keeps_the_choice,
             help_lists_the_commands_and_defines_the_figures));
     tcase_add_unchecked_fixture(tc, files_setup, files_teardown);
     tcase_add_checked_fixture(tc, session_setup, session_teardown);

@@ -207,6 +207,10 @@ static void draw_cumulative(ui_grid *g, int y, int x, int w, const ui_hist_view 
         ui_grid_puts(g, y2, x + 1, x + w, t, UI_STYLE_DIM, 0);
         return;
     }
+    if (v->draw_note) {
+        ui_grid_puts(g, y2, x + 1, x + w, v->draw_note, UI_STYLE_DRAW, 0);
+        return;
+    }
     if (s->forced) {
         snprintf(label, sizeof label, "forced by /pick (p %.3f)", (double)s->token_p);
         ui_grid_puts(g, y2, x + 1, x + w, label, UI_STYLE_DRAW, 0);
@@ -300,6 +304,9 @@ void ui_histogram_draw(ui_grid *g, ui_rect r, const ui_hist_view *v)
     /* Title */
     if (v->kind == UI_HIST_PEEK)
         snprintf(buf, sizeof buf, "Next token at %d (not drawn)", v->position);
+    else if (v->label)
+        snprintf(buf, sizeof buf, "%s \xc2\xb7 step %d \xc2\xb7 token %d", v->label, v->step + 1,
+                 v->position);
     else
         snprintf(buf, sizeof buf, "Step %d \xc2\xb7 token %d%s", v->step + 1, v->position,
                  v->bonus ? " \xc2\xb7 no draft, drawn from p"

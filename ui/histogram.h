@@ -37,6 +37,10 @@ typedef struct {
                                        token explains the q and p columns */
     bool temp_column;               /* a column for temperature alone (sampler_entry.temp_p)
                                        between raw and final; not in a speculative step */
+    const char *label;              /* NULL, or whose step this is ("2: seed 43", a /samples
+                                       column): the title starts with it; not owned */
+    const char *draw_note;          /* NULL, or what the draw line says instead of the draw
+                                       ("kept by beam search"); not owned */
 } ui_hist_view;
 
 /* Rows the pane needs to show v->bars tokens (title, header, bars, cumulative bar, draw line,

@@ -107,6 +107,7 @@ typedef struct {
     int *parent;                   /* (N) */
     int *children;                 /* (N) per old beam */
     float *first_logits;           /* (V) the prompt's */
+    sampler_snapshot *snaps;       /* (N) with o->snapshots: each running beam's distribution */
     /* finished hypotheses, at most N, in insertion order */
     beam_hypothesis *fin;
     int n_fin;
@@ -126,6 +127,7 @@ static void state_free(beam_state *b)
     free(b->parent);
     free(b->children);
     free(b->first_logits);
+    free(b->snaps);
     if (b->fin)
         for (int i = 0; i < b->n_fin; i++) {
             free(b->fin[i].ids);
@@ -155,7 +157,8 @@ static tt_status state_init(beam_state *b, const beam_options *o, int V, const i
     b->children = calloc(N, sizeof *b->children);
     b->first_logits = malloc((size_t)V * sizeof *b->first_logits);
     b->fin = calloc(N, sizeof *b->fin);
-    if (!b->hist || !b->z || !b->lp || !b->cand || !rows_ok || !b->tok_next || !b->parent ||
+    b->snaps = o->snapshots ? calloc(N, sizeof *b->snaps) : NULL;
+    if ((o->snapshots && !b->snaps) || !b->hist || !b->z || !b->lp || !b->cand || !rows_ok || !b->tok_next || !b->parent ||
         !b->children || !b->first_logits || !b->fin) {
         state_free(b);
         return tt_fail(err, TT_ERR_NOMEM, "beam search: out of memory for %d beams", b->N);
@@ -193,6 +196,29 @@ static void candidate_offer(beam_state *b, beam_candidate c)
     b->cand[i] = c;
 }
 
+/* The final side of a beam's snapshot: the beam's token scores (b->z's softmax, lse its
+ * log-sum-exp) instead of the greedy one-hot that sampler_apply left. */
+static void beam_snapshot_scores(const beam_state *b, sampler_snapshot *snap, double lse)
+{
+    for (int i = 0; i < snap->n_top; i++) {
+        sampler_entry *en = &snap->top[i];
+        float z = b->z[en->id];
+        en->p = en->temp_p = z == -INFINITY ? 0.0f : (float)exp((double)z - lse);
+        en->cut = z == -INFINITY ? SAMPLER_CUT_BANNED : SAMPLER_CUT_NONE;
+    }
+    int kept = 0;
+    double h = 0.0;
+    for (int i = 0; i < b->V; i++) {
+        if (b->z[i] == -INFINITY)
+            continue;
+        double lp = (double)b->z[i] - lse;
+        kept++;
+        h -= exp(lp) * lp;
+    }
+    snap->n_kept = kept;
+    snap->entropy_final = (float)(h / log(2.0));
+}
+
 /* Offers beam k's candidates: its masked logits' log-softmax plus its logprob. t tokens were
  * generated so far. */
 static tt_status expand_beam(beam_state *b, sampler *smp, int k, const float *logits, int t,
@@ -205,7 +231,8 @@ static tt_status expand_beam(beam_state *b, sampler *smp, int k, const float *lo
     p.greedy = true;               /* only the mask and the penalties are wanted: the cheapest */
     sampler_context ctx = {.history = b->hist, .n_history = L,
                            .banned = t < o->min_tokens ? o->eos : -1};
-    tt_status st = sampler_apply(smp, &p, logits, &ctx, NULL, err);
+    sampler_snapshot *snap = b->snaps ? &b->snaps[k] : NULL;
+    tt_status st = sampler_apply(smp, &p, logits, &ctx, snap, err);
     if (st != TT_OK)
         return st;
     memcpy(b->z, sampler_penalized_logits(smp), (size_t)b->V * sizeof *b->z);
@@ -220,6 +247,8 @@ static tt_status expand_beam(beam_state *b, sampler *smp, int k, const float *lo
         if (b->z[i] != -INFINITY)
             sum += exp((double)b->z[i] - (double)zmax);
     double lse = (double)zmax + log(sum);
+    if (snap)
+        beam_snapshot_scores(b, snap, lse);
     double base = b->run.logprob[k];
     double worst = -INFINITY;
     int cap = 2 * b->N;
@@ -364,7 +393,8 @@ tt_status beam_search(engine *e, sampler *smp, const int32_t *prompt, int n_prom
         if (o->progress) {
             beam_progress pr = {.step = t, .n_run = n_next, .ids = b.next.gen, .stride = T,
                                 .logprob = b.next.logprob, .parent = b.parent,
-                                .n_prev = b.n_run, .finished = b.fin, .n_finished = b.n_fin};
+                                .n_prev = b.n_run, .finished = b.fin, .n_finished = b.n_fin,
+                                .snaps = b.snaps};
             if (!o->progress(o->progress_user, &pr) && !done && t < T)
                 out->stopped = true;
         }

@@ -55,6 +55,12 @@ typedef struct {
     int n_prev;
     const beam_hypothesis *finished; /* (n_finished) ended by EOS so far, in the order they ended */
     int n_finished;
+    const sampler_snapshot *snaps; /* (n_prev) with beam_options.snapshots (else NULL): the
+                                      distribution each previous beam was expanded from at this
+                                      step: top[] as sampler_apply orders it (descending raw_p),
+                                      p and temp_p the beam's token scores exp(log-softmax after
+                                      the penalties and the n-gram ban), cut BANNED where that
+                                      is 0, entropy_final theirs; the token fields empty (-1) */
 } beam_progress;
 
 /* Return false to stop the search after this step: the running beams are then scored as
@@ -72,6 +78,8 @@ typedef struct {
     int32_t eos;                   /* the end token; -1: none (--ignore-eos) */
     sampler_params penalties;      /* only repetition, presence, frequency and window are used */
     beam_progress_fn progress;     /* NULL: none */
+    bool snapshots;                /* fill beam_progress.snaps (a raw softmax pass and a top list
+                                      per beam and step more) */
     void *progress_user;
 } beam_options;
 
