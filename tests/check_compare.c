@@ -144,6 +144,14 @@ START_TEST(compare_columns_share_one_seed)
 }
 END_TEST
 
+/* cmd is refused with a message containing says, and nothing is left pending. */
+static void assert_refused(const char *cmd, const char *says)
+{
+    ck_assert_msg(run(cmd) & CMD_ERROR, "%s was accepted", cmd);
+    ck_assert_msg(strstr(E.out, says), "%s: %s", cmd, E.out);
+    ck_assert_int_eq(C->pending, COMPARE_NONE);
+}
+
 START_TEST(bad_values_are_refused_naming_them_and_change_nothing)
 {
     arm_and_run("/samples 1", "start", NULL);
@@ -163,9 +171,7 @@ START_TEST(bad_values_are_refused_naming_them_and_change_nothing)
         {"/compare temp 1 2 3 4 5 6 7 8 9", "at most 8"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_msg(run(bad[i][0]) & CMD_ERROR, "%s was accepted", bad[i][0]);
-        ck_assert_msg(strstr(E.out, bad[i][1]), "%s: %s", bad[i][0], E.out);
-        ck_assert_int_eq(C->pending, COMPARE_NONE);
+        assert_refused(bad[i][0], bad[i][1]);
         ck_assert_int_eq(S.n_tokens, n);
     }
     /* more than the context allows: the conversation plus /max must fit 64 positions */
@@ -203,6 +209,22 @@ static bool log_step(void *user, const session_event *ev)
     return true;
 }
 
+/* The pane shows column 2 at its latest step (its last token, at its position): the snapshot,
+ * and *step. */
+static const sampler_snapshot *shown_latest_of_column_2(int *step)
+{
+    const sampler_snapshot *snap;
+    int pos;
+    const char *label;
+    ck_assert(compare_shown(C, &snap, step, &pos, &label));
+    const compare_column *col = &C->cols[1];
+    ck_assert_str_eq(label, col->label);
+    ck_assert_int_eq(*step, col->n - 1);
+    ck_assert_int_eq(snap->token, col->ids[*step]);
+    ck_assert_int_eq(pos, C->n_base + *step);
+    return snap;
+}
+
 START_TEST(samples_show_k_keeps_what_a_plain_run_with_that_seed_shows_at_that_step)
 {
     ck_assert(!(run("/temp 0.9") & CMD_ERROR));
@@ -210,16 +232,9 @@ START_TEST(samples_show_k_keeps_what_a_plain_run_with_that_seed_shows_at_that_st
     ck_assert_int_eq(C->show, 2);
     ck_assert_msg(strstr(E.out, "column 2 of the next run"), "%s", E.out);
     arm_and_run("/samples 3", "xyz", NULL);
-    const sampler_snapshot *snap;
-    int step, pos;
-    const char *label;
-    ck_assert(compare_shown(C, &snap, &step, &pos, &label));
-    const compare_column *col = &C->cols[1];
-    ck_assert_str_eq(label, col->label);
-    ck_assert_msg(strstr(label, "seed 43"), "%s", label);
-    ck_assert_int_eq(step, col->n - 1);            /* its latest step: its last token */
-    ck_assert_int_eq(snap->token, col->ids[step]);
-    ck_assert_int_eq(pos, C->n_base + step);
+    int step;
+    const sampler_snapshot *snap = shown_latest_of_column_2(&step);
+    ck_assert_msg(strstr(C->cols[1].label, "seed 43"), "%s", C->cols[1].label);
     ck_assert_int_gt(snap->n_top, 1);
     for (int i = 1; i < snap->n_top; i++)          /* the pane's order: descending raw p */
         ck_assert(snap->top[i - 1].raw_p >= snap->top[i].raw_p);
@@ -249,6 +264,8 @@ START_TEST(samples_show_k_keeps_what_a_plain_run_with_that_seed_shows_at_that_st
     ck_assert_msg(strstr(E.out, "column 2"), "%s", E.out);
     ck_assert(!(run("/samples show off") & CMD_ERROR));
     ck_assert_int_eq(C->show, 0);
+    int pos;
+    const char *label;
     ck_assert(!compare_shown(C, &snap, &step, &pos, &label));
 }
 END_TEST
@@ -257,15 +274,9 @@ START_TEST(beam_show_k_keeps_the_distribution_beam_k_took_its_last_token_from)
 {
     ck_assert(!(run("/beam show 2") & CMD_ERROR));
     arm_and_run("/beam 3", "xyz", NULL);
-    const sampler_snapshot *snap;
-    int step, pos;
-    const char *label;
-    ck_assert(compare_shown(C, &snap, &step, &pos, &label));
+    int step;
+    const sampler_snapshot *snap = shown_latest_of_column_2(&step);
     const compare_column *col = &C->cols[1];
-    ck_assert_str_eq(label, col->label);
-    ck_assert_int_eq(step, col->n - 1);
-    ck_assert_int_eq(snap->token, col->ids[step]);
-    ck_assert_int_eq(pos, C->n_base + step);
     /* p is the beam's token score: the drawn token's is the one its column reports */
     ck_assert_float_eq_tol(snap->token_p, expf((float)col->raw_logprob[step]), 1e-5f);
     double sum = 0;
@@ -296,10 +307,8 @@ START_TEST(samples_show_refuses_bad_columns_naming_them_and_keeps_the_choice)
         {"/beam show 4", "\"4\" is not a column in [1, 3]"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_msg(run(bad[i][0]) & CMD_ERROR, "%s was accepted", bad[i][0]);
-        ck_assert_msg(strstr(E.out, bad[i][1]), "%s: %s", bad[i][0], E.out);
+        assert_refused(bad[i][0], bad[i][1]);
         ck_assert_int_eq(C->show, 3);
-        ck_assert_int_eq(C->pending, COMPARE_NONE);
     }
 }
 END_TEST
