@@ -11,6 +11,7 @@
 #include "core/arch/block_math.h"
 #include "core/cpu/kernels.h"
 #include "core/base/rng.h"
+#include "tests/kernel_sets.h"
 #include "tests/testutil.h"
 
 static float urand(rng *g, float lo, float hi)
@@ -32,38 +33,6 @@ static bool under_ci(void)
 {
     const char *ci = getenv("CI");
     return ci && strcmp(ci, "true") == 0;
-}
-
-/* The SIMD sets this build and CPU have (the reference excluded). The ones left out are named
- * once, with the reason, by report_skipped_sets. */
-static int simd_sets(const kernels **out)
-{
-    int n = 0;
-    for (const char *const *name = kernels_set_names; *name; name++) {
-        const kernels *k = strcmp(*name, "reference") ? kernels_by_name(*name) : NULL;
-        if (k)
-            out[n++] = k;
-    }
-    return n;
-}
-
-static void report_skipped_sets(void)
-{
-    for (const char *const *name = kernels_set_names; *name; name++)
-        if (!kernels_by_name(*name))
-            fprintf(stderr, "check_kernels: SKIPPED the %s kernel set: %s\n", *name,
-                    kernels_cpu_runs(*name) ? "this build does not include it"
-                    : strcmp(*name, "amx") == 0
-                        ? "this CPU lacks AMX-BF16, the OS refused the tile state, or "
-                          "TOKENTOP_NO_AMX is set"
-                        : "this CPU lacks its instructions");
-}
-
-/* Every set this build and CPU have, the reference first. */
-static int all_sets(const kernels **out)
-{
-    out[0] = kernels_reference();
-    return 1 + simd_sets(out + 1);
 }
 
 /* a's rows quantized for a Q8 matmul (kernels_quantize_rows) and rounded to bf16 for a set's
@@ -333,7 +302,7 @@ static void q8_act_expected(const float *x, int K, int b, float *d, int8_t *q)
 START_TEST(q8_activations_round_each_block_to_its_scale)
 {
     const kernels *sets[8];
-    int ns = all_sets(sets);
+    int ns = tu_kernel_sets(sets, true);
     static const int Ks[] = {1, 31, 32, 33, 100, 130};
     rng g;
     rng_seed(&g, 32);
@@ -374,7 +343,7 @@ START_TEST(q8_matmul_is_the_block_formula_in_every_set)
      * result stays close to the fp32 matmul over the dequantized weights (the activations'
      * 8 bits are the only difference). */
     const kernels *sets[8];
-    int ns = all_sets(sets);
+    int ns = tu_kernel_sets(sets, true);
     static const int Ts[] = {1, 3, 30};
     static const int Ks[] = {5, 32, 70};
     rng g;
@@ -492,7 +461,7 @@ static void check_matmul_case(const kernels *simd, rng *g, int T, int K, int N, 
 START_TEST(simd_matmul_matches_reference_on_odd_shapes)
 {
     const kernels *sets[8];
-    int ns = simd_sets(sets);
+    int ns = tu_kernel_sets(sets, false);
     static const int Ts[] = {1, 2, 5, 12, 13, 25, 37};
     static const int Ks[] = {1, 2, 7, 64, 99, 130};
     static const int Ns[] = {1, 15, 16, 17, 31, 33, 100};
@@ -517,7 +486,7 @@ START_TEST(matmul_rows_do_not_depend_on_the_rows_beside_them)
      * threads take. Speculative verification and prefix reuse rely on it (tokens identical to
      * one-at-a-time decoding), so the comparison is memcmp, not a tolerance. */
     const kernels *sets[8];
-    int ns = all_sets(sets);
+    int ns = tu_kernel_sets(sets, true);
     static const int Ks[] = {1, 7, 36, 64, 99, 130};
     static const int Ns[] = {17, 100, 301};
     const int T = 80;   /* 6 tiles of 12 and one of 8; AMX: blocks of 32, 32 and 16 rows */
@@ -589,7 +558,7 @@ START_TEST(simd_gelu_saturates_like_the_formula)
 {
     /* Pre-activations far outside [-10, 10]: the vector exp must saturate, not turn into NaN. */
     const kernels *sets[8];
-    int ns = simd_sets(sets);
+    int ns = tu_kernel_sets(sets, false);
     rng g;
     rng_seed(&g, 6);
     for (int s = 0; s < ns; s++)
@@ -618,7 +587,7 @@ START_TEST(simd_attention_matches_reference)
         {33, 0, 2, 64}, {3, 100, 1, 40}, {2, 130, 2, 64}, {21, 45, 3, 33}, {16, 0, 1, 80},
     };
     const kernels *sets[8];
-    int ns = simd_sets(sets);
+    int ns = tu_kernel_sets(sets, false);
     rng g;
     rng_seed(&g, 9);
     for (int s = 0; s < ns; s++)
@@ -665,7 +634,7 @@ START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
         {7, 3, 3, 64},
     };
     const kernels *sets[8];
-    int ns = all_sets(sets);
+    int ns = tu_kernel_sets(sets, true);
     rng g;
     rng_seed(&g, 23);
     for (int s = 0; s < ns; s++)
@@ -728,7 +697,7 @@ END_TEST
 
 START_TEST(every_set_the_cpu_runs_is_tested_under_ci)
 {
-    /* Outside CI a missing set is only reported (report_skipped_sets); in CI, where the CPU is
+    /* Outside CI a missing set is only reported (tu_report_skipped_sets); in CI, where the CPU is
      * known to have it, a build that left it out would let the suite pass without testing it. */
     for (const char *const *name = kernels_set_names; *name; name++) {
         bool cpu = kernels_cpu_runs(*name), built = kernels_by_name(*name) != NULL;
@@ -769,7 +738,7 @@ START_TEST(bf16_rows_round_like_the_dtype_in_every_set)
     /* Every set's bf16_rows gives tt_f32_to_bf16's bits: ties to even, NaN kept quiet, infinities,
      * denormals (which vcvtneps2bf16 would flush) and values that round up to infinity. */
     const kernels *sets[8];
-    int ns = all_sets(sets);
+    int ns = tu_kernel_sets(sets, true);
     static const float special[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie: 1 + 2^-8 */,
                                     1.01171875f /* tie to even upward */, INFINITY, -INFINITY,
                                     NAN, 1e-40f, -3e-39f, 3.4e38f, -3.3961e38f, 65504.0f};
@@ -817,7 +786,7 @@ START_TEST(bf16_activation_matmul_is_the_float64_sum_of_the_rounded_inputs)
      * the rounding of the final bias add. Heights cover one row (decode), a 16-row tile, two
      * tiles, and a short last block; K whole 32-k blocks, a tail, odd, and a tail alone. */
     const kernels *sets[8];
-    const int n_sets = simd_sets(sets);
+    const int n_sets = tu_kernel_sets(sets, false);
     int tested = 0;
     for (int s = 0; s < n_sets; s++) {
         if (!sets[s]->bf16_rows)
@@ -939,7 +908,7 @@ END_TEST
 
 int main(void)
 {
-    report_skipped_sets();
+    tu_report_skipped_sets("check_kernels");
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 120);

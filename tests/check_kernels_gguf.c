@@ -11,6 +11,7 @@
 #include "core/base/rng.h"
 #include "core/cpu/kernels.h"
 #include "core/model/quant.h"
+#include "tests/kernel_sets.h"
 #include "tests/testutil.h"
 
 static const uint32_t TYPES[] = {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q4_K, QUANT_Q6_K};
@@ -107,28 +108,6 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Matmuls */
 
-static int sets_here(const kernels **out)
-{
-    int n = 0;
-    out[n++] = kernels_reference();
-    for (const char *const *name = kernels_set_names; *name; name++) {
-        if (strcmp(*name, "reference") == 0)
-            continue;
-        const kernels *k = kernels_by_name(*name);
-        if (k)
-            out[n++] = k;
-    }
-    return n;
-}
-
-static void report_skipped_sets(void)
-{
-    for (const char *const *name = kernels_set_names; *name; name++)
-        if (!kernels_by_name(*name))
-            fprintf(stderr, "check_kernels_gguf: SKIPPED the %s kernel set: %s\n", *name,
-                    kernels_cpu_runs(*name) ? "not in this build" : "this CPU lacks it");
-}
-
 typedef struct {
     packed_matrix m;
     uint8_t *rows[KERNELS_GGUF_PARTS];
@@ -224,7 +203,7 @@ static void check_outputs(const char *what, const gguf_case *c, const float *x, 
 START_TEST(gguf_matmul_is_the_dequantized_matmul_in_every_set)
 {
     const kernels *sets[8];
-    const int ns = sets_here(sets);
+    const int ns = tu_kernel_sets(sets, true);
     rng g;
     rng_seed(&g, 11);
     static const int Ns[] = {1, 37, 67};
@@ -263,7 +242,7 @@ END_TEST
 START_TEST(gguf_matmul_reads_mixed_parts_and_permuted_rows)
 {
     const kernels *sets[8];
-    const int ns = sets_here(sets);
+    const int ns = tu_kernel_sets(sets, true);
     rng g;
     rng_seed(&g, 12);
     const uint32_t types[] = {QUANT_Q4_K, QUANT_Q5_0, QUANT_Q6_K};
@@ -292,7 +271,7 @@ END_TEST
 START_TEST(gguf_matmul_rows_do_not_depend_on_the_rows_beside_them)
 {
     const kernels *sets[8];
-    const int ns = sets_here(sets);
+    const int ns = tu_kernel_sets(sets, true);
     rng g;
     rng_seed(&g, 13);
     for (int ti = 0; ti < N_TYPES; ti++) {
@@ -321,7 +300,7 @@ END_TEST
 
 int main(void)
 {
-    report_skipped_sets();
+    tu_report_skipped_sets("check_kernels_gguf");
     Suite *s = suite_create("kernels_gguf");
     TCase *tc = tcase_create("kernels_gguf");
     tcase_set_timeout(tc, 120);

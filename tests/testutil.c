@@ -1,5 +1,6 @@
 /* testutil.c: helpers shared by the Check suites. */
 #include "tests/testutil.h"
+#include "tests/kernel_sets.h"
 
 #include <check.h>
 #include <ftw.h>
@@ -15,6 +16,31 @@
 #include "core/engine/engine.h"
 #include "core/model/modelgen.h"
 #include "core/session/session.h"
+
+int tu_kernel_sets(const kernels **out, bool with_reference)
+{
+    int n = 0;
+    if (with_reference)
+        out[n++] = kernels_reference();
+    for (const char *const *name = kernels_set_names; *name; name++) {
+        const kernels *k = strcmp(*name, "reference") ? kernels_by_name(*name) : NULL;
+        if (k)
+            out[n++] = k;
+    }
+    return n;
+}
+
+void tu_report_skipped_sets(const char *suite)
+{
+    for (const char *const *name = kernels_set_names; *name; name++)
+        if (!kernels_by_name(*name))
+            fprintf(stderr, "%s: SKIPPED the %s kernel set: %s\n", suite, *name,
+                    kernels_cpu_runs(*name) ? "this build does not include it"
+                    : strcmp(*name, "amx") == 0
+                        ? "this CPU lacks AMX-BF16, the OS refused the tile state, or "
+                          "TOKENTOP_NO_AMX is set"
+                        : "this CPU lacks its instructions");
+}
 
 const char *tu_gpt2_dir(void)
 {
