@@ -22,6 +22,15 @@ static float urand(rng *g, float lo, float hi)
     return lo + (hi - lo) * (float)rng_uniform(g);
 }
 
+/* n values uniform in [-1, 1), malloc'd: activations or a bias. */
+static float *urand_vec(rng *g, size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        v[i] = urand(g, -1.0f, 1.0f);
+    return v;
+}
+
 static void put_f16(uint8_t *p, float v)
 {
     uint16_t h = tt_f32_to_f16(v);
@@ -217,9 +226,7 @@ START_TEST(gguf_matmul_is_the_dequantized_matmul_in_every_set)
                 gguf_case c;
                 case_init(&c, &g, K, &t, &N, 1, 0);
                 for (int T = 1; T <= 17; T += (T < 6 ? 1 : 5)) {
-                    float *x = malloc((size_t)T * K * sizeof *x);
-                    for (int i = 0; i < T * K; i++)
-                        x[i] = urand(&g, -1.0f, 1.0f);
+                    float *x = urand_vec(&g, (size_t)T * K);
                     float *out = malloc((size_t)T * N * sizeof *out);
                     for (int s = 0; s < ns; s++) {
                         char what[96];
@@ -249,12 +256,8 @@ START_TEST(gguf_matmul_reads_mixed_parts_and_permuted_rows)
     const int cols[] = {128, 64, 64}, K = 256, N = 256, T = 9;
     gguf_case c;
     case_init(&c, &g, K, types, cols, 3, 64);
-    float *x = malloc((size_t)T * K * sizeof *x), *bias = malloc((size_t)N * sizeof *bias);
+    float *x = urand_vec(&g, (size_t)T * K), *bias = urand_vec(&g, (size_t)N);
     float *out = malloc((size_t)T * N * sizeof *out);
-    for (int i = 0; i < T * K; i++)
-        x[i] = urand(&g, -1.0f, 1.0f);
-    for (int n = 0; n < N; n++)
-        bias[n] = urand(&g, -1.0f, 1.0f);
     for (int s = 0; s < ns; s++) {
         for (int i = 0; i < T * N; i++)
             out[i] = 0.0f;
@@ -278,9 +281,7 @@ START_TEST(gguf_matmul_rows_do_not_depend_on_the_rows_beside_them)
         const int K = 512, N = 45, T = 17;
         gguf_case c;
         case_init(&c, &g, K, &TYPES[ti], &N, 1, 0);
-        float *x = malloc((size_t)T * K * sizeof *x);
-        for (int i = 0; i < T * K; i++)
-            x[i] = urand(&g, -1.0f, 1.0f);
+        float *x = urand_vec(&g, (size_t)T * K);
         float *all = malloc((size_t)T * N * sizeof *all), one[64];
         for (int s = 0; s < ns; s++) {
             run_set(sets[s], &c, x, T, all, NULL, MM_STORE);
