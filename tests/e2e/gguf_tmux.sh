@@ -5,17 +5,19 @@
 set -u
 source "$(dirname "$0")/tmux.bash"
 fx=$PWD/tests/fixtures/gguf
-T -f /dev/null new-session -d -s main -x 120 -y 30 \
-    "env LANG=C.UTF-8 TERM=screen-256color $BIN --model $fx/tiny-llama-q8_0.gguf --threads 1 --backend cpu; sleep 30"
-T set-option -t main -g status off >/dev/null
+# open FILE WIDTH: the REPL on fixture FILE in a WIDTH x 30 session "main"
+open_repl() {
+    T -f /dev/null new-session -d -s main -x "$2" -y 30 \
+        "env LANG=C.UTF-8 TERM=screen-256color $BIN --model $fx/$1 --threads 1 --backend cpu; sleep 30"
+    T set-option -t main -g status off >/dev/null
+}
+open_repl tiny-llama-q8_0.gguf 120
 check "the status bar names the file, its quantization and bits a weight" \
     wait_for 'tiny-llama-q8_0\.gguf Q8_0 [0-9.]+b │ cpu.* q8 '
 type_line "/show"
 check "/show names the file's quantization" wait_for 'HS 8, file Q8_0'
 T kill-session -t main
-T -f /dev/null new-session -d -s main -x 160 -y 30 \
-    "env LANG=C.UTF-8 TERM=screen-256color $BIN --model $fx/tiny-llama-256-q4_k_m.gguf --threads 1 --backend cpu; sleep 30"
-T set-option -t main -g status off >/dev/null
+open_repl tiny-llama-256-q4_k_m.gguf 160
 check "a Q4_K_M file: the status bar names it and its bits a weight" \
     wait_for 'tiny-llama-256-q4_k_m\.gguf Q4_K_M [0-9.]+b │ cpu'
 type_line "/show"
