@@ -1195,9 +1195,9 @@ double session_plain_speedup(const session *s, double *lo, double *hi)
 
 /* Whether the coming round gets a probe: every other round after the first (the round after a
  * probe completes its pair, spec_step) until SESSION_PROBE_MIN pairs, then while the probes' time
- * stays within SESSION_PROBE_SHARE of the turn's so far. A
- * probe is two plain steps (probe_plain), so probing every round cost a speculative turn 85% more
- * wall time on the embedded pair; the user waits for it, though it stays out of tok/s. */
+ * stays within SESSION_PROBE_SHARE of the turn's so far. A probe is two plain steps
+ * (probe_plain), so probing every round cost a speculative turn 85% more wall time on the
+ * embedded pair; the user waits for it, though it stays out of tok/s. */
 static bool probe_due(const session *s)
 {
     const struct session_gen *g = s->gen;
