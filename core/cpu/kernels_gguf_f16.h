@@ -2,13 +2,14 @@
  * stores them (a float GGUF file's matrices), included by kernels_simd.h after
  * kernels_gguf_simd.h. The activations stay fp32. Each output is kernels.h's chain: 16 lane sums
  * along k (one vector on AVX-512, two on AVX2), then gf_hsum's fixed tree, whatever tile computed
- * it. A decode step (one activation row) streams GF_DECODE_W weight rows a pass, sharing each
- * activation load, the next rows prefetched; more rows go in register tiles of GF_TILE_W weight
- * rows by GF_TILE_R activation rows (AVX-512: 4 x 6 = 24 accumulators), a group of activation
- * rows against a whole panel (its rows stay in L2) before the next group. */
+ * it. A decode step (one activation row) computes GF_DECODE_W weight rows a pass, sharing each
+ * activation load, each from its own run of consecutive rows (so each is a sequential stream);
+ * more rows go in register tiles of GF_TILE_W weight rows by GF_TILE_R activation rows (AVX-512:
+ * 4 x 6 = 24 accumulators), a group of activation rows against a whole panel (its rows stay in
+ * L2) before the next group. */
 
 #if KS_VW == 16
-#define GF_DECODE_W 8
+#define GF_DECODE_W 4
 #define GF_TILE_W 4
 #define GF_TILE_R 6
 #else
@@ -17,11 +18,6 @@
 #define GF_TILE_R 2
 #endif
 #define GF_NV (KERNELS_GGUF_LANES / KS_VW)   /* vectors of one 16-lane sum */
-/* Bytes ahead along a decode's rows that each pass fetches; past a row's end it fetches the
- * start of the rows of the next pass instead. */
-#ifndef GF_PREFETCH
-#define GF_PREFETCH 1024
-#endif
 
 /* KS_VW weights of type t (QUANT_F16 or QUANT_BF16) at p, widened to fp32 (exact). */
 static inline __attribute__((always_inline)) vf gf_widen(uint32_t t, const uint16_t *p)
@@ -52,8 +48,8 @@ static inline __attribute__((always_inline)) float gf_hsum(const vf *acc)
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* One step of 16 k: the W weight rows' 16 weights from w[i] + k, the R activation rows' from
- * x + r * ldx + k, into acc. */
+/* One step of 16 k: the W weight rows' 16 weights from w[i] + wk, the R activation rows' from
+ * x + r * ldx + xk, into acc. */
 static inline __attribute__((always_inline)) void
 gf_step(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx, int R,
         vf acc[][GF_TILE_R][GF_NV], size_t wk, size_t xk)
@@ -75,11 +71,12 @@ gf_step(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx,
 }
 
 /* W weight rows (w[i]: K elements of type t) against R activation rows (x, rows ldx apart):
- * output (i, r) into out[i * R + r]. nxt: NULL, or the W rows of the next pass, prefetched while
- * these stream (a decode). */
+ * output (i, r) into out[i * R + r]. No software prefetch: with each row one step of a
+ * sequential stream (mm_gguf_f16's decode runs), prefetching 1-4 KiB ahead measured no faster
+ * than the hardware's, and 8 rows a pass (8 streams) slower than 4. */
 static inline __attribute__((always_inline)) void
-gf_tile(uint32_t t, const uint16_t *const *w, const uint16_t *const *nxt, int W,
-        const float *x, size_t ldx, int R, int K, float *out)
+gf_tile(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx, int R, int K,
+        float *out)
 {
     enum { MW = GF_DECODE_W > GF_TILE_W ? GF_DECODE_W : GF_TILE_W };
     vf acc[MW][GF_TILE_R][GF_NV];
@@ -93,13 +90,6 @@ gf_tile(uint32_t t, const uint16_t *const *w, const uint16_t *const *nxt, int W,
     int k = 0;
     /* 32 k a pass: one cache line of each weight row */
     for (; k + 32 <= K; k += 32) {
-        if (nxt) {
-            const int ahead = k + GF_PREFETCH / 2;
-#pragma GCC unroll 8
-            for (int i = 0; i < W; i++)
-                _mm_prefetch((const char *)(ahead < K ? w[i] + ahead : nxt[i] + (ahead - K)),
-                             _MM_HINT_T0);
-        }
         gf_step(t, w, W, x, ldx, R, acc, (size_t)k, (size_t)k);
         gf_step(t, w, W, x, ldx, R, acc, (size_t)k + 16, (size_t)k + 16);
     }
@@ -129,15 +119,14 @@ gf_tile(uint32_t t, const uint16_t *const *w, const uint16_t *const *nxt, int W,
             out[i * R + r] = gf_hsum(acc[i][r]);
 }
 
-static __attribute__((noinline)) void gf_decode(uint32_t t, const uint16_t *const *w,
-                                                const uint16_t *const *nxt, int W, const float *x,
-                                                int K, float *out)
+static __attribute__((noinline)) void gf_decode(uint32_t t, const uint16_t *const *w, int W,
+                                                const float *x, int K, float *out)
 {
 #define GF_T(T_)                                                                                   \
     if (W == GF_DECODE_W)                                                                          \
-        gf_tile(T_, w, nxt, GF_DECODE_W, x, 0, 1, K, out);                                         \
+        gf_tile(T_, w, GF_DECODE_W, x, 0, 1, K, out);                                              \
     else                                                                                           \
-        gf_tile(T_, w, nxt, 1, x, 0, 1, K, out);
+        gf_tile(T_, w, 1, x, 0, 1, K, out);
     if (t == QUANT_F16)
         GF_T(QUANT_F16)
     else
@@ -146,16 +135,17 @@ static __attribute__((noinline)) void gf_decode(uint32_t t, const uint16_t *cons
 }
 
 static __attribute__((noinline)) void gf_rows(uint32_t t, const uint16_t *const *w, int W,
-                                              const float *x, size_t ldx, int R, int K, float *out)
+                                              const float *x, size_t ldx, int R, int K,
+                                              float *out)
 {
 #define GF_R(T_, W_)                                                                               \
     switch (R) {                                                                                   \
-    case 1: gf_tile(T_, w, NULL, W_, x, ldx, 1, K, out); break;                                    \
-    case 2: gf_tile(T_, w, NULL, W_, x, ldx, 2, K, out); break;                                    \
-    case 3: gf_tile(T_, w, NULL, W_, x, ldx, GF_TILE_R < 3 ? GF_TILE_R : 3, K, out); break;        \
-    case 4: gf_tile(T_, w, NULL, W_, x, ldx, GF_TILE_R < 4 ? GF_TILE_R : 4, K, out); break;        \
-    case 5: gf_tile(T_, w, NULL, W_, x, ldx, GF_TILE_R < 5 ? GF_TILE_R : 5, K, out); break;        \
-    default: gf_tile(T_, w, NULL, W_, x, ldx, GF_TILE_R, K, out); break;                           \
+    case 1: gf_tile(T_, w, W_, x, ldx, 1, K, out); break;                                          \
+    case 2: gf_tile(T_, w, W_, x, ldx, 2, K, out); break;                                          \
+    case 3: gf_tile(T_, w, W_, x, ldx, GF_TILE_R < 3 ? GF_TILE_R : 3, K, out); break;              \
+    case 4: gf_tile(T_, w, W_, x, ldx, GF_TILE_R < 4 ? GF_TILE_R : 4, K, out); break;              \
+    case 5: gf_tile(T_, w, W_, x, ldx, GF_TILE_R < 5 ? GF_TILE_R : 5, K, out); break;              \
+    default: gf_tile(T_, w, W_, x, ldx, GF_TILE_R, K, out); break;                                 \
     }
     if (t == QUANT_F16) {
         if (W == GF_TILE_W)
@@ -171,20 +161,9 @@ static __attribute__((noinline)) void gf_rows(uint32_t t, const uint16_t *const 
 #undef GF_R
 }
 
-/* Up to n rows from n0 (W at most, all of type t and, for a whole group, all in one part):
- * their pointers into w[], returns how many. */
-static inline int gf_group(const packed_matrix *m, int n0, int n1, int W, uint32_t *t,
-                           const uint16_t **w)
+static inline const uint16_t *gf_row(const packed_matrix *m, int n, uint32_t *t)
 {
-    int n = 0;
-    while (n < W && n0 + n < n1) {
-        uint32_t tn;
-        w[n] = (const uint16_t *)packed_gguf_row(m, n0 + n, &tn);
-        if (n == 0)
-            *t = tn;
-        n++;
-    }
-    return n;
+    return (const uint16_t *)packed_gguf_row(m, n, t);
 }
 
 static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
@@ -193,27 +172,25 @@ static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
     const packed_matrix *m = a->w;
     const int K = m->K;
     const int n0 = p0 * KERNELS_NR, n1 = p1 * KERNELS_NR < m->N ? p1 * KERNELS_NR : m->N;
+    uint32_t t;
     if (a->T == 1) {
-        const uint16_t *w[GF_DECODE_W], *nx[GF_DECODE_W];
+        /* GF_DECODE_W runs of consecutive rows side by side, row q of each a pass: each run is
+         * one sequential stream through memory (as the packed GEMV's panels are), the passes'
+         * rows are independent FMA chains; the rows left over one at a time */
+        const int len = (n1 - n0) / GF_DECODE_W;
+        const uint16_t *w[GF_DECODE_W];
         float y[GF_DECODE_W];
-        uint32_t t, tn;
-        int W = gf_group(m, n0, n1, GF_DECODE_W, &t, w);
-        for (int n = n0; n < n1;) {
-            /* the next pass's rows: this range's, or the rows after it (another chunk's) */
-            const int Wn = gf_group(m, n + W, m->N, GF_DECODE_W, &tn, nx);
-            for (int i = Wn; i < GF_DECODE_W; i++)
-                nx[i] = w[i < W ? i : 0];
-            if (W == GF_DECODE_W) {
-                gf_decode(t, w, nx, W, a->x, K, y);
-            } else {
-                for (int i = 0; i < W; i++)
-                    gf_decode(t, w + i, nx + i, 1, a->x, K, y + i);
-            }
-            for (int i = 0; i < W; i++)
-                gg_finish(a, 0, n + i, y[i]);
-            n += W;
-            W = n + GF_DECODE_W <= n1 ? GF_DECODE_W : n1 - n;
-            memcpy(w, nx, sizeof w);
+        for (int q = 0; q < len; q++) {
+            for (int i = 0; i < GF_DECODE_W; i++)
+                w[i] = gf_row(m, n0 + i * len + q, &t);
+            gf_decode(t, w, GF_DECODE_W, a->x, K, y);
+            for (int i = 0; i < GF_DECODE_W; i++)
+                gg_finish(a, 0, n0 + i * len + q, y[i]);
+        }
+        for (int n = n0 + GF_DECODE_W * len; n < n1; n++) {
+            w[0] = gf_row(m, n, &t);
+            gf_decode(t, w, 1, a->x, K, y);
+            gg_finish(a, 0, n, y[0]);
         }
         return;
     }
@@ -226,16 +203,12 @@ static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
             const int R = a->T - t0 < GF_TILE_R ? a->T - t0 : GF_TILE_R;
             const float *x = a->x + (size_t)t0 * (size_t)a->ldx;
             for (int n = pn0; n < pn1;) {
-                const uint16_t *w[GF_TILE_W];
                 float y[GF_TILE_W * GF_TILE_R];
-                uint32_t t;
-                const int W = gf_group(m, n, pn1, GF_TILE_W, &t, w);
-                if (W == GF_TILE_W) {
-                    gf_rows(t, w, W, x, (size_t)a->ldx, R, K, y);
-                } else {
-                    for (int i = 0; i < W; i++)
-                        gf_rows(t, w + i, 1, x, (size_t)a->ldx, R, K, y + i * R);
-                }
+                const uint16_t *w[GF_TILE_W];
+                const int W = pn1 - n < GF_TILE_W ? 1 : GF_TILE_W;
+                for (int i = 0; i < W; i++)
+                    w[i] = gf_row(m, n + i, &t);
+                gf_rows(t, w, W, x, (size_t)a->ldx, R, K, y);
                 for (int i = 0; i < W * R; i++)
                     gg_finish(a, t0 + i % R, n + i / R, y[i]);
                 n += W;
