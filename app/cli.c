@@ -138,7 +138,7 @@ void cli_usage(FILE *f, const char *cmd)
 "  -m, --model DIR        Hugging Face model directory: GPT-2, Llama, Mistral, Qwen2/3 (default:\n"
 "                         the embedded %s)\n"
 "      --dtype T          precision weights are held in: fp32 | fp16 | bf16 | q8 | gguf (default:\n"
-"                         the file's; gguf: a quantized GGUF's blocks as stored)\n"
+"                         the file's; gguf: a GGUF's tensors as stored, F16 or quantized)\n"
 "      --compare-dtype T  run a second engine at precision T on the same tokens: --json records\n"
 "                         get a \"compare\" object (p under both, KL, max |dp|, top-1), the REPL\n"
 "                         starts with /dtype compare T (twice the weight memory)\n"

@@ -1,7 +1,8 @@
 /* check_kernels_gguf.c: GGUF weights held as stored (TT_GGUF, kernels.h): a block's D * q + M is
  * the dequantized block bit for bit, and every kernel set's matmul (decode and prefill rows, odd
  * shapes, mixed types side by side, llama's permuted q/k rows) is the dequantize-then-fp32 matmul
- * over the 8-bit activations, each row the same bits whatever rows come with it. */
+ * over the 8-bit activations, each row the same bits whatever rows come with it; F16 and BF16
+ * rows are the fp64 matmul over the fp32 activations, the same bits in every set. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -110,7 +111,9 @@ START_TEST(gguf_types_with_kernels_and_their_row_lengths)
     ck_assert(!packed_gguf_type_ok(QUANT_Q4_K, 128));
     ck_assert(!packed_gguf_type_ok(QUANT_Q4_0, 48));
     ck_assert(!packed_gguf_type_ok(QUANT_Q5_K, 256));
-    ck_assert(!packed_gguf_type_ok(QUANT_F16, 256));
+    ck_assert(packed_gguf_type_ok(QUANT_F16, 37));
+    ck_assert(packed_gguf_type_ok(QUANT_BF16, 1));
+    ck_assert(!packed_gguf_type_ok(QUANT_F32, 256));
 }
 END_TEST
 
@@ -299,6 +302,189 @@ START_TEST(gguf_matmul_rows_do_not_depend_on_the_rows_beside_them)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------
+ * F16 and BF16 rows (a float file's matrices): fp32 activations, the same bits in every set */
+
+/* A (K, N) matrix of n_parts F16 or BF16 tensors (type t) of random weights in [-1, 1), their
+ * widened values in w (N, K) in output column order. */
+typedef struct {
+    packed_matrix m;
+    uint16_t *rows[KERNELS_GGUF_PARTS];
+    float *w;
+} float_case;
+
+static void float_case_init(float_case *c, rng *g, uint32_t t, int K, const int *cols,
+                            int n_parts, int head_rows)
+{
+    tensor_ref src[KERNELS_GGUF_PARTS];
+    int N = 0;
+    for (int i = 0; i < n_parts; i++) {
+        c->rows[i] = malloc((size_t)cols[i] * (size_t)K * sizeof(uint16_t));
+        ck_assert_ptr_nonnull(c->rows[i]);
+        for (size_t e = 0; e < (size_t)cols[i] * (size_t)K; e++) {
+            const float v = urand(g, -1.0f, 1.0f);
+            c->rows[i][e] = t == QUANT_F16 ? tt_f32_to_f16(v) : tt_f32_to_bf16(v);
+        }
+        src[i] = (tensor_ref){.data = c->rows[i], .dtype = t == QUANT_F16 ? TT_F16 : TT_BF16,
+                              .row_len = K, .head_rows = head_rows};
+        N += cols[i];
+    }
+    packed_matrix_gguf(&c->m, K, src, cols, n_parts);
+    ck_assert(packed_gguf_is_float(&c->m));
+    c->w = malloc((size_t)N * (size_t)K * sizeof *c->w);
+    ck_assert_ptr_nonnull(c->w);
+    for (int n = 0, n0 = 0, i = 0; n < N; n++) {
+        if (n - n0 >= cols[i])
+            n0 += cols[i++];
+        const uint16_t *row = tensor_ref_row(src[i], (size_t)(n - n0));
+        for (int k = 0; k < K; k++)
+            c->w[(size_t)n * K + k] =
+                t == QUANT_F16 ? tt_f16_to_f32(row[k]) : tt_bf16_to_f32(row[k]);
+    }
+}
+
+static void float_case_free(float_case *c)
+{
+    for (int i = 0; i < c->m.n_parts; i++)
+        free(c->rows[i]);
+    packed_matrix_free(&c->m);
+    free(c->w);
+}
+
+/* Set k over all panels of c for T rows of x (no quantized activations: xq NULL), split in two
+ * calls as two threads would. */
+static void float_run(const kernels *k, const float_case *c, const float *x, int T, float *out,
+                      const float *bias, mm_epilogue ep)
+{
+    const int K = c->m.K;
+    matmul_args a = {.out = out, .ldo = c->m.N, .x = x, .ldx = K, .w = &c->m, .bias = bias,
+                     .T = T, .epilogue = ep};
+    const int mid = c->m.n_panels / 2;
+    float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(scratch);
+    k->matmul(&a, 0, mid, scratch);
+    k->matmul(&a, mid, c->m.n_panels, NULL);
+    free(scratch);
+}
+
+/* Output (t, n) against the fp64 matmul of the widened weights and the fp32 activations
+ * themselves (nothing rounded to 8 or 16 bits): only the fp32 sum's rounding apart. */
+static void float_check(const char *what, const float_case *c, const float *x, int T,
+                        const float *out, const float *bias, const float *before)
+{
+    const int K = c->m.K, N = c->m.N;
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double s = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                const double p = (double)c->w[(size_t)n * K + k] * x[(size_t)t * K + k];
+                s += p;
+                mag += fabs(p);
+            }
+            const double want = s + (bias ? bias[n] : 0.0) +
+                                (before ? before[(size_t)t * N + n] : 0.0);
+            const double got = out[(size_t)t * N + n];
+            ck_assert_msg(fabs(got - want) <= 2e-6 * mag + 1e-6,
+                          "%s: (t %d, n %d): got %.9g, fp64 %.9g", what, t, n, got, want);
+        }
+}
+
+START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_set)
+{
+    const kernels *sets[8];
+    const int ns = tu_kernel_sets(sets, true);
+    const kernels *ref = kernels_reference();
+    rng g;
+    rng_seed(&g, 21);
+    static const uint32_t ftypes[] = {QUANT_F16, QUANT_BF16};
+    static const int Ks[] = {16, 37, 300, 2048}, Ns[] = {1, 37, 67};
+    for (int ti = 0; ti < 2; ti++)
+        for (int ki = 0; ki < 4; ki++)
+            for (int ni = 0; ni < 3; ni++) {
+                const int K = Ks[ki], N = Ns[ni];
+                float_case c;
+                float_case_init(&c, &g, ftypes[ti], K, &N, 1, 0);
+                for (int T = 1; T <= 17; T += (T < 8 ? 1 : 9)) {
+                    float *x = urand_vec(&g, (size_t)T * K);
+                    float *want = malloc((size_t)T * N * sizeof *want);
+                    float *out = malloc((size_t)T * N * sizeof *out);
+                    float_run(ref, &c, x, T, want, NULL, MM_STORE);
+                    for (int s = 0; s < ns; s++) {
+                        char what[96];
+                        snprintf(what, sizeof what, "%s set, %s, K %d, N %d, T %d",
+                                 sets[s]->name, quant_type_name(ftypes[ti]), K, N, T);
+                        float_run(sets[s], &c, x, T, out, NULL, MM_STORE);
+                        float_check(what, &c, x, T, out, NULL, NULL);
+                        ck_assert_msg(memcmp(out, want, (size_t)T * N * sizeof *out) == 0,
+                                      "%s: not the reference set's bits", what);
+                    }
+                    free(out);
+                    free(want);
+                    free(x);
+                }
+                float_case_free(&c);
+            }
+}
+END_TEST
+
+/* A float llama's q | k | v: three F16 parts, q and k in llama.cpp's permuted row order, odd
+ * K; a bias and the residual epilogue. */
+START_TEST(gguf_f16_matmul_reads_several_parts_and_permuted_rows)
+{
+    const kernels *sets[8];
+    const int ns = tu_kernel_sets(sets, true);
+    rng g;
+    rng_seed(&g, 22);
+    const int cols[] = {128, 64, 64}, K = 200, N = 256, T = 9;
+    float_case c;
+    float_case_init(&c, &g, QUANT_F16, K, cols, 3, 64);
+    float *x = urand_vec(&g, (size_t)T * K), *bias = urand_vec(&g, (size_t)N);
+    float *before = urand_vec(&g, (size_t)T * N);
+    float *out = malloc((size_t)T * N * sizeof *out);
+    for (int s = 0; s < ns; s++) {
+        memcpy(out, before, (size_t)T * N * sizeof *out);
+        float_run(sets[s], &c, x, T, out, bias, MM_ADD);
+        float_check(sets[s]->name, &c, x, T, out, bias, before);
+    }
+    for (int n = 0; n < N; n += 17)       /* packed_matrix_get reads through the order too */
+        ck_assert(packed_matrix_get(&c.m, 5, n) == c.w[(size_t)n * K + 5]);
+    free(out);
+    free(before);
+    free(bias);
+    free(x);
+    float_case_free(&c);
+}
+END_TEST
+
+START_TEST(gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17)
+{
+    const kernels *sets[8];
+    const int ns = tu_kernel_sets(sets, true);
+    rng g;
+    rng_seed(&g, 23);
+    static const uint32_t ftypes[] = {QUANT_F16, QUANT_BF16};
+    for (int ti = 0; ti < 2; ti++) {
+        const int K = 333, N = 45, T = 17;
+        float_case c;
+        float_case_init(&c, &g, ftypes[ti], K, &N, 1, 0);
+        float *x = urand_vec(&g, (size_t)T * K);
+        float *all = malloc((size_t)T * N * sizeof *all), one[64];
+        for (int s = 0; s < ns; s++) {
+            float_run(sets[s], &c, x, T, all, NULL, MM_STORE);
+            for (int t = 0; t < T; t++) {
+                float_run(sets[s], &c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
+                ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
+                              "%s set, %s: row %d alone differs from row %d of %d",
+                              sets[s]->name, quant_type_name(ftypes[ti]), t, t, T);
+            }
+        }
+        free(all);
+        free(x);
+        float_case_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     tu_report_skipped_sets("check_kernels_gguf");
@@ -310,6 +496,9 @@ int main(void)
     tcase_add_test(tc, gguf_matmul_is_the_dequantized_matmul_in_every_set);
     tcase_add_test(tc, gguf_matmul_reads_mixed_parts_and_permuted_rows);
     tcase_add_test(tc, gguf_matmul_rows_do_not_depend_on_the_rows_beside_them);
+    tcase_add_test(tc, gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_set);
+    tcase_add_test(tc, gguf_f16_matmul_reads_several_parts_and_permuted_rows);
+    tcase_add_test(tc, gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

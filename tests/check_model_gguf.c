@@ -64,9 +64,8 @@ START_TEST(gguf_llama_reads_the_config_of_its_hf_directory)
     ck_assert_int_eq(b->bos_id, a->bos_id);
     ck_assert_int_eq(model_eos(g), model_eos(hf));
     ck_assert_int_eq(g->n_params, hf->n_params);
-    ck_assert_int_eq(g->file_dtype, TT_F16);
+    ck_assert_int_eq(g->file_dtype, TT_GGUF);
     ck_assert_str_eq(g->quantization, "F16");
-    ck_assert_str_eq(g->load_note, "");
     ck_assert_str_eq(g->name, "tiny-llama-f16.gguf");
     model_free(g);
     model_free(hf);
@@ -213,6 +212,55 @@ START_TEST(gguf_quantized_files_are_held_as_stored_near_their_fp32_logits)
                       files[f].file, dg, d8);
         free(ref);
         free(q8);
+        free(held);
+        model_free(g);
+    }
+}
+END_TEST
+
+/* An F16 file (llama with its permuted q/k rows, qwen2 with q/k/v biases) is held as stored by
+ * default: the engine reads its rows in place (weight bytes the file's tensors, no copy) with fp32
+ * activations, so its logits are nearer the fp32 engine's over the same weights than the
+ * repacked fp16 engine's (which rounds the vectors to fp16), and each position's greedy token is
+ * the fp16 engine's. */
+START_TEST(gguf_f16_files_are_held_as_stored_near_their_fp32_logits)
+{
+    static const char *const files[] = {"tiny-llama-f16.gguf", "tiny-qwen2-f16.gguf"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        model *g = load_ok(fixture(files[f]));
+        ck_assert_int_eq(g->file_dtype, TT_GGUF);
+        engine *e = tu_cpu_engine(g, TT_GGUF, 1, 0);
+        ck_assert_msg(strstr(e->description, "F16 (") && strstr(e->description, "as stored"),
+                      "%s", e->description);
+        size_t tensors = 0;
+        for (size_t i = 0; i < gguf_tensor_count(g->gguf); i++)
+            tensors += (size_t)gguf_tensor_at(g->gguf, i)->nbytes;
+        /* the file's tensors, and the vectors (biases, norms) copied out as fp32 */
+        ck_assert_msg(e->weight_bytes <= tensors + tensors / 50,
+                      "%s: weight bytes %zu, the file's tensors %zu", files[f], e->weight_bytes,
+                      tensors);
+        engine_free(e);
+        const int V = g->config.V, n = N_IDS * V;
+        int32_t ids[N_IDS];
+        for (int j = 0; j < N_IDS; j++)
+            ids[j] = IDS[j] % V;
+        float *ref = tu_all_logits(g, TT_F32, 1, ids, N_IDS);
+        float *f16 = tu_all_logits(g, TT_F16, 1, ids, N_IDS);
+        float *held = tu_all_logits(g, TT_GGUF, 2, ids, N_IDS);
+        double d16 = max_diff(ref, f16, n), dg = max_diff(ref, held, n);
+        ck_assert_msg(dg <= 1e-4 && dg < d16, "%s: largest logit difference from fp32: held as "
+                      "stored %g, fp16 %g", files[f], dg, d16);
+        for (int t = 0; t < N_IDS; t++) {
+            int a = 0, b = 0;
+            for (int v = 1; v < V; v++) {
+                a = held[(size_t)t * V + v] > held[(size_t)t * V + a] ? v : a;
+                b = f16[(size_t)t * V + v] > f16[(size_t)t * V + b] ? v : b;
+            }
+            ck_assert_msg(a == b, "%s position %d: greedy %d as stored, %d in fp16", files[f], t,
+                          a, b);
+        }
+        free(ref);
+        free(f16);
         free(held);
         model_free(g);
     }
@@ -472,6 +520,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit);
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
     tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
+    tcase_add_test(tc, gguf_f16_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
     tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);
     tcase_add_test(tc, quantized_tensors_read_as_their_dequantized_rows);

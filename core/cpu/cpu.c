@@ -188,7 +188,9 @@ static void act_rows(const void *varg, int t0, int t1)
 static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_matrix *w, int T)
 {
     act_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = w->K, .dtype = w->dtype};
-    if (w->dtype == TT_Q8 || w->dtype == TT_GGUF) {
+    if (packed_gguf_is_float(w)) {
+        return;                    /* F16, BF16 rows as stored read x itself */
+    } else if (w->dtype == TT_Q8 || w->dtype == TT_GGUF) {
         q.out = ce->xq;
         q.ldo = ce->ldxq;
     } else if (w->dtype == TT_BF16 && ce->xb) {
@@ -823,17 +825,20 @@ static void pack_job_run(void *varg, int ith, int nth)
 }
 
 /* The dtype a matrix over parts is held in by an engine of dtype d: d, except under TT_GGUF,
- * where tensors the GGUF kernels read are used in place (TT_GGUF) and any other matrix is packed
- * as close to its file as the kernels go: F16 when every part is F16 (or a quantized type without
- * a kernel), else F32. */
+ * where tensors the GGUF kernels read are used in place (TT_GGUF: all quantized, or all F16, or
+ * all BF16) and any other matrix is packed as close to its file as the kernels go: F16 when every
+ * part is F16 (or a quantized type without a kernel), else F32. */
 static tt_dtype cpu_matrix_dtype(tt_dtype d, int K, const pack_part *parts, int n_parts)
 {
     if (d != TT_GGUF)
         return d;
     bool in_place = true, f16 = true;
+    const uint32_t t0 = packed_gguf_tensor_type(&parts[0].src);
     for (int i = 0; i < n_parts; i++) {
         const tensor_ref *t = &parts[i].src;
-        in_place &= t->quantized && packed_gguf_type_ok(t->quant, K) && !t->in_out;
+        const uint32_t q = packed_gguf_tensor_type(t);
+        in_place &= packed_gguf_type_ok(q, K) && !t->in_out &&
+                    (t->quantized ? parts[0].src.quantized : q == t0);
         f16 &= t->quantized || t->dtype == TT_F16;
     }
     return in_place ? TT_GGUF : f16 ? TT_F16 : TT_F32;

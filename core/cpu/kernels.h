@@ -86,12 +86,21 @@
  *     c += d[t][b] * (D_lo * sum_{k < 16} q[k] xq[t][k] + D_hi * sum_{k >= 16} ... + M * sum xq)
  * the integer sums exact. The sets add these terms in their own order (the reference scalar,
  * SIMD lane-wise then a horizontal sum), so their bits differ by rounding, and every row runs
- * the same chain however many rows come with it (batch invariance). */
+ * the same chain however many rows come with it (batch invariance).
+ * F16 and BF16 rows (a float file's matrices) take fp32 activations as they are, not quantized:
+ * per output (t, n), 16 lane sums l[j] = fma chains over k = j, j + 16, j + 32, ... ascending of
+ * w[k] * x[t][k] (the weights widened exactly; k past K adds 0 * 0), then one fixed reduction
+ *     s8[i] = l[i] + l[i + 8],  s4[i] = s8[i] + s8[i + 4],  s2[i] = s4[i] + s4[i + 2],
+ *     y = s2[0] + s2[1]
+ * then bias and epilogue. Every set (AVX-512: one 16-lane vector, AVX2: two of 8, the reference:
+ * 16 scalars) computes exactly this, so all give the same bits, whatever the rows beside. */
 #define KERNELS_GGUF_PARTS 3
+#define KERNELS_GGUF_LANES 16
 
 typedef struct {
     const void *data;        /* row 0 of the tensor, in the model's mapping (not owned) */
-    uint32_t type;           /* a quant_type with a kernel: Q8_0, Q4_0, Q5_0, Q4_K, Q6_K */
+    uint32_t type;           /* a quant_type with a kernel: Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, or
+                                F16, BF16 (then every part of the matrix is that one type) */
     int N;                   /* output columns (rows of the tensor) */
     size_t row_bytes;
     int head_rows;           /* 0, or HS: llama.cpp's adjacent-pair order of q/k rows
@@ -111,11 +120,18 @@ typedef struct {
 } packed_matrix;
 
 /* Whether a GGUF tensor of quant type t can be held as stored (TT_GGUF) with K weights a row:
- * Q8_0, Q4_0, Q5_0 (K a multiple of 32), Q4_K, Q6_K (of 256). */
+ * Q8_0, Q4_0, Q5_0 (K a multiple of 32), Q4_K, Q6_K (of 256), F16 and BF16 (any K). */
 bool packed_gguf_type_ok(uint32_t t, int K);
 
-/* A TT_GGUF (K, N) matrix over n_parts tensors bound from a GGUF file (each quantized, of a type
- * packed_gguf_type_ok takes, stored (N_i, K)), side by side in the given order: borrows their
+/* The quant_type of a bound tensor: its quant when quantized, else QUANT_F16, QUANT_BF16 or
+ * QUANT_F32 after its dtype. */
+uint32_t packed_gguf_tensor_type(const tensor_ref *t);
+
+/* Whether m is a TT_GGUF matrix of F16 or BF16 rows: its matmul reads matmul_args.x, not xq. */
+bool packed_gguf_is_float(const packed_matrix *m);
+
+/* A TT_GGUF (K, N) matrix over n_parts tensors bound from a GGUF file (each of a type
+ * packed_gguf_type_ok takes, stored (N_i, K); all quantized or all one float type), side by side in the given order: borrows their
  * data, which must outlive m. packed_matrix_free is safe on it. */
 void packed_matrix_gguf(packed_matrix *m, int K, const tensor_ref *src, const int *cols,
                         int n_parts);
@@ -220,8 +236,8 @@ typedef struct matmul_args {
     const float *x;          /* (T, ldx), columns 0 .. K-1 read */
     int ldx;
     const packed_matrix *w;  /* (K, N) */
-    /* Q8 and GGUF weights only: x's rows quantized by kernels_quantize_rows, row t at
-     * xq + t * ldxq. */
+    /* Q8 and quantized GGUF weights only: x's rows quantized by kernels_quantize_rows, row t
+     * at xq + t * ldxq. */
     const struct kernels_q8_act *xq;
     int ldxq;
     /* BF16 weights in a set with bf16_rows only: x's rows rounded by kernels_bf16_rows, row t at

@@ -1,6 +1,7 @@
 /* kernels_gguf.c: GGUF weight matrices held as the file stores them (TT_GGUF, kernels.h): their
  * description, the scalar view of one block of 32 weights, and the portable reference matmul.
- * The SIMD sets' kernels are core/cpu/kernels_gguf_simd.h. */
+ * The SIMD sets' kernels are core/cpu/kernels_gguf_simd.h (quantized rows) and
+ * core/cpu/kernels_gguf_f16.h (F16 and BF16 rows). */
 #include <math.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ bool packed_gguf_type_ok(uint32_t t, int K)
     switch (t) {
     case QUANT_Q8_0: case QUANT_Q4_0: case QUANT_Q5_0: return K > 0 && K % QUANT_QK == 0;
     case QUANT_Q4_K: case QUANT_Q6_K: return K > 0 && K % QUANT_QK_K == 0;
+    case QUANT_F16: case QUANT_BF16: return K > 0;
     default: return false;
     }
 }
@@ -24,9 +26,11 @@ void packed_matrix_gguf(packed_matrix *m, int K, const tensor_ref *src, const in
     m->dtype = TT_GGUF;
     m->K = K;
     for (int i = 0; i < n_parts && i < KERNELS_GGUF_PARTS; i++) {
-        uint64_t rb = 0;
-        quant_row_bytes(src[i].quant, (uint64_t)K, &rb);
-        m->parts[i] = (packed_gguf_part){.data = src[i].data, .type = src[i].quant,
+        const uint32_t type = packed_gguf_tensor_type(&src[i]);
+        uint64_t rb = 2 * (uint64_t)K;              /* F16, BF16 */
+        if (src[i].quantized)
+            quant_row_bytes(type, (uint64_t)K, &rb);
+        m->parts[i] = (packed_gguf_part){.data = src[i].data, .type = type,
                                          .N = cols[i], .row_bytes = (size_t)rb,
                                          .head_rows = src[i].head_rows};
         m->N += cols[i];
@@ -34,6 +38,19 @@ void packed_matrix_gguf(packed_matrix *m, int K, const tensor_ref *src, const in
     }
     m->n_panels = (m->N + KERNELS_NR - 1) / KERNELS_NR;
     m->panel_elems = m->parts[0].row_bytes * KERNELS_NR;
+}
+
+uint32_t packed_gguf_tensor_type(const tensor_ref *t)
+{
+    if (t->quantized)
+        return t->quant;
+    return t->dtype == TT_F16 ? QUANT_F16 : t->dtype == TT_BF16 ? QUANT_BF16 : QUANT_F32;
+}
+
+bool packed_gguf_is_float(const packed_matrix *m)
+{
+    return m->dtype == TT_GGUF && m->n_parts > 0 &&
+           (m->parts[0].type == QUANT_F16 || m->parts[0].type == QUANT_BF16);
 }
 
 const uint8_t *packed_gguf_row(const packed_matrix *m, int n, uint32_t *type)
@@ -81,6 +98,35 @@ static float ref_gguf_dot(uint32_t type, const uint8_t *row, const kernels_q8_ac
     return c;
 }
 
+/* Element k of an F16 or BF16 row, widened (exact). */
+static float float_row_elem(uint32_t type, const uint8_t *row, int k)
+{
+    uint16_t h;
+    memcpy(&h, row + 2 * (size_t)k, 2);
+    return type == QUANT_F16 ? tt_f16_to_f32(h) : tt_bf16_to_f32(h);
+}
+
+/* One output of an F16 or BF16 row against fp32 activations x: the chain kernels.h describes,
+ * the SIMD sets' 16 lanes one scalar each (fmaf), then their fixed reduction tree. */
+static float ref_float_dot(uint32_t type, const uint8_t *row, const float *x, int K)
+{
+    float lane[KERNELS_GGUF_LANES] = {0};
+    for (int k0 = 0; k0 < K; k0 += KERNELS_GGUF_LANES)
+        for (int j = 0; j < KERNELS_GGUF_LANES; j++) {
+            const int k = k0 + j;   /* past K: 0 * 0 added, as the sets' zero-filled tail */
+            lane[j] = fmaf(k < K ? float_row_elem(type, row, k) : 0.0f, k < K ? x[k] : 0.0f,
+                           lane[j]);
+        }
+    float s8[8], s4[4], s2[2];
+    for (int i = 0; i < 8; i++)
+        s8[i] = lane[i] + lane[i + 8];
+    for (int i = 0; i < 4; i++)
+        s4[i] = s8[i] + s8[i + 4];
+    for (int i = 0; i < 2; i++)
+        s2[i] = s4[i] + s4[i + 2];
+    return s2[0] + s2[1];
+}
+
 void kernels_gguf_ref_matmul(const matmul_args *a, int p0, int p1,
                              void (*finish)(const matmul_args *, int, int, int, const float *))
 {
@@ -90,12 +136,14 @@ void kernels_gguf_ref_matmul(const matmul_args *a, int p0, int p1,
         const int n0 = p * KERNELS_NR;
         const int nc = w->N - n0 < KERNELS_NR ? w->N - n0 : KERNELS_NR;
         for (int t = 0; t < a->T; t++) {
-            const kernels_q8_act *xq = a->xq + (size_t)t * (size_t)a->ldxq;
             float acc[KERNELS_NR];
             for (int j = 0; j < nc; j++) {
                 uint32_t type;
                 const uint8_t *row = packed_gguf_row(w, n0 + j, &type);
-                acc[j] = ref_gguf_dot(type, row, xq, KB);
+                if (type == QUANT_F16 || type == QUANT_BF16)
+                    acc[j] = ref_float_dot(type, row, a->x + (size_t)t * (size_t)a->ldx, w->K);
+                else
+                    acc[j] = ref_gguf_dot(type, row, a->xq + (size_t)t * (size_t)a->ldxq, KB);
             }
             finish(a, t, n0, nc, acc);
         }
@@ -104,6 +152,11 @@ void kernels_gguf_ref_matmul(const matmul_args *a, int p0, int p1,
 
 float kernels_gguf_get(const packed_matrix *m, int k, int n)
 {
+    if (packed_gguf_is_float(m)) {
+        uint32_t type;
+        const uint8_t *row = packed_gguf_row(m, n, &type);
+        return float_row_elem(type, row, k);
+    }
     int8_t q[32];
     float dlo, dhi, mm;
     packed_gguf_block(m, n, k / 32, q, &dlo, &dhi, &mm);

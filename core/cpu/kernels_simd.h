@@ -1144,11 +1144,17 @@ static void mm_bf16(const matmul_args *a, int p0, int p1, float *s) { mm_panels(
 static void mm_q8(const matmul_args *a, int p0, int p1, float *s) { mm_panels(a, TT_Q8, p0, p1, s); }
 
 #include "core/cpu/kernels_gguf_simd.h"
+#include "core/cpu/kernels_gguf_f16.h"
 
 static void simd_matmul(const matmul_args *a, int p0, int p1, float *scratch)
 {
     switch (a->w->dtype) {
-    case TT_GGUF: mm_gguf(a, p0, p1, scratch); break;
+    case TT_GGUF:
+        if (packed_gguf_is_float(a->w))
+            mm_gguf_f16(a, p0, p1, scratch);
+        else
+            mm_gguf(a, p0, p1, scratch);
+        break;
     case TT_F32: mm_f32(a, p0, p1, scratch); break;
     case TT_F16: mm_f16(a, p0, p1, scratch); break;
     case TT_BF16: mm_bf16(a, p0, p1, scratch); break;

@@ -137,9 +137,9 @@ tt_status model_bind_roles(model *m, model_bind_fn bind, void *ctx);
 /* Loads a GGUF file (model_gguf.c): general.architecture picks the architecture, the
  * {arch}.* keys make the config, the tensors are bound by their GGUF names with their shapes
  * checked (every type quant_type_supported names; quantized ones dequantize on reading). A
- * llama file's Q and K rows are read back in rotate-half order. file_dtype is the file's own
- * type (F32, F16, BF16), TT_Q8 for Q8_0, or TT_GGUF for another quantized file (its blocks held
- * as stored; load_note then says what converting them with --dtype costs). Errors name the file and the key or
+ * llama file's Q and K rows are read back in rotate-half order. file_dtype is TT_F32 for an F32
+ * file, TT_Q8 for Q8_0, or TT_GGUF for any other (F16, BF16 or quantized: its tensors held as
+ * stored; load_note then says what converting them with --dtype costs). Errors name the file and the key or
  * tensor. On failure *out is NULL. */
 tt_status model_load_gguf(const char *path, model **out, tt_error *err);
 

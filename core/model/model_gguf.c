@@ -307,13 +307,14 @@ static tt_status bind_all(model *m, tt_error *err)
     return model_bind_roles(m, bind_gguf_role, &b);
 }
 
-/* The dtype engines hold a file of quantization q in by default: its own: F32, F16, BF16 as
- * such, Q8_0 as TT_Q8 (repacked bit for bit: its kernels are the faster), any other quantized
- * file's blocks as stored (TT_GGUF). */
+/* The dtype engines hold a file of quantization q in by default: F32 as such, Q8_0 as TT_Q8
+ * (repacked bit for bit: its kernels are the faster), any other file's tensors as stored
+ * (TT_GGUF): quantized blocks, and F16 or BF16 rows, which the kernels read in place as fast as
+ * a repacked copy (so a fresh process starts without writing gigabytes of new memory). */
 static tt_dtype held_as(const char *q)
 {
     static const struct { const char *name; tt_dtype d; } own[] = {
-        {"F32", TT_F32}, {"F16", TT_F16}, {"BF16", TT_BF16}, {"Q8_0", TT_Q8},
+        {"F32", TT_F32}, {"Q8_0", TT_Q8},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (strcmp(q, own[i].name) == 0)

@@ -23,8 +23,9 @@ for f in tiny-llama-f32.gguf tiny-llama-f16.gguf tiny-llama-q8_0.gguf; do
     check "$f: the same greedy text as the HF directory" diff <(text "$tmp/hf.out") <(text "$tmp/$f.out")
 done
 
-# bench without --dtype measures a GGUF as it is held (as generate runs it), not as fp32
-for f in tiny-llama-f16.gguf:fp16 tiny-qwen3-q8_0.gguf:q8 tiny-llama-f32.gguf:fp32; do
+# bench without --dtype measures a GGUF as it is held (as generate runs it: an F16 file's rows
+# as stored), not as fp32
+for f in tiny-llama-f16.gguf:gguf tiny-qwen3-q8_0.gguf:q8 tiny-llama-f32.gguf:fp32; do
     "$BIN" bench --model "$fx/${f%%:*}" --threads 1 --prompt-tokens 8 --gen-tokens 4 --json \
         >"$tmp/bench.json" 2>/dev/null
     check "bench on ${f%%:*} without --dtype holds its weights in ${f##*:}" \

@@ -1,0 +1,218 @@
+/* kernels_gguf_f16.h: the TT_GGUF matmul of a SIMD set over F16 and BF16 rows read where the file
+ * stores them (a float GGUF file's matrices), included by kernels_simd.h after
+ * kernels_gguf_simd.h. The activations stay fp32. Each output is kernels.h's chain: 16 lane sums
+ * along k (one vector on AVX-512, two on AVX2), then gf_hsum's fixed tree, whatever tile computed
+ * it. A decode step (one activation row) computes GF_DECODE_W weight rows a pass, sharing each
+ * activation load, each from its own run of consecutive rows (so each is a sequential stream);
+ * more rows go in register tiles of GF_TILE_W weight rows by GF_TILE_R activation rows (AVX-512:
+ * 4 x 6 = 24 accumulators), a group of activation rows against a whole panel (its rows stay in
+ * L2) before the next group. */
+
+#if KS_VW == 16
+#define GF_DECODE_W 4
+#define GF_TILE_W 4
+#define GF_TILE_R 6
+#else
+#define GF_DECODE_W 4
+#define GF_TILE_W 2
+#define GF_TILE_R 2
+#endif
+#define GF_NV (KERNELS_GGUF_LANES / KS_VW)   /* vectors of one 16-lane sum */
+
+/* KS_VW weights of type t (QUANT_F16 or QUANT_BF16) at p, widened to fp32 (exact). */
+static inline __attribute__((always_inline)) vf gf_widen(uint32_t t, const uint16_t *p)
+{
+#if KS_VW == 16
+    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return t == QUANT_F16 ? _mm512_cvtph_ps(h)
+                          : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+#else
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return t == QUANT_F16 ? _mm256_cvtph_ps(h)
+                          : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#endif
+}
+
+/* The sum of one output's 16 lanes (acc[0 .. GF_NV)) in kernels.h's order. */
+static inline __attribute__((always_inline)) float gf_hsum(const vf *acc)
+{
+#if KS_VW == 16
+    const __m256 lo = _mm512_castps512_ps256(acc[0]);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[0]), 1));
+#else
+    const __m256 lo = acc[0], hi = acc[1];
+#endif
+    const __m256 s8 = _mm256_add_ps(lo, hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* One step of 16 k: the W weight rows' 16 weights from w[i] + wk, the R activation rows' from
+ * x + r * ldx + xk, into acc. */
+static inline __attribute__((always_inline)) void
+gf_step(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx, int R,
+        vf acc[][GF_TILE_R][GF_NV], size_t wk, size_t xk)
+{
+#pragma GCC unroll 2
+    for (int v = 0; v < GF_NV; v++) {
+        vf wv[GF_DECODE_W > GF_TILE_W ? GF_DECODE_W : GF_TILE_W];
+#pragma GCC unroll 8
+        for (int i = 0; i < W; i++)
+            wv[i] = gf_widen(t, w[i] + wk + (size_t)v * KS_VW);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            const vf xv = v_loadu(x + (size_t)r * ldx + xk + (size_t)v * KS_VW);
+#pragma GCC unroll 8
+            for (int i = 0; i < W; i++)
+                acc[i][r][v] = v_fma(wv[i], xv, acc[i][r][v]);
+        }
+    }
+}
+
+/* W weight rows (w[i]: K elements of type t) against R activation rows (x, rows ldx apart):
+ * output (i, r) into out[i * R + r]. No software prefetch: with each row one step of a
+ * sequential stream (mm_gguf_f16's decode runs), prefetching 1-4 KiB ahead measured no faster
+ * than the hardware's, and 8 rows a pass (8 streams) slower than 4. */
+static inline __attribute__((always_inline)) void
+gf_tile(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx, int R, int K,
+        float *out)
+{
+    enum { MW = GF_DECODE_W > GF_TILE_W ? GF_DECODE_W : GF_TILE_W };
+    vf acc[MW][GF_TILE_R][GF_NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+            for (int v = 0; v < GF_NV; v++)
+                acc[i][r][v] = v_zero();
+    int k = 0;
+    /* 32 k a pass: one cache line of each weight row */
+    for (; k + 32 <= K; k += 32) {
+        gf_step(t, w, W, x, ldx, R, acc, (size_t)k, (size_t)k);
+        gf_step(t, w, W, x, ldx, R, acc, (size_t)k + 16, (size_t)k + 16);
+    }
+    if (k + 16 <= K) {
+        gf_step(t, w, W, x, ldx, R, acc, (size_t)k, (size_t)k);
+        k += 16;
+    }
+    if (k < K) {
+        /* the last K % 16 k, zero-filled to 16 */
+        _Alignas(64) uint16_t wt[MW][KERNELS_GGUF_LANES];
+        _Alignas(64) float xt[GF_TILE_R][KERNELS_GGUF_LANES];
+        const uint16_t *wp[MW];
+        memset(wt, 0, sizeof wt);
+        memset(xt, 0, sizeof xt);
+        for (int i = 0; i < W; i++) {
+            memcpy(wt[i], w[i] + k, (size_t)(K - k) * sizeof(uint16_t));
+            wp[i] = wt[i];
+        }
+        for (int r = 0; r < R; r++)
+            memcpy(xt[r], x + (size_t)r * ldx + k, (size_t)(K - k) * sizeof(float));
+        gf_step(t, wp, W, &xt[0][0], KERNELS_GGUF_LANES, R, acc, 0, 0);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++)
+            out[i * R + r] = gf_hsum(acc[i][r]);
+}
+
+static __attribute__((noinline)) void gf_decode(uint32_t t, const uint16_t *const *w, int W,
+                                                const float *x, int K, float *out)
+{
+#define GF_T(T_)                                                                                   \
+    if (W == GF_DECODE_W)                                                                          \
+        gf_tile(T_, w, GF_DECODE_W, x, 0, 1, K, out);                                              \
+    else                                                                                           \
+        gf_tile(T_, w, 1, x, 0, 1, K, out);
+    if (t == QUANT_F16)
+        GF_T(QUANT_F16)
+    else
+        GF_T(QUANT_BF16)
+#undef GF_T
+}
+
+static __attribute__((noinline)) void gf_rows(uint32_t t, const uint16_t *const *w, int W,
+                                              const float *x, size_t ldx, int R, int K,
+                                              float *out)
+{
+#define GF_R(T_, W_)                                                                               \
+    switch (R) {                                                                                   \
+    case 1: gf_tile(T_, w, W_, x, ldx, 1, K, out); break;                                          \
+    case 2: gf_tile(T_, w, W_, x, ldx, 2, K, out); break;                                          \
+    case 3: gf_tile(T_, w, W_, x, ldx, GF_TILE_R < 3 ? GF_TILE_R : 3, K, out); break;              \
+    case 4: gf_tile(T_, w, W_, x, ldx, GF_TILE_R < 4 ? GF_TILE_R : 4, K, out); break;              \
+    case 5: gf_tile(T_, w, W_, x, ldx, GF_TILE_R < 5 ? GF_TILE_R : 5, K, out); break;              \
+    default: gf_tile(T_, w, W_, x, ldx, GF_TILE_R, K, out); break;                                 \
+    }
+    if (t == QUANT_F16) {
+        if (W == GF_TILE_W)
+            GF_R(QUANT_F16, GF_TILE_W)
+        else
+            GF_R(QUANT_F16, 1)
+    } else {
+        if (W == GF_TILE_W)
+            GF_R(QUANT_BF16, GF_TILE_W)
+        else
+            GF_R(QUANT_BF16, 1)
+    }
+#undef GF_R
+}
+
+static inline const uint16_t *gf_row(const packed_matrix *m, int n, uint32_t *t)
+{
+    return (const uint16_t *)packed_gguf_row(m, n, t);
+}
+
+static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
+{
+    (void)scratch;
+    const packed_matrix *m = a->w;
+    const int K = m->K;
+    const int n0 = p0 * KERNELS_NR, n1 = p1 * KERNELS_NR < m->N ? p1 * KERNELS_NR : m->N;
+    uint32_t t;
+    if (a->T == 1) {
+        /* GF_DECODE_W runs of consecutive rows side by side, row q of each a pass: each run is
+         * one sequential stream through memory (as the packed GEMV's panels are), the passes'
+         * rows are independent FMA chains; the rows left over one at a time */
+        const int len = (n1 - n0) / GF_DECODE_W;
+        const uint16_t *w[GF_DECODE_W];
+        float y[GF_DECODE_W];
+        for (int q = 0; q < len; q++) {
+            for (int i = 0; i < GF_DECODE_W; i++)
+                w[i] = gf_row(m, n0 + i * len + q, &t);
+            gf_decode(t, w, GF_DECODE_W, a->x, K, y);
+            for (int i = 0; i < GF_DECODE_W; i++)
+                gg_finish(a, 0, n0 + i * len + q, y[i]);
+        }
+        for (int n = n0 + GF_DECODE_W * len; n < n1; n++) {
+            w[0] = gf_row(m, n, &t);
+            gf_decode(t, w, 1, a->x, K, y);
+            gg_finish(a, 0, n, y[0]);
+        }
+        return;
+    }
+    /* a group of GF_TILE_R activation rows against each of the range's panels' rows in tiles of
+     * GF_TILE_W, then the next group: a panel's rows (K * 64 bytes) stay in L2 meanwhile */
+    for (int p = p0; p < p1; p++) {
+        const int pn0 = p * KERNELS_NR;
+        const int pn1 = pn0 + KERNELS_NR < m->N ? pn0 + KERNELS_NR : m->N;
+        for (int t0 = 0; t0 < a->T; t0 += GF_TILE_R) {
+            const int R = a->T - t0 < GF_TILE_R ? a->T - t0 : GF_TILE_R;
+            const float *x = a->x + (size_t)t0 * (size_t)a->ldx;
+            for (int n = pn0; n < pn1;) {
+                float y[GF_TILE_W * GF_TILE_R];
+                const uint16_t *w[GF_TILE_W];
+                const int W = pn1 - n < GF_TILE_W ? 1 : GF_TILE_W;
+                for (int i = 0; i < W; i++)
+                    w[i] = gf_row(m, n + i, &t);
+                gf_rows(t, w, W, x, (size_t)a->ldx, R, K, y);
+                for (int i = 0; i < W * R; i++)
+                    gg_finish(a, t0 + i % R, n + i / R, y[i]);
+                n += W;
+            }
+        }
+    }
+}
