@@ -1255,7 +1255,8 @@ score_vectors(const attention_args *a, int h, const float *q, int t, int n, vf s
  * ascending, added and scaled afterwards: the chains attention_tile runs for each of its rows.
  * Independent chains side by side (KS_SCORE_NV vectors of positions, KS_VALUE_NV of head
  * columns) supply the parallelism. */
-static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
+static inline __attribute__((always_inline)) void
+attention_rows_body(const attention_args *a, int h, int t0, int t1, float *scratch, bool PF)
 {
     const int HS = a->HS;
     const vf scale = v_set1(gpt2_attn_scale(HS));
@@ -1263,7 +1264,7 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
     /* One row alone (decode) hints the run it reads next (cpu_features_attention_prefetch): the
      * values while it scores, then the next head's keys (if they are other keys) while it
      * weights the values. */
-    const bool pf = KS_VW == 16 && t1 - t0 == 1 && cpu_features_attention_prefetch();
+    const bool pf = PF;
     const bool pf_next = pf && a->next_head && h + 1 < a->NH &&
                          kernels_kv_head(a, h + 1) != kernels_kv_head(a, h);
     for (int i = t0; i < t1; i++) {
@@ -1336,6 +1337,16 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
             }
         }
     }
+}
+
+/* Two copies of the loop, the one without hints as it was before them (Intel, AVX2, spans of
+ * rows): neither tests the choice inside. */
+static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
+{
+    if (KS_VW == 16 && t1 - t0 == 1 && cpu_features_attention_prefetch())
+        attention_rows_body(a, h, t0, t1, scratch, true);
+    else
+        attention_rows_body(a, h, t0, t1, scratch, false);
 }
 
 #if KS_ATT_QB
