@@ -676,6 +676,61 @@ START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
 }
 END_TEST
 
+START_TEST(prefetch_hints_leave_a_decode_rows_bits_unchanged)
+{
+    /* The one-row attention's hints (cpu_features_attention_prefetch: the values while scoring,
+     * the next head's keys while weighting the values) move loads only: a decode row with every
+     * head told that the next one follows gives the bits of the same row inside a span, with
+     * its own KV heads and with grouped ones, at positions around the score groups' ends. The
+     * hints are forced on (each test runs in its own process, before the choice is made). */
+    setenv("TOKENTOP_ATTN_PREFETCH", "1", 1);
+    static const struct { int T, pos, NH, NKV, HS; } cases[] = {
+        {9, 120, 4, 4, 64}, {5, 250, 4, 2, 64}, {3, 0, 3, 3, 16}, {4, 300, 6, 2, 128},
+    };
+    const kernels *sets[8];
+    int ns = tu_kernel_sets(sets, true);
+    rng g;
+    rng_seed(&g, 41);
+    for (int s = 0; s < ns; s++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
+            const int NKV = cases[c].NKV, C = NH * HS, n_ctx = pos + T;
+            const int ldk = key_positions(n_ctx);
+            float *q = rand_floats(&g, (size_t)T * C, -2.0f, 2.0f);
+            float *k = rand_floats(&g, (size_t)NKV * ldk * HS, -2.0f, 2.0f);
+            float *v = rand_floats(&g, (size_t)NKV * n_ctx * HS, -2.0f, 2.0f);
+            float *o_all = calloc((size_t)T * C, sizeof(float));
+            float *o_one = calloc((size_t)T * C, sizeof(float));
+            float *scratch = malloc(KERNELS_ATTN_SCRATCH(n_ctx) * sizeof(float));
+            attention_args a = {.q = q, .ldq = C, .k = k, .v = v, .n_ctx = n_ctx, .ldk = ldk,
+                                .out = o_all, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS,
+                                .NKV = NKV};
+            for (int h = 0; h < NH; h++)
+                sets[s]->attention(&a, h, 0, T, scratch);
+            for (int i = 0; i < T; i++) {
+                attention_args one = a;
+                one.q = q + (size_t)i * C;
+                one.out = o_one + (size_t)i * C;
+                one.pos = pos + i;
+                one.T = 1;
+                for (int h = 0; h < NH; h++) {
+                    one.next_head = h + 1 < NH;
+                    sets[s]->attention(&one, h, 0, 1, scratch);
+                }
+            }
+            ck_assert_msg(memcmp(o_all, o_one, (size_t)T * C * sizeof(float)) == 0,
+                          "%s T=%d pos=%d NH=%d NKV=%d HS=%d: a hinted decode row differs from "
+                          "the same row in the span", sets[s]->name, T, pos, NH, NKV, HS);
+            free(q);
+            free(k);
+            free(v);
+            free(o_all);
+            free(o_one);
+            free(scratch);
+        }
+}
+END_TEST
+
 START_TEST(reference_attention_is_a_causal_softmax_average)
 {
     /* One head, HS 1: query 1 at position 1 sees keys 0 and 1 only. Scores 1*1 and 1*2 (times
@@ -923,6 +978,7 @@ int main(void)
     tcase_add_test(tc, simd_gelu_saturates_like_the_formula);
     tcase_add_test(tc, simd_attention_matches_reference);
     tcase_add_test(tc, attention_rows_do_not_depend_on_the_rows_beside_them);
+    tcase_add_test(tc, prefetch_hints_leave_a_decode_rows_bits_unchanged);
     tcase_add_test(tc, bf16_rows_round_like_the_dtype_in_every_set);
     tcase_add_test(tc, bf16_activation_matmul_is_the_float64_sum_of_the_rounded_inputs);
     tcase_add_test(tc, amx_set_falls_back_when_the_tile_state_is_refused);

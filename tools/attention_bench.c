@@ -110,7 +110,8 @@ int main(int argc, char **argv)
                                         .k = kvcache_k(&kv[b], l), .v = kvcache_v(&kv[b], l),
                                         .n_ctx = kv[b].n_ctx, .ldk = kv[b].ldk,
                                         .out = out + (size_t)b * C, .ldo = C, .T = 1,
-                                        .pos = P + r, .NH = AB_NH, .HS = AB_HS, .NKV = AB_NH};
+                                        .pos = P + r, .NH = AB_NH, .HS = AB_HS, .NKV = AB_NH,
+                                        .next_head = h + 1 < AB_NH};
                     k->attention(&a, h, 0, 1, scratch);
                 }
         const double dt = ab_cpu_s() - t0;

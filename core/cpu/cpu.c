@@ -281,8 +281,20 @@ typedef struct {
     const float *qkv;              /* (T, QKV) */
     const cpu_seg *segs;
     int n_segs;
-    threadpool_chunks work;        /* (segment, query head) pairs */
+    int heads;                     /* query heads a chunk runs, consecutive (attention_heads) */
+    threadpool_chunks work;        /* (segment, group of query heads) pairs */
 } attention_job;
+
+/* Query heads per chunk of a layer's attention: with many sequences (a batched step), a few
+ * consecutive heads of one sequence, so that each head but a chunk's last tells the kernel the
+ * next one comes on the same thread (attention_args.next_head: its keys are on their way while
+ * the values are weighted), with still 8 or more chunks a thread to even out sequences of
+ * different lengths and a thread that joins late. One head with few sequences. */
+static int attention_heads(int NH, int n_segs, int nth)
+{
+    int g = NH * n_segs / (8 * (nth > 0 ? nth : 1));
+    return g < 1 ? 1 : g > NH ? NH : g;
+}
 
 /* The attention capture (core/engine/attention.h): the kernel writes the softmax of the kept
  * rows that fall in a's segment (a span forward has one segment; a batched step keeps none) for
@@ -309,18 +321,22 @@ static void attention_job_run(void *varg, int ith, int nth)
     const model_config *cfg = ce->base.config;
     const int NH = cfg->NH, QKV = model_config_qkvdim(cfg), Q = model_config_qdim(cfg);
     float *scratch = ce->scratch + (size_t)ith * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx);
+    const int groups = (NH + j->heads - 1) / j->heads;    /* chunks a segment has */
     int c;
     while ((c = threadpool_next_chunk(&j->work)) >= 0) {
-        const cpu_seg *sg = &j->segs[c / NH];
-        int h = c % NH;
+        const cpu_seg *sg = &j->segs[c / groups];
+        const int h0 = c % groups * j->heads, h1 = h0 + j->heads < NH ? h0 + j->heads : NH;
         kvcache *kv = sg->cache;
-        attention_args a = {.q = j->qkv + (size_t)sg->row * (size_t)QKV, .ldq = QKV,
-                            .k = kvcache_k(kv, j->layer), .v = kvcache_v(kv, j->layer),
-                            .n_ctx = kv->n_ctx, .ldk = kv->ldk,
-                            .out = ce->att + (size_t)sg->row * (size_t)Q, .ldo = Q, .T = sg->T,
-                            .pos = sg->pos, .NH = NH, .HS = cfg->HS, .NKV = cfg->NKV};
-        capture_rows(ce, &a, j->layer, h);
-        ce->kern->attention(&a, h, 0, sg->T, scratch);
+        for (int h = h0; h < h1; h++) {
+            attention_args a = {.q = j->qkv + (size_t)sg->row * (size_t)QKV, .ldq = QKV,
+                                .k = kvcache_k(kv, j->layer), .v = kvcache_v(kv, j->layer),
+                                .n_ctx = kv->n_ctx, .ldk = kv->ldk,
+                                .out = ce->att + (size_t)sg->row * (size_t)Q, .ldo = Q,
+                                .T = sg->T, .pos = sg->pos, .NH = NH, .HS = cfg->HS,
+                                .NKV = cfg->NKV, .next_head = h + 1 < h1};
+            capture_rows(ce, &a, j->layer, h);
+            ce->kern->attention(&a, h, 0, sg->T, scratch);
+        }
     }
 }
 
@@ -434,8 +450,9 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
         cpu_matmul(ce, ce->qkv, QKV, ce->xn, C, &ly->qkv, ly->qkv_b, T, MM_STORE);
         cpu_attention_prepare(ce, ly, l, ce->qkv, segs, n_segs);
         attention_job aj = {.ce = ce, .layer = l, .qkv = ce->qkv, .segs = segs,
-                            .n_segs = n_segs};
-        threadpool_chunks_init(&aj.work, n_segs * NH);
+                            .n_segs = n_segs,
+                            .heads = attention_heads(NH, n_segs, threadpool_size(ce->pool))};
+        threadpool_chunks_init(&aj.work, n_segs * ((NH + aj.heads - 1) / aj.heads));
         threadpool_run(ce->pool, attention_job_run, &aj);
         cpu_matmul(ce, ce->x, C, ce->att, Q, &ly->o, ly->o_b, T, MM_ADD);
         cpu_norm(ce, ce->xn, ce->x, ly->ffn_norm_w, ly->ffn_norm_b, T);

@@ -33,3 +33,16 @@ bool cpu_features_gemv_prefetch(void)
     }
     return v == 1;
 }
+
+static int attention_prefetch = -1;     /* the answer: -1 not decided yet */
+
+bool cpu_features_attention_prefetch(void)
+{
+    int v = __atomic_load_n(&attention_prefetch, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("TOKENTOP_ATTN_PREFETCH");
+        v = e && *e ? strcmp(e, "0") != 0 : !cpu_is_intel();
+        __atomic_store_n(&attention_prefetch, v, __ATOMIC_RELAXED);
+    }
+    return v == 1;
+}

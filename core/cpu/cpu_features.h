@@ -13,4 +13,13 @@
  * choice (to measure it). Decided once; it moves loads only, never a result's bits. */
 bool cpu_features_gemv_prefetch(void);
 
+/* Whether a one-row attention (decode) hints the stream it reads next to the hardware
+ * prefetchers while it reads the current one: the values while it scores the keys, the next
+ * head's keys (attention_args.next_head) while it weights the values, one line in four. On AMD
+ * Zen 4 a core then streams the caches as two runs at once instead of one after the other (8
+ * sequences at 320 positions: docs/performance.md); Intel CPUs keep the loop as it was measured
+ * there (not measured with the hints). TOKENTOP_ATTN_PREFETCH=1 or 0 overrides the choice.
+ * Decided once; it moves loads only, never a result's bits. */
+bool cpu_features_attention_prefetch(void);
+
 #endif

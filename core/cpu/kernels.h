@@ -288,6 +288,10 @@ typedef struct {
     float *probs;
     int probs_row;
     size_t ld_probs;
+    /* A hint: the calling thread runs head h + 1 of these same arguments next, so a one-row call
+     * may start its keys on their way from memory while it weights head h's values. Moves loads
+     * only, never a result's bits. */
+    bool next_head;
 } attention_args;
 
 /* For the kernels: row i's probabilities e[t] * inv (t < n, e the exponentials the row's sum

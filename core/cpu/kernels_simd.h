@@ -1211,6 +1211,13 @@ key_vec(const attention_args *a, int h, int t)
     return a->k + kernels_key_at(a->HS, a->ldk, kernels_kv_head(a, h), 0, t);
 }
 
+/* Bytes between the lines a one-row attention hints to the prefetchers
+ * (cpu_features_attention_prefetch): one line in 4. A hint on every line measured slower than
+ * none; one in 4 is enough to start the hardware's stream on the run read next. */
+#ifndef KS_ATT_PF_STEP
+#define KS_ATT_PF_STEP 256
+#endif
+
 /* Scores of query q against the NB vectors of keys from position t (the last masked at n), into
  * scratch: NB independent chains over d ascending, each then scaled. A row's vectors past its
  * last key are not computed at all, not only masked: their keys lie in the cache's unwritten
@@ -1220,7 +1227,7 @@ key_vec(const attention_args *a, int h, int t)
  * same chains, so the same bits. */
 static inline __attribute__((always_inline)) void
 score_vectors(const attention_args *a, int h, const float *q, int t, int n, vf scale,
-              float *scratch, int NB)
+              float *scratch, int NB, const char *pf, const char *pf_end)
 {
     vmask m[KS_SCORE_NV];
     vf sc[KS_SCORE_NV];
@@ -1232,6 +1239,13 @@ score_vectors(const attention_args *a, int h, const float *q, int t, int n, vf s
         kr[b] = key_vec(a, h, t + KS_VW * b);
     }
     for (int d = 0; d < a->HS; d++) {
+        /* pf .. pf_end (empty without the hint): this group's values, one line in 4 (at HS 64
+         * a group of 8 vectors has 64 d steps for its 32 KiB of values). */
+        for (int j = 0; j < (NB * KS_VW >= 128 ? 2 : 1); j++)
+            if (pf < pf_end) {
+                _mm_prefetch(pf, _MM_HINT_T1);
+                pf += KS_ATT_PF_STEP;
+            }
         const vf qd = v_set1(q[d]);
 #pragma GCC unroll 8
         for (int b = 0; b < NB; b++)
@@ -1247,21 +1261,32 @@ score_vectors(const attention_args *a, int h, const float *q, int t, int n, vf s
  * ascending, added and scaled afterwards: the chains attention_tile runs for each of its rows.
  * Independent chains side by side (KS_SCORE_NV vectors of positions, KS_VALUE_NV of head
  * columns) supply the parallelism. */
-static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
+static inline __attribute__((always_inline)) void
+attention_rows_body(const attention_args *a, int h, int t0, int t1, float *scratch, bool PF)
 {
     const int HS = a->HS;
     const vf scale = v_set1(gpt2_attn_scale(HS));
     const float *vh = a->v + (size_t)kernels_kv_head(a, h) * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
+    /* One row alone (decode) hints the run it reads next (cpu_features_attention_prefetch): the
+     * values while it scores, then the next head's keys (if they are other keys) while it
+     * weights the values. */
+    const bool pf = PF;
+    const bool pf_next = pf && a->next_head && h + 1 < a->NH &&
+                         kernels_kv_head(a, h + 1) != kernels_kv_head(a, h);
     for (int i = t0; i < t1; i++) {
         const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h * (size_t)HS;
         float *o = a->out + (size_t)i * (size_t)a->ldo + (size_t)h * (size_t)HS;
         const int n = a->pos + i + 1;
+        const size_t row_bytes = (size_t)HS * sizeof(float);
+        const char *vpf_end = pf ? (const char *)(vh + (size_t)n * (size_t)HS) : NULL;
         int t = 0;
         for (; t + KS_SCORE_NV * KS_VW <= n; t += KS_SCORE_NV * KS_VW)
-            score_vectors(a, h, q, t, n, scale, scratch, KS_SCORE_NV);
+            score_vectors(a, h, q, t, n, scale, scratch, KS_SCORE_NV,
+                          pf ? (const char *)vh + (size_t)t * row_bytes : NULL, vpf_end);
         _Static_assert(KS_SCORE_NV == 4 || KS_SCORE_NV == 8, "KS_SCORES names 1 .. KS_SCORE_NV");
         switch ((n - t + KS_VW - 1) / KS_VW) {  /* the vectors left, the last one partial */
-#define KS_SCORES(nb) case nb: score_vectors(a, h, q, t, n, scale, scratch, nb); break;
+#define KS_SCORES(nb) case nb: score_vectors(a, h, q, t, n, scale, scratch, nb, \
+                          pf ? (const char *)vh + (size_t)t * row_bytes : NULL, vpf_end); break;
         KS_SCORES(1) KS_SCORES(2) KS_SCORES(3) KS_SCORES(4)
 #if KS_SCORE_NV > 4
         KS_SCORES(5) KS_SCORES(6) KS_SCORES(7) KS_SCORES(8)
@@ -1272,6 +1297,10 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
         const float inv1 = softmax_row(scratch, n);
         kernels_attention_keep(a, i, scratch, inv1, n);
         const vf inv = v_set1(inv1);
+        /* The next head's first n keys (whole blocks), one line in 4 (a value row is HS floats). */
+        const char *kpf = pf_next ? (const char *)key_vec(a, h + 1, 0) : NULL;
+        const char *kpf_end = kpf ? kpf + (size_t)(n - n % KERNELS_KEY_BLOCK) * row_bytes : NULL;
+        const size_t kpf_step = row_bytes < KS_ATT_PF_STEP ? KS_ATT_PF_STEP : row_bytes;
         for (int d0 = 0; d0 < HS; d0 += KS_VALUE_NV * KS_VW) {
             vmask m[KS_VALUE_NV];
             vf acc[KS_VALUE_NV][KS_VALUE_CHAINS];
@@ -1287,6 +1316,10 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
             for (; u + KS_VALUE_CHAINS <= n; u += KS_VALUE_CHAINS)
 #pragma GCC unroll 2
                 for (int c = 0; c < KS_VALUE_CHAINS; c++) {
+                    if (kpf < kpf_end) {      /* the first pass over the values only */
+                        _mm_prefetch(kpf, _MM_HINT_T1);
+                        kpf += kpf_step;
+                    }
                     const vf p = v_set1(scratch[u + c]);
                     const float *vu = vr + (size_t)(u + c) * (size_t)HS;
 #pragma GCC unroll 4
@@ -1310,6 +1343,16 @@ static void attention_rows(const attention_args *a, int h, int t0, int t1, float
             }
         }
     }
+}
+
+/* Two copies of the loop, the one without hints as it was before them (Intel, AVX2, spans of
+ * rows): neither tests the choice inside. */
+static void attention_rows(const attention_args *a, int h, int t0, int t1, float *scratch)
+{
+    if (KS_VW == 16 && t1 - t0 == 1 && cpu_features_attention_prefetch())
+        attention_rows_body(a, h, t0, t1, scratch, true);
+    else
+        attention_rows_body(a, h, t0, t1, scratch, false);
 }
 
 #if KS_ATT_QB
