@@ -106,4 +106,58 @@ static inline void gguf_block_scalar(uint32_t t, const uint8_t *row, int b, int8
     gguf_block_ints(t, gguf_block_scales(t, row, b, D_lo, D_hi, M), b, q);
 }
 
+/* A regrouped group (kernels.h, KERNELS_GGUF_GROUP): the 16 rows' super-blocks s = 0 .. SB-1 in
+ * one run of 16 * row_bytes (gguf_group_stride apart), lane i (4 bytes at 4 i of each 64-byte vector) holding row i:
+ *   Q4_K: super-block s at 2304 s: d[16] and dmin[16] (fp16), the 12 scale bytes as three
+ *     64-byte vectors of their words 0, 1, 2, then vector 8 p + c (p < 4, c < 8) =
+ *     qs[32 p + 4 c ..] (low nibbles: sub-block 2 p, high: 2 p + 1, weights 4 c .. 4 c + 3)
+ *   Q6_K: super-block s's weights at 3072 s: ql's vectors 16 h + c (c < 16) = ql[64 h + 4 c ..],
+ *     then qh's 8 h + c (c < 8) = qh[32 h + 4 c ..]; its scales at 3072 SB + 288 s: d[16]
+ *     (fp16), then scale x (x < 16) of the 16 rows as 16 bytes (so every vector is 64-byte
+ *     aligned in a 64-byte aligned group)
+ * The same bytes as the rows' super-blocks, rearranged. */
+#define GGUF_GQ4_SB 2304
+#define GGUF_GQ4_DMIN 32
+#define GGUF_GQ4_SC 64
+#define GGUF_GQ4_QS 256
+#define GGUF_GQ6_SB 3072
+#define GGUF_GQ6_QH 2048
+#define GGUF_GQ6_SCALES 288
+#define GGUF_GQ6_SC 32
+
+/* Bytes from one group to the next: 16 rows' bytes, rounded up to 64 (a Q6_K row of an odd
+ * number of super-blocks leaves 32). */
+static inline size_t gguf_group_stride(size_t row_bytes)
+{
+    return (16 * row_bytes + 63) / 64 * 64;
+}
+
+/* Row i's super-block s (the file's bytes, 144 or 210) of the regrouped group grp of SB
+ * super-blocks into sb (dir > 0), or sb into the group (dir < 0). */
+static inline void gguf_group_copy(uint32_t t, uint8_t *grp, size_t SB, size_t s, int i,
+                                   uint8_t *sb, int dir)
+{
+#define GG_MV(dst, src, n) (dir > 0 ? memcpy(sb + (dst), g + (src), n) : memcpy(g + (src), sb + (dst), n))
+    if (t == QUANT_Q4_K) {
+        uint8_t *g = grp + s * GGUF_GQ4_SB;
+        GG_MV(0, 2 * i, 2);
+        GG_MV(2, GGUF_GQ4_DMIN + 2 * i, 2);
+        for (int w = 0; w < 3; w++)
+            GG_MV(4 + 4 * w, GGUF_GQ4_SC + 64 * w + 4 * i, 4);
+        for (int v = 0; v < 32; v++)
+            GG_MV(16 + 4 * v, GGUF_GQ4_QS + 64 * v + 4 * i, 4);
+    } else {
+        uint8_t *g = grp + s * GGUF_GQ6_SB;
+        for (int v = 0; v < 32; v++)
+            GG_MV(4 * v, 64 * v + 4 * i, 4);
+        for (int v = 0; v < 16; v++)
+            GG_MV(128 + 4 * v, GGUF_GQ6_QH + 64 * v + 4 * i, 4);
+        g = grp + SB * GGUF_GQ6_SB + s * GGUF_GQ6_SCALES;
+        GG_MV(208, 2 * i, 2);
+        for (int x = 0; x < 16; x++)
+            GG_MV(192 + x, GGUF_GQ6_SC + 16 * x + i, 1);
+    }
+#undef GG_MV
+}
+
 #endif
