@@ -111,19 +111,34 @@ static inline void gguf_block_scalar(uint32_t t, const uint8_t *row, int b, int8
  *   Q4_K: super-block s at 2304 s: d[16] and dmin[16] (fp16), the 12 scale bytes as three
  *     64-byte vectors of their words 0, 1, 2, then vector 8 p + c (p < 4, c < 8) =
  *     qs[32 p + 4 c ..] (low nibbles: sub-block 2 p, high: 2 p + 1, weights 4 c .. 4 c + 3)
- *   Q6_K: super-block s's weights at 3072 s: ql's vectors 16 h + c (c < 16) = ql[64 h + 4 c ..],
- *     then qh's 8 h + c (c < 8) = qh[32 h + 4 c ..]; its scales at 3072 SB + 288 s: d[16]
- *     (fp16), then scale x (x < 16) of the 16 rows as 16 bytes (so every vector is 64-byte
- *     aligned in a 64-byte aligned group)
+ *   Q6_K: super-block s's weights at 3072 s, in the order the kernels read them: for h < 2, c < 8,
+ *     vectors 3 (8 h + c) .. + 2 = ql[64 h + 4 c ..] (low nibbles: sub-block 4 h, high: 4 h + 2,
+ *     weights 4 c ..), ql[64 h + 32 + 4 c ..] (4 h + 1, 4 h + 3), qh[32 h + 4 c ..] (bits 2 e,
+ *     2 e + 1: sub-block 4 h + e); its scales (288 bytes: d[16] (fp16), then scale x (x < 16)
+ *     of the 16 rows as 16 bytes) beside them, super-blocks paired (gguf_gq6_at) so that the
+ *     group is one sequential stream and every vector 64-byte aligned
  * The same bytes as the rows' super-blocks, rearranged. */
 #define GGUF_GQ4_SB 2304
 #define GGUF_GQ4_DMIN 32
 #define GGUF_GQ4_SC 64
 #define GGUF_GQ4_QS 256
 #define GGUF_GQ6_SB 3072
-#define GGUF_GQ6_QH 2048
 #define GGUF_GQ6_SCALES 288
 #define GGUF_GQ6_SC 32
+
+/* Where super-block s of a Q6_K group of SB lies: pairs s = 2 p, 2 p + 1 at 6720 p as both
+ * scales then both weights; a last one alone (SB odd) as weights then scales. */
+static inline void gguf_gq6_at(size_t SB, size_t s, size_t *weights, size_t *scales)
+{
+    const size_t pair = 2 * (GGUF_GQ6_SB + GGUF_GQ6_SCALES) * (s / 2);
+    if (s + 1 == SB && SB % 2) {
+        *weights = pair;
+        *scales = pair + GGUF_GQ6_SB;
+    } else {
+        *weights = pair + 2 * GGUF_GQ6_SCALES + GGUF_GQ6_SB * (s % 2);
+        *scales = pair + GGUF_GQ6_SCALES * (s % 2);
+    }
+}
 
 /* Bytes from one group to the next: 16 rows' bytes, rounded up to 64 (a Q6_K row of an odd
  * number of super-blocks leaves 32). */
@@ -147,12 +162,14 @@ static inline void gguf_group_copy(uint32_t t, uint8_t *grp, size_t SB, size_t s
         for (int v = 0; v < 32; v++)
             GG_MV(16 + 4 * v, GGUF_GQ4_QS + 64 * v + 4 * i, 4);
     } else {
-        uint8_t *g = grp + s * GGUF_GQ6_SB;
-        for (int v = 0; v < 32; v++)
-            GG_MV(4 * v, 64 * v + 4 * i, 4);
-        for (int v = 0; v < 16; v++)
-            GG_MV(128 + 4 * v, GGUF_GQ6_QH + 64 * v + 4 * i, 4);
-        g = grp + SB * GGUF_GQ6_SB + s * GGUF_GQ6_SCALES;
+        size_t wo, so;
+        gguf_gq6_at(SB, s, &wo, &so);
+        uint8_t *g = grp + wo;
+        for (int v = 0; v < 32; v++)        /* ql[64 h + 4 c ..]: h = v / 16, c = v % 16 */
+            GG_MV(4 * v, 64 * (3 * (v / 16 * 8 + v % 8) + v % 16 / 8) + 4 * i, 4);
+        for (int v = 0; v < 16; v++)        /* qh[32 h + 4 c ..]: h = v / 8, c = v % 8 */
+            GG_MV(128 + 4 * v, 64 * (3 * v + 2) + 4 * i, 4);
+        g = grp + so;
         GG_MV(208, 2 * i, 2);
         for (int x = 0; x < 16; x++)
             GG_MV(192 + x, GGUF_GQ6_SC + 16 * x + i, 1);

@@ -405,9 +405,6 @@ static __attribute__((noinline)) void gg_wide_column(uint32_t t, const uint8_t *
  *     c = fma(isum, D * d, c)  [Q4_K then c = fma(M, d * sum, c)]
  * whatever the number of activation rows, which only decides how many reuse a decoded vector. */
 #define GG_GROUP_MR 4         /* activation rows a group's weights are decoded for at a time */
-#ifndef GG_GROUP_AHEAD
-#define GG_GROUP_AHEAD 1024   /* bytes of the group's stream prefetched ahead */
-#endif
 
 /* Per activation row and block, what the group kernels add besides the integer dot products. */
 typedef struct {
@@ -454,9 +451,10 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
     for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
     for (int s = 0; s < KB / 8; s++) {
-        const uint8_t *g = grp + (size_t)s * gsb;
-        for (size_t j = 0; j < gsb; j += 64)
-            _mm_prefetch((const char *)g + GG_GROUP_AHEAD + j, _MM_HINT_T0);
+        size_t wo = (size_t)s * gsb, so = 0;
+        if (t == QUANT_Q6_K)
+            gguf_gq6_at((size_t)(KB / 8), (size_t)s, &wo, &so);
+        const uint8_t *g = grp + wo;
         const int b0 = 8 * s;
         if (t == QUANT_Q4_K) {
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)g));
@@ -514,7 +512,7 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
                 }
             }
         } else {
-            const uint8_t *gs = grp + (size_t)(KB / 8) * GGUF_GQ6_SB + (size_t)s * GGUF_GQ6_SCALES;
+            const uint8_t *gs = grp + so;
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)gs));
             const __m512i k33 = _mm512_set1_epi8(0x33);
 #pragma GCC unroll 2
@@ -532,12 +530,11 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
                     }
 #pragma GCC unroll 4
                     for (int cc = 4 * hf; cc < 4 * hf + 4; cc++) {
-                        const __m512i qa = _mm512_load_si512(
-                            (const void *)(g + 64 * (16 * h + cc)));
-                        const __m512i qb = _mm512_load_si512(
-                            (const void *)(g + 64 * (16 * h + 8 + cc)));
-                        const __m512i qh = _mm512_load_si512(
-                            (const void *)(g + GGUF_GQ6_QH + 64 * (8 * h + cc)));
+                        const uint8_t *v = g + 192 * (8 * h + cc);
+
+                        const __m512i qa = _mm512_load_si512((const void *)v);
+                        const __m512i qb = _mm512_load_si512((const void *)(v + 64));
+                        const __m512i qh = _mm512_load_si512((const void *)(v + 128));
                         /* bits 0-1 of each byte: sub-block 0's two high bits, 2-3: 1's, 4-5: 2's,
                          * 6-7: 3's; q0 holds 0's and 2's, q1 1's and 3's, each at bits 0-1 and
                          * 4-5; a bit select by m4 takes the nibble below and those bits 4-5
