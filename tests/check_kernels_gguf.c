@@ -485,6 +485,117 @@ START_TEST(gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------
+ * Regrouped parts (packed_gguf_group) */
+
+/* Regroups every part of c that can be, as the engine does for a set with gguf_groups. */
+static void case_regroup(gguf_case *c)
+{
+    for (int i = 0; i < c->m.n_parts; i++)
+        if (packed_gguf_groupable(&c->m, i)) {
+            ck_assert(packed_gguf_group_alloc(&c->m, i));
+            packed_gguf_group(&c->m, i, 0, c->m.parts[i].N / KERNELS_GGUF_GROUP);
+        }
+}
+
+/* The sets that multiply regrouped matrices: those with gguf_groups, and the reference. */
+static int group_sets(const kernels **out)
+{
+    const kernels *all[8];
+    const int n = tu_kernel_sets(all, true);
+    int m = 0;
+    for (int s = 0; s < n; s++)
+        if (all[s]->gguf_groups || all[s] == kernels_reference())
+            out[m++] = all[s];
+    return m;
+}
+
+START_TEST(gguf_regrouped_rows_read_back_as_the_file_rows)
+{
+    rng g;
+    rng_seed(&g, 21);
+    /* Q4_K and Q6_K regrouped (one with llama's permuted rows), a Q6_K part of 24 rows kept */
+    const uint32_t types[] = {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q6_K};
+    const int cols[] = {64, 32, 24}, K = 512;
+    for (int hr = 0; hr <= 8; hr += 8) {
+        gguf_case c;
+        case_init(&c, &g, K, types, cols, 3, hr);
+        case_regroup(&c);
+        ck_assert_ptr_nonnull(c.m.parts[0].groups);
+        ck_assert_ptr_nonnull(c.m.parts[1].groups);
+        ck_assert_ptr_null(c.m.parts[2].groups);
+        for (int n = 0; n < c.m.N; n++)
+            for (int k = 0; k < K; k++)
+                ck_assert_msg(packed_matrix_get(&c.m, k, n) == c.w[(size_t)n * K + k],
+                              "head_rows %d: (k %d, n %d): regrouped %.9g, file %.9g", hr, k, n,
+                              packed_matrix_get(&c.m, k, n), c.w[(size_t)n * K + k]);
+        case_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(gguf_regrouped_matmul_is_the_dequantized_matmul)
+{
+    const kernels *sets[8];
+    const int ns = group_sets(sets);
+    rng g;
+    rng_seed(&g, 22);
+    /* groups cut by the panel split (the Q4_K part starts at column 8), a part left as rows,
+     * permuted rows, bias and the residual epilogue */
+    const uint32_t types[] = {QUANT_Q5_0, QUANT_Q4_K, QUANT_Q6_K};
+    const int cols[] = {8, 48, 32};
+    for (int K = 256; K <= 512; K += 256)
+        for (int T = 1; T <= 17; T += (T < 6 ? 1 : 5)) {
+            gguf_case c;
+            case_init(&c, &g, K, types, cols, 3, K == 256 ? 0 : 8);
+            case_regroup(&c);
+            const int N = c.m.N;
+            float *x = urand_vec(&g, (size_t)T * K), *bias = urand_vec(&g, (size_t)N);
+            float *out = malloc((size_t)T * N * sizeof *out);
+            for (int s = 0; s < ns; s++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s set, regrouped, K %d, T %d", sets[s]->name, K, T);
+                for (int i = 0; i < T * N; i++)
+                    out[i] = 0.0f;
+                run_set(sets[s], &c, x, T, out, bias, MM_ADD);
+                check_outputs(what, &c, x, T, out, bias);
+            }
+            free(out);
+            free(bias);
+            free(x);
+            case_free(&c);
+        }
+}
+END_TEST
+
+START_TEST(gguf_regrouped_rows_do_not_depend_on_the_rows_beside_them)
+{
+    const kernels *sets[8];
+    const int ns = group_sets(sets);
+    rng g;
+    rng_seed(&g, 23);
+    const uint32_t types[] = {QUANT_Q4_K, QUANT_Q6_K};
+    const int cols[] = {32, 48}, K = 768, N = 80, T = 17;
+    gguf_case c;
+    case_init(&c, &g, K, types, cols, 2, 0);
+    case_regroup(&c);
+    float *x = urand_vec(&g, (size_t)T * K);
+    float *all = malloc((size_t)T * N * sizeof *all), one[80];
+    for (int s = 0; s < ns; s++) {
+        run_set(sets[s], &c, x, T, all, NULL, MM_STORE);
+        for (int t = 0; t < T; t++) {
+            run_set(sets[s], &c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
+            ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
+                          "%s set, regrouped: row %d alone differs from row %d of %d",
+                          sets[s]->name, t, t, T);
+        }
+    }
+    free(all);
+    free(x);
+    case_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     tu_report_skipped_sets("check_kernels_gguf");
@@ -499,6 +610,9 @@ int main(void)
     tcase_add_test(tc, gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_set);
     tcase_add_test(tc, gguf_f16_matmul_reads_several_parts_and_permuted_rows);
     tcase_add_test(tc, gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17);
+    tcase_add_test(tc, gguf_regrouped_rows_read_back_as_the_file_rows);
+    tcase_add_test(tc, gguf_regrouped_matmul_is_the_dequantized_matmul);
+    tcase_add_test(tc, gguf_regrouped_rows_do_not_depend_on_the_rows_beside_them);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -186,6 +186,8 @@ size_t packed_matrix_size(const packed_matrix *m)
 
 void packed_matrix_free(packed_matrix *m)
 {
+    for (int i = 0; m->dtype == TT_GGUF && i < m->n_parts; i++)
+        free(m->parts[i].groups);
     free(m->data);
     memset(m, 0, sizeof *m);
 }

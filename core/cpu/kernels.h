@@ -105,6 +105,8 @@ typedef struct {
     size_t row_bytes;
     int head_rows;           /* 0, or HS: llama.cpp's adjacent-pair order of q/k rows
                                 (tensor_ref.head_rows), undone on reading */
+    uint8_t *groups;         /* NULL, or the rows regrouped (packed_gguf_group), owned: then
+                                data is no longer read */
 } packed_gguf_part;
 
 typedef struct {
@@ -143,6 +145,27 @@ struct matmul_args;
 void kernels_gguf_ref_matmul(const struct matmul_args *a, int p0, int p1,
                              void (*finish)(const struct matmul_args *, int, int, int,
                                             const float *));
+
+/* Q4_K and Q6_K parts regrouped: each 16 output rows (KERNELS_GGUF_GROUP) in one run of
+ * 16 * row_bytes bytes, super-block by super-block, each super-block's 16 rows interleaved 4
+ * bytes of weights at a time (kernels_gguf_block.h lays it out), so that a 512-bit vector holds
+ * 4 weights of each of 16 rows: a kernel sums 16 outputs lane-wise, without horizontal sums, and
+ * decodes each weight once for all the activation rows it is given. The same bytes as the file's
+ * rows, rearranged. */
+#define KERNELS_GGUF_GROUP 16
+
+/* Whether part i of m can be regrouped: Q4_K or Q6_K with N a multiple of KERNELS_GGUF_GROUP. */
+bool packed_gguf_groupable(const packed_matrix *m, int i);
+
+/* Allocates part i's regrouped copy (packed_gguf_groupable), 64-byte aligned; false when out of
+ * memory (the part stays as it was). Fill it with packed_gguf_group before any matmul. */
+bool packed_gguf_group_alloc(packed_matrix *m, int i);
+
+/* Fills groups [g0, g1) (output rows 16 g0 .. 16 g1 - 1) of part i's regrouped copy from its
+ * file rows; disjoint ranges may run on different threads at once. Only a set whose
+ * gguf_groups is true multiplies a matrix with regrouped parts; packed_gguf_block and
+ * packed_matrix_get read either form. */
+void packed_gguf_group(packed_matrix *m, int i, int g0, int g1);
 
 /* Element (k, n) of a TT_GGUF matrix (packed_matrix_get). */
 float kernels_gguf_get(const packed_matrix *m, int k, int n);
@@ -339,6 +362,8 @@ typedef struct {
     /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
      * floats private to the calling thread. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
+    /* Its TT_GGUF matmul reads regrouped parts (packed_gguf_group), and gains from them. */
+    bool gguf_groups;
 } kernels;
 
 /* The names of every set some build may have, best first, NULL-terminated ("reference" last). */

@@ -3,6 +3,7 @@
  * The SIMD sets' kernels are core/cpu/kernels_gguf_simd.h (quantized rows) and
  * core/cpu/kernels_gguf_f16.h (F16 and BF16 rows). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cpu/kernels.h"
@@ -53,38 +54,88 @@ bool packed_gguf_is_float(const packed_matrix *m)
            (m->parts[0].type == QUANT_F16 || m->parts[0].type == QUANT_BF16);
 }
 
-const uint8_t *packed_gguf_row(const packed_matrix *m, int n, uint32_t *type)
+/* Row n of part pt in the file. */
+static const uint8_t *part_file_row(const packed_gguf_part *pt, int n)
 {
-    int i = 0;
-    while (i + 1 < m->n_parts && n >= m->parts[i].N)
-        n -= m->parts[i++].N;
-    const packed_gguf_part *pt = &m->parts[i];
     size_t r = (size_t)n;
     if (pt->head_rows) {            /* as tensor_ref_row: rotate-half row r is stored at ... */
         const size_t hs = (size_t)pt->head_rows, half = hs / 2, in = r % hs;
         r = r - in + 2 * (in % half) + in / half;
     }
-    *type = pt->type;
     return (const uint8_t *)pt->data + r * pt->row_bytes;
+}
+
+/* The part output column n lies in, n made relative to it. */
+static const packed_gguf_part *part_of(const packed_matrix *m, int *n)
+{
+    int i = 0;
+    while (i + 1 < m->n_parts && *n >= m->parts[i].N)
+        *n -= m->parts[i++].N;
+    return &m->parts[i];
+}
+
+const uint8_t *packed_gguf_row(const packed_matrix *m, int n, uint32_t *type)
+{
+    const packed_gguf_part *pt = part_of(m, &n);
+    *type = pt->type;
+    return pt->groups ? NULL : part_file_row(pt, n);
+}
+
+bool packed_gguf_groupable(const packed_matrix *m, int i)
+{
+    const packed_gguf_part *pt = &m->parts[i];
+    return m->dtype == TT_GGUF && i < m->n_parts &&
+           (pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K) &&
+           pt->N % KERNELS_GGUF_GROUP == 0;
+}
+
+bool packed_gguf_group_alloc(packed_matrix *m, int i)
+{
+    packed_gguf_part *pt = &m->parts[i];
+    pt->groups = aligned_alloc(64, gguf_group_stride(pt->row_bytes) *
+                                       (size_t)(pt->N / KERNELS_GGUF_GROUP));
+    return pt->groups != NULL;
+}
+
+void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
+{
+    packed_gguf_part *pt = &m->parts[i];
+    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    for (int g = g0; g < g1; g++)
+        for (int r = 0; r < KERNELS_GGUF_GROUP; r++) {
+            uint8_t *row = (uint8_t *)part_file_row(pt, KERNELS_GGUF_GROUP * g + r);
+            for (size_t s = 0; s < SB; s++)
+                gguf_group_copy(pt->type, pt->groups + (size_t)g * gguf_group_stride(pt->row_bytes),
+                                SB, s, r, row + s * sb_bytes, -1);
+        }
 }
 
 void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float *D_lo,
                        float *D_hi, float *M)
 {
-    uint32_t type;
-    const uint8_t *row = packed_gguf_row(m, n, &type);
-    gguf_block_scalar(type, row, b, q, D_lo, D_hi, M);
+    const packed_gguf_part *pt = part_of(m, &n);
+    if (!pt->groups) {
+        gguf_block_scalar(pt->type, part_file_row(pt, n), b, q, D_lo, D_hi, M);
+        return;
+    }
+    /* the row's super-block as the file has it, from the group */
+    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    uint8_t sb[210];
+    gguf_group_copy(pt->type,
+                    pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
+                    SB, (size_t)(b / 8), n % KERNELS_GGUF_GROUP, sb, 1);
+    gguf_block_scalar(pt->type, sb, b % 8, q, D_lo, D_hi, M);
 }
 
 /* One output: the chain kernels.h describes, in scalar fp32 (fmaf, so no contraction changes
  * it). */
-static float ref_gguf_dot(uint32_t type, const uint8_t *row, const kernels_q8_act *xq, int KB)
+static float ref_gguf_dot(const packed_matrix *m, int n, const kernels_q8_act *xq, int KB)
 {
     float c = 0.0f;
     for (int b = 0; b < KB; b++) {
         int8_t q[32];
         float dlo, dhi, mm;
-        gguf_block_scalar(type, row, b, q, &dlo, &dhi, &mm);
+        packed_gguf_block(m, n, b, q, &dlo, &dhi, &mm);
         int32_t lo = 0, hi = 0;
         for (int k = 0; k < 16; k++) {
             lo += q[k] * xq[b].q[k];
@@ -143,7 +194,7 @@ void kernels_gguf_ref_matmul(const matmul_args *a, int p0, int p1,
                 if (type == QUANT_F16 || type == QUANT_BF16)
                     acc[j] = ref_float_dot(type, row, a->x + (size_t)t * (size_t)a->ldx, w->K);
                 else
-                    acc[j] = ref_gguf_dot(type, row, a->xq + (size_t)t * (size_t)a->ldxq, KB);
+                    acc[j] = ref_gguf_dot(w, n0 + j, a->xq + (size_t)t * (size_t)a->ldxq, KB);
             }
             finish(a, t, n0, nc, acc);
         }

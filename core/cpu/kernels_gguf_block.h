@@ -106,4 +106,75 @@ static inline void gguf_block_scalar(uint32_t t, const uint8_t *row, int b, int8
     gguf_block_ints(t, gguf_block_scales(t, row, b, D_lo, D_hi, M), b, q);
 }
 
+/* A regrouped group (kernels.h, KERNELS_GGUF_GROUP): the 16 rows' super-blocks s = 0 .. SB-1 in
+ * one run of 16 * row_bytes (gguf_group_stride apart), lane i (4 bytes at 4 i of each 64-byte vector) holding row i:
+ *   Q4_K: super-block s at 2304 s: d[16] and dmin[16] (fp16), the 12 scale bytes as three
+ *     64-byte vectors of their words 0, 1, 2, then vector 8 p + c (p < 4, c < 8) =
+ *     qs[32 p + 4 c ..] (low nibbles: sub-block 2 p, high: 2 p + 1, weights 4 c .. 4 c + 3)
+ *   Q6_K: super-block s's weights at 3072 s, in the order the kernels read them: for h < 2, c < 8,
+ *     vectors 3 (8 h + c) .. + 2 = ql[64 h + 4 c ..] (low nibbles: sub-block 4 h, high: 4 h + 2,
+ *     weights 4 c ..), ql[64 h + 32 + 4 c ..] (4 h + 1, 4 h + 3), qh[32 h + 4 c ..] (bits 2 e,
+ *     2 e + 1: sub-block 4 h + e); its scales (288 bytes: d[16] (fp16), then scale x (x < 16)
+ *     of the 16 rows as 16 bytes) beside them, super-blocks paired (gguf_gq6_at) so that the
+ *     group is one sequential stream and every vector 64-byte aligned
+ * The same bytes as the rows' super-blocks, rearranged. */
+#define GGUF_GQ4_SB 2304
+#define GGUF_GQ4_DMIN 32
+#define GGUF_GQ4_SC 64
+#define GGUF_GQ4_QS 256
+#define GGUF_GQ6_SB 3072
+#define GGUF_GQ6_SCALES 288
+#define GGUF_GQ6_SC 32
+
+/* Where super-block s of a Q6_K group of SB lies: pairs s = 2 p, 2 p + 1 at 6720 p as both
+ * scales then both weights; a last one alone (SB odd) as weights then scales. */
+static inline void gguf_gq6_at(size_t SB, size_t s, size_t *weights, size_t *scales)
+{
+    const size_t pair = 2 * (GGUF_GQ6_SB + GGUF_GQ6_SCALES) * (s / 2);
+    if (s + 1 == SB && SB % 2) {
+        *weights = pair;
+        *scales = pair + GGUF_GQ6_SB;
+    } else {
+        *weights = pair + 2 * GGUF_GQ6_SCALES + GGUF_GQ6_SB * (s % 2);
+        *scales = pair + GGUF_GQ6_SCALES * (s % 2);
+    }
+}
+
+/* Bytes from one group to the next: 16 rows' bytes, rounded up to 64 (a Q6_K row of an odd
+ * number of super-blocks leaves 32). */
+static inline size_t gguf_group_stride(size_t row_bytes)
+{
+    return (16 * row_bytes + 63) / 64 * 64;
+}
+
+/* Row i's super-block s (the file's bytes, 144 or 210) of the regrouped group grp of SB
+ * super-blocks into sb (dir > 0), or sb into the group (dir < 0). */
+static inline void gguf_group_copy(uint32_t t, uint8_t *grp, size_t SB, size_t s, int i,
+                                   uint8_t *sb, int dir)
+{
+#define GG_MV(dst, src, n) (dir > 0 ? memcpy(sb + (dst), g + (src), n) : memcpy(g + (src), sb + (dst), n))
+    if (t == QUANT_Q4_K) {
+        uint8_t *g = grp + s * GGUF_GQ4_SB;
+        GG_MV(0, 2 * i, 2);
+        GG_MV(2, GGUF_GQ4_DMIN + 2 * i, 2);
+        for (int w = 0; w < 3; w++)
+            GG_MV(4 + 4 * w, GGUF_GQ4_SC + 64 * w + 4 * i, 4);
+        for (int v = 0; v < 32; v++)
+            GG_MV(16 + 4 * v, GGUF_GQ4_QS + 64 * v + 4 * i, 4);
+    } else {
+        size_t wo, so;
+        gguf_gq6_at(SB, s, &wo, &so);
+        uint8_t *g = grp + wo;
+        for (int v = 0; v < 32; v++)        /* ql[64 h + 4 c ..]: h = v / 16, c = v % 16 */
+            GG_MV(4 * v, 64 * (3 * (v / 16 * 8 + v % 8) + v % 16 / 8) + 4 * i, 4);
+        for (int v = 0; v < 16; v++)        /* qh[32 h + 4 c ..]: h = v / 8, c = v % 8 */
+            GG_MV(128 + 4 * v, 64 * (3 * v + 2) + 4 * i, 4);
+        g = grp + so;
+        GG_MV(208, 2 * i, 2);
+        for (int x = 0; x < 16; x++)
+            GG_MV(192 + x, GGUF_GQ6_SC + 16 * x + i, 1);
+    }
+#undef GG_MV
+}
+
 #endif

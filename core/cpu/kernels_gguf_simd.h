@@ -395,6 +395,204 @@ static __attribute__((noinline)) void gg_wide_column(uint32_t t, const uint8_t *
         GG_WIDE_R(QUANT_Q6_K)
 #undef GG_WIDE_R
 }
+
+/* Regrouped Q4_K and Q6_K parts (kernels.h, KERNELS_GGUF_GROUP): 16 weight rows in the 16 lanes
+ * of a vector, so every vpdpbusd adds 4 products of each of 16 outputs, an activation's 4 bytes
+ * broadcast to all lanes; a sub-block's (Q6_K: half sub-block's) integer sums go through one
+ * convert and one FMA with d[t][b] * D, Q4_K's min term a second FMA with d[t][b] * sum; no
+ * horizontal sums. Each output, from c = 0, for each super-block, for each sub-block (Q6_K: for
+ * each half of the super-block, each half of a sub-block, each sub-block of the half) ascending:
+ *     c = fma(isum, D * d, c)  [Q4_K then c = fma(M, d * sum, c)]
+ * whatever the number of activation rows, which only decides how many reuse a decoded vector. */
+#define GG_GROUP_MR 4         /* activation rows a group's weights are decoded for at a time */
+
+/* Per activation row and block, what the group kernels add besides the integer dot products. */
+typedef struct {
+    float d;              /* the block's d */
+    float dsum;           /* d * sum: Q4_K's min term */
+    int32_t off6[2];      /* -32 * the sums of q[0 .. 16) and q[16 .. 32): Q6_K's offset */
+} gg_gact;
+
+static void gg_group_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, gg_gact *ga)
+{
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < KB; b++) {
+            const kernels_q8_act *x = xq + (size_t)t * ldxq + b;
+            gg_gact *g = ga + (size_t)t * (size_t)KB + b;
+            int lo = 0, hi = 0;
+            for (int k = 0; k < 16; k++) {
+                lo += x->q[k];
+                hi += x->q[16 + k];
+            }
+            g->d = x->d;
+            g->dsum = x->d * ((float)x->sum128 * 0.0078125f);   /* sum128 / 128: exact */
+            g->off6[0] = -32 * lo;
+            g->off6[1] = -32 * hi;
+        }
+}
+
+static inline __attribute__((always_inline)) __m512i gg_bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* R activation rows (blocks xq + r ldxq, per-block terms ga + r KB) against the 16 rows of one
+ * regrouped group grp of type t: out[r] lane i = output (r, row i). */
+static inline __attribute__((always_inline)) void
+gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, size_t ldxq,
+              const gg_gact *ga, int R, __m512 *out)
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const size_t gsb = t == QUANT_Q4_K ? GGUF_GQ4_SB : GGUF_GQ6_SB;
+    __m512 acc[GG_GROUP_MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int s = 0; s < KB / 8; s++) {
+        size_t wo = (size_t)s * gsb, so = 0;
+        if (t == QUANT_Q6_K)
+            gguf_gq6_at((size_t)(KB / 8), (size_t)s, &wo, &so);
+        const uint8_t *g = grp + wo;
+        const int b0 = 8 * s;
+        if (t == QUANT_Q4_K) {
+            const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)g));
+            /* -dmin: the sign flip is exact */
+            const __m512 mn = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_load_si256(
+                                                 (const __m256i *)(g + GGUF_GQ4_DMIN))));
+            const __m512i a = _mm512_load_si512((const void *)(g + GGUF_GQ4_SC));
+            const __m512i b = _mm512_load_si512((const void *)(g + GGUF_GQ4_SC + 64));
+            const __m512i c = _mm512_load_si512((const void *)(g + GGUF_GQ4_SC + 128));
+            const __m512i k3f = _mm512_set1_epi32(0x3f3f3f3f), k0f = _mm512_set1_epi32(0x0f0f0f0f),
+                          k30 = _mm512_set1_epi32(0x30303030);
+            /* the 6-bit scales and mins of sub-blocks 0-3 (lo) and 4-7 (hi), a byte each */
+            const __m512i sw[2] = {_mm512_and_si512(a, k3f),
+                                   _mm512_or_si512(_mm512_and_si512(c, k0f),
+                                                   _mm512_and_si512(_mm512_srli_epi32(a, 2), k30))};
+            const __m512i mw[2] = {_mm512_and_si512(b, k3f),
+                                   _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(c, 4), k0f),
+                                                   _mm512_and_si512(_mm512_srli_epi32(b, 2), k30))};
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m512i ie[GG_GROUP_MR], io[GG_GROUP_MR];
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++)
+                    ie[r] = io[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int cc = 0; cc < 8; cc++) {
+                    const __m512i v =
+                        _mm512_load_si512((const void *)(g + GGUF_GQ4_QS + 64 * (8 * p + cc)));
+                    const __m512i lo = _mm512_and_si512(v, m4);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++) {
+                        const kernels_q8_act *x = xq + (size_t)r * ldxq + b0 + 2 * p;
+                        ie[r] = gg_dpbusd(ie[r], lo, gg_bcast4(x[0].q + 4 * cc));
+                        io[r] = gg_dpbusd(io[r], hi, gg_bcast4(x[1].q + 4 * cc));
+                    }
+                }
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) {
+                    const int jb = (2 * p + e) % 4, sh = 8 * jb;
+                    const __m512i m255 = _mm512_set1_epi32(255);
+                    const __m512 D = _mm512_mul_ps(
+                        d, _mm512_cvtepi32_ps(_mm512_and_si512(
+                               _mm512_srli_epi32(sw[p / 2], (unsigned)sh), m255)));
+                    const __m512 M = _mm512_mul_ps(
+                        mn, _mm512_cvtepi32_ps(_mm512_and_si512(
+                                _mm512_srli_epi32(mw[p / 2], (unsigned)sh), m255)));
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++) {
+                        const gg_gact *x = ga + (size_t)r * (size_t)KB + b0 + 2 * p + e;
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(e ? io[r] : ie[r]),
+                                                 _mm512_mul_ps(D, _mm512_set1_ps(x->d)), acc[r]);
+                        acc[r] = _mm512_fmadd_ps(M, _mm512_set1_ps(x->dsum), acc[r]);
+                    }
+                }
+            }
+        } else {
+            const uint8_t *gs = grp + so;
+            const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)gs));
+            const __m512i k33 = _mm512_set1_epi8(0x33);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+                for (int hf = 0; hf < 2; hf++) {
+                    /* sub-blocks 4 h + e (e < 4), weights 16 hf .. 16 hf + 15 of each */
+                    __m512i ia[4][GG_GROUP_MR];
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++) {
+                        const gg_gact *x = ga + (size_t)r * (size_t)KB + b0 + 4 * h;
+#pragma GCC unroll 4
+                        for (int e = 0; e < 4; e++)
+                            ia[e][r] = _mm512_set1_epi32(x[e].off6[hf]);
+                    }
+#pragma GCC unroll 4
+                    for (int cc = 4 * hf; cc < 4 * hf + 4; cc++) {
+                        const uint8_t *v = g + 192 * (8 * h + cc);
+
+                        const __m512i qa = _mm512_load_si512((const void *)v);
+                        const __m512i qb = _mm512_load_si512((const void *)(v + 64));
+                        const __m512i qh = _mm512_load_si512((const void *)(v + 128));
+                        /* bits 0-1 of each byte: sub-block 0's two high bits, 2-3: 1's, 4-5: 2's,
+                         * 6-7: 3's; q0 holds 0's and 2's, q1 1's and 3's, each at bits 0-1 and
+                         * 4-5; a bit select by m4 takes the nibble below and those bits 4-5
+                         * (bits 6-7 being zero), whatever the 16-bit shifts moved below them */
+                        const __m512i q0 = _mm512_and_si512(qh, k33);
+                        const __m512i q1 = _mm512_and_si512(_mm512_srli_epi16(qh, 2), k33);
+                        __m512i u[4];
+                        u[0] = _mm512_ternarylogic_epi32(m4, qa, _mm512_slli_epi16(q0, 4), 0xca);
+                        u[1] = _mm512_ternarylogic_epi32(m4, qb, _mm512_slli_epi16(q1, 4), 0xca);
+                        u[2] = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi16(qa, 4), q0, 0xca);
+                        u[3] = _mm512_ternarylogic_epi32(m4, _mm512_srli_epi16(qb, 4), q1, 0xca);
+#pragma GCC unroll 4
+                        for (int r = 0; r < R; r++) {
+                            const kernels_q8_act *x = xq + (size_t)r * ldxq + b0 + 4 * h;
+#pragma GCC unroll 4
+                            for (int e = 0; e < 4; e++)
+                                ia[e][r] = gg_dpbusd(ia[e][r], u[e], gg_bcast4(x[e].q + 4 * cc));
+                        }
+                    }
+#pragma GCC unroll 4
+                    for (int e = 0; e < 4; e++) {
+                        const __m512 D = _mm512_mul_ps(
+                            d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(
+                                   (const __m128i *)(gs + GGUF_GQ6_SC +
+                                                     16 * (2 * (4 * h + e) + hf))))));
+#pragma GCC unroll 4
+                        for (int r = 0; r < R; r++) {
+                            const gg_gact *x = ga + (size_t)r * (size_t)KB + b0 + 4 * h + e;
+                            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[e][r]),
+                                                     _mm512_mul_ps(D, _mm512_set1_ps(x->d)),
+                                                     acc[r]);
+                        }
+                    }
+                }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        out[r] = acc[r];
+}
+
+static __attribute__((noinline)) void gg_group_column(uint32_t t, const uint8_t *grp, int KB,
+                                                      const kernels_q8_act *xq, size_t ldxq,
+                                                      const gg_gact *ga, int R, __m512 *out)
+{
+#define GG_GROUP_R(T_)                                                                             \
+    switch (R) {                                                                                   \
+    case 1: gg_group_rows(T_, grp, KB, xq, ldxq, ga, 1, out); break;                               \
+    case 2: gg_group_rows(T_, grp, KB, xq, ldxq, ga, 2, out); break;                               \
+    case 3: gg_group_rows(T_, grp, KB, xq, ldxq, ga, 3, out); break;                               \
+    default: gg_group_rows(T_, grp, KB, xq, ldxq, ga, GG_GROUP_MR, out); break;                    \
+    }
+    if (t == QUANT_Q4_K)
+        GG_GROUP_R(QUANT_Q4_K)
+    else
+        GG_GROUP_R(QUANT_Q6_K)
+#undef GG_GROUP_R
+}
 #else
 #define GG_WIDE(t) 0
 #endif
@@ -520,6 +718,57 @@ static inline void gg_finish(const matmul_args *a, int t, int n, float y)
     }
 }
 
+#if KS_VW == 16
+/* Output columns [c0, c1) of the matrix, all in regrouped part pt whose first column is col0. */
+static void mm_gguf_groups(const matmul_args *a, const packed_gguf_part *pt, int col0, int c0,
+                           int c1, float *scratch)
+{
+    const int KB = a->w->K / TT_Q8_BLOCK;
+    const size_t gbytes = gguf_group_stride(pt->row_bytes);
+    /* the per-block terms of as many activation rows as the scratch holds (all, mostly) */
+    enum { GG_STACK_BLOCKS = 1024 };
+    gg_gact one[GG_STACK_BLOCKS];
+    gg_gact *ga = one;
+    int chunk = GG_STACK_BLOCKS / KB;
+    if (scratch && KERNELS_MATMUL_SCRATCH(a->w->K) * sizeof(float) / (KB * sizeof(gg_gact)) >
+                       (size_t)chunk)
+        ga = (gg_gact *)scratch,
+        chunk = (int)(KERNELS_MATMUL_SCRATCH(a->w->K) * sizeof(float) / (KB * sizeof(gg_gact)));
+    if (chunk < 1) {
+        ga = malloc((size_t)KB * sizeof *ga);
+        if (!ga)
+            return;
+        chunk = 1;
+    }
+    for (int t0 = 0; t0 < a->T; t0 += chunk) {
+        const int C = a->T - t0 < chunk ? a->T - t0 : chunk;
+        const kernels_q8_act *xq = a->xq + (size_t)t0 * (size_t)a->ldxq;
+        gg_group_act(xq, (size_t)a->ldxq, C, KB, ga);
+        for (int g = (c0 - col0) / KERNELS_GGUF_GROUP; col0 + g * KERNELS_GGUF_GROUP < c1; g++) {
+            const uint8_t *grp = pt->groups + (size_t)g * gbytes;
+            for (int r0 = 0; r0 < C; r0 += GG_GROUP_MR) {
+                const int R = C - r0 < GG_GROUP_MR ? C - r0 : GG_GROUP_MR;
+                __m512 y[GG_GROUP_MR];
+                gg_group_column(pt->type, grp, KB, xq + (size_t)r0 * (size_t)a->ldxq,
+                                (size_t)a->ldxq, ga + (size_t)r0 * (size_t)KB, R, y);
+                for (int r = 0; r < R; r++) {
+                    float v[KERNELS_GGUF_GROUP];
+                    _mm512_storeu_ps(v, y[r]);
+                    /* a group a panel split cuts is computed whole, its columns in range kept */
+                    for (int i = 0; i < KERNELS_GGUF_GROUP; i++) {
+                        const int n = col0 + g * KERNELS_GGUF_GROUP + i;
+                        if (n >= c0 && n < c1)
+                            gg_finish(a, t0 + r0 + r, n, v[i]);
+                    }
+                }
+            }
+        }
+    }
+    if (ga != one && ga != (gg_gact *)scratch)
+        free(ga);
+}
+#endif
+
 /* Rows past GG_MR decode each weight row once into the scratch (KERNELS_MATMUL_SCRATCH(K) floats
  * hold its K bytes and 3 K / 32 floats many times over) instead of once per GG_MR rows. The
  * AVX-512 sets' K-quants read the activations laid out (gg_xsb) in the scratch past its first K
@@ -537,6 +786,8 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     for (int n = n0; n < n1; n++) {
         uint32_t t;
         const uint8_t *row = packed_gguf_row(w, n, &t);
+        if (!row)                   /* a regrouped part's row (mm_gguf_groups) */
+            continue;
         if (GG_WIDE(t)) {
             q4k |= t == QUANT_Q4_K;
             q6k |= t == QUANT_Q6_K;
@@ -556,6 +807,12 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
         }
     }
 #if KS_VW == 16
+    for (int i = 0, col0 = 0; i < w->n_parts; col0 += w->parts[i].N, i++) {
+        const int c0 = n0 > col0 ? n0 : col0;
+        const int c1 = n1 < col0 + w->parts[i].N ? n1 : col0 + w->parts[i].N;
+        if (w->parts[i].groups && c0 < c1)
+            mm_gguf_groups(a, &w->parts[i], col0, c0, c1, scratch);
+    }
     if (!q4k && !q6k)
         return;
     /* the wide types' K is a multiple of 256 (packed_gguf_type_ok) */
@@ -584,12 +841,12 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
             uint32_t t, tw;
             const uint8_t *rows[4];
             rows[0] = packed_gguf_row(w, n, &t);
-            if (!GG_WIDE(t)) {
+            if (!rows[0] || !GG_WIDE(t)) {
                 n++;
                 continue;
             }
             int W = 1;
-            while (W < Wmax && n + W < n1 && (rows[W] = packed_gguf_row(w, n + W, &tw), tw == t))
+            while (W < Wmax && n + W < n1 && (rows[W] = packed_gguf_row(w, n + W, &tw)) && tw == t)
                 W++;
             if (W == 3)
                 W = 2;

@@ -1522,6 +1522,6 @@ const kernels *KS_SET_GET(void)
 #if KS_AMX || KS_BF16DP
         .bf16_rows = simd_bf16_rows,
 #endif
-        .attention = simd_attention};
+        .attention = simd_attention, .gguf_groups = KS_VW == 16};
     return &set;
 }
