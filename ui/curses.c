@@ -133,14 +133,6 @@ bool ui_curses_start(char *why, size_t cap)
         return false;
     }
     set_term(screen);
-    /* ncurses (6.4) writes out every cursor movement at once until the program has been through
-     * endwin: its cursor-motion routine flushes while the screen counts as "not initialized" for
-     * low-level terminfo callers, a state newterm leaves and only a doupdate after endwin ends.
-     * A frame went out in ~60 writes of 10-30 bytes, each waking the terminal (tmux: the pty's
-     * kworker and the server) beside the decode it interrupts; after this one round trip
-     * (nothing is on the screen yet) a frame is one write. */
-    endwin();
-    doupdate();
     active = true;
     ascii_only = !terminal_is_utf8();
     static bool registered;
