@@ -33,7 +33,8 @@ static inline __attribute__((always_inline)) vf gf_widen(uint32_t t, const uint1
 #endif
 }
 
-/* The sum of one output's 16 lanes (acc[0 .. GF_NV)) in kernels.h's order. */
+/* The sum of one output's 16 lanes (acc[0 .. GF_NV)) in kernels.h's order: lanes i and i + 8,
+ * then gg_hsum's tree over the 8 sums. */
 static inline __attribute__((always_inline)) float gf_hsum(const vf *acc)
 {
 #if KS_VW == 16
@@ -42,10 +43,7 @@ static inline __attribute__((always_inline)) float gf_hsum(const vf *acc)
 #else
     const __m256 lo = acc[0], hi = acc[1];
 #endif
-    const __m256 s8 = _mm256_add_ps(lo, hi);
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+    return gg_hsum(_mm256_add_ps(lo, hi));
 }
 
 /* One step of 16 k: the W weight rows' 16 weights from w[i] + wk, the R activation rows' from
