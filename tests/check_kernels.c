@@ -623,6 +623,50 @@ START_TEST(simd_attention_matches_reference)
 }
 END_TEST
 
+/* Random q, keys and values for T query rows at positions pos.. (NH query heads over NKV KV
+ * heads of HS), attention by set ks over the whole span, then row by row as decode steps compute
+ * them (each head told the next one follows when hint): each row's bits must be the span's. */
+static void check_rows_alone_as_in_span(const kernels *ks, rng *g, int T, int pos, int NH,
+                                        int NKV, int HS, bool hint)
+{
+    const int C = NH * HS, n_ctx = pos + T, ldk = key_positions(n_ctx);
+    float *q = rand_floats(g, (size_t)T * C, -2.0f, 2.0f);
+    float *k = rand_floats(g, (size_t)NKV * ldk * HS, -2.0f, 2.0f);
+    float *v = rand_floats(g, (size_t)NKV * n_ctx * HS, -2.0f, 2.0f);
+    float *o_all = calloc((size_t)T * C, sizeof(float));
+    float *o_one = calloc((size_t)T * C, sizeof(float));
+    float *scratch = malloc(KERNELS_ATTN_SCRATCH(n_ctx) * sizeof(float));
+    attention_args a = {.q = q, .ldq = C, .k = k, .v = v, .n_ctx = n_ctx, .ldk = ldk,
+                        .out = o_all, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS,
+                        .NKV = NKV};
+    for (int h = 0; h < NH; h++)
+        ks->attention(&a, h, 0, T, scratch);
+    /* Row i alone, as the decode step at position pos + i computes it. */
+    for (int i = 0; i < T; i++) {
+        attention_args one = a;
+        one.q = q + (size_t)i * C;
+        one.out = o_one + (size_t)i * C;
+        one.pos = pos + i;
+        one.T = 1;
+        for (int h = 0; h < NH; h++) {
+            one.next_head = hint && h + 1 < NH;
+            ks->attention(&one, h, 0, 1, scratch);
+        }
+    }
+    for (int i = 0; i < T; i++)
+        ck_assert_msg(memcmp(o_all + (size_t)i * C, o_one + (size_t)i * C,
+                             (size_t)C * sizeof(float)) == 0,
+                      "%s T=%d pos=%d NH=%d NKV=%d HS=%d%s: row %d alone differs from the same "
+                      "row in the span", ks->name, T, pos, NH, NKV, HS, hint ? " (hinted)" : "",
+                      i);
+    free(q);
+    free(k);
+    free(v);
+    free(o_all);
+    free(o_one);
+    free(scratch);
+}
+
 START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
 {
     /* A query row's output must be the same bits computed alone (decode) or inside a tile of
@@ -638,41 +682,9 @@ START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
     rng g;
     rng_seed(&g, 23);
     for (int s = 0; s < ns; s++)
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
-            const int C = NH * HS, n_ctx = pos + T, ldk = key_positions(n_ctx);
-            float *q = rand_floats(&g, (size_t)T * C, -2.0f, 2.0f);
-            float *k = rand_floats(&g, (size_t)NH * ldk * HS, -2.0f, 2.0f);
-            float *v = rand_floats(&g, (size_t)NH * n_ctx * HS, -2.0f, 2.0f);
-            float *o_all = calloc((size_t)T * C, sizeof(float));
-            float *o_one = calloc((size_t)T * C, sizeof(float));
-            float *scratch = malloc(KERNELS_ATTN_SCRATCH(n_ctx) * sizeof(float));
-            attention_args a = {.q = q, .ldq = C, .k = k, .v = v, .n_ctx = n_ctx, .ldk = ldk,
-                                .out = o_all, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS};
-            for (int h = 0; h < NH; h++)
-                sets[s]->attention(&a, h, 0, T, scratch);
-            /* Row i alone, as the decode step at position pos + i computes it. */
-            for (int i = 0; i < T; i++) {
-                attention_args one = a;
-                one.q = q + (size_t)i * C;
-                one.out = o_one + (size_t)i * C;
-                one.pos = pos + i;
-                one.T = 1;
-                for (int h = 0; h < NH; h++)
-                    sets[s]->attention(&one, h, 0, 1, scratch);
-            }
-            for (int i = 0; i < T; i++)
-                ck_assert_msg(memcmp(o_all + (size_t)i * C, o_one + (size_t)i * C,
-                                     (size_t)C * sizeof(float)) == 0,
-                              "%s T=%d pos=%d HS=%d: row %d alone differs from the same row in "
-                              "the span", sets[s]->name, T, pos, HS, i);
-            free(q);
-            free(k);
-            free(v);
-            free(o_all);
-            free(o_one);
-            free(scratch);
-        }
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            check_rows_alone_as_in_span(sets[s], &g, cases[c].T, cases[c].pos, cases[c].NH,
+                                        cases[c].NH, cases[c].HS, false);
 }
 END_TEST
 
@@ -692,42 +704,9 @@ START_TEST(prefetch_hints_leave_a_decode_rows_bits_unchanged)
     rng g;
     rng_seed(&g, 41);
     for (int s = 0; s < ns; s++)
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            const int T = cases[c].T, pos = cases[c].pos, NH = cases[c].NH, HS = cases[c].HS;
-            const int NKV = cases[c].NKV, C = NH * HS, n_ctx = pos + T;
-            const int ldk = key_positions(n_ctx);
-            float *q = rand_floats(&g, (size_t)T * C, -2.0f, 2.0f);
-            float *k = rand_floats(&g, (size_t)NKV * ldk * HS, -2.0f, 2.0f);
-            float *v = rand_floats(&g, (size_t)NKV * n_ctx * HS, -2.0f, 2.0f);
-            float *o_all = calloc((size_t)T * C, sizeof(float));
-            float *o_one = calloc((size_t)T * C, sizeof(float));
-            float *scratch = malloc(KERNELS_ATTN_SCRATCH(n_ctx) * sizeof(float));
-            attention_args a = {.q = q, .ldq = C, .k = k, .v = v, .n_ctx = n_ctx, .ldk = ldk,
-                                .out = o_all, .ldo = C, .T = T, .pos = pos, .NH = NH, .HS = HS,
-                                .NKV = NKV};
-            for (int h = 0; h < NH; h++)
-                sets[s]->attention(&a, h, 0, T, scratch);
-            for (int i = 0; i < T; i++) {
-                attention_args one = a;
-                one.q = q + (size_t)i * C;
-                one.out = o_one + (size_t)i * C;
-                one.pos = pos + i;
-                one.T = 1;
-                for (int h = 0; h < NH; h++) {
-                    one.next_head = h + 1 < NH;
-                    sets[s]->attention(&one, h, 0, 1, scratch);
-                }
-            }
-            ck_assert_msg(memcmp(o_all, o_one, (size_t)T * C * sizeof(float)) == 0,
-                          "%s T=%d pos=%d NH=%d NKV=%d HS=%d: a hinted decode row differs from "
-                          "the same row in the span", sets[s]->name, T, pos, NH, NKV, HS);
-            free(q);
-            free(k);
-            free(v);
-            free(o_all);
-            free(o_one);
-            free(scratch);
-        }
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            check_rows_alone_as_in_span(sets[s], &g, cases[c].T, cases[c].pos, cases[c].NH,
+                                        cases[c].NKV, cases[c].HS, true);
 }
 END_TEST
 
