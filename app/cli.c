@@ -642,7 +642,12 @@ tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, 
             cuda_engine_options co;
             gpu->engine_options_default(&co);
             co.use_graphs = !o->no_graphs;
-            tt_status st = gpu->engine_create(m, &eo, &co, out, err);
+            /* A Q8_0 file's default (TT_Q8, the CPU's repacked panels) is no precision the user
+             * asked for: the GPU dequantizes its blocks at upload as it does other GGUF files'. */
+            engine_options geo = eo;
+            if (!o->dtype_set && m->gguf && eo.dtype == TT_Q8)
+                geo.dtype = TT_GGUF;
+            tt_status st = gpu->engine_create(m, &geo, &co, out, err);
             if (st == TT_OK)
                 return TT_OK;
             /* The device is there but cannot hold this model (memory, say): the CPU can. */

@@ -2,7 +2,7 @@
 # gpu_check.sh: `make gpu-check`, one command for whoever has an NVIDIA GPU: finds the device,
 # builds the CUDA plugin for its architecture only, runs the CUDA suite (check_gpu_cuda) on it,
 # compares the GPU's greedy tokens and top probabilities with the CPU's through the real binary
-# (GPT-2 and Llama-family models), benchmarks GPT-2-XL and Llama-3.2-1B shapes on the GPU, and
+# (GPT-2 and Llama-family models) and the logits of the committed GGUF fixtures, benchmarks GPT-2-XL and Llama-3.2-1B shapes on the GPU, and
 # prints one summary. Exit status 0 only when every step passed. Without a device it says so and
 # exits 1 within seconds, before building anything.
 #
@@ -161,6 +161,50 @@ mkmodel_compare gpt2 "$S_GPT2" 24
 mkmodel_compare qwen "$S_QWEN" 24
 rm -rf "$work/m-gpt2" "$work/m-qwen"
 mkmodel_compare llama "$S_LLAMA" 16
+
+# --- 4b. GGUF files on the GPU (the committed fixtures): every predicted position's logits --------
+# In fp32 both engines dequantize the file's blocks to the same values: the logits agree to 1e-4 of
+# their largest magnitude. By default the GPU dequantizes the blocks to fp16 at upload: its logits
+# are to be no farther from the CPU's fp32 ones than the CPU's own fp16 engine's are (1.5x).
+gguf_text="$work/gguf-text.txt"
+printf 'In the beginning God created the heaven and the earth. And the earth was without form, and void.\n' >"$gguf_text"
+logit_diff() {             # logit_diff A REF: "largest |a - ref|" "largest |ref|" over raw float32 files
+    [ -s "$1" ] && [ "$(stat -c %s "$1")" = "$(stat -c %s "$2")" ] || { echo "sizes differ"; return 1; }
+    paste <(od -An -v -f -w4 "$1") <(od -An -v -f -w4 "$2") |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; r = $2 < 0 ? -$2 : $2; if (r > x) x = r }
+             END { printf "%.3g %.3g\n", m, x }'
+}
+gguf_compare() {           # gguf_compare FILE
+    local f=$1 name key run b d
+    name=$(basename "$f")
+    key=${name%.gguf}
+    for run in cpu:fp32 cpu:fp16 cuda:fp32 cuda:; do
+        b=${run%%:*} d=${run#*:}
+        step "score-$key-$b-${d:-default}" 60 "$TT" score --model "$f" -f "$gguf_text" --backend "$b" \
+            ${d:+--dtype $d} --dump-logits "$work/logits-$key-$b-${d:-default}" ||
+            { record FAIL "GGUF $name: score --backend $b ${d:+--dtype $d} (see $work/score-$key-$b-${d:-default}.log)"; return; }
+        if [ "$b" = cuda ] && grep -q 'using the CPU' "$work/score-$key-$b-${d:-default}.log"; then
+            record FAIL "GGUF $name: --backend cuda ${d:+--dtype $d} fell back to the CPU: $(grep -m1 'using the CPU' "$work/score-$key-$b-${d:-default}.log")"
+            return
+        fi
+    done
+    local r32 r16 rq
+    r32=$(logit_diff "$work/logits-$key-cuda-fp32" "$work/logits-$key-cpu-fp32") &&
+    r16=$(logit_diff "$work/logits-$key-cpu-fp16" "$work/logits-$key-cpu-fp32") &&
+    rq=$(logit_diff "$work/logits-$key-cuda-default" "$work/logits-$key-cpu-fp32") ||
+        { record FAIL "GGUF $name: the logit files differ in size"; return; }
+    local verdict
+    verdict=$(awk -v a="$r32" -v b="$r16" -v c="$rq" 'BEGIN {
+        split(a, x, " "); split(b, y, " "); split(c, z, " "); top = x[2]
+        ok = x[1] <= 1e-4 * top && z[1] <= 1.5 * y[1] + 1e-4 * top
+        printf "fp32 logits within %.3g of the CPU'"'"'s (largest %.3g); dequantized to fp16 at upload: %.3g from the CPU'"'"'s fp32 (the CPU'"'"'s fp16 engine: %.3g)\n", x[1], top, z[1], y[1]
+        exit !ok }')
+    if [ $? -eq 0 ]; then record PASS "GGUF $name: $verdict"; else record FAIL "GGUF $name: $verdict"; fi
+}
+FIX=${GPU_CHECK_FIXTURES:-tests/fixtures/gguf}
+for f in "$FIX/tiny-llama-256-q4_k_m.gguf" "$FIX/tiny-llama-256-q5_0.gguf" "$FIX/tiny-qwen3-q8_0.gguf"; do
+    if [ -f "$f" ]; then gguf_compare "$f"; else record FAIL "GGUF fixture $f not found"; fi
+done
 
 # --- 5. GPU bench at GPT-2-XL and Llama-3.2-1B shapes, fp16 --------------------------------------
 read -r B_PROMPT B_GEN <<<"${GPU_CHECK_BENCH_TOKENS:-512 128}"

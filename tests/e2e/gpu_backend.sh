@@ -213,6 +213,15 @@ for fx in q3 ll; do
     done
 done
 
+# --- GGUF files over the emulated GPU: a quantized file's default precision (Q8_0's is the CPU's
+# repacked q8, other types' the blocks as stored) is dequantized to fp16 at upload, not refused
+for fx in tiny-qwen3-q8_0 tiny-llama-256-q4_k_m; do
+    "${EMU[@]}" generate --model "tests/fixtures/gguf/$fx.gguf" --threads 1 -p "hello world" -n 4 --greedy -q \
+        --backend cuda -v >/dev/null 2>"$tmp/gg.$fx.err"
+    check "emulated GPU, GGUF $fx with --backend cuda: runs on the GPU, dequantized at upload" \
+        bash -c "[ $? -eq 0 ] && grep -q 'dequantized at upload' '$tmp/gg.$fx.err' && ! grep -q 'using the CPU' '$tmp/gg.$fx.err'"
+done
+
 # --- make gpu-check without a device: says so and fails at once, before building anything
 # (three ways: no nvidia-smi, one that finds no device, one that hangs).
 printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$tmp/smi-none" && chmod +x "$tmp/smi-none"
