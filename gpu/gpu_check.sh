@@ -2,8 +2,8 @@
 # gpu_check.sh: `make gpu-check`, one command for whoever has an NVIDIA GPU: finds the device,
 # builds the CUDA plugin for its architecture only, runs the CUDA suite (check_gpu_cuda) on it,
 # compares the GPU's greedy tokens and top probabilities with the CPU's through the real binary
-# (GPT-2 and Llama-family models) and the logits of the committed GGUF fixtures, benchmarks GPT-2-XL and Llama-3.2-1B shapes on the GPU, and
-# prints one summary. Exit status 0 only when every step passed. Without a device it says so and
+# (GPT-2 and Llama-family models) and the logits of the committed GGUF fixtures, benchmarks
+# GPT-2-XL and Llama-3.2-1B shapes on the GPU, and prints one summary. Exit status 0 only when every step passed. Without a device it says so and
 # exits 1 within seconds, before building anything.
 #
 # Environment: MAKE, BUILD (default build), NVCC (default: PATH, then /usr/local/cuda/bin/nvcc),
