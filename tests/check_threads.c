@@ -2,11 +2,13 @@
  * always takes part, workers share long jobs, sleeping workers wake for the next job, and an
  * automatic pool runs jobs on the caller alone while its workers only slow them down. */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/base/clock.h"
 #include "core/cpu/threads.h"
@@ -398,11 +400,30 @@ static void stop_spinners(pthread_t *spinners, int *flag, int n)
     free(spinners);
 }
 
+static void pool_sees_no_core_free_beside_spinners(void);
+
 START_TEST(an_automatic_pool_counts_other_busy_threads)
 {
-    /* As many spinning threads as cores: no core is free for a worker. The pool must see that
-     * at its first look and run jobs on the caller alone, without even a parallel window
-     * before THREADPOOL_PROBE_MS, and say so. */
+    pool_sees_no_core_free_beside_spinners();
+}
+END_TEST
+
+START_TEST(a_niced_pool_counts_niced_busy_threads_as_others)
+{
+    /* `nice make test`: the spinners are niced as the pool is, and their time counts under
+     * /proc/stat's "nice"; they take their share of a core from the pool all the same. */
+    errno = 0;
+    if (nice(5) == -1 && errno != 0)
+        ck_abort_msg("nice(5): %s", strerror(errno));
+    pool_sees_no_core_free_beside_spinners();
+}
+END_TEST
+
+/* As many spinning threads as cores: no core is free for a worker. The pool must see that at
+ * its first look and run jobs on the caller alone, without even a parallel window before
+ * THREADPOOL_PROBE_MS, and say so. */
+static void pool_sees_no_core_free_beside_spinners(void)
+{
     int n = threadpool_cores(), spin = 1;
     pthread_t *spinners;
     threadpool *p = pool_beside_spinners(&spin, n, &spinners);
@@ -424,7 +445,6 @@ START_TEST(an_automatic_pool_counts_other_busy_threads)
 #endif
     threadpool_free(p);
 }
-END_TEST
 
 START_TEST(an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_the_load)
 {
@@ -524,7 +544,8 @@ int main(void)
             an_automatic_pool_counts_other_busy_threads,
             an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_the_load,
             beside_busy_threads_a_probe_is_judged_by_its_time_per_chunk,
-            an_explicit_thread_count_is_never_dropped));
+            an_explicit_thread_count_is_never_dropped,
+            a_niced_pool_counts_niced_busy_threads_as_others));   /* last: nice() outlives it unforked */
     tcase_set_timeout(tc, 30);
     return tu_run_suite(s);
 }

@@ -5,6 +5,7 @@
  * take the cores' time (/proc/stat less its own threads' CPU clocks; threads.h). */
 #include "core/cpu/threads.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,8 +122,9 @@ static bool read_head(const char *path, char *buf, size_t cap)
 
 /* CPU time spent by threads not niced (user, system, irq, softirq of the "cpu" line of
  * /proc/stat; niced processes count under "nice" and are left out: they yield their core to
- * ours), in microseconds, or -1. Clock-tick resolution (10 ms per core), so only differences
- * over THREADPOOL_LOAD_INTERVAL_MS or more mean much. */
+ * ours), in microseconds, or -1. A process niced itself (`nice make test`) counts the niced time
+ * too: those threads, its own kind, take their share of a core from it. Clock-tick resolution
+ * (10 ms per core), so only differences over THREADPOOL_LOAD_INTERVAL_MS or more mean much. */
 static double busy_cpu_us(void)
 {
     char buf[256];
@@ -130,8 +133,12 @@ static double busy_cpu_us(void)
         sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait,
                &irq, &softirq) != 7)
         return -1.0;
+    errno = 0;
+    const int own_nice = getpriority(PRIO_PROCESS, 0);
+    if (errno != 0 || own_nice <= 0)
+        nice = 0;
     long hz = sysconf(_SC_CLK_TCK);
-    return (double)(user + sys + irq + softirq) * 1e6 / (double)(hz > 0 ? hz : 100);
+    return (double)(user + nice + sys + irq + softirq) * 1e6 / (double)(hz > 0 ? hz : 100);
 }
 
 static int cores_online(void)
