@@ -16,7 +16,7 @@ check "the status bar names the file, its quantization and bits a weight" \
     wait_for 'tiny-llama-q8_0\.gguf Q8_0 [0-9.]+b │ cpu.* q8 '
 type_line "/show"
 check "/show names the file's quantization" wait_for 'file +GGUF Q8_0, [0-9.]+ bits a weight'
-T kill-session -t main
+new_server
 open_repl tiny-llama-256-q4_k_m.gguf 160
 check "a Q4_K_M file: the status bar names it and its bits a weight" \
     wait_for 'tiny-llama-256-q4_k_m\.gguf Q4_K_M [0-9.]+b │ cpu'
