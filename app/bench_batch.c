@@ -32,6 +32,12 @@ int bench_batch_parse(const char *s, int *sizes)
     }
 }
 
+/* The sizes' steps alternate (one step of each size in turn, the order reversed every other
+ * round), each size on sequences of its own, so that a change of the machine's load or of its
+ * memory bandwidth during the run falls on every size alike. Run one size after the other, a
+ * run's batch 1 went at the plain decode rate of the VM's 33 GB/s mode (63 tok/s) and its batch 8
+ * at that of the 46 GB/s mode the bandwidth pass then measured (489-497 tok/s), and the ratio
+ * read 7.7x and 9.6x (docs/performance.md, AMD EPYC). */
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
                           size_t kv_bytes_per_pos, bench_batch_row *rows, tt_error *err)
 {
@@ -39,16 +45,20 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
     const int N = prompt_tokens, M = gen_tokens;
     const double per_pos = kv_bytes_per_pos ? (double)kv_bytes_per_pos
                                             : 2.0 * cfg->L * cfg->C * sizeof(float);
-    int maxB = 1;
-    for (int i = 0; i < n; i++)
-        maxB = sizes[i] > maxB ? sizes[i] : maxB;
-    tt_status st = engine_seq_reserve(e, maxB, err);
+    int first_seq[BENCH_BATCH_MAX];          /* size i runs sequences first_seq[i] .. + sizes[i] */
+    int n_seqs = 0;
+    for (int i = 0; i < n; i++) {
+        first_seq[i] = n_seqs;
+        n_seqs += sizes[i];
+    }
+    tt_status st = engine_seq_reserve(e, n_seqs, err);
     if (st != TT_OK)
         return st;
-    int32_t *ids = malloc((size_t)(N > maxB ? N : maxB) * sizeof *ids);
-    int *seqs = malloc((size_t)maxB * sizeof *seqs);
-    double *times = malloc((size_t)M * sizeof *times);
-    if (!ids || !seqs || !times) {
+    int32_t *ids = malloc((size_t)(N > 1 ? N : 1) * sizeof *ids);
+    int *seqs = malloc((size_t)n_seqs * sizeof *seqs);
+    int32_t *next = malloc((size_t)n_seqs * sizeof *next);
+    double *times = malloc((size_t)n * (size_t)M * sizeof *times);   /* (n, M) */
+    if (!ids || !seqs || !next || !times) {
         st = tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
         goto out;
     }
@@ -56,35 +66,36 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
     rng_seed(&g, 2);
     for (int i = 0; i < N; i++)
         ids[i] = (int32_t)(rng_next(&g) % (uint64_t)cfg->V);
-    for (int i = 0; i < n; i++) {
-        int B = sizes[i];
-        if ((st = engine_forward(e, ids, N, 0, false, err)) != TT_OK)
+    if ((st = engine_forward(e, ids, N, 0, false, err)) != TT_OK)
+        goto out;
+    int32_t first = (int32_t)util_argmax(engine_logits(e, 0), cfg->V);
+    for (int b = 0; b < n_seqs; b++) {
+        seqs[b] = b;
+        next[b] = first;
+        if (b > 0 && (st = engine_seq_copy(e, b, 0, 0, N, err)) != TT_OK)
             goto out;
-        int32_t first = (int32_t)util_argmax(engine_logits(e, 0), cfg->V);
-        for (int b = 0; b < B; b++) {
-            seqs[b] = b;
-            if ((st = engine_seq_copy(e, b, 0, 0, N, err)) != TT_OK)
-                goto out;
-        }
-        int32_t next[256];
-        for (int b = 0; b < B; b++)
-            next[b] = first;
-        for (int s = 0; s < M; s++) {
+    }
+    for (int s = 0; s < M; s++)
+        for (int k = 0; k < n; k++) {
+            int i = s % 2 ? n - 1 - k : k;
+            int B = sizes[i], f = first_seq[i];
             double t0 = tt_now_s();
-            if ((st = engine_forward_batch(e, seqs, next, B, err)) != TT_OK)
+            if ((st = engine_forward_batch(e, seqs + f, next + f, B, err)) != TT_OK)
                 goto out;
-            times[s] = tt_now_s() - t0;
+            times[(size_t)i * (size_t)M + (size_t)s] = tt_now_s() - t0;
             for (int b = 0; b < B; b++)
-                next[b] = (int32_t)util_argmax(engine_logits(e, b), cfg->V);
+                next[f + b] = (int32_t)util_argmax(engine_logits(e, b), cfg->V);
         }
-        rows[i].batch = B;
-        rows[i].step_s = tt_median(times, M);
+    for (int i = 0; i < n; i++) {
+        rows[i].batch = sizes[i];
+        rows[i].step_s = tt_median(times + (size_t)i * (size_t)M, M);
         rows[i].kv_bytes_per_sequence = per_pos * e->n_ctx;
         rows[i].kv_read_bytes = per_pos * (N + 0.5 * (M + 1));
     }
 out:
     free(ids);
     free(seqs);
+    free(next);
     free(times);
     return st;
 }
