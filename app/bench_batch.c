@@ -58,6 +58,7 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
     int *seqs = malloc((size_t)n_seqs * sizeof *seqs);
     int32_t *next = malloc((size_t)n_seqs * sizeof *next);
     double *times = malloc((size_t)n * (size_t)M * sizeof *times);   /* (n, M) */
+    unsigned long long jobs[BENCH_BATCH_MAX][2] = {{0}};   /* parallel, serial */
     if (!ids || !seqs || !next || !times) {
         st = tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
         goto out;
@@ -79,10 +80,15 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
         for (int k = 0; k < n; k++) {
             int i = s % 2 ? n - 1 - k : k;
             int B = sizes[i], f = first_seq[i];
+            unsigned long long par0, ser0, par1, ser1;
+            cpu_engine_thread_jobs(e, &par0, &ser0);
             double t0 = tt_now_s();
             if ((st = engine_forward_batch(e, seqs + f, next + f, B, err)) != TT_OK)
                 goto out;
             times[(size_t)i * (size_t)M + (size_t)s] = tt_now_s() - t0;
+            cpu_engine_thread_jobs(e, &par1, &ser1);
+            jobs[i][0] += par1 - par0;
+            jobs[i][1] += ser1 - ser0;
             for (int b = 0; b < B; b++)
                 next[f + b] = (int32_t)util_argmax(engine_logits(e, b), cfg->V);
         }
@@ -91,6 +97,8 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
         rows[i].step_s = tt_median(times + (size_t)i * (size_t)M, M);
         rows[i].kv_bytes_per_sequence = per_pos * e->n_ctx;
         rows[i].kv_read_bytes = per_pos * (N + 0.5 * (M + 1));
+        unsigned long long all = jobs[i][0] + jobs[i][1];
+        rows[i].parallel_share = all ? (double)jobs[i][0] / (double)all : -1.0;
     }
 out:
     free(ids);
@@ -114,10 +122,13 @@ void bench_batch_print(FILE *f, const bench_batch_row *rows, int n, size_t weigh
     for (int i = 0; i < n; i++) {
         double agg = rows[i].batch / rows[i].step_s;
         fprintf(f, "  batch %-3d     %.1f tok/s aggregate (%.2fx the first), %.1f tok/s per "
-                "sequence, %.1f MB KV cache per sequence; bandwidth model: %.1f tok/s\n",
+                "sequence, %.1f MB KV cache per sequence; bandwidth model: %.1f tok/s",
                 rows[i].batch, agg, base > 0 ? agg / base : 0.0, 1.0 / rows[i].step_s,
                 rows[i].kv_bytes_per_sequence * 1e-6,
                 predicted_tok_s(&rows[i], weight_bytes, bandwidth));
+        if (rows[i].parallel_share >= 0.0)
+            fprintf(f, "; %.0f%% of its jobs on all threads", rows[i].parallel_share * 100.0);
+        fputc('\n', f);
     }
 }
 
@@ -135,6 +146,10 @@ void bench_batch_print_json(FILE *f, const bench_batch_row *rows, int n, size_t 
         fprintf(f, ",\"kv_bytes_per_sequence\":%.0f,\"predicted_aggregate_tok_s\":",
                 rows[i].kv_bytes_per_sequence);
         jsonw_number(f, predicted_tok_s(&rows[i], weight_bytes, bandwidth));
+        if (rows[i].parallel_share >= 0.0) {
+            fputs(",\"parallel_job_share\":", f);
+            jsonw_number(f, rows[i].parallel_share);
+        }
         fputc('}', f);
     }
     fputc(']', f);

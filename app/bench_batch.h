@@ -18,6 +18,9 @@ typedef struct {
     double step_s;                 /* median time of one batched step (B tokens) */
     double kv_bytes_per_sequence;  /* KV cache memory one sequence holds (n_ctx positions) */
     double kv_read_bytes;          /* KV cache bytes one sequence's step reads, on average */
+    double parallel_share;         /* of its steps' CPU thread-pool jobs, those the workers joined
+                                      (an adaptive pool under load runs some on one thread);
+                                      -1 where no count was kept */
 } bench_batch_row;
 
 /* Parses "1,2,4,8" (each in [1, 256], at most BENCH_BATCH_MAX, no blanks) into sizes; returns the
