@@ -33,11 +33,14 @@ int bench_batch_parse(const char *s, int *sizes)
 }
 
 /* The sizes' steps alternate (one step of each size in turn, the order reversed every other
- * round), each size on sequences of its own, so that a change of the machine's load or of its
- * memory bandwidth during the run falls on every size alike. Run one size after the other, a
- * run's batch 1 went at the plain decode rate of the VM's 33 GB/s mode (63 tok/s) and its batch 8
- * at that of the 46 GB/s mode the bandwidth pass then measured (489-497 tok/s), and the ratio
- * read 7.7x and 9.6x (docs/performance.md, AMD EPYC). */
+ * round), so that a change of the machine's load, of the thread count an adaptive pool chooses
+ * under it, or of the memory bandwidth during the run falls on every size alike. Timed one size
+ * after the other on a loaded 2-vCPU AMD EPYC, batch 1 ran 38% of its pool jobs on both threads
+ * and batch 8 none, and five runs read 2.8x to 11.6x (docs/performance.md, Batched decode).
+ * Every size runs on sequences 0 .. B-1: before its step of round s each is cut back to N + s
+ * positions, so all sizes read caches of the same length and memory holds the largest size's
+ * caches only (the tokens a size appends are overwritten by the next size's: the time of a step
+ * does not depend on them). */
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
                           size_t kv_bytes_per_pos, bench_batch_row *rows, tt_error *err)
 {
@@ -45,19 +48,16 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
     const int N = prompt_tokens, M = gen_tokens;
     const double per_pos = kv_bytes_per_pos ? (double)kv_bytes_per_pos
                                             : 2.0 * cfg->L * cfg->C * sizeof(float);
-    int first_seq[BENCH_BATCH_MAX];          /* size i runs sequences first_seq[i] .. + sizes[i] */
-    int n_seqs = 0;
-    for (int i = 0; i < n; i++) {
-        first_seq[i] = n_seqs;
-        n_seqs += sizes[i];
-    }
-    tt_status st = engine_seq_reserve(e, n_seqs, err);
+    int maxB = 1;
+    for (int i = 0; i < n; i++)
+        maxB = sizes[i] > maxB ? sizes[i] : maxB;
+    tt_status st = engine_seq_reserve(e, maxB, err);
     if (st != TT_OK)
         return st;
     int32_t *ids = malloc((size_t)(N > 1 ? N : 1) * sizeof *ids);
-    int *seqs = malloc((size_t)n_seqs * sizeof *seqs);
-    int32_t *next = malloc((size_t)n_seqs * sizeof *next);
-    double *times = malloc((size_t)n * (size_t)M * sizeof *times);   /* (n, M) */
+    int *seqs = malloc((size_t)maxB * sizeof *seqs);
+    int32_t *next = malloc((size_t)n * (size_t)maxB * sizeof *next);   /* (n, maxB) */
+    double *times = malloc((size_t)n * (size_t)M * sizeof *times);     /* (n, M) */
     unsigned long long jobs[BENCH_BATCH_MAX][2] = {{0}};   /* parallel, serial */
     if (!ids || !seqs || !next || !times) {
         st = tt_fail(err, TT_ERR_NOMEM, "bench: out of memory");
@@ -70,27 +70,31 @@ tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens,
     if ((st = engine_forward(e, ids, N, 0, false, err)) != TT_OK)
         goto out;
     int32_t first = (int32_t)util_argmax(engine_logits(e, 0), cfg->V);
-    for (int b = 0; b < n_seqs; b++) {
+    for (int b = 0; b < maxB; b++) {
         seqs[b] = b;
-        next[b] = first;
         if (b > 0 && (st = engine_seq_copy(e, b, 0, 0, N, err)) != TT_OK)
             goto out;
     }
+    for (int i = 0; i < n * maxB; i++)
+        next[i] = first;
     for (int s = 0; s < M; s++)
         for (int k = 0; k < n; k++) {
             int i = s % 2 ? n - 1 - k : k;
-            int B = sizes[i], f = first_seq[i];
+            int B = sizes[i];
+            int32_t *nx = next + (size_t)i * (size_t)maxB;
+            for (int b = 0; b < B; b++)
+                engine_seq_truncate(e, b, N + s);
             unsigned long long par0, ser0, par1, ser1;
             cpu_engine_thread_jobs(e, &par0, &ser0);
             double t0 = tt_now_s();
-            if ((st = engine_forward_batch(e, seqs + f, next + f, B, err)) != TT_OK)
+            if ((st = engine_forward_batch(e, seqs, nx, B, err)) != TT_OK)
                 goto out;
             times[(size_t)i * (size_t)M + (size_t)s] = tt_now_s() - t0;
             cpu_engine_thread_jobs(e, &par1, &ser1);
             jobs[i][0] += par1 - par0;
             jobs[i][1] += ser1 - ser0;
             for (int b = 0; b < B; b++)
-                next[f + b] = (int32_t)util_argmax(engine_logits(e, b), cfg->V);
+                nx[b] = (int32_t)util_argmax(engine_logits(e, b), cfg->V);
         }
     for (int i = 0; i < n; i++) {
         rows[i].batch = sizes[i];

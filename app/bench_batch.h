@@ -27,12 +27,12 @@ typedef struct {
  * count, or -1 after a message on stderr naming the option and the value. */
 int bench_batch_parse(const char *s, int *sizes);
 
-/* The prompt (prompt_tokens random ids) is prefilled on sequence 0 and copied to every sequence
- * the sizes use (their sum: each size has sequences of its own), then gen_tokens rounds each run
- * one batched step of every size in turn, appending each row's greedy token. Fills rows[i] for
- * sizes[i]. kv_bytes_per_pos: cache bytes one position of one sequence holds (K and V of every
- * layer; the GPU engine's are in the weight dtype), 0 for the CPU engine's fp32 cache. Fails on an
- * engine without sequences. */
+/* The prompt (prompt_tokens random ids) is prefilled on sequence 0 and copied to sequences 1 ..
+ * B-1 of the largest size, then gen_tokens rounds each run one batched step of every size in turn
+ * on sequences 0 .. B-1, cut back to the round's length first; each row appends its greedy token.
+ * Fills rows[i] for sizes[i]. kv_bytes_per_pos: cache bytes one position of one sequence holds (K
+ * and V of every layer; the GPU engine's are in the weight dtype), 0 for the CPU engine's fp32
+ * cache. Fails on an engine without sequences. */
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
                           size_t kv_bytes_per_pos, bench_batch_row *rows, tt_error *err);
 
