@@ -438,7 +438,8 @@ static void bench_usage(FILE *f)
           "qwen3-0.6b, smollm2-135m, tinyllama-1.1b). --backend cuda measures the GPU engine instead:\n"
           "device memory, decode with and without CUDA graphs, and the fraction of the device's\n"
           "peak memory bandwidth. With --draft DIR or --random-pair: the speculative benchmark.\n"
-          "--batch 1,2,4,8: decode throughput of B sequences advanced together, per size.\n"
+          "--batch 1,2,4,8: decode throughput of B sequences advanced together, per size (the\n"
+          "sizes' steps alternate, so a change of load falls on all).\n"
           "--attention: decode with the attention capture on and off (the attention view's cost).\n"
           "--dtype: the precision the weights are held in; default: --model's own (a GGUF's\n"
           "F16, Q8_0 or converted type, a directory's safetensors dtype), fp32 for a random model.\n",

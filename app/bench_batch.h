@@ -18,17 +18,21 @@ typedef struct {
     double step_s;                 /* median time of one batched step (B tokens) */
     double kv_bytes_per_sequence;  /* KV cache memory one sequence holds (n_ctx positions) */
     double kv_read_bytes;          /* KV cache bytes one sequence's step reads, on average */
+    double parallel_share;         /* of its steps' CPU thread-pool jobs, those the workers joined
+                                      (an adaptive pool under load runs some on one thread);
+                                      -1 where no count was kept */
 } bench_batch_row;
 
 /* Parses "1,2,4,8" (each in [1, 256], at most BENCH_BATCH_MAX, no blanks) into sizes; returns the
  * count, or -1 after a message on stderr naming the option and the value. */
 int bench_batch_parse(const char *s, int *sizes);
 
-/* For each size B: the prompt (prompt_tokens random ids) is prefilled on sequence 0 and copied to
- * sequences 1 .. B-1, then gen_tokens batched steps append each row's greedy token. Fills rows[i]
- * for sizes[i]. kv_bytes_per_pos: cache bytes one position of one sequence holds (K and V of every
- * layer; the GPU engine's are in the weight dtype), 0 for the CPU engine's fp32 cache. Fails on an
- * engine without sequences. */
+/* The prompt (prompt_tokens random ids) is prefilled on sequence 0 and copied to sequences 1 ..
+ * B-1 of the largest size, then gen_tokens rounds each run one batched step of every size in turn
+ * on sequences 0 .. B-1, cut back to the round's length first; each row appends its greedy token.
+ * Fills rows[i] for sizes[i]. kv_bytes_per_pos: cache bytes one position of one sequence holds (K
+ * and V of every layer; the GPU engine's are in the weight dtype), 0 for the CPU engine's fp32
+ * cache. Fails on an engine without sequences. */
 tt_status bench_batch_run(engine *e, const int *sizes, int n, int prompt_tokens, int gen_tokens,
                           size_t kv_bytes_per_pos, bench_batch_row *rows, tt_error *err);
 

@@ -1142,3 +1142,18 @@ const char *cpu_engine_describe_threads(const engine *e, char *out, size_t cap)
         threadpool_describe(ce->pool, out, cap);
     return out;
 }
+
+bool cpu_engine_thread_jobs(const engine *e, unsigned long long *parallel,
+                            unsigned long long *serial)
+{
+    *parallel = *serial = 0;
+    if (e->ops != &cpu_ops)
+        return false;
+    threadpool_stats st;
+    threadpool_get_stats(((const cpu_engine *)e)->pool, &st);
+    if (st.threads == 1)
+        return true;       /* threadpool_run calls the job directly: neither count moves */
+    *parallel = st.jobs_parallel;
+    *serial = st.jobs_serial;
+    return true;
+}

@@ -495,8 +495,8 @@ void threadpool_run(threadpool *p, threadpool_fn fn, void *arg)
                 p->lone_chunk_us = p->serial_us / p->serial_chunks;
             p->serial = false;
         }
-        p->jobs_parallel++;
     }
+    p->jobs_parallel++;
     p->fn = fn;
     p->arg = arg;
     atomic_store(&p->job_state, 0);

@@ -90,7 +90,9 @@ typedef struct {
     bool load_limited;             /* they left fewer cores than threads */
     double lone_chunk_us;          /* time per chunk of the caller alone, measured in the last
                                       serial stretch long enough (0: none) */
-    unsigned long long jobs_parallel, jobs_serial;  /* jobs run with the workers / without */
+    unsigned long long jobs_parallel, jobs_serial;  /* jobs run with the workers / without (a
+                                      pool of several threads; threadpool_set_solo's and a
+                                      one-thread pool's jobs count in neither) */
 } threadpool_stats;
 
 /* Read from the thread that submits jobs. */

@@ -234,4 +234,10 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
  * that it does not use them. Returns out. */
 const char *cpu_engine_describe_threads(const engine *e, char *out, size_t cap);
 
+/* The jobs e's CPU threads have run so far with the workers (*parallel) and on the calling thread
+ * alone (*serial: one thread, or an adaptive pool's back-off); false, both 0, for another
+ * backend. */
+bool cpu_engine_thread_jobs(const engine *e, unsigned long long *parallel,
+                            unsigned long long *serial);
+
 #endif

@@ -152,6 +152,11 @@ check "bench names the kernel set" \
 if grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null; then
     check "bench on a CPU with AMX-BF16 uses the amx set" grep -q ', amx, ' "$tmp/b"
 fi
+"$BIN" bench --model "$tmp/m" --threads 2 --prompt-tokens 8 --gen-tokens 4 --batch 1,3 --json \
+    > "$tmp/bb" 2>/dev/null
+check "bench --batch 1,3 reports both sizes, each with every job on both of --threads 2" \
+    awk '{ n = gsub(/"batch":[13],"aggregate_tok_s":[0-9.e+-]+,"per_sequence_tok_s":[^}]*"parallel_job_share":1}/, "") }
+         END { exit n != 2 }' "$tmp/bb"
 TOKENTOP_NO_AMX=1 "$BIN" bench "${M[@]}" --dtype bf16 --prompt-tokens 16 --gen-tokens 4 --json \
     > "$tmp/bn" 2>/dev/null
 check "TOKENTOP_NO_AMX=1: bench runs bf16 on another kernel set" \
