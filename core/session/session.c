@@ -1136,11 +1136,13 @@ static double pair_clock_ms(const session *s)
     return cpu ? tt_thread_cpu_ms() : tt_now_ms();
 }
 
-/* Steps a probe computes, timing the last: the first finds the target's weights where the
+/* Steps a probe computes, timing the last. The first finds the target's weights where the
  * draft's round left them (partly evicted), which a plain turn's steps, one after another, never
  * do; timed, it made the figure 28% above alternated plain and speculative runs on an idle 2-core
- * EPYC. */
-#define SESSION_PROBE_STEPS 2
+ * EPYC. The second still cost 7-11% more CPU time than a plain run's steps next to it (medians of
+ * 24 alternated runs, twice), the third 2.5% (mean 0.999x): with the second timed, "x plain" read
+ * 5-10% above the alternated runs (docs/bench/2026-11-27-repl-x-plain.md). */
+#define SESSION_PROBE_STEPS 3
 
 /* One plain step, timed and rolled back (session.h: plain_probe): the target forwards the token
  * the round will verify from, at its position, on the cache the round will keep, and the
@@ -1284,8 +1286,8 @@ double session_plain_speedup(const session *s, double *lo, double *hi)
 /* Whether the coming round gets a probe: every other round after the first (the round after a
  * probe completes its pair, spec_step) until SESSION_PROBE_MIN pairs, then while the probes' time
  * stays within SESSION_PROBE_SHARE of the turn's so far. A probe is SESSION_PROBE_STEPS plain
- * steps (probe_plain), so probing every round cost a speculative turn 85% more wall time on the
- * embedded pair; the user waits for it, though it stays out of tok/s. */
+ * steps (probe_plain); with two, probing every round cost a speculative turn 85% more wall time
+ * on the embedded pair; the user waits for it, though it stays out of tok/s. */
 static bool probe_due(const session *s)
 {
     const struct session_gen *g = s->gen;
