@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/engine/engine.h"
 #include "core/model/model.h"
@@ -1312,6 +1313,85 @@ START_TEST(plain_probes_time_plain_steps_in_the_turn_and_change_no_token)
 }
 END_TEST
 
+/* TOKENTOP_PAIR_TRACE=FILE, the debug trace behind "x plain" (docs/bench/2026-11-27-repl-x-
+ * plain.md): a line per round (P after a probe, with the probe's timed step and the one before
+ * it; R completing a pair) and per plain step (S), appended when the generation ends; without
+ * the variable nothing is written. */
+START_TEST(pair_trace_writes_a_line_per_round_and_marks_the_paired_rounds)
+{
+    static const int32_t prompt[] = {1, 2, 3};
+    char path[] = "/tmp/tokentop-pair-trace-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    enum { SPECULATIVE, PLAIN, UNSET };
+    for (int c = SPECULATIVE; c <= UNSET; c++) {
+        if (c == UNSET)
+            ck_assert_int_eq(unsetenv("TOKENTOP_PAIR_TRACE"), 0);
+        else
+            ck_assert_int_eq(setenv("TOKENTOP_PAIR_TRACE", path, 1), 0);
+        ck_assert_int_eq(truncate(path, 0), 0);
+        engine *t = cpu(g_target, 64);
+        engine *d = cpu(g_trunc, 64);
+        session_settings set;
+        session_settings_default(&set);
+        set.sampler = sampling_at(1.0f);
+        set.max_new_tokens = 40;
+        set.seed = 9;
+        session s;
+        tt_error err;
+        open_session(&s, t, d, 3, false, &set);
+        s.plain_probe = true;
+        if (c == PLAIN)
+            session_set_speculative(&s, false, NULL);
+        ck_assert_int_eq(session_add_user_tokens(&s, prompt, 3, &err), TT_OK);
+        ck_assert_msg(session_generate(&s, NULL, NULL, &err) == TT_OK, "%s", err.msg);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        char line[512];
+        int headers = 0, lines = 0, paired = 0, probed = 0, plain = 0;
+        while (fgets(line, sizeof line, f)) {
+            if (line[0] == '#') {
+                headers++;
+                continue;
+            }
+            char role;
+            double before, probe;
+            ck_assert_msg(sscanf(line, "%*s round %*d pos %*d out %*d role %c warmed %*d "
+                                 "front %*f before %lf probe %lf", &role, &before, &probe) == 3,
+                          "%s", line);
+            lines++;
+            paired += role == 'R';
+            plain += role == 'S';
+            if (role == 'P') {
+                probed++;
+                ck_assert(probe > 0 && before > 0);
+            }
+        }
+        fclose(f);
+        if (c == SPECULATIVE) {
+            ck_assert_int_eq(headers, 1);
+            ck_assert_int_eq(lines, (int)s.last.spec_rounds);
+            ck_assert_int_ge(s.last.plain_probes, SESSION_PROBE_MIN);
+            ck_assert_int_eq(paired, s.last.plain_probes);
+            ck_assert_int_ge(probed, paired);
+            ck_assert_int_eq(plain, 0);
+        } else if (c == PLAIN) {
+            ck_assert_int_eq(headers, 1);
+            ck_assert_int_eq(plain, s.last.generated_tokens - 1);   /* the last one stops
+                                                                        before its forward */
+            ck_assert_int_eq(lines, plain);
+        } else {
+            ck_assert_int_eq(headers + lines, 0);
+        }
+        session_free(&s);
+        engine_free(d);
+        engine_free(t);
+    }
+    unlink(path);
+}
+END_TEST
+
 /* The figure from injected timings: the rounds' tokens over their time, times the mean plain
  * step, so a round's time counts with the tokens it produced (a median of each pair's ratio
  * read a long round that produced many tokens as a slow one); a probe or round over 3 times
@@ -1640,6 +1720,7 @@ int main(void)
             session_reports_rounds_and_marks_every_token,
             snapshots_built_on_demand_are_the_ones_a_session_shows_every_event,
             plain_probes_time_plain_steps_in_the_turn_and_change_no_token,
+            pair_trace_writes_a_line_per_round_and_marks_the_paired_rounds,
             rounds_after_a_pacing_hold_warm_up_and_give_the_same_tokens,
             turns_undo_and_mixed_steps_match_plain_greedy,
             the_same_seed_gives_the_same_tokens_whatever_gamma));

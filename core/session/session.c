@@ -638,7 +638,35 @@ struct session_gen {
     uint64_t spec_key;       /* the key of this generation's speculative uniforms: they are
                                 rng_keyed(spec_key, output position, purpose), so the tokens do
                                 not depend on gamma (speculative.h) */
+    struct round_trace *trace;   /* TOKENTOP_PAIR_TRACE only (round_trace_write), else NULL */
 };
+
+/* TOKENTOP_PAIR_TRACE=FILE: the timing behind "x plain", one line per speculative round and per
+ * plain step, appended to FILE when the generation ends (kept in memory until then, so the writes
+ * stay out of the timed windows) after a "#" line with the front end and the sampler. For
+ * comparing the REPL's figure with generate's (docs/bench/2026-11-27-repl-x-plain.md); nothing
+ * shows it, and without the variable nothing is kept. */
+typedef struct {
+    int round, pos, n_out;         /* round: the round's number, or the plain step's event */
+    char role;                     /* 'P' ran after a probe, 'R' completed a pair, '-' neither;
+                                      'S' a plain step (probe_ms: its sampler and forward) */
+    bool warmed;
+    double front_ms;               /* the front end's time just before (idle_ms) */
+    double probe_before_ms;        /* the probe's step before the timed one */
+    double probe_ms, round_ms;     /* pair_clock_ms; -1: none */
+    double probe_wall_ms, round_wall_ms;
+    double probe_fwd_ms;           /* the timed step's forward alone (pair_clock_ms) */
+    double draft_fwd_ms, verify_fwd_ms;   /* the round's (spec_round, wall clock) */
+} round_trace_row;
+
+struct round_trace {
+    size_t n, cap;
+    round_trace_row *row;   /* (cap) */
+};
+
+static void round_trace_write(const session *s, struct session_gen *g);
+static void round_trace_add(struct session_gen *g, const round_trace_row *r);
+static double pair_clock_ms(const session *s);
 
 /* The pairs behind "x plain" (session_speedup_of_pairs): kept after the turn for the status bar
  * and /show, cleared when the next generation begins. */
@@ -773,7 +801,10 @@ tt_status session_gen_begin(session *s, tt_error *err)
     if (s->set.max_new_tokens < 1)
         return tt_fail(err, TT_ERR_ARG, "max new tokens: %d must be at least 1",
                        s->set.max_new_tokens);
-    free(s->gen ? s->gen->out.buf : NULL);
+    if (s->gen) {
+        free(s->gen->out.buf);
+        round_trace_write(s, s->gen);
+    }
     free(s->gen);
     s->gen = calloc(1, sizeof *s->gen);
     if (!s->gen)
@@ -784,6 +815,8 @@ tt_status session_gen_begin(session *s, tt_error *err)
     if (s->pairs)
         s->pairs->n = 0;
     g->spec_key = rng_keyed(s->set.seed, SESSION_SPEC_KEY_TAG, s->spec_turns++, 0);
+    if (getenv("TOKENTOP_PAIR_TRACE"))
+        g->trace = calloc(1, sizeof *g->trace);   /* none: no trace, the turn goes on */
     if (s->spec)
         spec_stats_reset(s->spec);
     /* An empty conversation starts from the beginning-of-text token, as GPT-2 was trained. */
@@ -999,6 +1032,7 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
     if (on_demand && !s->rebuild && !(s->rebuild = calloc(1, sizeof *s->rebuild)))
         return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     const float *logits = engine_logits(s->eng, s->eng->n_logits - 1);
+    double c0 = g->trace ? pair_clock_ms(s) : 0;
     tt_status st = sampler_apply(s->smp, &s->set.sampler, logits, &ctx, lean ? NULL : &snap, err);
     if (st != TT_OK) {
         *stop = SESSION_STOP_ERROR;
@@ -1020,6 +1054,7 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
         tok = sampler_draw(s->smp, u, &snap);
         origin = TOKEN_SAMPLED;
     }
+    double sampler_ms = g->trace ? pair_clock_ms(s) - c0 : 0;
     session_event ev = {.token = tok, .origin = origin, .snap = &snap, .logits = logits,
                         .partial = on_demand, .row = -1};
     if (on_demand)
@@ -1030,8 +1065,18 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
         return st;
     if (*stop != SESSION_STOP_NONE)
         return TT_OK;
-    warm_if_idle(s);
+    double front_ms = g->idle_ms;
+    bool warmed = warm_if_idle(s);
+    double c1 = g->trace ? pair_clock_ms(s) : 0;
     st = advance(s, stop, err);
+    if (g->trace) {
+        double fwd = pair_clock_ms(s) - c1;
+        round_trace_add(g, &(round_trace_row){
+            .round = g->step, .pos = s->n_tokens - s->window_start, .n_out = 1, .role = 'S',
+            .warmed = warmed, .front_ms = front_ms, .probe_before_ms = -1,
+            .probe_ms = sampler_ms + fwd, .round_ms = -1, .probe_wall_ms = -1,
+            .round_wall_ms = -1, .probe_fwd_ms = fwd, .draft_fwd_ms = -1, .verify_fwd_ms = -1});
+    }
     if (st == TT_ERR_INTERRUPTED) {
         *stop = SESSION_STOP_INTERRUPTED;
         return TT_OK;
@@ -1039,6 +1084,43 @@ static tt_status gen_step(session *s, int32_t force_id, session_event_fn fn, voi
     if (st != TT_OK)
         *stop = SESSION_STOP_ERROR;
     return st;
+}
+
+static void round_trace_add(struct session_gen *g, const round_trace_row *r)
+{
+    struct round_trace *T = g->trace;
+    if (!T || !UTIL_RESERVE(T->row, &T->cap, T->n + 1, 64))
+        return;
+    T->row[T->n++] = *r;
+}
+
+/* Appends g's rows to TOKENTOP_PAIR_TRACE's file, one line each, and frees them. */
+static void round_trace_write(const session *s, struct session_gen *g)
+{
+    struct round_trace *T = g->trace;
+    const char *path = getenv("TOKENTOP_PAIR_TRACE");
+    FILE *f = T && T->n > 0 && path ? fopen(path, "a") : NULL;
+    const sampler_params *sp = &s->set.sampler;
+    if (f)
+        fprintf(f, "# %s temperature %g top_k %d top_p %g min_p %g repetition %g window %d\n",
+                s->snapshots_on_demand ? "repl" : "gen", sp->temperature, sp->top_k, sp->top_p,
+                sp->min_p, sp->repetition_penalty, sp->penalty_window);
+    for (size_t i = 0; f && i < T->n; i++) {
+        const round_trace_row *r = &T->row[i];
+        fprintf(f, "%s round %d pos %d out %d role %c warmed %d front %.3f before %.4f "
+                "probe %.4f round %.4f probe_wall %.4f round_wall %.4f probe_fwd %.4f "
+                "draft_fwd %.4f verify_fwd %.4f\n",
+                s->snapshots_on_demand ? "repl" : "gen", r->round, r->pos, r->n_out, r->role,
+                r->warmed, r->front_ms, r->probe_before_ms, r->probe_ms, r->round_ms,
+                r->probe_wall_ms, r->round_wall_ms, r->probe_fwd_ms, r->draft_fwd_ms,
+                r->verify_fwd_ms);
+    }
+    if (f)
+        fclose(f);
+    if (T)
+        free(T->row);
+    free(T);
+    g->trace = NULL;
 }
 
 /* The clock of the probes and rounds: the calling thread's CPU time when both engines run on
@@ -1054,11 +1136,20 @@ static double pair_clock_ms(const session *s)
     return cpu ? tt_thread_cpu_ms() : tt_now_ms();
 }
 
+/* Steps a probe computes, timing the last. The first finds the target's weights where the
+ * draft's round left them (partly evicted), which a plain turn's steps, one after another, never
+ * do; timed, it made the figure 28% above alternated plain and speculative runs on an idle 2-core
+ * EPYC. The second still cost 7-11% more CPU time than a plain run's steps next to it (medians of
+ * 24 alternated runs, twice), the third 2.5% (mean 0.999x): with the second timed, "x plain" read
+ * 5-10% above the alternated runs (docs/bench/2026-11-27-repl-x-plain.md). */
+#define SESSION_PROBE_STEPS 3
+
 /* One plain step, timed and rolled back (session.h: plain_probe): the target forwards the token
  * the round will verify from, at its position, on the cache the round will keep, and the
- * sampler runs over its logits. The round then finds the cache as it was. Returns the step's
- * time in ms (pair_clock_ms), or -1 when it failed (a failure only costs the sample). */
-static double probe_plain(session *s, bool warmed)
+ * sampler runs over its logits, SESSION_PROBE_STEPS times. The round then finds the cache as it
+ * was. Returns the last step's time in ms (pair_clock_ms), or -1 when it failed (a failure only
+ * costs the sample); *before_ms the step's before it, *fwd_ms the last one's forward alone. */
+static double probe_plain(session *s, bool warmed, double *before_ms, double *fwd_ms)
 {
     int wlen = s->n_tokens - s->window_start;
     const int32_t *w = s->tokens + s->window_start;
@@ -1068,12 +1159,11 @@ static double probe_plain(session *s, bool warmed)
     tt_error perr = {0};
     tt_status st = TT_OK;
     double t0 = tt_now_ms(), t_step = 0, t1 = 0;
-    /* Twice, timing the second: the first finds the target's weights where the draft's round left
-     * them (partly evicted), which a plain turn's steps, one after another, never do; timed, it
-     * made the figure 28% above alternated plain and speculative runs on an idle 2-core EPYC. */
-    for (int k = 0; k < 2 && st == TT_OK; k++) {
+    for (int k = 0; k < SESSION_PROBE_STEPS && st == TT_OK; k++) {
+        *before_ms = t1 - t_step;
         t_step = pair_clock_ms(s);
         st = engine_forward(s->eng, &w[c], 1, c, false, &perr);
+        *fwd_ms = pair_clock_ms(s) - t_step;
         if (st == TT_OK) {
             sampler_context ctx = {.history = w, .n_history = c + 1, .banned = -1};
             st = sampler_apply(s->smp, &s->set.sampler,
@@ -1195,9 +1285,9 @@ double session_plain_speedup(const session *s, double *lo, double *hi)
 
 /* Whether the coming round gets a probe: every other round after the first (the round after a
  * probe completes its pair, spec_step) until SESSION_PROBE_MIN pairs, then while the probes' time
- * stays within SESSION_PROBE_SHARE of the turn's so far. A probe is two plain steps
- * (probe_plain), so probing every round cost a speculative turn 85% more wall time on the
- * embedded pair; the user waits for it, though it stays out of tok/s. */
+ * stays within SESSION_PROBE_SHARE of the turn's so far. A probe is SESSION_PROBE_STEPS plain
+ * steps (probe_plain); with two, probing every round cost a speculative turn 85% more wall time
+ * on the embedded pair; the user waits for it, though it stays out of tok/s. */
 static bool probe_due(const session *s)
 {
     const struct session_gen *g = s->gen;
@@ -1252,11 +1342,12 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
         *stop = SESSION_STOP_ERROR;
         return tt_fail(err, TT_ERR_NOMEM, "session: out of memory");
     }
+    double front_ms = g->idle_ms, probe_before_ms = -1, probe_fwd_ms = -1, w0 = tt_now_ms();
     bool warmed = warm_if_idle(s);
-    double probe_ms = probe_due(s) ? probe_plain(s, warmed) : -1;
-    double t_round = pair_clock_ms(s);
+    double probe_ms = probe_due(s) ? probe_plain(s, warmed, &probe_before_ms, &probe_fwd_ms) : -1;
+    double t_round = pair_clock_ms(s), w1 = tt_now_ms();
     st = spec_run_round(s->spec, s->eng, s->draft, &s->set.sampler, &req, err);
-    double round_ms = pair_clock_ms(s) - t_round;
+    double round_ms = pair_clock_ms(s) - t_round, w2 = tt_now_ms();
     if (st != TT_OK && recover_device(s, st, err)) {
         g->need_sync = true;   /* the next step re-prefills on the new engine and goes on */
         return TT_OK;
@@ -1268,6 +1359,7 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
     g->need_sync = true;
     g->rounds++;
     const spec_round *R = spec_last_round(s->spec);
+    char role = probe_ms > 0 ? 'P' : g->held_probe_ms > 0 ? 'R' : '-';
     if (probe_ms > 0)
         g->held_probe_ms = probe_ms;   /* this round ran warm: the next one completes the pair */
     else if (g->held_probe_ms > 0) {
@@ -1275,6 +1367,12 @@ static tt_status spec_step(session *s, session_event_fn fn, void *user, session_
             pairs_add(s, g->held_probe_ms, round_ms, R->n_out);
         g->held_probe_ms = 0;
     }
+    round_trace_add(g, &(round_trace_row){
+        .round = g->rounds, .pos = req.n, .n_out = R->n_out, .role = role, .warmed = warmed,
+        .front_ms = front_ms, .probe_before_ms = probe_before_ms, .probe_ms = probe_ms,
+        .round_ms = round_ms, .probe_wall_ms = probe_ms > 0 ? w1 - w0 : -1,
+        .round_wall_ms = w2 - w1, .probe_fwd_ms = probe_fwd_ms,
+        .draft_fwd_ms = R->draft_forward_ms, .verify_fwd_ms = R->verify_forward_ms});
     const spec_stats *S = spec_get_stats(s->spec);
     s->last.speculative = true;
     s->last.spec_rounds = S->rounds;
@@ -1355,6 +1453,7 @@ void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *u
         s->last.plain_step_ms = median_of(s->pairs->pair, s->pairs->n, false);
         s->last.round_ms = median_of(s->pairs->pair, s->pairs->n, true);
     }
+    round_trace_write(s, g);
     free(g->out.buf);
     free(g);
     s->gen = NULL;

@@ -152,10 +152,11 @@ typedef struct {
     int gamma;                 /* draft length at the end (the adaptive schedule changes it) */
     double draft_ms, target_ms;/* time in the draft and in verification */
     /* Plain-decoding probes of a speculative turn (plain_probe): before rounds after the first
-     * (every other one until SESSION_PROBE_MIN pairs, then within SESSION_PROBE_SHARE), one plain step (a one-row target forward at the round's position and the sampler
-     * over its logits, then rolled back) is timed, and paired with the round after the one that
-     * follows it (that one runs on the weights the probe warmed), so each pair sees one moment's
-     * load (session_plain_speedup). Their time is left out of
+     * (every other one until SESSION_PROBE_MIN pairs, then within SESSION_PROBE_SHARE), one
+     * plain step (a one-row target forward at the round's position and the sampler over its
+     * logits, the last of three back to back, then rolled back) is timed, and paired with the
+     * round after the one that follows it (that one runs on the weights the probe warmed), so
+     * each pair sees one moment's load (session_plain_speedup). Their time is left out of
      * decode_ms's busy part, as the front end's is. */
     int plain_probes;          /* pairs so far (the figure needs SESSION_PROBE_MIN) */
     double probe_ms;           /* all the probes' wall time */

@@ -26,6 +26,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 T -f /dev/null new-session -d -s main -x 120 -y 34 \
     "env -i PATH=/usr/bin:/bin HOME=$work LANG=C.UTF-8 TERM=screen-256color \
+     ${TOKENTOP_PAIR_TRACE:+TOKENTOP_PAIR_TRACE=$TOKENTOP_PAIR_TRACE} \
      TOKENTOP_HISTORY=$work/history $BIN ${M[*]} --draft models/kjv-draft --spec off --pace 0"
 T set-option -t main -g status off >/dev/null
 wait_for 'Send a message' || exit 1
