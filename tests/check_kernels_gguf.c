@@ -397,9 +397,10 @@ START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_ev
     rng g;
     rng_seed(&g, 21);
     static const uint32_t ftypes[] = {QUANT_F16, QUANT_BF16};
-    static const int Ks[] = {16, 37, 300, 2048}, Ns[] = {1, 37, 67};
+    /* K 4100: a decode row long enough for GF_DECODE_WIDE rows a pass, plus a tail */
+    static const int Ks[] = {16, 37, 300, 2048, 4100}, Ns[] = {1, 37, 67};
     for (int ti = 0; ti < 2; ti++)
-        for (int ki = 0; ki < 4; ki++)
+        for (int ki = 0; ki < 5; ki++)
             for (int ni = 0; ni < 3; ni++) {
                 const int K = Ks[ki], N = Ns[ni];
                 float_case c;
@@ -463,10 +464,11 @@ START_TEST(gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17)
     rng g;
     rng_seed(&g, 23);
     static const uint32_t ftypes[] = {QUANT_F16, QUANT_BF16};
-    for (int ti = 0; ti < 2; ti++) {
-        const int K = 333, N = 45, T = 17;
+    static const int Ks[] = {333, 4100};        /* a decode row 4 and 8 weight rows a pass */
+    for (int ti = 0; ti < 4; ti++) {
+        const int K = Ks[ti / 2], N = 45, T = 17;
         float_case c;
-        float_case_init(&c, &g, ftypes[ti], K, &N, 1, 0);
+        float_case_init(&c, &g, ftypes[ti % 2], K, &N, 1, 0);
         float *x = urand_vec(&g, (size_t)T * K);
         float *all = malloc((size_t)T * N * sizeof *all), one[64];
         for (int s = 0; s < ns; s++) {
@@ -474,8 +476,8 @@ START_TEST(gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17)
             for (int t = 0; t < T; t++) {
                 float_run(sets[s], &c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
                 ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
-                              "%s set, %s: row %d alone differs from row %d of %d",
-                              sets[s]->name, quant_type_name(ftypes[ti]), t, t, T);
+                              "%s set, %s, K %d: row %d alone differs from row %d of %d",
+                              sets[s]->name, quant_type_name(ftypes[ti % 2]), K, t, t, T);
             }
         }
         free(all);

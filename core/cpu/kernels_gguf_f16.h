@@ -2,7 +2,8 @@
  * stores them (a float GGUF file's matrices), included by kernels_simd.h after
  * kernels_gguf_simd.h. The activations stay fp32. Each output is kernels.h's chain: 16 lane sums
  * along k (one vector on AVX-512, two on AVX2), then gf_hsum's fixed tree, whatever tile computed
- * it. A decode step (one activation row) computes GF_DECODE_W weight rows a pass, sharing each
+ * it. A decode step (one activation row) computes GF_DECODE_W weight rows a pass (GF_DECODE_WIDE
+ * when the activation row is too long to stay in L1 beside the streams), sharing each
  * activation load, each from its own run of consecutive rows (so each is a sequential stream);
  * more rows go in register tiles of GF_TILE_W weight rows by GF_TILE_R activation rows (AVX-512:
  * 4 x 6 = 24 accumulators), a group of activation rows against a whole panel (its rows stay in
@@ -10,14 +11,23 @@
 
 #if KS_VW == 16
 #define GF_DECODE_W 4
+#define GF_DECODE_WIDE 8
 #define GF_TILE_W 4
 #define GF_TILE_R 6
 #else
 #define GF_DECODE_W 4
+#define GF_DECODE_WIDE 4      /* 8 rows x 2 vectors would not fit AVX2's 16 registers */
 #define GF_TILE_W 2
 #define GF_TILE_R 2
 #endif
 #define GF_NV (KERNELS_GGUF_LANES / KS_VW)   /* vectors of one 16-lane sum */
+#define GF_MAX_W (GF_DECODE_WIDE > GF_TILE_W ? GF_DECODE_WIDE : GF_TILE_W)
+/* A decode's activation row of at least this many k (fp32: 16 KiB, half of L1) takes
+ * GF_DECODE_WIDE rows a pass: with GF_DECODE_W the row is read again from L2 for every pass
+ * (the streams evict it), so that each weight byte costs half a byte of x from L2. One F16 GEMV
+ * from the mapping, one thread, AMD EPYC Zen 4 VM, 4 -> 8 streams: K = 8192 21.7 -> 24.8 GB/s,
+ * K = 4096 21.9 -> 24.6; K = 2048 (x 8 KiB) 25.5 -> 24.7, so it keeps 4. */
+#define GF_DECODE_WIDE_K 4096
 
 /* KS_VW weights of type t (QUANT_F16 or QUANT_BF16) at p, widened to fp32 (exact). */
 static inline __attribute__((always_inline)) vf gf_widen(uint32_t t, const uint16_t *p)
@@ -54,7 +64,7 @@ gf_step(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx,
 {
 #pragma GCC unroll 2
     for (int v = 0; v < GF_NV; v++) {
-        vf wv[GF_DECODE_W > GF_TILE_W ? GF_DECODE_W : GF_TILE_W];
+        vf wv[GF_MAX_W];
 #pragma GCC unroll 8
         for (int i = 0; i < W; i++)
             wv[i] = gf_widen(t, w[i] + wk + (size_t)v * KS_VW);
@@ -76,7 +86,7 @@ static inline __attribute__((always_inline)) void
 gf_tile(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx, int R, int K,
         float *out)
 {
-    enum { MW = GF_DECODE_W > GF_TILE_W ? GF_DECODE_W : GF_TILE_W };
+    enum { MW = GF_MAX_W };
     vf acc[MW][GF_TILE_R][GF_NV];
 #pragma GCC unroll 8
     for (int i = 0; i < W; i++)
@@ -121,7 +131,9 @@ static __attribute__((noinline)) void gf_decode(uint32_t t, const uint16_t *cons
                                                 const float *x, int K, float *out)
 {
 #define GF_T(T_)                                                                                   \
-    if (W == GF_DECODE_W)                                                                          \
+    if (W == GF_DECODE_WIDE)                                                                       \
+        gf_tile(T_, w, GF_DECODE_WIDE, x, 0, 1, K, out);                                           \
+    else if (W == GF_DECODE_W)                                                                     \
         gf_tile(T_, w, GF_DECODE_W, x, 0, 1, K, out);                                              \
     else                                                                                           \
         gf_tile(T_, w, 1, x, 0, 1, K, out);
@@ -172,20 +184,21 @@ static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
     const int n0 = p0 * KERNELS_NR, n1 = p1 * KERNELS_NR < m->N ? p1 * KERNELS_NR : m->N;
     uint32_t t;
     if (a->T == 1) {
-        /* GF_DECODE_W runs of consecutive rows side by side, row q of each a pass: each run is
-         * one sequential stream through memory (as the packed GEMV's panels are), the passes'
-         * rows are independent FMA chains; the rows left over one at a time */
-        const int len = (n1 - n0) / GF_DECODE_W;
-        const uint16_t *w[GF_DECODE_W];
-        float y[GF_DECODE_W];
+        /* W runs of consecutive rows side by side, row q of each a pass: each run is one
+         * sequential stream through memory (as the packed GEMV's panels are), the passes' rows
+         * are independent FMA chains; the rows left over one at a time */
+        const int W = K >= GF_DECODE_WIDE_K ? GF_DECODE_WIDE : GF_DECODE_W;
+        const int len = (n1 - n0) / W;
+        const uint16_t *w[GF_MAX_W];
+        float y[GF_MAX_W];
         for (int q = 0; q < len; q++) {
-            for (int i = 0; i < GF_DECODE_W; i++)
+            for (int i = 0; i < W; i++)
                 w[i] = gf_row(m, n0 + i * len + q, &t);
-            gf_decode(t, w, GF_DECODE_W, a->x, K, y);
-            for (int i = 0; i < GF_DECODE_W; i++)
+            gf_decode(t, w, W, a->x, K, y);
+            for (int i = 0; i < W; i++)
                 gg_finish(a, 0, n0 + i * len + q, y[i]);
         }
-        for (int n = n0 + GF_DECODE_W * len; n < n1; n++) {
+        for (int n = n0 + W * len; n < n1; n++) {
             w[0] = gf_row(m, n, &t);
             gf_decode(t, w, 1, a->x, K, y);
             gg_finish(a, 0, n, y[0]);
