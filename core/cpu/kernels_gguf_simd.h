@@ -504,10 +504,13 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
                                 _mm512_srli_epi32(mw[p / 2], (unsigned)sh), m255)));
 #pragma GCC unroll 4
                     for (int r = 0; r < R; r++) {
-                        const gg_gact *x = ga + (size_t)r * (size_t)KB + b0 + 2 * p + e;
+                        /* d and d * sum128 / 128 (exact) read straight from the block: nothing
+                         * laid out per call */
+                        const kernels_q8_act *x = xq + (size_t)r * ldxq + b0 + 2 * p + e;
+                        const float dsum = x->d * ((float)x->sum128 * 0.0078125f);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(e ? io[r] : ie[r]),
                                                  _mm512_mul_ps(D, _mm512_set1_ps(x->d)), acc[r]);
-                        acc[r] = _mm512_fmadd_ps(M, _mm512_set1_ps(x->dsum), acc[r]);
+                        acc[r] = _mm512_fmadd_ps(M, _mm512_set1_ps(dsum), acc[r]);
                     }
                 }
             }
@@ -725,13 +728,16 @@ static void mm_gguf_groups(const matmul_args *a, const packed_gguf_part *pt, int
 {
     const int KB = a->w->K / TT_Q8_BLOCK;
     const size_t gbytes = gguf_group_stride(pt->row_bytes);
-    /* the per-block terms of as many activation rows as the scratch holds (all, mostly) */
+    /* Q6_K: the per-block terms of as many activation rows as the scratch holds (all, mostly);
+     * Q4_K reads the blocks as they are, all rows at once (laying them out again for every
+     * panel of a prefill cost a quarter of its time) */
+    const bool q6 = pt->type == QUANT_Q6_K;
     enum { GG_STACK_BLOCKS = 1024 };
     gg_gact one[GG_STACK_BLOCKS];
     gg_gact *ga = one;
-    int chunk = GG_STACK_BLOCKS / KB;
-    if (scratch && KERNELS_MATMUL_SCRATCH(a->w->K) * sizeof(float) / (KB * sizeof(gg_gact)) >
-                       (size_t)chunk)
+    int chunk = q6 ? GG_STACK_BLOCKS / KB : a->T;
+    if (q6 && scratch &&
+        KERNELS_MATMUL_SCRATCH(a->w->K) * sizeof(float) / (KB * sizeof(gg_gact)) > (size_t)chunk)
         ga = (gg_gact *)scratch,
         chunk = (int)(KERNELS_MATMUL_SCRATCH(a->w->K) * sizeof(float) / (KB * sizeof(gg_gact)));
     if (chunk < 1) {
@@ -743,14 +749,15 @@ static void mm_gguf_groups(const matmul_args *a, const packed_gguf_part *pt, int
     for (int t0 = 0; t0 < a->T; t0 += chunk) {
         const int C = a->T - t0 < chunk ? a->T - t0 : chunk;
         const kernels_q8_act *xq = a->xq + (size_t)t0 * (size_t)a->ldxq;
-        gg_group_act(xq, (size_t)a->ldxq, C, KB, ga);
+        if (q6)
+            gg_group_act(xq, (size_t)a->ldxq, C, KB, ga);
         for (int g = (c0 - col0) / KERNELS_GGUF_GROUP; col0 + g * KERNELS_GGUF_GROUP < c1; g++) {
             const uint8_t *grp = pt->groups + (size_t)g * gbytes;
             for (int r0 = 0; r0 < C; r0 += GG_GROUP_MR) {
                 const int R = C - r0 < GG_GROUP_MR ? C - r0 : GG_GROUP_MR;
                 __m512 y[GG_GROUP_MR];
                 gg_group_column(pt->type, grp, KB, xq + (size_t)r0 * (size_t)a->ldxq,
-                                (size_t)a->ldxq, ga + (size_t)r0 * (size_t)KB, R, y);
+                                (size_t)a->ldxq, q6 ? ga + (size_t)r0 * (size_t)KB : NULL, R, y);
                 for (int r = 0; r < R; r++) {
                     float v[KERNELS_GGUF_GROUP];
                     _mm512_storeu_ps(v, y[r]);
