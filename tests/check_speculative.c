@@ -1257,6 +1257,21 @@ START_TEST(snapshots_built_on_demand_are_the_ones_a_session_shows_every_event)
 }
 END_TEST
 
+/* The probes' tests' session: target and truncated draft (gamma 3), temperature 1, 40 tokens,
+ * seed 9, plain-step probes on or off. */
+static void open_probe_session(session *s, engine **t, engine **d, bool probe)
+{
+    *t = cpu(g_target, 64);
+    *d = cpu(g_trunc, 64);
+    session_settings set;
+    session_settings_default(&set);
+    set.sampler = sampling_at(1.0f);
+    set.max_new_tokens = 40;
+    set.seed = 9;
+    open_session(s, *t, *d, 3, false, &set);
+    s->plain_probe = probe;
+}
+
 /* The REPL's "x plain": a speculative turn with plain_probe times a plain step before every
  * round after the first (a one-row target forward and the sampler, rolled back) and pairs it
  * with that round, so each pair runs under one moment's load. The probes change no token;
@@ -1268,17 +1283,10 @@ START_TEST(plain_probes_time_plain_steps_in_the_turn_and_change_no_token)
     int n[2];
     session_stats st[2];
     for (int v = 0; v < 2; v++) {
-        engine *t = cpu(g_target, 64);
-        engine *d = cpu(g_trunc, 64);
-        session_settings set;
-        session_settings_default(&set);
-        set.sampler = sampling_at(1.0f);
-        set.max_new_tokens = 40;
-        set.seed = 9;
+        engine *t, *d;
         session s;
         tt_error err;
-        open_session(&s, t, d, 3, false, &set);
-        s.plain_probe = v == 1;
+        open_probe_session(&s, &t, &d, v == 1);
         s.snapshots_on_demand = true;
         ck_assert_int_eq(session_add_user_tokens(&s, prompt, 3, &err), TT_OK);
         ck_assert_msg(session_generate(&s, NULL, NULL, &err) == TT_OK, "%s", err.msg);
@@ -1331,17 +1339,10 @@ START_TEST(pair_trace_writes_a_line_per_round_and_marks_the_paired_rounds)
         else
             ck_assert_int_eq(setenv("TOKENTOP_PAIR_TRACE", path, 1), 0);
         ck_assert_int_eq(truncate(path, 0), 0);
-        engine *t = cpu(g_target, 64);
-        engine *d = cpu(g_trunc, 64);
-        session_settings set;
-        session_settings_default(&set);
-        set.sampler = sampling_at(1.0f);
-        set.max_new_tokens = 40;
-        set.seed = 9;
+        engine *t, *d;
         session s;
         tt_error err;
-        open_session(&s, t, d, 3, false, &set);
-        s.plain_probe = true;
+        open_probe_session(&s, &t, &d, true);
         if (c == PLAIN)
             session_set_speculative(&s, false, NULL);
         ck_assert_int_eq(session_add_user_tokens(&s, prompt, 3, &err), TT_OK);
