@@ -561,15 +561,12 @@ int bench_main(int argc, char **argv)
     }
     if (model_load(dir, &m, &err) != TT_OK)
         goto fail;
-    if (!o.dtype_set && !r.random_model)
-        o.dtype = m->file_dtype;   /* a Q4_K_M or F16 GGUF is measured as it is held, not as fp32 */
+    if (!o.dtype_set && !r.random_model)   /* a GGUF is measured as it is held, not as fp32 */
+        o.dtype = cli_default_dtype(m, o.cuda);
     snprintf(r.arch, sizeof r.arch, "%s", m->config.arch->name);
     snprintf(r.quant, sizeof r.quant, "%s", m->quantization);
-    if (m->gguf) {
+    if (m->gguf)
         r.bits_per_weight = gguf_bits_per_weight(m->gguf);
-        if (!o.dtype_set)          /* a GGUF file is measured as it is held by default */
-            o.dtype = m->file_dtype;
-    }
     snprintf(r.shapes, sizeof r.shapes, "%s", o.size ? o.size : "gpt2");
     r.kv_per_token = (double)model_config_kv_bytes_per_token(&m->config, sizeof(float));
     if (r.random_model)

@@ -484,7 +484,7 @@ static int bench_dtype(const sb_options *o, const model *tm, const model *dm,
     eo.n_threads = o->n_threads;
     eo.n_ctx = n_ctx;
     deo = eo;
-    deo.dtype = dtype ? *dtype : draft_default_dtype(dm->file_dtype, true);   /* as draft_load */
+    deo.dtype = dtype ? *dtype : draft_default_dtype(dm, true);   /* as draft_load */
     engine *te = NULL, *de = NULL;
     int P = o->n_prompts, R = o->reps * P, G = o->n_gammas, rc = -1;
     /* (reps) per repetition; (R) per run of a prompt; (G, R) per gamma and run */

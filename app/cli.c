@@ -612,10 +612,16 @@ const char *cli_default_draft_dir(const cli_options *o)
     return realpath(joined, path) ? path : NULL;
 }
 
-static void engine_options_from(const model *m, const cli_options *o, engine_options *eo)
+tt_dtype cli_default_dtype(const model *m, bool gpu)
+{
+    return gpu && m->gguf && m->file_dtype == TT_Q8 ? TT_GGUF : m->file_dtype;
+}
+
+static void engine_options_from(const model *m, const cli_options *o, bool gpu,
+                                engine_options *eo)
 {
     engine_options_default(eo);
-    eo->dtype = o->dtype_set ? o->dtype : m->file_dtype;
+    eo->dtype = o->dtype_set ? o->dtype : cli_default_dtype(m, gpu);
     eo->n_threads = o->n_threads;
     eo->n_ctx = o->n_ctx;
 }
@@ -630,7 +636,7 @@ tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, 
                             size_t note_cap, tt_error *err)
 {
     engine_options eo;
-    engine_options_from(m, o, &eo);
+    engine_options_from(m, o, false, &eo);
     if (note_cap)
         note[0] = 0;
     bool want_cuda = strcmp(o->backend, "cuda") == 0;
@@ -642,11 +648,8 @@ tt_status cli_create_engine(const model *m, const cli_options *o, engine **out, 
             cuda_engine_options co;
             gpu->engine_options_default(&co);
             co.use_graphs = !o->no_graphs;
-            /* A Q8_0 file's default (TT_Q8, the CPU's repacked panels) is no precision the user
-             * asked for: the GPU dequantizes its blocks at upload as it does other GGUF files'. */
-            engine_options geo = eo;
-            if (!o->dtype_set && m->gguf && eo.dtype == TT_Q8)
-                geo.dtype = TT_GGUF;
+            engine_options geo;
+            engine_options_from(m, o, true, &geo);
             tt_status st = gpu->engine_create(m, &geo, &co, out, err);
             if (st == TT_OK)
                 return TT_OK;
@@ -824,7 +827,7 @@ tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, 
                          app->model->config.V);
         if (st == TT_OK) {
             load_chat(app, o, dir, notes, notes_cap);
-            engine_options_from(app->model, o, &app->eopts);
+            engine_options_from(app->model, o, false, &app->eopts);
             st = cli_create_engine(app->model, o, &app->eng, app->backend_note,
                                    sizeof app->backend_note, &err);
         }

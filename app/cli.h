@@ -145,6 +145,11 @@ void cli_session_chat(const cli_app *app, session *s);
 struct gpu_plugin;
 const struct gpu_plugin *cli_gpu_plugin(char *why, size_t cap);
 
+/* The precision an engine holds m in when none is asked for: the file's (m->file_dtype), except
+ * that a GPU engine (gpu) holds a GGUF's Q8_0 blocks, the CPU's repacked q8 by default, as
+ * stored (TT_GGUF): it dequantizes them at upload as it does every other GGUF type's. */
+tt_dtype cli_default_dtype(const model *m, bool gpu);
+
 /* Creates the engine for backend "cpu" | "cuda" | "auto". cuda and auto open the GPU plugin
  * (gpu/gpu_plugin.h; "cpu" never does, so it maps no CUDA library). auto: the GPU when a device is
  * usable, otherwise the CPU, with the reason in note (the caller decides where to show it). cuda:

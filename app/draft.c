@@ -4,16 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-tt_dtype draft_default_dtype(tt_dtype file_dtype, bool cpu)
+tt_dtype draft_default_dtype(const model *draft, bool cpu)
 {
     if (cpu)
         return TT_Q8;
-    return file_dtype == TT_F32 ? TT_F16 : file_dtype;
+    const tt_dtype d = cli_default_dtype(draft, true);
+    return d == TT_F32 ? TT_F16 : d;
 }
 
 tt_dtype draft_dtype(const model *draft, const cli_options *o, bool cpu)
 {
-    return o->dtype_set ? o->dtype : draft_default_dtype(draft->file_dtype, cpu);
+    return o->dtype_set ? o->dtype : draft_default_dtype(draft, cpu);
 }
 
 tt_status draft_load(draft_app *d, const char *dir, const cli_app *target, const cli_options *o,

@@ -26,9 +26,9 @@ tt_dtype draft_dtype(const model *draft, const cli_options *o, bool cpu);
  * a quarter of fp32's bytes, integer dot products where the CPU has them; on the embedded pair a
  * draft step 0.011 ms instead of 0.026 in fp16, its first step after a verification 0.033
  * instead of 0.054, for 2-3% fewer accepted drafts: a round ~20% cheaper). On a GPU (which
- * holds no q8) a draft whose file is fp32 is held in fp16, other precisions as the file has
- * them. */
-tt_dtype draft_default_dtype(tt_dtype file_dtype, bool cpu);
+ * holds no q8) a draft whose file is fp32 is held in fp16, other precisions as the GPU holds the
+ * file by default (cli_default_dtype). */
+tt_dtype draft_default_dtype(const model *draft, bool cpu);
 
 /* Loads dir as a draft for target: its tokenizer must equal the target's (vocab.json and
  * merges.txt identical: tokenizer_equal), its vocab_size must equal the target's and its

@@ -220,6 +220,10 @@ for fx in tiny-qwen3-q8_0 tiny-llama-256-q4_k_m; do
         --backend cuda -v >/dev/null 2>"$tmp/gg.$fx.err"
     check "emulated GPU, GGUF $fx with --backend cuda: runs on the GPU, dequantized at upload" \
         bash -c "[ $? -eq 0 ] && grep -q 'dequantized at upload' '$tmp/gg.$fx.err' && ! grep -q 'using the CPU' '$tmp/gg.$fx.err'"
+    "${EMU[@]}" bench --backend cuda --model "tests/fixtures/gguf/$fx.gguf" --prompt-tokens 8 --gen-tokens 4 \
+        >"$tmp/gb.$fx.out" 2>"$tmp/gb.$fx.err"
+    check "emulated GPU, bench --backend cuda on GGUF $fx: measures the blocks dequantized at upload" \
+        bash -c "[ $? -eq 0 ] && grep -q 'dequantized at upload' '$tmp/gb.$fx.out' '$tmp/gb.$fx.err'"
 done
 
 # --- make gpu-check without a device: says so and fails at once, before building anything
