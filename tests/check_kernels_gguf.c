@@ -122,7 +122,7 @@ END_TEST
 
 typedef struct {
     packed_matrix m;
-    uint8_t *rows[KERNELS_GGUF_PARTS];
+    void *rows[KERNELS_GGUF_PARTS]; /* the parts' tensors: blocks, or F16 / BF16 rows */
     float *w;                       /* (N, K) dequantized, in output column order */
 } gguf_case;
 
@@ -160,14 +160,18 @@ static void case_free(gguf_case *c)
     free(c->w);
 }
 
-/* Runs set k over all panels of c for T rows of x into out (T, N), with bias and epilogue. */
+/* Runs set k over all panels of c for T rows of x into out (T, N), with bias and epilogue; the
+ * rows laid out as 8-bit blocks for quantized parts (F16 and BF16 rows read x itself: xq NULL). */
 static void run_set(const kernels *k, const gguf_case *c, const float *x, int T, float *out,
                     const float *bias, mm_epilogue ep)
 {
-    const int K = c->m.K, KB = KERNELS_Q8_ACT_BLOCKS(K);
-    kernels_q8_act *xq = malloc((size_t)T * (size_t)KB * sizeof *xq);
-    ck_assert_ptr_nonnull(xq);
-    k->quantize_rows(x, K, K, 0, T, xq, KB);
+    const int K = c->m.K, KB = packed_gguf_is_float(&c->m) ? 0 : KERNELS_Q8_ACT_BLOCKS(K);
+    kernels_q8_act *xq = NULL;
+    if (KB) {
+        xq = malloc((size_t)T * (size_t)KB * sizeof *xq);
+        ck_assert_ptr_nonnull(xq);
+        k->quantize_rows(x, K, K, 0, T, xq, KB);
+    }
     matmul_args a = {.out = out, .ldo = c->m.N, .x = x, .ldx = K, .w = &c->m, .xq = xq,
                      .ldxq = KB, .bias = bias, .T = T, .epilogue = ep};
     /* two calls over a split of the panels, as two threads would: one with the scratch the
@@ -179,6 +183,27 @@ static void run_set(const kernels *k, const gguf_case *c, const float *x, int T,
     k->matmul(&a, mid, c->m.n_panels, NULL);
     free(scratch);
     free(xq);
+}
+
+/* Each of the T rows of x run alone (decode) gives the bits it has among all T (prefill,
+ * verification), in every set; what names the case in a failure. */
+static void check_rows_alone(const kernels *const *sets, int ns, const gguf_case *c,
+                             const float *x, int T, const char *what)
+{
+    const int K = c->m.K, N = c->m.N;
+    float *all = malloc((size_t)T * N * sizeof *all), *one = malloc((size_t)N * sizeof *one);
+    ck_assert(all && one);
+    for (int s = 0; s < ns; s++) {
+        run_set(sets[s], c, x, T, all, NULL, MM_STORE);
+        for (int t = 0; t < T; t++) {
+            run_set(sets[s], c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
+            ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
+                          "%s set, %s: row %d alone differs from row %d of %d", sets[s]->name,
+                          what, t, t, T);
+        }
+    }
+    free(one);
+    free(all);
 }
 
 /* Output (t, n) against the fp64 sum of the dequantized weights times the 8-bit activations
@@ -285,17 +310,7 @@ START_TEST(gguf_matmul_rows_do_not_depend_on_the_rows_beside_them)
         gguf_case c;
         case_init(&c, &g, K, &TYPES[ti], &N, 1, 0);
         float *x = urand_vec(&g, (size_t)T * K);
-        float *all = malloc((size_t)T * N * sizeof *all), one[64];
-        for (int s = 0; s < ns; s++) {
-            run_set(sets[s], &c, x, T, all, NULL, MM_STORE);
-            for (int t = 0; t < T; t++) {
-                run_set(sets[s], &c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
-                ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
-                              "%s set, %s: row %d alone differs from row %d of %d",
-                              sets[s]->name, quant_type_name(TYPES[ti]), t, t, T);
-            }
-        }
-        free(all);
+        check_rows_alone(sets, ns, &c, x, T, quant_type_name(TYPES[ti]));
         free(x);
         case_free(&c);
     }
@@ -307,24 +322,19 @@ END_TEST
 
 /* A (K, N) matrix of n_parts F16 or BF16 tensors (type t) of random weights in [-1, 1), their
  * widened values in w (N, K) in output column order. */
-typedef struct {
-    packed_matrix m;
-    uint16_t *rows[KERNELS_GGUF_PARTS];
-    float *w;
-} float_case;
-
-static void float_case_init(float_case *c, rng *g, uint32_t t, int K, const int *cols,
+static void float_case_init(gguf_case *c, rng *g, uint32_t t, int K, const int *cols,
                             int n_parts, int head_rows)
 {
     tensor_ref src[KERNELS_GGUF_PARTS];
     int N = 0;
     for (int i = 0; i < n_parts; i++) {
-        c->rows[i] = malloc((size_t)cols[i] * (size_t)K * sizeof(uint16_t));
-        ck_assert_ptr_nonnull(c->rows[i]);
+        uint16_t *rows = malloc((size_t)cols[i] * (size_t)K * sizeof *rows);
+        ck_assert_ptr_nonnull(rows);
         for (size_t e = 0; e < (size_t)cols[i] * (size_t)K; e++) {
             const float v = urand(g, -1.0f, 1.0f);
-            c->rows[i][e] = t == QUANT_F16 ? tt_f32_to_f16(v) : tt_f32_to_bf16(v);
+            rows[e] = t == QUANT_F16 ? tt_f32_to_f16(v) : tt_f32_to_bf16(v);
         }
+        c->rows[i] = rows;
         src[i] = (tensor_ref){.data = c->rows[i], .dtype = t == QUANT_F16 ? TT_F16 : TT_BF16,
                               .row_len = K, .head_rows = head_rows};
         N += cols[i];
@@ -343,33 +353,9 @@ static void float_case_init(float_case *c, rng *g, uint32_t t, int K, const int 
     }
 }
 
-static void float_case_free(float_case *c)
-{
-    for (int i = 0; i < c->m.n_parts; i++)
-        free(c->rows[i]);
-    packed_matrix_free(&c->m);
-    free(c->w);
-}
-
-/* Set k over all panels of c for T rows of x (no quantized activations: xq NULL), split in two
- * calls as two threads would. */
-static void float_run(const kernels *k, const float_case *c, const float *x, int T, float *out,
-                      const float *bias, mm_epilogue ep)
-{
-    const int K = c->m.K;
-    matmul_args a = {.out = out, .ldo = c->m.N, .x = x, .ldx = K, .w = &c->m, .bias = bias,
-                     .T = T, .epilogue = ep};
-    const int mid = c->m.n_panels / 2;
-    float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) / 64 * 64);
-    ck_assert_ptr_nonnull(scratch);
-    k->matmul(&a, 0, mid, scratch);
-    k->matmul(&a, mid, c->m.n_panels, NULL);
-    free(scratch);
-}
-
 /* Output (t, n) against the fp64 matmul of the widened weights and the fp32 activations
  * themselves (nothing rounded to 8 or 16 bits): only the fp32 sum's rounding apart. */
-static void float_check(const char *what, const float_case *c, const float *x, int T,
+static void float_check(const char *what, const gguf_case *c, const float *x, int T,
                         const float *out, const float *bias, const float *before)
 {
     const int K = c->m.K, N = c->m.N;
@@ -403,18 +389,18 @@ START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_ev
         for (int ki = 0; ki < 5; ki++)
             for (int ni = 0; ni < 3; ni++) {
                 const int K = Ks[ki], N = Ns[ni];
-                float_case c;
+                gguf_case c;
                 float_case_init(&c, &g, ftypes[ti], K, &N, 1, 0);
                 for (int T = 1; T <= 17; T += (T < 8 ? 1 : 9)) {
                     float *x = urand_vec(&g, (size_t)T * K);
                     float *want = malloc((size_t)T * N * sizeof *want);
                     float *out = malloc((size_t)T * N * sizeof *out);
-                    float_run(ref, &c, x, T, want, NULL, MM_STORE);
+                    run_set(ref, &c, x, T, want, NULL, MM_STORE);
                     for (int s = 0; s < ns; s++) {
                         char what[96];
                         snprintf(what, sizeof what, "%s set, %s, K %d, N %d, T %d",
                                  sets[s]->name, quant_type_name(ftypes[ti]), K, N, T);
-                        float_run(sets[s], &c, x, T, out, NULL, MM_STORE);
+                        run_set(sets[s], &c, x, T, out, NULL, MM_STORE);
                         float_check(what, &c, x, T, out, NULL, NULL);
                         ck_assert_msg(memcmp(out, want, (size_t)T * N * sizeof *out) == 0,
                                       "%s: not the reference set's bits", what);
@@ -423,7 +409,7 @@ START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_ev
                     free(want);
                     free(x);
                 }
-                float_case_free(&c);
+                case_free(&c);
             }
 }
 END_TEST
@@ -437,14 +423,14 @@ START_TEST(gguf_f16_matmul_reads_several_parts_and_permuted_rows)
     rng g;
     rng_seed(&g, 22);
     const int cols[] = {128, 64, 64}, K = 200, N = 256, T = 9;
-    float_case c;
+    gguf_case c;
     float_case_init(&c, &g, QUANT_F16, K, cols, 3, 64);
     float *x = urand_vec(&g, (size_t)T * K), *bias = urand_vec(&g, (size_t)N);
     float *before = urand_vec(&g, (size_t)T * N);
     float *out = malloc((size_t)T * N * sizeof *out);
     for (int s = 0; s < ns; s++) {
         memcpy(out, before, (size_t)T * N * sizeof *out);
-        float_run(sets[s], &c, x, T, out, bias, MM_ADD);
+        run_set(sets[s], &c, x, T, out, bias, MM_ADD);
         float_check(sets[s]->name, &c, x, T, out, bias, before);
     }
     for (int n = 0; n < N; n += 17)       /* packed_matrix_get reads through the order too */
@@ -453,7 +439,7 @@ START_TEST(gguf_f16_matmul_reads_several_parts_and_permuted_rows)
     free(before);
     free(bias);
     free(x);
-    float_case_free(&c);
+    case_free(&c);
 }
 END_TEST
 
@@ -467,22 +453,14 @@ START_TEST(gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17)
     static const int Ks[] = {333, 4100};        /* a decode row 4 and 8 weight rows a pass */
     for (int ti = 0; ti < 4; ti++) {
         const int K = Ks[ti / 2], N = 45, T = 17;
-        float_case c;
+        gguf_case c;
         float_case_init(&c, &g, ftypes[ti % 2], K, &N, 1, 0);
         float *x = urand_vec(&g, (size_t)T * K);
-        float *all = malloc((size_t)T * N * sizeof *all), one[64];
-        for (int s = 0; s < ns; s++) {
-            float_run(sets[s], &c, x, T, all, NULL, MM_STORE);
-            for (int t = 0; t < T; t++) {
-                float_run(sets[s], &c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
-                ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
-                              "%s set, %s, K %d: row %d alone differs from row %d of %d",
-                              sets[s]->name, quant_type_name(ftypes[ti % 2]), K, t, t, T);
-            }
-        }
-        free(all);
+        char what[48];
+        snprintf(what, sizeof what, "%s, K %d", quant_type_name(ftypes[ti % 2]), K);
+        check_rows_alone(sets, ns, &c, x, T, what);
         free(x);
-        float_case_free(&c);
+        case_free(&c);
     }
 }
 END_TEST
@@ -577,22 +555,12 @@ START_TEST(gguf_regrouped_rows_do_not_depend_on_the_rows_beside_them)
     rng g;
     rng_seed(&g, 23);
     const uint32_t types[] = {QUANT_Q4_K, QUANT_Q6_K};
-    const int cols[] = {32, 48}, K = 768, N = 80, T = 17;
+    const int cols[] = {32, 48}, K = 768, T = 17;   /* N = 80 */
     gguf_case c;
     case_init(&c, &g, K, types, cols, 2, 0);
     case_regroup(&c);
     float *x = urand_vec(&g, (size_t)T * K);
-    float *all = malloc((size_t)T * N * sizeof *all), one[80];
-    for (int s = 0; s < ns; s++) {
-        run_set(sets[s], &c, x, T, all, NULL, MM_STORE);
-        for (int t = 0; t < T; t++) {
-            run_set(sets[s], &c, x + (size_t)t * K, 1, one, NULL, MM_STORE);
-            ck_assert_msg(memcmp(one, all + (size_t)t * N, (size_t)N * sizeof *one) == 0,
-                          "%s set, regrouped: row %d alone differs from row %d of %d",
-                          sets[s]->name, t, t, T);
-        }
-    }
-    free(all);
+    check_rows_alone(sets, ns, &c, x, T, "regrouped");
     free(x);
     case_free(&c);
 }
