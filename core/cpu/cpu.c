@@ -249,30 +249,75 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
 
 /* Before attention, on each row of q|k|v: the per-head q and k norms (ARCH_F_QK_NORM), RoPE at
  * the row's position (ARCH_F_ROPE), then the row's keys and values stored in its sequence's
- * cache. A few microseconds a row: done on the calling thread, before any head reads the cache
- * (with grouped-query attention several heads read one KV head). */
-static void cpu_attention_prepare(cpu_engine *ce, const cpu_layer *ly, int layer, float *qkv,
-                                  const cpu_seg *segs, int n_segs)
+ * cache. Rows r0 .. r1-1 of the chunk, whichever segments they fall in. */
+typedef struct {
+    cpu_engine *ce;
+    const cpu_layer *ly;
+    int layer;
+    float *qkv;
+    const cpu_seg *segs;
+    int n_segs;
+    int rows_per_chunk;
+    threadpool_chunks work;        /* blocks of rows_per_chunk rows */
+} prepare_job;
+
+static void prepare_rows(const prepare_job *j, int r0, int r1)
 {
-    const model_config *cfg = ce->base.config;
+    const model_config *cfg = j->ce->base.config;
     const int HS = cfg->HS, NH = cfg->NH, NKV = cfg->NKV, QKV = model_config_qkvdim(cfg);
     const int Q = model_config_qdim(cfg), KV = model_config_kvdim(cfg);
-    for (int sg = 0; sg < n_segs; sg++)
-        for (int t = 0; t < segs[sg].T; t++) {
-            float *row = qkv + (size_t)(segs[sg].row + t) * (size_t)QKV;
-            const int pos = segs[sg].pos + t;
+    const cpu_layer *ly = j->ly;
+    for (int sg = 0; sg < j->n_segs; sg++) {
+        const cpu_seg *s = &j->segs[sg];
+        const int a = r0 > s->row ? r0 : s->row, b = r1 < s->row + s->T ? r1 : s->row + s->T;
+        for (int r = a; r < b; r++) {
+            float *row = j->qkv + (size_t)r * (size_t)QKV;
+            const int pos = s->pos + (r - s->row);
             if (ly->q_norm) {
                 kernels_rmsnorm(row, HS, row, HS, ly->q_norm, HS, cfg->norm_eps, 0, NH);
                 kernels_rmsnorm(row + Q, HS, row + Q, HS, ly->k_norm, HS, cfg->norm_eps, 0, NKV);
             }
-            if (ce->rope_cos) {
-                kernels_rope(row, NH, HS, ce->rope_cos, ce->rope_sin, pos);
-                kernels_rope(row + Q, NKV, HS, ce->rope_cos, ce->rope_sin, pos);
+            if (j->ce->rope_cos) {
+                kernels_rope(row, NH, HS, j->ce->rope_cos, j->ce->rope_sin, pos);
+                kernels_rope(row + Q, NKV, HS, j->ce->rope_cos, j->ce->rope_sin, pos);
             }
             for (int h = 0; h < NKV; h++)
-                kvcache_store(segs[sg].cache, layer, h, pos, row + Q + (size_t)h * HS,
+                kvcache_store(s->cache, j->layer, h, pos, row + Q + (size_t)h * HS,
                               row + Q + KV + (size_t)h * HS);
         }
+    }
+}
+
+static void prepare_job_run(void *varg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    prepare_job *j = varg;
+    int c, T = j->segs[j->n_segs - 1].row + j->segs[j->n_segs - 1].T;
+    while ((c = threadpool_next_chunk(&j->work)) >= 0) {
+        int r0 = c * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
+        prepare_rows(j, r0, r1 < T ? r1 : T);
+    }
+}
+
+/* prepare_rows over all T rows of the chunk, before any head reads the cache (with grouped-query
+ * attention several heads read one KV head). A key's store writes one float into each of HS
+ * cache lines (the keys are transposed, kernels_key_at), lines the rest of a step has evicted:
+ * about 60 us a layer for 8 rows on one Zen 4 core, bound by how many misses one core keeps in
+ * flight, so two or more rows run on all threads, a row (a batched step) or a block of 16 (a
+ * prefill: a key block's 16 positions) per chunk. One row stays on the calling thread. Which
+ * thread stores a row changes no bits. */
+static void cpu_attention_prepare(cpu_engine *ce, const cpu_layer *ly, int layer, float *qkv,
+                                  const cpu_seg *segs, int n_segs, int T)
+{
+    prepare_job j = {.ce = ce, .ly = ly, .layer = layer, .qkv = qkv, .segs = segs,
+                     .n_segs = n_segs, .rows_per_chunk = T >= 32 ? 16 : 1};
+    if (T < 2) {
+        prepare_rows(&j, 0, T);
+        return;
+    }
+    threadpool_chunks_init(&j.work, (T + j.rows_per_chunk - 1) / j.rows_per_chunk);
+    threadpool_run(ce->pool, prepare_job_run, &j);
 }
 
 typedef struct {
@@ -448,7 +493,7 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
         const cpu_layer *ly = &ce->layers[l];
         cpu_norm(ce, ce->xn, ce->x, ly->attn_norm_w, ly->attn_norm_b, T);
         cpu_matmul(ce, ce->qkv, QKV, ce->xn, C, &ly->qkv, ly->qkv_b, T, MM_STORE);
-        cpu_attention_prepare(ce, ly, l, ce->qkv, segs, n_segs);
+        cpu_attention_prepare(ce, ly, l, ce->qkv, segs, n_segs, T);
         attention_job aj = {.ce = ce, .layer = l, .qkv = ce->qkv, .segs = segs,
                             .n_segs = n_segs,
                             .heads = attention_heads(NH, n_segs, threadpool_size(ce->pool))};
