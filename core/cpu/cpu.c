@@ -285,10 +285,15 @@ static void prepare_rows(const prepare_job *j, int r0, int r1)
                 kernels_rope(row, NH, HS, j->ce->rope_cos, j->ce->rope_sin, pos);
                 kernels_rope(row + Q, NKV, HS, j->ce->rope_cos, j->ce->rope_sin, pos);
             }
-            for (int h = 0; h < NKV; h++)
-                kvcache_store(s->cache, j->layer, h, pos, row + Q + (size_t)h * HS,
-                              row + Q + KV + (size_t)h * HS);
         }
+        /* Head by head: a block of rows fills the HS lines of its key block while they stay
+         * in L1 (row by row, every head's lines were evicted between two rows' stores). */
+        for (int h = 0; h < NKV; h++)
+            for (int r = a; r < b; r++) {
+                const float *row = j->qkv + (size_t)r * (size_t)QKV;
+                kvcache_store(s->cache, j->layer, h, s->pos + (r - s->row),
+                              row + Q + (size_t)h * HS, row + Q + KV + (size_t)h * HS);
+            }
     }
 }
 
