@@ -339,19 +339,25 @@ typedef struct {
     threadpool_chunks work;        /* (n_segs * NH) pairs, segment-major */
 } attention_job;
 
-/* How a layer's attention is handed out: runs of consecutive (segment, query head) pairs, a
- * div-th of those left and at least min_run ("guided", threadpool_next_run). The first runs are
- * long (a batched step: a few consecutive heads of one sequence, so that each head but a run's
- * last tells the kernel the next one comes on the same thread, attention_args.next_head: its
- * keys are on their way while the values are weighted) and the last ones short, so that the
- * threads finish together even when one streams faster or joins late (equal chunks of 6 heads
- * at batch 8 left one thread waiting for the other's last chunk). */
+/* How a layer's attention is handed out: runs of consecutive (segment, query head) pairs, each
+ * head but a run's last telling the kernel that the next one comes on the same thread
+ * (attention_args.next_head: its keys are on their way while the values are weighted). Several
+ * sequences (a batched step): a div-th of the pairs left and at least min_run ("guided",
+ * threadpool_next_run), first one sequence's heads, last 2, so that the threads finish together
+ * even when one streams faster or joins late (equal chunks of 6 heads at batch 8 left one thread
+ * waiting for the other's last chunk). One sequence: runs of NH / (8 nth) heads (at least one),
+ * 8 or more a thread. */
 static void attention_runs(attention_job *j, int NH, int nth)
 {
     const int pairs = NH * j->n_segs;
     nth = nth > 0 ? nth : 1;
-    j->div = 4 * nth;
-    j->min_run = pairs >= 16 * nth ? 2 : 1;
+    if (j->n_segs == 1) {
+        j->div = INT_MAX;
+        j->min_run = NH / (8 * nth) > 1 ? NH / (8 * nth) : 1;
+    } else {
+        j->div = 4 * nth;
+        j->min_run = pairs >= 16 * nth ? 2 : 1;
+    }
     threadpool_chunks_init(&j->work, pairs);
 }
 
