@@ -12,6 +12,7 @@
  * (cpu_act_rows) for the AMX tiles or vdpbf16ps. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,8 +123,10 @@ static void matmul_job_run(void *varg, int ith, int nth)
     matmul_job *j = varg;
     int c, n;
     if (j->runs) {
-        int share = (j->args.w->n_panels + nth - 1) / nth;
-        while ((c = threadpool_next_run(&j->chunks, share, nth, &n)) >= 0)
+        const int share = (j->args.w->n_panels + nth - 1) / nth;
+        const int head = share - share / 4, tail = share / 16 > 0 ? share / 16 : 1;
+        for (int run = head; (c = threadpool_next_run(&j->chunks, run, INT_MAX, &n)) >= 0;
+             run = tail)
             j->kern->matmul(&j->args, c, c + n, j->scratch + (size_t)ith * j->scratch_stride);
         return;
     }
@@ -212,11 +215,12 @@ static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_m
  * next one: it takes runs of neighbouring panels (threadpool_next_run), so that each thread's
  * next panel is the one it prefetched, not one the other thread took (with panels handed out one
  * by one, two threads each started every panel cold and fetched a piece of the other's, which
- * measured slower). The runs are one equal share per thread (a thread that comes late finds its
- * share taken), not runs of 128 KiB: a small model's matrices hold few panels, and 128 KiB runs
- * gave a whole matrix to one thread or split it unevenly (chosen by measurement, see
- * docs/performance.md#why-the-kernels-are-as-they-are). Which thread computes a
- * panel never changes its bits (kernels.h). */
+ * measured slower). The runs are sized by a thread's equal share (three quarters of it first,
+ * then sixteenths: a thread that streams faster takes more of the tail, where equal halves left
+ * the faster one waiting), not runs of 128 KiB: a small model's matrices hold few panels, and
+ * 128 KiB runs gave a whole matrix to one thread or split it unevenly (chosen by measurement,
+ * see docs/performance.md#why-the-kernels-are-as-they-are). Which thread computes a panel never
+ * changes its bits (kernels.h). */
 static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
                        const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
 {
@@ -228,7 +232,7 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
         .scratch_stride = ce->mm_stride,
     };
     cpu_act_rows(ce, x, ldx, w, T);
-    j.runs = T > 1 && T < 12;      /* panels in one equal share per thread (matmul_job_run) */
+    j.runs = T > 1 && T < 12;      /* panels in runs sized by a thread's share (matmul_job_run) */
     if (j.runs) {
         threadpool_chunks_init(&j.chunks, w->n_panels);
     } else {
@@ -249,30 +253,80 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
 
 /* Before attention, on each row of q|k|v: the per-head q and k norms (ARCH_F_QK_NORM), RoPE at
  * the row's position (ARCH_F_ROPE), then the row's keys and values stored in its sequence's
- * cache. A few microseconds a row: done on the calling thread, before any head reads the cache
- * (with grouped-query attention several heads read one KV head). */
-static void cpu_attention_prepare(cpu_engine *ce, const cpu_layer *ly, int layer, float *qkv,
-                                  const cpu_seg *segs, int n_segs)
+ * cache. Rows r0 .. r1-1 of the chunk, whichever segments they fall in. */
+typedef struct {
+    cpu_engine *ce;
+    const cpu_layer *ly;
+    int layer;
+    float *qkv;
+    const cpu_seg *segs;
+    int n_segs;
+    int rows_per_chunk;
+    threadpool_chunks work;        /* blocks of rows_per_chunk rows */
+} prepare_job;
+
+static void prepare_rows(const prepare_job *j, int r0, int r1)
 {
-    const model_config *cfg = ce->base.config;
+    const model_config *cfg = j->ce->base.config;
     const int HS = cfg->HS, NH = cfg->NH, NKV = cfg->NKV, QKV = model_config_qkvdim(cfg);
     const int Q = model_config_qdim(cfg), KV = model_config_kvdim(cfg);
-    for (int sg = 0; sg < n_segs; sg++)
-        for (int t = 0; t < segs[sg].T; t++) {
-            float *row = qkv + (size_t)(segs[sg].row + t) * (size_t)QKV;
-            const int pos = segs[sg].pos + t;
+    const cpu_layer *ly = j->ly;
+    for (int sg = 0; sg < j->n_segs; sg++) {
+        const cpu_seg *s = &j->segs[sg];
+        const int a = r0 > s->row ? r0 : s->row, b = r1 < s->row + s->T ? r1 : s->row + s->T;
+        for (int r = a; r < b; r++) {
+            float *row = j->qkv + (size_t)r * (size_t)QKV;
+            const int pos = s->pos + (r - s->row);
             if (ly->q_norm) {
                 kernels_rmsnorm(row, HS, row, HS, ly->q_norm, HS, cfg->norm_eps, 0, NH);
                 kernels_rmsnorm(row + Q, HS, row + Q, HS, ly->k_norm, HS, cfg->norm_eps, 0, NKV);
             }
-            if (ce->rope_cos) {
-                kernels_rope(row, NH, HS, ce->rope_cos, ce->rope_sin, pos);
-                kernels_rope(row + Q, NKV, HS, ce->rope_cos, ce->rope_sin, pos);
+            if (j->ce->rope_cos) {
+                kernels_rope(row, NH, HS, j->ce->rope_cos, j->ce->rope_sin, pos);
+                kernels_rope(row + Q, NKV, HS, j->ce->rope_cos, j->ce->rope_sin, pos);
             }
-            for (int h = 0; h < NKV; h++)
-                kvcache_store(segs[sg].cache, layer, h, pos, row + Q + (size_t)h * HS,
-                              row + Q + KV + (size_t)h * HS);
         }
+        /* Head by head: a block of rows fills the HS lines of its key block while they stay
+         * in L1 (row by row, every head's lines were evicted between two rows' stores). */
+        for (int h = 0; h < NKV; h++)
+            for (int r = a; r < b; r++) {
+                const float *row = j->qkv + (size_t)r * (size_t)QKV;
+                kvcache_store(s->cache, j->layer, h, s->pos + (r - s->row),
+                              row + Q + (size_t)h * HS, row + Q + KV + (size_t)h * HS);
+            }
+    }
+}
+
+static void prepare_job_run(void *varg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    prepare_job *j = varg;
+    int c, T = j->segs[j->n_segs - 1].row + j->segs[j->n_segs - 1].T;
+    while ((c = threadpool_next_chunk(&j->work)) >= 0) {
+        int r0 = c * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
+        prepare_rows(j, r0, r1 < T ? r1 : T);
+    }
+}
+
+/* prepare_rows over all T rows of the chunk, before any head reads the cache (with grouped-query
+ * attention several heads read one KV head). A key's store writes one float into each of HS
+ * cache lines (the keys are transposed, kernels_key_at), lines the rest of a step has evicted:
+ * about 60 us a layer for 8 rows on one Zen 4 core, bound by how many misses one core keeps in
+ * flight, so two or more rows run on all threads, a row (a batched step) or a block of 16 (a
+ * prefill: a key block's 16 positions) per chunk. One row stays on the calling thread. Which
+ * thread stores a row changes no bits. */
+static void cpu_attention_prepare(cpu_engine *ce, const cpu_layer *ly, int layer, float *qkv,
+                                  const cpu_seg *segs, int n_segs, int T)
+{
+    prepare_job j = {.ce = ce, .ly = ly, .layer = layer, .qkv = qkv, .segs = segs,
+                     .n_segs = n_segs, .rows_per_chunk = T >= 32 ? 16 : 1};
+    if (T < 2) {
+        prepare_rows(&j, 0, T);
+        return;
+    }
+    threadpool_chunks_init(&j.work, (T + j.rows_per_chunk - 1) / j.rows_per_chunk);
+    threadpool_run(ce->pool, prepare_job_run, &j);
 }
 
 typedef struct {
@@ -281,19 +335,30 @@ typedef struct {
     const float *qkv;              /* (T, QKV) */
     const cpu_seg *segs;
     int n_segs;
-    int heads;                     /* query heads a chunk runs, consecutive (attention_heads) */
-    threadpool_chunks work;        /* (segment, group of query heads) pairs */
+    int div, min_run;              /* runs of (segment, query head) pairs (attention_runs) */
+    threadpool_chunks work;        /* (n_segs * NH) pairs, segment-major */
 } attention_job;
 
-/* Query heads per chunk of a layer's attention: with many sequences (a batched step), a few
- * consecutive heads of one sequence, so that each head but a chunk's last tells the kernel the
- * next one comes on the same thread (attention_args.next_head: its keys are on their way while
- * the values are weighted), with still 8 or more chunks a thread to even out sequences of
- * different lengths and a thread that joins late. One head with few sequences. */
-static int attention_heads(int NH, int n_segs, int nth)
+/* How a layer's attention is handed out: runs of consecutive (segment, query head) pairs, each
+ * head but a run's last telling the kernel that the next one comes on the same thread
+ * (attention_args.next_head: its keys are on their way while the values are weighted). Several
+ * sequences (a batched step): a div-th of the pairs left and at least min_run ("guided",
+ * threadpool_next_run), first one sequence's heads, last 2, so that the threads finish together
+ * even when one streams faster or joins late (equal chunks of 6 heads at batch 8 left one thread
+ * waiting for the other's last chunk). One sequence: runs of NH / (8 nth) heads (at least one),
+ * 8 or more a thread. */
+static void attention_runs(attention_job *j, int NH, int nth)
 {
-    int g = NH * n_segs / (8 * (nth > 0 ? nth : 1));
-    return g < 1 ? 1 : g > NH ? NH : g;
+    const int pairs = NH * j->n_segs;
+    nth = nth > 0 ? nth : 1;
+    if (j->n_segs == 1) {
+        j->div = INT_MAX;
+        j->min_run = NH / (8 * nth) > 1 ? NH / (8 * nth) : 1;
+    } else {
+        j->div = 4 * nth;
+        j->min_run = pairs >= 16 * nth ? 2 : 1;
+    }
+    threadpool_chunks_init(&j->work, pairs);
 }
 
 /* The attention capture (core/engine/attention.h): the kernel writes the softmax of the kept
@@ -316,28 +381,27 @@ static void capture_rows(const cpu_engine *ce, attention_args *a, int l, int h)
 /* One query head of one sequence at a time, over that sequence's cache. */
 static void attention_job_run(void *varg, int ith, int nth)
 {
+    (void)nth;
     attention_job *j = varg;
     cpu_engine *ce = j->ce;
     const model_config *cfg = ce->base.config;
     const int NH = cfg->NH, QKV = model_config_qkvdim(cfg), Q = model_config_qdim(cfg);
     float *scratch = ce->scratch + (size_t)ith * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx);
-    const int groups = (NH + j->heads - 1) / j->heads;    /* chunks a segment has */
-    int c;
-    while ((c = threadpool_next_chunk(&j->work)) >= 0) {
-        const cpu_seg *sg = &j->segs[c / groups];
-        const int h0 = c % groups * j->heads, h1 = h0 + j->heads < NH ? h0 + j->heads : NH;
-        kvcache *kv = sg->cache;
-        for (int h = h0; h < h1; h++) {
+    int c, n;
+    while ((c = threadpool_next_run(&j->work, j->min_run, j->div, &n)) >= 0)
+        for (int i = c; i < c + n; i++) {
+            const cpu_seg *sg = &j->segs[i / NH];
+            const int h = i % NH;
+            kvcache *kv = sg->cache;
             attention_args a = {.q = j->qkv + (size_t)sg->row * (size_t)QKV, .ldq = QKV,
                                 .k = kvcache_k(kv, j->layer), .v = kvcache_v(kv, j->layer),
                                 .n_ctx = kv->n_ctx, .ldk = kv->ldk,
                                 .out = ce->att + (size_t)sg->row * (size_t)Q, .ldo = Q,
                                 .T = sg->T, .pos = sg->pos, .NH = NH, .HS = cfg->HS,
-                                .NKV = cfg->NKV, .next_head = h + 1 < h1};
+                                .NKV = cfg->NKV, .next_head = i + 1 < c + n && h + 1 < NH};
             capture_rows(ce, &a, j->layer, h);
             ce->kern->attention(&a, h, 0, sg->T, scratch);
         }
-    }
 }
 
 typedef struct {
@@ -448,11 +512,10 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
         const cpu_layer *ly = &ce->layers[l];
         cpu_norm(ce, ce->xn, ce->x, ly->attn_norm_w, ly->attn_norm_b, T);
         cpu_matmul(ce, ce->qkv, QKV, ce->xn, C, &ly->qkv, ly->qkv_b, T, MM_STORE);
-        cpu_attention_prepare(ce, ly, l, ce->qkv, segs, n_segs);
+        cpu_attention_prepare(ce, ly, l, ce->qkv, segs, n_segs, T);
         attention_job aj = {.ce = ce, .layer = l, .qkv = ce->qkv, .segs = segs,
-                            .n_segs = n_segs,
-                            .heads = attention_heads(NH, n_segs, threadpool_size(ce->pool))};
-        threadpool_chunks_init(&aj.work, n_segs * ((NH + aj.heads - 1) / aj.heads));
+                            .n_segs = n_segs};
+        attention_runs(&aj, NH, threadpool_size(ce->pool));
         threadpool_run(ce->pool, attention_job_run, &aj);
         cpu_matmul(ce, ce->x, C, ce->att, Q, &ly->o, ly->o_b, T, MM_ADD);
         cpu_norm(ce, ce->xn, ce->x, ly->ffn_norm_w, ly->ffn_norm_b, T);
