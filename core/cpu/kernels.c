@@ -142,6 +142,16 @@ void packed_matrix_clear_panels(packed_matrix *m, int p0, int p1)
     memset((unsigned char *)m->data + (size_t)p0 * panel, 0, (size_t)(p1 - p0) * panel);
 }
 
+void packed_matrix_shape(packed_matrix *m, tt_dtype dtype, int K, int N)
+{
+    memset(m, 0, sizeof *m);
+    m->dtype = dtype;
+    m->K = K;
+    m->N = N;
+    m->n_panels = (N + KERNELS_NR - 1) / KERNELS_NR;
+    m->panel_elems = packed_panel_elems(dtype, K);
+}
+
 tt_status packed_matrix_alloc(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err)
 {
     memset(m, 0, sizeof *m);
@@ -158,12 +168,8 @@ tt_status packed_matrix_alloc(packed_matrix *m, tt_dtype dtype, int K, int N, tt
     if (align > 64)
         madvise(p, alloc, MADV_HUGEPAGE);     /* a hint: failure only costs speed */
 #endif
+    packed_matrix_shape(m, dtype, K, N);
     m->data = p;
-    m->dtype = dtype;
-    m->K = K;
-    m->N = N;
-    m->n_panels = (N + KERNELS_NR - 1) / KERNELS_NR;
-    m->panel_elems = packed_panel_elems(dtype, K);
     return TT_OK;
 }
 
