@@ -1083,13 +1083,14 @@ static void cpu_defer_adopt(cpu_engine *ce)
     }
 }
 
-void cpu_engine_finish_load(engine *e)
+int cpu_engine_finish_load(engine *e)
 {
     if (!e || e->ops != &cpu_ops)
-        return;
+        return 0;
     cpu_engine *ce = (cpu_engine *)e;
-    if (ce->n_adopted == ce->n_deferred)
-        return;
+    const int waiting = ce->n_deferred - ce->n_adopted;
+    if (waiting == 0)
+        return 0;
     if (ce->repack == CPU_REPACK_IDLE)
         cpu_defer_start(ce);
     if (ce->repack == CPU_REPACK_IDLE) {   /* no thread: here */
@@ -1098,6 +1099,7 @@ void cpu_engine_finish_load(engine *e)
     }
     cpu_defer_join(ce);
     cpu_defer_adopt(ce);
+    return waiting;
 }
 
 static void cpu_defer_free(cpu_engine *ce)
