@@ -61,6 +61,7 @@ typedef struct {
     pack_part parts[KERNELS_GGUF_PARTS];
     int n_parts, K, N;
     packed_matrix packed;          /* the repacking thread's copy; owned here until adopted */
+    atomic_int panels_done;        /* panels [0, panels_done) of packed are complete (release) */
     atomic_int ready;              /* 1 once packed is complete (stored with release) */
     bool adopted;                  /* packed moved into *m */
 } cpu_deferred;
@@ -151,8 +152,9 @@ typedef struct {
     const kernels *kern;
     float *scratch;
     size_t scratch_stride;
-    const cpu_deferred *deferred;  /* w not packed yet: each thread packs windows of
-                                      defer_panels panels into its defer_buf row */
+    cpu_deferred *deferred;        /* w not adopted yet: its panels the repacking thread has
+                                      done are read there, each thread packs the others in
+                                      windows of defer_panels panels into its defer_buf row */
     unsigned char *defer_buf;
     size_t defer_stride;
     int defer_panels;
@@ -165,19 +167,30 @@ typedef struct {
 static void pack_panels(packed_matrix *dst, int first, const pack_part *parts, int n_parts,
                         int N, int p0, int p1, const gguf_file *release);
 
-/* Panels [p0, p1) of the job's matmul on thread ith. A matrix not packed yet is packed a window
- * at a time into the thread's buffer, which the kernel then reads as a matrix of its own whose
- * column 0 is the window's first: the same panel bytes the repacked matrix holds, each column
- * computed alone (kernels.h), so the same bits. */
+/* Panels [p0, p1) of the job's matmul on thread ith. A matrix not adopted yet is read from the
+ * repacking thread's copy as far as that is done (not from the file, whose pages of it are
+ * released), and packed a window at a time into the thread's buffer beyond, which the kernel
+ * then reads as a matrix of its own whose column 0 is the window's first: the same panel bytes
+ * the repacked matrix holds, each column computed alone (kernels.h), so the same bits. */
 static void matmul_panels(const matmul_job *j, int ith, int p0, int p1)
 {
     float *scratch = j->scratch + (size_t)ith * j->scratch_stride;
-    const cpu_deferred *d = j->deferred;
+    cpu_deferred *d = j->deferred;
     if (!d) {
         j->kern->matmul(&j->args, p0, p1, scratch);
         return;
     }
     const packed_matrix *w = j->args.w;
+    const int done = atomic_load_explicit(&d->panels_done, memory_order_acquire);
+    if (p0 < done) {
+        packed_matrix copy = *w;
+        copy.data = d->packed.data;
+        matmul_args a = j->args;
+        a.w = &copy;
+        const int q1 = p1 < done ? p1 : done;
+        j->kern->matmul(&a, p0, q1, scratch);
+        p0 = q1;
+    }
     packed_matrix window = *w;
     window.data = j->defer_buf + (size_t)ith * j->defer_stride;
     for (int q0 = p0; q0 < p1; q0 += j->defer_panels) {
@@ -1029,12 +1042,12 @@ static void *cpu_repack_main(void *arg)
             return NULL;           /* the rest stay packed at each use: slower, the same bits */
         const int np = d->packed.n_panels;
         for (int p = 0; p < np; p += 8) {
-            if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed)) {
-                packed_matrix_free(&d->packed);
-                return NULL;
-            }
+            if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
+                return NULL;       /* cpu_defer_free frees d->packed */
             pack_panels(&d->packed, 0, d->parts, d->n_parts, d->N, p, p + 8 < np ? p + 8 : np,
                         g);
+            atomic_store_explicit(&d->panels_done, p + 8 < np ? p + 8 : np,
+                                  memory_order_release);
         }
         for (int k = 0; k < d->n_parts; k++)
             gguf_release(g, d->parts[k].src.data,
