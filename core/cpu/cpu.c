@@ -6,7 +6,8 @@
  * The weights are repacked at creation into the dtype asked for (fp32, fp16 or bf16: every
  * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
  * the vectors stay fp32) and the layout the kernels
- * stream (kernels.h); everything is computed and accumulated in fp32, except that a q8 matmul
+ * stream (kernels.h); a GGUF Q8_0 file's q8 matrices are repacked after the first step instead
+ * (see "Deferred repacking"); everything is computed and accumulated in fp32, except that a q8 matmul
  * quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
  * integers, and a bf16 matmul in the amx and avx512bf16 kernel sets rounds them to bf16
  * (cpu_act_rows) for the AMX tiles or vdpbf16ps. A span is processed in
