@@ -147,8 +147,8 @@ END_TEST
 /* A Q8_0 file's q8 engine repacks its matrices after the first step (cpu.c, "Deferred
  * repacking"); until then each matmul packs the panels it reads into a window. Spans of 1, 5 and
  * 12 tokens (the decode, few-rows and many-rows matmuls, 1 and 2 threads) give the same logits
- * as the first step of a fresh engine, with the windows, and after the repack; an engine freed
- * while its repacking thread runs stops it. */
+ * as the first step of a fresh engine, with the windows, as the steps beside its repacking
+ * thread, and after the repack; an engine freed while its repacking thread runs stops it. */
 START_TEST(gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack)
 {
     const char *files[] = {"tiny-llama-q8_0.gguf", "tiny-qwen3-q8_0.gguf"};
@@ -173,6 +173,15 @@ START_TEST(gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack)
                                      (size_t)n * (size_t)V * sizeof(float)) == 0,
                               "%s, %d threads, %d tokens: logits differ before the repack",
                               files[f], threads, n);
+                /* Its repacking thread started after that step: steps beside it read the panels
+                 * done from its copy, the rest from windows. */
+                for (int k = 0; k < 3; k++) {
+                    ck_assert(engine_forward(fresh, ids, n, 0, true, &err) == TT_OK);
+                    ck_assert_msg(memcmp(engine_logits(fresh, 0), engine_logits(e, 0),
+                                         (size_t)n * (size_t)V * sizeof(float)) == 0,
+                                  "%s, %d threads, %d tokens: logits differ during the repack",
+                                  files[f], threads, n);
+                }
                 engine_free(fresh);    /* its repacking thread may be running */
                 engine_free(e);
             }
