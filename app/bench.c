@@ -234,6 +234,7 @@ static int bench_run(engine *e, const bench_options *o, bench_result *r, tt_erro
     int warm = N < 16 ? N : 16;
     if (engine_forward(e, ids, warm, 0, false, err) != TT_OK)
         goto out;
+    cpu_engine_finish_load(e);     /* the figures are the repacked engine's */
 
     /* Prefill: the median of three. */
     if ((r->prefill_s = time_from_empty(e, ids, N, times, err)) < 0)

@@ -144,6 +144,57 @@ START_TEST(gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit)
 }
 END_TEST
 
+/* A Q8_0 file's q8 engine repacks its matrices after the first step (cpu.c, "Deferred
+ * repacking"); until then each matmul packs the panels it reads into a window. Spans of 1, 5 and
+ * 12 tokens (the decode, few-rows and many-rows matmuls, 1 and 2 threads) give the same logits
+ * as the first step of a fresh engine, with the windows, as the steps beside its repacking
+ * thread, and after the repack; an engine freed while its repacking thread runs stops it. */
+START_TEST(gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack)
+{
+    const char *files[] = {"tiny-llama-q8_0.gguf", "tiny-qwen3-q8_0.gguf"};
+    const int spans[] = {1, 5, N_IDS};
+    tt_error err = {0};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        model *g = load_ok(fixture(files[f]));
+        const int V = g->config.V, L = g->config.L;
+        int32_t ids[N_IDS];
+        for (int i = 0; i < N_IDS; i++)
+            ids[i] = IDS[i] % V;
+        for (int threads = 1; threads <= 2; threads++)
+            for (size_t s = 0; s < sizeof spans / sizeof spans[0]; s++) {
+                const int n = spans[s];
+                engine *fresh = tu_cpu_engine(g, TT_Q8, threads, 0);
+                ck_assert_msg(engine_forward(fresh, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
+                engine *e = tu_cpu_engine(g, TT_Q8, threads, 0);
+                ck_assert_int_eq(cpu_engine_finish_load(e), 4 * L + 1);
+                ck_assert_int_eq(cpu_engine_finish_load(e), 0);
+                ck_assert(engine_forward(e, ids, n, 0, true, &err) == TT_OK);
+                ck_assert_msg(memcmp(engine_logits(fresh, 0), engine_logits(e, 0),
+                                     (size_t)n * (size_t)V * sizeof(float)) == 0,
+                              "%s, %d threads, %d tokens: logits differ before the repack",
+                              files[f], threads, n);
+                /* Its repacking thread started after that step: steps beside it read the panels
+                 * done from its copy, the rest from windows. */
+                for (int k = 0; k < 3; k++) {
+                    ck_assert(engine_forward(fresh, ids, n, 0, true, &err) == TT_OK);
+                    ck_assert_msg(memcmp(engine_logits(fresh, 0), engine_logits(e, 0),
+                                         (size_t)n * (size_t)V * sizeof(float)) == 0,
+                                  "%s, %d threads, %d tokens: logits differ during the repack",
+                                  files[f], threads, n);
+                }
+                engine_free(fresh);    /* its repacking thread may be running */
+                engine_free(e);
+            }
+        model_free(g);
+    }
+    model *f16 = load_ok(fixture("tiny-llama-f16.gguf"));
+    engine *e = tu_cpu_engine(f16, TT_Q8, 1, 0);
+    ck_assert_int_eq(cpu_engine_finish_load(e), 0);    /* quantized at creation: nothing waits */
+    engine_free(e);
+    model_free(f16);
+}
+END_TEST
+
 static double max_diff(const float *a, const float *b, int n)
 {
     double w = 0;
@@ -518,6 +569,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_llama_reads_the_config_of_its_hf_directory);
     tcase_add_test(tc, gguf_llama_f16_and_f32_give_the_logits_of_its_hf_directory);
     tcase_add_test(tc, gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit);
+    tcase_add_test(tc, gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack);
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
     tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_f16_files_are_held_as_stored_near_their_fp32_logits);

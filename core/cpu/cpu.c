@@ -6,7 +6,8 @@
  * The weights are repacked at creation into the dtype asked for (fp32, fp16 or bf16: every
  * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
  * the vectors stay fp32) and the layout the kernels
- * stream (kernels.h); everything is computed and accumulated in fp32, except that a q8 matmul
+ * stream (kernels.h); a GGUF Q8_0 file's q8 matrices are repacked after the first step instead
+ * (see "Deferred repacking"); everything is computed and accumulated in fp32, except that a q8 matmul
  * quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
  * integers, and a bf16 matmul in the amx and avx512bf16 kernel sets rounds them to bf16
  * (cpu_act_rows) for the AMX tiles or vdpbf16ps. A span is processed in
@@ -14,6 +15,8 @@
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +41,34 @@
  * docs/performance.md): the draft is faster alone on one thread, the target on two. */
 #define CPU_SPLIT_MIN_MACS 2e6
 
+/* A matrix packed at each use (see "Deferred repacking") is packed in windows of about this many
+ * bytes per thread: a few of its panels, which stay in L2 while the kernel reads them. */
+#define CPU_DEFER_BYTES ((size_t)512 << 10)
+
 /* ---------------------------------------------------------------------------------------------
  * State */
+
+/* A matrix is packed from up to three tensors side by side (q | k | v, gate | up), each a run of
+ * its output columns. */
+typedef struct {
+    tensor_ref src;
+    int cols;
+} pack_part;
+
+/* A q8 matrix whose GGUF Q8_0 tensors are repacked after the first step, not at creation (see
+ * "Deferred repacking"): until adopted, m->data is NULL and each matmul packs the panels it
+ * reads into a per-thread window. */
+typedef struct {
+    packed_matrix *m;              /* the engine's matrix (shape only until adopted) */
+    pack_part parts[KERNELS_GGUF_PARTS];
+    int n_parts, K, N;
+    packed_matrix packed;          /* the repacking thread's copy; owned here until adopted */
+    atomic_int panels_done;        /* panels [0, panels_done) of packed are complete (release) */
+    atomic_int ready;              /* 1 once packed is complete (stored with release) */
+    bool adopted;                  /* packed moved into *m */
+} cpu_deferred;
+
+typedef enum { CPU_REPACK_IDLE, CPU_REPACK_RUNNING, CPU_REPACK_JOINED } cpu_repack_state;
 
 /* One layer. Q = NH HS, KV = NKV HS, QKV = Q + 2 KV; a vector the recipe lacks is NULL. */
 typedef struct {
@@ -90,7 +119,20 @@ typedef struct {
     int logits_rows;               /* rows allocated in base.logits */
     double small_macs;             /* nonzero: one thread chosen, model too small to split */
     struct cpu_seg *segs;          /* (TB) the sequences of a chunk */
+
+    /* Deferred repacking: n_deferred matrices, n_adopted of them repacked and in use. */
+    cpu_deferred *deferred;        /* (4 L + 1) */
+    int n_deferred, n_adopted;
+    unsigned char *defer_buf;      /* (nth, defer_stride) windows of panels packed at each use */
+    size_t defer_stride;
+    cpu_repack_state repack;
+    pthread_t repacker;
+    atomic_bool repack_cancel;
 } cpu_engine;
+
+static void cpu_defer_adopt(cpu_engine *ce);
+static void cpu_defer_start(cpu_engine *ce);
+static void cpu_defer_free(cpu_engine *ce);
 
 /* Rows row .. row+T-1 of a chunk are one sequence's positions pos .. pos+T-1, whose keys and
  * values go to cache. A span is one segment; a batched decode step is one segment per row. */
@@ -112,11 +154,61 @@ typedef struct {
     const kernels *kern;
     float *scratch;
     size_t scratch_stride;
+    cpu_deferred *deferred;        /* w not adopted yet: its panels the repacking thread has
+                                      done are read there, each thread packs the others in
+                                      windows of defer_panels panels into its defer_buf row */
+    unsigned char *defer_buf;
+    size_t defer_stride;
+    int defer_panels;
     threadpool_chunks chunks;
     int panels_per_chunk;
     bool runs;                     /* chunks are panels, claimed in equal shares, one per thread
                                       (threadpool_next_run); else chunks of panels_per_chunk */
 } matmul_job;
+
+static void pack_panels(packed_matrix *dst, int first, const pack_part *parts, int n_parts,
+                        int N, int p0, int p1, const gguf_file *release);
+
+/* Panels [p0, p1) of the job's matmul on thread ith. A matrix not adopted yet is read from the
+ * repacking thread's copy as far as that is done (not from the file, whose pages of it are
+ * released), and packed a window at a time into the thread's buffer beyond, which the kernel
+ * then reads as a matrix of its own whose column 0 is the window's first: the same panel bytes
+ * the repacked matrix holds, each column computed alone (kernels.h), so the same bits. */
+static void matmul_panels(const matmul_job *j, int ith, int p0, int p1)
+{
+    float *scratch = j->scratch + (size_t)ith * j->scratch_stride;
+    cpu_deferred *d = j->deferred;
+    if (!d) {
+        j->kern->matmul(&j->args, p0, p1, scratch);
+        return;
+    }
+    const packed_matrix *w = j->args.w;
+    const int done = atomic_load_explicit(&d->panels_done, memory_order_acquire);
+    if (p0 < done) {
+        packed_matrix copy = *w;
+        copy.data = d->packed.data;
+        matmul_args a = j->args;
+        a.w = &copy;
+        const int q1 = p1 < done ? p1 : done;
+        j->kern->matmul(&a, p0, q1, scratch);
+        p0 = q1;
+    }
+    packed_matrix window = *w;
+    window.data = j->defer_buf + (size_t)ith * j->defer_stride;
+    for (int q0 = p0; q0 < p1; q0 += j->defer_panels) {
+        const int q1 = q0 + j->defer_panels < p1 ? q0 + j->defer_panels : p1;
+        const int shift = q0 * KERNELS_NR;
+        window.N = w->N - shift;
+        window.n_panels = w->n_panels - q0;
+        pack_panels(&window, q0, d->parts, d->n_parts, w->N, q0, q1, NULL);
+        matmul_args a = j->args;
+        a.w = &window;
+        a.out += shift;
+        if (a.bias)
+            a.bias += shift;
+        j->kern->matmul(&a, 0, q1 - q0, scratch);
+    }
+}
 
 static void matmul_job_run(void *varg, int ith, int nth)
 {
@@ -127,7 +219,7 @@ static void matmul_job_run(void *varg, int ith, int nth)
         const int head = share - share / 4, tail = share / 16 > 0 ? share / 16 : 1;
         for (int run = head; (c = threadpool_next_run(&j->chunks, run, INT_MAX, &n)) >= 0;
              run = tail)
-            j->kern->matmul(&j->args, c, c + n, j->scratch + (size_t)ith * j->scratch_stride);
+            matmul_panels(j, ith, c, c + n);
         return;
     }
     while ((c = threadpool_next_chunk(&j->chunks)) >= 0) {
@@ -135,7 +227,7 @@ static void matmul_job_run(void *varg, int ith, int nth)
         int p1 = p0 + j->panels_per_chunk;
         if (p1 > j->args.w->n_panels)
             p1 = j->args.w->n_panels;
-        j->kern->matmul(&j->args, p0, p1, j->scratch + (size_t)ith * j->scratch_stride);
+        matmul_panels(j, ith, p0, p1);
     }
 }
 
@@ -205,6 +297,16 @@ static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_m
     cpu_rows(ce, T, act_rows, &q);
 }
 
+/* Panels of w in one window of a matmul that packs it at each use: about CPU_DEFER_BYTES, whole
+ * groups of the GEMV's side-by-side panels where that is more than one group. */
+static int cpu_defer_panels(const packed_matrix *w)
+{
+    size_t n = CPU_DEFER_BYTES / packed_matrix_panel_bytes(w);
+    if (n >= KERNELS_GEMV_PANELS)
+        n -= n % KERNELS_GEMV_PANELS;
+    return n < 1 ? 1 : (int)n;
+}
+
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
  * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
  * threads best (fp32: the pair of panels the kernels compute side by side). With few rows
@@ -231,6 +333,14 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
         .scratch = ce->mm_scratch,
         .scratch_stride = ce->mm_stride,
     };
+    if (w->dtype == TT_Q8 && !w->data) {
+        for (int i = 0; i < ce->n_deferred && !j.deferred; i++)
+            if (ce->deferred[i].m == w)
+                j.deferred = &ce->deferred[i];
+        j.defer_buf = ce->defer_buf;
+        j.defer_stride = ce->defer_stride;
+        j.defer_panels = cpu_defer_panels(w);
+    }
     cpu_act_rows(ce, x, ldx, w, T);
     j.runs = T > 1 && T < 12;      /* panels in runs sized by a thread's share (matmul_job_run) */
     if (j.runs) {
@@ -566,6 +676,7 @@ static tt_status cpu_seq_forward(engine *e, int seq, const int32_t *ids, int n, 
     tt_status s = cpu_reserve_logits(ce, all_logits ? n : 1, err);
     if (s != TT_OK)
         return s;
+    cpu_defer_adopt(ce);
     kvcache_truncate(kv, pos);
     for (int s0 = 0; s0 < n; s0 += ce->TB) {
         int T = n - s0 < ce->TB ? n - s0 : ce->TB;
@@ -582,6 +693,7 @@ static tt_status cpu_seq_forward(engine *e, int seq, const int32_t *ids, int n, 
             e->n_past = kv->n;
     }
     e->n_logits = all_logits ? n : 1;
+    cpu_defer_start(ce);
     return TT_OK;
 }
 
@@ -616,6 +728,7 @@ static tt_status cpu_forward_batch(engine *e, const int *seqs, const int32_t *id
     tt_status s = cpu_reserve_logits(ce, B, err);
     if (s != TT_OK)
         return s;
+    cpu_defer_adopt(ce);
     for (int b0 = 0; b0 < B; b0 += ce->TB) {
         int T = B - b0 < ce->TB ? B - b0 : ce->TB;
         for (int b = 0; b < T; b++) {
@@ -629,6 +742,7 @@ static tt_status cpu_forward_batch(engine *e, const int *seqs, const int32_t *id
     }
     e->n_past = ce->cache.n;
     e->n_logits = B;
+    cpu_defer_start(ce);
     return TT_OK;
 }
 
@@ -712,6 +826,7 @@ static void cpu_destroy(engine *e)
     cpu_engine *ce = (cpu_engine *)e;
     if (!ce)
         return;
+    cpu_defer_free(ce);
     threadpool_free(ce->pool);
     if (ce->layers) {
         for (int l = 0; l < e->config->L; l++) {
@@ -786,7 +901,7 @@ static size_t warm_region(const cpu_engine *ce, int r, const unsigned char **p)
             return m->parts[part].row_bytes * (size_t)m->parts[part].N;
         }
         *p = m->data;
-        return part == 0 ? packed_matrix_bytes(m->dtype, m->K, m->N) : 0;
+        return part == 0 && m->data ? packed_matrix_bytes(m->dtype, m->K, m->N) : 0;
     }
     r -= 5 * L * NP - 4 * L - 1;
     if (r == 4 * L + 1) {
@@ -838,12 +953,7 @@ static const engine_ops cpu_ops = {
     .set_solo = cpu_set_solo,
 };
 
-/* Packing, spread over the pool: a 124M model is 124M conversions. A matrix is packed from up to
- * three tensors side by side (q | k | v, gate | up), each a run of its output columns. */
-typedef struct {
-    tensor_ref src;
-    int cols;
-} pack_part;
+/* Packing, spread over the pool: a 124M model is 124M conversions. */
 
 /* The bytes of a bound tensor of n rows of K in the file. */
 static size_t tensor_file_bytes(tensor_ref t, int K, int n)
@@ -866,10 +976,10 @@ typedef struct {
  * file's pages and the packed copy are not resident together (peak: the copy plus the chunks in
  * flight). Rows in llama.cpp's q/k order come from the whole head; gguf_release keeps the pages
  * a neighbouring chunk's rows share (and a page released early is only read again). */
-static void pack_release_rows(const pack_job *j, const pack_part *part, int a, int b)
+static void pack_release_rows(const gguf_file *gguf, int K, const pack_part *part, int a, int b)
 {
-    const int K = j->m->K, hs = part->src.head_rows;
-    if (!j->gguf || part->src.in_out)
+    const int hs = part->src.head_rows;
+    if (!gguf || part->src.in_out)
         return;
     if (hs > 1) {
         a = a / hs * hs;
@@ -878,8 +988,29 @@ static void pack_release_rows(const pack_job *j, const pack_part *part, int a, i
             b = part->cols;
     }
     const size_t row = tensor_file_bytes(part->src, K, 1);
-    gguf_release(j->gguf, (const unsigned char *)part->src.data + (size_t)a * row,
+    gguf_release(gguf, (const unsigned char *)part->src.data + (size_t)a * row,
                  (size_t)(b - a) * row);
+}
+
+/* Panels [p0, p1) of the (K, N) matrix over parts into dst, whose panel 0 is the matrix's panel
+ * first (0: dst is the whole matrix; else a window of it, its columns shifted by 32 first).
+ * release: the mapping whose pages of the packed rows are released (pack_release_rows), or
+ * NULL to keep them. */
+static void pack_panels(packed_matrix *dst, int first, const pack_part *parts, int n_parts,
+                        int N, int p0, int p1, const gguf_file *release)
+{
+    const int shift = first * KERNELS_NR, n0 = p0 * KERNELS_NR;
+    const int n1 = p1 * KERNELS_NR < N ? p1 * KERNELS_NR : N;
+    packed_matrix_clear_panels(dst, p0 - first, p1 - first);
+    for (int i = 0, col0 = 0; i < n_parts; col0 += parts[i].cols, i++) {
+        int a = n0 > col0 ? n0 : col0;
+        int b = n1 < col0 + parts[i].cols ? n1 : col0 + parts[i].cols;
+        if (a < b) {
+            packed_matrix_pack_at(dst, parts[i].src, !parts[i].src.in_out, parts[i].cols,
+                                  col0 - shift, a - col0, b - col0);
+            pack_release_rows(release, dst->K, &parts[i], a - col0, b - col0);
+        }
+    }
 }
 
 static void pack_job_run(void *varg, int ith, int nth)
@@ -888,19 +1019,7 @@ static void pack_job_run(void *varg, int ith, int nth)
     int c;
     while ((c = threadpool_next_chunk(&j->panels)) >= 0) {
         int p1 = (c + 1) * 8 < j->m->n_panels ? (c + 1) * 8 : j->m->n_panels;
-        int n0 = c * 8 * KERNELS_NR, n1 = n0 + 8 * KERNELS_NR;
-        if (n1 > j->m->N)
-            n1 = j->m->N;
-        packed_matrix_clear_panels(j->m, c * 8, p1);
-        for (int i = 0, col0 = 0; i < j->n_parts; col0 += j->parts[i].cols, i++) {
-            int a = n0 > col0 ? n0 : col0;
-            int b = n1 < col0 + j->parts[i].cols ? n1 : col0 + j->parts[i].cols;
-            if (a < b) {
-                packed_matrix_pack_at(j->m, j->parts[i].src, !j->parts[i].src.in_out,
-                                      j->parts[i].cols, col0, a - col0, b - col0);
-                pack_release_rows(j, &j->parts[i], a - col0, b - col0);
-            }
-        }
+        pack_panels(j->m, 0, j->parts, j->n_parts, j->m->N, c * 8, p1, j->gguf);
     }
 }
 
@@ -920,7 +1039,8 @@ static void group_job_run(void *varg, int ith, int nth)
     while ((c = threadpool_next_chunk(&j->groups)) >= 0) {
         const int g0 = c * 64, g1 = g0 + 64 < G ? g0 + 64 : G;
         packed_gguf_group(j->pack.m, j->part, g0, g1);
-        pack_release_rows(&j->pack, &j->pack.parts[j->part], g0 * KERNELS_GGUF_GROUP,
+        pack_release_rows(j->pack.gguf, j->pack.m->K, &j->pack.parts[j->part],
+                          g0 * KERNELS_GGUF_GROUP,
                           g1 * KERNELS_GGUF_GROUP);
     }
 }
@@ -943,6 +1063,131 @@ static tt_dtype cpu_matrix_dtype(tt_dtype d, int K, const pack_part *parts, int 
         f16 &= t->quantized || t->dtype == TT_F16;
     }
     return in_place ? TT_GGUF : f16 ? TT_F16 : TT_F32;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Deferred repacking
+ *
+ * A GGUF Q8_0 file held in q8 is the q8 layout's blocks already, one row a column: repacking is a
+ * reshuffle of its bytes (q8_repack). Done at creation it was most of a cold start (2.4 s for a
+ * 1.3 GB file against llama.cpp's 0.8 s, docs/performance.md), and not for the copying: the
+ * first touch of a gigabyte of fresh anonymous memory, which a virtual machine may back page by
+ * page at a fraction of memory's speed. So the engine starts from the file's pages (in the page
+ * cache, backed already): until a matrix is repacked, each matmul packs the panels it reads into
+ * a small per-thread window (matmul_panels), the same bytes through the same kernel. After the
+ * first step (the first token is out) one thread repacks the matrices in order, releasing the
+ * file's pages as it goes (peak memory as before); each step starts by adopting those finished
+ * (cpu_defer_adopt), so a later step is as fast as a repacked engine's. cpu_engine_finish_load
+ * waits for it all (bench: the figures of the repacked engine). */
+
+/* Whether a matrix of dtype d over parts is repacked later: q8 from Q8_0 rows of K in a GGUF
+ * mapping (the case q8_repack copies as they are). */
+static bool cpu_pack_deferrable(const cpu_engine *ce, tt_dtype d, int K, const pack_part *parts,
+                                int n_parts)
+{
+    if (d != TT_Q8 || !ce->deferred || !ce->base.model->gguf || K % TT_Q8_BLOCK != 0)
+        return false;
+    for (int i = 0; i < n_parts; i++) {
+        const tensor_ref *t = &parts[i].src;
+        if (!t->quantized || t->quant != QUANT_Q8_0 || t->in_out || t->row_len != K)
+            return false;
+    }
+    return true;
+}
+
+/* The repacking thread: each deferred matrix in turn into its own copy, published by ready. */
+static void *cpu_repack_main(void *arg)
+{
+    cpu_engine *ce = arg;
+    const gguf_file *g = ce->base.model->gguf;
+    for (int i = 0; i < ce->n_deferred; i++) {
+        cpu_deferred *d = &ce->deferred[i];
+        if (packed_matrix_alloc(&d->packed, TT_Q8, d->K, d->N, NULL) != TT_OK)
+            return NULL;           /* the rest stay packed at each use: slower, the same bits */
+        const int np = d->packed.n_panels;
+        for (int p = 0; p < np; p += 8) {
+            if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
+                return NULL;       /* cpu_defer_free frees d->packed */
+            pack_panels(&d->packed, 0, d->parts, d->n_parts, d->N, p, p + 8 < np ? p + 8 : np,
+                        g);
+            atomic_store_explicit(&d->panels_done, p + 8 < np ? p + 8 : np,
+                                  memory_order_release);
+        }
+        for (int k = 0; k < d->n_parts; k++)
+            gguf_release(g, d->parts[k].src.data,
+                         tensor_file_bytes(d->parts[k].src, d->K, d->parts[k].cols));
+        atomic_store_explicit(&d->ready, 1, memory_order_release);
+    }
+    return NULL;
+}
+
+/* Starts the repacking thread, once; where no thread can start, matrices stay packed at each use
+ * until cpu_engine_finish_load. */
+static void cpu_defer_start(cpu_engine *ce)
+{
+    if (ce->repack != CPU_REPACK_IDLE || ce->n_adopted == ce->n_deferred)
+        return;
+    if (pthread_create(&ce->repacker, NULL, cpu_repack_main, ce) == 0)
+        ce->repack = CPU_REPACK_RUNNING;
+}
+
+static void cpu_defer_join(cpu_engine *ce)
+{
+    if (ce->repack == CPU_REPACK_RUNNING)
+        pthread_join(ce->repacker, NULL);
+    ce->repack = CPU_REPACK_JOINED;
+}
+
+/* Between steps (the pool idle): the matrices repacked since replace their shapes; once all are,
+ * the thread is joined and the windows freed. */
+static void cpu_defer_adopt(cpu_engine *ce)
+{
+    if (ce->n_adopted == ce->n_deferred)
+        return;
+    for (int i = 0; i < ce->n_deferred; i++) {
+        cpu_deferred *d = &ce->deferred[i];
+        if (!d->adopted && atomic_load_explicit(&d->ready, memory_order_acquire)) {
+            *d->m = d->packed;
+            memset(&d->packed, 0, sizeof d->packed);
+            d->adopted = true;
+            ce->n_adopted++;
+        }
+    }
+    if (ce->n_adopted == ce->n_deferred) {
+        cpu_defer_join(ce);
+        free(ce->defer_buf);
+        ce->defer_buf = NULL;
+    }
+}
+
+int cpu_engine_finish_load(engine *e)
+{
+    if (!e || e->ops != &cpu_ops)
+        return 0;
+    cpu_engine *ce = (cpu_engine *)e;
+    const int waiting = ce->n_deferred - ce->n_adopted;
+    if (waiting == 0)
+        return 0;
+    if (ce->repack == CPU_REPACK_IDLE)
+        cpu_defer_start(ce);
+    if (ce->repack == CPU_REPACK_IDLE) {   /* no thread: here */
+        cpu_repack_main(ce);
+        ce->repack = CPU_REPACK_JOINED;
+    }
+    cpu_defer_join(ce);
+    cpu_defer_adopt(ce);
+    return waiting;
+}
+
+static void cpu_defer_free(cpu_engine *ce)
+{
+    atomic_store(&ce->repack_cancel, true);
+    cpu_defer_join(ce);
+    for (int i = 0; ce->deferred && i < ce->n_deferred; i++)
+        if (!ce->deferred[i].adopted)
+            packed_matrix_free(&ce->deferred[i].packed);
+    free(ce->deferred);
+    free(ce->defer_buf);
 }
 
 static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_part *parts,
@@ -975,6 +1220,17 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
             threadpool_chunks_init(&j.groups, (m->parts[i].N / KERNELS_GGUF_GROUP + 63) / 64);
             threadpool_run(ce->pool, group_job_run, &j);
         }
+        return TT_OK;
+    }
+    if (cpu_pack_deferrable(ce, d, K, parts, n_parts)) {
+        cpu_deferred *def = &ce->deferred[ce->n_deferred++];
+        packed_matrix_shape(m, TT_Q8, K, N);
+        def->m = m;
+        memcpy(def->parts, parts, (size_t)n_parts * sizeof *parts);
+        def->n_parts = n_parts;
+        def->K = K;
+        def->N = N;
+        ce->base.weight_bytes += packed_matrix_bytes(TT_Q8, K, N);
         return TT_OK;
     }
     tt_status s = packed_matrix_alloc(m, d, K, N, err);
@@ -1085,7 +1341,8 @@ static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
                       2 * (size_t)C;
     ce->vectors = malloc(ce->vectors_len * sizeof(float));
     ce->layers = calloc((size_t)L, sizeof *ce->layers);
-    if (!ce->vectors || !ce->layers)
+    ce->deferred = calloc(4 * (size_t)L + 1, sizeof *ce->deferred);
+    if (!ce->vectors || !ce->layers || !ce->deferred)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the parameter vectors");
     size_t used = 0;
     for (int l = 0; l < L; l++) {
@@ -1124,6 +1381,20 @@ static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
     s = cpu_pack(ce, &ce->lm_head, C, head, 1, err);
     if (s != TT_OK)
         return s;
+    if (ce->n_deferred > 0) {
+        for (int i = 0; i < ce->n_deferred; i++) {
+            const packed_matrix *w = ce->deferred[i].m;
+            size_t bytes = (size_t)cpu_defer_panels(w) * packed_matrix_panel_bytes(w);
+            if (bytes > ce->defer_stride)
+                ce->defer_stride = (bytes + 63) & ~(size_t)63;
+        }
+        const size_t bytes = (size_t)threadpool_size(ce->pool) * ce->defer_stride;
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes) != 0)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of panels", bytes);
+        ce->defer_buf = p;
+        ce->base.memory_bytes += bytes;
+    }
     /* A decode step also reads every vector and one row of each embedding table. */
     ce->base.weight_bytes += used * sizeof(float) +
                              (cfg->features & ARCH_F_LEARNED_POS ? 2 : 1) * (size_t)C *

@@ -193,6 +193,10 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
  * that packs it. */
 tt_status packed_matrix_alloc(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err);
 
+/* The shape fields of a (K, N) matrix in dtype, data NULL: nothing allocated (a matrix whose
+ * panels are packed elsewhere, or later). */
+void packed_matrix_shape(packed_matrix *m, tt_dtype dtype, int K, int N);
+
 /* Zeroes panels [p0, p1) of m (padding included). */
 void packed_matrix_clear_panels(packed_matrix *m, int p0, int p1);
 
