@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/kernels_gguf_block.h"
@@ -101,6 +102,16 @@ void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
 {
     packed_gguf_part *pt = &m->parts[i];
     const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+#ifdef MADV_POPULATE_WRITE
+    {
+        /* the fresh pages in one call, not one fault each (a hint: failure only costs time) */
+        const size_t stride = gguf_group_stride(pt->row_bytes), page = 4096;
+        const uintptr_t a = ((uintptr_t)pt->groups + (size_t)g0 * stride + page - 1) & ~(page - 1),
+                        e = ((uintptr_t)pt->groups + (size_t)g1 * stride) & ~(page - 1);
+        if (e > a)
+            madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+    }
+#endif
     for (int g = g0; g < g1; g++)
         for (int r = 0; r < KERNELS_GGUF_GROUP; r++) {
             uint8_t *row = (uint8_t *)part_file_row(pt, KERNELS_GGUF_GROUP * g + r);
