@@ -397,11 +397,19 @@ static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, i
      * rounding them again is most of a row's work). */
     const bool exact = (wte.dtype == d && (!wpe.data || wpe.dtype == d)) ||
                        (d != TT_F16 && d != TT_BF16);
+    /* a table tied to a regrouped lm_head: its file pages were released (cpu_pack), so the rows
+     * come from the copy (the same floats) instead of faulting the file back in */
+    const bool tied_groups = ce->lm_head.dtype == TT_GGUF && ce->lm_head.n_parts == 1 &&
+                             ce->lm_head.parts[0].groups && ce->lm_head.parts[0].data == wte.data &&
+                             wte.quantized;
     for (int sg = 0; sg < n_segs; sg++)
         for (int t = segs[sg].row; t < segs[sg].row + segs[sg].T; t++) {
             int pos = segs[sg].pos + (t - segs[sg].row);
             float *x = ce->x + (size_t)t * (size_t)C;
-            tensor_ref_to_f32(wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
+            if (tied_groups)
+                packed_gguf_row_f32(&ce->lm_head, ids[t], x);
+            else
+                tensor_ref_to_f32(wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
             if (!wpe.data) {
                 if (!exact)
                     for (int i = 0; i < C; i++)

@@ -121,6 +121,23 @@ void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
         }
 }
 
+void packed_gguf_row_f32(const packed_matrix *m, int n, float *y)
+{
+    const packed_gguf_part *pt = part_of(m, &n);
+    if (!pt->groups) {
+        quant_dequantize_row(pt->type, part_file_row(pt, n), y, (uint64_t)m->K);
+        return;
+    }
+    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    uint8_t sb[210];
+    for (size_t s = 0; s < SB; s++) {
+        gguf_group_copy(pt->type,
+                        pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
+                        SB, s, n % KERNELS_GGUF_GROUP, sb, 1);
+        quant_dequantize_row(pt->type, sb, y + 256 * s, 256);
+    }
+}
+
 void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float *D_lo,
                        float *D_hi, float *M)
 {
