@@ -509,6 +509,13 @@ START_TEST(gguf_regrouped_rows_read_back_as_the_file_rows)
                 ck_assert_msg(packed_matrix_get(&c.m, k, n) == c.w[(size_t)n * K + k],
                               "head_rows %d: (k %d, n %d): regrouped %.9g, file %.9g", hr, k, n,
                               packed_matrix_get(&c.m, k, n), c.w[(size_t)n * K + k]);
+        /* a whole row at once (a tied embedding's lookup): the same floats */
+        float row[512];
+        for (int n = 0; n < c.m.N; n++) {
+            packed_gguf_row_f32(&c.m, n, row);
+            ck_assert_msg(memcmp(row, c.w + (size_t)n * K, sizeof row) == 0,
+                          "head_rows %d: row %d read whole differs from the file's", hr, n);
+        }
         case_free(&c);
     }
 }

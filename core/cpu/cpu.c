@@ -571,11 +571,19 @@ static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, i
      * rounding them again is most of a row's work). */
     const bool exact = (wte.dtype == d && (!wpe.data || wpe.dtype == d)) ||
                        (d != TT_F16 && d != TT_BF16);
+    /* a table tied to a regrouped lm_head: its file pages were released (cpu_pack), so the rows
+     * come from the copy (the same floats) instead of faulting the file back in */
+    const bool tied_groups = ce->lm_head.dtype == TT_GGUF && ce->lm_head.n_parts == 1 &&
+                             ce->lm_head.parts[0].groups && ce->lm_head.parts[0].data == wte.data &&
+                             wte.quantized;
     for (int sg = 0; sg < n_segs; sg++)
         for (int t = segs[sg].row; t < segs[sg].row + segs[sg].T; t++) {
             int pos = segs[sg].pos + (t - segs[sg].row);
             float *x = ce->x + (size_t)t * (size_t)C;
-            tensor_ref_to_f32(wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
+            if (tied_groups)
+                packed_gguf_row_f32(&ce->lm_head, ids[t], x);
+            else
+                tensor_ref_to_f32(wte, (size_t)ids[t] * (size_t)C, (size_t)C, x);
             if (!wpe.data) {
                 if (!exact)
                     for (int i = 0; i < C; i++)
@@ -1024,10 +1032,12 @@ static void pack_job_run(void *varg, int ith, int nth)
 }
 
 /* Regrouping a TT_GGUF part for a set with gguf_groups (kernels.h, packed_gguf_group), in blocks
- * of 64 groups, each block's file pages released once copied. */
+ * of about 1 MiB of groups (64 of a K 2048 Q4_K part), each block's file pages released once
+ * copied: what the copy holds beyond the file's size at any time is a block a thread. */
 typedef struct {
     pack_job pack;                 /* the matrix, its parts and the mapping */
     int part;
+    int block;                     /* groups a block */
     threadpool_chunks groups;
 } group_job;
 
@@ -1037,7 +1047,7 @@ static void group_job_run(void *varg, int ith, int nth)
     const int G = j->pack.m->parts[j->part].N / KERNELS_GGUF_GROUP;
     int c;
     while ((c = threadpool_next_chunk(&j->groups)) >= 0) {
-        const int g0 = c * 64, g1 = g0 + 64 < G ? g0 + 64 : G;
+        const int g0 = c * j->block, g1 = g0 + j->block < G ? g0 + j->block : G;
         packed_gguf_group(j->pack.m, j->part, g0, g1);
         pack_release_rows(j->pack.gguf, j->pack.m->K, &j->pack.parts[j->part],
                           g0 * KERNELS_GGUF_GROUP,
@@ -1206,18 +1216,19 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
         }
         packed_matrix_gguf(m, K, src, cols, n_parts);
         ce->base.weight_bytes += packed_matrix_size(m);
-        /* Q4_K's bytes regrouped for the kernels that read them so (out of memory: left as
-         * they are). Q6_K stays as rows: its regrouped kernel, twice as fast from cache, streamed
-         * from memory at half the rate of the row kernel in one thread (11 against 19 GB/s,
-         * reason not found yet), and decode streams. */
+        /* Q4_K's and Q6_K's bytes regrouped for the kernels that read them so (out of memory:
+         * left as they are): decode, prefill and verification then read the same layout, each
+         * output one chain (kernels_gguf_simd.h, gg_group_rows). */
         for (int i = 0; ce->kern->gguf_groups && i < n_parts; i++) {
-            if (!packed_gguf_groupable(m, i) || m->parts[i].type == QUANT_Q6_K ||
-                !packed_gguf_group_alloc(m, i))
+            if (!packed_gguf_groupable(m, i) || !packed_gguf_group_alloc(m, i))
                 continue;
             group_job j = {.pack = {.m = m, .parts = parts, .n_parts = n_parts,
                                     .gguf = ce->base.model->gguf},
                            .part = i};
-            threadpool_chunks_init(&j.groups, (m->parts[i].N / KERNELS_GGUF_GROUP + 63) / 64);
+            const size_t stride = (size_t)KERNELS_GGUF_GROUP * m->parts[i].row_bytes;
+            j.block = stride >= ((size_t)1 << 20) ? 1 : (int)(((size_t)1 << 20) / stride);
+            const int G = m->parts[i].N / KERNELS_GGUF_GROUP;
+            threadpool_chunks_init(&j.groups, (G + j.block - 1) / j.block);
             threadpool_run(ce->pool, group_job_run, &j);
         }
         return TT_OK;

@@ -182,6 +182,11 @@ size_t packed_matrix_size(const packed_matrix *m);
 void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float *D_lo,
                        float *D_hi, float *M);
 
+/* Row (output column) n of a quantized TT_GGUF matrix as K floats into y: quant_dequantize_row of
+ * the file's row, the same floats whether the row is regrouped or not (the engine reads a tied
+ * embedding so once its file pages are released). */
+void packed_gguf_row_f32(const packed_matrix *m, int n, float *y);
+
 /* Bytes packed_matrix_init allocates for a (K, N) matrix held in dtype. */
 size_t packed_matrix_bytes(tt_dtype dtype, int K, int N);
 

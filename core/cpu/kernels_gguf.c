@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/kernels_gguf_block.h"
@@ -101,6 +102,16 @@ void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
 {
     packed_gguf_part *pt = &m->parts[i];
     const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+#ifdef MADV_POPULATE_WRITE
+    {
+        /* the fresh pages in one call, not one fault each (a hint: failure only costs time) */
+        const size_t stride = gguf_group_stride(pt->row_bytes), page = 4096;
+        const uintptr_t a = ((uintptr_t)pt->groups + (size_t)g0 * stride + page - 1) & ~(page - 1),
+                        e = ((uintptr_t)pt->groups + (size_t)g1 * stride) & ~(page - 1);
+        if (e > a)
+            madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+    }
+#endif
     for (int g = g0; g < g1; g++)
         for (int r = 0; r < KERNELS_GGUF_GROUP; r++) {
             uint8_t *row = (uint8_t *)part_file_row(pt, KERNELS_GGUF_GROUP * g + r);
@@ -108,6 +119,23 @@ void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
                 gguf_group_copy(pt->type, pt->groups + (size_t)g * gguf_group_stride(pt->row_bytes),
                                 SB, s, r, row + s * sb_bytes, -1);
         }
+}
+
+void packed_gguf_row_f32(const packed_matrix *m, int n, float *y)
+{
+    const packed_gguf_part *pt = part_of(m, &n);
+    if (!pt->groups) {
+        quant_dequantize_row(pt->type, part_file_row(pt, n), y, (uint64_t)m->K);
+        return;
+    }
+    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    uint8_t sb[210];
+    for (size_t s = 0; s < SB; s++) {
+        gguf_group_copy(pt->type,
+                        pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
+                        SB, s, n % KERNELS_GGUF_GROUP, sb, 1);
+        quant_dequantize_row(pt->type, sb, y + 256 * s, 256);
+    }
 }
 
 void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float *D_lo,

@@ -419,11 +419,14 @@ static void gg_group_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, g
         for (int b = 0; b < KB; b++) {
             const kernels_q8_act *x = xq + (size_t)t * ldxq + b;
             gg_gact *g = ga + (size_t)t * (size_t)KB + b;
-            int lo = 0, hi = 0;
-            for (int k = 0; k < 16; k++) {
-                lo += x->q[k];
-                hi += x->q[16 + k];
-            }
+            /* the halves' sums as unsigned sums of q + 128 (vpsadbw, four 8-byte sums), less
+             * 16 * 128 */
+            const __m256i s8 = _mm256_sad_epu8(
+                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->q),
+                                 _mm256_set1_epi8((char)0x80)),
+                _mm256_setzero_si256());
+            const int lo = (int)(_mm256_extract_epi64(s8, 0) + _mm256_extract_epi64(s8, 1)) - 2048,
+                      hi = (int)(_mm256_extract_epi64(s8, 2) + _mm256_extract_epi64(s8, 3)) - 2048;
             g->d = x->d;
             g->dsum = x->d * ((float)x->sum128 * 0.0078125f);   /* sum128 / 128: exact */
             g->off6[0] = -32 * lo;
@@ -456,6 +459,16 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
             gguf_gq6_at((size_t)(KB / 8), (size_t)s, &wo, &so);
         const uint8_t *g = grp + wo;
         const int b0 = 8 * s;
+        {
+            /* the super-block's bytes (in the group's one stream, about s per of them in) asked
+             * for at once before the loop reads them: the loop body is long enough that its own
+             * loads kept few lines in flight (Q6_K decode 10-12 GB/s from memory, one thread,
+             * against 22-25 so; fetching 0.6-4 KiB ahead instead, or into L2, measured 10-16) */
+            const size_t per = t == QUANT_Q4_K ? GGUF_GQ4_SB : GGUF_GQ6_SB + GGUF_GQ6_SCALES;
+            const char *pf = (const char *)grp + (size_t)s * per;
+            for (size_t j = 0; j < per; j += 64)
+                _mm_prefetch(pf + j, _MM_HINT_T0);
+        }
         if (t == QUANT_Q4_K) {
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)g));
             /* -dmin: the sign flip is exact */
@@ -758,6 +771,20 @@ static void mm_gguf_groups(const matmul_args *a, const packed_gguf_part *pt, int
                 __m512 y[GG_GROUP_MR];
                 gg_group_column(pt->type, grp, KB, xq + (size_t)r0 * (size_t)a->ldxq,
                                 (size_t)a->ldxq, q6 ? ga + (size_t)r0 * (size_t)KB : NULL, R, y);
+                const int g_n = col0 + g * KERNELS_GGUF_GROUP;    /* the group's first column */
+                if (g_n >= c0 && g_n + KERNELS_GGUF_GROUP <= c1 &&
+                    (a->epilogue == MM_STORE || a->epilogue == MM_ADD)) {
+                    /* gg_finish's adds, 16 lanes at once */
+                    const __m512 bias =
+                        a->bias ? _mm512_loadu_ps(a->bias + g_n) : _mm512_setzero_ps();
+                    for (int r = 0; r < R; r++) {
+                        float *o = a->out + (size_t)(t0 + r0 + r) * (size_t)a->ldo + g_n;
+                        const __m512 v = a->bias ? _mm512_add_ps(y[r], bias) : y[r];
+                        _mm512_storeu_ps(o, a->epilogue == MM_ADD
+                                                ? _mm512_add_ps(_mm512_loadu_ps(o), v) : v);
+                    }
+                    continue;
+                }
                 for (int r = 0; r < R; r++) {
                     float v[KERNELS_GGUF_GROUP];
                     _mm512_storeu_ps(v, y[r]);

@@ -1,0 +1,174 @@
+/* gguf_matmul_bench.c: one kind of a GGUF file's quantized matrices multiplied alone by the
+ * engine's kernels (a set's TT_GGUF matmul over the file's mapping, or over the rows regrouped
+ * at load as the engine does), one thread, timed by the thread's CPU clock: time a pass, weight
+ * bytes read a second, multiply-adds a second and CPU time a super-block-row, so a kernel is
+ * judged from memory (or, with --rows > 1, as a prefill) without the forward pass around it and
+ * without the shared machine's other work.
+ *
+ *   build/tools/gguf_matmul_bench FILE.gguf NAME [--rows T] [--set NAME] [--layout file|groups]
+ *                                 [--passes N]
+ *
+ * NAME is a tensor name; a '*' in it stands for the layer number, and every layer's tensor of
+ * the first one's type is taken in turn (blk.*.ffn_down.weight: a decode step's down
+ * projections, mostly cold in cache as in the engine). One pass multiplies T activation rows
+ * (random, quantized once) by each matrix, the panels handed out as the engine's one thread
+ * takes them (one row: chunks of about 128 KiB; more: one 32-column panel a call). --layout
+ * groups (the default) regroups the Q4_K and Q6_K parts the set reads regrouped, as cpu_pack
+ * does; file keeps the file's rows. Best of --passes (default 5) after one untimed pass. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/base/dtype.h"
+#include "core/cpu/kernels.h"
+#include "core/model/gguf.h"
+#include "core/model/quant.h"
+
+#define GB_MAX_MATS 256
+
+static double gb_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static unsigned long long gb_rng = 88172645463325252ULL;
+
+static float gb_uniform(void)
+{
+    gb_rng ^= gb_rng << 13;
+    gb_rng ^= gb_rng >> 7;
+    gb_rng ^= gb_rng << 17;
+    return (float)(gb_rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: gguf_matmul_bench FILE.gguf NAME ('*' for the layer) [--rows T] "
+                    "[--set NAME] [--layout file|groups] [--passes N]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return usage();
+    const char *path = argv[1], *name = argv[2], *set = NULL, *layout = "groups";
+    int T = 1, passes = 5;
+    for (int i = 3; i < argc; i++) {
+        if (i + 1 >= argc)
+            return usage();
+        if (!strcmp(argv[i], "--rows"))
+            T = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--set"))
+            set = argv[++i];
+        else if (!strcmp(argv[i], "--layout"))
+            layout = argv[++i];
+        else if (!strcmp(argv[i], "--passes"))
+            passes = atoi(argv[++i]);
+        else
+            return usage();
+    }
+    const bool groups = !strcmp(layout, "groups");
+    if (T < 1 || T > 4096 || passes < 1 || (!groups && strcmp(layout, "file")))
+        return usage();
+    const kernels *k = set ? kernels_by_name(set) : kernels_select();
+    if (!k) {
+        fprintf(stderr, "gguf_matmul_bench: --set %s: not in this build or not run by this CPU\n",
+                set);
+        return 2;
+    }
+    gguf_file *f = NULL;
+    tt_error err = {0};
+    if (gguf_open(path, &f, &err) != TT_OK) {
+        fprintf(stderr, "gguf_matmul_bench: %s\n", err.msg);
+        return 1;
+    }
+    /* the matrices: NAME, or NAME with '*' as 0, 1, 2, ... while they exist */
+    const gguf_tensor *ts[GB_MAX_MATS];
+    int n = 0;
+    const char *star = strchr(name, '*');
+    for (int l = 0; n < GB_MAX_MATS; l++) {
+        char nm[256];
+        if (star)
+            snprintf(nm, sizeof nm, "%.*s%d%s", (int)(star - name), name, l, star + 1);
+        else
+            snprintf(nm, sizeof nm, "%s", name);
+        const gguf_tensor *t = gguf_find_tensor(f, nm);
+        if (!t && (!star || l > 0))
+            break;
+        if (t && t->n_dims == 2 && (n == 0 || t->type == ts[0]->type))
+            ts[n++] = t;
+        if (!star)
+            break;
+    }
+    if (n == 0 || !packed_gguf_type_ok(ts[0]->type, (int)ts[0]->ne[0]) ||
+        ts[0]->type == QUANT_F16 || ts[0]->type == QUANT_BF16) {
+        fprintf(stderr, "gguf_matmul_bench: %s: %s: no 2-D quantized tensor of that name\n", path,
+                name);
+        gguf_close(f);
+        return 1;
+    }
+    const int K = (int)ts[0]->ne[0], KB = K / TT_Q8_BLOCK;
+    packed_matrix *m = calloc((size_t)n, sizeof *m);
+    size_t bytes = 0, Nsum = 0;
+    for (int i = 0; i < n; i++) {
+        const tensor_ref src = {.data = ts[i]->data, .dtype = TT_F32, .quantized = true,
+                                .quant = ts[i]->type, .row_len = K};
+        const int cols = (int)ts[i]->ne[1];
+        packed_matrix_gguf(&m[i], K, &src, &cols, 1);
+        bytes += gguf_tensor_row_bytes(ts[i]) * (size_t)cols;
+        Nsum += (size_t)cols;
+        if (groups && k->gguf_groups && packed_gguf_groupable(&m[i], 0) &&
+            packed_gguf_group_alloc(&m[i], 0))
+            packed_gguf_group(&m[i], 0, 0, cols / KERNELS_GGUF_GROUP);
+    }
+    float *x = malloc(sizeof(float) * (size_t)T * (size_t)K);
+    for (size_t i = 0; i < (size_t)T * (size_t)K; i++)
+        x[i] = gb_uniform();
+    kernels_q8_act *xq = malloc(sizeof *xq * (size_t)T * (size_t)KB);
+    k->quantize_rows(x, K, K, 0, T, xq, KB);
+    size_t Nmax = 0;
+    for (int i = 0; i < n; i++)
+        Nmax = (size_t)m[i].N > Nmax ? (size_t)m[i].N : Nmax;
+    float *out = malloc(sizeof(float) * (size_t)T * Nmax);
+    float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) / 64 * 64);
+    double best = 1e30;
+    for (int p = 0; p <= passes; p++) {
+        const double t0 = gb_cpu_s();
+        for (int i = 0; i < n; i++) {
+            const matmul_args a = {.out = out, .ldo = m[i].N, .x = x, .ldx = K, .w = &m[i],
+                                   .xq = xq, .ldxq = KB, .T = T, .epilogue = MM_STORE};
+            int ppc = 1;
+            if (T == 1) {    /* cpu_matmul's decode chunks */
+                const size_t pb = packed_matrix_panel_bytes(&m[i]);
+                ppc = (int)((((size_t)128 << 10) + pb / 2) / pb);
+                ppc = ppc < 1 ? 1 : ppc;
+                ppc = (ppc + KERNELS_GEMV_PANELS - 1) / KERNELS_GEMV_PANELS * KERNELS_GEMV_PANELS;
+            }
+            for (int c = 0; c < m[i].n_panels; c += ppc)
+                k->matmul(&a, c, c + ppc < m[i].n_panels ? c + ppc : m[i].n_panels, scratch);
+        }
+        const double dt = gb_cpu_s() - t0;
+        if (p > 0 && dt < best)
+            best = dt;
+    }
+    const int tsb = (int)ts[0]->type == QUANT_Q4_K || (int)ts[0]->type == QUANT_Q6_K ? 256 : 32;
+    printf("%s %s %s x%d K %d N %zu rows %d layout %s: %.3f ms  %.1f GB/s  %.1f GMAC/s  "
+           "%.2f ns/block-row (%d weights)  out[0] %g\n",
+           k->name, quant_type_name(ts[0]->type), name, n, K, Nsum / (size_t)n, T,
+           groups && k->gguf_groups ? "groups" : "file", best * 1e3, (double)bytes / best / 1e9,
+           (double)K * (double)Nsum * T / best / 1e9,
+           best * 1e9 / ((double)Nsum * K / tsb * T), tsb, out[0]);
+    for (int i = 0; i < n; i++)
+        packed_matrix_free(&m[i]);
+    free(m);
+    free(x);
+    free(xq);
+    free(out);
+    free(scratch);
+    gguf_close(f);
+    return 0;
+}
