@@ -85,7 +85,8 @@ bool packed_gguf_groupable(const packed_matrix *m, int i)
 {
     const packed_gguf_part *pt = &m->parts[i];
     return m->dtype == TT_GGUF && i < m->n_parts &&
-           (pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K) &&
+           (pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K || pt->type == QUANT_Q4_0 ||
+            pt->type == QUANT_Q5_0) &&
            pt->N % KERNELS_GGUF_GROUP == 0;
 }
 
@@ -100,7 +101,7 @@ bool packed_gguf_group_alloc(packed_matrix *m, int i)
 void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
 {
     packed_gguf_part *pt = &m->parts[i];
-    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    const size_t sb_bytes = gguf_group_unit_bytes(pt->type), SB = pt->row_bytes / sb_bytes;
     for (int g = g0; g < g1; g++)
         for (int r = 0; r < KERNELS_GGUF_GROUP; r++) {
             uint8_t *row = (uint8_t *)part_file_row(pt, KERNELS_GGUF_GROUP * g + r);
@@ -119,12 +120,13 @@ void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float
         return;
     }
     /* the row's super-block as the file has it, from the group */
-    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    const size_t sb_bytes = gguf_group_unit_bytes(pt->type), SB = pt->row_bytes / sb_bytes;
+    const int per = pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K ? 8 : 1;  /* blocks a unit */
     uint8_t sb[210];
     gguf_group_copy(pt->type,
                     pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
-                    SB, (size_t)(b / 8), n % KERNELS_GGUF_GROUP, sb, 1);
-    gguf_block_scalar(pt->type, sb, b % 8, q, D_lo, D_hi, M);
+                    SB, (size_t)(b / per), n % KERNELS_GGUF_GROUP, sb, 1);
+    gguf_block_scalar(pt->type, sb, b % per, q, D_lo, D_hi, M);
 }
 
 /* One output: the chain kernels.h describes, in scalar fp32 (fmaf, so no contraction changes
