@@ -898,7 +898,7 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
         }
         packed_matrix_gguf(m, K, src, cols, n_parts);
         ce->base.weight_bytes += packed_matrix_size(m);
-        /* Q4_K's, Q4_0's and Q5_0's bytes regrouped for the kernels that read them so (out of memory: left as
+        /* Q4_K, Q4_0 and Q5_0 regrouped for the kernels that read them so (out of memory: left as
          * they are). Q6_K stays as rows: its regrouped kernel, twice as fast from cache, streamed
          * from memory at half the rate of the row kernel in one thread (11 against 19 GB/s,
          * reason not found yet), and decode streams. */
