@@ -494,12 +494,16 @@ START_TEST(gguf_regrouped_rows_read_back_as_the_file_rows)
 {
     rng g;
     rng_seed(&g, 21);
-    /* Q4_K and Q6_K regrouped (one with llama's permuted rows), a Q6_K part of 24 rows kept */
-    const uint32_t types[] = {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q6_K};
-    const int cols[] = {64, 32, 24}, K = 512;
-    for (int hr = 0; hr <= 8; hr += 8) {
+    /* Q4_K and Q6_K regrouped (one with llama's permuted rows), a Q6_K part of 24 rows kept;
+     * then Q4_0 and Q5_0 likewise, K 96 leaving a last block unpaired */
+    const uint32_t all_types[2][3] = {{QUANT_Q4_K, QUANT_Q6_K, QUANT_Q6_K},
+                                      {QUANT_Q4_0, QUANT_Q5_0, QUANT_Q4_0}};
+    const int cols[] = {64, 32, 24};
+    for (int hr = 0; hr <= 24; hr += 8) {
+        const uint32_t *types = all_types[hr / 16];
+        const int K = hr == 16 ? 96 : 512;
         gguf_case c;
-        case_init(&c, &g, K, types, cols, 3, hr);
+        case_init(&c, &g, K, types, cols, 3, hr % 16);
         case_regroup(&c);
         ck_assert_ptr_nonnull(c.m.parts[0].groups);
         ck_assert_ptr_nonnull(c.m.parts[1].groups);
@@ -507,14 +511,16 @@ START_TEST(gguf_regrouped_rows_read_back_as_the_file_rows)
         for (int n = 0; n < c.m.N; n++)
             for (int k = 0; k < K; k++)
                 ck_assert_msg(packed_matrix_get(&c.m, k, n) == c.w[(size_t)n * K + k],
-                              "head_rows %d: (k %d, n %d): regrouped %.9g, file %.9g", hr, k, n,
+                              "%s, head_rows %d: (k %d, n %d): regrouped %.9g, file %.9g",
+                              quant_type_name(types[0]), hr % 16, k, n,
                               packed_matrix_get(&c.m, k, n), c.w[(size_t)n * K + k]);
         /* a whole row at once (a tied embedding's lookup): the same floats */
         float row[512];
         for (int n = 0; n < c.m.N; n++) {
             packed_gguf_row_f32(&c.m, n, row);
-            ck_assert_msg(memcmp(row, c.w + (size_t)n * K, sizeof row) == 0,
-                          "head_rows %d: row %d read whole differs from the file's", hr, n);
+            ck_assert_msg(memcmp(row, c.w + (size_t)n * K, (size_t)K * sizeof *row) == 0,
+                          "%s, head_rows %d: row %d read whole differs from the file's",
+                          quant_type_name(types[0]), hr % 16, n);
         }
         case_free(&c);
     }
@@ -529,19 +535,28 @@ START_TEST(gguf_regrouped_matmul_is_the_dequantized_matmul)
     rng_seed(&g, 22);
     /* groups cut by the panel split (the Q4_K part starts at column 8), a part left as rows,
      * permuted rows, bias and the residual epilogue */
-    const uint32_t types[] = {QUANT_Q5_0, QUANT_Q4_K, QUANT_Q6_K};
+    const uint32_t k_types[] = {QUANT_Q5_0, QUANT_Q4_K, QUANT_Q6_K};
+    /* and Q4_0 and Q5_0 groups (the Q5_0 part starting at column 8), K 96 and 800 leaving a last
+     * block unpaired */
+    const uint32_t q0_types[] = {QUANT_Q4_0, QUANT_Q5_0, QUANT_Q4_0};
     const int cols[] = {8, 48, 32};
-    for (int K = 256; K <= 512; K += 256)
+    static const int Ks[] = {256, 512, 96, 800, 1024};
+    for (int ki = 0; ki < 5; ki++)
         for (int T = 1; T <= 17; T += (T < 6 ? 1 : 5)) {
+            const int K = Ks[ki];
+            const uint32_t *types = ki < 2 ? k_types : q0_types;
             gguf_case c;
-            case_init(&c, &g, K, types, cols, 3, K == 256 ? 0 : 8);
+            case_init(&c, &g, K, types, cols, 3, K == 256 || K == 96 ? 0 : 8);
             case_regroup(&c);
+            ck_assert_ptr_null(c.m.parts[0].groups);     /* 8 rows: no group, the row kernel */
+            ck_assert_ptr_nonnull(c.m.parts[1].groups);
             const int N = c.m.N;
             float *x = urand_vec(&g, (size_t)T * K), *bias = urand_vec(&g, (size_t)N);
             float *out = malloc((size_t)T * N * sizeof *out);
             for (int s = 0; s < ns; s++) {
                 char what[96];
-                snprintf(what, sizeof what, "%s set, regrouped, K %d, T %d", sets[s]->name, K, T);
+                snprintf(what, sizeof what, "%s set, regrouped %s, K %d, T %d", sets[s]->name,
+                         quant_type_name(types[1]), K, T);
                 for (int i = 0; i < T * N; i++)
                     out[i] = 0.0f;
                 run_set(sets[s], &c, x, T, out, bias, MM_ADD);
@@ -561,15 +576,20 @@ START_TEST(gguf_regrouped_rows_do_not_depend_on_the_rows_beside_them)
     const int ns = group_sets(sets);
     rng g;
     rng_seed(&g, 23);
-    const uint32_t types[] = {QUANT_Q4_K, QUANT_Q6_K};
-    const int cols[] = {32, 48}, K = 768, T = 17;   /* N = 80 */
-    gguf_case c;
-    case_init(&c, &g, K, types, cols, 2, 0);
-    case_regroup(&c);
-    float *x = urand_vec(&g, (size_t)T * K);
-    check_rows_alone(sets, ns, &c, x, T, "regrouped");
-    free(x);
-    case_free(&c);
+    /* Q4_K | Q6_K; Q4_0 | Q5_0 | a Q4_0 tail of 8 rows (K 800: a last block unpaired) */
+    const uint32_t types[2][3] = {{QUANT_Q4_K, QUANT_Q6_K}, {QUANT_Q4_0, QUANT_Q5_0, QUANT_Q4_0}};
+    const int cols[2][3] = {{32, 48}, {32, 48, 8}}, Ks[] = {768, 800}, T = 17;
+    for (int i = 0; i < 2; i++) {
+        gguf_case c;
+        case_init(&c, &g, Ks[i], types[i], cols[i], 2 + i, 0);
+        case_regroup(&c);
+        ck_assert_ptr_nonnull(c.m.parts[0].groups);
+        ck_assert_ptr_nonnull(c.m.parts[1].groups);
+        float *x = urand_vec(&g, (size_t)T * Ks[i]);
+        check_rows_alone(sets, ns, &c, x, T, i ? "regrouped Q4_0 | Q5_0" : "regrouped Q4_K | Q6_K");
+        free(x);
+        case_free(&c);
+    }
 }
 END_TEST
 

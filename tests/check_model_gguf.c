@@ -269,6 +269,82 @@ START_TEST(gguf_quantized_files_are_held_as_stored_near_their_fp32_logits)
 }
 END_TEST
 
+/* Logits of ids fed one token a forward (decode steps), (n, V): caller frees. */
+static float *step_logits(const model *m, int n_threads, const int32_t *ids, int n)
+{
+    engine *e = tu_cpu_engine(m, TT_GGUF, n_threads, 0);
+    const size_t V = (size_t)m->config.V;
+    float *out = malloc((size_t)n * V * sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    for (int t = 0; t < n; t++) {
+        tt_error err = {0};
+        ck_assert_msg(engine_forward(e, ids + t, 1, t, false, &err) == TT_OK, "%s", err.msg);
+        memcpy(out + (size_t)t * V, e->logits, V * sizeof *out);
+    }
+    engine_free(e);
+    return out;
+}
+
+/* A Q4_0 or Q5_0 file on a set that regroups those tensors at load (gguf_groups: the AVX-512
+ * sets) gives, in a prefill and in decode steps, the greedy tokens of the row kernels (the avx2
+ * set) and their logits within the fp32 rounding of the sums; the tiny model's output matrix
+ * (V = 323 rows: no whole group at the end) mixes both. */
+START_TEST(gguf_q4_0_and_q5_0_regrouped_give_the_row_kernels_tokens)
+{
+    static const char *const files[] = {"tiny-llama-256-q4_0.gguf", "tiny-llama-256-q5_0.gguf"};
+    static const char *const sets[] = {"avx512", "avx512vnni", "avx512bf16", "amx"};
+    if (!kernels_by_name("avx2")) {
+        fprintf(stderr, "check_model_gguf: regrouped Q4_0/Q5_0 engines SKIPPED: no avx2 set\n");
+        return;
+    }
+    int compared = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        model *g = load_ok(fixture(files[f]));
+        const int V = g->config.V, n = N_IDS * V;
+        setenv("TOKENTOP_KERNELS", "avx2", 1);
+        float *rows = tu_all_logits(g, TT_GGUF, 2, IDS, N_IDS);
+        for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
+            const kernels *k = kernels_by_name(sets[s]);
+            if (!k || !k->gguf_groups)
+                continue;
+            setenv("TOKENTOP_KERNELS", sets[s], 1);
+            float *got[2] = {tu_all_logits(g, TT_GGUF, 2, IDS, N_IDS),
+                             step_logits(g, 1, IDS, N_IDS)};
+            for (int w = 0; w < 2; w++) {
+                const double d = max_diff(rows, got[w], n);
+                ck_assert_msg(d <= 1e-3 && (w == 1 || d > 0.0),
+                              "%s, %s set, %s: largest logit difference from the row kernels %g",
+                              files[f], sets[s], w ? "decode steps" : "prefill", d);
+                for (int t = 0; t < N_IDS; t++) {
+                    const float *a = rows + (size_t)t * V, *b = got[w] + (size_t)t * V;
+                    int ia = 0, ib = 0, second = -1;
+                    for (int v = 1; v < V; v++) {
+                        ia = a[v] > a[ia] ? v : ia;
+                        ib = b[v] > b[ib] ? v : ib;
+                    }
+                    for (int v = 0; v < V; v++)
+                        if (v != ia && (second < 0 || a[v] > a[second]))
+                            second = v;
+                    /* a near tie may go either way within the rounding */
+                    if (a[ia] - a[second] > 2e-3)
+                        ck_assert_msg(ia == ib, "%s, %s set, %s, position %d: greedy %d, rows %d",
+                                      files[f], sets[s], w ? "decode steps" : "prefill", t, ib,
+                                      ia);
+                }
+                free(got[w]);
+            }
+            compared++;
+        }
+        unsetenv("TOKENTOP_KERNELS");
+        free(rows);
+        model_free(g);
+    }
+    if (!compared)
+        fprintf(stderr, "check_model_gguf: regrouped Q4_0/Q5_0 engines SKIPPED: this CPU runs no "
+                        "AVX-512 set\n");
+}
+END_TEST
+
 /* An F16 file (llama with its permuted q/k rows, qwen2 with q/k/v biases) is held as stored by
  * default: the engine reads its rows in place (weight bytes the file's tensors, no copy) with fp32
  * activations, so its logits are nearer the fp32 engine's over the same weights than the
@@ -572,6 +648,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack);
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
     tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
+    tcase_add_test(tc, gguf_q4_0_and_q5_0_regrouped_give_the_row_kernels_tokens);
     tcase_add_test(tc, gguf_f16_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
     tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);

@@ -1216,9 +1216,9 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
         }
         packed_matrix_gguf(m, K, src, cols, n_parts);
         ce->base.weight_bytes += packed_matrix_size(m);
-        /* Q4_K's and Q6_K's bytes regrouped for the kernels that read them so (out of memory:
+        /* Q4_K, Q6_K, Q4_0 and Q5_0 regrouped for the kernels that read them so (out of memory:
          * left as they are): decode, prefill and verification then read the same layout, each
-         * output one chain (kernels_gguf_simd.h, gg_group_rows). */
+         * output one chain (kernels_gguf_simd.h, gg_group_rows and gg_group_rows_q0). */
         for (int i = 0; ce->kern->gguf_groups && i < n_parts; i++) {
             if (!packed_gguf_groupable(m, i) || !packed_gguf_group_alloc(m, i))
                 continue;

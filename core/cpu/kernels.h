@@ -146,15 +146,16 @@ void kernels_gguf_ref_matmul(const struct matmul_args *a, int p0, int p1,
                              void (*finish)(const struct matmul_args *, int, int, int,
                                             const float *));
 
-/* Q4_K and Q6_K parts regrouped: each 16 output rows (KERNELS_GGUF_GROUP) in one run of
- * 16 * row_bytes bytes, super-block by super-block, each super-block's 16 rows interleaved 4
- * bytes of weights at a time (kernels_gguf_block.h lays it out), so that a 512-bit vector holds
- * 4 weights of each of 16 rows: a kernel sums 16 outputs lane-wise, without horizontal sums, and
- * decodes each weight once for all the activation rows it is given. The same bytes as the file's
- * rows, rearranged. */
+/* Q4_K, Q6_K, Q4_0 and Q5_0 parts regrouped: each 16 output rows (KERNELS_GGUF_GROUP) in one
+ * run of 16 * row_bytes bytes, super-block (Q4_0, Q5_0: block) by super-block, each one's 16
+ * rows interleaved 4 bytes of weights at a time (kernels_gguf_block.h lays it out), so that a
+ * 512-bit vector holds 4 weights of each of 16 rows: a kernel sums 16 outputs lane-wise, without
+ * horizontal sums, and decodes each weight once for all the activation rows it is given. The
+ * same bytes as the file's rows, rearranged. */
 #define KERNELS_GGUF_GROUP 16
 
-/* Whether part i of m can be regrouped: Q4_K or Q6_K with N a multiple of KERNELS_GGUF_GROUP. */
+/* Whether part i of m can be regrouped: Q4_K, Q6_K, Q4_0 or Q5_0 with N a multiple of
+ * KERNELS_GGUF_GROUP (other parts stay rows, read by the row kernels). */
 bool packed_gguf_groupable(const packed_matrix *m, int i);
 
 /* Allocates part i's regrouped copy (packed_gguf_groupable), 64-byte aligned; false when out of

@@ -86,7 +86,8 @@ bool packed_gguf_groupable(const packed_matrix *m, int i)
 {
     const packed_gguf_part *pt = &m->parts[i];
     return m->dtype == TT_GGUF && i < m->n_parts &&
-           (pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K) &&
+           (pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K || pt->type == QUANT_Q4_0 ||
+            pt->type == QUANT_Q5_0) &&
            pt->N % KERNELS_GGUF_GROUP == 0;
 }
 
@@ -101,7 +102,7 @@ bool packed_gguf_group_alloc(packed_matrix *m, int i)
 void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
 {
     packed_gguf_part *pt = &m->parts[i];
-    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    const size_t sb_bytes = gguf_group_unit_bytes(pt->type), SB = pt->row_bytes / sb_bytes;
 #ifdef MADV_POPULATE_WRITE
     {
         /* the fresh pages in one call, not one fault each (a hint: failure only costs time) */
@@ -128,13 +129,14 @@ void packed_gguf_row_f32(const packed_matrix *m, int n, float *y)
         quant_dequantize_row(pt->type, part_file_row(pt, n), y, (uint64_t)m->K);
         return;
     }
-    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    const size_t sb_bytes = gguf_group_unit_bytes(pt->type), SB = pt->row_bytes / sb_bytes;
+    const size_t per = pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K ? 256 : 32; /* weights */
     uint8_t sb[210];
     for (size_t s = 0; s < SB; s++) {
         gguf_group_copy(pt->type,
                         pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
                         SB, s, n % KERNELS_GGUF_GROUP, sb, 1);
-        quant_dequantize_row(pt->type, sb, y + 256 * s, 256);
+        quant_dequantize_row(pt->type, sb, y + per * s, per);
     }
 }
 
@@ -147,12 +149,13 @@ void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float
         return;
     }
     /* the row's super-block as the file has it, from the group */
-    const size_t sb_bytes = pt->type == QUANT_Q4_K ? 144 : 210, SB = pt->row_bytes / sb_bytes;
+    const size_t sb_bytes = gguf_group_unit_bytes(pt->type), SB = pt->row_bytes / sb_bytes;
+    const int per = pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K ? 8 : 1;  /* blocks a unit */
     uint8_t sb[210];
     gguf_group_copy(pt->type,
                     pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
-                    SB, (size_t)(b / 8), n % KERNELS_GGUF_GROUP, sb, 1);
-    gguf_block_scalar(pt->type, sb, b % 8, q, D_lo, D_hi, M);
+                    SB, (size_t)(b / per), n % KERNELS_GGUF_GROUP, sb, 1);
+    gguf_block_scalar(pt->type, sb, b % per, q, D_lo, D_hi, M);
 }
 
 /* One output: the chain kernels.h describes, in scalar fp32 (fmaf, so no contraction changes

@@ -140,6 +140,75 @@ static inline void gguf_gq6_at(size_t SB, size_t s, size_t *weights, size_t *sca
     }
 }
 
+/* A regrouped Q4_0 or Q5_0 group: block b's 16 rows as d[16] (fp16, 32 bytes); Q5_0's qh as 8
+ * 64-bit words, word n's nibble i = row i's qh nibble n (the fifth bits of weights 4 n ..
+ * 4 n + 3), so that a word is a byte mask over the qs vector holding those weights; then qs as
+ * 4 64-byte vectors, vector c's lane i = row i's qs[4 c .. 4 c + 3] (low nibbles: weights 4 c ..,
+ * high: 16 + 4 c ..). Blocks paired, as both d, both qh, both qs, so that every qh and qs lies
+ * 64-byte aligned; a last block alone (KB odd) as d, qh, qs. The same bits as the rows' blocks,
+ * rearranged. */
+#define GGUF_GQ0_D 32
+#define GGUF_GQ0_QS 256
+
+/* Where block b of a Q4_0 or Q5_0 group of KB blocks lies: its d, qh (Q5_0) and qs. */
+static inline void gguf_gq0_at(uint32_t t, size_t KB, size_t b, size_t *d, size_t *qh, size_t *qs)
+{
+    const size_t qhb = t == QUANT_Q5_0 ? 64 : 0, blk = GGUF_GQ0_D + qhb + GGUF_GQ0_QS;
+    const size_t pair = 2 * blk * (b / 2);
+    if (b + 1 == KB && KB % 2) {
+        *d = pair;
+        *qh = pair + GGUF_GQ0_D;
+        *qs = pair + GGUF_GQ0_D + qhb;
+    } else {
+        *d = pair + GGUF_GQ0_D * (b % 2);
+        *qh = pair + 2 * GGUF_GQ0_D + qhb * (b % 2);
+        *qs = pair + 2 * (GGUF_GQ0_D + qhb) + GGUF_GQ0_QS * (b % 2);
+    }
+}
+
+/* Row i's block b (the file's 18 or 22 bytes) of the Q4_0 or Q5_0 group grp of KB blocks into
+ * blk (dir > 0), or blk into the group (dir < 0). */
+static inline void gguf_gq0_copy(uint32_t t, uint8_t *grp, size_t KB, size_t b, int i,
+                                 uint8_t *blk, int dir)
+{
+    size_t od, oh, oq;
+    gguf_gq0_at(t, KB, b, &od, &oh, &oq);
+    const int q0 = t == QUANT_Q5_0 ? 6 : 2;
+    if (dir > 0) {
+        memcpy(blk, grp + od + 2 * i, 2);
+        for (int c = 0; c < 4; c++)
+            memcpy(blk + q0 + 4 * c, grp + oq + 64 * c + 4 * i, 4);
+    } else {
+        memcpy(grp + od + 2 * i, blk, 2);
+        for (int c = 0; c < 4; c++)
+            memcpy(grp + oq + 64 * c + 4 * i, blk + q0 + 4 * c, 4);
+    }
+    if (t != QUANT_Q5_0)
+        return;
+    uint32_t qh = 0;
+    if (dir < 0)
+        memcpy(&qh, blk + 2, 4);
+    for (int n = 0; n < 8; n++) {
+        uint64_t w;
+        memcpy(&w, grp + oh + 8 * n, 8);
+        if (dir > 0) {
+            qh |= (uint32_t)((w >> (4 * i)) & 15) << (4 * n);
+        } else {
+            w = (w & ~((uint64_t)15 << (4 * i))) | (uint64_t)((qh >> (4 * n)) & 15) << (4 * i);
+            memcpy(grp + oh + 8 * n, &w, 8);
+        }
+    }
+    if (dir > 0)
+        memcpy(blk + 2, &qh, 4);
+}
+
+/* The bytes of the unit a group interleaves: a super-block (Q4_K, Q6_K) or a block (Q4_0,
+ * Q5_0). */
+static inline size_t gguf_group_unit_bytes(uint32_t t)
+{
+    return t == QUANT_Q4_K ? 144 : t == QUANT_Q6_K ? 210 : t == QUANT_Q5_0 ? 22 : 18;
+}
+
 /* Bytes from one group to the next: 16 rows' bytes, rounded up to 64 (a Q6_K row of an odd
  * number of super-blocks leaves 32). */
 static inline size_t gguf_group_stride(size_t row_bytes)
@@ -147,11 +216,15 @@ static inline size_t gguf_group_stride(size_t row_bytes)
     return (16 * row_bytes + 63) / 64 * 64;
 }
 
-/* Row i's super-block s (the file's bytes, 144 or 210) of the regrouped group grp of SB
- * super-blocks into sb (dir > 0), or sb into the group (dir < 0). */
+/* Row i's super-block s (the file's bytes, 144 or 210; Q4_0 and Q5_0: block s, 18 or 22) of the
+ * regrouped group grp of SB super-blocks into sb (dir > 0), or sb into the group (dir < 0). */
 static inline void gguf_group_copy(uint32_t t, uint8_t *grp, size_t SB, size_t s, int i,
                                    uint8_t *sb, int dir)
 {
+    if (t == QUANT_Q4_0 || t == QUANT_Q5_0) {
+        gguf_gq0_copy(t, grp, SB, s, i, sb, dir);
+        return;
+    }
 #define GG_MV(dst, src, n) (dir > 0 ? memcpy(sb + (dst), g + (src), n) : memcpy(g + (src), sb + (dst), n))
     if (t == QUANT_Q4_K) {
         uint8_t *g = grp + s * GGUF_GQ4_SB;

@@ -592,10 +592,89 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
         out[r] = acc[r];
 }
 
+/* Regrouped Q4_0 and Q5_0 parts: as above, 16 weight rows in the 16 lanes, the weights kept
+ * unsigned (Q4_0's nibbles; Q5_0's five bits, the fifth added to a nibble's byte by a byte mask
+ * straight from the group), their offset of 8 (16) the integer sum's starting value,
+ * -8 (-16) times the activations' block sum; each block's integer sums through one convert and
+ * one FMA. Each output, from c = 0, for each block b ascending:
+ *     c = fma(isum, d * d[t][b], c)    (isum exact: sum of (q + 8 or 16) x - (8 or 16) sum x)
+ * whatever the number of activation rows. */
+static inline __attribute__((always_inline)) void
+gg_group_rows_q0(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, size_t ldxq,
+                 int R, __m512 *out)
+{
+    const __m512i m4 = _mm512_set1_epi8(15), s16 = _mm512_set1_epi8(16);
+    __m512 acc[GG_GROUP_MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int b = 0; b < KB; b++) {
+        size_t od, oh, oq;
+        gguf_gq0_at(t, (size_t)KB, (size_t)b, &od, &oh, &oq);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + od)));
+        __m512i ia[GG_GROUP_MR], ib[GG_GROUP_MR];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const int32_t s128 = xq[(size_t)r * ldxq + b].sum128;   /* 128 * sum: exact */
+            ia[r] = _mm512_set1_epi32(t == QUANT_Q5_0 ? -(s128 / 8) : -(s128 / 16));
+            ib[r] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(grp + oq + 64 * c));
+            __m512i lo = _mm512_and_si512(v, m4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if (t == QUANT_Q5_0) {
+                uint64_t kl, kh;
+                memcpy(&kl, grp + oh + 8 * c, 8);
+                memcpy(&kh, grp + oh + 8 * (4 + c), 8);
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)kl, lo, s16);
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)kh, hi, s16);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const kernels_q8_act *x = xq + (size_t)r * ldxq + b;
+                ia[r] = gg_dpbusd(ia[r], lo, gg_bcast4(x->q + 4 * c));
+                ib[r] = gg_dpbusd(ib[r], hi, gg_bcast4(x->q + 16 + 4 * c));
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia[r], ib[r])),
+                                     _mm512_mul_ps(d, _mm512_set1_ps(xq[(size_t)r * ldxq + b].d)),
+                                     acc[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        out[r] = acc[r];
+}
+
+static __attribute__((noinline)) void gg_group_column_q0(uint32_t t, const uint8_t *grp, int KB,
+                                                         const kernels_q8_act *xq, size_t ldxq,
+                                                         int R, __m512 *out)
+{
+#define GG_GROUP_R(T_)                                                                             \
+    switch (R) {                                                                                   \
+    case 1: gg_group_rows_q0(T_, grp, KB, xq, ldxq, 1, out); break;                                \
+    case 2: gg_group_rows_q0(T_, grp, KB, xq, ldxq, 2, out); break;                                \
+    case 3: gg_group_rows_q0(T_, grp, KB, xq, ldxq, 3, out); break;                                \
+    default: gg_group_rows_q0(T_, grp, KB, xq, ldxq, GG_GROUP_MR, out); break;                     \
+    }
+    if (t == QUANT_Q4_0)
+        GG_GROUP_R(QUANT_Q4_0)
+    else
+        GG_GROUP_R(QUANT_Q5_0)
+#undef GG_GROUP_R
+}
+
 static __attribute__((noinline)) void gg_group_column(uint32_t t, const uint8_t *grp, int KB,
                                                       const kernels_q8_act *xq, size_t ldxq,
                                                       const gg_gact *ga, int R, __m512 *out)
 {
+    if (t == QUANT_Q4_0 || t == QUANT_Q5_0) {
+        gg_group_column_q0(t, grp, KB, xq, ldxq, R, out);
+        return;
+    }
 #define GG_GROUP_R(T_)                                                                             \
     switch (R) {                                                                                   \
     case 1: gg_group_rows(T_, grp, KB, xq, ldxq, ga, 1, out); break;                               \
