@@ -640,12 +640,16 @@ int bench_main(int argc, char **argv)
             != TT_OK)
             goto fail;
     }
-    /* Peak RSS before the bandwidth test, whose buffer would otherwise dominate it. */
+    /* Peak RSS before the bandwidth test, whose buffer would otherwise dominate it; the engine
+     * and the model (a GGUF file's mapped weights) freed before it, so that the process's peak
+     * as others measure it (time -v) is the model's too, not the model's plus the buffer's. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r.peak_rss = (double)ru.ru_maxrss * 1024.0;
     engine_free(e);
     e = NULL;
+    model_free(m);
+    m = NULL;
     if (!o.cuda)
         bench_bandwidth(r.threads, &r);
     if (o.json)
