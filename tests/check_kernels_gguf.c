@@ -131,7 +131,7 @@ typedef struct {
 static void case_init(gguf_case *c, rng *g, int K, const uint32_t *types, const int *cols,
                       int n_parts, int head_rows)
 {
-    tensor_ref src[KERNELS_GGUF_PARTS];
+    tensor_ref src[KERNELS_GGUF_PARTS] = {0};
     int N = 0;
     for (int i = 0; i < n_parts; i++) {
         size_t rb;
@@ -325,7 +325,7 @@ END_TEST
 static void float_case_init(gguf_case *c, rng *g, uint32_t t, int K, const int *cols,
                             int n_parts, int head_rows)
 {
-    tensor_ref src[KERNELS_GGUF_PARTS];
+    tensor_ref src[KERNELS_GGUF_PARTS] = {0};
     int N = 0;
     for (int i = 0; i < n_parts; i++) {
         uint16_t *rows = malloc((size_t)cols[i] * (size_t)K * sizeof *rows);
