@@ -406,10 +406,10 @@ static __attribute__((noinline)) void gg_wide_column(uint32_t t, const uint8_t *
  * whatever the number of activation rows, which only decides how many reuse a decoded vector. */
 #define GG_GROUP_MR 4         /* activation rows a group's weights are decoded for at a time */
 
-/* Per activation row and block, what the group kernels add besides the integer dot products. */
+/* Per activation row and block, what the Q6_K group kernel adds besides the integer dot products
+ * (Q4_K reads d and sum128 from the blocks themselves). */
 typedef struct {
     float d;              /* the block's d */
-    float dsum;           /* d * sum: Q4_K's min term */
     int32_t off6[2];      /* -32 * the sums of q[0 .. 16) and q[16 .. 32): Q6_K's offset */
 } gg_gact;
 
@@ -428,7 +428,6 @@ static void gg_group_act(const kernels_q8_act *xq, size_t ldxq, int T, int KB, g
             const int lo = (int)(_mm256_extract_epi64(s8, 0) + _mm256_extract_epi64(s8, 1)) - 2048,
                       hi = (int)(_mm256_extract_epi64(s8, 2) + _mm256_extract_epi64(s8, 3)) - 2048;
             g->d = x->d;
-            g->dsum = x->d * ((float)x->sum128 * 0.0078125f);   /* sum128 / 128: exact */
             g->off6[0] = -32 * lo;
             g->off6[1] = -32 * hi;
         }
