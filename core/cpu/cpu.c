@@ -61,7 +61,7 @@ typedef struct {
 typedef struct {
     packed_matrix *m;              /* the engine's matrix (shape only until adopted) */
     pack_part parts[KERNELS_GGUF_PARTS];
-    int n_parts, K, N;
+    int n_parts;
     packed_matrix packed;          /* the repacking thread's copy; owned here until adopted */
     atomic_int panels_done;        /* panels [0, panels_done) of packed are complete (release) */
     atomic_int ready;              /* 1 once packed is complete (stored with release) */
@@ -1112,20 +1112,20 @@ static void *cpu_repack_main(void *arg)
     const gguf_file *g = ce->base.model->gguf;
     for (int i = 0; i < ce->n_deferred; i++) {
         cpu_deferred *d = &ce->deferred[i];
-        if (packed_matrix_alloc(&d->packed, TT_Q8, d->K, d->N, NULL) != TT_OK)
+        const int K = d->m->K, N = d->m->N;  /* the shape cpu_pack gave it (adoption keeps it) */
+        if (packed_matrix_alloc(&d->packed, TT_Q8, K, N, NULL) != TT_OK)
             return NULL;           /* the rest stay packed at each use: slower, the same bits */
         const int np = d->packed.n_panels;
         for (int p = 0; p < np; p += 8) {
             if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
                 return NULL;       /* cpu_defer_free frees d->packed */
-            pack_panels(&d->packed, 0, d->parts, d->n_parts, d->N, p, p + 8 < np ? p + 8 : np,
-                        g);
-            atomic_store_explicit(&d->panels_done, p + 8 < np ? p + 8 : np,
-                                  memory_order_release);
+            const int p1 = p + 8 < np ? p + 8 : np;
+            pack_panels(&d->packed, 0, d->parts, d->n_parts, N, p, p1, g);
+            atomic_store_explicit(&d->panels_done, p1, memory_order_release);
         }
         for (int k = 0; k < d->n_parts; k++)
             gguf_release(g, d->parts[k].src.data,
-                         tensor_file_bytes(d->parts[k].src, d->K, d->parts[k].cols));
+                         tensor_file_bytes(d->parts[k].src, K, d->parts[k].cols));
         atomic_store_explicit(&d->ready, 1, memory_order_release);
     }
     return NULL;
@@ -1239,8 +1239,6 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
         def->m = m;
         memcpy(def->parts, parts, (size_t)n_parts * sizeof *parts);
         def->n_parts = n_parts;
-        def->K = K;
-        def->N = N;
         ce->base.weight_bytes += packed_matrix_bytes(TT_Q8, K, N);
         return TT_OK;
     }
