@@ -122,6 +122,16 @@ void packed_gguf_group(packed_matrix *m, int i, int g0, int g1)
         }
 }
 
+/* Row n's unit s (super-block or block: gguf_group_unit_bytes) of a regrouped part, as the
+ * file has it, into sb. */
+static void part_group_unit(const packed_gguf_part *pt, int n, size_t s, uint8_t sb[210])
+{
+    gguf_group_copy(pt->type,
+                    pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
+                    pt->row_bytes / gguf_group_unit_bytes(pt->type), s, n % KERNELS_GGUF_GROUP, sb,
+                    1);
+}
+
 void packed_gguf_row_f32(const packed_matrix *m, int n, float *y)
 {
     const packed_gguf_part *pt = part_of(m, &n);
@@ -129,13 +139,10 @@ void packed_gguf_row_f32(const packed_matrix *m, int n, float *y)
         quant_dequantize_row(pt->type, part_file_row(pt, n), y, (uint64_t)m->K);
         return;
     }
-    const size_t sb_bytes = gguf_group_unit_bytes(pt->type), SB = pt->row_bytes / sb_bytes;
-    const size_t per = pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K ? 256 : 32; /* weights */
+    const size_t per = gguf_group_unit_weights(pt->type);
     uint8_t sb[210];
-    for (size_t s = 0; s < SB; s++) {
-        gguf_group_copy(pt->type,
-                        pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
-                        SB, s, n % KERNELS_GGUF_GROUP, sb, 1);
+    for (size_t s = 0; s < (size_t)m->K / per; s++) {
+        part_group_unit(pt, n, s, sb);
         quant_dequantize_row(pt->type, sb, y + per * s, per);
     }
 }
@@ -148,13 +155,10 @@ void packed_gguf_block(const packed_matrix *m, int n, int b, int8_t q[32], float
         gguf_block_scalar(pt->type, part_file_row(pt, n), b, q, D_lo, D_hi, M);
         return;
     }
-    /* the row's super-block as the file has it, from the group */
-    const size_t sb_bytes = gguf_group_unit_bytes(pt->type), SB = pt->row_bytes / sb_bytes;
-    const int per = pt->type == QUANT_Q4_K || pt->type == QUANT_Q6_K ? 8 : 1;  /* blocks a unit */
+    /* the row's super-block (or block) as the file has it, from the group */
+    const int per = (int)(gguf_group_unit_weights(pt->type) / 32);   /* blocks a unit */
     uint8_t sb[210];
-    gguf_group_copy(pt->type,
-                    pt->groups + (size_t)(n / KERNELS_GGUF_GROUP) * gguf_group_stride(pt->row_bytes),
-                    SB, (size_t)(b / per), n % KERNELS_GGUF_GROUP, sb, 1);
+    part_group_unit(pt, n, (size_t)(b / per), sb);
     gguf_block_scalar(pt->type, sb, b % per, q, D_lo, D_hi, M);
 }
 

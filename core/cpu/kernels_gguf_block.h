@@ -209,6 +209,12 @@ static inline size_t gguf_group_unit_bytes(uint32_t t)
     return t == QUANT_Q4_K ? 144 : t == QUANT_Q6_K ? 210 : t == QUANT_Q5_0 ? 22 : 18;
 }
 
+/* The weights of that unit: 256 (Q4_K, Q6_K) or 32 (Q4_0, Q5_0). */
+static inline size_t gguf_group_unit_weights(uint32_t t)
+{
+    return t == QUANT_Q4_K || t == QUANT_Q6_K ? 256 : 32;
+}
+
 /* Bytes from one group to the next: 16 rows' bytes, rounded up to 64 (a Q6_K row of an odd
  * number of super-blocks leaves 32). */
 static inline size_t gguf_group_stride(size_t row_bytes)
