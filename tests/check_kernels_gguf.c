@@ -161,7 +161,8 @@ static void case_free(gguf_case *c)
 }
 
 /* Runs set k over all panels of c for T rows of x into out (T, N), with bias and epilogue; the
- * rows laid out as 8-bit blocks for quantized parts (F16 and BF16 rows read x itself: xq NULL). */
+ * rows laid out as 8-bit blocks for quantized parts, rounded to bf16 for BF16 rows in a set that
+ * reads them so (kernels_reads_xb); F16 and other BF16 rows read x itself. */
 static void run_set(const kernels *k, const gguf_case *c, const float *x, int T, float *out,
                     const float *bias, mm_epilogue ep)
 {
@@ -172,8 +173,14 @@ static void run_set(const kernels *k, const gguf_case *c, const float *x, int T,
         ck_assert_ptr_nonnull(xq);
         k->quantize_rows(x, K, K, 0, T, xq, KB);
     }
+    uint16_t *xb = NULL;
+    if (kernels_reads_xb(k, &c->m)) {      /* a BF16 file's rows on vdpbf16ps */
+        xb = malloc((size_t)T * (size_t)K * sizeof *xb);
+        ck_assert_ptr_nonnull(xb);
+        k->bf16_rows(x, K, K, 0, T, xb, K);
+    }
     matmul_args a = {.out = out, .ldo = c->m.N, .x = x, .ldx = K, .w = &c->m, .xq = xq,
-                     .ldxq = KB, .bias = bias, .T = T, .epilogue = ep};
+                     .ldxq = KB, .xb = xb, .ldxb = K, .bias = bias, .T = T, .epilogue = ep};
     /* two calls over a split of the panels, as two threads would: one with the scratch the
      * engine gives (many rows decode each weight row into it once), one without */
     const int mid = c->m.n_panels / 2;
@@ -183,6 +190,7 @@ static void run_set(const kernels *k, const gguf_case *c, const float *x, int T,
     k->matmul(&a, mid, c->m.n_panels, NULL);
     free(scratch);
     free(xq);
+    free(xb);
 }
 
 /* Each of the T rows of x run alone (decode) gives the bits it has among all T (prefill,
@@ -318,7 +326,8 @@ START_TEST(gguf_matmul_rows_do_not_depend_on_the_rows_beside_them)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------
- * F16 and BF16 rows (a float file's matrices): fp32 activations, the same bits in every set */
+ * F16 and BF16 rows (a float file's matrices): fp32 activations, the same bits in every set, but
+ * for BF16 rows in the avx512bf16 set, which multiplies them by bf16 activations (gguf_bf16_rows) */
 
 /* A (K, N) matrix of n_parts F16 or BF16 tensors (type t) of random weights in [-1, 1), their
  * widened values in w (N, K) in output column order. */
@@ -353,17 +362,19 @@ static void float_case_init(gguf_case *c, rng *g, uint32_t t, int K, const int *
     }
 }
 
-/* Output (t, n) against the fp64 matmul of the widened weights and the fp32 activations
- * themselves (nothing rounded to 8 or 16 bits): only the fp32 sum's rounding apart. */
+/* Output (t, n) against the fp64 matmul of the widened weights and the activations the set
+ * reads: fp32 x itself, or x rounded to bf16 (bf16_x): only the fp32 sum's rounding apart. */
 static void float_check(const char *what, const gguf_case *c, const float *x, int T,
-                        const float *out, const float *bias, const float *before)
+                        const float *out, const float *bias, const float *before, bool bf16_x)
 {
     const int K = c->m.K, N = c->m.N;
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
             double s = 0, mag = 0;
             for (int k = 0; k < K; k++) {
-                const double p = (double)c->w[(size_t)n * K + k] * x[(size_t)t * K + k];
+                const float xv = x[(size_t)t * K + k];
+                const double p = (double)c->w[(size_t)n * K + k] *
+                                 (bf16_x ? tt_bf16_to_f32(tt_f32_to_bf16(xv)) : xv);
                 s += p;
                 mag += fabs(p);
             }
@@ -375,7 +386,7 @@ static void float_check(const char *what, const gguf_case *c, const float *x, in
         }
 }
 
-START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_set)
+START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_fp32_set)
 {
     const kernels *sets[8];
     const int ns = tu_kernel_sets(sets, true);
@@ -401,8 +412,11 @@ START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_ev
                         snprintf(what, sizeof what, "%s set, %s, K %d, N %d, T %d",
                                  sets[s]->name, quant_type_name(ftypes[ti]), K, N, T);
                         run_set(sets[s], &c, x, T, out, NULL, MM_STORE);
-                        float_check(what, &c, x, T, out, NULL, NULL);
-                        ck_assert_msg(memcmp(out, want, (size_t)T * N * sizeof *out) == 0,
+                        /* the avx512bf16 set multiplies a BF16 file's rows by bf16 activations
+                         * (kernels.h: gguf_bf16_rows): its own bits; the others the reference's */
+                        const bool bx = kernels_reads_xb(sets[s], &c.m);
+                        float_check(what, &c, x, T, out, NULL, NULL, bx);
+                        ck_assert_msg(bx || memcmp(out, want, (size_t)T * N * sizeof *out) == 0,
                                       "%s: not the reference set's bits", what);
                     }
                     free(out);
@@ -431,7 +445,7 @@ START_TEST(gguf_f16_matmul_reads_several_parts_and_permuted_rows)
     for (int s = 0; s < ns; s++) {
         memcpy(out, before, (size_t)T * N * sizeof *out);
         run_set(sets[s], &c, x, T, out, bias, MM_ADD);
-        float_check(sets[s]->name, &c, x, T, out, bias, before);
+        float_check(sets[s]->name, &c, x, T, out, bias, before, false);
     }
     for (int n = 0; n < N; n += 17)       /* packed_matrix_get reads through the order too */
         ck_assert(packed_matrix_get(&c.m, 5, n) == c.w[(size_t)n * K + 5]);
@@ -604,7 +618,8 @@ int main(void)
     tcase_add_test(tc, gguf_matmul_is_the_dequantized_matmul_in_every_set);
     tcase_add_test(tc, gguf_matmul_reads_mixed_parts_and_permuted_rows);
     tcase_add_test(tc, gguf_matmul_rows_do_not_depend_on_the_rows_beside_them);
-    tcase_add_test(tc, gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_set);
+    tcase_add_test(tc,
+                   gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_fp32_set);
     tcase_add_test(tc, gguf_f16_matmul_reads_several_parts_and_permuted_rows);
     tcase_add_test(tc, gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17);
     tcase_add_test(tc, gguf_regrouped_rows_read_back_as_the_file_rows);

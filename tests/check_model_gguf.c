@@ -394,6 +394,55 @@ START_TEST(gguf_f16_files_are_held_as_stored_near_their_fp32_logits)
 }
 END_TEST
 
+/* A BF16 file is held as stored too. The sets with AVX512-BF16 and no AMX (avx512bf16) multiply
+ * its rows by activations rounded to bf16 on vdpbf16ps (kernels.h: gguf_bf16_rows), as the held
+ * bf16 engine does; the others by fp32 activations. In every set a prefill and decode steps give
+ * the same bits, and the logits stay near the fp32 engine's over the same weights: within 1e-4
+ * with fp32 activations, within twice the held bf16 engine's difference with bf16 ones. */
+START_TEST(gguf_bf16_files_are_held_as_stored_with_the_same_bits_in_prefill_and_decode)
+{
+    static const char *const sets[] = {"avx2", "avx512", "avx512vnni", "avx512bf16"};
+    model *g = load_ok(fixture("tiny-llama-bf16.gguf"));
+    ck_assert_int_eq(g->file_dtype, TT_GGUF);
+    engine *e = tu_cpu_engine(g, TT_GGUF, 1, 0);
+    ck_assert_msg(strstr(e->description, "BF16 (") && strstr(e->description, "as stored"), "%s",
+                  e->description);
+    engine_free(e);
+    const int V = g->config.V, n = N_IDS * V;
+    float *ref = tu_all_logits(g, TT_F32, 1, IDS, N_IDS);
+    int bf16_sets = 0;
+    for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
+        const kernels *k = kernels_by_name(sets[s]);
+        if (!k)
+            continue;
+        setenv("TOKENTOP_KERNELS", sets[s], 1);
+        float *pre = tu_all_logits(g, TT_GGUF, 2, IDS, N_IDS);
+        float *steps = step_logits(g, 1, IDS, N_IDS);
+        ck_assert_msg(memcmp(pre, steps, (size_t)n * sizeof *pre) == 0,
+                      "%s set: decode steps differ from the prefill", sets[s]);
+        const double d = max_diff(ref, pre, n);
+        if (k->gguf_bf16_rows) {
+            float *held = tu_all_logits(g, TT_BF16, 1, IDS, N_IDS);
+            const double db = max_diff(ref, held, n);
+            ck_assert_msg(d > 0.0 && d <= 2.0 * db + 1e-4, "%s set: largest logit difference "
+                          "from fp32 %g, the held bf16 engine's %g", sets[s], d, db);
+            free(held);
+            bf16_sets++;
+        } else {
+            ck_assert_msg(d <= 1e-4, "%s set: largest logit difference from fp32 %g", sets[s], d);
+        }
+        free(pre);
+        free(steps);
+    }
+    unsetenv("TOKENTOP_KERNELS");
+    if (!bf16_sets)
+        fprintf(stderr, "check_model_gguf: BF16 rows on vdpbf16ps SKIPPED: this CPU runs no "
+                        "avx512bf16 set\n");
+    free(ref);
+    model_free(g);
+}
+END_TEST
+
 START_TEST(gguf_qwen2_and_qwen3_load_with_their_recipes)
 {
     model *q2 = load_ok(fixture("tiny-qwen2-f16.gguf"));
@@ -650,6 +699,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_q4_0_and_q5_0_regrouped_give_the_row_kernels_tokens);
     tcase_add_test(tc, gguf_f16_files_are_held_as_stored_near_their_fp32_logits);
+    tcase_add_test(tc, gguf_bf16_files_are_held_as_stored_with_the_same_bits_in_prefill_and_decode);
     tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
     tcase_add_test(tc, head_rows_undo_the_adjacent_pair_permutation);
     tcase_add_test(tc, quantized_tensors_read_as_their_dequantized_rows);

@@ -114,6 +114,7 @@ typedef struct {
     uint16_t *xb;                  /* (TB, ldxb) a BF16 matmul's activations in bf16, where the
                                       kernel set reads them (kernels.h: bf16_rows) */
     int ldxb;
+    bool gguf_xb;                  /* a GGUF matrix reads xb (kernels_reads_xb) */
     size_t mm_stride;
     float *embed_row;              /* (C) */
     int logits_rows;               /* rows allocated in base.logits */
@@ -283,14 +284,15 @@ static void act_rows(const void *varg, int t0, int t1)
 static void cpu_act_rows(cpu_engine *ce, const float *x, int ldx, const packed_matrix *w, int T)
 {
     act_rows_ctx q = {.kern = ce->kern, .x = x, .ldx = ldx, .K = w->K, .dtype = w->dtype};
-    if (packed_gguf_is_float(w)) {
+    if (kernels_reads_xb(ce->kern, w)) {
+        q.dtype = TT_BF16;         /* rounded by bf16_rows, a BF16 file's rows as well */
+        q.out = ce->xb;
+        q.ldo = ce->ldxb;
+    } else if (packed_gguf_is_float(w)) {
         return;                    /* F16, BF16 rows as stored read x itself */
     } else if (w->dtype == TT_Q8 || w->dtype == TT_GGUF) {
         q.out = ce->xq;
         q.ldo = ce->ldxq;
-    } else if (w->dtype == TT_BF16 && ce->xb) {
-        q.out = ce->xb;
-        q.ldo = ce->ldxb;
     } else {
         return;
     }
@@ -1216,6 +1218,7 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
         }
         packed_matrix_gguf(m, K, src, cols, n_parts);
         ce->base.weight_bytes += packed_matrix_size(m);
+        ce->gguf_xb |= kernels_reads_xb(ce->kern, m);
         /* Q4_K, Q6_K, Q4_0 and Q5_0 regrouped for the kernels that read them so (out of memory:
          * left as they are): decode, prefill and verification then read the same layout, each
          * output one chain (kernels_gguf_simd.h, gg_group_rows and gg_group_rows_q0). */
@@ -1279,13 +1282,34 @@ static float *cpu_vector(cpu_engine *ce, size_t *used, tensor_ref src, int n)
     return cpu_vector_parts(ce, used, &part, 1);
 }
 
+/* The longest row a matmul reads: C, the feed-forward width or the query width. */
+static size_t cpu_kmax(const model_config *cfg)
+{
+    const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF * (cfg->features & ARCH_F_SWIGLU ? 2 : 1);
+    const size_t Q = (size_t)model_config_qdim(cfg);
+    return C > FF ? (C > Q ? C : Q) : (FF > Q ? FF : Q);
+}
+
+/* The bf16 activation rows of the matmuls that read them (kernels_reads_xb). */
+static tt_status cpu_alloc_xb(cpu_engine *ce, tt_error *err)
+{
+    const size_t bytes = (size_t)ce->TB * cpu_kmax(ce->base.config) * sizeof *ce->xb;
+    ce->ldxb = (int)cpu_kmax(ce->base.config);
+    ce->xb = malloc(bytes);
+    if (!ce->xb)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of bf16 activations",
+                       bytes);
+    ce->base.memory_bytes += bytes;
+    return TT_OK;
+}
+
 static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
 {
     const model_config *cfg = ce->base.config;
     const size_t TB = (size_t)ce->TB, C = (size_t)cfg->C;
     const size_t FF = (size_t)cfg->FF * (cfg->features & ARCH_F_SWIGLU ? 2 : 1);
     const size_t Q = (size_t)model_config_qdim(cfg), QKV = (size_t)model_config_qkvdim(cfg);
-    const size_t KMAX = C > FF ? (C > Q ? C : Q) : (FF > Q ? FF : Q);
+    const size_t KMAX = cpu_kmax(cfg);
     int nth = threadpool_size(ce->pool);
     size_t elems = TB * C * 2 + TB * QKV + TB * Q + TB * FF +
                    (size_t)nth * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx) + C;
@@ -1306,14 +1330,9 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
                            "activations", TB * (size_t)ce->ldxq * sizeof *ce->xq);
         ce->base.memory_bytes += TB * (size_t)ce->ldxq * sizeof *ce->xq;
     }
-    if (ce->base.dtype == TT_BF16 && ce->kern->bf16_rows) {
-        ce->ldxb = (int)KMAX;
-        ce->xb = malloc(TB * (size_t)ce->ldxb * sizeof *ce->xb);
-        if (!ce->xb)
-            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of bf16 "
-                           "activations", TB * (size_t)ce->ldxb * sizeof *ce->xb);
-        ce->base.memory_bytes += TB * (size_t)ce->ldxb * sizeof *ce->xb;
-    }
+    tt_status s;
+    if (ce->base.dtype == TT_BF16 && ce->kern->bf16_rows && (s = cpu_alloc_xb(ce, err)) != TT_OK)
+        return s;
     if (cfg->features & ARCH_F_ROPE) {
         const int n_ctx = ce->cache.n_ctx, half = cfg->HS / 2;
         ce->rope_cos = malloc((size_t)n_ctx * (size_t)half * sizeof(float));
@@ -1389,6 +1408,8 @@ static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
     const pack_part head[] = {{m->tensors.global[ARCH_T_OUTPUT], cfg->V}};
     s = cpu_pack(ce, &ce->lm_head, C, head, 1, err);
     if (s != TT_OK)
+        return s;
+    if (ce->gguf_xb && !ce->xb && (s = cpu_alloc_xb(ce, err)) != TT_OK)
         return s;
     if (ce->n_deferred > 0) {
         for (int i = 0; i < ce->n_deferred; i++) {

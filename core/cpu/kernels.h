@@ -374,7 +374,21 @@ typedef struct {
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
     /* Its TT_GGUF matmul reads regrouped parts (packed_gguf_group), and gains from them. */
     bool gguf_groups;
+    /* Its TT_GGUF matmul over BF16 rows (a BF16 file's matrices) reads the activations rounded
+     * by bf16_rows (matmul_args.xb, which the caller must supply: kernels_reads_xb) and
+     * multiplies them on vdpbf16ps (the avx512bf16 set): every output is 16 lane chains, lane j
+     * from 0: for each block of 32 k ascending c_j = vdpbf16ps(c_j, the weights at 32b + 2j and
+     * 32b + 2j + 1, the activations there) (denormal inputs read as zero), the last K % 32 k a
+     * block of their own zero-filled; then the 16 lanes summed in the fp32 route's fixed tree.
+     * Every row runs that chain however many come with it; the bits differ from the other
+     * sets' (fp32 activations, the same bits in each) by the activations' rounding. F16 rows
+     * and every other set read x. */
+    bool gguf_bf16_rows;
 } kernels;
+
+/* Whether set k's matmul over w reads matmul_args.xb: BF16 weights in a set with bf16_rows, or
+ * a BF16 file's rows in a set with gguf_bf16_rows. */
+bool kernels_reads_xb(const kernels *k, const packed_matrix *w);
 
 /* The names of every set some build may have, best first, NULL-terminated ("reference" last). */
 extern const char *const kernels_set_names[];

@@ -55,6 +55,13 @@ bool packed_gguf_is_float(const packed_matrix *m)
            (m->parts[0].type == QUANT_F16 || m->parts[0].type == QUANT_BF16);
 }
 
+bool kernels_reads_xb(const kernels *k, const packed_matrix *w)
+{
+    if (w->dtype == TT_BF16)
+        return k->bf16_rows != NULL;
+    return k->gguf_bf16_rows && packed_gguf_is_float(w) && w->parts[0].type == QUANT_BF16;
+}
+
 /* Row n of part pt in the file. */
 static const uint8_t *part_file_row(const packed_gguf_part *pt, int n)
 {

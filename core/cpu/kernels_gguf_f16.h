@@ -171,9 +171,128 @@ static __attribute__((noinline)) void gf_rows(uint32_t t, const uint16_t *const 
 #undef GF_R
 }
 
+#if KS_BF16DP && !KS_AMX
+/* BF16 rows on vdpbf16ps (the avx512bf16 set: kernels.h, gguf_bf16_rows). The activations are
+ * the caller's bf16 rows (matmul_args.xb, rounded once per matmul by bf16_rows); one step of
+ * 32 k is one 64-byte line of each weight row and of each activation row, and one vdpbf16ps per
+ * (weight row, activation row): lane j adds k = 32b + 2j and 32b + 2j + 1. The K % 32 k left
+ * are one more step over zero-filled copies (zero products add nothing). Then gf_hsum's tree.
+ * No conversion: twice the multiply-adds of an fp32 FMA per instruction. */
+
+/* One step of 32 k at k: W weight rows against R activation rows (ldx apart). */
+static inline __attribute__((always_inline)) void
+gd_step(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R,
+        vf acc[][GF_TILE_R], size_t k)
+{
+    __m512bh wv[GF_MAX_W];
+#pragma GCC unroll 8
+    for (int i = 0; i < W; i++)
+        wv[i] = (__m512bh)_mm512_loadu_si512((const void *)(w[i] + k));
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        const __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)r * ldx + k));
+#pragma GCC unroll 8
+        for (int i = 0; i < W; i++)
+            acc[i][r] = _mm512_dpbf16_ps(acc[i][r], wv[i], xv);
+    }
+}
+
+/* gf_tile's shape on vdpbf16ps: output (i, r) into out[i * R + r]. */
+static inline __attribute__((always_inline)) void
+gd_tile(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R, int K, float *out)
+{
+    vf acc[GF_MAX_W][GF_TILE_R];
+#pragma GCC unroll 8
+    for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++)
+            acc[i][r] = v_zero();
+    int k = 0;
+    for (; k + 32 <= K; k += 32)
+        gd_step(w, W, x, ldx, R, acc, (size_t)k);
+    if (k < K) {
+        _Alignas(64) uint16_t wt[GF_MAX_W][32];
+        _Alignas(64) uint16_t xt[GF_TILE_R][32];
+        const uint16_t *wp[GF_MAX_W];
+        memset(wt, 0, sizeof wt);
+        memset(xt, 0, sizeof xt);
+        for (int i = 0; i < W; i++) {
+            memcpy(wt[i], w[i] + k, (size_t)(K - k) * sizeof(uint16_t));
+            wp[i] = wt[i];
+        }
+        for (int r = 0; r < R; r++)
+            memcpy(xt[r], x + (size_t)r * ldx + k, (size_t)(K - k) * sizeof(uint16_t));
+        gd_step(wp, W, &xt[0][0], 32, R, acc, 0);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++)
+            out[i * R + r] = gf_hsum(&acc[i][r]);
+}
+
+static __attribute__((noinline)) void gd_decode(const uint16_t *const *w, int W, const uint16_t *x,
+                                                int K, float *out)
+{
+    if (W == GF_DECODE_WIDE)
+        gd_tile(w, GF_DECODE_WIDE, x, 0, 1, K, out);
+    else if (W == GF_DECODE_W)
+        gd_tile(w, GF_DECODE_W, x, 0, 1, K, out);
+    else
+        gd_tile(w, 1, x, 0, 1, K, out);
+}
+
+static __attribute__((noinline)) void gd_rows(const uint16_t *const *w, int W, const uint16_t *x,
+                                              size_t ldx, int R, int K, float *out)
+{
+#define GD_R(W_)                                                                                   \
+    switch (R) {                                                                                   \
+    case 1: gd_tile(w, W_, x, ldx, 1, K, out); break;                                              \
+    case 2: gd_tile(w, W_, x, ldx, 2, K, out); break;                                              \
+    case 3: gd_tile(w, W_, x, ldx, 3, K, out); break;                                              \
+    case 4: gd_tile(w, W_, x, ldx, 4, K, out); break;                                              \
+    case 5: gd_tile(w, W_, x, ldx, 5, K, out); break;                                              \
+    default: gd_tile(w, W_, x, ldx, GF_TILE_R, K, out); break;                                     \
+    }
+    if (W == GF_TILE_W)
+        GD_R(GF_TILE_W)
+    else
+        GD_R(1)
+#undef GD_R
+}
+#endif
+
 static inline const uint16_t *gf_row(const packed_matrix *m, int n, uint32_t *t)
 {
     return (const uint16_t *)packed_gguf_row(m, n, t);
+}
+
+/* W weight rows of type t against activation rows t0 .. t0 + R - 1: fp32 activations (gf_rows),
+ * or, where the set multiplies a BF16 file's rows so, the caller's bf16 rows (gd_rows). */
+static inline void gf_rows_any(const matmul_args *a, uint32_t t, const uint16_t *const *w, int W,
+                               int t0, int R, float *y)
+{
+    const int K = a->w->K;
+#if KS_BF16DP && !KS_AMX
+    if (t == QUANT_BF16) {
+        gd_rows(w, W, a->xb + (size_t)t0 * (size_t)a->ldxb, (size_t)a->ldxb, R, K, y);
+        return;
+    }
+#endif
+    gf_rows(t, w, W, a->x + (size_t)t0 * (size_t)a->ldx, (size_t)a->ldx, R, K, y);
+}
+
+/* The same for one activation row, W weight rows a pass (the decode's runs). */
+static inline void gf_decode_any(const matmul_args *a, uint32_t t, const uint16_t *const *w,
+                                 int W, float *y)
+{
+#if KS_BF16DP && !KS_AMX
+    if (t == QUANT_BF16) {
+        gd_decode(w, W, a->xb, a->w->K, y);
+        return;
+    }
+#endif
+    gf_decode(t, w, W, a->x, a->w->K, y);
 }
 
 static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
@@ -194,13 +313,13 @@ static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
         for (int q = 0; q < len; q++) {
             for (int i = 0; i < W; i++)
                 w[i] = gf_row(m, n0 + i * len + q, &t);
-            gf_decode(t, w, W, a->x, K, y);
+            gf_decode_any(a, t, w, W, y);
             for (int i = 0; i < W; i++)
                 gg_finish(a, 0, n0 + i * len + q, y[i]);
         }
         for (int n = n0 + W * len; n < n1; n++) {
             w[0] = gf_row(m, n, &t);
-            gf_decode(t, w, 1, a->x, K, y);
+            gf_decode_any(a, t, w, 1, y);
             gg_finish(a, 0, n, y[0]);
         }
         return;
@@ -212,16 +331,16 @@ static void mm_gguf_f16(const matmul_args *a, int p0, int p1, float *scratch)
         const int pn1 = pn0 + KERNELS_NR < m->N ? pn0 + KERNELS_NR : m->N;
         for (int t0 = 0; t0 < a->T; t0 += GF_TILE_R) {
             const int R = a->T - t0 < GF_TILE_R ? a->T - t0 : GF_TILE_R;
-            const float *x = a->x + (size_t)t0 * (size_t)a->ldx;
             for (int n = pn0; n < pn1;) {
                 float y[GF_TILE_W * GF_TILE_R];
                 const uint16_t *w[GF_TILE_W];
                 const int W = pn1 - n < GF_TILE_W ? 1 : GF_TILE_W;
                 for (int i = 0; i < W; i++)
                     w[i] = gf_row(m, n + i, &t);
-                gf_rows(t, w, W, x, (size_t)a->ldx, R, K, y);
-                for (int i = 0; i < W * R; i++)
-                    gg_finish(a, t0 + i % R, n + i / R, y[i]);
+                gf_rows_any(a, t, w, W, t0, R, y);
+                for (int i = 0; i < W; i++)     /* (no i % R, i / R: a division each) */
+                    for (int r = 0; r < R; r++)
+                        gg_finish(a, t0 + r, n + i, y[i * R + r]);
                 n += W;
             }
         }

@@ -1522,6 +1522,7 @@ const kernels *KS_SET_GET(void)
 #if KS_AMX || KS_BF16DP
         .bf16_rows = simd_bf16_rows,
 #endif
-        .attention = simd_attention, .gguf_groups = KS_VW == 16};
+        .attention = simd_attention, .gguf_groups = KS_VW == 16,
+        .gguf_bf16_rows = KS_BF16DP && !KS_AMX};
     return &set;
 }

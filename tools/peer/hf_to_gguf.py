@@ -3,7 +3,7 @@
 
 Offline tool for fixtures and peer comparisons: only /usr/bin/python3 and numpy, never run by make.
 
-    hf_to_gguf.py HF_DIR OUT.gguf [--outtype f32|f16|q8_0] [--pre NAME]
+    hf_to_gguf.py HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0] [--pre NAME]
 
 Architectures (config.json "model_type"):
   gpt2                    config.json, model.safetensors, vocab.json, merges.txt (what
@@ -19,7 +19,8 @@ llama-bpe, qwen2, gpt-2), or a SentencePiece-style BPE with byte fallback ("llam
 token types, <0xNN> byte tokens); a tokenizer.model (SentencePiece protobuf) beside it supplies
 the exact scores and types, as llama.cpp reads them. tokenizer_config.json's chat_template and
 add_bos_token are copied.
---outtype: f32; f16 (matrices F16, 1-D tensors F32, as llama.cpp's converter); q8_0 (matrices whose
+--outtype: f32; f16 (matrices F16, 1-D tensors F32, as llama.cpp's converter); bf16 (the same in
+BF16, rounded to nearest even); q8_0 (matrices whose
 rows are whole 32-weight blocks quantized as ggml's quantize_row_q8_0_ref does; the rest F16/F32).
 The layout follows llama.cpp's converter: names blk.N.attn_q.weight etc., ggml dims in reverse
 (ne[0] is the row length), lm_head left out when tied to the embeddings.
@@ -42,9 +43,10 @@ ALIGNMENT = 32
 
 (T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY,
  T_UINT64, T_INT64, T_FLOAT64) = range(13)
-GGML_F32, GGML_F16, GGML_Q8_0 = 0, 1, 8
-GGML_BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q8_0: (32, 34)}
-FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7}   # llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0
+GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
+GGML_BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q8_0: (32, 34), GGML_BF16: (1, 2)}
+# llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_BF16
+FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
 
 # --------------------------------------------------------------------------------------------
@@ -114,7 +116,19 @@ def tensor_data(arr, gtype):
         return np.ascontiguousarray(arr, dtype="<f4").tobytes()
     if gtype == GGML_F16:
         return np.ascontiguousarray(arr, dtype="<f2").tobytes()
+    if gtype == GGML_BF16:
+        return bf16_bits(arr).astype("<u2").tobytes()
     return quantize_q8_0(arr)
+
+
+def bf16_bits(arr):
+    """fp32 rounded to bf16 (to nearest, ties to even; NaN kept quiet), as llama.cpp's
+    ggml_fp32_to_bf16 does."""
+    u = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint32)
+    nan = (u & 0x7fffffff) > 0x7f800000
+    r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint32)
+    return r.astype(np.uint16)
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,6 +294,8 @@ def tensor_ggml_type(name, arr, outtype):
         return GGML_F32
     if outtype == "q8_0" and arr.shape[-1] % 32 == 0:
         return GGML_Q8_0
+    if outtype == "bf16":
+        return GGML_BF16
     return GGML_F16
 
 
@@ -501,7 +517,7 @@ def main():
             del args[i:i + 2]
     outtype = opts["--outtype"]
     if len(args) != 2 or outtype not in FILE_TYPE:
-        sys.exit("usage: hf_to_gguf.py HF_DIR OUT.gguf [--outtype f32|f16|q8_0] [--pre NAME]")
+        sys.exit("usage: hf_to_gguf.py HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0] [--pre NAME]")
     hf_dir, out_path = args
 
     with open(f"{hf_dir}/config.json") as f:
