@@ -966,8 +966,9 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
                 const int R = C - t0 < GG_WIDE_MR ? C - t0 : GG_WIDE_MR;
                 float y[GG_WIDE_MR];
                 gg_wide_column(t, rows, W, lay + (size_t)t0 * SB, SB, R, KB, y);
-                for (int i = 0; i < W * R; i++)
-                    gg_finish(a, c0 + t0 + i % R, n + i / R, y[i]);
+                for (int i = 0; i < W; i++)     /* (no i % R, i / R: a division each) */
+                    for (int r = 0; r < R; r++)
+                        gg_finish(a, c0 + t0 + r, n + i, y[i * R + r]);
             }
             n += W;
         }
