@@ -56,6 +56,37 @@ static inline __attribute__((always_inline)) float gf_hsum(const vf *acc)
     return gg_hsum(_mm256_add_ps(lo, hi));
 }
 
+/* gf_hsum of each of acc[0 .. n) into out[0 .. n), n <= 16, the same bits: sixteen outputs' trees
+ * at once, each level's adds the tree's pairs (lanes i and i + 8, i and i + 4, i and i + 2, 0 and
+ * 1), the outputs' lanes brought together by shuffles instead of one output's at a time
+ * (AVX-512; a tile's 24 outputs: 30 shuffles and 15 adds a 16, where gf_hsum takes ~7 a output). */
+#if KS_VW == 16
+static inline __attribute__((always_inline)) void gf_hsum16(const vf *acc, int n, float *out)
+{
+    vf a[16], c[8], d[4], e[2];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++)
+        a[j] = j < n ? acc[j] : v_zero();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)      /* c[j]: a[2j]'s 8 sums i + (i + 8), then a[2j + 1]'s */
+        c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * j], a[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * j], a[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)      /* d[j], quarter q: a[4j + q]'s 4 sums i + (i + 4) */
+        d[j] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; j++)      /* e[j], quarter q: a[8j + q]'s 2 sums i + (i + 2), a[8j + 4 + q]'s */
+        e[j] = _mm512_add_ps(_mm512_shuffle_ps(d[2 * j], d[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(d[2 * j], d[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane 4q + j: a[q + 4j]'s 0 + 1; then lane m: a[m]'s */
+    const vf r = _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i idx = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    _mm512_mask_storeu_ps(out, (__mmask16)((1u << n) - 1), _mm512_permutexvar_ps(idx, r));
+}
+#endif
+
 /* One step of 16 k: the W weight rows' 16 weights from w[i] + wk, the R activation rows' from
  * x + r * ldx + xk, into acc. */
 static inline __attribute__((always_inline)) void
@@ -120,6 +151,20 @@ gf_tile(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx,
             memcpy(xt[r], x + (size_t)r * ldx + k, (size_t)(K - k) * sizeof(float));
         gf_step(t, wp, W, &xt[0][0], KERNELS_GGUF_LANES, R, acc, 0, 0);
     }
+#if KS_VW == 16
+    if (W * R >= 8) {
+        vf flat[MW * GF_TILE_R];
+#pragma GCC unroll 8
+        for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+            for (int r = 0; r < R; r++)
+                flat[i * R + r] = acc[i][r][0];
+#pragma GCC unroll 2
+        for (int j = 0; j < W * R; j += 16)
+            gf_hsum16(flat + j, W * R - j < 16 ? W * R - j : 16, out + j);
+        return;
+    }
+#endif
 #pragma GCC unroll 8
     for (int i = 0; i < W; i++)
 #pragma GCC unroll 6
@@ -223,6 +268,18 @@ gd_tile(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R, i
         for (int r = 0; r < R; r++)
             memcpy(xt[r], x + (size_t)r * ldx + k, (size_t)(K - k) * sizeof(uint16_t));
         gd_step(wp, W, &xt[0][0], 32, R, acc, 0);
+    }
+    if (W * R >= 8) {
+        vf flat[GF_MAX_W * GF_TILE_R];
+#pragma GCC unroll 8
+        for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+            for (int r = 0; r < R; r++)
+                flat[i * R + r] = acc[i][r];
+#pragma GCC unroll 2
+        for (int j = 0; j < W * R; j += 16)
+            gf_hsum16(flat + j, W * R - j < 16 ? W * R - j : 16, out + j);
+        return;
     }
 #pragma GCC unroll 8
     for (int i = 0; i < W; i++)
