@@ -1,9 +1,9 @@
-/* gguf_matmul_bench.c: one kind of a GGUF file's quantized matrices multiplied alone by the
- * engine's kernels (a set's TT_GGUF matmul over the file's mapping, or over the rows regrouped
- * at load as the engine does), one thread, timed by the thread's CPU clock: time a pass, weight
- * bytes read a second, multiply-adds a second and CPU time a super-block-row, so a kernel is
- * judged from memory (or, with --rows > 1, as a prefill) without the forward pass around it and
- * without the shared machine's other work.
+/* gguf_matmul_bench.c: one kind of a GGUF file's matrices (quantized, F16 or BF16) multiplied
+ * alone by the engine's kernels (a set's TT_GGUF matmul over the file's mapping, or over the
+ * rows regrouped at load as the engine does), one thread, timed by the thread's CPU clock: time
+ * a pass, weight bytes read a second, multiply-adds a second and CPU time a super-block-row, so
+ * a kernel is judged from memory (or, with --rows > 1, as a prefill) without the forward pass
+ * around it and without the shared machine's other work.
  *
  *   build/tools/gguf_matmul_bench FILE.gguf NAME [--rows T] [--set NAME] [--layout file|groups]
  *                                 [--passes N]
@@ -11,7 +11,8 @@
  * NAME is a tensor name; a '*' in it stands for the layer number, and every layer's tensor of
  * the first one's type is taken in turn (blk.*.ffn_down.weight: a decode step's down
  * projections, mostly cold in cache as in the engine). One pass multiplies T activation rows
- * (random, quantized once) by each matrix, the panels handed out as the engine's one thread
+ * (random; quantized once, or rounded to bf16 once where the set multiplies a BF16 file's rows
+ * so) by each matrix, the panels handed out as the engine's one thread
  * takes them (one row: chunks of about 128 KiB; more: one 32-column panel a call). --layout
  * groups (the default) regroups the Q4_K and Q6_K parts the set reads regrouped, as cpu_pack
  * does; file keeps the file's rows. Best of --passes (default 5) after one untimed pass. */
@@ -104,10 +105,9 @@ int main(int argc, char **argv)
         if (!star)
             break;
     }
-    if (n == 0 || !packed_gguf_type_ok(ts[0]->type, (int)ts[0]->ne[0]) ||
-        ts[0]->type == QUANT_F16 || ts[0]->type == QUANT_BF16) {
-        fprintf(stderr, "gguf_matmul_bench: %s: %s: no 2-D quantized tensor of that name\n", path,
-                name);
+    if (n == 0 || !packed_gguf_type_ok(ts[0]->type, (int)ts[0]->ne[0])) {
+        fprintf(stderr, "gguf_matmul_bench: %s: %s: no 2-D tensor of that name the engine holds "
+                "as stored\n", path, name);
         gguf_close(f);
         return 1;
     }
@@ -115,8 +115,11 @@ int main(int argc, char **argv)
     packed_matrix *m = calloc((size_t)n, sizeof *m);
     size_t bytes = 0, Nsum = 0;
     for (int i = 0; i < n; i++) {
-        const tensor_ref src = {.data = ts[i]->data, .dtype = TT_F32, .quantized = true,
-                                .quant = ts[i]->type, .row_len = K};
+        const uint32_t ty = ts[i]->type;
+        const bool fl = ty == QUANT_F16 || ty == QUANT_BF16;
+        const tensor_ref src = {.data = ts[i]->data,
+                                .dtype = ty == QUANT_F16 ? TT_F16 : ty == QUANT_BF16 ? TT_BF16 : TT_F32,
+                                .quantized = !fl, .quant = fl ? 0 : ty, .row_len = K};
         const int cols = (int)ts[i]->ne[1];
         packed_matrix_gguf(&m[i], K, &src, &cols, 1);
         bytes += gguf_tensor_row_bytes(ts[i]) * (size_t)cols;
@@ -130,6 +133,11 @@ int main(int argc, char **argv)
         x[i] = gb_uniform();
     kernels_q8_act *xq = malloc(sizeof *xq * (size_t)T * (size_t)KB);
     k->quantize_rows(x, K, K, 0, T, xq, KB);
+    uint16_t *xb = NULL;              /* a BF16 file's rows in a set that reads them in bf16 */
+    if (kernels_reads_xb(k, &m[0])) {
+        xb = malloc(sizeof *xb * (size_t)T * (size_t)K);
+        k->bf16_rows(x, K, K, 0, T, xb, K);
+    }
     size_t Nmax = 0;
     for (int i = 0; i < n; i++)
         Nmax = (size_t)m[i].N > Nmax ? (size_t)m[i].N : Nmax;
@@ -140,7 +148,8 @@ int main(int argc, char **argv)
         const double t0 = gb_cpu_s();
         for (int i = 0; i < n; i++) {
             const matmul_args a = {.out = out, .ldo = m[i].N, .x = x, .ldx = K, .w = &m[i],
-                                   .xq = xq, .ldxq = KB, .T = T, .epilogue = MM_STORE};
+                                   .xq = xq, .ldxq = KB, .xb = xb, .ldxb = K, .T = T,
+                                   .epilogue = MM_STORE};
             int ppc = 1;
             if (T == 1) {    /* cpu_matmul's decode chunks */
                 const size_t pb = packed_matrix_panel_bytes(&m[i]);
@@ -159,7 +168,7 @@ int main(int argc, char **argv)
     printf("%s %s %s x%d K %d N %zu rows %d layout %s: %.3f ms  %.1f GB/s  %.1f GMAC/s  "
            "%.2f ns/block-row (%d weights)  out[0] %g\n",
            k->name, quant_type_name(ts[0]->type), name, n, K, Nsum / (size_t)n, T,
-           groups && k->gguf_groups ? "groups" : "file", best * 1e3, (double)bytes / best / 1e9,
+           groups && k->gguf_groups && !packed_gguf_is_float(&m[0]) ? "groups" : "file", best * 1e3, (double)bytes / best / 1e9,
            (double)K * (double)Nsum * T / best / 1e9,
            best * 1e9 / ((double)Nsum * K / tsb * T), tsb, out[0]);
     for (int i = 0; i < n; i++)
@@ -167,6 +176,7 @@ int main(int argc, char **argv)
     free(m);
     free(x);
     free(xq);
+    free(xb);
     free(out);
     free(scratch);
     gguf_close(f);
