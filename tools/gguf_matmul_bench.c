@@ -165,10 +165,11 @@ int main(int argc, char **argv)
             best = dt;
     }
     const int tsb = (int)ts[0]->type == QUANT_Q4_K || (int)ts[0]->type == QUANT_Q6_K ? 256 : 32;
+    const bool grouped = groups && k->gguf_groups && !packed_gguf_is_float(&m[0]);
     printf("%s %s %s x%d K %d N %zu rows %d layout %s: %.3f ms  %.1f GB/s  %.1f GMAC/s  "
            "%.2f ns/block-row (%d weights)  out[0] %g\n",
            k->name, quant_type_name(ts[0]->type), name, n, K, Nsum / (size_t)n, T,
-           groups && k->gguf_groups && !packed_gguf_is_float(&m[0]) ? "groups" : "file", best * 1e3, (double)bytes / best / 1e9,
+           grouped ? "groups" : "file", best * 1e3, (double)bytes / best / 1e9,
            (double)K * (double)Nsum * T / best / 1e9,
            best * 1e9 / ((double)Nsum * K / tsb * T), tsb, out[0]);
     for (int i = 0; i < n; i++)
