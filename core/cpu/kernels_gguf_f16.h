@@ -87,6 +87,44 @@ static inline __attribute__((always_inline)) void gf_hsum16(const vf *acc, int n
 }
 #endif
 
+/* Outputs (i, r) of a tile's accumulators into out[r * W + i], each by gf_hsum's tree (16 at
+ * once where there are 8 or more: gf_hsum16). */
+static inline __attribute__((always_inline)) void
+gf_tile_sums(vf acc[][GF_TILE_R][GF_NV], int W, int R, float *out)
+{
+#if KS_VW == 16
+    if (W * R >= 8) {
+        vf flat[GF_MAX_W * GF_TILE_R];
+#pragma GCC unroll 8
+        for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+            for (int r = 0; r < R; r++)
+                flat[r * W + i] = acc[i][r][0];
+#pragma GCC unroll 2
+        for (int j = 0; j < W * R; j += 16)
+            gf_hsum16(flat + j, W * R - j < 16 ? W * R - j : 16, out + j);
+        return;
+    }
+#endif
+#pragma GCC unroll 8
+    for (int i = 0; i < W; i++)
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++)
+            out[r * W + i] = gf_hsum(acc[i][r]);
+}
+
+/* The weights w[i] + k .. K of a tile's last step, zero-filled to n in wt[i] (n a row), wp[i]
+ * pointing at them. */
+static inline void gf_tail_weights(const uint16_t *const *w, int W, int k, int K, int n,
+                                   uint16_t *wt, const uint16_t **wp)
+{
+    memset(wt, 0, (size_t)W * (size_t)n * sizeof *wt);
+    for (int i = 0; i < W; i++) {
+        memcpy(wt + (size_t)i * n, w[i] + k, (size_t)(K - k) * sizeof *wt);
+        wp[i] = wt + (size_t)i * n;
+    }
+}
+
 /* One step of 16 k: the W weight rows' 16 weights from w[i] + wk, the R activation rows' from
  * x + r * ldx + xk, into acc. */
 static inline __attribute__((always_inline)) void
@@ -141,35 +179,13 @@ gf_tile(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx,
         _Alignas(64) uint16_t wt[MW][KERNELS_GGUF_LANES];
         _Alignas(64) float xt[GF_TILE_R][KERNELS_GGUF_LANES];
         const uint16_t *wp[MW];
-        memset(wt, 0, sizeof wt);
+        gf_tail_weights(w, W, k, K, KERNELS_GGUF_LANES, &wt[0][0], wp);
         memset(xt, 0, sizeof xt);
-        for (int i = 0; i < W; i++) {
-            memcpy(wt[i], w[i] + k, (size_t)(K - k) * sizeof(uint16_t));
-            wp[i] = wt[i];
-        }
         for (int r = 0; r < R; r++)
             memcpy(xt[r], x + (size_t)r * ldx + k, (size_t)(K - k) * sizeof(float));
         gf_step(t, wp, W, &xt[0][0], KERNELS_GGUF_LANES, R, acc, 0, 0);
     }
-#if KS_VW == 16
-    if (W * R >= 8) {
-        vf flat[MW * GF_TILE_R];
-#pragma GCC unroll 8
-        for (int i = 0; i < W; i++)
-#pragma GCC unroll 6
-            for (int r = 0; r < R; r++)
-                flat[r * W + i] = acc[i][r][0];
-#pragma GCC unroll 2
-        for (int j = 0; j < W * R; j += 16)
-            gf_hsum16(flat + j, W * R - j < 16 ? W * R - j : 16, out + j);
-        return;
-    }
-#endif
-#pragma GCC unroll 8
-    for (int i = 0; i < W; i++)
-#pragma GCC unroll 6
-        for (int r = 0; r < R; r++)
-            out[r * W + i] = gf_hsum(acc[i][r]);
+    gf_tile_sums(acc, W, R, out);
 }
 
 static __attribute__((noinline)) void gf_decode(uint32_t t, const uint16_t *const *w, int W,
@@ -227,7 +243,7 @@ static __attribute__((noinline)) void gf_rows(uint32_t t, const uint16_t *const 
 /* One step of 32 k at k: W weight rows against R activation rows (ldx apart). */
 static inline __attribute__((always_inline)) void
 gd_step(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R,
-        vf acc[][GF_TILE_R], size_t k)
+        vf acc[][GF_TILE_R][GF_NV], size_t k)
 {
     __m512bh wv[GF_MAX_W];
 #pragma GCC unroll 8
@@ -238,7 +254,7 @@ gd_step(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R,
         const __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + (size_t)r * ldx + k));
 #pragma GCC unroll 8
         for (int i = 0; i < W; i++)
-            acc[i][r] = _mm512_dpbf16_ps(acc[i][r], wv[i], xv);
+            acc[i][r][0] = _mm512_dpbf16_ps(acc[i][r][0], wv[i], xv);
     }
 }
 
@@ -246,12 +262,12 @@ gd_step(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R,
 static inline __attribute__((always_inline)) void
 gd_tile(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R, int K, float *out)
 {
-    vf acc[GF_MAX_W][GF_TILE_R];
+    vf acc[GF_MAX_W][GF_TILE_R][GF_NV];      /* GF_NV = 1: AVX-512 */
 #pragma GCC unroll 8
     for (int i = 0; i < W; i++)
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++)
-            acc[i][r] = v_zero();
+            acc[i][r][0] = v_zero();
     int k = 0;
     for (; k + 32 <= K; k += 32)
         gd_step(w, W, x, ldx, R, acc, (size_t)k);
@@ -259,33 +275,13 @@ gd_tile(const uint16_t *const *w, int W, const uint16_t *x, size_t ldx, int R, i
         _Alignas(64) uint16_t wt[GF_MAX_W][32];
         _Alignas(64) uint16_t xt[GF_TILE_R][32];
         const uint16_t *wp[GF_MAX_W];
-        memset(wt, 0, sizeof wt);
+        gf_tail_weights(w, W, k, K, 32, &wt[0][0], wp);
         memset(xt, 0, sizeof xt);
-        for (int i = 0; i < W; i++) {
-            memcpy(wt[i], w[i] + k, (size_t)(K - k) * sizeof(uint16_t));
-            wp[i] = wt[i];
-        }
         for (int r = 0; r < R; r++)
             memcpy(xt[r], x + (size_t)r * ldx + k, (size_t)(K - k) * sizeof(uint16_t));
         gd_step(wp, W, &xt[0][0], 32, R, acc, 0);
     }
-    if (W * R >= 8) {
-        vf flat[GF_MAX_W * GF_TILE_R];
-#pragma GCC unroll 8
-        for (int i = 0; i < W; i++)
-#pragma GCC unroll 6
-            for (int r = 0; r < R; r++)
-                flat[r * W + i] = acc[i][r];
-#pragma GCC unroll 2
-        for (int j = 0; j < W * R; j += 16)
-            gf_hsum16(flat + j, W * R - j < 16 ? W * R - j : 16, out + j);
-        return;
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < W; i++)
-#pragma GCC unroll 6
-        for (int r = 0; r < R; r++)
-            out[r * W + i] = gf_hsum(&acc[i][r]);
+    gf_tile_sums(acc, W, R, out);
 }
 
 static __attribute__((noinline)) void gd_decode(const uint16_t *const *w, int W, const uint16_t *x,
