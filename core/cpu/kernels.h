@@ -93,7 +93,9 @@
  *     s8[i] = l[i] + l[i + 8],  s4[i] = s8[i] + s8[i + 4],  s2[i] = s4[i] + s4[i + 2],
  *     y = s2[0] + s2[1]
  * then bias and epilogue. Every set (AVX-512: one 16-lane vector, AVX2: two of 8, the reference:
- * 16 scalars) computes exactly this, so all give the same bits, whatever the rows beside. */
+ * 16 scalars) computes exactly this, so all give the same bits, whatever the rows beside; but
+ * BF16 rows in a set with gguf_bf16_rows (avx512bf16) take bf16 activations, on vdpbf16ps (the
+ * chain is there). */
 #define KERNELS_GGUF_PARTS 3
 #define KERNELS_GGUF_LANES 16
 
