@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -786,6 +787,11 @@ tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, 
     struct stat sb;
     ollama_model om = {0};
     const char *path = dir;
+    const size_t dn = strlen(dir);
+    const bool gguf_name = dn > 5 && strcasecmp(dir + dn - 5, ".gguf") == 0;
+    if (stat(dir, &sb) != 0 && gguf_name)   /* a file's name, not an Ollama model's */
+        return tt_fail(errp, TT_ERR_ARG, "%s: no such file; --model also takes a model "
+                       "directory or the NAME[:TAG] of a model Ollama pulled", dir);
     if (stat(dir, &sb) != 0 && ollama_is_name(dir)) {
         if (ollama_resolve_default(dir, &om, &err) != TT_OK)
             return tt_fail(errp, TT_ERR_IO, "%s", err.msg);

@@ -112,6 +112,8 @@ START_TEST(model_refuses_what_cannot_be_opened_and_keeps_the_model)
     setenv("HOME", tmp, 1);
     ck_refused("/model nosuch:7b", "nosuch:7b: not in the Ollama store (looked for");
     ck_out_has(tmp);
+    /* ... but a missing file's name is not a model Ollama pulled */
+    ck_refused("/model nosuch.gguf", "nosuch.gguf: no such file");
     /* ~ is the home directory, as for /save and /load. */
     ck_refused("/model ~/nothing", tu_path("%s/nothing: no such directory", tmp));
     tu_tmpdir_free(tmp);
