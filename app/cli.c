@@ -788,11 +788,12 @@ tt_status cli_app_open(cli_app *app, const cli_options *o, bool tokenizer_only, 
     ollama_model om = {0};
     const char *path = dir;
     const size_t dn = strlen(dir);
-    const bool gguf_name = dn > 5 && strcasecmp(dir + dn - 5, ".gguf") == 0;
-    if (stat(dir, &sb) != 0 && gguf_name)   /* a file's name, not an Ollama model's */
+    const bool missing = stat(dir, &sb) != 0;
+    /* a missing FILE.gguf is a file's name, not the name of a model Ollama pulled */
+    if (missing && dn > 5 && strcasecmp(dir + dn - 5, ".gguf") == 0)
         return tt_fail(errp, TT_ERR_ARG, "%s: no such file; --model also takes a model "
                        "directory or the NAME[:TAG] of a model Ollama pulled", dir);
-    if (stat(dir, &sb) != 0 && ollama_is_name(dir)) {
+    if (missing && ollama_is_name(dir)) {
         if (ollama_resolve_default(dir, &om, &err) != TT_OK)
             return tt_fail(errp, TT_ERR_IO, "%s", err.msg);
         path = om.model_path;

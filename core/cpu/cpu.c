@@ -7,8 +7,8 @@
  * parameter, biases and LayerNorm included, is rounded to it once; q8: the matrices are quantized,
  * the vectors stay fp32) and the layout the kernels
  * stream (kernels.h); a GGUF Q8_0 file's q8 matrices are repacked after the first step instead
- * (see "Deferred repacking"); everything is computed and accumulated in fp32, except that a q8 matmul
- * quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
+ * (see "Deferred repacking"); everything is computed and accumulated in fp32, except that a q8
+ * matmul quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
  * integers, and a bf16 matmul in the amx and avx512bf16 kernel sets rounds them to bf16
  * (cpu_act_rows) for the AMX tiles or vdpbf16ps. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
@@ -1285,16 +1285,16 @@ static float *cpu_vector(cpu_engine *ce, size_t *used, tensor_ref src, int n)
 /* The longest row a matmul reads: C, the feed-forward width or the query width. */
 static size_t cpu_kmax(const model_config *cfg)
 {
-    const size_t C = (size_t)cfg->C, FF = (size_t)cfg->FF * (cfg->features & ARCH_F_SWIGLU ? 2 : 1);
-    const size_t Q = (size_t)model_config_qdim(cfg);
+    const size_t C = (size_t)cfg->C, Q = (size_t)model_config_qdim(cfg);
+    const size_t FF = (size_t)cfg->FF * (cfg->features & ARCH_F_SWIGLU ? 2 : 1);
     return C > FF ? (C > Q ? C : Q) : (FF > Q ? FF : Q);
 }
 
 /* The bf16 activation rows of the matmuls that read them (kernels_reads_xb). */
 static tt_status cpu_alloc_xb(cpu_engine *ce, tt_error *err)
 {
-    const size_t bytes = (size_t)ce->TB * cpu_kmax(ce->base.config) * sizeof *ce->xb;
-    ce->ldxb = (int)cpu_kmax(ce->base.config);
+    const size_t kmax = cpu_kmax(ce->base.config), bytes = (size_t)ce->TB * kmax * sizeof *ce->xb;
+    ce->ldxb = (int)kmax;
     ce->xb = malloc(bytes);
     if (!ce->xb)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of bf16 activations",

@@ -76,7 +76,8 @@ static inline __attribute__((always_inline)) void gf_hsum16(const vf *acc, int n
         d[j] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                              _mm512_shuffle_f32x4(c[2 * j], c[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
 #pragma GCC unroll 2
-    for (int j = 0; j < 2; j++)      /* e[j], quarter q: a[8j + q]'s 2 sums i + (i + 2), a[8j + 4 + q]'s */
+    for (int j = 0; j < 2; j++)      /* e[j], quarter q: a[8j + q]'s 2 sums i + (i + 2),
+                                          then a[8j + 4 + q]'s */
         e[j] = _mm512_add_ps(_mm512_shuffle_ps(d[2 * j], d[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm512_shuffle_ps(d[2 * j], d[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     /* lane 4q + j: a[q + 4j]'s 0 + 1; then lane m: a[m]'s */
