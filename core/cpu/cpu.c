@@ -9,8 +9,9 @@
  * stream (kernels.h); a GGUF Q8_0 file's q8 matrices are repacked after the first step instead
  * (see "Deferred repacking"); everything is computed and accumulated in fp32, except that a q8
  * matmul quantizes its input rows to 8 bits too (cpu_act_rows) and sums each block of 32 exactly in
- * integers, and a bf16 matmul in the amx and avx512bf16 kernel sets rounds them to bf16
- * (cpu_act_rows) for the AMX tiles or vdpbf16ps. A span is processed in
+ * integers, and a bf16 matmul in the amx and avx512bf16 kernel sets (in avx512bf16 a BF16 GGUF
+ * file's too: kernels_reads_xb) rounds them to bf16 (cpu_act_rows) for the AMX tiles or
+ * vdpbf16ps. A span is processed in
  * chunks of at most TB tokens: prefill is matrix-matrix over a chunk, decode is the same code with
  * T = 1, and the lm_head runs only for the rows whose logits are wanted. */
 #include <limits.h>
