@@ -217,6 +217,8 @@ START_TEST(finds_the_first_block_with_a_nan_or_infinite_scale)
     put16(q8 + 34, H_ONE);
     put16(q8 + 68, H_ONE);
     ck_assert_int_eq(quant_row_bad_scale(QUANT_Q8_0, q8, 96, &which), -1);
+    put16(q8 + 68, 0xfbff);             /* -65504, the largest finite: fine */
+    ck_assert_int_eq(quant_row_bad_scale(QUANT_Q8_0, q8, 96, &which), -1);
     put16(q8 + 68, H_NAN);
     ck_assert_int_eq(quant_row_bad_scale(QUANT_Q8_0, q8, 96, &which), 2);
     ck_assert_str_eq(which, "d");

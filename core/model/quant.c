@@ -235,18 +235,22 @@ int64_t quant_row_bad_scale(uint32_t t, const void *src, uint64_t n, const char 
     }
     const uint8_t *p = src;
     uint32_t bytes = quant_types[t].bytes;
+    /* an fp16 is an infinity or a NaN when its exponent bits are all set: the bits alone, as
+     * this pass touches every block of the file at load */
+#define F16_NONFINITE(b) ((((b)[1] << 8) & 0x7c00) == 0x7c00)
     for (uint64_t i = 0; i < n / quant_types[t].block; i++) {
         const uint8_t *b = p + i * bytes + at;
-        if (!isfinite(load_f16(b))) {
+        if (F16_NONFINITE(b)) {
             if (which)
                 *which = "d";
             return (int64_t)i;
         }
-        if (t == QUANT_Q4_K && !isfinite(load_f16(b + 2))) {
+        if (t == QUANT_Q4_K && F16_NONFINITE(b + 2)) {
             if (which)
                 *which = "dmin";
             return (int64_t)i;
         }
     }
+#undef F16_NONFINITE
     return -1;
 }
