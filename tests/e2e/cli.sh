@@ -126,7 +126,7 @@ check "score --ids of one id says two are needed" grep -q -- "--ids has 1 token(
 "$BIN" bench "${M[@]}" --prompt-tokens 16 --gen-tokens 8 --json > "$tmp/b" 2>"$tmp/be"
 check "bench --json reports prefill, decode and bandwidth use" \
     "$JSONCHECK" --has prefill_tok_s --has decode_tok_s --has ttft_ms --has peak_rss_mb \
-    --has kv_speedup --has bandwidth_fraction < "$tmp/b"
+    --has kv_speedup --has bandwidth_fraction --has bandwidth_fraction_with_kv < "$tmp/b"
 check "bench --json reports the spread of prefill, decode and bandwidth, and the threads" \
     "$JSONCHECK" --has prefill_tok_s_min --has prefill_tok_s_max --has decode_tok_s_q1 \
     --has decode_tok_s_q3 --has bandwidth_gb_s_min --has bandwidth_gb_s_median \
