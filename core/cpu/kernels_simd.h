@@ -1122,8 +1122,9 @@ static void mm_bf16(const matmul_args *a, int p0, int p1, float *scratch)
         /* Without the prefetch (off Intel: Zen 4), two panels side by side, not four (the bf16
          * pair rows are 128 bytes a panel a step, twice an fp16 row): one core streamed GPT-2
          * 124M's decode matmuls at 26.5-29.0 GB/s against 22.7-28.4 with four, 6 alternated
-         * rounds of matmul_bench --dtype bf16 --threads 1 --clock cpu; two threads, where the
-         * memory is shared, showed no difference beyond the rounds' spread */
+         * rounds of matmul_bench --dtype bf16 --threads 1 --clock cpu; the whole engine on two
+         * threads, bench --dtype bf16 at 42-52 GB/s measured, decoded at 78-84% of that limit
+         * against 63-78% (5 alternated rounds) */
         if (pf)
             for (; p + KS_GEMV_NP <= p1; p += KS_GEMV_NP)
                 mm_gemv_dp(a, KS_GEMV_NP, true, data + (size_t)p * panel_bytes, panel_bytes, p);
