@@ -106,36 +106,21 @@ bool packed_gguf_group_alloc(packed_matrix *m, int i)
     return pt->groups != NULL;
 }
 
-/* Group g of a Q4_0 or Q5_0 part regrouped a block at a time: gguf_gq0_copy's layout, with each
- * block's 8 qh words built in registers from the 16 rows' qh and stored once (gguf_gq0_copy
- * rewrites all 8 for every row: a Q5_0 file's regroup spent a quarter of its cold start there). */
+/* Group g of a Q4_0 or Q5_0 part, a block of its 16 rows at a time (gguf_gq0_put), each row's
+ * reads prefetched 8 blocks ahead (16 streams). */
 static void group_q0(const packed_gguf_part *pt, int g, size_t KB)
 {
-    const uint8_t *rows[KERNELS_GGUF_GROUP];
+    const uint8_t *rows[KERNELS_GGUF_GROUP], *blk[KERNELS_GGUF_GROUP];
     for (int r = 0; r < KERNELS_GGUF_GROUP; r++)
         rows[r] = part_file_row(pt, KERNELS_GGUF_GROUP * g + r);
     uint8_t *grp = pt->groups + (size_t)g * gguf_group_stride(pt->row_bytes);
-    const bool q5 = pt->type == QUANT_Q5_0;
-    const size_t unit = gguf_group_unit_bytes(pt->type), q0 = q5 ? 6 : 2;
+    const size_t unit = gguf_group_unit_bytes(pt->type);
     for (size_t b = 0; b < KB; b++) {
-        size_t od, oh, oq;
-        gguf_gq0_at(pt->type, KB, b, &od, &oh, &oq);
-        uint64_t words[8] = {0};
-        for (int i = 0; i < KERNELS_GGUF_GROUP; i++) {
-            const uint8_t *blk = rows[i] + b * unit;
-            __builtin_prefetch(blk + 8 * unit);     /* 16 streams: ahead of each row's reads */
-            memcpy(grp + od + 2 * i, blk, 2);
-            for (int c = 0; c < 4; c++)
-                memcpy(grp + oq + 64 * c + 4 * i, blk + q0 + 4 * c, 4);
-            if (q5) {
-                uint32_t qh;
-                memcpy(&qh, blk + 2, 4);
-                for (int n = 0; n < 8; n++)
-                    words[n] |= (uint64_t)((qh >> (4 * n)) & 15) << (4 * i);
-            }
+        for (int r = 0; r < KERNELS_GGUF_GROUP; r++) {
+            blk[r] = rows[r] + b * unit;
+            __builtin_prefetch(blk[r] + 8 * unit);
         }
-        if (q5)
-            memcpy(grp + oh, words, sizeof words);
+        gguf_gq0_put(pt->type, grp, KB, b, blk);
     }
 }
 

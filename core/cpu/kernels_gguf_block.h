@@ -166,40 +166,51 @@ static inline void gguf_gq0_at(uint32_t t, size_t KB, size_t b, size_t *d, size_
     }
 }
 
-/* Row i's block b (the file's 18 or 22 bytes) of the Q4_0 or Q5_0 group grp of KB blocks into
- * blk (dir > 0), or blk into the group (dir < 0). */
-static inline void gguf_gq0_copy(uint32_t t, uint8_t *grp, size_t KB, size_t b, int i,
-                                 uint8_t *blk, int dir)
+/* Row i's block b (the file's 18 or 22 bytes) of the Q4_0 or Q5_0 group grp of KB blocks, into
+ * blk. */
+static inline void gguf_gq0_get(uint32_t t, const uint8_t *grp, size_t KB, size_t b, int i,
+                                uint8_t *blk)
 {
     size_t od, oh, oq;
     gguf_gq0_at(t, KB, b, &od, &oh, &oq);
     const int q0 = t == QUANT_Q5_0 ? 6 : 2;
-    if (dir > 0) {
-        memcpy(blk, grp + od + 2 * i, 2);
-        for (int c = 0; c < 4; c++)
-            memcpy(blk + q0 + 4 * c, grp + oq + 64 * c + 4 * i, 4);
-    } else {
-        memcpy(grp + od + 2 * i, blk, 2);
-        for (int c = 0; c < 4; c++)
-            memcpy(grp + oq + 64 * c + 4 * i, blk + q0 + 4 * c, 4);
-    }
+    memcpy(blk, grp + od + 2 * i, 2);
+    for (int c = 0; c < 4; c++)
+        memcpy(blk + q0 + 4 * c, grp + oq + 64 * c + 4 * i, 4);
     if (t != QUANT_Q5_0)
         return;
     uint32_t qh = 0;
-    if (dir < 0)
-        memcpy(&qh, blk + 2, 4);
     for (int n = 0; n < 8; n++) {
         uint64_t w;
         memcpy(&w, grp + oh + 8 * n, 8);
-        if (dir > 0) {
-            qh |= (uint32_t)((w >> (4 * i)) & 15) << (4 * n);
-        } else {
-            w = (w & ~((uint64_t)15 << (4 * i))) | (uint64_t)((qh >> (4 * n)) & 15) << (4 * i);
-            memcpy(grp + oh + 8 * n, &w, 8);
+        qh |= (uint32_t)((w >> (4 * i)) & 15) << (4 * n);
+    }
+    memcpy(blk + 2, &qh, 4);
+}
+
+/* Block b of the 16 rows (blk[i]: row i's block as the file has it) into the group: written a
+ * block at a time, as a Q5_0 block's 8 qh words each hold a nibble of every row (built in
+ * registers and stored once; a row at a time rewrote all 8 for each row). */
+static inline void gguf_gq0_put(uint32_t t, uint8_t *grp, size_t KB, size_t b,
+                                const uint8_t *const blk[16])
+{
+    size_t od, oh, oq;
+    gguf_gq0_at(t, KB, b, &od, &oh, &oq);
+    const int q0 = t == QUANT_Q5_0 ? 6 : 2;
+    uint64_t words[8] = {0};
+    for (int i = 0; i < 16; i++) {
+        memcpy(grp + od + 2 * i, blk[i], 2);
+        for (int c = 0; c < 4; c++)
+            memcpy(grp + oq + 64 * c + 4 * i, blk[i] + q0 + 4 * c, 4);
+        if (t == QUANT_Q5_0) {
+            uint32_t qh;
+            memcpy(&qh, blk[i] + 2, 4);
+            for (int n = 0; n < 8; n++)
+                words[n] |= (uint64_t)((qh >> (4 * n)) & 15) << (4 * i);
         }
     }
-    if (dir > 0)
-        memcpy(blk + 2, &qh, 4);
+    if (t == QUANT_Q5_0)
+        memcpy(grp + oh, words, sizeof words);
 }
 
 /* The bytes of the unit a group interleaves: a super-block (Q4_K, Q6_K) or a block (Q4_0,
@@ -223,12 +234,13 @@ static inline size_t gguf_group_stride(size_t row_bytes)
 }
 
 /* Row i's super-block s (the file's bytes, 144 or 210; Q4_0 and Q5_0: block s, 18 or 22) of the
- * regrouped group grp of SB super-blocks into sb (dir > 0), or sb into the group (dir < 0). */
+ * regrouped group grp of SB super-blocks into sb (dir > 0), or sb into the group (dir < 0: Q4_K
+ * and Q6_K; a Q4_0 or Q5_0 group is written a block of its 16 rows at a time, gguf_gq0_put). */
 static inline void gguf_group_copy(uint32_t t, uint8_t *grp, size_t SB, size_t s, int i,
                                    uint8_t *sb, int dir)
 {
     if (t == QUANT_Q4_0 || t == QUANT_Q5_0) {
-        gguf_gq0_copy(t, grp, SB, s, i, sb, dir);
+        gguf_gq0_get(t, grp, SB, s, i, sb);
         return;
     }
 #define GG_MV(dst, src, n) (dir > 0 ? memcpy(sb + (dst), g + (src), n) : memcpy(g + (src), sb + (dst), n))
