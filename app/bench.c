@@ -277,15 +277,21 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Output */
 
+/* The fraction of the measured read that decoding at tps tokens a second, bytes a token, reads. */
+static double bench_read_fraction(const bench_result *r, double bytes, double tps)
+{
+    return r->bandwidth > 0 ? bytes * tps / r->bandwidth : 0.0;
+}
+
 static void bench_print(const bench_options *o, const bench_result *r, FILE *f)
 {
     double prefill_tps = o->prompt_tokens / r->prefill_s;
     double decode_tps = r->decode_median_s > 0 ? 1.0 / r->decode_median_s : 0.0;
     double tail_tps = r->decode_tail_s > 0 ? 1.0 / r->decode_tail_s : 0.0;
     double nocache_tps = 1.0 / r->nocache_s;
-    double frac = r->bandwidth > 0 ? (double)r->weight_bytes * decode_tps / r->bandwidth : 0.0;
-    /* a step reads the KV cache too: the fraction of the measured read those bytes add up to */
-    double frac_kv = r->bandwidth > 0 ? frac + r->kv_bytes * decode_tps / r->bandwidth : 0.0;
+    double frac = bench_read_fraction(r, (double)r->weight_bytes, decode_tps);
+    /* a step reads the KV cache too */
+    double frac_kv = bench_read_fraction(r, (double)r->weight_bytes + r->kv_bytes, decode_tps);
     double load[3] = {0, 0, 0};
     if (getloadavg(load, 3) < 0)
         load[0] = load[1] = load[2] = -1;
@@ -400,11 +406,10 @@ static void bench_print_json(const bench_options *o, const bench_result *r, FILE
         jsonw_string(f, r->threads_note, strlen(r->threads_note));
         fputc(',', f);
     }
-    json_field(f, "bandwidth_fraction",
-               r->bandwidth > 0 ? (double)r->weight_bytes * decode_tps / r->bandwidth : 0.0, true);
+    json_field(f, "bandwidth_fraction", bench_read_fraction(r, (double)r->weight_bytes, decode_tps),
+               true);
     json_field(f, "bandwidth_fraction_with_kv",
-               r->bandwidth > 0 ? (r->weight_bytes + r->kv_bytes) * decode_tps / r->bandwidth
-                                : 0.0, true);
+               bench_read_fraction(r, (double)r->weight_bytes + r->kv_bytes, decode_tps), true);
     json_field(f, "peak_rss_mb", r->peak_rss * 1e-6, true);
     fprintf(f, "\"backend\":\"%s\",", o->cuda ? "cuda" : "cpu");
     if (o->cuda) {
