@@ -487,7 +487,7 @@ static void case_regroup(gguf_case *c)
 {
     for (int i = 0; i < c->m.n_parts; i++)
         if (packed_gguf_groupable(&c->m, i)) {
-            ck_assert(packed_gguf_group_alloc(&c->m, i));
+            ck_assert(packed_gguf_group_alloc(&c->m, i, NULL));
             packed_gguf_group(&c->m, i, 0, c->m.parts[i].N / KERNELS_GGUF_GROUP);
         }
 }

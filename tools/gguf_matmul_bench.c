@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         bytes += gguf_tensor_row_bytes(ts[i]) * (size_t)cols;
         Nsum += (size_t)cols;
         if (groups && k->gguf_groups && packed_gguf_groupable(&m[i], 0) &&
-            packed_gguf_group_alloc(&m[i], 0))
+            packed_gguf_group_alloc(&m[i], 0, NULL))
             packed_gguf_group(&m[i], 0, 0, cols / KERNELS_GGUF_GROUP);
     }
     float *x = malloc(sizeof(float) * (size_t)T * (size_t)K);

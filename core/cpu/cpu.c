@@ -90,6 +90,7 @@ typedef struct {
     engine base;                   /* first: an engine * is a cpu_engine * */
     const kernels *kern;
     threadpool *pool;
+    weight_arena *arena;           /* every packed matrix (weight_arena.h) */
     kvcache cache;                 /* sequence 0 */
     kvcache *more;                 /* (n_seqs - 1) sequences 1 .. n_seqs-1, engine_seq_reserve */
     int n_seqs;
@@ -850,6 +851,7 @@ static void cpu_destroy(engine *e)
         free(ce->layers);
     }
     packed_matrix_free(&ce->lm_head);
+    weight_arena_free(ce->arena);  /* after the repacking thread (cpu_defer_free) and matrices */
     free(ce->vectors);
     kvcache_free(&ce->cache);
     for (int i = 1; i < ce->n_seqs; i++)
@@ -1116,7 +1118,7 @@ static void *cpu_repack_main(void *arg)
     for (int i = 0; i < ce->n_deferred; i++) {
         cpu_deferred *d = &ce->deferred[i];
         const int K = d->m->K, N = d->m->N;  /* the shape cpu_pack gave it (adoption keeps it) */
-        if (packed_matrix_alloc(&d->packed, TT_Q8, K, N, NULL) != TT_OK)
+        if (packed_matrix_alloc(&d->packed, ce->arena, TT_Q8, K, N, NULL) != TT_OK)
             return NULL;           /* the rest stay packed at each use: slower, the same bits */
         const int np = d->packed.n_panels;
         for (int p = 0; p < np; p += 8) {
@@ -1224,7 +1226,7 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
          * left as they are): decode, prefill and verification then read the same layout, each
          * output one chain (kernels_gguf_simd.h, gg_group_rows and gg_group_rows_q0). */
         for (int i = 0; ce->kern->gguf_groups && i < n_parts; i++) {
-            if (!packed_gguf_groupable(m, i) || !packed_gguf_group_alloc(m, i))
+            if (!packed_gguf_groupable(m, i) || !packed_gguf_group_alloc(m, i, ce->arena))
                 continue;
             group_job j = {.pack = {.m = m, .parts = parts, .n_parts = n_parts,
                                     .gguf = ce->base.model->gguf},
@@ -1246,7 +1248,7 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
         ce->base.weight_bytes += packed_matrix_bytes(TT_Q8, K, N);
         return TT_OK;
     }
-    tt_status s = packed_matrix_alloc(m, d, K, N, err);
+    tt_status s = packed_matrix_alloc(m, ce->arena, d, K, N, err);
     if (s != TT_OK)
         return s;
     pack_job j = {.m = m, .parts = parts, .n_parts = n_parts, .gguf = ce->base.model->gguf};
@@ -1467,6 +1469,8 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
         ce->small_macs = macs;
     }
     tt_status s = threadpool_create(n_threads, &ce->pool, err);
+    if (s == TT_OK && !(ce->arena = weight_arena_new()))
+        s = tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the engine");
     if (s == TT_OK)
         s = kvcache_init(&ce->cache, cfg->L, cfg->NKV, cfg->HS, n_ctx, err);
     if (s == TT_OK) {

@@ -130,7 +130,7 @@ size_t packed_matrix_bytes(tt_dtype dtype, int K, int N)
 
 tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err)
 {
-    tt_status s = packed_matrix_alloc(m, dtype, K, N, err);
+    tt_status s = packed_matrix_alloc(m, NULL, dtype, K, N, err);
     if (s == TT_OK)
         packed_matrix_clear_panels(m, 0, m->n_panels);
     return s;
@@ -152,24 +152,32 @@ void packed_matrix_shape(packed_matrix *m, tt_dtype dtype, int K, int N)
     m->panel_elems = packed_panel_elems(dtype, K);
 }
 
-tt_status packed_matrix_alloc(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err)
+tt_status packed_matrix_alloc(packed_matrix *m, weight_arena *arena, tt_dtype dtype, int K, int N,
+                              tt_error *err)
 {
     memset(m, 0, sizeof *m);
     size_t bytes = packed_matrix_bytes(dtype, K, N);
-    /* Large matrices on 2 MiB boundaries, asking for transparent huge pages: a decode step
-     * streams every matrix once, and 4 KiB pages would cost a TLB miss every 64 cache lines. */
-    size_t align = bytes >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
-    size_t alloc = (bytes + align - 1) & ~(align - 1);
     void *p = NULL;
-    if (alloc == 0 || posix_memalign(&p, align, alloc) != 0)
-        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes for a %dx%d %s matrix",
-                       alloc, K, N, tt_dtype_name(dtype));
+    if (arena) {
+        p = weight_arena_alloc(arena, bytes);
+    } else {
+        /* Large matrices on 2 MiB boundaries, asking for transparent huge pages: a decode step
+         * streams every matrix once, and 4 KiB pages would cost a TLB miss every 64 lines. */
+        size_t align = bytes >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
+        size_t alloc = (bytes + align - 1) & ~(align - 1);
+        if (alloc == 0 || posix_memalign(&p, align, alloc) != 0)
+            p = NULL;
 #ifdef MADV_HUGEPAGE
-    if (align > 64)
-        madvise(p, alloc, MADV_HUGEPAGE);     /* a hint: failure only costs speed */
+        else if (align > 64)
+            madvise(p, alloc, MADV_HUGEPAGE);     /* a hint: failure only costs speed */
 #endif
+    }
+    if (!p)
+        return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes for a %dx%d %s matrix",
+                       bytes, K, N, tt_dtype_name(dtype));
     packed_matrix_shape(m, dtype, K, N);
     m->data = p;
+    m->in_arena = arena != NULL;
     return TT_OK;
 }
 
@@ -192,9 +200,11 @@ size_t packed_matrix_size(const packed_matrix *m)
 
 void packed_matrix_free(packed_matrix *m)
 {
-    for (int i = 0; m->dtype == TT_GGUF && i < m->n_parts; i++)
-        free(m->parts[i].groups);
-    free(m->data);
+    if (!m->in_arena) {
+        for (int i = 0; m->dtype == TT_GGUF && i < m->n_parts; i++)
+            free(m->parts[i].groups);
+        free(m->data);
+    }
     memset(m, 0, sizeof *m);
 }
 

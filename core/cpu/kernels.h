@@ -25,6 +25,7 @@
 #include "core/base/dtype.h"
 #include "core/model/model.h"
 #include "core/base/status.h"
+#include "core/cpu/weight_arena.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Packed weights
@@ -107,13 +108,13 @@ typedef struct {
     size_t row_bytes;
     int head_rows;           /* 0, or HS: llama.cpp's adjacent-pair order of q/k rows
                                 (tensor_ref.head_rows), undone on reading */
-    uint8_t *groups;         /* NULL, or the rows regrouped (packed_gguf_group), owned: then
-                                data is no longer read */
+    uint8_t *groups;         /* NULL, or the rows regrouped (packed_gguf_group), owned (unless
+                                the matrix's in_arena): then data is no longer read */
 } packed_gguf_part;
 
 typedef struct {
-    void *data;              /* (n_panels, panel_elems) in dtype, owned; 64-byte aligned; NULL
-                                for TT_GGUF */
+    void *data;              /* (n_panels, panel_elems) in dtype, owned (unless in_arena);
+                                64-byte aligned; NULL for TT_GGUF */
     tt_dtype dtype;
     int K, N;
     int n_panels;            /* ceil(N / 32) */
@@ -121,6 +122,7 @@ typedef struct {
                                 for TT_GGUF the bytes of 32 rows of its first part */
     packed_gguf_part parts[KERNELS_GGUF_PARTS];   /* TT_GGUF: parts[0 .. n_parts) */
     int n_parts;
+    bool in_arena;           /* data and groups belong to a weight_arena, freed with it */
 } packed_matrix;
 
 /* Whether a GGUF tensor of quant type t can be held as stored (TT_GGUF) with K weights a row:
@@ -160,9 +162,10 @@ void kernels_gguf_ref_matmul(const struct matmul_args *a, int p0, int p1,
  * KERNELS_GGUF_GROUP (other parts stay rows, read by the row kernels). */
 bool packed_gguf_groupable(const packed_matrix *m, int i);
 
-/* Allocates part i's regrouped copy (packed_gguf_groupable), 64-byte aligned; false when out of
- * memory (the part stays as it was). Fill it with packed_gguf_group before any matmul. */
-bool packed_gguf_group_alloc(packed_matrix *m, int i);
+/* Allocates part i's regrouped copy (packed_gguf_groupable), 64-byte aligned, from arena (or
+ * NULL: an allocation of its own; the same for every part of m); false when out of memory (the part stays as it
+ * was). Fill it with packed_gguf_group before any matmul. */
+bool packed_gguf_group_alloc(packed_matrix *m, int i, weight_arena *arena);
 
 /* Fills groups [g0, g1) (output rows 16 g0 .. 16 g1 - 1) of part i's regrouped copy from its
  * file rows; disjoint ranges may run on different threads at once. Only a set whose
@@ -198,8 +201,10 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
 
 /* packed_matrix_init without the clearing: the caller clears every panel (or packs over it)
  * before a kernel reads it, so that the first touch of each page happens once, in the thread
- * that packs it. */
-tt_status packed_matrix_alloc(packed_matrix *m, tt_dtype dtype, int K, int N, tt_error *err);
+ * that packs it. From arena (an engine's weights: weight_arena.h), or NULL: an allocation of
+ * its own (on huge pages from 4 MiB). */
+tt_status packed_matrix_alloc(packed_matrix *m, weight_arena *arena, tt_dtype dtype, int K, int N,
+                              tt_error *err);
 
 /* The shape fields of a (K, N) matrix in dtype, data NULL: nothing allocated (a matrix whose
  * panels are packed elsewhere, or later). */

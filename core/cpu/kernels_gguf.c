@@ -98,11 +98,13 @@ bool packed_gguf_groupable(const packed_matrix *m, int i)
            pt->N % KERNELS_GGUF_GROUP == 0;
 }
 
-bool packed_gguf_group_alloc(packed_matrix *m, int i)
+bool packed_gguf_group_alloc(packed_matrix *m, int i, weight_arena *arena)
 {
     packed_gguf_part *pt = &m->parts[i];
-    pt->groups = aligned_alloc(64, gguf_group_stride(pt->row_bytes) *
-                                       (size_t)(pt->N / KERNELS_GGUF_GROUP));
+    const size_t bytes = gguf_group_stride(pt->row_bytes) * (size_t)(pt->N / KERNELS_GGUF_GROUP);
+    pt->groups = arena ? weight_arena_alloc(arena, bytes) : aligned_alloc(64, bytes);
+    if (pt->groups && arena)
+        m->in_arena = true;
     return pt->groups != NULL;
 }
 

@@ -1,0 +1,138 @@
+/* check_weight_arena.c: the arena an engine's packed weights come from hands out aligned,
+ * disjoint memory across blocks, from several threads at once, refuses impossible sizes, and
+ * keeps filling its current block around an allocation too large for it. */
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu/weight_arena.h"
+#include "tests/testutil.h"
+
+#define MIB ((size_t)1 << 20)
+
+typedef struct {
+    unsigned char *p;
+    size_t n;
+} span;
+
+/* Fills each span with its own byte, then checks every span still holds it: overlapping spans
+ * would have overwritten one another. */
+static void assert_disjoint(const span *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        memset(s[i].p, (i % 251) + 1, s[i].n);
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < s[i].n; k += 4093) {
+            ck_assert_int_eq(s[i].p[k], (i % 251) + 1);
+            ck_assert_int_eq(s[i].p[s[i].n - 1], (i % 251) + 1);
+        }
+}
+
+START_TEST(allocations_are_aligned_and_disjoint_across_blocks)
+{
+    weight_arena *a = weight_arena_new();
+    ck_assert_ptr_nonnull(a);
+    enum { N = 120 };
+    span s[N];
+    size_t total = 0;
+    for (int i = 0; i < N; i++) {       /* 1 byte to 3 MiB: about 180 MiB, several blocks */
+        s[i].n = i % 3 == 0 ? (size_t)(i + 1) : (size_t)(i % 7 + 1) * MIB / 2 + (size_t)i * 17;
+        s[i].p = weight_arena_alloc(a, s[i].n);
+        ck_assert_ptr_nonnull(s[i].p);
+        ck_assert_uint_eq((uintptr_t)s[i].p % 64, 0);
+        total += s[i].n;
+    }
+    ck_assert_uint_ge(weight_arena_reserved(a), total);
+    assert_disjoint(s, N);
+    weight_arena_free(a);
+}
+END_TEST
+
+START_TEST(a_large_allocation_leaves_the_current_block_in_use)
+{
+    weight_arena *a = weight_arena_new();
+    span s[4];
+    s[0] = (span){weight_arena_alloc(a, MIB), MIB};
+    const size_t first = weight_arena_reserved(a);
+    s[1] = (span){weight_arena_alloc(a, 300 * MIB), 300 * MIB};   /* a block of its own */
+    ck_assert_uint_ge(weight_arena_reserved(a), first + 300 * MIB);
+    const size_t after = weight_arena_reserved(a);
+    s[2] = (span){weight_arena_alloc(a, MIB), MIB};
+    s[3] = (span){weight_arena_alloc(a, 5 * MIB), 5 * MIB};
+    for (int i = 0; i < 4; i++)
+        ck_assert_ptr_nonnull(s[i].p);
+#if !defined(__SANITIZE_ADDRESS__)      /* there every allocation is a block of its own */
+    ck_assert_uint_eq(weight_arena_reserved(a), after);   /* carved from the first block */
+    ck_assert_ptr_eq(s[2].p, s[0].p + MIB);
+#else
+    (void)after;
+#endif
+    assert_disjoint(s, 4);
+    weight_arena_free(a);
+}
+END_TEST
+
+START_TEST(impossible_sizes_are_refused_and_the_arena_stays_usable)
+{
+    weight_arena *a = weight_arena_new();
+    ck_assert_ptr_null(weight_arena_alloc(a, 0));
+    ck_assert_ptr_null(weight_arena_alloc(a, SIZE_MAX));
+    ck_assert_ptr_null(weight_arena_alloc(a, SIZE_MAX - 100));
+    unsigned char *p = weight_arena_alloc(a, 4096);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 7, 4096);
+    weight_arena_free(a);
+    weight_arena_free(NULL);
+    ck_assert_uint_eq(weight_arena_reserved(NULL), 0);
+}
+END_TEST
+
+typedef struct {
+    weight_arena *a;
+    span s[64];
+} thread_job;
+
+static void *alloc_many(void *arg)
+{
+    thread_job *j = arg;
+    for (int i = 0; i < 64; i++) {
+        j->s[i].n = (size_t)(i % 5 + 1) * 300000;
+        j->s[i].p = weight_arena_alloc(j->a, j->s[i].n);
+    }
+    return NULL;
+}
+
+START_TEST(threads_allocating_at_once_get_disjoint_memory)
+{
+    weight_arena *a = weight_arena_new();
+    thread_job j[2] = {{.a = a}, {.a = a}};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, alloc_many, &j[1]), 0);
+    alloc_many(&j[0]);
+    pthread_join(t, NULL);
+    span all[128];
+    for (int i = 0; i < 64; i++) {
+        ck_assert_ptr_nonnull(j[0].s[i].p);
+        ck_assert_ptr_nonnull(j[1].s[i].p);
+        all[i] = j[0].s[i];
+        all[64 + i] = j[1].s[i];
+    }
+    assert_disjoint(all, 128);
+    weight_arena_free(a);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("weight_arena");
+    TCase *tc = tcase_create("weight_arena");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, allocations_are_aligned_and_disjoint_across_blocks);
+    tcase_add_test(tc, a_large_allocation_leaves_the_current_block_in_use);
+    tcase_add_test(tc, impossible_sizes_are_refused_and_the_arena_stays_usable);
+    tcase_add_test(tc, threads_allocating_at_once_get_disjoint_memory);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
