@@ -67,12 +67,13 @@ static float mb_rand(void)
     return (float)((mb_rng >> 40) & 0xffffff) / (float)0x800000 - 1.0f;
 }
 
-/* Random packed weights written straight into the panels (packing 124M values through
- * packed_matrix_pack takes longer than the measurement). */
-static int mb_fill(packed_matrix *m, tt_dtype dt, int K, int N)
+/* Random packed weights written straight into every byte of the panels (packing 124M values
+ * through packed_matrix_pack takes longer than the measurement), from an arena as the engine's
+ * (weight_arena.h: on huge pages). */
+static int mb_fill(packed_matrix *m, weight_arena *arena, tt_dtype dt, int K, int N)
 {
     tt_error err;
-    if (packed_matrix_init(m, dt, K, N, &err) != TT_OK) {
+    if (packed_matrix_alloc(m, arena, dt, K, N, &err) != TT_OK) {
         fprintf(stderr, "matmul_bench: %s\n", err.msg);
         return -1;
     }
@@ -202,8 +203,12 @@ static int mb_one(const kernels *kern, tt_dtype dt, int n_threads, int steps, in
         for (int k = 0; k < 4; k++, i++)
             s.kind[i] = k;
     s.kind[MB_MATS - 1] = 4;
+    weight_arena *arena = weight_arena_new();
+    if (!arena)
+        return -1;
     for (int i = 0; i < MB_MATS; i++)
-        if ((i == MB_MATS - 1 || i < 4 * layers) && mb_fill(&s.mats[i], dt, kind_K[s.kind[i]], kind_N[s.kind[i]]) != 0)
+        if ((i == MB_MATS - 1 || i < 4 * layers) &&
+            mb_fill(&s.mats[i], arena, dt, kind_K[s.kind[i]], kind_N[s.kind[i]]) != 0)
             return -1;
     s.x = malloc((size_t)T * 3072 * sizeof *s.x);
     s.out = malloc((size_t)T * (50257 + 32) * sizeof *s.out);
@@ -251,6 +256,7 @@ static int mb_one(const kernels *kern, tt_dtype dt, int n_threads, int steps, in
     pthread_barrier_destroy(&s.bar);
     for (int i = 0; i < MB_MATS; i++)
         packed_matrix_free(&s.mats[i]);
+    weight_arena_free(arena);
     free(s.x);
     free(s.out);
     free(s.xq);
