@@ -125,7 +125,7 @@ static void bench_bandwidth(int n_threads, bench_result *r)
         return;
     bandwidth_job j = {.n = bytes / sizeof(bench_u64x2)};
     /* On huge pages, as the engine's weights are (weight_arena.h): the limit is the best read. */
-    weight_arena *arena = weight_arena_new();
+    weight_arena *arena = weight_arena_new(true);
     void *p = arena ? weight_arena_alloc(arena, bytes) : NULL;
     if (!p) {
         weight_arena_free(arena);

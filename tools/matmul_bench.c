@@ -172,7 +172,7 @@ static void *mb_read_run(void *varg)
 static double mb_bandwidth(int n_threads)
 {
     const size_t bytes = (size_t)512 << 20;
-    weight_arena *arena = weight_arena_new();
+    weight_arena *arena = weight_arena_new(true);
     unsigned long long *buf = arena ? weight_arena_alloc(arena, bytes) : NULL;
     if (!buf) {
         weight_arena_free(arena);
@@ -207,7 +207,7 @@ static int mb_one(const kernels *kern, tt_dtype dt, int n_threads, int steps, in
         for (int k = 0; k < 4; k++, i++)
             s.kind[i] = k;
     s.kind[MB_MATS - 1] = 4;
-    weight_arena *arena = weight_arena_new();
+    weight_arena *arena = weight_arena_new(true);
     if (!arena)
         return -1;
     for (int i = 0; i < MB_MATS; i++)

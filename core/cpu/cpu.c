@@ -1092,8 +1092,11 @@ static tt_dtype cpu_matrix_dtype(tt_dtype d, int K, const pack_part *parts, int 
  * a small per-thread window (matmul_panels), the same bytes through the same kernel. After the
  * first step (the first token is out) one thread repacks the matrices in order, releasing the
  * file's pages as it goes (peak memory as before); each step starts by adopting those finished
- * (cpu_defer_adopt), so a later step is as fast as a repacked engine's. cpu_engine_finish_load
- * waits for it all (bench: the figures of the repacked engine). */
+ * (cpu_defer_adopt), so a later step is as fast as a repacked engine's. Then the same thread
+ * moves the engine's weights onto huge pages (weight_arena_settle: packed on 4 KiB pages at
+ * creation, where fresh huge pages would cost the first token as much again), every engine's,
+ * deferred matrices or not. cpu_engine_finish_load waits for it all (bench: the figures of the
+ * settled engine). */
 
 /* Whether a matrix of dtype d over parts is repacked later: q8 from Q8_0 rows of K in a GGUF
  * mapping (the case q8_repack copies as they are). */
@@ -1110,20 +1113,19 @@ static bool cpu_pack_deferrable(const cpu_engine *ce, tt_dtype d, int K, const p
     return true;
 }
 
-/* The repacking thread: each deferred matrix in turn into its own copy, published by ready. */
-static void *cpu_repack_main(void *arg)
+/* Each deferred matrix in turn into its own copy, published by ready. */
+static void cpu_repack(cpu_engine *ce)
 {
-    cpu_engine *ce = arg;
     const gguf_file *g = ce->base.model->gguf;
     for (int i = 0; i < ce->n_deferred; i++) {
         cpu_deferred *d = &ce->deferred[i];
         const int K = d->m->K, N = d->m->N;  /* the shape cpu_pack gave it (adoption keeps it) */
         if (packed_matrix_alloc(&d->packed, ce->arena, TT_Q8, K, N, NULL) != TT_OK)
-            return NULL;           /* the rest stay packed at each use: slower, the same bits */
+            return;                /* the rest stay packed at each use: slower, the same bits */
         const int np = d->packed.n_panels;
         for (int p = 0; p < np; p += 8) {
             if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
-                return NULL;       /* cpu_defer_free frees d->packed */
+                return;            /* cpu_defer_free frees d->packed */
             const int p1 = p + 8 < np ? p + 8 : np;
             pack_panels(&d->packed, 0, d->parts, d->n_parts, N, p, p1, g);
             atomic_store_explicit(&d->panels_done, p1, memory_order_release);
@@ -1133,14 +1135,23 @@ static void *cpu_repack_main(void *arg)
                          tensor_file_bytes(d->parts[k].src, K, d->parts[k].cols));
         atomic_store_explicit(&d->ready, 1, memory_order_release);
     }
+}
+
+/* The repacking thread: each deferred matrix in turn into its own copy, published by ready; then
+ * the arena settled onto huge pages. */
+static void *cpu_repack_main(void *arg)
+{
+    cpu_engine *ce = arg;
+    cpu_repack(ce);
+    weight_arena_settle(ce->arena, &ce->repack_cancel);
     return NULL;
 }
 
 /* Starts the repacking thread, once; where no thread can start, matrices stay packed at each use
- * until cpu_engine_finish_load. */
+ * and the weights on 4 KiB pages until cpu_engine_finish_load. */
 static void cpu_defer_start(cpu_engine *ce)
 {
-    if (ce->repack != CPU_REPACK_IDLE || ce->n_adopted == ce->n_deferred)
+    if (ce->repack != CPU_REPACK_IDLE)
         return;
     if (pthread_create(&ce->repacker, NULL, cpu_repack_main, ce) == 0)
         ce->repack = CPU_REPACK_RUNNING;
@@ -1154,7 +1165,8 @@ static void cpu_defer_join(cpu_engine *ce)
 }
 
 /* Between steps (the pool idle): the matrices repacked since replace their shapes; once all are,
- * the thread is joined and the windows freed. */
+ * the windows are freed (the thread, settling the arena, is joined by cpu_engine_finish_load or
+ * at the end). */
 static void cpu_defer_adopt(cpu_engine *ce)
 {
     if (ce->n_adopted == ce->n_deferred)
@@ -1169,7 +1181,6 @@ static void cpu_defer_adopt(cpu_engine *ce)
         }
     }
     if (ce->n_adopted == ce->n_deferred) {
-        cpu_defer_join(ce);
         free(ce->defer_buf);
         ce->defer_buf = NULL;
     }
@@ -1181,8 +1192,6 @@ int cpu_engine_finish_load(engine *e)
         return 0;
     cpu_engine *ce = (cpu_engine *)e;
     const int waiting = ce->n_deferred - ce->n_adopted;
-    if (waiting == 0)
-        return 0;
     if (ce->repack == CPU_REPACK_IDLE)
         cpu_defer_start(ce);
     if (ce->repack == CPU_REPACK_IDLE) {   /* no thread: here */
@@ -1469,7 +1478,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
         ce->small_macs = macs;
     }
     tt_status s = threadpool_create(n_threads, &ce->pool, err);
-    if (s == TT_OK && !(ce->arena = weight_arena_new()))
+    if (s == TT_OK && !(ce->arena = weight_arena_new(false)))
         s = tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the engine");
     if (s == TT_OK)
         s = kvcache_init(&ce->cache, cfg->L, cfg->NKV, cfg->HS, n_ctx, err);

@@ -1,10 +1,17 @@
 /* weight_arena.c: packed weights carved from large blocks on huge pages (weight_arena.h). */
 #include "core/cpu/weight_arena.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+
+/* Linux's synchronous collapse (6.1 on; EINVAL before), which glibc's headers do not name yet;
+ * 25 where the kernel's asm-generic numbers apply. */
+#if !defined(MADV_COLLAPSE) && defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#define MADV_COLLAPSE 25
+#endif
 
 #define ARENA_HUGE ((size_t)2 << 20)
 #define ARENA_BLOCK ((size_t)64 << 20)
@@ -31,13 +38,16 @@ struct weight_arena {
     pthread_mutex_t lock;
     arena_block *blocks;           /* the newest first: allocations are carved from it */
     size_t reserved;
+    bool huge;                     /* new blocks ask for huge pages (huge_now, or settled) */
 };
 
-weight_arena *weight_arena_new(void)
+weight_arena *weight_arena_new(bool huge_now)
 {
     weight_arena *a = calloc(1, sizeof *a);
-    if (a)
+    if (a) {
         pthread_mutex_init(&a->lock, NULL);
+        a->huge = huge_now;
+    }
     return a;
 }
 
@@ -59,11 +69,15 @@ static arena_block *arena_grow(weight_arena *a, size_t bytes)
     }
     void *p = NULL;
     if (posix_memalign(&p, align, size) != 0) {
-        free(b);
-        return NULL;
+        /* no room for a block that large (a strict overcommit limit): one just for this */
+        size = (bytes + align - 1) & ~(align - 1);
+        if (posix_memalign(&p, align, size) != 0) {
+            free(b);
+            return NULL;
+        }
     }
 #ifdef MADV_HUGEPAGE
-    if (ARENA_SHARED_BLOCKS)
+    if (ARENA_SHARED_BLOCKS && a->huge)
         madvise(p, size, MADV_HUGEPAGE);      /* a hint: failure only costs speed */
 #endif
     *b = (arena_block){.base = p, .size = size};
@@ -90,6 +104,40 @@ void *weight_arena_alloc(weight_arena *a, size_t bytes)
     }
     pthread_mutex_unlock(&a->lock);
     return p;
+}
+
+#define ARENA_SETTLE_MAX 64        /* blocks settled in one call (doubling: far more than needed) */
+
+size_t weight_arena_settle(weight_arena *a, atomic_bool *cancel)
+{
+    if (!ARENA_SHARED_BLOCKS)
+        return 0;
+    arena_block bl[ARENA_SETTLE_MAX];  /* copies: the list may grow meanwhile */
+    int n = 0;
+    pthread_mutex_lock(&a->lock);
+    a->huge = true;
+    for (arena_block *b = a->blocks; b && n < ARENA_SETTLE_MAX; b = b->next)
+        bl[n++] = *b;
+    pthread_mutex_unlock(&a->lock);
+    size_t moved = 0;
+    bool collapse = true;
+    for (int i = n - 1; i >= 0; i--) {    /* the oldest first: the order they were filled */
+#ifdef MADV_HUGEPAGE
+        madvise(bl[i].base, bl[i].size, MADV_HUGEPAGE);   /* later touches, and the scan */
+#endif
+#ifdef MADV_COLLAPSE
+        for (size_t off = 0; collapse && off + ARENA_HUGE <= bl[i].used; off += ARENA_HUGE) {
+            if (cancel && atomic_load_explicit(cancel, memory_order_relaxed))
+                return moved;
+            if (madvise(bl[i].base + off, ARENA_HUGE, MADV_COLLAPSE) == 0)
+                moved += ARENA_HUGE;
+            else if (errno != EAGAIN)     /* ENOMEM: no huge page now; EINVAL: no collapse */
+                collapse = false;
+        }
+#endif
+    }
+    (void)collapse;
+    return moved;
 }
 
 size_t weight_arena_reserved(const weight_arena *a)

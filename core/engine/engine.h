@@ -231,10 +231,11 @@ void engine_seq_truncate(engine *e, int seq, int pos);
 tt_status cpu_engine_create(const model *m, const engine_options *o, engine **out, tt_error *err);
 
 /* Waits until every matrix the CPU engine e repacks after its first step (a GGUF Q8_0 file held
- * in q8: cpu.c, "Deferred repacking") is repacked and in use, doing it now if no step has run;
- * then every step runs at the repacked speed (bench measures that). Logits are the same bits
- * before and after. Returns how many matrices were still waiting (0 for another backend, or an
- * engine with nothing deferred or all done). */
+ * in q8: cpu.c, "Deferred repacking") is repacked and in use, and its weights are on huge pages
+ * (weight_arena_settle), doing it now if no step has run; then every step runs at the settled
+ * speed (bench measures that). Logits are the same bits before and after. Returns how many
+ * matrices were still waiting (0 for another backend, or an engine with nothing deferred or all
+ * done). */
 int cpu_engine_finish_load(engine *e);
 
 /* The CPU threads e uses and why, for people (threadpool_describe); for another backend, says
