@@ -692,6 +692,53 @@ START_TEST(a_warm_up_between_steps_changes_no_logit)
 }
 END_TEST
 
+/* After its first step an engine's background thread moves its weights onto huge pages
+ * (weight_arena_settle: MADV_COLLAPSE, 2 MiB at a time, 8.7 MB of fp32 weights here) while the next
+ * steps read them: every logit equals an engine settled before its first step, and one settled
+ * at the end (cpu_engine_finish_load). */
+START_TEST(steps_while_the_weights_move_onto_huge_pages_change_no_logit)
+{
+    char *dir;
+    const tu_model_spec shape = {TT_F32, .seed = 7, .V = 4096, .maxT = 64, .C = 256, .NH = 4,
+                                 .L = 8};
+    model *m = tu_load_model(&shape, &dir);
+    const int T = m->config.maxT, V = m->config.V;
+    int32_t ids[64];
+    for (int i = 0; i < T; i++)
+        ids[i] = (int32_t)((i * 131 + 7) % V);
+    float *want = malloc((size_t)T * (size_t)V * sizeof *want);
+    ck_assert_ptr_nonnull(want);
+    tt_error err = {0};
+    const tt_dtype dts[] = {TT_F32, TT_Q8};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        engine *early = tu_cpu_engine(m, dts[k], 2, 0), *e = tu_cpu_engine(m, dts[k], 2, 0);
+        cpu_engine_finish_load(early);     /* settled before any step */
+        for (int t = 8; t <= T; t++) {
+            const int pos = t == 8 ? 0 : t - 1, n = t == 8 ? 8 : 1;
+            ck_assert_int_eq(engine_forward(early, ids + pos, n, pos, false, &err), TT_OK);
+            memcpy(want + (size_t)(t - 1) * (size_t)V, engine_logits(early, 0),
+                   (size_t)V * sizeof *want);
+            ck_assert_int_eq(engine_forward(e, ids + pos, n, pos, false, &err), TT_OK);
+            if (t == T)
+                break;
+            ck_assert_msg(memcmp(want + (size_t)(t - 1) * (size_t)V, engine_logits(e, 0),
+                                 (size_t)V * sizeof *want) == 0,
+                          "%s: position %d differs while the weights move",
+                          tt_dtype_name(dts[k]), t - 1);
+        }
+        cpu_engine_finish_load(e);
+        engine_truncate(e, T - 1);
+        ck_assert_int_eq(engine_forward(e, ids + T - 1, 1, T - 1, false, &err), TT_OK);
+        ck_assert(memcmp(want + (size_t)(T - 1) * (size_t)V, engine_logits(e, 0),
+                         (size_t)V * sizeof *want) == 0);
+        engine_free(early);
+        engine_free(e);
+    }
+    free(want);
+    tu_free_model(m, dir);
+}
+END_TEST
+
 START_TEST(context_longer_than_the_model_is_refused)
 {
     char *dir;
@@ -726,5 +773,6 @@ int main(void)
     tcase_add_test(tc, engine_reports_what_it_holds);
     tcase_add_test(tc, a_warm_up_between_steps_changes_no_logit);
     tcase_add_test(tc, context_longer_than_the_model_is_refused);
+    tcase_add_test(tc, steps_while_the_weights_move_onto_huge_pages_change_no_logit);
     return tu_run_suite(s);
 }
