@@ -56,17 +56,18 @@ type_line "And the earth"
 check "a paced speculative turn says it is measuring x plain until it has timed enough rounds" \
     wait_for 'generating [0-9]+ .*tok/pass x plain measuring\.\.\.' 10
 wait_gone 'generating\.\.\. Ctrl-C stops' 30 || fail "\"And the earth\" did not finish"
+# (each waits a moment: the frame that ends a turn may reach the pane in more than one write)
 check "a paced speculative turn has its own x plain" \
-    bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain'"
+    wait_for 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain' 5
 type_line "/pace 0"
 wait_for 'pace off' 10 || fail "/pace 0: no confirmation"
 turn "And there was light"
 check "an unpaced speculative turn has its own x plain, with its spread" \
-    bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain \[[0-9.]+-[0-9.]+\]'"
+    wait_for 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain \[[0-9.]+-[0-9.]+\]' 5
 # unpaced, only the events a frame shows get their snapshots built: the turn's last one is
 # still shown whole when the turn is over
 check "after an unpaced speculative turn the histogram shows its last token" \
-    bash -c "tmux -L '$sock' capture-pane -p -t main | grep -Eq 'Step 30 · token'"
+    wait_for 'Step 30 · token' 5
 check "... with its chain: the entropy line, the draft's verdict and the drawn token's bar" \
     bash -c "s=\$(tmux -L '$sock' capture-pane -p -t main); echo \"\$s\" | grep -Eq 'H [0-9.]+→[0-9.]+ bits · kept' &&
              echo \"\$s\" | grep -Eq 'draft .*(✓|✗)' && echo \"\$s\" | grep -Eq '│ *[0-9]+▶'"
