@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -158,20 +157,10 @@ tt_status packed_matrix_alloc(packed_matrix *m, weight_arena *arena, tt_dtype dt
     memset(m, 0, sizeof *m);
     size_t bytes = packed_matrix_bytes(dtype, K, N);
     void *p = NULL;
-    if (arena) {
+    if (arena)
         p = weight_arena_alloc(arena, bytes);
-    } else {
-        /* Large matrices on 2 MiB boundaries, asking for transparent huge pages: a decode step
-         * streams every matrix once, and 4 KiB pages would cost a TLB miss every 64 lines. */
-        size_t align = bytes >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
-        size_t alloc = (bytes + align - 1) & ~(align - 1);
-        if (alloc == 0 || posix_memalign(&p, align, alloc) != 0)
-            p = NULL;
-#ifdef MADV_HUGEPAGE
-        else if (align > 64)
-            madvise(p, alloc, MADV_HUGEPAGE);     /* a hint: failure only costs speed */
-#endif
-    }
+    else if (bytes == 0 || posix_memalign(&p, 64, bytes) != 0)
+        p = NULL;
     if (!p)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes for a %dx%d %s matrix",
                        bytes, K, N, tt_dtype_name(dtype));

@@ -162,9 +162,9 @@ void kernels_gguf_ref_matmul(const struct matmul_args *a, int p0, int p1,
  * KERNELS_GGUF_GROUP (other parts stay rows, read by the row kernels). */
 bool packed_gguf_groupable(const packed_matrix *m, int i);
 
-/* Allocates part i's regrouped copy (packed_gguf_groupable), 64-byte aligned, from arena (or
- * NULL: an allocation of its own; the same for every part of m); false when out of memory (the part stays as it
- * was). Fill it with packed_gguf_group before any matmul. */
+/* Allocates part i's regrouped copy (packed_gguf_groupable), 64-byte aligned, from arena (the
+ * same for every part of m; NULL: an allocation of its own); false when out of memory (the part
+ * stays as it was). Fill it with packed_gguf_group before any matmul. */
 bool packed_gguf_group_alloc(packed_matrix *m, int i, weight_arena *arena);
 
 /* Fills groups [g0, g1) (output rows 16 g0 .. 16 g1 - 1) of part i's regrouped copy from its
@@ -201,8 +201,8 @@ tt_status packed_matrix_init(packed_matrix *m, tt_dtype dtype, int K, int N, tt_
 
 /* packed_matrix_init without the clearing: the caller clears every panel (or packs over it)
  * before a kernel reads it, so that the first touch of each page happens once, in the thread
- * that packs it. From arena (an engine's weights: weight_arena.h), or NULL: an allocation of
- * its own (on huge pages from 4 MiB). */
+ * that packs it. From arena (an engine's weights: weight_arena.h, on huge pages), or NULL: an
+ * allocation of its own (tests). */
 tt_status packed_matrix_alloc(packed_matrix *m, weight_arena *arena, tt_dtype dtype, int K, int N,
                               tt_error *err);
 
