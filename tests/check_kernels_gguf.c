@@ -402,7 +402,8 @@ START_TEST(gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_ev
                 const int K = Ks[ki], N = Ns[ni];
                 gguf_case c;
                 float_case_init(&c, &g, ftypes[ti], K, &N, 1, 0);
-                for (int T = 1; T <= 17; T += (T < 8 ? 1 : 9)) {
+                /* T 30: a prefill whose panels are widened to fp32 first (K % 16 == 0) */
+                for (int T = 1; T <= 30; T += (T < 8 ? 1 : T < 17 ? 9 : 13)) {
                     float *x = urand_vec(&g, (size_t)T * K);
                     float *want = malloc((size_t)T * N * sizeof *want);
                     float *out = malloc((size_t)T * N * sizeof *out);
@@ -457,16 +458,17 @@ START_TEST(gguf_f16_matmul_reads_several_parts_and_permuted_rows)
 }
 END_TEST
 
-START_TEST(gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17)
+START_TEST(gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_30)
 {
     const kernels *sets[8];
     const int ns = tu_kernel_sets(sets, true);
     rng g;
     rng_seed(&g, 23);
     static const uint32_t ftypes[] = {QUANT_F16, QUANT_BF16};
-    static const int Ks[] = {333, 4100};        /* a decode row 4 and 8 weight rows a pass */
-    for (int ti = 0; ti < 4; ti++) {
-        const int K = Ks[ti / 2], N = 45, T = 17;
+    /* a decode row 4 and 8 weight rows a pass; K 1024: the 30 rows' panels widened to fp32 */
+    static const int Ks[] = {333, 4100, 1024};
+    for (int ti = 0; ti < 6; ti++) {
+        const int K = Ks[ti / 2], N = 45, T = 30;
         gguf_case c;
         float_case_init(&c, &g, ftypes[ti % 2], K, &N, 1, 0);
         float *x = urand_vec(&g, (size_t)T * K);
@@ -621,7 +623,7 @@ int main(void)
     tcase_add_test(tc,
                    gguf_f16_and_bf16_matmuls_are_the_fp64_matmul_and_the_same_bits_in_every_fp32_set);
     tcase_add_test(tc, gguf_f16_matmul_reads_several_parts_and_permuted_rows);
-    tcase_add_test(tc, gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_17);
+    tcase_add_test(tc, gguf_f16_and_bf16_rows_are_bit_identical_alone_or_among_30);
     tcase_add_test(tc, gguf_regrouped_rows_read_back_as_the_file_rows);
     tcase_add_test(tc, gguf_regrouped_matmul_is_the_dequantized_matmul);
     tcase_add_test(tc, gguf_regrouped_rows_do_not_depend_on_the_rows_beside_them);
