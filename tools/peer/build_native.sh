@@ -15,6 +15,10 @@
 #   llama.cpp/build/bin/{libllama.so,libggml*.so,llama-bench,llama-quantize}
 #   llama_bench          tools/peer/llama_bench.c linked against that build (rpath set)
 #   llama_logits         tools/peer/llama_logits.c, the same way
+# NO_AMX=1 compiles ggml without AMX (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16 beside
+# -march=native): on the Xeon VMs here ggml's AMX buffer dies in its first Q8_0, Q4_0 or Q4_K
+# product (SIGILL or SIGSEGV), and --no-extra-bufts, the other way round it, also turns off the
+# repacked AVX-512 layouts; without AMX those stay. Use another WORKDIR for it.
 # Needs: npm, git, cmake, a C/C++ compiler.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -44,8 +48,11 @@ fi
 
 cd llama.cpp
 if [ ! -f build/CMakeCache.txt ]; then
+    ISA=
+    [ "${NO_AMX:-0}" = 1 ] && ISA="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     # CPU only: no CUDA/Vulkan/Metal even where the toolkits are installed; no libcurl needed
     cmake -B build -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_C_FLAGS="$ISA" -DCMAKE_CXX_FLAGS="$ISA" \
         -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_OPENMP=ON \
         -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
 fi
