@@ -369,6 +369,40 @@ START_TEST(tensor_check_refuses_unsupported_type_wrong_shape_and_nan_scale)
 }
 END_TEST
 
+/* A bad scale deep in a large tensor is found, the first one reported, named by its block and
+ * row (d of Q8_0, dmin of Q4_K). */
+START_TEST(tensor_check_names_the_first_bad_scale_of_a_large_tensor)
+{
+    /* Q8_0 [16384, 256]: 512 blocks a row, 131072 of 34 bytes (4.25 MiB); Q4_K [32768, 256]:
+     * 128 blocks a row, 32768 of 144 bytes (4.5 MiB) */
+    const uint64_t q8[2] = {16384, 256}, q4k[2] = {32768, 256};
+    const size_t q8_bytes = 131072 * 34, q4k_bytes = 32768 * 144;
+    gb g = {0};
+    gb_header(&g, 3, 3, 0);
+    gb_tensor(&g, "late", 2, q8, QUANT_Q8_0, 0);
+    gb_tensor(&g, "both", 2, q8, QUANT_Q8_0, q8_bytes);
+    gb_tensor(&g, "dmin", 2, q4k, QUANT_Q4_K, 2 * q8_bytes);
+    gb_align(&g, 32);
+    const size_t base = g.len;
+    gb_zeros(&g, 2 * q8_bytes + q4k_bytes);
+    const uint16_t nan = 0x7e00, inf = 0x7c00;
+    memcpy(g.b + base + (size_t)100000 * 34, &nan, 2);
+    memcpy(g.b + base + q8_bytes + (size_t)7 * 34, &nan, 2);           /* two: the first */
+    memcpy(g.b + base + q8_bytes + (size_t)120000 * 34, &nan, 2);
+    memcpy(g.b + base + 2 * q8_bytes + (size_t)30000 * 144 + 2, &inf, 2);
+    gguf_file *f = expect_open(&g);
+    tt_error err = {0};
+    ck_assert_int_eq(gguf_tensor_check(f, "late", 2, q8, NULL, &err), TT_ERR_FORMAT);
+    ck_assert_str_eq(err.msg, "t.gguf: tensor late: block 100000 (row 195): scale d is NaN");
+    ck_assert_int_eq(gguf_tensor_check(f, "both", 2, q8, NULL, &err), TT_ERR_FORMAT);
+    ck_assert_str_eq(err.msg, "t.gguf: tensor both: block 7 (row 0): scale d is NaN");
+    ck_assert_int_eq(gguf_tensor_check(f, "dmin", 2, q4k, NULL, &err), TT_ERR_FORMAT);
+    ck_assert_str_eq(err.msg, "t.gguf: tensor dmin: block 30000 (row 234): scale dmin is infinite");
+    gguf_close(f);
+    free(g.b);
+}
+END_TEST
+
 START_TEST(finds_every_tensor_among_many)
 {
     enum { N = 300 };
@@ -960,6 +994,7 @@ int main(void)
             views_tensors_inside_the_aligned_data_section,
             summary_prefers_the_file_type_and_parameter_count_keys,
             tensor_check_refuses_unsupported_type_wrong_shape_and_nan_scale,
+            tensor_check_names_the_first_bad_scale_of_a_large_tensor,
             finds_every_tensor_among_many));
     tu_add_case(s, "files", TU_TESTS(maps_a_file_and_refuses_missing_and_directories));
     tu_add_case(s, "fixtures", TU_TESTS(
