@@ -58,9 +58,8 @@ static void amx_configure(int rows)
 
 /* Software prefetch distance, in bytes ahead, of blocks of a few rows, which stream the weights
  * (decode): each 32-k step of a panel reads 2 KiB, all of whose lines are prefetched, half a
- * step ahead. Nearer is faster here: tools/matmul_bench --dtype bf16 --set amx (GPT-2 124M's
- * decode matmuls, Intel Xeon with AMX) streamed 14.1 GB/s at 8 KiB, 14.7 at 2 KiB, 16.0 at
- * 1 KiB, 15.3 at 512 bytes and 13.3 without (one thread; two: 20.0 -> 21.2). */
+ * step ahead; nearer or farther, and none, streamed slower on the Xeon measured
+ * (docs/bench/2026-11-28-xeon.md). */
 #ifndef AMX_PREFETCH
 #define AMX_PREFETCH 1024
 #endif

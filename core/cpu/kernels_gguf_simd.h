@@ -448,6 +448,7 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
 {
     const __m512i m4 = _mm512_set1_epi8(15);
     const size_t gsb = t == QUANT_Q4_K ? GGUF_GQ4_SB : GGUF_GQ6_SB;
+    const bool pf_next = t == QUANT_Q6_K && cpu_features_gemv_prefetch();
     __m512 acc[GG_GROUP_MR];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -467,6 +468,12 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
             const char *pf = (const char *)grp + (size_t)s * per;
             for (size_t j = 0; j < per; j += 64)
                 _mm_prefetch(pf + j, _MM_HINT_T0);
+            /* Q6_K, where the GEMV prefetches (Intel): the next super-block into L2 as well,
+             * which streams Q6_K about a quarter faster there and Q4_K no faster
+             * (docs/bench/2026-11-28-xeon.md) */
+            if (pf_next && s + 1 < KB / 8)
+                for (size_t j = 0; j < per; j += 64)
+                    _mm_prefetch(pf + per + j, _MM_HINT_T1);
         }
         if (t == QUANT_Q4_K) {
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)g));
