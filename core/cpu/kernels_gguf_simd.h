@@ -610,6 +610,8 @@ gg_group_rows_q0(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *x
                  int R, __m512 *out)
 {
     const __m512i m4 = _mm512_set1_epi8(15), s16 = _mm512_set1_epi8(16);
+    const bool pf = cpu_features_gemv_prefetch();
+    const size_t pair = 2 * (GGUF_GQ0_D + (t == QUANT_Q5_0 ? 64 : 0) + GGUF_GQ0_QS);
     __m512 acc[GG_GROUP_MR];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -617,6 +619,12 @@ gg_group_rows_q0(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *x
     for (int b = 0; b < KB; b++) {
         size_t od, oh, oq;
         gguf_gq0_at(t, (size_t)KB, (size_t)b, &od, &oh, &oq);
+        /* where the GEMV prefetches (Intel): the group's stream 8 block pairs (4.5-5.5 KiB)
+         * ahead into L2, which streams it about a quarter faster there
+         * (docs/bench/2026-11-28-xeon.md) */
+        if (pf && b % 2 == 0 && b / 2 + 8 < KB / 2)
+            for (size_t j = 0; j < pair; j += 64)
+                _mm_prefetch((const char *)grp + pair * (size_t)(b / 2 + 8) + j, _MM_HINT_T1);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + od)));
         __m512i ia[GG_GROUP_MR], ib[GG_GROUP_MR];
 #pragma GCC unroll 4
