@@ -61,13 +61,17 @@ check "a paced speculative turn has its own x plain" \
     wait_for 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain' 5
 type_line "/pace 0"
 wait_for 'pace off' 10 || fail "/pace 0: no confirmation"
+# 90 tokens: the spread needs two blocks of usable pairs, and a 30-token turn of this tiny
+# pair gave them in most runs but once, on a loaded CI machine, showed "measuring..." after it
+type_line "/max 90"
+wait_for 'max 90 new tokens per turn' 10 || fail "/max 90: no confirmation"
 turn "And there was light"
 check "an unpaced speculative turn has its own x plain, with its spread" \
     wait_for 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain \[[0-9.]+-[0-9.]+\]' 5
 # unpaced, only the events a frame shows get their snapshots built: the turn's last one is
 # still shown whole when the turn is over
 check "after an unpaced speculative turn the histogram shows its last token" \
-    wait_for 'Step 30 · token' 5
+    wait_for 'Step 90 · token' 5
 check "... with its chain: the entropy line, the draft's verdict and the drawn token's bar" \
     bash -c "s=\$(tmux -L '$sock' capture-pane -p -t main); echo \"\$s\" | grep -Eq 'H [0-9.]+→[0-9.]+ bits · kept' &&
              echo \"\$s\" | grep -Eq 'draft .*(✓|✗)' && echo \"\$s\" | grep -Eq '│ *[0-9]+▶'"
