@@ -61,8 +61,9 @@ check "a paced speculative turn has its own x plain" \
     wait_for 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain' 5
 type_line "/pace 0"
 wait_for 'pace off' 10 || fail "/pace 0: no confirmation"
-# 90 tokens: the spread needs two blocks of usable pairs, and a 30-token turn of this tiny
-# pair gave them in most runs but once, on a loaded CI machine, showed "measuring..." after it
+# 90 tokens: a 30-token turn of this pair runs 13 rounds, so exactly the 6 probe pairs "x plain"
+# needs (SESSION_PROBE_MIN), and one left out as an outlier on a loaded machine left it at
+# "measuring..." once in CI (TOKENTOP_PAIR_TRACE shows the pairs)
 type_line "/max 90"
 wait_for 'max 90 new tokens per turn' 10 || fail "/max 90: no confirmation"
 turn "And there was light"
