@@ -150,11 +150,17 @@ static inline void gguf_gq6_at(size_t SB, size_t s, size_t *weights, size_t *sca
 #define GGUF_GQ0_D 32
 #define GGUF_GQ0_QS 256
 
+/* The bytes of one block of a Q4_0 or Q5_0 group (16 rows): d, qh (Q5_0) and qs. */
+static inline size_t gguf_gq0_block_bytes(uint32_t t)
+{
+    return GGUF_GQ0_D + (t == QUANT_Q5_0 ? 64 : 0) + GGUF_GQ0_QS;
+}
+
 /* Where block b of a Q4_0 or Q5_0 group of KB blocks lies: its d, qh (Q5_0) and qs. */
 static inline void gguf_gq0_at(uint32_t t, size_t KB, size_t b, size_t *d, size_t *qh, size_t *qs)
 {
-    const size_t qhb = t == QUANT_Q5_0 ? 64 : 0, blk = GGUF_GQ0_D + qhb + GGUF_GQ0_QS;
-    const size_t pair = 2 * blk * (b / 2);
+    const size_t qhb = t == QUANT_Q5_0 ? 64 : 0;
+    const size_t pair = 2 * gguf_gq0_block_bytes(t) * (b / 2);
     if (b + 1 == KB && KB % 2) {
         *d = pair;
         *qh = pair + GGUF_GQ0_D;

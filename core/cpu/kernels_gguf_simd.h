@@ -611,7 +611,7 @@ gg_group_rows_q0(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *x
 {
     const __m512i m4 = _mm512_set1_epi8(15), s16 = _mm512_set1_epi8(16);
     const bool pf = cpu_features_gemv_prefetch();
-    const size_t pair = 2 * (GGUF_GQ0_D + (t == QUANT_Q5_0 ? 64 : 0) + GGUF_GQ0_QS);
+    const size_t pair = 2 * gguf_gq0_block_bytes(t);   /* a block pair: d d, qh qh, qs qs */
     __m512 acc[GG_GROUP_MR];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
