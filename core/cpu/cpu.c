@@ -346,7 +346,9 @@ static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int 
         j.defer_panels = cpu_defer_panels(w);
     }
     cpu_act_rows(ce, x, ldx, w, T);
-    j.runs = T > 1 && T < 12;      /* panels in runs sized by a thread's share (matmul_job_run) */
+    /* panels in runs sized by a thread's share (matmul_job_run): a batch of a few rows, and a
+     * quantized GGUF matrix's decode row, whose group kernels stream each thread's run ahead */
+    j.runs = T < 12 && (T > 1 || (w->dtype == TT_GGUF && !packed_gguf_is_float(w)));
     if (j.runs) {
         threadpool_chunks_init(&j.chunks, w->n_panels);
     } else {

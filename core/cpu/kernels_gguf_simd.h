@@ -440,6 +440,21 @@ static inline __attribute__((always_inline)) __m512i gg_bcast4(const int8_t *p)
     return _mm512_set1_epi32(v);
 }
 
+/* How far ahead of its reads a group kernel streams a group's bytes into L2 where the GEMV
+ * prefetches (Intel: docs/bench/2026-11-28-xeon.md has the distances measured). */
+#define GG_GROUP_AHEAD 8192
+
+/* Step i of n over a super-block of per bytes at sb: the lines GG_GROUP_AHEAD further on whose
+ * starts fall in the step's n-th of it, into L2, so that the steps together ask for each line of
+ * the stream once, evenly as they go (a burst of them at once measured slower). */
+static inline __attribute__((always_inline)) void gg_stream_l2(const char *sb, size_t per, int i,
+                                                               int n)
+{
+    const size_t from = per * (size_t)i / (size_t)n, to = per * (size_t)(i + 1) / (size_t)n;
+    for (size_t o = (from + 63) & ~(size_t)63; o < to; o += 64)
+        _mm_prefetch(sb + GG_GROUP_AHEAD + o, _MM_HINT_T1);
+}
+
 /* R activation rows (blocks xq + r ldxq, per-block terms ga + r KB) against the 16 rows of one
  * regrouped group grp of type t: out[r] lane i = output (r, row i). */
 static inline __attribute__((always_inline)) void
@@ -448,7 +463,12 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
 {
     const __m512i m4 = _mm512_set1_epi8(15);
     const size_t gsb = t == QUANT_Q4_K ? GGUF_GQ4_SB : GGUF_GQ6_SB;
-    const bool pf_next = t == QUANT_Q6_K && cpu_features_gemv_prefetch();
+    /* Where the GEMV prefetches (Intel), Q4_K's group streams GG_GROUP_AHEAD bytes ahead into
+     * L2, a slice with each step of the loop below; Q6_K there, and both elsewhere, ask for each
+     * super-block's bytes at once before the loop reads them (docs/bench/2026-11-28-xeon.md) */
+    const bool ahead = cpu_features_gemv_prefetch();
+    const bool stream = ahead && t == QUANT_Q4_K;
+    const size_t per = t == QUANT_Q4_K ? GGUF_GQ4_SB : GGUF_GQ6_SB + GGUF_GQ6_SCALES;
     __m512 acc[GG_GROUP_MR];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -459,21 +479,19 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
             gguf_gq6_at((size_t)(KB / 8), (size_t)s, &wo, &so);
         const uint8_t *g = grp + wo;
         const int b0 = 8 * s;
-        {
-            /* the super-block's bytes (in the group's one stream, about s per of them in) asked
-             * for at once before the loop reads them: the loop body is long enough that its own
-             * loads kept few lines in flight (Q6_K decode 10-12 GB/s from memory, one thread,
-             * against 22-25 so; fetching 0.6-4 KiB ahead instead, or into L2, measured 10-16) */
-            const size_t per = t == QUANT_Q4_K ? GGUF_GQ4_SB : GGUF_GQ6_SB + GGUF_GQ6_SCALES;
-            const char *pf = (const char *)grp + (size_t)s * per;
+        /* the super-block's bytes in the group's one stream (about s per of them in) */
+        const char *sb = (const char *)grp + (size_t)s * per;
+        if (!stream) {
+            /* the loop body is long enough that its own loads kept few lines in flight (Q6_K
+             * decode 10-12 GB/s from memory, one thread, against 22-25 so; fetching 0.6-4 KiB
+             * ahead instead, or into L2, measured 10-16) */
             for (size_t j = 0; j < per; j += 64)
-                _mm_prefetch(pf + j, _MM_HINT_T0);
-            /* Q6_K, where the GEMV prefetches (Intel): the next super-block into L2 as well,
-             * which streams Q6_K about a quarter faster there and Q4_K no faster
-             * (docs/bench/2026-11-28-xeon.md) */
-            if (pf_next && s + 1 < KB / 8)
+                _mm_prefetch(sb + j, _MM_HINT_T0);
+            /* Q6_K on Intel: the next super-block into L2 as well, which streams Q6_K about a
+             * quarter faster there (Q6_K streamed as Q4_K measured 2-3% slower on two threads) */
+            if (ahead && s + 1 < KB / 8)
                 for (size_t j = 0; j < per; j += 64)
-                    _mm_prefetch(pf + per + j, _MM_HINT_T1);
+                    _mm_prefetch(sb + per + j, _MM_HINT_T1);
         }
         if (t == QUANT_Q4_K) {
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)g));
@@ -500,6 +518,8 @@ gg_group_rows(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *xq, 
                     ie[r] = io[r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int cc = 0; cc < 8; cc++) {
+                    if (stream)
+                        gg_stream_l2(sb, per, 8 * p + cc, 32);
                     const __m512i v =
                         _mm512_load_si512((const void *)(g + GGUF_GQ4_QS + 64 * (8 * p + cc)));
                     const __m512i lo = _mm512_and_si512(v, m4);
