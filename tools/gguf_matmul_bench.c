@@ -45,6 +45,16 @@ static float gb_uniform(void)
     return (float)(gb_rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
 }
 
+static void *gb_alloc64(size_t bytes)
+{
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "gguf_matmul_bench: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: gguf_matmul_bench FILE.gguf NAME ('*' for the layer) [--rows T] "
@@ -128,21 +138,22 @@ int main(int argc, char **argv)
             packed_gguf_group_alloc(&m[i], 0, NULL))
             packed_gguf_group(&m[i], 0, 0, cols / KERNELS_GGUF_GROUP);
     }
-    float *x = malloc(sizeof(float) * (size_t)T * (size_t)K);
+    /* on 64-byte lines, as the engine's activation rows are */
+    float *x = gb_alloc64(sizeof(float) * (size_t)T * (size_t)K);
     for (size_t i = 0; i < (size_t)T * (size_t)K; i++)
         x[i] = gb_uniform();
-    kernels_q8_act *xq = malloc(sizeof *xq * (size_t)T * (size_t)KB);
+    kernels_q8_act *xq = gb_alloc64(sizeof *xq * (size_t)T * (size_t)KB);
     k->quantize_rows(x, K, K, 0, T, xq, KB);
     uint16_t *xb = NULL;              /* a BF16 file's rows in a set that reads them in bf16 */
     if (kernels_reads_xb(k, &m[0])) {
-        xb = malloc(sizeof *xb * (size_t)T * (size_t)K);
+        xb = gb_alloc64(sizeof *xb * (size_t)T * (size_t)K);
         k->bf16_rows(x, K, K, 0, T, xb, K);
     }
     size_t Nmax = 0;
     for (int i = 0; i < n; i++)
         Nmax = (size_t)m[i].N > Nmax ? (size_t)m[i].N : Nmax;
     float *out = malloc(sizeof(float) * (size_t)T * Nmax);
-    float *scratch = aligned_alloc(64, (KERNELS_MATMUL_SCRATCH(K) * sizeof(float) + 63) / 64 * 64);
+    float *scratch = gb_alloc64(KERNELS_MATMUL_SCRATCH(K) * sizeof(float));
     double best = 1e30;
     for (int p = 0; p <= passes; p++) {
         const double t0 = gb_cpu_s();
