@@ -345,6 +345,38 @@ START_TEST(gguf_q4_0_and_q5_0_regrouped_give_the_row_kernels_tokens)
 }
 END_TEST
 
+/* A quantized file's decode row goes to the threads in runs of each one's share (cpu_matmul),
+ * the group kernels streaming ahead of each run: which thread computes a row, and how far ahead
+ * it prefetched, change no bits, so decode steps on one and on two threads give the same logits
+ * on every set this CPU runs. */
+START_TEST(gguf_quantized_decode_gives_the_same_logits_on_one_and_two_threads)
+{
+    static const char *const files[] = {"tiny-llama-256-q4_0.gguf", "tiny-llama-256-q5_0.gguf",
+                                        "tiny-llama-256-q4_k_m.gguf"};
+    static const char *const sets[] = {"avx2", "avx512", "avx512vnni", "avx512bf16", "amx"};
+    int compared = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        model *g = load_ok(fixture(files[f]));
+        const size_t n = (size_t)N_IDS * (size_t)g->config.V;
+        for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
+            if (!kernels_by_name(sets[s]))
+                continue;
+            setenv("TOKENTOP_KERNELS", sets[s], 1);
+            float *one = step_logits(g, 1, IDS, N_IDS), *two = step_logits(g, 2, IDS, N_IDS);
+            ck_assert_msg(memcmp(one, two, n * sizeof *one) == 0,
+                          "%s, %s set: decode logits differ between 1 and 2 threads "
+                          "(largest difference %g)", files[f], sets[s], max_diff(one, two, (int)n));
+            free(one);
+            free(two);
+            compared++;
+        }
+        unsetenv("TOKENTOP_KERNELS");
+        model_free(g);
+    }
+    ck_assert_int_gt(compared, 0);
+}
+END_TEST
+
 /* An F16 file (llama with its permuted q/k rows, qwen2 with q/k/v biases) is held as stored by
  * default: the engine reads its rows in place (weight bytes the file's tensors, no copy) with fp32
  * activations, so its logits are nearer the fp32 engine's over the same weights than the
@@ -698,6 +730,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
     tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_q4_0_and_q5_0_regrouped_give_the_row_kernels_tokens);
+    tcase_add_test(tc, gguf_quantized_decode_gives_the_same_logits_on_one_and_two_threads);
     tcase_add_test(tc, gguf_f16_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_bf16_files_are_held_as_stored_with_the_same_bits_in_prefill_and_decode);
     tcase_add_test(tc, gguf_qwen2_and_qwen3_load_with_their_recipes);
