@@ -153,8 +153,9 @@ static void note(tui *t, uint8_t style, const char *fmt, ...)
 }
 
 /* Command output while a reply streams waits for its end (note() would place it between the
- * reply's tokens); the status bar says it is waiting. */
-static void note_after_reply(tui *t, uint8_t style, const char *text)
+ * reply's tokens); the status bar says which command's output (or error) is waiting, e.g.
+ * "/max: error after the reply". */
+static void note_after_reply(tui *t, uint8_t style, const char *line, const char *text)
 {
     if (!t->running) {
         note(t, style, "%s", text);
@@ -170,13 +171,15 @@ static void note_after_reply(tui *t, uint8_t style, const char *text)
         return;
     t->deferred[t->n_deferred].style = style;
     t->deferred[t->n_deferred++].text = copy;
-    snprintf(t->message, sizeof t->message, "%s: output after the reply",
-             style == UI_STYLE_ERROR ? "error" : "done");
+    const char *cmd = line + strspn(line, " \t");
+    const int len = (int)strcspn(cmd, " \t");
+    snprintf(t->message, sizeof t->message, "%.*s: %s after the reply", len > 24 ? 24 : len, cmd,
+             style == UI_STYLE_ERROR ? "error" : "output");
 }
 
 static void flush_deferred(tui *t)
 {
-    if (t->n_deferred > 0 && strstr(t->message, ": output after the reply"))
+    if (t->n_deferred > 0 && strstr(t->message, " after the reply"))
         t->message[0] = 0;   /* it is there now */
     for (int i = 0; i < t->n_deferred; i++) {
         note(t, t->deferred[i].style, "%s", t->deferred[i].text);
@@ -471,7 +474,8 @@ static void run_command(tui *t, const char *line)
     if (flags & CMD_CLEAR)
         transcript_doc_clear(&t->tr);
     if (e->out_len) {
-        note_after_reply(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, e->out);
+        note_after_reply(t, (flags & CMD_ERROR) ? UI_STYLE_ERROR : UI_STYLE_NOTICE, line,
+                         e->out);
         t->answer_at_top = true;   /* a long answer (/help, /show) opens at its first line */
     }
     if (flags & CMD_QUIT)

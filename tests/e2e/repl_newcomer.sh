@@ -53,7 +53,7 @@ wait_for 'generating [0-9]+' 10 || fail "the second turn did not start"
 type_line "Hello there"
 wait_for 'queued' 5 || fail "a line sent during a reply does not say it is queued"
 type_line "/temp 0.5"
-wait_for 'output after the reply' 5 || fail "a command during a reply does not say where its output goes"
+wait_for '/temp: output after the reply' 5 || fail "a command during a reply does not say where its output goes"
 check "the queued line is not left in the input to be mixed with the next one" \
     bash -c "! tmux -L '$sock' capture-pane -p -t main | grep -q 'Hello there/temp'"
 # the reply ends, then the queued line runs as the next turn
