@@ -1275,14 +1275,18 @@ static void open_probe_session(session *s, engine **t, engine **d, bool probe)
 /* The REPL's "x plain": a speculative turn with plain_probe times a plain step before every
  * round after the first (a one-row target forward and the sampler, rolled back) and pairs it
  * with that round, so each pair runs under one moment's load. The probes change no token;
- * their time stays out of the decode speed. */
+ * their time stays out of the decode speed. The figure leaves out a pair slower than 3x its
+ * kind's median and says nothing (0) with fewer than SESSION_PROBE_MIN left: this short turn
+ * gives few more than that, so on a loaded machine one preempted step can leave it without a
+ * figure (a CI run met it once); the probed turn is run again, up to 3 times, until it has one,
+ * each time with the same tokens. */
 START_TEST(plain_probes_time_plain_steps_in_the_turn_and_change_no_token)
 {
     static const int32_t prompt[] = {1, 2, 3};
     int32_t out[2][64];
     int n[2];
     session_stats st[2];
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0, attempt = 0; v < 2; v++) {
         engine *t, *d;
         session s;
         tt_error err;
@@ -1294,6 +1298,16 @@ START_TEST(plain_probes_time_plain_steps_in_the_turn_and_change_no_token)
         memcpy(out[v], s.tokens + 3, (size_t)n[v] * sizeof out[v][0]);
         st[v] = s.last;
         double lo, hi, x = session_plain_speedup(&s, &lo, &hi);
+        if (v == 1 && x == 0 && ++attempt < 3) {
+            /* the tokens are the same whatever the timing */
+            ck_assert_int_eq(n[1], n[0]);
+            ck_assert_int_eq(memcmp(out[1], out[0], (size_t)n[0] * sizeof out[0][0]), 0);
+            session_free(&s);
+            engine_free(d);
+            engine_free(t);
+            v--;
+            continue;
+        }
         if (v == 0) {
             ck_assert_int_eq(s.last.plain_probes, 0);
             ck_assert_double_eq(x, 0);   /* no probe, no figure */
