@@ -50,6 +50,12 @@ check "with /pace 0 the reply is not held back (took $dt s)" \
 turn() { type_line "$1"; sleep 0.3; wait_gone 'generating\.\.\. Ctrl-C stops' 30 || fail "\"$1\" did not finish"; }
 type_line "/spec on"
 wait_for 'speculative decoding on' 10 || fail "/spec on: no confirmation"
+# 90 tokens, paced or not: a 30-token turn of this pair runs 13 rounds, so exactly the 6 probe
+# pairs "x plain" needs (SESSION_PROBE_MIN), and one left out as an outlier on a loaded machine
+# left it at "measuring..." in CI, unpaced once and paced once (TOKENTOP_PAIR_TRACE shows the
+# pairs)
+type_line "/max 90"
+wait_for 'max 90 new tokens per turn' 10 || fail "/max 90: no confirmation"
 type_line "/pace 20"
 wait_for 'pace 20' 10 || fail "/pace 20: no confirmation"
 type_line "And the earth"
@@ -61,11 +67,6 @@ check "a paced speculative turn has its own x plain" \
     wait_for 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain' 5
 type_line "/pace 0"
 wait_for 'pace off' 10 || fail "/pace 0: no confirmation"
-# 90 tokens: a 30-token turn of this pair runs 13 rounds, so exactly the 6 probe pairs "x plain"
-# needs (SESSION_PROBE_MIN), and one left out as an outlier on a loaded machine left it at
-# "measuring..." once in CI (TOKENTOP_PAIR_TRACE shows the pairs)
-type_line "/max 90"
-wait_for 'max 90 new tokens per turn' 10 || fail "/max 90: no confirmation"
 turn "And there was light"
 check "an unpaced speculative turn has its own x plain, with its spread" \
     wait_for 'accept [0-9]+% [0-9.]+ tok/pass [0-9.]+x plain \[[0-9.]+-[0-9.]+\]' 5
