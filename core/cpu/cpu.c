@@ -1304,10 +1304,10 @@ static size_t cpu_kmax(const model_config *cfg)
     return C > FF ? (C > Q ? C : Q) : (FF > Q ? FF : Q);
 }
 
-/* Activation rows on 64-byte lines (NULL when out of memory; free() frees it): malloc's large
- * blocks start 16 bytes into a page, which splits every 64-byte load of a row across two lines
- * (prefill of F16 and BF16 GGUF files and of bf16 on AMX measured 7-15% slower so: the dated
- * bench file of 2026-11-28 in docs/bench). */
+/* Bytes on 64-byte lines (NULL when out of memory; free() frees them), for activation rows,
+ * scratch and panel windows: malloc's large blocks start 16 bytes into a page, which splits every
+ * 64-byte load of a row across two lines (prefill of F16 and BF16 GGUF files and of bf16 on AMX
+ * measured 7-15% slower so: the dated bench file of 2026-11-28 in docs/bench). */
 static void *cpu_alloc_rows(size_t bytes)
 {
     void *p = NULL;
@@ -1368,9 +1368,7 @@ static tt_status cpu_alloc_activations(cpu_engine *ce, tt_error *err)
         ce->base.memory_bytes += 2 * (size_t)n_ctx * (size_t)half * sizeof(float);
     }
     elems += (size_t)nth * ce->mm_stride;
-    void *mm = NULL;
-    if (posix_memalign(&mm, 64, (size_t)nth * ce->mm_stride * sizeof(float)) == 0)
-        ce->mm_scratch = mm;
+    ce->mm_scratch = cpu_alloc_rows((size_t)nth * ce->mm_stride * sizeof(float));
     if (!ce->x || !ce->xn || !ce->qkv || !ce->att || !ce->fc || !ce->scratch || !ce->embed_row ||
         !ce->mm_scratch || !ce->segs)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of activations",
@@ -1444,10 +1442,9 @@ static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
                 ce->defer_stride = (bytes + 63) & ~(size_t)63;
         }
         const size_t bytes = (size_t)threadpool_size(ce->pool) * ce->defer_stride;
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes) != 0)
+        ce->defer_buf = cpu_alloc_rows(bytes);
+        if (!ce->defer_buf)
             return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate %zu bytes of panels", bytes);
-        ce->defer_buf = p;
         ce->base.memory_bytes += bytes;
     }
     /* A decode step also reads every vector and one row of each embedding table. */
