@@ -14,6 +14,7 @@
 #include "core/engine/engine.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tests/kernel_sets.h"
 #include "tests/testutil.h"
 
 static const char *fixture(const char *name)
@@ -353,19 +354,19 @@ START_TEST(gguf_quantized_decode_gives_the_same_logits_on_one_and_two_threads)
 {
     static const char *const files[] = {"tiny-llama-256-q4_0.gguf", "tiny-llama-256-q5_0.gguf",
                                         "tiny-llama-256-q4_k_m.gguf"};
-    static const char *const sets[] = {"avx2", "avx512", "avx512vnni", "avx512bf16", "amx"};
+    const kernels *sets[8];
+    const int ns = tu_kernel_sets(sets, false);
     int compared = 0;
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         model *g = load_ok(fixture(files[f]));
         const size_t n = (size_t)N_IDS * (size_t)g->config.V;
-        for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
-            if (!kernels_by_name(sets[s]))
-                continue;
-            setenv("TOKENTOP_KERNELS", sets[s], 1);
+        for (int s = 0; s < ns; s++) {
+            setenv("TOKENTOP_KERNELS", sets[s]->name, 1);
             float *one = step_logits(g, 1, IDS, N_IDS), *two = step_logits(g, 2, IDS, N_IDS);
             ck_assert_msg(memcmp(one, two, n * sizeof *one) == 0,
                           "%s, %s set: decode logits differ between 1 and 2 threads "
-                          "(largest difference %g)", files[f], sets[s], max_diff(one, two, (int)n));
+                          "(largest difference %g)", files[f], sets[s]->name,
+                          max_diff(one, two, (int)n));
             free(one);
             free(two);
             compared++;
