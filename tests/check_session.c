@@ -710,6 +710,24 @@ START_TEST(an_engine_the_front_end_held_idle_is_warmed_before_its_next_step)
 }
 END_TEST
 
+START_TEST(an_engine_too_large_for_the_caches_keeps_its_threads_after_a_hold)
+{
+    remake_session(64, true, 6);
+    F->base.weight_bytes = SESSION_SOLO_MAX_BYTES + 1;  /* streamed from memory: two threads pay */
+    tt_error err = {0};
+    int events = 0;
+    add_text("Hello");
+    ck_assert_int_eq(session_generate(&S, hold_each_token, &events, &err), TT_OK);
+    ck_assert_int_eq(F->warms, 5);             /* still warmed after each hold */
+    ck_assert_int_eq(F->solo_forwards, 0);     /* but never on one thread */
+    session_reset(&S);
+    F->base.weight_bytes = SESSION_SOLO_MAX_BYTES; /* at the limit: solo, as a small model */
+    add_text("Hello");
+    ck_assert_int_eq(session_generate(&S, hold_each_token, &events, &err), TT_OK);
+    ck_assert_int_eq(F->solo_forwards, 5);
+}
+END_TEST
+
 /* One turn of max_new tokens on an engine that takes spin_ms per forward; the held front end
  * sleeps 10 ms per event. Returns the decode speed. */
 static double turn_speed(bool held, int max_new)
@@ -1122,6 +1140,7 @@ int main(void)
             the_front_ends_time_in_callbacks_is_left_out_of_the_decode_speed,
             the_front_ends_time_between_steps_is_left_out_of_the_decode_speed,
             an_engine_the_front_end_held_idle_is_warmed_before_its_next_step,
+            an_engine_too_large_for_the_caches_keeps_its_threads_after_a_hold,
             a_paced_turn_reports_the_speed_of_an_unpaced_one,
             lean_steps_give_the_same_tokens_and_probabilities,
             peek_shows_the_next_distribution_without_drawing,

@@ -887,8 +887,9 @@ static const engine_seq_ops cpu_seq_ops = {
 };
 
 /* engine_warm: the calling thread reads what a step reads, one load per cache line, pass after
- * pass until the deadline. It runs where the step will: the session warms up only before a solo
- * step (engine_set_solo), which the caller computes alone.
+ * pass until the deadline. For a small model it runs where the step will: the session makes such
+ * an engine solo (engine_set_solo) for the step after a hold, which the caller computes alone; a
+ * larger one reads the start of its weights and wakes the memory system for all its threads.
  *
  * Region r of what a decode step reads: the layers' four matrices (each up to KERNELS_GGUF_PARTS
  * spans: a TT_GGUF matrix is its tensors in the mapping), the LM head, the vectors, then per

@@ -939,11 +939,14 @@ static void note_front_gap(session *s)
 }
 
 /* Before the engines' next work: when the front end kept them idle for SESSION_WARM_IDLE_MS or
- * more (a pacing hold, a person in step mode), they read their weights for a moment first and
- * compute the step on one thread. After idling, a step is slower (the weights left the caches, the
- * memory system went idle) until the weights have been read a couple of times, and a second thread
- * does not pay; the idle threshold, the reading times and the single thread were chosen by
- * measurement (docs/performance.md#why-the-kernels-are-as-they-are). The warm-up counts to the
+ * more (a pacing hold, a person in step mode), they read their weights for a moment first, and an
+ * engine whose step reads at most SESSION_SOLO_MAX_BYTES of weights computes the step on one
+ * thread. After idling, a step is slower (the weights left the caches, the memory system went
+ * idle) until the weights have been read a couple of times, and for weights the caches hold a
+ * second thread does not pay; for larger ones, which every step streams from memory, it does (two
+ * threads read at nearly twice one's rate). The idle threshold, the reading times, the single
+ * thread and its size limit were chosen by measurement
+ * (docs/performance.md#why-the-kernels-are-as-they-are). The warm-up counts to the
  * front end's time, as the hold that made it necessary does: the decode speed stays the engine's
  * own. It changes no token and no number a step computes. The draft reads last, since a round
  * starts with it: read first, the target's weights evicted it again from the core's L2. */
@@ -951,11 +954,12 @@ static void note_front_gap(session *s)
 #define SESSION_WARM_MS 2.0
 #define SESSION_WARM_DRAFT_MS 0.5
 
+/* solo: the front end kept the engines idle; each goes solo only if its weights are small. */
 static void set_solo(session *s, bool solo)
 {
-    engine_set_solo(s->eng, solo);
+    engine_set_solo(s->eng, solo && s->eng->weight_bytes <= SESSION_SOLO_MAX_BYTES);
     if (s->draft)
-        engine_set_solo(s->draft, solo);
+        engine_set_solo(s->draft, solo && s->draft->weight_bytes <= SESSION_SOLO_MAX_BYTES);
 }
 
 /* Returns whether it warmed. */
