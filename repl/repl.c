@@ -857,12 +857,13 @@ static void draw(tui *t)
     sampler_params_format(&s->set.sampler, chain, sizeof chain);
     double speedup_lo = 0, speedup_hi = 0;
     double speedup = t->turn_mixed ? 0 : session_plain_speedup(s, &speedup_lo, &speedup_hi);
-    /* a GGUF file's quantization and bits a weight beside its name ("llama3.2:1b Q4_K_M 4.9b") */
+    /* a GGUF file's quantization and bits a weight beside its name ("llama3.2:1b Q4_K_M 4.9 bpw": a
+     * bare "4.9b" beside an Ollama name read as 4.9 billion parameters) */
     snprintf(model_name, sizeof model_name, "%s%s%s", s->model->name,
              s->model->quantization[0] ? " " : "", s->model->quantization);
     if (s->model->gguf) {
         size_t n = strlen(model_name);
-        snprintf(model_name + n, sizeof model_name - n, " %.1fb",
+        snprintf(model_name + n, sizeof model_name - n, " %.1f bpw",
                  gguf_bits_per_weight(s->model->gguf));
     }
     ui_status_view sv = {

@@ -13,13 +13,13 @@ open_repl() {
 }
 open_repl tiny-llama-q8_0.gguf 120
 check "the status bar names the file, its quantization and bits a weight" \
-    wait_for 'tiny-llama-q8_0\.gguf Q8_0 [0-9.]+b │ cpu.* q8 '
+    wait_for 'tiny-llama-q8_0\.gguf Q8_0 [0-9.]+ bpw │ cpu.* q8 '
 type_line "/show"
 check "/show names the file's quantization" wait_for 'file +GGUF Q8_0, [0-9.]+ bits a weight'
 new_server
 open_repl tiny-llama-256-q4_k_m.gguf 160
 check "a Q4_K_M file: the status bar names it and its bits a weight" \
-    wait_for 'tiny-llama-256-q4_k_m\.gguf Q4_K_M [0-9.]+b │ cpu'
+    wait_for 'tiny-llama-256-q4_k_m\.gguf Q4_K_M [0-9.]+ bpw │ cpu'
 type_line "/show"
 check "/show: the Q4_K_M file's bits a weight" wait_for 'Q4_K_M, [0-9.]+ bits a weight'
 check "/show: the engine holds its blocks as stored" wait_for 'Q4_K_M \([0-9.]+ bits a weight\) as stored'
