@@ -66,8 +66,11 @@ tt_status engine_forward(engine *e, const int32_t *ids, int n, int pos, bool all
     if (e->attention)
         engine_attention_begin(e->attention, 0, pos, n, all_logits);
     s = e->ops->forward(e, ids, n, pos, all_logits, err);
-    if (s == TT_OK && e->lens)
+    if (s == TT_OK && e->lens) {
         e->lens_pos = pos + n - 1;
+        memcpy(e->lens_logits, e->logits + (size_t)(e->n_logits - 1) * (size_t)e->config->V,
+               (size_t)e->config->V * sizeof(float));
+    }
     if (s != TT_OK) {
         e->ops->truncate(e, pos);
         e->n_logits = 0;
@@ -165,6 +168,8 @@ void engine_free(engine *e)
     e->tokens = NULL;
     free(e->lens);
     e->lens = NULL;
+    free(e->lens_logits);
+    e->lens_logits = NULL;
     engine_attention_free(e->attention);
     e->attention = NULL;
     for (int i = 1; i < e->n_seq_tokens; i++)

@@ -57,6 +57,11 @@ struct engine {
      * forwards leave both alone. */
     float *lens;
     int lens_pos;
+    /* (V) with lens: that forward's logits at lens_pos (the last row of logits), kept so that
+     * the lens' last row is the distribution the engine gave the sampler, bit for bit, whatever
+     * forward ran since (a quantized engine's head multiplies 8-bit activations, which the lens'
+     * fp32 head of the earlier rows does not). */
+    float *lens_logits;
     /* (n_ctx) the token at each cached position: tokens[0 .. n_past-1] is what the cache holds.
      * Written by engine_forward (allocated at the first one), freed by engine_free; backends
      * never touch it. NULL before the first forward. A view engine over one of another engine's

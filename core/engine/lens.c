@@ -21,9 +21,13 @@ tt_status lens_enable(engine *e, tt_error *err)
         return TT_OK;
     size_t n = (size_t)(e->config->L + 1) * (size_t)e->config->C;
     e->lens = calloc(n, sizeof(float));
-    if (!e->lens)
+    e->lens_logits = calloc((size_t)e->config->V, sizeof(float));
+    if (!e->lens || !e->lens_logits) {
+        lens_disable(e);
         return tt_fail(err, TT_ERR_NOMEM, "lens: cannot allocate %zu bytes for the residual "
-                       "stream of %d layers", n * sizeof(float), e->config->L + 1);
+                       "stream of %d layers and the logits", (n + (size_t)e->config->V) * sizeof(float),
+                       e->config->L + 1);
+    }
     e->lens_pos = -1;
     return TT_OK;
 }
@@ -32,6 +36,8 @@ void lens_disable(engine *e)
 {
     free(e->lens);
     e->lens = NULL;
+    free(e->lens_logits);
+    e->lens_logits = NULL;
     e->lens_pos = -1;
 }
 
@@ -329,7 +335,13 @@ tt_status lens_engine_layers(const engine *e, int k, int32_t token, lens_layer *
     if (!p)
         return tt_fail(err, TT_ERR_NOMEM, "lens: cannot allocate %d distributions of %d",
                        rows, cfg->V);
-    tt_status st = lens_probs(e->model, e->dtype, e->lens, rows, p, e->threads, err);
+    /* Rows 0 .. L-1 through the final norm and head; row L is the engine's own output. */
+    tt_status st = lens_probs(e->model, e->dtype, e->lens, rows - 1, p, e->threads, err);
+    if (st == TT_OK) {
+        float *out_row = p + (size_t)(rows - 1) * (size_t)cfg->V;
+        memcpy(out_row, e->lens_logits, (size_t)cfg->V * sizeof(float));
+        lens_softmax(out_row, 1, cfg->V);
+    }
     if (st == TT_OK)
         for (int l = 0; l < rows; l++)
             lens_layer_summarize(p + (size_t)l * (size_t)cfg->V, cfg->V, l, k, token, &out[l]);

@@ -3,7 +3,9 @@
  * position of an engine's forward. The engine keeps the rows when asked (engine.lens, filled by
  * each backend); the distributions are computed here, on the CPU, from the model's own final norm
  * and head (whatever backend ran the forward), only when someone looks. The lens of the last
- * layer is the model's own distribution. */
+ * layer is the model's own distribution: the softmax of the logits the forward gave (kept in
+ * engine.lens_logits), so a quantized engine's too, whose head the fp32 one of the earlier rows
+ * is not. */
 #ifndef TOKENTOP_LENS_H
 #define TOKENTOP_LENS_H
 
