@@ -36,7 +36,7 @@ check "the first model still generates" wait_for 'conversation [0-9]+ tokens in 
 
 type_line "/model $fx/tiny-llama-q8_0.gguf"
 check "a GGUF file replaces the model: the status bar names it and its quantization" \
-    wait_for 'tiny-llama-q8_0\.gguf Q8_0 [0-9.]+b │ cpu'
+    wait_for 'tiny-llama-q8_0\.gguf Q8_0 [0-9.]+ bpw │ cpu'
 check "the conversation is cleared with a note" wait_for 'the conversation \([0-9]+ tokens of model'
 type_line "hello"
 type_line "/show"
