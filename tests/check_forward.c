@@ -692,11 +692,10 @@ START_TEST(a_warm_up_between_steps_changes_no_logit)
 }
 END_TEST
 
-/* After its first step an engine that started on 4 KiB pages (engine_options.huge_pages -1, what
- * a machine with costly huge pages chooses) has a background thread move its weights onto huge
- * pages (weight_arena_settle: MADV_COLLAPSE, 2 MiB at a time, 8.7 MB of fp32 weights here) while
- * the next steps read them: every logit equals an engine settled before its first step, and one
- * settled at the end (cpu_engine_finish_load). */
+/* After its first step an engine's background thread moves its weights onto huge pages
+ * (weight_arena_settle: MADV_COLLAPSE, 2 MiB at a time, 8.7 MB of fp32 weights here) while the next
+ * steps read them: every logit equals an engine settled before its first step, and one settled
+ * at the end (cpu_engine_finish_load). */
 START_TEST(steps_while_the_weights_move_onto_huge_pages_change_no_logit)
 {
     char *dir;
@@ -712,13 +711,7 @@ START_TEST(steps_while_the_weights_move_onto_huge_pages_change_no_logit)
     tt_error err = {0};
     const tt_dtype dts[] = {TT_F32, TT_Q8};
     for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
-        engine *early = tu_cpu_engine(m, dts[k], 2, 0), *e = NULL;
-        engine_options o;
-        engine_options_default(&o);
-        o.dtype = dts[k];
-        o.n_threads = 2;
-        o.huge_pages = -1;
-        ck_assert_msg(cpu_engine_create(m, &o, &e, &err) == TT_OK, "%s", err.msg);
+        engine *early = tu_cpu_engine(m, dts[k], 2, 0), *e = tu_cpu_engine(m, dts[k], 2, 0);
         cpu_engine_finish_load(early);     /* settled before any step */
         for (int t = 8; t <= T; t++) {
             const int pos = t == 8 ? 0 : t - 1, n = t == 8 ? 8 : 1;

@@ -1,8 +1,7 @@
 /* check_weight_arena.c: the arena an engine's packed weights come from hands out aligned,
  * disjoint memory across blocks, from several threads at once, refuses impossible sizes, keeps
  * filling its current block around an allocation too large for it, falls back to smaller blocks
- * when address space runs short, keeps every byte when settled onto huge pages, and is on huge
- * pages from the first touch where the probe found them cheap. */
+ * when address space runs short, and keeps every byte when settled onto huge pages. */
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -205,47 +204,6 @@ START_TEST(threads_allocating_at_once_get_disjoint_memory)
 }
 END_TEST
 
-/* The huge pages of an arena's range [p, p + n) as /proc/self/smaps counts them (AnonHugePages of
- * the mappings that overlap it), in KiB; -1 where smaps cannot be read. */
-static long huge_kib(const void *p, size_t n)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f)
-        return -1;
-    char line[512];
-    bool in = false;
-    long kib = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        long v;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)     /* a mapping's first line */
-            in = lo < (uintptr_t)p + n && hi > (uintptr_t)p;
-        else if (in && sscanf(line, "AnonHugePages: %ld kB", &v) == 1)
-            kib += v;
-    }
-    fclose(f);
-    return kib;
-}
-
-/* The probe answers once for the process; where it found huge pages cheap, an arena that asks
- * for them at once (as an engine's then does) has its first touches on huge pages. */
-START_TEST(where_huge_pages_fault_in_cheaply_an_arena_is_on_them_from_the_first_touch)
-{
-    const bool cheap = weight_arena_huge_faults_cheap();
-    for (int i = 0; i < 3; i++)
-        ck_assert(weight_arena_huge_faults_cheap() == cheap);
-    if (!cheap)
-        return;                        /* this machine settles after the first token instead */
-    weight_arena *a = weight_arena_new(true);
-    unsigned char *p = weight_arena_alloc(a, 8 * MIB);
-    ck_assert_ptr_nonnull(p);
-    memset(p, 7, 8 * MIB);
-    const long kib = huge_kib(p, 8 * MIB);
-    ck_assert_msg(kib != 0, "8 MiB written after the probe found huge pages cheap: no huge page");
-    weight_arena_free(a);
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("weight_arena");
@@ -256,7 +214,6 @@ int main(void)
     tcase_add_test(tc, impossible_sizes_are_refused_and_the_arena_stays_usable);
     tcase_add_test(tc, threads_allocating_at_once_get_disjoint_memory);
     tcase_add_test(tc, settling_onto_huge_pages_keeps_every_byte);
-    tcase_add_test(tc, where_huge_pages_fault_in_cheaply_an_arena_is_on_them_from_the_first_touch);
     tcase_add_test(tc, a_block_too_large_for_the_address_space_falls_back_to_the_request);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

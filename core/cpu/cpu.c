@@ -1097,9 +1097,8 @@ static tt_dtype cpu_matrix_dtype(tt_dtype d, int K, const pack_part *parts, int 
  * file's pages as it goes (peak memory as before); each step starts by adopting those finished
  * (cpu_defer_adopt), so a later step is as fast as a repacked engine's. Then the same thread
  * moves the engine's weights onto huge pages (weight_arena_settle: packed on 4 KiB pages at
- * creation where fresh huge pages would cost the first token as much again; on huge pages from
- * the start where they fault in cheaply, weight_arena_huge_faults_cheap, and then the settling
- * finds nothing to move), every engine's, deferred matrices or not. cpu_engine_finish_load waits for it all (bench: the figures of the
+ * creation, where fresh huge pages would cost the first token as much again), every engine's,
+ * deferred matrices or not. cpu_engine_finish_load waits for it all (bench: the figures of the
  * settled engine). */
 
 /* Whether a matrix of dtype d over parts is repacked later: q8 from Q8_0 rows of K in a GGUF
@@ -1490,8 +1489,7 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
         ce->small_macs = macs;
     }
     tt_status s = threadpool_create(n_threads, &ce->pool, err);
-    const bool huge_now = o->huge_pages > 0 || (o->huge_pages == 0 && weight_arena_huge_faults_cheap());
-    if (s == TT_OK && !(ce->arena = weight_arena_new(huge_now)))
+    if (s == TT_OK && !(ce->arena = weight_arena_new(false)))
         s = tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the engine");
     if (s == TT_OK)
         s = kvcache_init(&ce->cache, cfg->L, cfg->NKV, cfg->HS, n_ctx, err);

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "core/base/clock.h"
-
 /* Linux's synchronous collapse (6.1 on; EINVAL before), which glibc's headers do not name yet;
  * 25 where the kernel's asm-generic numbers apply. */
 #if !defined(MADV_COLLAPSE) && defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
@@ -140,50 +138,6 @@ size_t weight_arena_settle(weight_arena *a, atomic_bool *cancel)
     }
     (void)collapse;
     return moved;
-}
-
-/* ms to write one byte in each 4 KiB of `bytes` of fresh memory, on huge pages or not. */
-static double arena_fault_ms(size_t bytes, bool huge)
-{
-    const size_t map = bytes + ARENA_HUGE;
-    unsigned char *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-        return -1;
-    unsigned char *p = (unsigned char *)(((uintptr_t)m + ARENA_HUGE - 1) & ~(ARENA_HUGE - 1));
-    double ms = -1;
-#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-    if (madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0) {
-        const double t0 = tt_now_ms();
-        for (size_t i = 0; i < bytes; i += 4096)
-            ((volatile unsigned char *)p)[i] = 1;
-        ms = tt_now_ms() - t0;
-    }
-#else
-    (void)huge;
-#endif
-    munmap(m, map);
-    return ms;
-}
-
-static bool huge_cheap;
-static void arena_probe(void)
-{
-    double h = -1, s = -1;
-    for (int i = 0; i < 2; i++) {        /* the first huge page may pay for compaction */
-        const double hi = arena_fault_ms((size_t)8 << 20, true), si = arena_fault_ms((size_t)8 << 20, false);
-        h = hi >= 0 && (h < 0 || hi < h) ? hi : h;
-        s = si >= 0 && (s < 0 || si < s) ? si : s;
-    }
-    huge_cheap = h >= 0 && s >= 0 && h <= 0.75 * s;   /* clearly cheaper: huge pages were had */
-}
-
-bool weight_arena_huge_faults_cheap(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (!ARENA_SHARED_BLOCKS)
-        return false;
-    pthread_once(&once, arena_probe);
-    return huge_cheap;
 }
 
 size_t weight_arena_reserved(const weight_arena *a)

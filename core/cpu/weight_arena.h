@@ -12,10 +12,7 @@
  * Llama-3.2-1B Q4_K_M load spent 0.4-1.7 s of system time zeroing them, against 0.4-0.6 s on
  * 4 KiB pages), which would fall on the time to first token. So an engine's arena starts on
  * 4 KiB pages and weight_arena_settle moves what it has handed out onto huge pages afterwards,
- * on a background thread once the first token is out; where fresh huge pages are cheap
- * (weight_arena_huge_faults_cheap) it asks for them at once: a collapse under the threads reading
- * those pages stalls them (on a 2-core Xeon VM a Llama-3.2-1B Q4_K_M decode fell from 30 to
- * 7-15 tok/s for the 1-2 s the settling took).
+ * on a background thread once the first token is out; a benchmark's arena asks for them at once.
  *
  * Thread-safe (the engine's repacking thread allocates while the engine runs). In a build with
  * AddressSanitizer each allocation is a block of its own, so that a kernel reading past its
@@ -32,14 +29,6 @@ typedef struct weight_arena weight_arena;
 /* An empty arena, or NULL when out of memory. huge_now: its memory asks for huge pages as it is
  * first touched; else it starts on 4 KiB pages (weight_arena_settle). */
 weight_arena *weight_arena_new(bool huge_now);
-
-/* Whether this machine faults in fresh huge pages clearly faster than the same memory on 4 KiB
- * pages (in at most 3/4 of the time): measured once per process (8 MiB each way, the better of
- * two tries: a few ms) and remembered. Where they are (the Intel Xeon VM: 3-6x faster), an engine's arena asks for huge
- * pages at once and its weights are on them from the first token; where not (the Zen 4 VM,
- * where zeroing fresh huge pages cost a Llama-3.2-1B Q4_K_M load 0.4-1.7 s against 0.4-0.6), it
- * starts on 4 KiB pages and settles after the first token. */
-bool weight_arena_huge_faults_cheap(void);
 
 /* bytes (> 0) of uninitialized memory, 64-byte aligned, valid until weight_arena_free; NULL when
  * out of memory. */

@@ -12,7 +12,6 @@ void engine_options_default(engine_options *o)
     o->dtype = TT_F32;
     o->n_threads = 0;
     o->n_ctx = 0;
-    o->huge_pages = 0;
 }
 
 void engine_init(engine *e, const engine_ops *ops, const model *m, int n_ctx, tt_dtype dtype)

@@ -90,9 +90,6 @@ typedef struct {
                                   used while they pay (threadpool_create), 1 for a model too
                                   small to split */
     int n_ctx;                 /* KV cache positions; <= 0: engine_options_ctx's default */
-    int huge_pages;            /* the CPU engine's weights: 0 chooses (weight_arena.h's probe), 1 on
-                                  huge pages from the start, -1 on 4 KiB pages moved onto huge
-                                  pages after the first token */
 } engine_options;
 
 void engine_options_default(engine_options *o);
