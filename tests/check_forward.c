@@ -693,9 +693,9 @@ START_TEST(a_warm_up_between_steps_changes_no_logit)
 END_TEST
 
 /* After its first step an engine's background thread moves its weights onto huge pages
- * (weight_arena_settle: MADV_COLLAPSE, 2 MiB at a time, 8.7 MB of fp32 weights here) while the next
- * steps read them: every logit equals an engine settled before its first step, and one settled
- * at the end (cpu_engine_finish_load). */
+ * (weight_arena_settle_paced: MADV_COLLAPSE, 2 MiB at a time, 8.7 MB of fp32 weights here) in the
+ * pauses between the next steps (6 ms every fourth step here): every logit equals an engine
+ * settled before its first step, and one settled at the end (cpu_engine_finish_load). */
 START_TEST(steps_while_the_weights_move_onto_huge_pages_change_no_logit)
 {
     char *dir;
@@ -719,6 +719,8 @@ START_TEST(steps_while_the_weights_move_onto_huge_pages_change_no_logit)
             memcpy(want + (size_t)(t - 1) * (size_t)V, engine_logits(early, 0),
                    (size_t)V * sizeof *want);
             ck_assert_int_eq(engine_forward(e, ids + pos, n, pos, false, &err), TT_OK);
+            if (t % 4 == 0)
+                usleep(6000);              /* a pause: the settling moves 2 MiB or more */
             if (t == T)
                 break;
             ck_assert_msg(memcmp(want + (size_t)(t - 1) * (size_t)V, engine_logits(e, 0),

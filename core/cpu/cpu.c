@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/base/clock.h"
 #include "core/engine/attention.h"
@@ -131,10 +132,15 @@ typedef struct {
     cpu_repack_state repack;
     pthread_t repacker;
     atomic_bool repack_cancel;
+    /* Whether a forward is computing, and when the last one ended (tt_now_ms): the settling
+     * waits for a pause of the steps (cpu_settle_wait). */
+    atomic_bool stepping;
+    _Atomic double step_end_ms;
 } cpu_engine;
 
 static void cpu_defer_adopt(cpu_engine *ce);
 static void cpu_defer_start(cpu_engine *ce);
+static void cpu_stepping(cpu_engine *ce, bool on);
 static void cpu_defer_free(cpu_engine *ce);
 
 /* Rows row .. row+T-1 of a chunk are one sequence's positions pos .. pos+T-1, whose keys and
@@ -691,6 +697,7 @@ static tt_status cpu_seq_forward(engine *e, int seq, const int32_t *ids, int n, 
     if (s != TT_OK)
         return s;
     cpu_defer_adopt(ce);
+    cpu_stepping(ce, true);
     kvcache_truncate(kv, pos);
     for (int s0 = 0; s0 < n; s0 += ce->TB) {
         int T = n - s0 < ce->TB ? n - s0 : ce->TB;
@@ -700,13 +707,16 @@ static tt_status cpu_seq_forward(engine *e, int seq, const int32_t *ids, int n, 
         cpu_seg sg = {.cache = kv, .row = 0, .T = T, .pos = pos + s0};
         float *lens = seq == 0 && last ? e->lens : NULL;
         if (!cpu_forward_chunk(ce, ids + s0, T, &sg, 1, lo, out, lens,
-                               T > 1 ? e->interrupt : NULL))
+                               T > 1 ? e->interrupt : NULL)) {
+            cpu_stepping(ce, false);
             return tt_fail(err, TT_ERR_INTERRUPTED, "interrupted during prefill");
+        }
         kv->n = pos + s0 + T;
         if (seq == 0)
             e->n_past = kv->n;
     }
     e->n_logits = all_logits ? n : 1;
+    cpu_stepping(ce, false);
     cpu_defer_start(ce);
     return TT_OK;
 }
@@ -743,6 +753,7 @@ static tt_status cpu_forward_batch(engine *e, const int *seqs, const int32_t *id
     if (s != TT_OK)
         return s;
     cpu_defer_adopt(ce);
+    cpu_stepping(ce, true);
     for (int b0 = 0; b0 < B; b0 += ce->TB) {
         int T = B - b0 < ce->TB ? B - b0 : ce->TB;
         for (int b = 0; b < T; b++) {
@@ -756,6 +767,7 @@ static tt_status cpu_forward_batch(engine *e, const int *seqs, const int32_t *id
     }
     e->n_past = ce->cache.n;
     e->n_logits = B;
+    cpu_stepping(ce, false);
     cpu_defer_start(ce);
     return TT_OK;
 }
@@ -1140,13 +1152,52 @@ static void cpu_repack(cpu_engine *ce)
     }
 }
 
+static void cpu_stepping(cpu_engine *ce, bool on)
+{
+    if (!on)
+        atomic_store_explicit(&ce->step_end_ms, tt_now_ms(), memory_order_relaxed);
+    atomic_store_explicit(&ce->stepping, on, memory_order_relaxed);
+}
+
+/* The settling's wait before each 2 MiB (weight_arena_settle_paced): until no step has run for
+ * CPU_SETTLE_IDLE_MS (a pacing hold, a person typing, cpu_engine_finish_load), checking every
+ * millisecond; false once the engine is being freed. A collapse while the steps run stalls them
+ * (a background thread collapsing between a Llama-3.2-1B Q4_K_M's steps on a 2-core VM took the
+ * decode from 30 to 7-15 tok/s for the 1-2 s it took). Steps that run back to back without such a
+ * pause for CPU_SETTLE_WAIT_MAX_MS (a long unpaced generation) are not waited for any longer:
+ * the stall once, then the speed of huge pages (docs/bench/2026-11-28-xeon.md). */
+#define CPU_SETTLE_IDLE_MS 5.0
+#define CPU_SETTLE_WAIT_MAX_MS 10000.0
+
+static bool cpu_settle_wait(void *arg)
+{
+    cpu_engine *ce = arg;
+    /* when a pause last let a 2 MiB go (this thread settles one engine) */
+    static _Thread_local double paused_go;
+    if (paused_go == 0)
+        paused_go = tt_now_ms();
+    for (;;) {
+        if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
+            return false;
+        const double now = tt_now_ms();
+        if (!atomic_load_explicit(&ce->stepping, memory_order_relaxed) &&
+            now - atomic_load_explicit(&ce->step_end_ms, memory_order_relaxed) >= CPU_SETTLE_IDLE_MS) {
+            paused_go = now;
+            return true;
+        }
+        if (now - paused_go >= CPU_SETTLE_WAIT_MAX_MS)
+            return true;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+}
+
 /* The repacking thread: each deferred matrix in turn into its own copy, published by ready; then
- * the arena settled onto huge pages. */
+ * the arena settled onto huge pages while the steps pause. */
 static void *cpu_repack_main(void *arg)
 {
     cpu_engine *ce = arg;
     cpu_repack(ce);
-    weight_arena_settle(ce->arena, &ce->repack_cancel);
+    weight_arena_settle_paced(ce->arena, cpu_settle_wait, ce);
     return NULL;
 }
 

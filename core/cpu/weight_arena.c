@@ -108,7 +108,17 @@ void *weight_arena_alloc(weight_arena *a, size_t bytes)
 
 #define ARENA_SETTLE_MAX 64        /* blocks settled in one call (doubling: far more than needed) */
 
+static bool arena_not_cancelled(void *cancel)
+{
+    return !cancel || !atomic_load_explicit((atomic_bool *)cancel, memory_order_relaxed);
+}
+
 size_t weight_arena_settle(weight_arena *a, atomic_bool *cancel)
+{
+    return weight_arena_settle_paced(a, arena_not_cancelled, cancel);
+}
+
+size_t weight_arena_settle_paced(weight_arena *a, bool (*wait)(void *user), void *user)
 {
     if (!ARENA_SHARED_BLOCKS)
         return 0;
@@ -127,7 +137,7 @@ size_t weight_arena_settle(weight_arena *a, atomic_bool *cancel)
 #endif
 #ifdef MADV_COLLAPSE
         for (size_t off = 0; collapse && off + ARENA_HUGE <= bl[i].used; off += ARENA_HUGE) {
-            if (cancel && atomic_load_explicit(cancel, memory_order_relaxed))
+            if (!wait(user))
                 return moved;
             if (madvise(bl[i].base + off, ARENA_HUGE, MADV_COLLAPSE) == 0)
                 moved += ARENA_HUGE;

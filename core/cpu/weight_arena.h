@@ -11,8 +11,9 @@
  * When: a fresh huge page is costly to fault in on some machines (on this project's Zen 4 VM a
  * Llama-3.2-1B Q4_K_M load spent 0.4-1.7 s of system time zeroing them, against 0.4-0.6 s on
  * 4 KiB pages), which would fall on the time to first token. So an engine's arena starts on
- * 4 KiB pages and weight_arena_settle moves what it has handed out onto huge pages afterwards,
- * on a background thread once the first token is out; a benchmark's arena asks for them at once.
+ * 4 KiB pages and weight_arena_settle_paced moves what it has handed out onto huge pages
+ * afterwards, on a background thread once the first token is out, in the pauses between the
+ * steps (cpu.c); a benchmark waits for all of it (weight_arena_settle where nothing runs).
  *
  * Thread-safe (the engine's repacking thread allocates while the engine runs). In a build with
  * AddressSanitizer each allocation is a block of its own, so that a kernel reading past its
@@ -41,6 +42,11 @@ void *weight_arena_alloc(weight_arena *a, size_t bytes);
  * kernel cannot collapse (before Linux 6.1), only asks (the kernel's background scan may move
  * them later). */
 size_t weight_arena_settle(weight_arena *a, atomic_bool *cancel);
+
+/* weight_arena_settle, calling wait(user) before each 2 MiB: it returns once the next may be moved
+ * (true) or the settling is to stop (false). A collapse under threads that read the same pages
+ * stalls them, so an engine's settling waits for its steps to pause (cpu.c). */
+size_t weight_arena_settle_paced(weight_arena *a, bool (*wait)(void *user), void *user);
 
 /* Bytes of blocks the arena holds (address space, not all of it resident). */
 size_t weight_arena_reserved(const weight_arena *a);
