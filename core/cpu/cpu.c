@@ -136,6 +136,7 @@ typedef struct {
      * waits for a pause of the steps (cpu_settle_wait). */
     atomic_bool stepping;
     _Atomic double step_end_ms;
+    double settle_go_ms;           /* the repacking thread's: when a pause last let 2 MiB go */
 } cpu_engine;
 
 static void cpu_defer_adopt(cpu_engine *ce);
@@ -1172,20 +1173,18 @@ static void cpu_stepping(cpu_engine *ce, bool on)
 static bool cpu_settle_wait(void *arg)
 {
     cpu_engine *ce = arg;
-    /* when a pause last let a 2 MiB go (this thread settles one engine) */
-    static _Thread_local double paused_go;
-    if (paused_go == 0)
-        paused_go = tt_now_ms();
+    if (ce->settle_go_ms == 0)
+        ce->settle_go_ms = tt_now_ms();
     for (;;) {
         if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
             return false;
         const double now = tt_now_ms();
         if (!atomic_load_explicit(&ce->stepping, memory_order_relaxed) &&
             now - atomic_load_explicit(&ce->step_end_ms, memory_order_relaxed) >= CPU_SETTLE_IDLE_MS) {
-            paused_go = now;
+            ce->settle_go_ms = now;
             return true;
         }
-        if (now - paused_go >= CPU_SETTLE_WAIT_MAX_MS)
+        if (now - ce->settle_go_ms >= CPU_SETTLE_WAIT_MAX_MS)
             return true;
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }

@@ -329,12 +329,13 @@ tt_status session_gen_step(session *s, int32_t force_id, session_event_fn fn, vo
                            session_stop *stop, tt_error *err);
 void session_gen_end(session *s, session_stop stop, session_event_fn fn, void *user);
 
-/* Pairs a speculative turn needs before it shows "x plain", and the most it times (a probe
- * costs a plain step's time; past this many the figure moves no more). */
 /* After a hold of the front end (pacing, step mode) an engine whose decode step reads at most this
  * many bytes of weights computes its next step on one thread; a larger one keeps all its threads
  * (session.c, warm_if_idle). Chosen by measurement: docs/performance.md. */
 #define SESSION_SOLO_MAX_BYTES ((size_t)64 << 20)
+
+/* Pairs a speculative turn needs before it shows "x plain", and the most it times (a probe
+ * costs a plain step's time; past this many the figure moves no more). */
 #define SESSION_PROBE_MIN 6
 #define SESSION_PROBE_MAX 1024
 /* After SESSION_PROBE_MIN pairs a round gets a probe while the probes' wall time stays within
