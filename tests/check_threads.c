@@ -472,6 +472,46 @@ START_TEST(an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_th
 }
 END_TEST
 
+START_TEST(a_busy_first_look_is_checked_again_after_the_first_interval_not_a_whole_one)
+{
+    /* A first look (THREADPOOL_LOAD_FIRST_MS of /proc/stat) finds every core taken; the load
+     * then stops. The pool must look again THREADPOOL_LOAD_FIRST_MS later, not after
+     * THREADPOOL_LOAD_INTERVAL_MS: on an idle machine a 10 ms burst of another process in that
+     * first window reads as half a core, and a short run spent its whole first 100 ms on one
+     * thread for it. Found free then, the workers take part. */
+    int n = threadpool_cores(), spin = 1;
+    pthread_t *spinners = spin_cores(&spin, n);
+    threadpool *p;
+    ck_assert_int_eq(threadpool_create_adaptive(2, true, &p, NULL), TT_OK);
+    stall_job j = {.caller_us = 100, .worker_us = 100};
+    threadpool_stats st = {0};
+    double t0 = tt_now_s();
+    while (st.looks == 0 && tt_now_s() - t0 < 1.0) {
+        run_chunks(p, &j.chunks, 8, stall_run, &j);
+        threadpool_get_stats(p, &st);
+    }
+    stop_spinners(spinners, &spin, n);
+#ifdef __linux__
+    ck_assert_uint_eq(st.looks, 1);
+    ck_assert_msg(st.others >= THREADPOOL_CORE_TAKEN, "others %.2f", st.others);
+    double t1 = tt_now_s();
+    while (st.looks == 1 && tt_now_s() - t1 < 1.0) {
+        run_chunks(p, &j.chunks, 8, stall_run, &j);
+        threadpool_get_stats(p, &st);
+    }
+    const double again_ms = (tt_now_s() - t1) * 1e3;
+    ck_assert_msg(again_ms < 0.8 * THREADPOOL_LOAD_INTERVAL_MS, "looked again after %.1f ms",
+                  again_ms);
+    if (st.others < THREADPOOL_CORE_TAKEN) {   /* free (a loaded machine may still be busy) */
+        run_jobs_for(p, &j, THREADPOOL_WINDOW_MS);
+        threadpool_get_stats(p, &st);
+        ck_assert_uint_gt(st.jobs_parallel, 0);
+    }
+#endif
+    threadpool_free(p);
+}
+END_TEST
+
 START_TEST(beside_busy_threads_a_probe_is_judged_by_its_time_per_chunk)
 {
     /* Beside spinners on every core, jobs whose caller chunks take 3 ms whenever the worker
@@ -542,6 +582,7 @@ int main(void)
             a_solo_pool_runs_jobs_on_the_caller_alone_and_uncounted,
             an_automatic_pool_keeps_workers_that_pay_and_retries_after_the_back_off,
             an_automatic_pool_counts_other_busy_threads,
+            a_busy_first_look_is_checked_again_after_the_first_interval_not_a_whole_one,
             an_automatic_pool_runs_on_the_caller_alone_until_its_first_look_at_the_load,
             beside_busy_threads_a_probe_is_judged_by_its_time_per_chunk,
             an_explicit_thread_count_is_never_dropped,

@@ -66,6 +66,7 @@ struct threadpool {
     clockid_t *clocks;              /* (n - 1) the workers' CPU-time clocks */
     double stat_us;                 /* the last /proc/stat sample: when (0: none), the busy time */
     double stat_busy_us, stat_ours_us; /* it counted and our threads' CPU time then */
+    unsigned looks;                 /* estimates of others taken */
     unsigned window_chunks;         /* chunks the current window's jobs handed out */
     int serial_jobs;                /* jobs run on the caller alone in the current serial */
     double serial_us;               /* stretch: their count, time and chunks */
@@ -326,13 +327,18 @@ static double ours_cpu_us(const threadpool *p)
 }
 
 /* Takes a /proc/stat sample; with an earlier one at least THREADPOOL_LOAD_INTERVAL_MS old (or
- * THREADPOOL_LOAD_FIRST_MS for the first estimate), p->others becomes the cores' worth of CPU
- * time the others took in between: the machine's busy time less our threads'. */
+ * THREADPOOL_LOAD_FIRST_MS for the first estimate, and for the second where the first found a
+ * core taken), p->others becomes the cores' worth of CPU time the others took in between: the
+ * machine's busy time less our threads'. Over the first interval's 20 ms a single 10 ms burst
+ * of another process (a kernel thread, the terminal drawing the output) reads as half a core:
+ * confirmed or cleared as quickly, a short run on an idle machine does not spend the whole
+ * interval on one thread for it. */
 static void pool_sample_load(threadpool *p, double t)
 {
     double elapsed = t - p->stat_us;
+    const bool quick = p->looks == 0 || (p->looks == 1 && p->others >= THREADPOOL_CORE_TAKEN);
     if (p->stat_us > 0.0 &&
-        elapsed < (p->others < 0.0 ? THREADPOOL_LOAD_FIRST_MS : THREADPOOL_LOAD_INTERVAL_MS) * 1e3)
+        elapsed < (quick ? THREADPOOL_LOAD_FIRST_MS : THREADPOOL_LOAD_INTERVAL_MS) * 1e3)
         return;
     double busy = busy_cpu_us(), ours = ours_cpu_us(p);
     if (busy < 0.0) {
@@ -342,6 +348,7 @@ static void pool_sample_load(threadpool *p, double t)
     if (p->stat_us > 0.0) {
         double others = (busy - p->stat_busy_us - (ours - p->stat_ours_us)) / elapsed;
         p->others = others > 0.0 ? others : 0.0;
+        p->looks++;
     }
     p->stat_us = t;
     p->stat_busy_us = busy;
@@ -551,6 +558,7 @@ void threadpool_get_stats(const threadpool *p, threadpool_stats *out)
     out->active = p->serial ? 1 : atomic_load(&p->active);
     out->gain = p->gain;
     out->others = p->others;
+    out->looks = p->looks;
     out->lone_chunk_us = p->lone_chunk_us;
     out->load_limited = p->load_limited;
     out->jobs_parallel = p->jobs_parallel;

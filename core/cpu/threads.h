@@ -32,7 +32,8 @@ tt_status threadpool_create(int n_threads, threadpool **out, tt_error *err);
 
 /* n_threads (>= 1) threads, adaptive. With watch_load, only as many threads take part as can
  * each have a core to itself: the cores left by the CPU time other processes' non-niced threads
- * took (/proc/stat less our own threads' CPU clocks, over THREADPOOL_LOAD_INTERVAL_MS or more;
+ * took (/proc/stat less our own threads' CPU clocks, over THREADPOOL_LOAD_INTERVAL_MS or more,
+ * the first look and the one that confirms a busy first look over THREADPOOL_LOAD_FIRST_MS;
  * THREADPOOL_CORE_TAKEN of a core counts as taken; niced work yields its core and does not
  * count). At one, jobs run on the caller alone, the pool looks again after
  * THREADPOOL_RECHECK_MS, and it tries a parallel window despite the load after a back-off (at
@@ -87,6 +88,7 @@ typedef struct {
                                       0 before the first window */
     double others;                 /* cores' worth of CPU time other processes' non-niced
                                       threads took at the last look (/proc/stat), -1 unknown */
+    unsigned looks;                /* how many looks at the load estimated it */
     bool load_limited;             /* they left fewer cores than threads */
     double lone_chunk_us;          /* time per chunk of the caller alone, measured in the last
                                       serial stretch long enough (0: none) */
