@@ -930,27 +930,33 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     float *sc3 = scratch;
     int8_t *qb = scratch ? (int8_t *)(scratch + 3 * (size_t)KB) : NULL;
     bool q4k = false, q6k = false;
-    for (int n = n0; n < n1; n++) {
-        uint32_t t;
-        const uint8_t *row = packed_gguf_row(w, n, &t);
-        if (!row)                   /* a regrouped part's row (mm_gguf_groups) */
+    /* a regrouped part's columns are left to mm_gguf_groups whole: no walk over them (a
+     * decode step's matrices are all regrouped, the lm_head's 128K columns among them) */
+    for (int i = 0, col0 = 0; i < w->n_parts; col0 += w->parts[i].N, i++) {
+        const int c0 = n0 > col0 ? n0 : col0;
+        const int c1 = n1 < col0 + w->parts[i].N ? n1 : col0 + w->parts[i].N;
+        if (w->parts[i].groups)
             continue;
-        if (GG_WIDE(t)) {
-            q4k |= t == QUANT_Q4_K;
-            q6k |= t == QUANT_Q6_K;
-            continue;
-        }
-        if (unpack) {
-            gg_unpack_row(t, row, KB, qb, sc3);
-            row = NULL;
-        }
-        for (int t0 = 0; t0 < a->T; t0 += GG_MR) {
-            const int R = a->T - t0 < GG_MR ? a->T - t0 : GG_MR;
-            float y[GG_MR];
-            gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq, (size_t)a->ldxq, R,
-                      KB, y);
-            for (int r = 0; r < R; r++)
-                gg_finish(a, t0 + r, n, y[r]);
+        for (int n = c0; n < c1; n++) {
+            uint32_t t;
+            const uint8_t *row = packed_gguf_row(w, n, &t);
+            if (GG_WIDE(t)) {
+                q4k |= t == QUANT_Q4_K;
+                q6k |= t == QUANT_Q6_K;
+                continue;
+            }
+            if (unpack) {
+                gg_unpack_row(t, row, KB, qb, sc3);
+                row = NULL;
+            }
+            for (int t0 = 0; t0 < a->T; t0 += GG_MR) {
+                const int R = a->T - t0 < GG_MR ? a->T - t0 : GG_MR;
+                float y[GG_MR];
+                gg_column(t, row, qb, sc3, a->xq + (size_t)t0 * (size_t)a->ldxq,
+                          (size_t)a->ldxq, R, KB, y);
+                for (int r = 0; r < R; r++)
+                    gg_finish(a, t0 + r, n, y[r]);
+            }
         }
     }
 #if KS_VW == 16
