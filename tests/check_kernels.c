@@ -940,6 +940,49 @@ START_TEST(layernorm_normalizes_each_row)
 }
 END_TEST
 
+/* Every set's SwiGLU is silu(g) * u against a float64 one, whatever the columns' count past the
+ * last whole vector: within 4 float ulps of the result over [-30, 30], and at the extremes the
+ * formula's limits (g for a large g, a zero for a large -g, NaN kept). */
+START_TEST(swiglu_in_every_set_is_silu_times_up)
+{
+    const kernels *sets[8];
+    int ns = tu_kernel_sets(sets, true);
+    enum { FF = 203, LD = 2 * FF + 5, T = 3 };
+    for (int s = 0; s < ns; s++) {
+        static float gu[T * LD], in[T * LD];
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < FF; i++) {
+                in[t * LD + i] = -30.0f + 60.0f * (float)(t * FF + i) / (float)(T * FF - 1);
+                in[t * LD + FF + i] = 0.25f + 0.01f * (float)i;
+            }
+        const float extremes[] = {-1e30f, -150.0f, -89.0f, -87.0f, 87.0f, 89.0f, 150.0f, 1e30f};
+        for (int k = 0; k < 8; k++)
+            in[LD + k] = extremes[k];
+        in[LD + 8] = NAN;
+        memcpy(gu, in, sizeof gu);
+        sets[s]->swiglu(gu, LD, FF, 0, T);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < FF; i++) {
+                const double g = in[t * LD + i], u = in[t * LD + FF + i];
+                const double want = g / (1.0 + exp(-g)) * u;
+                const float got = gu[t * LD + i];
+                if (isnan(g)) {
+                    ck_assert_msg(isnan(got), "%s: NaN gave %g", sets[s]->name, got);
+                } else if (fabs(want) < 1e-30) {
+                    ck_assert_msg(fabsf(got) < 1e-30f, "%s: g %g: %g, want %g", sets[s]->name,
+                                  g, got, want);
+                } else {
+                    ck_assert_msg(fabs(got - want) <= 4.0 * FLT_EPSILON * fabs(want),
+                                  "%s: g %g u %g: %.9g, want %.9g", sets[s]->name, g, u, got,
+                                  want);
+                }
+                ck_assert(gu[t * LD + FF + i] == in[t * LD + FF + i] ||
+                          (isnan(gu[t * LD + FF + i]) && isnan(in[t * LD + FF + i])));
+            }
+    }
+}
+END_TEST
+
 int main(void)
 {
     tu_report_skipped_sets("check_kernels");
@@ -965,6 +1008,7 @@ int main(void)
     tcase_add_test(tc, every_set_the_cpu_runs_is_tested_under_ci);
     tcase_add_test(tc, environment_forces_the_reference_set);
     tcase_add_test(tc, layernorm_normalizes_each_row);
+    tcase_add_test(tc, swiglu_in_every_set_is_silu_times_up);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -555,6 +555,7 @@ static void cpu_norm(cpu_engine *ce, float *out, const float *x, const float *w,
 }
 
 typedef struct {
+    const kernels *kern;
     float *gu;
     int ld, FF;
 } swiglu_ctx;
@@ -562,7 +563,7 @@ typedef struct {
 static void swiglu_rows(const void *varg, int t0, int t1)
 {
     const swiglu_ctx *g = varg;
-    kernels_swiglu(g->gu, g->ld, g->FF, t0, t1);
+    g->kern->swiglu(g->gu, g->ld, g->FF, t0, t1);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -652,7 +653,7 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
         cpu_norm(ce, ce->xn, ce->x, ly->ffn_norm_w, ly->ffn_norm_b, T);
         if (swiglu) {
             cpu_matmul(ce, ce->fc, ldfc, ce->xn, C, &ly->up, NULL, T, MM_STORE);
-            swiglu_ctx g = {.gu = ce->fc, .ld = ldfc, .FF = FF};
+            swiglu_ctx g = {.kern = ce->kern, .gu = ce->fc, .ld = ldfc, .FF = FF};
             cpu_rows(ce, T, swiglu_rows, &g);
         } else {
             cpu_matmul(ce, ce->fc, ldfc, ce->xn, C, &ly->up, ly->up_b, T,

@@ -808,6 +808,7 @@ static const kernels reference_set = {
     .matmul = ref_matmul,
     .quantize_rows = kernels_quantize_rows,
     .attention = ref_attention,
+    .swiglu = kernels_swiglu,
 };
 
 const kernels *kernels_reference(void)

@@ -379,6 +379,9 @@ typedef struct {
     /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
      * floats private to the calling thread. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
+    /* kernels_swiglu's rows (the SIMD sets: silu's e^-x by the vector exp the softmax uses,
+     * within a few ulp of expf's). */
+    void (*swiglu)(float *gu, int ld, int FF, int t0, int t1);
     /* Its TT_GGUF matmul reads regrouped parts (packed_gguf_group), and gains from them. */
     bool gguf_groups;
     /* Its TT_GGUF matmul over BF16 rows (a BF16 file's matrices) reads the activations rounded
@@ -439,7 +442,8 @@ void kernels_rmsnorm(float *out, int ldo, const float *x, int ldx, const float *
 void kernels_rope(float *x, int n_heads, int HS, const float *cs_cos, const float *cs_sin, int pos);
 
 /* SwiGLU of rows [t0, t1) of gu (rows ld apart, [gate | up] of FF columns each): gate[i] =
- * silu(gate[i]) * up[i], in place (the first FF columns of each row). */
+ * silu(gate[i]) * up[i], in place (the first FF columns of each row). The reference set's
+ * kernels.swiglu. */
 void kernels_swiglu(float *gu, int ld, int FF, int t0, int t1);
 
 #endif

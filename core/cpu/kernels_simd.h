@@ -1520,6 +1520,30 @@ static void simd_attention(const attention_args *a, int h, int t0, int t1, float
 }
 
 /* The CPU check is the caller's (kernels.c, built without this set's flags). */
+/* kernels_swiglu: silu(g) = g / (1 + e^-g) with v_exp (a large g: g over 1; a large -g: over
+ * an infinite denominator, as expf's, which AVX2's v_exp, clamped to a normal float, is made
+ * to give past its clamp); the columns past the last whole vector by arch_silu. A decode step's
+ * 8192 columns took 17.5 us a layer through expf on the caller alone while the workers waited. */
+static void simd_swiglu(float *gu, int ld, int FF, int t0, int t1)
+{
+    for (int t = t0; t < t1; t++) {
+        float *g = gu + (size_t)t * (size_t)ld;
+        const float *u = g + FF;
+        int i = 0;
+        for (; i + KS_VW <= FF; i += KS_VW) {
+            const vf x = v_loadu(g + i);
+            vf e = v_exp(v_sub(v_zero(), x));
+#if KS_VW == 8
+            e = _mm256_blendv_ps(e, v_set1(INFINITY),
+                                 _mm256_cmp_ps(x, v_set1(-KS_EXP_HI), _CMP_LT_OQ));
+#endif
+            v_storeu(g + i, v_mul(v_div(x, v_add(v_set1(1.0f), e)), v_loadu(u + i)));
+        }
+        for (; i < FF; i++)
+            g[i] = arch_silu(g[i]) * u[i];
+    }
+}
+
 const kernels *KS_SET_GET(void)
 {
     static const kernels set = {
@@ -1527,7 +1551,7 @@ const kernels *KS_SET_GET(void)
 #if KS_AMX || KS_BF16DP
         .bf16_rows = simd_bf16_rows,
 #endif
-        .attention = simd_attention, .gguf_groups = KS_VW == 16,
+        .attention = simd_attention, .swiglu = simd_swiglu, .gguf_groups = KS_VW == 16,
         .gguf_bf16_rows = KS_BF16DP && !KS_AMX};
     return &set;
 }
