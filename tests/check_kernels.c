@@ -625,10 +625,12 @@ END_TEST
 
 /* Random q, keys and values for T query rows at positions pos.. (NH query heads over NKV KV
  * heads of HS), attention by set ks over the whole span, then row by row as decode steps compute
- * them (each head told the next one follows when hint): each row's bits must be the span's. */
+ * them (each head told the next one follows when hint; with grouped, each KV head's query heads
+ * together through ks->attention_heads): each row's bits must be the span's. */
 static void check_rows_alone_as_in_span(const kernels *ks, rng *g, int T, int pos, int NH,
-                                        int NKV, int HS, bool hint)
+                                        int NKV, int HS, bool hint, bool grouped)
 {
+    const int G = NH / NKV;
     const int C = NH * HS, n_ctx = pos + T, ldk = key_positions(n_ctx);
     float *q = rand_floats(g, (size_t)T * C, -2.0f, 2.0f);
     float *k = rand_floats(g, (size_t)NKV * ldk * HS, -2.0f, 2.0f);
@@ -648,6 +650,11 @@ static void check_rows_alone_as_in_span(const kernels *ks, rng *g, int T, int po
         one.out = o_one + (size_t)i * C;
         one.pos = pos + i;
         one.T = 1;
+        if (grouped) {
+            for (int h = 0; h < NH; h += G)
+                ks->attention_heads(&one, h, G, 0, scratch);
+            continue;
+        }
         for (int h = 0; h < NH; h++) {
             one.next_head = hint && h + 1 < NH;
             ks->attention(&one, h, 0, 1, scratch);
@@ -657,8 +664,8 @@ static void check_rows_alone_as_in_span(const kernels *ks, rng *g, int T, int po
         ck_assert_msg(memcmp(o_all + (size_t)i * C, o_one + (size_t)i * C,
                              (size_t)C * sizeof(float)) == 0,
                       "%s T=%d pos=%d NH=%d NKV=%d HS=%d%s: row %d alone differs from the same "
-                      "row in the span", ks->name, T, pos, NH, NKV, HS, hint ? " (hinted)" : "",
-                      i);
+                      "row in the span", ks->name, T, pos, NH, NKV, HS,
+                      grouped ? " (grouped heads)" : hint ? " (hinted)" : "", i);
     free(q);
     free(k);
     free(v);
@@ -684,7 +691,7 @@ START_TEST(attention_rows_do_not_depend_on_the_rows_beside_them)
     for (int s = 0; s < ns; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             check_rows_alone_as_in_span(sets[s], &g, cases[c].T, cases[c].pos, cases[c].NH,
-                                        cases[c].NH, cases[c].HS, false);
+                                        cases[c].NH, cases[c].HS, false, false);
 }
 END_TEST
 
@@ -706,7 +713,34 @@ START_TEST(prefetch_hints_leave_a_decode_rows_bits_unchanged)
     for (int s = 0; s < ns; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             check_rows_alone_as_in_span(sets[s], &g, cases[c].T, cases[c].pos, cases[c].NH,
-                                        cases[c].NKV, cases[c].HS, true);
+                                        cases[c].NKV, cases[c].HS, true, false);
+}
+END_TEST
+
+START_TEST(grouped_heads_of_a_decode_row_have_the_bits_of_the_heads_alone)
+{
+    /* A decode row's query heads that share a key/value head, computed together
+     * (kernels.attention_heads: each key and value row read once for the group), give the bits
+     * of each head alone, and so of the same row inside a span: groups of 2 to 8 heads, head
+     * sizes that are and are not whole vectors, positions around the score vectors' ends. */
+    static const struct { int T, pos, NH, NKV, HS; } cases[] = {
+        {3, 0, 4, 2, 64}, {4, 29, 8, 2, 64}, {2, 31, 6, 2, 24}, {3, 160, 14, 2, 64},
+        {2, 63, 16, 2, 128}, {5, 7, 9, 3, 7}, {2, 300, 8, 1, 64}, {3, 45, 12, 6, 33},
+    };
+    const kernels *sets[8];
+    int ns = tu_kernel_sets(sets, false), grouped = 0;
+    rng g;
+    rng_seed(&g, 43);
+    for (int s = 0; s < ns; s++) {
+        if (!sets[s]->attention_heads)
+            continue;
+        grouped++;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            check_rows_alone_as_in_span(sets[s], &g, cases[c].T, cases[c].pos, cases[c].NH,
+                                        cases[c].NKV, cases[c].HS, false, true);
+    }
+    if (!grouped)
+        fprintf(stderr, "check_kernels: no set here computes grouped heads (AVX-512 sets do)\n");
 }
 END_TEST
 
@@ -1001,6 +1035,7 @@ int main(void)
     tcase_add_test(tc, simd_attention_matches_reference);
     tcase_add_test(tc, attention_rows_do_not_depend_on_the_rows_beside_them);
     tcase_add_test(tc, prefetch_hints_leave_a_decode_rows_bits_unchanged);
+    tcase_add_test(tc, grouped_heads_of_a_decode_row_have_the_bits_of_the_heads_alone);
     tcase_add_test(tc, bf16_rows_round_like_the_dtype_in_every_set);
     tcase_add_test(tc, bf16_activation_matmul_is_the_float64_sum_of_the_rounded_inputs);
     tcase_add_test(tc, amx_set_falls_back_when_the_tile_state_is_refused);

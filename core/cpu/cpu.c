@@ -458,9 +458,27 @@ typedef struct {
     const float *qkv;              /* (T, QKV) */
     const cpu_seg *segs;
     int n_segs;
-    int div, min_run;              /* runs of (segment, query head) pairs (attention_runs) */
-    threadpool_chunks work;        /* (n_segs * NH) pairs, segment-major */
+    int G;                         /* query heads a unit of work: 1, or a key/value head's
+                                      group (attention_group) */
+    int div, min_run;              /* runs of (segment, unit) pairs (attention_runs) */
+    threadpool_chunks work;        /* (n_segs * NH / G) pairs, segment-major */
 } attention_job;
+
+/* Query heads the kernel computes together: a key/value head's group of G (kernels.
+ * attention_heads: each of its key and value rows read once for the G), where every segment is
+ * one row (a decode step, batched or not) and no row's weights are captured; else 1. */
+static int attention_group(const cpu_engine *ce, const cpu_seg *segs, int n_segs)
+{
+    const model_config *cfg = ce->base.config;
+    const int G = cfg->NKV > 0 && cfg->NH % cfg->NKV == 0 ? cfg->NH / cfg->NKV : 1;
+    const engine_attention *c = ce->base.attention;
+    if (G < 2 || G > 8 || !ce->kern->attention_heads || (c && c->n_rows))
+        return 1;
+    for (int s = 0; s < n_segs; s++)
+        if (segs[s].T != 1)
+            return 1;
+    return G;
+}
 
 /* How a layer's attention is handed out: runs of consecutive (segment, query head) pairs, each
  * head but a run's last telling the kernel that the next one comes on the same thread
@@ -472,6 +490,7 @@ typedef struct {
  * 8 or more a thread. */
 static void attention_runs(attention_job *j, int NH, int nth)
 {
+    NH /= j->G;                    /* units of work a segment */
     const int pairs = NH * j->n_segs;
     nth = nth > 0 ? nth : 1;
     if (j->n_segs == 1) {
@@ -501,7 +520,8 @@ static void capture_rows(const cpu_engine *ce, attention_args *a, int l, int h)
     a->ld_probs = (size_t)c->NH * (size_t)c->ld;
 }
 
-/* One query head of one sequence at a time, over that sequence's cache. */
+/* One query head (or a key/value head's group, attention_group) of one sequence at a time,
+ * over that sequence's cache. */
 static void attention_job_run(void *varg, int ith, int nth)
 {
     (void)nth;
@@ -510,11 +530,12 @@ static void attention_job_run(void *varg, int ith, int nth)
     const model_config *cfg = ce->base.config;
     const int NH = cfg->NH, QKV = model_config_qkvdim(cfg), Q = model_config_qdim(cfg);
     float *scratch = ce->scratch + (size_t)ith * KERNELS_ATTN_SCRATCH(ce->cache.n_ctx);
+    const int units = NH / j->G;
     int c, n;
     while ((c = threadpool_next_run(&j->work, j->min_run, j->div, &n)) >= 0)
         for (int i = c; i < c + n; i++) {
-            const cpu_seg *sg = &j->segs[i / NH];
-            const int h = i % NH;
+            const cpu_seg *sg = &j->segs[i / units];
+            const int h = i % units * j->G;
             kvcache *kv = sg->cache;
             attention_args a = {.q = j->qkv + (size_t)sg->row * (size_t)QKV, .ldq = QKV,
                                 .k = kvcache_k(kv, j->layer), .v = kvcache_v(kv, j->layer),
@@ -522,6 +543,10 @@ static void attention_job_run(void *varg, int ith, int nth)
                                 .out = ce->att + (size_t)sg->row * (size_t)Q, .ldo = Q,
                                 .T = sg->T, .pos = sg->pos, .NH = NH, .HS = cfg->HS,
                                 .NKV = cfg->NKV, .next_head = i + 1 < c + n && h + 1 < NH};
+            if (j->G > 1) {
+                ce->kern->attention_heads(&a, h, j->G, 0, scratch);
+                continue;
+            }
             capture_rows(ce, &a, j->layer, h);
             ce->kern->attention(&a, h, 0, sg->T, scratch);
         }
@@ -646,7 +671,7 @@ static bool cpu_forward_chunk(cpu_engine *ce, const int32_t *ids, int T, const c
         cpu_matmul(ce, ce->qkv, QKV, ce->xn, C, &ly->qkv, ly->qkv_b, T, MM_STORE);
         cpu_attention_prepare(ce, ly, l, ce->qkv, segs, n_segs, T);
         attention_job aj = {.ce = ce, .layer = l, .qkv = ce->qkv, .segs = segs,
-                            .n_segs = n_segs};
+                            .n_segs = n_segs, .G = attention_group(ce, segs, n_segs)};
         attention_runs(&aj, NH, threadpool_size(ce->pool));
         threadpool_run(ce->pool, attention_job_run, &aj);
         cpu_matmul(ce, ce->x, C, ce->att, Q, &ly->o, ly->o_b, T, MM_ADD);

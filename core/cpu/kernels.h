@@ -379,6 +379,11 @@ typedef struct {
     /* Attention for head h, query rows [t0, t1). scratch: KERNELS_ATTN_SCRATCH(pos + t1)
      * floats private to the calling thread. */
     void (*attention)(const attention_args *a, int h, int t0, int t1, float *scratch);
+    /* Query heads h0 .. h0+G-1 (2 <= G <= 8, heads that read one key/value head) of query row i
+     * together, without the capture (a->probs unread): the bits of attention(a, h, i, i + 1) for
+     * each, each key and value row read once for all G. NULL where a set has none. scratch:
+     * KERNELS_ATTN_SCRATCH(pos + i + 1) floats. */
+    void (*attention_heads)(const attention_args *a, int h0, int G, int i, float *scratch);
     /* kernels_swiglu's rows (the SIMD sets: silu's e^-x by the vector exp the softmax uses,
      * within a few ulp of expf's). */
     void (*swiglu)(float *gu, int ld, int FF, int t0, int t1);

@@ -1393,23 +1393,24 @@ tile_fma(vf *c0, vf *c1, const float *x, size_t xs, vmask m0, vmask m1, const fl
 }
 
 /* Scores of the tile's rows, 2 vectors of positions x QB rows per step (2 QB accumulators),
- * into scratch (QB, ls). The three steps of a tile are separate functions so that each gets the
- * register file to itself (GCC 12 spilled a key vector of this loop when they were one). */
+ * into scratch (QB, n_max): row r's query is q + r qs (a prefill's rows of head h, ldq apart, or
+ * one row's query heads sharing h's keys, HS apart). The three steps of a tile are separate
+ * functions so that each gets the register file to itself (GCC 12 spilled a key vector of this
+ * loop when they were one). */
 static inline __attribute__((always_inline)) void
-tile_scores(const attention_args *a, int h, int i0, float *scratch, int QB)
+tile_scores(const attention_args *a, int h, const float *q, size_t qs, int n_max, float *scratch,
+            int QB)
 {
     const int HS = a->HS;
     const vf scale = v_set1(gpt2_attn_scale(HS));
-    const int n_max = a->pos + i0 + QB;
     const size_t ls = (size_t)n_max;
-    const float *q = a->q + (size_t)i0 * (size_t)a->ldq + (size_t)h * (size_t)HS;  /* row i0 */
     for (int t = 0; t < n_max; t += 2 * KS_VW) {
         const vmask m0 = v_mask(n_max - t), m1 = v_mask(n_max - t - KS_VW);
         vf c0[KS_ATT_QB], c1[KS_ATT_QB];
         tile_zero(c0, c1, QB);
         const float *k0 = key_vec(a, h, t), *k1 = key_vec(a, h, t + KS_VW);
         for (int d = 0; d < HS; d++)
-            tile_fma(c0, c1, q + d, (size_t)a->ldq, m0, m1, k0 + (size_t)d * KERNELS_KEY_BLOCK,
+            tile_fma(c0, c1, q + d, qs, m0, m1, k0 + (size_t)d * KERNELS_KEY_BLOCK,
                      k1 + (size_t)d * KERNELS_KEY_BLOCK, QB);
 #pragma GCC unroll 8
         for (int r = 0; r < QB; r++) {
@@ -1420,16 +1421,15 @@ tile_scores(const attention_args *a, int h, int i0, float *scratch, int QB)
 }
 
 /* Outputs of the tile's rows from the softmax numerators in scratch (QB, ls), 2 vectors of head
- * columns x QB rows per step (2 QB accumulators), each row scaled by its inv. */
+ * columns x QB rows per step (2 QB accumulators), each row scaled by its inv, row r's written to
+ * out + r os. Every row sees keys 0 .. n_min-1; a prefill's (tri) row r also n_min .. n_min+r-1. */
 static inline __attribute__((always_inline)) void
-tile_values(const attention_args *a, int h, int i0, const float *scratch, const float *inv,
-            int QB)
+tile_values(const attention_args *a, int h, float *out, size_t os, int n_min, size_t ls, bool tri,
+            const float *scratch, const float *inv, int QB)
 {
     _Static_assert(KS_VALUE_CHAINS == 1, "a tile runs one chain per output column");
     const int HS = a->HS;
     const float *vh = a->v + (size_t)kernels_kv_head(a, h) * (size_t)a->n_ctx * (size_t)HS;    /* (n_ctx, HS) */
-    const int n_min = a->pos + i0 + 1;        /* keys every row of the tile sees */
-    const size_t ls = (size_t)(a->pos + i0 + QB);
     for (int d0 = 0; d0 < HS; d0 += 2 * KS_VW) {
         const vmask m0 = v_mask(HS - d0), m1 = v_mask(HS - d0 - KS_VW);
         vf c0[KS_ATT_QB], c1[KS_ATT_QB];
@@ -1439,18 +1439,20 @@ tile_values(const attention_args *a, int h, int i0, const float *scratch, const 
         for (; u < n_min; u++, vr += HS)
             tile_fma(c0, c1, scratch + u, ls, m0, m1, vr, vr + KS_VW, QB);
         /* The triangle: row r also sees keys n_min .. n_min + r - 1. */
+        if (tri) {
 #pragma GCC unroll 8
-        for (int r = 1; r < QB; r++) {
-            const float *vt = vr;
-            for (int j = 0; j < r; j++, vt += HS) {
-                vf p = v_set1(scratch[r * ls + (size_t)(u + j)]);
-                c0[r] = v_fma(p, v_mload(m0, vt), c0[r]);
-                c1[r] = v_fma(p, v_mload(m1, vt + KS_VW), c1[r]);
+            for (int r = 1; r < QB; r++) {
+                const float *vt = vr;
+                for (int j = 0; j < r; j++, vt += HS) {
+                    vf p = v_set1(scratch[r * ls + (size_t)(u + j)]);
+                    c0[r] = v_fma(p, v_mload(m0, vt), c0[r]);
+                    c1[r] = v_fma(p, v_mload(m1, vt + KS_VW), c1[r]);
+                }
             }
         }
 #pragma GCC unroll 8
         for (int r = 0; r < QB; r++) {
-            float *o = a->out + (size_t)(i0 + r) * (size_t)a->ldo + (size_t)h * (size_t)HS + d0;
+            float *o = out + (size_t)r * os + d0;
             vf sc = v_set1(inv[r]);
             v_mstore(o, m0, v_mul(c0[r], sc));
             v_mstore(o + KS_VW, m1, v_mul(c1[r], sc));
@@ -1461,15 +1463,16 @@ tile_values(const attention_args *a, int h, int i0, const float *scratch, const 
 /* The scores and the values of a tile of each height, out of line (see tile_scores). */
 #define TILE_HEIGHT(QB)                                                                         \
     static __attribute__((noinline)) void                                                      \
-    tile_scores_##QB(const attention_args *a, int h, int i0, float *scratch)                   \
+    tile_scores_##QB(const attention_args *a, int h, const float *q, size_t qs, int n_max,     \
+                     float *scratch)                                                            \
     {                                                                                           \
-        tile_scores(a, h, i0, scratch, QB);                                                     \
+        tile_scores(a, h, q, qs, n_max, scratch, QB);                                           \
     }                                                                                           \
     static __attribute__((noinline)) void                                                      \
-    tile_values_##QB(const attention_args *a, int h, int i0, const float *scratch,             \
-                     const float *inv)                                                          \
+    tile_values_##QB(const attention_args *a, int h, float *out, size_t os, int n_min,          \
+                     size_t ls, bool tri, const float *scratch, const float *inv)               \
     {                                                                                           \
-        tile_values(a, h, i0, scratch, inv, QB);                                                \
+        tile_values(a, h, out, os, n_min, ls, tri, scratch, inv, QB);                           \
     }
 TILE_HEIGHT(2) TILE_HEIGHT(3) TILE_HEIGHT(4) TILE_HEIGHT(5) TILE_HEIGHT(6) TILE_HEIGHT(7)
 TILE_HEIGHT(8)
@@ -1485,9 +1488,12 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
 {
     const int n_min = a->pos + i0 + 1;
     const size_t ls = (size_t)(a->pos + i0 + QB);
+    const float *q = a->q + (size_t)i0 * (size_t)a->ldq + (size_t)h * (size_t)a->HS;
+    float *out = a->out + (size_t)i0 * (size_t)a->ldo + (size_t)h * (size_t)a->HS;
+    const size_t qs = (size_t)a->ldq, os = (size_t)a->ldo;
     float inv[KS_ATT_QB];
     switch (QB) {
-#define TILE_CASE(n) case n: tile_scores_##n(a, h, i0, scratch); break;
+#define TILE_CASE(n) case n: tile_scores_##n(a, h, q, qs, (int)ls, scratch); break;
     TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
 #undef TILE_CASE
     }
@@ -1496,7 +1502,33 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
         kernels_attention_keep(a, i0 + r, scratch + r * ls, inv[r], n_min + r);
     }
     switch (QB) {
-#define TILE_CASE(n) case n: tile_values_##n(a, h, i0, scratch, inv); break;
+#define TILE_CASE(n) case n: tile_values_##n(a, h, out, os, n_min, ls, true, scratch, inv); break;
+    TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
+#undef TILE_CASE
+    }
+}
+
+/* Query heads h0 .. h0+G-1 of row i, which read the same keys and values (grouped-query
+ * attention), as one tile whose rows are the heads: each key and value row loaded serves G heads
+ * (head by head, a decode step read each key/value head's run G times). Each head runs exactly
+ * the chains of attention_rows, so the same bits. */
+static void simd_attention_heads(const attention_args *a, int h0, int G, int i, float *scratch)
+{
+    const int n = a->pos + i + 1, HS = a->HS;
+    const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h0 * (size_t)HS;
+    float *out = a->out + (size_t)i * (size_t)a->ldo + (size_t)h0 * (size_t)HS;
+    float inv[KS_ATT_QB];
+    switch (G) {
+#define TILE_CASE(m) case m: tile_scores_##m(a, h0, q, (size_t)HS, n, scratch); break;
+    TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
+#undef TILE_CASE
+    default: return;
+    }
+    for (int r = 0; r < G; r++)
+        inv[r] = softmax_row(scratch + (size_t)r * (size_t)n, n);
+    switch (G) {
+#define TILE_CASE(m) case m: tile_values_##m(a, h0, out, (size_t)HS, n, (size_t)n, false, scratch, \
+                                            inv); break;
     TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
 #undef TILE_CASE
     }
@@ -1519,7 +1551,6 @@ static void simd_attention(const attention_args *a, int h, int t0, int t1, float
     attention_rows(a, h, i, t1, scratch);
 }
 
-/* The CPU check is the caller's (kernels.c, built without this set's flags). */
 /* kernels_swiglu: silu(g) = g / (1 + e^-g) with v_exp (a large g: g over 1; a large -g: over
  * an infinite denominator, as expf's, which AVX2's v_exp, clamped to a normal float, is made
  * to give past its clamp); the columns past the last whole vector by arch_silu. A decode step's
@@ -1544,6 +1575,7 @@ static void simd_swiglu(float *gu, int ld, int FF, int t0, int t1)
     }
 }
 
+/* The CPU check is the caller's (kernels.c, built without this set's flags). */
 const kernels *KS_SET_GET(void)
 {
     static const kernels set = {
@@ -1552,6 +1584,9 @@ const kernels *KS_SET_GET(void)
         .bf16_rows = simd_bf16_rows,
 #endif
         .attention = simd_attention, .swiglu = simd_swiglu, .gguf_groups = KS_VW == 16,
+#if KS_ATT_QB
+        .attention_heads = simd_attention_heads,
+#endif
         .gguf_bf16_rows = KS_BF16DP && !KS_AMX};
     return &set;
 }
