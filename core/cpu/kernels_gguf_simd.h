@@ -443,6 +443,8 @@ static inline __attribute__((always_inline)) __m512i gg_bcast4(const int8_t *p)
 /* How far ahead of its reads a group kernel streams a group's bytes into L2 where the GEMV
  * prefetches (Intel: docs/bench/2026-11-28-xeon.md has the distances measured). */
 #define GG_GROUP_AHEAD 8192
+/* Q4_0's and Q5_0's distance (1 KiB measured slower, 3-4 KiB no faster, 8 KiB slower) */
+#define GG_Q0_AHEAD 2048
 
 /* Step i of n over a super-block of per bytes at sb: the lines GG_GROUP_AHEAD further on whose
  * starts fall in the step's n-th of it, into L2, so that the steps together ask for each line of
@@ -639,12 +641,15 @@ gg_group_rows_q0(uint32_t t, const uint8_t *grp, int KB, const kernels_q8_act *x
     for (int b = 0; b < KB; b++) {
         size_t od, oh, oq;
         gguf_gq0_at(t, (size_t)KB, (size_t)b, &od, &oh, &oq);
-        /* where the GEMV prefetches (Intel): the group's stream 8 block pairs (4.5-5.5 KiB)
-         * ahead into L2, which streams it about a quarter faster there
-         * (docs/bench/2026-11-28-xeon.md) */
-        if (pf && b % 2 == 0 && b / 2 + 8 < KB / 2)
-            for (size_t j = 0; j < pair; j += 64)
-                _mm_prefetch((const char *)grp + pair * (size_t)(b / 2 + 8) + j, _MM_HINT_T1);
+        /* where the GEMV prefetches (Intel): the group's stream GG_Q0_AHEAD bytes ahead into
+         * L2, a line with each 64 bytes the blocks read, evenly as they go (a burst of a block
+         * pair's lines 8 pairs ahead read Q4_0 at 14.7 GB/s on one thread, this 16.5-17.3:
+         * docs/bench/2026-11-28-xeon.md) */
+        if (pf) {
+            const size_t from = pair / 2 * (size_t)b, to = from + pair / 2;
+            for (size_t o = (from + 63) & ~(size_t)63; o < to; o += 64)
+                _mm_prefetch((const char *)grp + GG_Q0_AHEAD + o, _MM_HINT_T1);
+        }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + od)));
         __m512i ia[GG_GROUP_MR], ib[GG_GROUP_MR];
 #pragma GCC unroll 4
