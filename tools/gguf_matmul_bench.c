@@ -6,16 +6,19 @@
  * around it and without the shared machine's other work.
  *
  *   build/tools/gguf_matmul_bench FILE.gguf NAME [--rows T] [--set NAME] [--layout file|groups]
- *                                 [--passes N]
+ *                                 [--pages huge|small] [--passes N]
  *
  * NAME is a tensor name; a '*' in it stands for the layer number, and every layer's tensor of
  * the first one's type is taken in turn (blk.*.ffn_down.weight: a decode step's down
  * projections, mostly cold in cache as in the engine). One pass multiplies T activation rows
  * (random; quantized once, or rounded to bf16 once where the set multiplies a BF16 file's rows
  * so) by each matrix, the panels handed out as the engine's one thread
- * takes them (one row: chunks of about 128 KiB; more: one 32-column panel a call). --layout
- * groups (the default) regroups the Q4_K and Q6_K parts the set reads regrouped, as cpu_pack
- * does; file keeps the file's rows. Best of --passes (default 5) after one untimed pass. */
+ * takes them (cpu_matmul: a quantized matrix's decode row and a batch of a few rows in one run
+ * of all its panels; an F16 or BF16 file's decode row in chunks of about 128 KiB; more rows: one
+ * 32-column panel a call). --layout groups (the default) regroups the parts the set reads
+ * regrouped, as cpu_pack does, on huge pages as the engine's settled weights are (--pages small:
+ * 4 KiB pages, which read Q4_K's decode row at 13-15 GB/s where huge pages read 16-18); file
+ * keeps the file's rows. Best of --passes (default 5) after one untimed pass. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 
 #include "core/base/dtype.h"
 #include "core/cpu/kernels.h"
+#include "core/cpu/weight_arena.h"
 #include "core/model/gguf.h"
 #include "core/model/quant.h"
 
@@ -58,7 +62,7 @@ static void *gb_alloc64(size_t bytes)
 static int usage(void)
 {
     fprintf(stderr, "usage: gguf_matmul_bench FILE.gguf NAME ('*' for the layer) [--rows T] "
-                    "[--set NAME] [--layout file|groups] [--passes N]\n");
+                    "[--set NAME] [--layout file|groups] [--pages huge|small] [--passes N]\n");
     return 2;
 }
 
@@ -66,7 +70,7 @@ int main(int argc, char **argv)
 {
     if (argc < 3)
         return usage();
-    const char *path = argv[1], *name = argv[2], *set = NULL, *layout = "groups";
+    const char *path = argv[1], *name = argv[2], *set = NULL, *layout = "groups", *pages = "huge";
     int T = 1, passes = 5;
     for (int i = 3; i < argc; i++) {
         if (i + 1 >= argc)
@@ -77,13 +81,17 @@ int main(int argc, char **argv)
             set = argv[++i];
         else if (!strcmp(argv[i], "--layout"))
             layout = argv[++i];
+        else if (!strcmp(argv[i], "--pages"))
+            pages = argv[++i];
         else if (!strcmp(argv[i], "--passes"))
             passes = atoi(argv[++i]);
         else
             return usage();
     }
     const bool groups = !strcmp(layout, "groups");
-    if (T < 1 || T > 4096 || passes < 1 || (!groups && strcmp(layout, "file")))
+    const bool huge = !strcmp(pages, "huge");
+    if (T < 1 || T > 4096 || passes < 1 || (!groups && strcmp(layout, "file")) ||
+        (!huge && strcmp(pages, "small")))
         return usage();
     const kernels *k = set ? kernels_by_name(set) : kernels_select();
     if (!k) {
@@ -123,6 +131,7 @@ int main(int argc, char **argv)
     }
     const int K = (int)ts[0]->ne[0], KB = K / TT_Q8_BLOCK;
     packed_matrix *m = calloc((size_t)n, sizeof *m);
+    weight_arena *arena = huge ? weight_arena_new(true) : NULL;
     size_t bytes = 0, Nsum = 0;
     for (int i = 0; i < n; i++) {
         const uint32_t ty = ts[i]->type;
@@ -135,7 +144,7 @@ int main(int argc, char **argv)
         bytes += gguf_tensor_row_bytes(ts[i]) * (size_t)cols;
         Nsum += (size_t)cols;
         if (groups && k->gguf_groups && packed_gguf_groupable(&m[i], 0) &&
-            packed_gguf_group_alloc(&m[i], 0, NULL))
+            packed_gguf_group_alloc(&m[i], 0, arena))
             packed_gguf_group(&m[i], 0, 0, cols / KERNELS_GGUF_GROUP);
     }
     /* on 64-byte lines, as the engine's activation rows are */
@@ -162,7 +171,9 @@ int main(int argc, char **argv)
                                    .xq = xq, .ldxq = KB, .xb = xb, .ldxb = K, .T = T,
                                    .epilogue = MM_STORE};
             int ppc = 1;
-            if (T == 1) {    /* cpu_matmul's decode chunks */
+            if (T < 12 && (T > 1 || !packed_gguf_is_float(&m[i]))) {
+                ppc = m[i].n_panels;        /* cpu_matmul's runs, one thread's all */
+            } else if (T == 1) {            /* cpu_matmul's decode chunks */
                 const size_t pb = packed_matrix_panel_bytes(&m[i]);
                 ppc = (int)((((size_t)128 << 10) + pb / 2) / pb);
                 ppc = ppc < 1 ? 1 : ppc;
@@ -177,15 +188,16 @@ int main(int argc, char **argv)
     }
     const int tsb = (int)ts[0]->type == QUANT_Q4_K || (int)ts[0]->type == QUANT_Q6_K ? 256 : 32;
     const bool grouped = groups && k->gguf_groups && !packed_gguf_is_float(&m[0]);
-    printf("%s %s %s x%d K %d N %zu rows %d layout %s: %.3f ms  %.1f GB/s  %.1f GMAC/s  "
+    printf("%s %s %s x%d K %d N %zu rows %d layout %s%s: %.3f ms  %.1f GB/s  %.1f GMAC/s  "
            "%.2f ns/block-row (%d weights)  out[0] %g\n",
            k->name, quant_type_name(ts[0]->type), name, n, K, Nsum / (size_t)n, T,
-           grouped ? "groups" : "file", best * 1e3, (double)bytes / best / 1e9,
+           grouped ? "groups" : "file", grouped && huge ? " (huge pages)" : "", best * 1e3, (double)bytes / best / 1e9,
            (double)K * (double)Nsum * T / best / 1e9,
            best * 1e9 / ((double)Nsum * K / tsb * T), tsb, out[0]);
     for (int i = 0; i < n; i++)
         packed_matrix_free(&m[i]);
     free(m);
+    weight_arena_free(arena);
     free(x);
     free(xq);
     free(xb);
