@@ -480,8 +480,9 @@ static int attention_group(const cpu_engine *ce, const cpu_seg *segs, int n_segs
     return G;
 }
 
-/* How a layer's attention is handed out: runs of consecutive (segment, query head) pairs, each
- * head but a run's last telling the kernel that the next one comes on the same thread
+/* How a layer's attention is handed out: runs of consecutive (segment, unit) pairs, a unit one
+ * query head or one key/value head's group of G (attention_group), each head but a run's last
+ * telling the kernel that the next one comes on the same thread
  * (attention_args.next_head: its keys are on their way while the values are weighted). Several
  * sequences (a batched step): a div-th of the pairs left and at least min_run ("guided",
  * threadpool_next_run), first one sequence's heads, last 2, so that the threads finish together
