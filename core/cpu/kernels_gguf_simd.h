@@ -935,13 +935,19 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
     float *sc3 = scratch;
     int8_t *qb = scratch ? (int8_t *)(scratch + 3 * (size_t)KB) : NULL;
     bool q4k = false, q6k = false;
-    /* a regrouped part's columns are left to mm_gguf_groups whole: no walk over them (a
-     * decode step's matrices are all regrouped, the lm_head's 128K columns among them) */
+    /* each part's columns in [n0, n1): a regrouped part's to mm_gguf_groups whole, with no walk
+     * over them (a decode step's matrices are all regrouped, the lm_head's 128K columns among
+     * them); the others' one by one, the wide types' left to the loop below */
     for (int i = 0, col0 = 0; i < w->n_parts; col0 += w->parts[i].N, i++) {
         const int c0 = n0 > col0 ? n0 : col0;
         const int c1 = n1 < col0 + w->parts[i].N ? n1 : col0 + w->parts[i].N;
-        if (w->parts[i].groups)
+        if (w->parts[i].groups) {
+#if KS_VW == 16
+            if (c0 < c1)
+                mm_gguf_groups(a, &w->parts[i], col0, c0, c1, scratch);
+#endif
             continue;
+        }
         for (int n = c0; n < c1; n++) {
             uint32_t t;
             const uint8_t *row = packed_gguf_row(w, n, &t);
@@ -965,12 +971,6 @@ static void mm_gguf(const matmul_args *a, int p0, int p1, float *scratch)
         }
     }
 #if KS_VW == 16
-    for (int i = 0, col0 = 0; i < w->n_parts; col0 += w->parts[i].N, i++) {
-        const int c0 = n0 > col0 ? n0 : col0;
-        const int c1 = n1 < col0 + w->parts[i].N ? n1 : col0 + w->parts[i].N;
-        if (w->parts[i].groups && c0 < c1)
-            mm_gguf_groups(a, &w->parts[i], col0, c0, c1, scratch);
-    }
     if (!q4k && !q6k)
         return;
     /* the wide types' K is a multiple of 256 (packed_gguf_type_ok) */

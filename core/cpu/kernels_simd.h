@@ -1479,33 +1479,43 @@ TILE_HEIGHT(8)
 #undef TILE_HEIGHT
 _Static_assert(KS_ATT_QB == 8, "TILE_HEIGHT names every height from 2 to KS_ATT_QB");
 
-/* QB query rows at once: each row of transposed keys and each value row loaded feeds QB rows of
- * scores or outputs instead of one. Rows i0 .. i0+QB-1 see keys up to pos+i0+r; the score tile
- * covers the longest, and in the weighted sum the keys a row does not see are skipped for that
- * row (not added with weight zero), so each row runs exactly the chains of attention_rows.
- * scratch: (QB, ls) with ls = pos + i0 + QB. */
-static void attention_tile(const attention_args *a, int h, int i0, float *scratch, int QB)
+/* QB query rows at once (q + r qs, outputs to out + r os): each row of transposed keys and each
+ * value row loaded feeds QB rows of scores or outputs instead of one. Every row sees keys
+ * 0 .. n_min-1; with tri (a prefill's rows, at consecutive positions) row r also the r after
+ * them: the score tile covers the longest, and in the weighted sum the keys a row does not see
+ * are skipped for that row (not added with weight zero), so each row runs exactly the chains of
+ * attention_rows. Row r's weights go to the capture as query row keep0 + r (keep0 < 0: none).
+ * scratch: (QB, ls) with ls = n_min + (QB - 1 with tri). */
+static void tile_attend(const attention_args *a, int h, const float *q, size_t qs, float *out,
+                        size_t os, int n_min, bool tri, int keep0, float *scratch, int QB)
 {
-    const int n_min = a->pos + i0 + 1;
-    const size_t ls = (size_t)(a->pos + i0 + QB);
-    const float *q = a->q + (size_t)i0 * (size_t)a->ldq + (size_t)h * (size_t)a->HS;
-    float *out = a->out + (size_t)i0 * (size_t)a->ldo + (size_t)h * (size_t)a->HS;
-    const size_t qs = (size_t)a->ldq, os = (size_t)a->ldo;
+    const size_t ls = (size_t)n_min + (tri ? (size_t)QB - 1 : 0);
     float inv[KS_ATT_QB];
     switch (QB) {
 #define TILE_CASE(n) case n: tile_scores_##n(a, h, q, qs, (int)ls, scratch); break;
     TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
 #undef TILE_CASE
+    default: return;
     }
     for (int r = 0; r < QB; r++) {
-        inv[r] = softmax_row(scratch + r * ls, n_min + r);
-        kernels_attention_keep(a, i0 + r, scratch + r * ls, inv[r], n_min + r);
+        const int n = n_min + (tri ? r : 0);
+        inv[r] = softmax_row(scratch + r * ls, n);
+        if (keep0 >= 0)
+            kernels_attention_keep(a, keep0 + r, scratch + r * ls, inv[r], n);
     }
     switch (QB) {
-#define TILE_CASE(n) case n: tile_values_##n(a, h, out, os, n_min, ls, true, scratch, inv); break;
+#define TILE_CASE(n) case n: tile_values_##n(a, h, out, os, n_min, ls, tri, scratch, inv); break;
     TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
 #undef TILE_CASE
     }
+}
+
+/* Rows i0 .. i0+QB-1 of head h (a prefill, a verification): a tile of consecutive positions. */
+static void attention_tile(const attention_args *a, int h, int i0, float *scratch, int QB)
+{
+    tile_attend(a, h, a->q + (size_t)i0 * (size_t)a->ldq + (size_t)h * (size_t)a->HS,
+                (size_t)a->ldq, a->out + (size_t)i0 * (size_t)a->ldo + (size_t)h * (size_t)a->HS,
+                (size_t)a->ldo, a->pos + i0 + 1, true, i0, scratch, QB);
 }
 
 /* Query heads h0 .. h0+G-1 of row i, which read the same keys and values (grouped-query
@@ -1514,24 +1524,10 @@ static void attention_tile(const attention_args *a, int h, int i0, float *scratc
  * the chains of attention_rows, so the same bits. */
 static void simd_attention_heads(const attention_args *a, int h0, int G, int i, float *scratch)
 {
-    const int n = a->pos + i + 1, HS = a->HS;
-    const float *q = a->q + (size_t)i * (size_t)a->ldq + (size_t)h0 * (size_t)HS;
-    float *out = a->out + (size_t)i * (size_t)a->ldo + (size_t)h0 * (size_t)HS;
-    float inv[KS_ATT_QB];
-    switch (G) {
-#define TILE_CASE(m) case m: tile_scores_##m(a, h0, q, (size_t)HS, n, scratch); break;
-    TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
-#undef TILE_CASE
-    default: return;
-    }
-    for (int r = 0; r < G; r++)
-        inv[r] = softmax_row(scratch + (size_t)r * (size_t)n, n);
-    switch (G) {
-#define TILE_CASE(m) case m: tile_values_##m(a, h0, out, (size_t)HS, n, (size_t)n, false, scratch, \
-                                            inv); break;
-    TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
-#undef TILE_CASE
-    }
+    const size_t HS = (size_t)a->HS;
+    tile_attend(a, h0, a->q + (size_t)i * (size_t)a->ldq + (size_t)h0 * HS, HS,
+                a->out + (size_t)i * (size_t)a->ldo + (size_t)h0 * HS, HS, a->pos + i + 1, false,
+                -1, scratch, G);
 }
 
 #endif
