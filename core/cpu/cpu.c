@@ -1206,8 +1206,10 @@ static bool cpu_settle_wait(void *arg)
         if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
             return false;
         const double now = tt_now_ms();
+        const double idle_ms =
+            now - atomic_load_explicit(&ce->step_end_ms, memory_order_relaxed);
         if (!atomic_load_explicit(&ce->stepping, memory_order_relaxed) &&
-            now - atomic_load_explicit(&ce->step_end_ms, memory_order_relaxed) >= CPU_SETTLE_IDLE_MS) {
+            idle_ms >= CPU_SETTLE_IDLE_MS) {
             ce->settle_go_ms = now;
             return true;
         }

@@ -25,8 +25,8 @@ tt_status lens_enable(engine *e, tt_error *err)
     if (!e->lens || !e->lens_logits) {
         lens_disable(e);
         return tt_fail(err, TT_ERR_NOMEM, "lens: cannot allocate %zu bytes for the residual "
-                       "stream of %d layers and the logits", (n + (size_t)e->config->V) * sizeof(float),
-                       e->config->L + 1);
+                       "stream of %d layers and the logits",
+                       (n + (size_t)e->config->V) * sizeof(float), e->config->L + 1);
     }
     e->lens_pos = -1;
     return TT_OK;
@@ -341,10 +341,9 @@ tt_status lens_engine_layers(const engine *e, int k, int32_t token, lens_layer *
         float *out_row = p + (size_t)(rows - 1) * (size_t)cfg->V;
         memcpy(out_row, e->lens_logits, (size_t)cfg->V * sizeof(float));
         lens_softmax(out_row, 1, cfg->V);
-    }
-    if (st == TT_OK)
         for (int l = 0; l < rows; l++)
             lens_layer_summarize(p + (size_t)l * (size_t)cfg->V, cfg->V, l, k, token, &out[l]);
+    }
     if (!probs)
         free(p);
     return st;
