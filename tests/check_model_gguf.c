@@ -3,11 +3,13 @@
  * as its Hugging Face directory), quantized tensors read through dequantization, Q8_0 repacked
  * into the CPU's Q8 layout bit for bit, and broken files refused by name. */
 #include <check.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/base/util.h"
 #include "core/cpu/kernels.h"
@@ -193,6 +195,79 @@ START_TEST(gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack)
     ck_assert_int_eq(cpu_engine_finish_load(e), 0);    /* quantized at creation: nothing waits */
     engine_free(e);
     model_free(f16);
+}
+END_TEST
+
+/* A float file's matrices (and a quantized part not regrouped) are read where the file stores
+ * them, and copied onto huge pages after the first step (cpu.c, "Copies onto huge pages"); a step
+ * meanwhile reads the rows done from the copy, a part being copied split where its matrix has room
+ * (the lm_head, gate | up), the rest from the file. Copied that far ahead (none, one run of rows,
+ * parts cut in the middle, all), spans of 1, 5 and 12 tokens on 1 and 2 threads give the logits of
+ * an engine that copies nothing yet, bit for bit; so do steps beside its own copying thread, and
+ * after cpu_engine_finish_load. */
+START_TEST(gguf_float_rows_give_the_same_logits_before_during_and_after_their_copy)
+{
+    const char *files[] = {"tiny-llama-f16.gguf", "tiny-llama-bf16.gguf", "tiny-qwen2-f16.gguf",
+                           "tiny-llama-256-q4_k_m.gguf"};
+    const int spans[] = {1, 5, N_IDS};
+    const int64_t aheads[] = {1, 40, 100, 333, 1000, 5000, INT64_MAX};
+    tt_error err = {0};
+    int copying = 0, copiers = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        model *g = load_ok(fixture(files[f]));
+        const int V = g->config.V;
+        int32_t ids[N_IDS];
+        for (int i = 0; i < N_IDS; i++)
+            ids[i] = IDS[i] % V;
+        for (int threads = 1; threads <= 2; threads++)
+            for (size_t s = 0; s < sizeof spans / sizeof spans[0]; s++) {
+                const int n = spans[s];
+                const size_t bytes = (size_t)n * (size_t)V * sizeof(float);
+                engine *ref = tu_cpu_engine(g, TT_GGUF, threads, 0);
+                ck_assert_msg(engine_forward(ref, ids, n, 0, true, &err) == TT_OK, "%s", err.msg);
+                int before = INT_MAX;
+                for (size_t a = 0; a < sizeof aheads / sizeof aheads[0]; a++) {
+                    engine *e = tu_cpu_engine(g, TT_GGUF, threads, 0);
+                    const int left = cpu_engine_copy_ahead(e, aheads[a]);
+                    if (left < 0) {            /* nothing to copy: no huge pages, or none read
+                                                  from the file (the quantized file's regrouped) */
+                        engine_free(e);
+                        break;
+                    }
+                    ck_assert_int_le(left, before);
+                    before = left;
+                    copiers++;
+                    copying += left > 0;
+                    ck_assert(engine_forward(e, ids, n, 0, true, &err) == TT_OK);
+                    ck_assert_msg(memcmp(engine_logits(ref, 0), engine_logits(e, 0), bytes) == 0,
+                                  "%s, %d threads, %d tokens, %lld rows copied ahead: logits "
+                                  "differ", files[f], threads, n, (long long)aheads[a]);
+                    if (aheads[a] == INT64_MAX)
+                        ck_assert_int_eq(left, 0);
+                    /* its copying thread started after that step, and goes on in the pauses */
+                    nanosleep(&(struct timespec){0, 20 * 1000000}, NULL);
+                    ck_assert(engine_forward(e, ids, n, 0, true, &err) == TT_OK);
+                    ck_assert_msg(memcmp(engine_logits(ref, 0), engine_logits(e, 0), bytes) == 0,
+                                  "%s, %d threads, %d tokens: logits differ beside the copying",
+                                  files[f], threads, n);
+                    ck_assert_int_eq(cpu_engine_copy_ahead(e, 1), -1);   /* its thread's now */
+                    if (a == 0) {
+                        cpu_engine_finish_load(e);
+                        ck_assert(engine_forward(e, ids, n, 0, true, &err) == TT_OK);
+                        ck_assert_msg(memcmp(engine_logits(ref, 0), engine_logits(e, 0), bytes) ==
+                                          0,
+                                      "%s, %d threads, %d tokens: logits differ after the copy",
+                                      files[f], threads, n);
+                    }
+                    engine_free(e);            /* its copying thread may be running */
+                }
+                engine_free(ref);
+            }
+        model_free(g);
+    }
+    /* where the kernel gives huge pages, steps ran on parts copied in part */
+    ck_assert_msg(!copiers || copying > 0, "no step ran on a part copied in part");
+    ck_assert_int_eq(cpu_engine_copy_ahead(NULL, 1), -1);
 }
 END_TEST
 
@@ -728,6 +803,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_llama_f16_and_f32_give_the_logits_of_its_hf_directory);
     tcase_add_test(tc, gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit);
     tcase_add_test(tc, gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack);
+    tcase_add_test(tc, gguf_float_rows_give_the_same_logits_before_during_and_after_their_copy);
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
     tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_q4_0_and_q5_0_regrouped_give_the_row_kernels_tokens);

@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/base/clock.h"
 #include "core/engine/attention.h"
@@ -69,6 +72,22 @@ typedef struct {
     atomic_int ready;              /* 1 once packed is complete (stored with release) */
     bool adopted;                  /* packed moved into *m */
 } cpu_deferred;
+
+/* A part of a TT_GGUF matrix that the kernels read where the file stores it (F16, BF16, and a
+ * quantized part not regrouped), copied onto huge pages after the first step (see "Copies onto
+ * huge pages"). */
+typedef struct {
+    packed_matrix *m;              /* the engine's matrix */
+    int part;                      /* m->parts[part] */
+    const uint8_t *file;           /* its rows in the mapping */
+    int N;                         /* its rows */
+    int unit;                      /* rows copied at a time are a multiple of this (a step may
+                                      read the part split there: whole panels and heads) */
+    size_t row_bytes;
+    uint8_t *copy;                 /* the copying thread's, from the huge-page arena */
+    atomic_int rows_done;          /* rows [0, rows_done) of copy complete (stored with release) */
+    bool adopted;                  /* copy is m->parts[part].data */
+} cpu_copied;
 
 typedef enum { CPU_REPACK_IDLE, CPU_REPACK_RUNNING, CPU_REPACK_JOINED } cpu_repack_state;
 
@@ -137,6 +156,11 @@ typedef struct {
     atomic_bool stepping;
     _Atomic double step_end_ms;
     double settle_go_ms;           /* the repacking thread's: when a pause last let 2 MiB go */
+    /* Copies onto huge pages: n_copied parts, those before copy_next taken by the copying
+     * (repacking) thread, n_copies_adopted of them read from their copy by every step. */
+    cpu_copied *copied;            /* (KERNELS_GGUF_PARTS (4 L + 1)), NULL: nothing is copied */
+    int n_copied, copy_next, n_copies_adopted;
+    weight_arena *copies;          /* huge pages from the start (the copying is off the steps) */
 } cpu_engine;
 
 static void cpu_defer_adopt(cpu_engine *ce);
@@ -318,6 +342,49 @@ static int cpu_defer_panels(const packed_matrix *w)
     return n < 1 ? 1 : (int)n;
 }
 
+/* w as a step reads it while its parts are being copied onto huge pages (see "Copies onto huge
+ * pages"): each part whose copy is complete and not adopted yet read from the copy, a part being
+ * copied split in two where the matrix has room for another part (its rows done from the copy,
+ * the rest from the file, whose pages of the rows done are released), else read from the file
+ * (its released pages fault back in from the page cache: a 3-part q | k | v, whose parts are
+ * small). Each output is computed alone (kernels.h), whichever part holds its row: the same bits.
+ * Returns w itself where nothing changes. */
+static const packed_matrix *cpu_copy_view(const cpu_engine *ce, const packed_matrix *w,
+                                          packed_matrix *view)
+{
+    if (w->dtype != TT_GGUF || ce->n_copies_adopted == ce->n_copied)
+        return w;
+    packed_gguf_part parts[KERNELS_GGUF_PARTS];
+    int n = 0;
+    bool changed = false;
+    for (int i = 0; i < w->n_parts; i++) {
+        packed_gguf_part pt = w->parts[i];
+        const cpu_copied *c = NULL;
+        for (int k = 0; k < ce->n_copied && !c; k++)
+            if (ce->copied[k].m == w && ce->copied[k].part == i && !ce->copied[k].adopted)
+                c = &ce->copied[k];
+        const int done = c ? atomic_load_explicit(&c->rows_done, memory_order_acquire) : 0;
+        if (done == pt.N && c) {
+            pt.data = c->copy;
+            changed = true;
+        } else if (done > 0 && n + 2 + (w->n_parts - 1 - i) <= KERNELS_GGUF_PARTS) {
+            parts[n] = pt;
+            parts[n].data = c->copy;
+            parts[n++].N = done;
+            pt.data = c->file + (size_t)done * c->row_bytes;
+            pt.N -= done;
+            changed = true;
+        }
+        parts[n++] = pt;
+    }
+    if (!changed)
+        return w;
+    *view = *w;
+    memcpy(view->parts, parts, (size_t)n * sizeof *parts);
+    view->n_parts = n;
+    return view;
+}
+
 /* out (T, ldo) = epilogue(x (T, ldx) W + bias) over all threads, chunks of panels handed out
  * dynamically. With many rows a panel is a lot of arithmetic: one panel per chunk balances the
  * threads best (fp32: the pair of panels the kernels compute side by side). With few rows
@@ -337,6 +404,8 @@ static int cpu_defer_panels(const packed_matrix *w)
 static void cpu_matmul(cpu_engine *ce, float *out, int ldo, const float *x, int ldx,
                        const packed_matrix *w, const float *bias, int T, mm_epilogue ep)
 {
+    packed_matrix view;
+    w = cpu_copy_view(ce, w, &view);
     matmul_job j = {
         .args = {.out = out, .ldo = ldo, .x = x, .ldx = ldx, .w = w, .bias = bias, .T = T,
                  .epilogue = ep, .xq = ce->xq, .ldxq = ce->ldxq, .xb = ce->xb, .ldxb = ce->ldxb},
@@ -894,6 +963,8 @@ static void cpu_destroy(engine *e)
     }
     packed_matrix_free(&ce->lm_head);
     weight_arena_free(ce->arena);  /* after the repacking thread (cpu_defer_free) and matrices */
+    weight_arena_free(ce->copies);
+    free(ce->copied);
     free(ce->vectors);
     kvcache_free(&ce->cache);
     for (int i = 1; i < ce->n_seqs; i++)
@@ -1180,6 +1251,101 @@ static void cpu_repack(cpu_engine *ce)
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Copies onto huge pages
+ *
+ * The parts of a GGUF file's matrices that the kernels read where the file stores them (F16 and
+ * BF16 files' matrices, a quantized part not regrouped) are read from the page cache's 4 KiB
+ * pages: a TLB miss every 64 lines, the prefetchers stopping at every page. On 2 MiB pages a
+ * Llama-3.2-1B F16 file decodes 6-8% and prefills 9-11% faster on the Xeon (docs/performance.md).
+ * Copying them at creation would cost the first token the first touch of gigabytes of fresh
+ * memory (see "Deferred repacking"), so the repacking thread copies them after the first step, in
+ * the order a step reads them, 2 MiB of rows at a time into an arena on huge pages: each run is
+ * published (rows_done), then its file pages released, so that resident memory stays about the
+ * file's size. A step reads what is done from the copy (cpu_copy_view) and adopts each complete
+ * copy as the part's rows (cpu_defer_adopt).
+ *
+ * Only where the steps pause (cpu_pause_wait, with no limit; a person reading or typing, the wait
+ * of cpu_engine_finish_load), on a niced thread: beside back-to-back steps of an unpaced
+ * generation the copy of that file took 10-20 s of 2 vCPUs' gaps and made steps of 95 ms take
+ * 130-170 ms now and then, a loss the faster steps after it took a minute to repay; in a pause it
+ * takes 0.7-0.8 s. Skipped where the kernel gives no huge pages (transparent huge pages
+ * "never"). */
+
+#define CPU_COPY_BYTES ((size_t)2 << 20)   /* a run of rows copied, then published and released */
+
+/* Whether the kernel gives this process transparent huge pages when asked (madvise or always). */
+static bool cpu_huge_pages(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f)
+        return false;
+    char line[128] = "";
+    const bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    return got && !strstr(line, "[never]");
+}
+
+static int cpu_gcd(int a, int b)
+{
+    while (b) {
+        const int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Part i of m, read where the file stores it, to be copied: one entry. */
+static void cpu_copy_register(cpu_engine *ce, packed_matrix *m, int i)
+{
+    const packed_gguf_part *pt = &m->parts[i];
+    if (!ce->copied || pt->groups || !pt->data || pt->N <= 0)
+        return;
+    int unit = KERNELS_NR;         /* whole panels; with llama.cpp's q/k order, whole heads */
+    if (pt->head_rows > 0)
+        unit = unit / cpu_gcd(unit, pt->head_rows) * pt->head_rows;
+    ce->copied[ce->n_copied++] = (cpu_copied){.m = m, .part = i, .file = pt->data, .N = pt->N,
+                                             .unit = unit, .row_bytes = pt->row_bytes};
+}
+
+static bool cpu_pause_wait(cpu_engine *ce, double max_ms);
+
+/* Copies up to *rows rows (INT64_MAX: all) of the parts from copy_next on, publishing each run and
+ * releasing its file pages, each run once the steps pause where paced; false once cancelled or
+ * out of memory (the rest stay read from the file: slower, the same bits). */
+static bool cpu_copy(cpu_engine *ce, int64_t *rows, bool paced)
+{
+    const gguf_file *g = ce->base.model->gguf;
+    for (; ce->copy_next < ce->n_copied; ce->copy_next++) {
+        cpu_copied *c = &ce->copied[ce->copy_next];
+        const size_t bytes = (size_t)c->N * c->row_bytes;
+        if (!c->copy && !(c->copy = weight_arena_alloc(ce->copies, bytes)))
+            return false;
+        int step = (int)(CPU_COPY_BYTES / c->row_bytes) / c->unit * c->unit;
+        step = step < c->unit ? c->unit : step;
+        for (int r = atomic_load_explicit(&c->rows_done, memory_order_relaxed); r < c->N;) {
+            if (atomic_load_explicit(&ce->repack_cancel, memory_order_relaxed))
+                return false;
+            if (*rows <= 0)
+                return true;
+            if (paced && !cpu_pause_wait(ce, INFINITY))
+                return false;
+            int n = step;
+            if (n > *rows)         /* a caller's limit: whole units, at least one */
+                n = *rows < c->unit ? c->unit : (int)(*rows / c->unit * c->unit);
+            n = c->N - r < n ? c->N - r : n;
+            const size_t off = (size_t)r * c->row_bytes, len = (size_t)n * c->row_bytes;
+            memcpy(c->copy + off, c->file + off, len);
+            r += n;
+            *rows -= n;
+            atomic_store_explicit(&c->rows_done, r, memory_order_release);
+            gguf_release(g, c->file + off, len);
+        }
+    }
+    return true;
+}
+
 static void cpu_stepping(cpu_engine *ce, bool on)
 {
     if (!on)
@@ -1187,19 +1353,14 @@ static void cpu_stepping(cpu_engine *ce, bool on)
     atomic_store_explicit(&ce->stepping, on, memory_order_relaxed);
 }
 
-/* The settling's wait before each 2 MiB (weight_arena_settle_paced): until no step has run for
- * CPU_SETTLE_IDLE_MS (a pacing hold, a person typing, cpu_engine_finish_load), checking every
- * millisecond; false once the engine is being freed. A collapse while the steps run stalls them
- * (a background thread collapsing between a Llama-3.2-1B Q4_K_M's steps on a 2-core VM took the
- * decode from 30 to 7-15 tok/s for the 1-2 s it took). Steps that run back to back without such a
- * pause for CPU_SETTLE_WAIT_MAX_MS (a long unpaced generation) are not waited for any longer:
- * the stall once, then the speed of huge pages (docs/bench/2026-11-28-xeon.md). */
+/* The background work's wait before each piece (a copy's run, a settling's 2 MiB): until no step
+ * has run for CPU_SETTLE_IDLE_MS (a pacing hold, a person typing, cpu_engine_finish_load),
+ * checking every millisecond; false once the engine is being freed. Steps that run back to back
+ * without such a pause for max_ms are not waited for any longer. */
 #define CPU_SETTLE_IDLE_MS 5.0
-#define CPU_SETTLE_WAIT_MAX_MS 10000.0
 
-static bool cpu_settle_wait(void *arg)
+static bool cpu_pause_wait(cpu_engine *ce, double max_ms)
 {
-    cpu_engine *ce = arg;
     if (ce->settle_go_ms == 0)
         ce->settle_go_ms = tt_now_ms();
     for (;;) {
@@ -1213,19 +1374,46 @@ static bool cpu_settle_wait(void *arg)
             ce->settle_go_ms = now;
             return true;
         }
-        if (now - ce->settle_go_ms >= CPU_SETTLE_WAIT_MAX_MS)
+        if (now - ce->settle_go_ms >= max_ms)
             return true;
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
 }
 
-/* The repacking thread: each deferred matrix in turn into its own copy, published by ready; then
- * the arena settled onto huge pages while the steps pause. */
+/* The settling's wait (weight_arena_settle_paced). A collapse while the steps run stalls them (a
+ * background thread collapsing between a Llama-3.2-1B Q4_K_M's steps on a 2-core VM took the
+ * decode from 30 to 7-15 tok/s for the 1-2 s it took); after CPU_SETTLE_WAIT_MAX_MS of steps
+ * without a pause (a long unpaced generation) it goes ahead: the stall once, then the speed of
+ * huge pages (docs/bench/2026-11-28-xeon.md). */
+#define CPU_SETTLE_WAIT_MAX_MS 10000.0
+
+static bool cpu_settle_wait(void *arg)
+{
+    return cpu_pause_wait(arg, CPU_SETTLE_WAIT_MAX_MS);
+}
+
+/* What the repacking thread does after the first step: each deferred matrix in turn into its own
+ * copy, published by ready; then, niced (on its own thread: when steps start again during a run
+ * of rows, a thread of its own kind would take a core from them, and the thread pool, which
+ * leaves niced time out of the load it watches (threads.h), would count it as another process's
+ * and use fewer threads; unpaced beside the steps, unniced, it took them from 10.3 to 7.4 tok/s),
+ * the copies onto huge pages in the pauses; then the arena settled onto huge pages while the
+ * steps pause. */
+static void cpu_background(cpu_engine *ce, bool own_thread)
+{
+    cpu_repack(ce);
+#ifdef SYS_gettid
+    if (own_thread && ce->n_copied > 0)
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);   /* a hint: failure costs speed */
+#endif
+    int64_t all = INT64_MAX;
+    cpu_copy(ce, &all, own_thread);
+    weight_arena_settle_paced(ce->arena, cpu_settle_wait, ce);
+}
+
 static void *cpu_repack_main(void *arg)
 {
-    cpu_engine *ce = arg;
-    cpu_repack(ce);
-    weight_arena_settle_paced(ce->arena, cpu_settle_wait, ce);
+    cpu_background(arg, true);
     return NULL;
 }
 
@@ -1251,6 +1439,16 @@ static void cpu_defer_join(cpu_engine *ce)
  * at the end). */
 static void cpu_defer_adopt(cpu_engine *ce)
 {
+    for (int i = 0; ce->n_copies_adopted < ce->n_copied && i < ce->n_copied; i++) {
+        cpu_copied *c = &ce->copied[i];
+        if (!c->adopted && atomic_load_explicit(&c->rows_done, memory_order_acquire) == c->N) {
+            c->m->parts[c->part].data = c->copy;
+            c->adopted = true;
+            ce->n_copies_adopted++;
+            /* pages a step faulted back in while reading the file's rows (cpu_copy_view) */
+            gguf_release(ce->base.model->gguf, c->file, (size_t)c->N * c->row_bytes);
+        }
+    }
     if (ce->n_adopted == ce->n_deferred)
         return;
     for (int i = 0; i < ce->n_deferred; i++) {
@@ -1268,6 +1466,21 @@ static void cpu_defer_adopt(cpu_engine *ce)
     }
 }
 
+int cpu_engine_copy_ahead(engine *e, int64_t rows)
+{
+    if (!e || e->ops != &cpu_ops)
+        return -1;
+    cpu_engine *ce = (cpu_engine *)e;
+    if (!ce->copied || ce->repack != CPU_REPACK_IDLE)
+        return -1;
+    cpu_copy(ce, &rows, false);
+    int left = 0;
+    for (int i = 0; i < ce->n_copied; i++)
+        left += atomic_load_explicit(&ce->copied[i].rows_done, memory_order_relaxed) <
+                ce->copied[i].N;
+    return left;
+}
+
 int cpu_engine_finish_load(engine *e)
 {
     if (!e || e->ops != &cpu_ops)
@@ -1277,7 +1490,7 @@ int cpu_engine_finish_load(engine *e)
     if (ce->repack == CPU_REPACK_IDLE)
         cpu_defer_start(ce);
     if (ce->repack == CPU_REPACK_IDLE) {   /* no thread: here */
-        cpu_repack_main(ce);
+        cpu_background(ce, false);
         ce->repack = CPU_REPACK_JOINED;
     }
     cpu_defer_join(ce);
@@ -1328,6 +1541,8 @@ static tt_status cpu_pack(cpu_engine *ce, packed_matrix *m, int K, const pack_pa
             threadpool_chunks_init(&j.groups, (G + j.block - 1) / j.block);
             threadpool_run(ce->pool, group_job_run, &j);
         }
+        for (int i = 0; i < m->n_parts; i++)
+            cpu_copy_register(ce, m, i);
         return TT_OK;
     }
     if (cpu_pack_deferrable(ce, d, K, parts, n_parts)) {
@@ -1475,6 +1690,12 @@ static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
     ce->deferred = calloc(4 * (size_t)L + 1, sizeof *ce->deferred);
     if (!ce->vectors || !ce->layers || !ce->deferred)
         return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the parameter vectors");
+    if (ce->base.dtype == TT_GGUF && m->gguf && cpu_huge_pages()) {
+        ce->copied = calloc(KERNELS_GGUF_PARTS * (4 * (size_t)L + 1), sizeof *ce->copied);
+        ce->copies = weight_arena_new(true);
+        if (!ce->copied || !ce->copies)
+            return tt_fail(err, TT_ERR_NOMEM, "cpu: cannot allocate the engine");
+    }
     size_t used = 0;
     for (int l = 0; l < L; l++) {
         const tensor_ref *t = model_layer_tensors(m, l);

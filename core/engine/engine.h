@@ -243,6 +243,13 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
  * done). */
 int cpu_engine_finish_load(engine *e);
 
+/* Before the first step of the CPU engine e (tests): copies the next rows (whole runs; all with
+ * INT64_MAX) of the parts it reads where a GGUF file stores them onto huge pages, which it does
+ * on its own thread after the first step (cpu.c, "Copies onto huge pages"), on the caller.
+ * Returns how many parts are not completely copied yet, or -1 where e copies none (another
+ * backend, weights packed at creation, no huge pages) or its thread has started. */
+int cpu_engine_copy_ahead(engine *e, int64_t rows);
+
 /* The CPU threads e uses and why, for people (threadpool_describe); for another backend, says
  * that it does not use them. Returns out. */
 const char *cpu_engine_describe_threads(const engine *e, char *out, size_t cap);
