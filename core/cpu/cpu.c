@@ -139,6 +139,7 @@ typedef struct {
     bool gguf_xb;                  /* a GGUF matrix reads xb (kernels_reads_xb) */
     size_t mm_stride;
     float *embed_row;              /* (C) */
+    bool head_tied;                /* lm_head is a TT_GGUF matrix over the token table as stored */
     int logits_rows;               /* rows allocated in base.logits */
     double small_macs;             /* nonzero: one thread chosen, model too small to split */
     struct cpu_seg *segs;          /* (TB) the sequences of a chunk */
@@ -680,11 +681,11 @@ static void cpu_embed(cpu_engine *ce, const int32_t *ids, const cpu_seg *segs, i
      * rounding them again is most of a row's work). */
     const bool exact = (wte.dtype == d && (!wpe.data || wpe.dtype == d)) ||
                        (d != TT_F16 && d != TT_BF16);
-    /* a table tied to a regrouped lm_head: its file pages were released (cpu_pack), so the rows
-     * come from the copy (the same floats) instead of faulting the file back in */
-    const bool tied_groups = ce->lm_head.dtype == TT_GGUF && ce->lm_head.n_parts == 1 &&
-                             ce->lm_head.parts[0].groups && ce->lm_head.parts[0].data == wte.data &&
-                             wte.quantized;
+    /* a table tied to a regrouped lm_head, or one copied onto huge pages: its file pages were
+     * released (cpu_pack, cpu_copy), so the rows come from the lm_head (the same floats) instead
+     * of faulting the file back in (a 2 MiB page cache folio a row, where the file's are large) */
+    const bool tied_groups = ce->head_tied && (ce->lm_head.parts[0].groups ||
+                                               ce->lm_head.parts[0].data != wte.data);
     for (int sg = 0; sg < n_segs; sg++)
         for (int t = segs[sg].row; t < segs[sg].row + segs[sg].T; t++) {
             int pos = segs[sg].pos + (t - segs[sg].row);
@@ -1733,6 +1734,9 @@ static tt_status cpu_load_weights(cpu_engine *ce, tt_error *err)
     s = cpu_pack(ce, &ce->lm_head, C, head, 1, err);
     if (s != TT_OK)
         return s;
+    const tensor_ref wte = m->tensors.global[ARCH_T_TOKEN_EMBD];
+    ce->head_tied = ce->lm_head.dtype == TT_GGUF && ce->lm_head.n_parts == 1 &&
+                    ce->lm_head.parts[0].data == wte.data;
     if (ce->gguf_xb && !ce->xb && (s = cpu_alloc_xb(ce, err)) != TT_OK)
         return s;
     if (ce->n_deferred > 0) {
