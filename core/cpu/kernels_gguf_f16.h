@@ -151,9 +151,9 @@ gf_step(uint32_t t, const uint16_t *const *w, int W, const float *x, size_t ldx,
 /* W weight rows (w[i]: K elements of type t) against R activation rows (x, rows ldx apart):
  * output (i, r) into out[r * W + i]. One activation row (a decode's runs of rows, each a
  * sequential stream) where ahead (cpu_features_gemv_prefetch: Intel) prefetches each row's line
- * GF_AHEAD bytes on into L2: on the Xeon, with the rows on huge pages (cpu.c, "Copies onto huge
- * pages"), a Llama-3.2-1B F16 file decodes 10.7 -> 12.0 tok/s (1 KiB 12.0, 4 KiB 11.6); from
- * the mapping's 4 KiB pages, and on Zen 4, prefetching measured no faster than the hardware's.
+ * GF_AHEAD bytes on into L2: on the Xeon a Llama-3.2-1B F16 file decodes 10.2 -> 11.1 tok/s from
+ * the mapping's 4 KiB pages and 10.7 -> 12.0 on huge pages (cpu.c, "Copies onto huge pages"; 1
+ * KiB 12.0, 4 KiB 11.6); on Zen 4 (measured from the mapping) no faster than the hardware's.
  * 8 rows a pass (8 streams) measured slower than 4 below GF_DECODE_WIDE_K. */
 #define GF_AHEAD 2048
 static inline __attribute__((always_inline)) void
