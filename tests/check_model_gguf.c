@@ -47,6 +47,13 @@ static void expect_refused(const char *path, const char *needle)
 static const int32_t IDS[] = {1, 17, 250, 3, 99, 100, 42, 7, 311, 64, 5, 200};
 #define N_IDS ((int)(sizeof IDS / sizeof IDS[0]))
 
+/* IDS folded into a vocabulary of V tokens. */
+static void ids_in(int V, int32_t ids[N_IDS])
+{
+    for (int i = 0; i < N_IDS; i++)
+        ids[i] = IDS[i] % V;
+}
+
 START_TEST(gguf_llama_reads_the_config_of_its_hf_directory)
 {
     model *hf = load_ok(fixture("tiny-llama"));
@@ -161,8 +168,7 @@ START_TEST(gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack)
         model *g = load_ok(fixture(files[f]));
         const int V = g->config.V, L = g->config.L;
         int32_t ids[N_IDS];
-        for (int i = 0; i < N_IDS; i++)
-            ids[i] = IDS[i] % V;
+        ids_in(V, ids);
         for (int threads = 1; threads <= 2; threads++)
             for (size_t s = 0; s < sizeof spans / sizeof spans[0]; s++) {
                 const int n = spans[s];
@@ -217,8 +223,7 @@ START_TEST(gguf_float_rows_give_the_same_logits_before_during_and_after_their_co
         model *g = load_ok(fixture(files[f]));
         const int V = g->config.V;
         int32_t ids[N_IDS];
-        for (int i = 0; i < N_IDS; i++)
-            ids[i] = IDS[i] % V;
+        ids_in(V, ids);
         for (int threads = 1; threads <= 2; threads++)
             for (size_t s = 0; s < sizeof spans / sizeof spans[0]; s++) {
                 const int n = spans[s];
@@ -477,8 +482,7 @@ START_TEST(gguf_f16_files_are_held_as_stored_near_their_fp32_logits)
         engine_free(e);
         const int V = g->config.V, n = N_IDS * V;
         int32_t ids[N_IDS];
-        for (int j = 0; j < N_IDS; j++)
-            ids[j] = IDS[j] % V;
+        ids_in(V, ids);
         float *ref = tu_all_logits(g, TT_F32, 1, ids, N_IDS);
         float *f16 = tu_all_logits(g, TT_F16, 1, ids, N_IDS);
         float *held = tu_all_logits(g, TT_GGUF, 2, ids, N_IDS);
@@ -566,8 +570,7 @@ START_TEST(gguf_qwen2_and_qwen3_load_with_their_recipes)
     for (int i = 0; i < 2; i++) {
         const int V = ms[i]->config.V;
         int32_t ids[N_IDS];
-        for (int j = 0; j < N_IDS; j++)
-            ids[j] = IDS[j] % V;
+        ids_in(V, ids);
         float *l = tu_all_logits(ms[i], ms[i]->file_dtype, 1, ids, N_IDS);
         for (int j = 0; j < N_IDS * V; j++)
             ck_assert(isfinite(l[j]));
