@@ -204,17 +204,17 @@ START_TEST(gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack)
 }
 END_TEST
 
-/* A float file's matrices (and a quantized part not regrouped) are read where the file stores
- * them, and copied onto huge pages after the first step (cpu.c, "Copies onto huge pages"); a step
- * meanwhile reads the rows done from the copy, a part being copied split where its matrix has room
- * (the lm_head, gate | up), the rest from the file. Copied that far ahead (none, one run of rows,
- * parts cut in the middle, all), spans of 1, 5 and 12 tokens on 1 and 2 threads give the logits of
- * an engine that copies nothing yet, bit for bit; so do steps beside its own copying thread, and
- * after cpu_engine_finish_load. */
+/* A float file's matrices (and a quantized part not regrouped: Q8_0 held as stored) are read
+ * where the file stores them, and copied onto huge pages after the first step (cpu.c, "Copies
+ * onto huge pages"); a step meanwhile reads the rows done from the copy, a part being copied
+ * split where its matrix has room (the lm_head, gate | up), the rest from the file. Copied that
+ * far ahead (one run of rows, parts cut in the middle, all), spans of 1, 5 and 12 tokens on 1 and
+ * 2 threads give the logits of an engine that copies nothing yet, bit for bit; so do steps beside
+ * its own copying thread, and after cpu_engine_finish_load. */
 START_TEST(gguf_float_rows_give_the_same_logits_before_during_and_after_their_copy)
 {
     const char *files[] = {"tiny-llama-f16.gguf", "tiny-llama-bf16.gguf", "tiny-qwen2-f16.gguf",
-                           "tiny-llama-256-q4_k_m.gguf"};
+                           "tiny-llama-q8_0.gguf", "tiny-llama-256-q4_k_m.gguf"};
     const int spans[] = {1, 5, N_IDS};
     const int64_t aheads[] = {1, 40, 100, 333, 1000, 5000, INT64_MAX};
     tt_error err = {0};
