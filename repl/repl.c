@@ -948,6 +948,8 @@ static int tui_run(tui *t, const char *first)
             t->dirty = false;
             t->last_draw = now;
         }
+        if (!t->running && !t->queued)   /* waiting for a person: the engine's loading goes on */
+            cpu_engine_load_in_background(t->s->eng);
         ui_key k = ui_curses_read_key(t->running ? 0 : (t->dirty ? 10 : IDLE_WAIT_MS));
         while (k.type != UI_KEY_NONE && !t->quit) {
             handle_key(t, k);

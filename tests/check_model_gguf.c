@@ -276,6 +276,36 @@ START_TEST(gguf_float_rows_give_the_same_logits_before_during_and_after_their_co
 }
 END_TEST
 
+/* A caller about to wait for a person starts the engine's background loading before the first
+ * step (cpu_engine_load_in_background: the REPL at its prompt): the copies are done by the time
+ * cpu_engine_finish_load returns, nothing is left to copy ahead, and the first step's logits are
+ * the bits of an engine that copied nothing. */
+START_TEST(gguf_float_rows_are_copied_before_the_first_step_when_asked)
+{
+    model *g = load_ok(fixture("tiny-llama-f16.gguf"));
+    int32_t ids[N_IDS];
+    ids_in(g->config.V, ids);
+    const size_t bytes = (size_t)N_IDS * (size_t)g->config.V * sizeof(float);
+    tt_error err = {0};
+    engine *ref = tu_cpu_engine(g, TT_GGUF, 2, 0);
+    ck_assert_msg(engine_forward(ref, ids, N_IDS, 0, true, &err) == TT_OK, "%s", err.msg);
+    engine *e = tu_cpu_engine(g, TT_GGUF, 2, 0);
+    const int left = cpu_engine_copy_ahead(e, 0);   /* 0 rows: asks; -1: no huge pages */
+    cpu_engine_load_in_background(e);
+    cpu_engine_load_in_background(e);                /* once */
+    if (left >= 0)
+        ck_assert_int_eq(cpu_engine_copy_ahead(e, 1), -1);   /* its thread's now */
+    cpu_engine_finish_load(e);
+    ck_assert(engine_forward(e, ids, N_IDS, 0, true, &err) == TT_OK);
+    ck_assert_msg(memcmp(engine_logits(ref, 0), engine_logits(e, 0), bytes) == 0,
+                  "logits differ after a copy before the first step");
+    engine_free(e);
+    engine_free(ref);
+    cpu_engine_load_in_background(NULL);
+    model_free(g);
+}
+END_TEST
+
 static double max_diff(const float *a, const float *b, int n)
 {
     double w = 0;
@@ -807,6 +837,7 @@ static Suite *model_gguf_suite(void)
     tcase_add_test(tc, gguf_q8_0_is_held_as_q8_by_default_and_repacked_bit_for_bit);
     tcase_add_test(tc, gguf_q8_0_gives_the_same_logits_before_and_after_its_deferred_repack);
     tcase_add_test(tc, gguf_float_rows_give_the_same_logits_before_during_and_after_their_copy);
+    tcase_add_test(tc, gguf_float_rows_are_copied_before_the_first_step_when_asked);
     tcase_add_test(tc, gguf_q8_0_stays_within_quantization_noise_of_its_hf_directory);
     tcase_add_test(tc, gguf_quantized_files_are_held_as_stored_near_their_fp32_logits);
     tcase_add_test(tc, gguf_q4_0_and_q5_0_regrouped_give_the_row_kernels_tokens);

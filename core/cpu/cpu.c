@@ -1467,6 +1467,12 @@ static void cpu_defer_adopt(cpu_engine *ce)
     }
 }
 
+void cpu_engine_load_in_background(engine *e)
+{
+    if (e && e->ops == &cpu_ops)
+        cpu_defer_start((cpu_engine *)e);
+}
+
 int cpu_engine_copy_ahead(engine *e, int64_t rows)
 {
     if (!e || e->ops != &cpu_ops)

@@ -243,6 +243,12 @@ tt_status cpu_engine_create(const model *m, const engine_options *o, engine **ou
  * done). */
 int cpu_engine_finish_load(engine *e);
 
+/* Starts now, on the CPU engine e's own thread, what it otherwise starts after its first step
+ * (cpu.c: the Q8_0 repack, the copies onto huge pages, the settling onto huge pages), for a caller
+ * about to wait for a person (the REPL at its prompt); a no-op for another backend or once
+ * started. */
+void cpu_engine_load_in_background(engine *e);
+
 /* Before the first step of the CPU engine e (tests): copies the next rows (whole runs; all with
  * INT64_MAX) of the parts it reads where a GGUF file stores them onto huge pages, which it does
  * on its own thread after the first step (cpu.c, "Copies onto huge pages"), on the caller.
