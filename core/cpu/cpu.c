@@ -1205,10 +1205,12 @@ static tt_dtype cpu_matrix_dtype(tt_dtype d, int K, const pack_part *parts, int 
  * page at a fraction of memory's speed. So the engine starts from the file's pages (in the page
  * cache, backed already): until a matrix is repacked, each matmul packs the panels it reads into
  * a small per-thread window (matmul_panels), the same bytes through the same kernel. After the
- * first step (the first token is out) one thread repacks the matrices in order, releasing the
- * file's pages as it goes (peak memory as before); each step starts by adopting those finished
- * (cpu_defer_adopt), so a later step is as fast as a repacked engine's. Then the same thread
- * moves the engine's weights onto huge pages (weight_arena_settle: packed on 4 KiB pages at
+ * first step (the first token is out), or as soon as the caller waits for a person
+ * (cpu_engine_load_in_background: the REPL's prompt), one thread repacks the matrices in order,
+ * releasing the file's pages as it goes (peak memory as before); each step starts by adopting
+ * those finished (cpu_defer_adopt), so a later step is as fast as a repacked engine's. Then the
+ * same thread copies a GGUF file's rows read in place onto huge pages ("Copies onto huge pages")
+ * and moves the engine's weights onto huge pages (weight_arena_settle: packed on 4 KiB pages at
  * creation, where fresh huge pages would cost the first token as much again), every engine's,
  * deferred matrices or not. cpu_engine_finish_load waits for it all (bench: the figures of the
  * settled engine). */
@@ -1260,8 +1262,8 @@ static void cpu_repack(cpu_engine *ce)
  * pages: a TLB miss every 64 lines, the prefetchers stopping at every page. On 2 MiB pages a
  * Llama-3.2-1B F16 file decodes 6-8% and prefills 9-11% faster on the Xeon (docs/performance.md).
  * Copying them at creation would cost the first token the first touch of gigabytes of fresh
- * memory (see "Deferred repacking"), so the repacking thread copies them after the first step, in
- * the order a step reads them, 2 MiB of rows at a time into an arena on huge pages: each run is
+ * memory (see "Deferred repacking"), so the repacking thread copies them after the first step (or
+ * while the REPL's prompt waits), in the order a step reads them, 2 MiB of rows at a time into an arena on huge pages: each run is
  * published (rows_done), then its file pages released, so that resident memory stays about the
  * file's size. A step reads what is done from the copy (cpu_copy_view) and adopts each complete
  * copy as the part's rows (cpu_defer_adopt).
