@@ -1263,9 +1263,9 @@ static void cpu_repack(cpu_engine *ce)
  * Llama-3.2-1B F16 file decodes 6-8% and prefills 9-11% faster on the Xeon (docs/performance.md).
  * Copying them at creation would cost the first token the first touch of gigabytes of fresh
  * memory (see "Deferred repacking"), so the repacking thread copies them after the first step (or
- * while the REPL's prompt waits), in the order a step reads them, 2 MiB of rows at a time into an arena on huge pages: each run is
- * published (rows_done), then its file pages released, so that resident memory stays about the
- * file's size. A step reads what is done from the copy (cpu_copy_view) and adopts each complete
+ * while the REPL's prompt waits), in the order a step reads them, 2 MiB of rows at a time into an
+ * arena on huge pages: each run is published (rows_done), then its file pages released, so that
+ * resident memory stays about the file's size. A step reads what is done from the copy (cpu_copy_view) and adopts each complete
  * copy as the part's rows (cpu_defer_adopt).
  *
  * Only where the steps pause (cpu_pause_wait, with no limit; a person reading or typing, the wait
