@@ -1265,8 +1265,8 @@ static void cpu_repack(cpu_engine *ce)
  * memory (see "Deferred repacking"), so the repacking thread copies them after the first step (or
  * while the REPL's prompt waits), in the order a step reads them, 2 MiB of rows at a time into an
  * arena on huge pages: each run is published (rows_done), then its file pages released, so that
- * resident memory stays about the file's size. A step reads what is done from the copy (cpu_copy_view) and adopts each complete
- * copy as the part's rows (cpu_defer_adopt).
+ * resident memory stays about the file's size. A step reads what is done from the copy
+ * (cpu_copy_view) and adopts each complete copy as the part's rows (cpu_defer_adopt).
  *
  * Only where the steps pause (cpu_pause_wait, with no limit; a person reading or typing, the wait
  * of cpu_engine_finish_load), on a niced thread: beside back-to-back steps of an unpaced
@@ -1407,7 +1407,7 @@ static void cpu_background(cpu_engine *ce, bool own_thread)
     cpu_repack(ce);
 #ifdef SYS_gettid
     if (own_thread && ce->n_copied > 0)
-        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);   /* a hint: failure costs speed */
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);   /* failure costs speed */
 #endif
     int64_t all = INT64_MAX;
     cpu_copy(ce, &all, own_thread);
