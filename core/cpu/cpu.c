@@ -1260,7 +1260,7 @@ static void cpu_repack(cpu_engine *ce)
  * The parts of a GGUF file's matrices that the kernels read where the file stores them (F16 and
  * BF16 files' matrices, a quantized part not regrouped) are read from the page cache's 4 KiB
  * pages: a TLB miss every 64 lines, the prefetchers stopping at every page. On 2 MiB pages a
- * Llama-3.2-1B F16 file decodes 6-8% and prefills 9-11% faster on the Xeon (docs/performance.md).
+ * Llama-3.2-1B F16 file decodes 6-8% and prefills 9-14% faster on the Xeon (docs/performance.md).
  * Copying them at creation would cost the first token the first touch of gigabytes of fresh
  * memory (see "Deferred repacking"), so the repacking thread copies them after the first step (or
  * while the REPL's prompt waits), in the order a step reads them, 2 MiB of rows at a time into an
