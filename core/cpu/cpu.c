@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/base/clock.h"
+#include "core/base/util.h"
 #include "core/engine/attention.h"
 #include "core/engine/engine.h"
 #include "core/cpu/kernels.h"
@@ -1280,13 +1281,13 @@ static void cpu_repack(cpu_engine *ce)
 /* Whether the kernel gives this process transparent huge pages when asked (madvise or always). */
 static bool cpu_huge_pages(void)
 {
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!f)
+    char *text = NULL;
+    if (util_read_file("/sys/kernel/mm/transparent_hugepage/enabled", 0, &text, NULL, NULL,
+                       NULL) != TT_OK)
         return false;
-    char line[128] = "";
-    const bool got = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    return got && !strstr(line, "[never]");
+    const bool on = !strstr(text, "[never]");
+    free(text);
+    return on;
 }
 
 static int cpu_gcd(int a, int b)
